@@ -1,0 +1,35 @@
+# Build: `make` builds the CPU trainer and tools; `make test` builds and runs every test.
+CC ?= gcc
+# -march=native: the matrix kernels rely on the host's vector units. Override with
+# `make ARCHFLAGS=-mavx2\ -mfma` (or empty) to build for another machine.
+ARCHFLAGS ?= -march=native
+CFLAGS ?= -O3 $(ARCHFLAGS) -fopenmp -Wall -Wextra -Wno-unused-function -Wno-format-truncation -std=gnu11
+LDLIBS = -lm
+
+COMMON_H = $(wildcard common/*.h)
+
+.PHONY: all test clean
+
+all: train_sft tok
+
+train_sft: train_sft.c $(COMMON_H)
+	$(CC) $(CFLAGS) -o $@ train_sft.c $(LDLIBS)
+
+test_sft: test_sft.c train_sft.c $(COMMON_H)
+	$(CC) $(CFLAGS) -o $@ test_sft.c $(LDLIBS)
+
+# ---- tokenizer (tokenizer/) ----
+TOK_DEPS = $(wildcard tokenizer/*.h tokenizer/*.c) $(COMMON_H)
+
+tok: $(TOK_DEPS)
+	$(CC) $(CFLAGS) -o $@ tokenizer/tok.c $(LDLIBS)
+
+test_tok: $(TOK_DEPS)
+	$(CC) $(CFLAGS) -o $@ tokenizer/test_tok.c $(LDLIBS)
+# ---- end tokenizer ----
+
+test: train_sft test_sft tok test_tok
+	bash dev/run_tests.sh ./test_sft ./test_tok "bash tokenizer/test_exact.sh"
+
+clean:
+	rm -f train_sft test_sft tok test_tok train_sftcu test_sftcu

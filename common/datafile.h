@@ -1,0 +1,234 @@
+// datafile.h: the SFT training file format, and the loader that packs its
+// documents into micro-batches of B rows x T positions.
+//
+// File layout (little-endian):
+//   header   128 x int64: [0] magic 20261130, [1] version 1, [2] bytes per token
+//            (2 = uint16, 4 = uint32), [3] vocabulary size the tokens were made
+//            with, [4] D = number of documents, [5] N = total tokens, rest 0
+//   offsets  D+1 x int64: off[0] = 0, off[D] = N, strictly increasing
+//   tokens   N x uint16 or uint32
+//   mask     N x uint8: 1 = the token is a training target, 0 = it is not
+// The file size must be exactly 1024 + 8(D+1) + N*(bytes per token) + N.
+#ifndef SFT_DATAFILE_H
+#define SFT_DATAFILE_H
+
+#include "rng.h"
+#include "util.h"
+
+#define DATA_MAGIC 20261130
+#define DATA_VERSION 1
+#define DATA_HEADER_INTS 128
+
+typedef struct {
+    char path[1024];
+    int64_t token_bytes, vocab_size, num_docs, num_tokens;
+    int64_t *offsets;          // num_docs + 1 entries
+    const uint8_t *tokens;     // num_tokens entries of token_bytes each
+    const uint8_t *mask;       // num_tokens entries
+    uint32_t max_token;        // largest token id in the file
+    char *buf;                 // the whole file
+} DataFile;
+
+static inline uint32_t data_token(const DataFile *df, int64_t i) {
+    if (df->token_bytes == 2) { uint16_t v; memcpy(&v, df->tokens + 2 * i, 2); return v; }
+    uint32_t v; memcpy(&v, df->tokens + 4 * i, 4); return v;
+}
+
+static inline int64_t data_doc_length(const DataFile *df, int64_t d) { return df->offsets[d + 1] - df->offsets[d]; }
+
+// Loads and validates a data file; any problem is a fatal error naming the file.
+static void data_load(DataFile *df, const char *path) {
+    memset(df, 0, sizeof *df);
+    snprintf(df->path, sizeof df->path, "%s", path);
+    size_t len;
+    df->buf = read_whole_file(path, &len);
+    if (len < DATA_HEADER_INTS * 8) fatal("%s: file is %zu bytes, shorter than the 1024-byte header (not an SFT data file?)", path, len);
+    int64_t h[DATA_HEADER_INTS];
+    memcpy(h, df->buf, sizeof h);
+    if (h[0] != DATA_MAGIC) fatal("%s: bad magic number %lld (expected %d): not an SFT data file", path, (long long)h[0], DATA_MAGIC);
+    if (h[1] != DATA_VERSION) fatal("%s: unsupported version %lld (this program reads version %d)", path, (long long)h[1], DATA_VERSION);
+    if (h[2] != 2 && h[2] != 4) fatal("%s: bytes per token is %lld, must be 2 or 4", path, (long long)h[2]);
+    if (h[3] <= 0 || h[3] > ((int64_t)1 << 31)) fatal("%s: vocabulary size %lld out of range", path, (long long)h[3]);
+    if (h[2] == 2 && h[3] > 65536) fatal("%s: vocabulary size %lld does not fit 2-byte tokens", path, (long long)h[3]);
+    if (h[4] <= 0) fatal("%s: the file has %lld documents; it needs at least one", path, (long long)h[4]);
+    if (h[5] < h[4]) fatal("%s: %lld tokens cannot hold %lld non-empty documents", path, (long long)h[5], (long long)h[4]);
+    for (int i = 6; i < DATA_HEADER_INTS; i++)
+        if (h[i] != 0) fatal("%s: header field %d is %lld, must be 0 in version 1", path, i, (long long)h[i]);
+    df->token_bytes = h[2]; df->vocab_size = h[3]; df->num_docs = h[4]; df->num_tokens = h[5];
+    // expected size, computed with overflow checks (a hostile header could wrap it)
+    const uint64_t limit = (uint64_t)1 << 62;
+    if ((uint64_t)df->num_docs >= limit / 8 || (uint64_t)df->num_tokens >= limit / 8)
+        fatal("%s: header counts are absurdly large (D=%lld, N=%lld)", path, (long long)df->num_docs, (long long)df->num_tokens);
+    uint64_t expect = 1024 + 8 * (uint64_t)(df->num_docs + 1) + (uint64_t)df->num_tokens * (uint64_t)(df->token_bytes + 1);
+    if ((uint64_t)len != expect)
+        fatal("%s: file is %zu bytes but the header (D=%lld documents, N=%lld tokens, %lld bytes per token) needs exactly %llu: truncated or corrupt",
+              path, len, (long long)df->num_docs, (long long)df->num_tokens, (long long)df->token_bytes, (unsigned long long)expect);
+    df->offsets = (int64_t *)xmalloc(8 * (size_t)(df->num_docs + 1));
+    memcpy(df->offsets, df->buf + 1024, 8 * (size_t)(df->num_docs + 1));
+    df->tokens = (const uint8_t *)df->buf + 1024 + 8 * (df->num_docs + 1);
+    df->mask = df->tokens + df->num_tokens * df->token_bytes;
+    if (df->offsets[0] != 0) fatal("%s: first document offset is %lld, must be 0", path, (long long)df->offsets[0]);
+    for (int64_t d = 0; d < df->num_docs; d++)
+        if (df->offsets[d + 1] <= df->offsets[d] || df->offsets[d + 1] > df->num_tokens)
+            fatal("%s: document offsets out of order or out of range at document %lld (%lld then %lld, N=%lld)", path,
+                  (long long)d, (long long)df->offsets[d], (long long)df->offsets[d + 1], (long long)df->num_tokens);
+    if (df->offsets[df->num_docs] != df->num_tokens)
+        fatal("%s: last document offset is %lld, must equal N=%lld", path, (long long)df->offsets[df->num_docs], (long long)df->num_tokens);
+    uint32_t mx = 0;
+    for (int64_t i = 0; i < df->num_tokens; i++) {
+        uint32_t t = data_token(df, i);
+        if (t > mx) mx = t;
+        if (df->mask[i] > 1) fatal("%s: mask byte %lld is %d, must be 0 or 1", path, (long long)i, df->mask[i]);
+    }
+    if ((int64_t)mx >= df->vocab_size)
+        fatal("%s: token id %u is not below the vocabulary size %lld in the header", path, mx, (long long)df->vocab_size);
+    df->max_token = mx;
+}
+
+static void data_free(DataFile *df) { free(df->offsets); free(df->buf); memset(df, 0, sizeof *df); }
+
+// Writes a data file atomically. tokens/mask hold offsets[num_docs] entries.
+static void data_write(const char *path, int token_bytes, int64_t vocab_size, int64_t num_docs,
+                       const int64_t *offsets, const uint32_t *tokens, const uint8_t *mask) {
+    int64_t n = offsets[num_docs];
+    int64_t h[DATA_HEADER_INTS] = {0};
+    h[0] = DATA_MAGIC; h[1] = DATA_VERSION; h[2] = token_bytes; h[3] = vocab_size; h[4] = num_docs; h[5] = n;
+    AtomicFile af;
+    atomic_open(&af, path);
+    atomic_write(&af, h, sizeof h);
+    atomic_write(&af, offsets, 8 * (size_t)(num_docs + 1));
+    for (int64_t i = 0; i < n; i++) {
+        if (token_bytes == 2) { uint16_t v = (uint16_t)tokens[i]; atomic_write(&af, &v, 2); }
+        else atomic_write(&af, &tokens[i], 4);
+    }
+    atomic_write(&af, mask, (size_t)n);
+    atomic_commit(&af);
+}
+
+// ----------------------------------------------------------------------------
+// Loader: packs whole documents into rows of T positions.
+//
+// Each row holds consecutive documents (in file order with -S 0, or in a seeded
+// permutation of the epoch with shuffling), placed next-fit: a document that does
+// not fit in the rest of the row starts the next row. Positions restart at 0 with
+// each document, and a token attends only to earlier tokens of its own document
+// (doc_start gives the row position where its document begins). A document longer
+// than T is cut to its first T tokens. A row never mixes two epochs: when the data
+// runs out, the row is closed and the next epoch starts in the next row.
+// Row tails are padding: token 0 at position 0, its own document, no target.
+//
+// For a row position holding token j of a document, the target is token j+1 of
+// that document if it exists (within the cut) and its mask is 1, else -1.
+
+typedef struct {
+    const DataFile *df;
+    int B, T;
+    int shuffle;
+    uint64_t seed;
+    int wrap;                 // 1: start the next epoch when data runs out; 0: pad and stop
+    int64_t epoch, cursor;    // next document = order[cursor] of this epoch
+    int64_t *order;           // document order of the current epoch
+    int exhausted;            // wrap == 0 and every document has been served
+    // the current micro-batch, B*T entries each
+    int *inputs, *targets, *pos, *doc_start;
+    int num_targets;          // targets >= 0 in the micro-batch
+} Loader;
+
+static void loader_make_order(Loader *ld) {
+    int64_t D = ld->df->num_docs;
+    for (int64_t i = 0; i < D; i++) ld->order[i] = i;
+    if (!ld->shuffle) return;
+    Rng r;
+    rng_seed(&r, ld->seed * 0x9E3779B97F4A7C15ull + (uint64_t)ld->epoch);
+    for (int64_t i = D - 1; i > 0; i--) {  // Fisher-Yates
+        int64_t j = (int64_t)rng_below(&r, (uint64_t)i + 1);
+        int64_t t = ld->order[i]; ld->order[i] = ld->order[j]; ld->order[j] = t;
+    }
+}
+
+static void loader_seek(Loader *ld, int64_t epoch, int64_t cursor) {
+    ld->epoch = epoch;
+    ld->cursor = cursor;
+    ld->exhausted = 0;
+    loader_make_order(ld);
+}
+
+static void loader_init(Loader *ld, const DataFile *df, int B, int T, int shuffle, uint64_t seed, int wrap) {
+    memset(ld, 0, sizeof *ld);
+    ld->df = df; ld->B = B; ld->T = T; ld->shuffle = shuffle; ld->seed = seed; ld->wrap = wrap;
+    ld->order = (int64_t *)xmalloc(8 * (size_t)df->num_docs);
+    size_t bt = (size_t)B * T;
+    ld->inputs = (int *)xmalloc(bt * sizeof(int));
+    ld->targets = (int *)xmalloc(bt * sizeof(int));
+    ld->pos = (int *)xmalloc(bt * sizeof(int));
+    ld->doc_start = (int *)xmalloc(bt * sizeof(int));
+    loader_seek(ld, 0, 0);
+}
+
+static void loader_free(Loader *ld) {
+    free(ld->order); free(ld->inputs); free(ld->targets); free(ld->pos); free(ld->doc_start);
+}
+
+// Fills one row (T positions) with next-fit packed documents and returns how many
+// positions hold tokens. With inputs == NULL it only advances the cursor (counting).
+static int loader_fill_row(Loader *ld, int *inputs, int *targets, int *pos, int *doc_start) {
+    const DataFile *df = ld->df;
+    int T = ld->T, filled = 0;
+    while (!ld->exhausted) {
+        int64_t d = ld->order[ld->cursor];
+        int64_t len = data_doc_length(df, d);
+        if (len > T) len = T;
+        if (filled > 0 && len > T - filled) break;  // does not fit: next row
+        int64_t off = df->offsets[d];
+        for (int j = 0; inputs && j < len; j++) {
+            int p = filled + j;
+            inputs[p] = (int)data_token(df, off + j);
+            pos[p] = j;
+            doc_start[p] = filled;
+            targets[p] = (j + 1 < len && df->mask[off + j + 1]) ? (int)data_token(df, off + j + 1) : -1;
+        }
+        filled += (int)len;
+        if (++ld->cursor == df->num_docs) {  // end of the epoch closes the row
+            if (ld->wrap) loader_seek(ld, ld->epoch + 1, 0);
+            else ld->exhausted = 1;
+            break;
+        }
+        if (filled == T) break;
+    }
+    for (int p = filled; inputs && p < T; p++) { inputs[p] = 0; pos[p] = 0; doc_start[p] = p; targets[p] = -1; }
+    return filled;
+}
+
+// Builds the next micro-batch of B rows.
+static void loader_next_batch(Loader *ld) {
+    int T = ld->T;
+    for (int b = 0; b < ld->B; b++)
+        loader_fill_row(ld, ld->inputs + b * T, ld->targets + b * T, ld->pos + b * T, ld->doc_start + b * T);
+    int n = 0;
+    for (int i = 0; i < ld->B * T; i++) n += ld->targets[i] >= 0;
+    ld->num_targets = n;
+}
+
+// Rows that one pass over the data takes with next-fit packing in the order of
+// `epoch`; *filled_out (if not NULL) gets the positions that hold tokens.
+static int64_t loader_rows_in_epoch(const DataFile *df, int T, int shuffle, uint64_t seed, int64_t epoch, int64_t *filled_out) {
+    Loader ld;
+    memset(&ld, 0, sizeof ld);
+    ld.df = df; ld.T = T; ld.shuffle = shuffle; ld.seed = seed; ld.wrap = 0;
+    ld.order = (int64_t *)xmalloc(8 * (size_t)df->num_docs);
+    loader_seek(&ld, epoch, 0);
+    int64_t rows = 0, filled = 0;
+    while (!ld.exhausted) { filled += loader_fill_row(&ld, NULL, NULL, NULL, NULL); rows++; }
+    free(ld.order);
+    if (filled_out) *filled_out = filled;
+    return rows;
+}
+
+// Documents longer than T (cut to their first T tokens when packed).
+static int64_t data_count_longer_than(const DataFile *df, int T) {
+    int64_t n = 0;
+    for (int64_t d = 0; d < df->num_docs; d++) n += data_doc_length(df, d) > T;
+    return n;
+}
+
+#endif

@@ -1,0 +1,290 @@
+// trainer.h: what the CPU and CUDA trainers share around the model: command-line
+// flags, the learning-rate schedule, model loading by -e, checkpoints (directory
+// layout, optimizer state file, the "latest" pointer) and metrics.jsonl.
+#ifndef SFT_TRAINER_H
+#define SFT_TRAINER_H
+
+#include <math.h>
+#include "datafile.h"
+#include "gpt2.h"
+#include "util.h"
+
+// ---------------------------------------------------------------------------
+// Command-line flags: single letters, each followed by one value.
+
+typedef enum { FLAG_INT, FLAG_FLOAT, FLAG_STRING } FlagType;
+typedef struct { char letter; FlagType type; void *dest; const char *meaning; } Flag;
+
+typedef struct {
+    const char *train_path, *val_path, *init, *out_dir;
+    int B, T, total_batch, max_steps, warmup, shuffle, sample_every, sample_tokens;
+    int val_every, val_batches, ckpt_every, resume, seed;
+    float lr, final_lr_frac, weight_decay, grad_clip, temperature;
+} TrainArgs;
+
+static void train_args_defaults(TrainArgs *a) {
+    memset(a, 0, sizeof *a);
+    a->train_path = ""; a->val_path = ""; a->init = "d6"; a->out_dir = "out";
+    a->B = 4; a->T = 0; a->total_batch = 0; a->max_steps = -1; a->warmup = 0; a->shuffle = 1;
+    a->sample_every = 0; a->sample_tokens = 64; a->val_every = 100; a->val_batches = 20;
+    a->ckpt_every = 0; a->resume = 0; a->seed = 1337;
+    a->lr = 1e-4f; a->final_lr_frac = 0.1f; a->weight_decay = 0.0f; a->grad_clip = 1.0f; a->temperature = 0.0f;
+}
+
+// The flags both trainers take; a trainer appends its own after these.
+#define COMMON_FLAGS(a)                                                                                   \
+    {'i', FLAG_STRING, &(a)->train_path, "training data file (required)"},                               \
+    {'j', FLAG_STRING, &(a)->val_path, "validation data file (default: none)"},                           \
+    {'e', FLAG_STRING, &(a)->init, "model: Hugging Face GPT-2 dir, checkpoint dir, or size dN (default d6)"}, \
+    {'o', FLAG_STRING, &(a)->out_dir, "output directory for metrics, checkpoints, exports (default out)"}, \
+    {'b', FLAG_INT, &(a)->B, "micro-batch rows B (default 4)"},                                          \
+    {'t', FLAG_INT, &(a)->T, "row length T in tokens (default min(512, model context))"},               \
+    {'d', FLAG_INT, &(a)->total_batch, "tokens per optimizer step, a multiple of B*T (default B*T)"},    \
+    {'l', FLAG_FLOAT, &(a)->lr, "peak learning rate (default 1e-4)"},                                     \
+    {'u', FLAG_INT, &(a)->warmup, "linear warmup steps (default 0)"},                                     \
+    {'q', FLAG_FLOAT, &(a)->final_lr_frac, "final LR as a fraction of peak, cosine decay; 1 = constant (default 0.1)"}, \
+    {'c', FLAG_FLOAT, &(a)->weight_decay, "AdamW weight decay on matrices and embeddings (default 0)"},   \
+    {'G', FLAG_FLOAT, &(a)->grad_clip, "clip gradients to this global L2 norm; 0 = off (default 1.0)"},  \
+    {'x', FLAG_INT, &(a)->max_steps, "optimizer steps; -1 = one epoch (default -1)"},                    \
+    {'S', FLAG_INT, &(a)->shuffle, "shuffle documents each epoch, 0 or 1 (default 1)"},                  \
+    {'v', FLAG_INT, &(a)->val_every, "validate every N steps and at the end, with -j (default 100)"},    \
+    {'m', FLAG_INT, &(a)->val_batches, "validation micro-batches; -1 = the whole file (default 20)"},    \
+    {'s', FLAG_INT, &(a)->sample_every, "sample every N steps and at the end; 0 = never (default 0)"},  \
+    {'g', FLAG_INT, &(a)->sample_tokens, "tokens to generate when sampling (default 64)"},               \
+    {'w', FLAG_FLOAT, &(a)->temperature, "sampling temperature; 0 = greedy (default 0)"},                \
+    {'n', FLAG_INT, &(a)->ckpt_every, "checkpoint every N steps; 0 = only at the end (default 0)"},      \
+    {'y', FLAG_INT, &(a)->resume, "1 = resume from the latest checkpoint in -o (default 0)"},            \
+    {'z', FLAG_INT, &(a)->seed, "random seed: init, shuffling, sampling (default 1337)"}
+
+static void print_usage(const char *prog, const Flag *flags, int nflags) {
+    fprintf(stderr, "usage: %s -i train.bin [flags]\n\nflags:\n", prog);
+    for (int i = 0; i < nflags; i++) fprintf(stderr, "  -%c  %s\n", flags[i].letter, flags[i].meaning);
+    fprintf(stderr, "  -h  print this help\n");
+}
+
+static void usage_error(const char *prog, const char *fmt, ...) __attribute__((noreturn, format(printf, 2, 3)));
+static void usage_error(const char *prog, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("error: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, " (run %s -h for help)\n", prog);
+    va_end(ap);
+    exit(1);
+}
+
+static void parse_flags(int argc, char **argv, const Flag *flags, int nflags) {
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i];
+        if (!strcmp(arg, "-h") || !strcmp(arg, "--help")) { print_usage(argv[0], flags, nflags); exit(0); }
+        if (arg[0] != '-' || arg[1] == 0 || arg[2] != 0) usage_error(argv[0], "unexpected argument '%s'", arg);
+        const Flag *f = NULL;
+        for (int k = 0; k < nflags; k++) if (flags[k].letter == arg[1]) f = &flags[k];
+        if (!f) usage_error(argv[0], "unknown flag %s", arg);
+        if (i + 1 >= argc) usage_error(argv[0], "flag %s needs a value", arg);
+        const char *val = argv[++i];
+        char *end;
+        errno = 0;
+        if (f->type == FLAG_INT) {
+            long v = strtol(val, &end, 10);
+            if (*val == 0 || *end != 0 || errno || v < INT32_MIN || v > INT32_MAX)
+                usage_error(argv[0], "flag %s takes an integer, got '%s'", arg, val);
+            *(int *)f->dest = (int)v;
+        } else if (f->type == FLAG_FLOAT) {
+            float v = strtof(val, &end);
+            if (*val == 0 || *end != 0 || errno || !isfinite(v)) usage_error(argv[0], "flag %s takes a number, got '%s'", arg, val);
+            *(float *)f->dest = v;
+        } else {
+            *(const char **)f->dest = val;
+        }
+    }
+}
+
+// Range checks for the shared flags (T and the batch are checked once the model is known).
+static void check_train_args(const char *prog, const TrainArgs *a) {
+    if (!a->train_path[0]) usage_error(prog, "no training data: pass -i FILE");
+    if (strlen(a->out_dir) > 1000 || strlen(a->init) > 1000) usage_error(prog, "paths longer than 1000 characters are not supported");
+    if (!a->out_dir[0]) usage_error(prog, "-o needs a directory name");
+    if (a->B < 1) usage_error(prog, "-b must be at least 1, got %d", a->B);
+    if (a->T < 0) usage_error(prog, "-t must be positive, got %d", a->T);
+    if (a->total_batch < 0) usage_error(prog, "-d must be positive, got %d", a->total_batch);
+    if (!(a->lr >= 0)) usage_error(prog, "-l must be >= 0");
+    if (a->warmup < 0) usage_error(prog, "-u must be >= 0, got %d", a->warmup);
+    if (!(a->final_lr_frac >= 0 && a->final_lr_frac <= 1)) usage_error(prog, "-q must be between 0 and 1, got %g", a->final_lr_frac);
+    if (!(a->weight_decay >= 0)) usage_error(prog, "-c must be >= 0");
+    if (!(a->grad_clip >= 0)) usage_error(prog, "-G must be >= 0 (0 = no clipping)");
+    if (a->max_steps < -1 || a->max_steps == 0) usage_error(prog, "-x must be positive or -1 (one epoch), got %d", a->max_steps);
+    if (a->shuffle != 0 && a->shuffle != 1) usage_error(prog, "-S must be 0 or 1, got %d", a->shuffle);
+    if (a->val_every < 0) usage_error(prog, "-v must be >= 0, got %d", a->val_every);
+    if (a->val_batches < -1 || a->val_batches == 0) usage_error(prog, "-m must be positive or -1 (all), got %d", a->val_batches);
+    if (a->sample_every < 0) usage_error(prog, "-s must be >= 0, got %d", a->sample_every);
+    if (a->sample_tokens < 1) usage_error(prog, "-g must be at least 1, got %d", a->sample_tokens);
+    if (!(a->temperature >= 0)) usage_error(prog, "-w must be >= 0");
+    if (a->ckpt_every < 0) usage_error(prog, "-n must be >= 0, got %d", a->ckpt_every);
+    if (a->resume != 0 && a->resume != 1) usage_error(prog, "-y must be 0 or 1, got %d", a->resume);
+}
+
+// ---------------------------------------------------------------------------
+// Learning rate at step s (0-based) of total: linear warmup over `warmup` steps,
+// then cosine decay from peak to final_frac*peak, reached at the last step.
+static float lr_at_step(int s, int total, float peak, int warmup, float final_frac) {
+    if (s < warmup) return peak * (float)(s + 1) / (float)warmup;
+    float min_lr = peak * final_frac;
+    int span = total - 1 - warmup;
+    if (span <= 0) return s >= total - 1 ? min_lr : peak;
+    double ratio = (double)(s - warmup) / (double)span;
+    if (ratio > 1) ratio = 1;
+    return (float)(min_lr + 0.5 * (peak - min_lr) * (1.0 + cos(M_PI * ratio)));
+}
+
+// ---------------------------------------------------------------------------
+// Checkpoints. A checkpoint is a directory <out>/step_NNNNNNNN holding a Hugging
+// Face export (config.json, model.safetensors) plus state.bin with what training
+// needs to continue: AdamW moments, step counters, the data cursor and RNG state.
+// It is written as <name>.tmp and renamed; <out>/latest then names it.
+
+#define STATE_MAGIC 20261201
+#define STATE_VERSION 1
+
+typedef struct {
+    int64_t step;          // optimizer steps taken (skipped ones included)
+    int64_t adam_t;        // AdamW updates made (bias-correction count)
+    int64_t epoch, cursor; // training loader position
+    uint64_t rng;          // sampling RNG state
+    int64_t data_docs, data_tokens;  // identity of the training file
+    int64_t B, T, A;
+} TrainState;
+
+static void checkpoint_dir_name(char *buf, size_t n, const char *out_dir, int64_t step) {
+    snprintf(buf, n, "%s/step_%08lld", out_dir, (long long)step);
+}
+
+static void write_state_file(const char *path, const GPT2Config *cfg, const TrainState *s, const float *m, const float *v, size_t P) {
+    int64_t h[32] = {0};
+    h[0] = STATE_MAGIC; h[1] = STATE_VERSION; h[2] = cfg->L; h[3] = cfg->NH; h[4] = cfg->C; h[5] = cfg->V; h[6] = cfg->maxT;
+    h[7] = s->step; h[8] = s->adam_t; h[9] = s->epoch; h[10] = s->cursor; memcpy(&h[11], &s->rng, 8);
+    h[12] = s->data_docs; h[13] = s->data_tokens; h[14] = s->B; h[15] = s->T; h[16] = s->A; h[17] = (int64_t)P;
+    AtomicFile af;
+    atomic_open(&af, path);
+    atomic_write(&af, h, sizeof h);
+    atomic_write(&af, m, P * sizeof(float));
+    atomic_write(&af, v, P * sizeof(float));
+    atomic_commit(&af);
+}
+
+// Reads state.bin into s, m and v (P floats each), checking it belongs to cfg.
+static void read_state_file(const char *path, const GPT2Config *cfg, TrainState *s, float *m, float *v, size_t P) {
+    size_t len;
+    char *buf = read_whole_file(path, &len);
+    int64_t h[32];
+    if (len < sizeof h) fatal("%s: file too short for a training state header", path);
+    memcpy(h, buf, sizeof h);
+    if (h[0] != STATE_MAGIC) fatal("%s: bad magic number: not a training state file", path);
+    if (h[1] != STATE_VERSION) fatal("%s: unsupported training state version %lld", path, (long long)h[1]);
+    if (h[2] != cfg->L || h[3] != cfg->NH || h[4] != cfg->C || h[5] != cfg->V || h[6] != cfg->maxT || h[17] != (int64_t)P)
+        fatal("%s: optimizer state is for a different model shape than model.safetensors beside it", path);
+    if (len != sizeof h + 2 * P * sizeof(float))
+        fatal("%s: file is %zu bytes, expected %zu: truncated or corrupt", path, len, sizeof h + 2 * P * sizeof(float));
+    s->step = h[7]; s->adam_t = h[8]; s->epoch = h[9]; s->cursor = h[10]; memcpy(&s->rng, &h[11], 8);
+    s->data_docs = h[12]; s->data_tokens = h[13]; s->B = h[14]; s->T = h[15]; s->A = h[16];
+    if (s->step < 0 || s->adam_t < 0 || s->adam_t > s->step || s->epoch < 0 || s->cursor < 0)
+        fatal("%s: corrupt counters in the training state", path);
+    memcpy(m, buf + sizeof h, P * sizeof(float));
+    memcpy(v, buf + sizeof h + P * sizeof(float), P * sizeof(float));
+    free(buf);
+}
+
+// Writes a full checkpoint directory atomically and points <out>/latest at it.
+static void save_checkpoint(const char *out_dir, const GPT2Config *cfg, const ParamTensors *params, const TrainState *s,
+                            const float *m, const float *v, size_t P) {
+    char final_dir[4096], tmp_dir[4200], old_dir[4200], path[4400];
+    checkpoint_dir_name(final_dir, sizeof final_dir, out_dir, s->step);
+    snprintf(tmp_dir, sizeof tmp_dir, "%s.tmp", final_dir);
+    snprintf(old_dir, sizeof old_dir, "%s.old", final_dir);
+    remove_flat_dir(tmp_dir);
+    if (make_dirs(tmp_dir) != 0) fatal("%s: cannot create directory: %s", tmp_dir, strerror(errno));
+    gpt2_save_hf(tmp_dir, cfg, params);
+    snprintf(path, sizeof path, "%s/state.bin", tmp_dir);
+    write_state_file(path, cfg, s, m, v, P);
+    remove_flat_dir(old_dir);
+    if (is_directory(final_dir) && rename(final_dir, old_dir) != 0) fatal("%s: cannot move aside: %s", final_dir, strerror(errno));
+    if (rename(tmp_dir, final_dir) != 0) fatal("%s: cannot rename into place: %s", final_dir, strerror(errno));
+    remove_flat_dir(old_dir);
+    snprintf(path, sizeof path, "%s/latest", out_dir);
+    const char *base = strrchr(final_dir, '/') + 1;
+    char line[64];
+    int n = snprintf(line, sizeof line, "%s\n", base);
+    write_file_atomic(path, line, (size_t)n);
+}
+
+// The directory <out>/latest names, or fatal if there is none.
+static void latest_checkpoint(const char *out_dir, char *dir, size_t n) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/latest", out_dir);
+    if (!path_exists(path)) fatal("%s: no checkpoint to resume from (run without -y 1 first, with -n to save checkpoints)", path);
+    size_t len;
+    char *text = read_whole_file(path, &len);
+    while (len && (text[len - 1] == '\n' || text[len - 1] == '\r' || text[len - 1] == ' ')) text[--len] = 0;
+    if (len == 0 || strchr(text, '/') || strncmp(text, "step_", 5) != 0) fatal("%s: does not name a checkpoint directory", path);
+    snprintf(dir, n, "%s/%s", out_dir, text);
+    free(text);
+    if (!is_directory(dir)) fatal("%s: names %s, which does not exist", path, dir);
+}
+
+// ---------------------------------------------------------------------------
+// Model by -e: a directory (Hugging Face GPT-2 or one of our checkpoints, which are
+// both), or a size descriptor for a fresh model whose vocabulary is data_vocab.
+static void load_model(const char *init, int data_vocab, uint64_t seed, GPT2Config *cfg, float **mem, ParamTensors *p) {
+    if (is_directory(init)) { gpt2_load_hf(init, cfg, mem, p); return; }
+    if (gpt2_parse_descriptor(init, cfg) == 0) {
+        cfg->V = data_vocab;
+        gpt2_check_config(cfg, init);
+        *mem = (float *)xmalloc(gpt2_num_parameters(cfg) * sizeof(float));
+        param_pointers(cfg, *mem, p);
+        gpt2_init_random(cfg, p, seed);
+        return;
+    }
+    if (path_exists(init)) fatal("%s: not a directory; -e takes a Hugging Face GPT-2 directory, a checkpoint directory or a size like d6", init);
+    fatal("%s: no such directory, and not a size descriptor like d6 or d4c256h4t512", init);
+}
+
+// ---------------------------------------------------------------------------
+// metrics.jsonl: one JSON object per line. On resume, lines after the resumed step
+// are dropped (they belong to the interrupted run) before appending.
+static FILE *open_metrics(const char *out_dir, int64_t keep_through_step) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/metrics.jsonl", out_dir);
+    if (keep_through_step > 0 && path_exists(path)) {
+        size_t len;
+        char *text = read_whole_file(path, &len);
+        AtomicFile af;
+        atomic_open(&af, path);
+        char *line = text;
+        while (line < text + len) {
+            char *nl = memchr(line, '\n', (size_t)(text + len - line));
+            size_t ll = nl ? (size_t)(nl - line) : (size_t)(text + len - line);
+            JsonDoc doc;
+            int64_t step = -1;
+            if (json_parse(line, ll, &doc) == 0) { json_int64(json_get(doc.root, "step"), &step); json_free(&doc); }
+            if (step >= 0 && step <= keep_through_step) { atomic_write(&af, line, ll); atomic_write(&af, "\n", 1); }
+            line += ll + 1;
+        }
+        atomic_commit(&af);
+        free(text);
+    } else if (keep_through_step == 0) {
+        write_file_atomic(path, "", 0);
+    }
+    FILE *f = fopen(path, "ab");
+    if (!f) fatal("%s: cannot write: %s", path, strerror(errno));
+    return f;
+}
+
+static void format_duration(double s, char *buf, size_t n) {
+    if (!(s >= 0) || s > 1e8) { snprintf(buf, n, "?"); return; }
+    long t = (long)(s + 0.5);
+    if (t >= 3600) snprintf(buf, n, "%ldh%02ldm", t / 3600, (t / 60) % 60);
+    else if (t >= 60) snprintf(buf, n, "%ldm%02lds", t / 60, t % 60);
+    else snprintf(buf, n, "%lds", t);
+}
+
+#endif

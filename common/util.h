@@ -1,0 +1,150 @@
+// util.h: error exits, checked allocation, whole-file reads and atomic writes.
+//
+// Every problem with user input ends the program through fatal(): one line on
+// stderr naming the file and the problem, exit status 1. Outputs are written to a
+// temporary name in the same directory and renamed into place, so an existing good
+// file is never left half-overwritten.
+#ifndef SFT_UTIL_H
+#define SFT_UTIL_H
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <dirent.h>
+#include <unistd.h>
+
+static void fatal(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
+static void fatal(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("error: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    exit(1);
+}
+
+static void *xmalloc(size_t n) {
+    void *p = malloc(n ? n : 1);
+    if (!p) fatal("out of memory allocating %zu bytes", n);
+    return p;
+}
+
+static void *xcalloc(size_t count, size_t size) {
+    void *p = calloc(count ? count : 1, size ? size : 1);
+    if (!p) fatal("out of memory allocating %zu x %zu bytes", count, size);
+    return p;
+}
+
+// Reads a whole file into a NUL-terminated buffer. Fatal on any error.
+static char *read_whole_file(const char *path, size_t *len_out) {
+    FILE *f = fopen(path, "rb");
+    if (!f) fatal("%s: cannot open: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fileno(f), &st) != 0) fatal("%s: cannot stat: %s", path, strerror(errno));
+    if (S_ISDIR(st.st_mode)) fatal("%s: is a directory, expected a file", path);
+    size_t len = (size_t)st.st_size;
+    char *buf = (char *)xmalloc(len + 1);
+    if (len && fread(buf, 1, len, f) != len) fatal("%s: read failed (file shorter than its size, or I/O error)", path);
+    fclose(f);
+    buf[len] = 0;
+    *len_out = len;
+    return buf;
+}
+
+static int path_exists(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+static int is_directory(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+// mkdir -p. Returns 0 or -1 with errno set.
+static int make_dirs(const char *path) {
+    char buf[4096];
+    size_t n = strlen(path);
+    if (n == 0 || n >= sizeof buf) { errno = ENAMETOOLONG; return -1; }
+    memcpy(buf, path, n + 1);
+    for (size_t i = 1; i <= n; i++) {
+        if (buf[i] == '/' || buf[i] == 0) {
+            char c = buf[i];
+            buf[i] = 0;
+            if (mkdir(buf, 0777) != 0 && errno != EEXIST) return -1;
+            buf[i] = c;
+        }
+    }
+    return is_directory(path) ? 0 : -1;
+}
+
+// Removes a directory and the plain files directly inside it (our checkpoint layout).
+static void remove_flat_dir(const char *path) {
+    DIR *d = opendir(path);
+    if (!d) return;
+    struct dirent *e;
+    char buf[4096];
+    while ((e = readdir(d)) != NULL) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        snprintf(buf, sizeof buf, "%s/%s", path, e->d_name);
+        unlink(buf);
+    }
+    closedir(d);
+    rmdir(path);
+}
+
+// Atomic file output: fopen_tmp() opens "<path>.tmp"; commit_tmp() flushes, closes
+// and renames it over path. Fatal on any write error (the temporary is removed).
+typedef struct { FILE *f; char path[4096]; char tmp[4096 + 8]; } AtomicFile;
+
+static void atomic_open(AtomicFile *af, const char *path) {
+    snprintf(af->path, sizeof af->path, "%s", path);
+    snprintf(af->tmp, sizeof af->tmp, "%s.tmp", path);
+    af->f = fopen(af->tmp, "wb");
+    if (!af->f) fatal("%s: cannot write: %s", af->tmp, strerror(errno));
+}
+
+static void atomic_write(AtomicFile *af, const void *data, size_t n) {
+    if (n && fwrite(data, 1, n, af->f) != n) {
+        int e = errno;
+        fclose(af->f);
+        unlink(af->tmp);
+        fatal("%s: write failed: %s", af->tmp, strerror(e));
+    }
+}
+
+static void atomic_commit(AtomicFile *af) {
+    int bad = fflush(af->f) != 0 || ferror(af->f) || fsync(fileno(af->f)) != 0;
+    int e = errno;
+    if (fclose(af->f) != 0 && !bad) { bad = 1; e = errno; }
+    if (bad) { unlink(af->tmp); fatal("%s: write failed: %s", af->tmp, strerror(e)); }
+    if (rename(af->tmp, af->path) != 0) {
+        e = errno;
+        unlink(af->tmp);
+        fatal("%s: cannot rename into place: %s", af->path, strerror(e));
+    }
+}
+
+// Writes a whole buffer atomically.
+static void write_file_atomic(const char *path, const void *data, size_t n) {
+    AtomicFile af;
+    atomic_open(&af, path);
+    atomic_write(&af, data, n);
+    atomic_commit(&af);
+}
+
+// Wall-clock seconds.
+#include <time.h>
+static double now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+#endif

@@ -1,0 +1,802 @@
+/*
+train_sft.c: supervised fine-tuning of GPT-2 on the CPU, in C with OpenMP.
+
+This is the reference trainer: every other implementation is checked against it.
+The model is GPT-2 as Hugging Face's GPT2LMHeadModel computes it (pre-LayerNorm,
+causal self-attention, tanh-GELU MLP, tied output embedding, no dropout). Training
+packs whole documents into rows; a token attends only to earlier tokens of its own
+document, and only tokens whose mask byte is 1 are targets. The loss of a step is
+the sum of cross-entropy over all its targets divided by their number.
+
+Layer functions come in forward/backward pairs. Backward functions ADD into their
+gradient outputs, so the caller zeroes what must start at zero. Every reduction
+runs in a fixed order, so results do not depend on the thread count and a resumed
+run reproduces an uninterrupted one bit for bit.
+*/
+#include <omp.h>
+#include "common/trainer.h"
+
+// ----------------------------------------------------------------------------
+// Matrix multiply: C[M,N] (+)= A[M,K] * B[K,N] with A and B given by strides, so
+// one routine serves x*W, dout*W^T and x^T*dout. Blocked like BLIS: panels of A
+// (MC x KC) and B (KC x NC) are packed into contiguous buffers, and a register-
+// blocked micro-kernel computes MR x NR tiles with vector FMAs. Each output tile
+// belongs to one thread and sums over K in a fixed order (deterministic).
+
+#if defined(__AVX512F__)
+#define GEMM_VEC 16
+#else
+#define GEMM_VEC 8
+#endif
+#define GEMM_MR 6
+#define GEMM_NR (2 * GEMM_VEC)
+#define GEMM_KC 256
+#define GEMM_MC 120
+#define GEMM_NC 256
+typedef float vfloat __attribute__((vector_size(GEMM_VEC * sizeof(float))));
+
+// Packs A[ic:ic+mc, pc:pc+kc] as MR-row panels: panel[p*MR + r], zero-padded.
+static void gemm_pack_a(float *dst, const float *A, long a_rs, long a_cs, int ic, int mc, int pc, int kc, int M) {
+    for (int ir = 0; ir < mc; ir += GEMM_MR, dst += GEMM_MR * kc) {
+        for (int r = 0; r < GEMM_MR; r++) {
+            int i = ic + ir + r;
+            if (ir + r >= mc || i >= M) { for (int p = 0; p < kc; p++) dst[p * GEMM_MR + r] = 0.0f; continue; }
+            const float *src = A + (long)i * a_rs + (long)pc * a_cs;
+            for (int p = 0; p < kc; p++) dst[p * GEMM_MR + r] = src[(long)p * a_cs];
+        }
+    }
+}
+
+// Packs B[pc:pc+kc, jc:jc+nc] as NR-column panels: panel[p*NR + j], zero-padded.
+static void gemm_pack_b(float *dst, const float *B, long b_rs, long b_cs, int pc, int kc, int jc, int nc, int N) {
+    for (int jr = 0; jr < nc; jr += GEMM_NR, dst += GEMM_NR * kc) {
+        int w = nc - jr < GEMM_NR ? nc - jr : GEMM_NR;
+        if (jc + jr + w > N) w = N - jc - jr;
+        if (b_cs == 1) {  // rows of B are contiguous
+            for (int p = 0; p < kc; p++) {
+                const float *src = B + (long)(pc + p) * b_rs + jc + jr;
+                float *d = dst + p * GEMM_NR;
+                for (int j = 0; j < w; j++) d[j] = src[j];
+                for (int j = w; j < GEMM_NR; j++) d[j] = 0.0f;
+            }
+        } else {          // columns of B are contiguous (or neither)
+            for (int j = 0; j < GEMM_NR; j++) {
+                if (j >= w) { for (int p = 0; p < kc; p++) dst[p * GEMM_NR + j] = 0.0f; continue; }
+                const float *src = B + (long)pc * b_rs + (long)(jc + jr + j) * b_cs;
+                for (int p = 0; p < kc; p++) dst[p * GEMM_NR + j] = src[(long)p * b_rs];
+            }
+        }
+    }
+}
+
+// C tile (mr x nr, mr <= MR, nr <= NR) (+)= a panel * b panel over kc.
+static void gemm_micro(int kc, const float *restrict a, const float *restrict b, float *C, long ldc, int mr, int nr, int accumulate) {
+    vfloat acc[GEMM_MR][2];
+    for (int r = 0; r < GEMM_MR; r++) { acc[r][0] = (vfloat){0}; acc[r][1] = (vfloat){0}; }
+    for (int p = 0; p < kc; p++) {
+        vfloat b0, b1;
+        memcpy(&b0, b + p * GEMM_NR, sizeof b0);
+        memcpy(&b1, b + p * GEMM_NR + GEMM_VEC, sizeof b1);
+        const float *ap = a + p * GEMM_MR;
+        for (int r = 0; r < GEMM_MR; r++) {
+            acc[r][0] += ap[r] * b0;
+            acc[r][1] += ap[r] * b1;
+        }
+    }
+    for (int r = 0; r < mr; r++) {
+        float *c = C + (long)r * ldc;
+        if (nr == GEMM_NR) {
+            vfloat c0 = {0}, c1 = {0};
+            if (accumulate) { memcpy(&c0, c, sizeof c0); memcpy(&c1, c + GEMM_VEC, sizeof c1); }
+            c0 += acc[r][0]; c1 += acc[r][1];
+            memcpy(c, &c0, sizeof c0); memcpy(c + GEMM_VEC, &c1, sizeof c1);
+        } else {
+            float tmp[GEMM_NR];
+            memcpy(tmp, &acc[r][0], sizeof acc[r][0]);
+            memcpy(tmp + GEMM_VEC, &acc[r][1], sizeof acc[r][1]);
+            for (int j = 0; j < nr; j++) c[j] = (accumulate ? c[j] : 0.0f) + tmp[j];
+        }
+    }
+}
+
+static void gemm(int M, int N, int K, const float *A, long a_rs, long a_cs, const float *B, long b_rs, long b_cs,
+                 float *C, long ldc, int accumulate) {
+    if (M <= 0 || N <= 0) return;
+    if (K <= 0) { if (!accumulate) for (int i = 0; i < M; i++) memset(C + (long)i * ldc, 0, (size_t)N * sizeof(float)); return; }
+    int mtiles = (M + GEMM_MC - 1) / GEMM_MC, ntiles = (N + GEMM_NC - 1) / GEMM_NC;
+    double work = (double)M * N * K;
+#pragma omp parallel if (work > 2e5)
+    {
+        float *ap = (float *)aligned_alloc(64, sizeof(float) * GEMM_MC * GEMM_KC);
+        float *bp = (float *)aligned_alloc(64, sizeof(float) * GEMM_KC * GEMM_NC);
+        if (!ap || !bp) fatal("out of memory in gemm");
+#pragma omp for schedule(dynamic, 1)
+        for (int tile = 0; tile < mtiles * ntiles; tile++) {
+            int ic = (tile / ntiles) * GEMM_MC, jc = (tile % ntiles) * GEMM_NC;
+            int mc = M - ic < GEMM_MC ? M - ic : GEMM_MC, nc = N - jc < GEMM_NC ? N - jc : GEMM_NC;
+            for (int pc = 0; pc < K; pc += GEMM_KC) {
+                int kc = K - pc < GEMM_KC ? K - pc : GEMM_KC;
+                gemm_pack_b(bp, B, b_rs, b_cs, pc, kc, jc, nc, N);
+                gemm_pack_a(ap, A, a_rs, a_cs, ic, mc, pc, kc, M);
+                int acc = accumulate || pc > 0;
+                for (int jr = 0; jr < nc; jr += GEMM_NR) {
+                    int nr = nc - jr < GEMM_NR ? nc - jr : GEMM_NR;
+                    for (int ir = 0; ir < mc; ir += GEMM_MR) {
+                        int mr = mc - ir < GEMM_MR ? mc - ir : GEMM_MR;
+                        gemm_micro(kc, ap + (long)ir * kc, bp + (long)jr * kc, C + (long)(ic + ir) * ldc + jc + jr, ldc, mr, nr, acc);
+                    }
+                }
+            }
+        }
+        free(ap);
+        free(bp);
+    }
+}
+
+// ----------------------------------------------------------------------------
+// Layers. Shapes: BT rows (B rows of T positions), C channels, OC output channels.
+
+// x[i] = wte[token[i]] + wpe[pos[i]]  (pos restarts at 0 in every document)
+static void encoder_forward(float *out, const int *inputs, const int *pos, const float *wte, const float *wpe, int BT, int C) {
+#pragma omp parallel for schedule(static)
+    for (int i = 0; i < BT; i++) {
+        const float *te = wte + (size_t)inputs[i] * C, *pe = wpe + (size_t)pos[i] * C;
+        float *o = out + (size_t)i * C;
+        for (int c = 0; c < C; c++) o[c] = te[c] + pe[c];
+    }
+}
+
+// dwte[token[i]] += dout[i], dwpe[pos[i]] += dout[i]. Rows repeat across i, so
+// threads split the channels instead of the rows: no races, fixed order.
+static void encoder_backward(float *dwte, float *dwpe, const float *dout, const int *inputs, const int *pos, int BT, int C) {
+#pragma omp parallel for schedule(static)
+    for (int c0 = 0; c0 < C; c0 += 16) {
+        int c1 = c0 + 16 < C ? c0 + 16 : C;
+        for (int i = 0; i < BT; i++) {
+            const float *d = dout + (size_t)i * C;
+            float *te = dwte + (size_t)inputs[i] * C, *pe = dwpe + (size_t)pos[i] * C;
+            for (int c = c0; c < c1; c++) { te[c] += d[c]; pe[c] += d[c]; }
+        }
+    }
+}
+
+// y = (x - mean) / sqrt(var + eps) * w + b, statistics over the C channels of a row.
+static void layernorm_forward(float *out, float *mean, float *rstd, const float *inp, const float *w, const float *b, int N, int C, float eps) {
+#pragma omp parallel for schedule(static)
+    for (int i = 0; i < N; i++) {
+        const float *x = inp + (size_t)i * C;
+        float m = 0.0f;
+        for (int c = 0; c < C; c++) m += x[c];
+        m /= (float)C;
+        float v = 0.0f;
+        for (int c = 0; c < C; c++) { float d = x[c] - m; v += d * d; }
+        v /= (float)C;
+        float s = 1.0f / sqrtf(v + eps);
+        float *o = out + (size_t)i * C;
+        for (int c = 0; c < C; c++) o[c] = (x[c] - m) * s * w[c] + b[c];
+        mean[i] = m;
+        rstd[i] = s;
+    }
+}
+
+// With n = (x - mean) * rstd and g = dy * w:
+//   dx += rstd * (g - mean(g) - n * mean(g * n)),  dw += sum_rows dy * n,  db += sum_rows dy
+static void layernorm_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp, const float *w,
+                               const float *mean, const float *rstd, int N, int C) {
+#pragma omp parallel for schedule(static)
+    for (int i = 0; i < N; i++) {
+        const float *x = inp + (size_t)i * C, *dy = dout + (size_t)i * C;
+        float m = mean[i], s = rstd[i], g_mean = 0.0f, gn_mean = 0.0f;
+        for (int c = 0; c < C; c++) {
+            float g = dy[c] * w[c];
+            g_mean += g;
+            gn_mean += g * (x[c] - m) * s;
+        }
+        g_mean /= (float)C;
+        gn_mean /= (float)C;
+        float *dx = dinp + (size_t)i * C;
+        for (int c = 0; c < C; c++) dx[c] += s * (dy[c] * w[c] - g_mean - (x[c] - m) * s * gn_mean);
+    }
+#pragma omp parallel for schedule(static)
+    for (int c0 = 0; c0 < C; c0 += 16) {
+        int c1 = c0 + 16 < C ? c0 + 16 : C;
+        float sw[16] = {0}, sb[16] = {0};
+        for (int i = 0; i < N; i++) {
+            const float *x = inp + (size_t)i * C, *dy = dout + (size_t)i * C;
+            for (int c = c0; c < c1; c++) { sw[c - c0] += dy[c] * (x[c] - mean[i]) * rstd[i]; sb[c - c0] += dy[c]; }
+        }
+        for (int c = c0; c < c1; c++) { dw[c] += sw[c - c0]; db[c] += sb[c - c0]; }
+    }
+}
+
+// out[N, OC] = inp[N, C] * w[C, OC] + bias[OC]   (w in Hugging Face's Conv1D layout)
+static void matmul_forward(float *out, const float *inp, const float *w, const float *bias, int N, int C, int OC) {
+#pragma omp parallel for schedule(static)
+    for (int i = 0; i < N; i++) memcpy(out + (size_t)i * OC, bias, (size_t)OC * sizeof(float));
+    gemm(N, OC, C, inp, C, 1, w, OC, 1, out, OC, 1);
+}
+
+// dinp += dout * w^T,  dw += inp^T * dout,  dbias += column sums of dout
+static void matmul_backward(float *dinp, float *dw, float *dbias, const float *dout, const float *inp, const float *w, int N, int C, int OC) {
+    gemm(N, C, OC, dout, OC, 1, w, 1, OC, dinp, C, 1);
+    gemm(C, OC, N, inp, 1, C, dout, OC, 1, dw, OC, 1);
+#pragma omp parallel for schedule(static)
+    for (int o0 = 0; o0 < OC; o0 += 16) {
+        int o1 = o0 + 16 < OC ? o0 + 16 : OC;
+        float s[16] = {0};
+        for (int i = 0; i < N; i++)
+            for (int o = o0; o < o1; o++) s[o - o0] += dout[(size_t)i * OC + o];
+        for (int o = o0; o < o1; o++) dbias[o] += s[o - o0];
+    }
+}
+
+// Causal self-attention within documents. qkv rows hold [q | k | v], each C wide,
+// split into NH heads of hs = C/NH. For position t whose document starts at row
+// position s0 = doc_start[t]:  att[t, s] = softmax_{s0 <= s <= t}(q_t . k_s / sqrt(hs)),
+// out_t = sum_s att[t, s] v_s. att is (B, NH, T, T); entries outside [s0, t] are unused.
+static void attention_forward(float *out, float *att, const float *qkv, const int *doc_start, int B, int T, int C, int NH) {
+    int hs = C / NH;
+    float scale = 1.0f / sqrtf((float)hs);
+#pragma omp parallel for collapse(3) schedule(static)
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++)
+            for (int t = 0; t < T; t++) {
+                const float *q = qkv + ((size_t)b * T + t) * 3 * C + h * hs;
+                float *a = att + (((size_t)b * NH + h) * T + t) * T;
+                int s0 = doc_start[b * T + t];
+                float mx = -INFINITY;
+                for (int s = s0; s <= t; s++) {
+                    const float *k = qkv + ((size_t)b * T + s) * 3 * C + C + h * hs;
+                    float d = 0.0f;
+                    for (int i = 0; i < hs; i++) d += q[i] * k[i];
+                    d *= scale;
+                    a[s] = d;
+                    if (d > mx) mx = d;
+                }
+                float sum = 0.0f;
+                for (int s = s0; s <= t; s++) { a[s] = expf(a[s] - mx); sum += a[s]; }
+                float inv = 1.0f / sum;
+                float *o = out + ((size_t)b * T + t) * C + h * hs;
+                for (int i = 0; i < hs; i++) o[i] = 0.0f;
+                for (int s = s0; s <= t; s++) {
+                    a[s] *= inv;
+                    const float *v = qkv + ((size_t)b * T + s) * 3 * C + 2 * C + h * hs;
+                    for (int i = 0; i < hs; i++) o[i] += a[s] * v[i];
+                }
+            }
+}
+
+// With p = att[t, :], g_s = dout_t . v_s:  dv_s += p_s dout_t,
+// dpre_s = p_s (g_s - sum_r p_r g_r),  dq_t += scale sum_s dpre_s k_s,  dk_s += scale dpre_s q_t.
+// One thread per (row, head): dk and dv of a head are written only by its thread.
+static void attention_backward(float *dqkv, const float *dout, const float *qkv, const float *att, const int *doc_start,
+                               int B, int T, int C, int NH) {
+    int hs = C / NH;
+    float scale = 1.0f / sqrtf((float)hs);
+#pragma omp parallel
+    {
+        float *g = (float *)xmalloc((size_t)T * sizeof(float));
+#pragma omp for collapse(2) schedule(static)
+        for (int b = 0; b < B; b++)
+            for (int h = 0; h < NH; h++)
+                for (int t = 0; t < T; t++) {
+                    const float *a = att + (((size_t)b * NH + h) * T + t) * T;
+                    const float *dy = dout + ((size_t)b * T + t) * C + h * hs;
+                    const float *q = qkv + ((size_t)b * T + t) * 3 * C + h * hs;
+                    float *dq = dqkv + ((size_t)b * T + t) * 3 * C + h * hs;
+                    int s0 = doc_start[b * T + t];
+                    float dot = 0.0f;
+                    for (int s = s0; s <= t; s++) {
+                        const float *v = qkv + ((size_t)b * T + s) * 3 * C + 2 * C + h * hs;
+                        float *dv = dqkv + ((size_t)b * T + s) * 3 * C + 2 * C + h * hs;
+                        float gs = 0.0f;
+                        for (int i = 0; i < hs; i++) { gs += dy[i] * v[i]; dv[i] += a[s] * dy[i]; }
+                        g[s] = gs;
+                        dot += a[s] * gs;
+                    }
+                    for (int s = s0; s <= t; s++) {
+                        float dpre = a[s] * (g[s] - dot) * scale;
+                        const float *k = qkv + ((size_t)b * T + s) * 3 * C + C + h * hs;
+                        float *dk = dqkv + ((size_t)b * T + s) * 3 * C + C + h * hs;
+                        for (int i = 0; i < hs; i++) { dq[i] += dpre * k[i]; dk[i] += dpre * q[i]; }
+                    }
+                }
+        free(g);
+    }
+}
+
+// GELU, tanh approximation ("gelu_new"): 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+#define GELU_SCALE 0.7978845608028654f
+static void gelu_forward(float *out, const float *inp, size_t N) {
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < N; i++) {
+        float x = inp[i];
+        out[i] = 0.5f * x * (1.0f + tanhf(GELU_SCALE * (x + 0.044715f * x * x * x)));
+    }
+}
+
+static void gelu_backward(float *dinp, const float *inp, const float *dout, size_t N) {
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < N; i++) {
+        float x = inp[i];
+        float u = GELU_SCALE * (x + 0.044715f * x * x * x);
+        float th = tanhf(u);
+        float sech2 = 1.0f - th * th;
+        float local = 0.5f * (1.0f + th) + 0.5f * x * sech2 * GELU_SCALE * (1.0f + 3.0f * 0.044715f * x * x);
+        dinp[i] += local * dout[i];
+    }
+}
+
+static void residual_forward(float *out, const float *a, const float *b, size_t N) {
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < N; i++) out[i] = a[i] + b[i];
+}
+
+// Classifier over R selected rows x[R, C]: logits = x * wte^T (tied embedding).
+// With targets: loss_r = logsumexp(logits_r) - logits_r[target_r], and the logits
+// are replaced in place by d(loss_r)/d(logits_r) = softmax(logits_r) - onehot(target_r).
+static void classifier_forward(float *logits, float *losses, const float *x, const float *wte, const int *targets, int R, int C, int V) {
+    gemm(R, V, C, x, C, 1, wte, 1, C, logits, V, 0);
+    if (!targets) return;
+#pragma omp parallel for schedule(static)
+    for (int r = 0; r < R; r++) {
+        float *l = logits + (size_t)r * V;
+        float mx = -INFINITY;
+        for (int v = 0; v < V; v++) if (l[v] > mx) mx = l[v];
+        double sum = 0.0;
+        for (int v = 0; v < V; v++) sum += exp((double)(l[v] - mx));
+        losses[r] = (float)(log(sum) + mx - l[targets[r]]);
+        float inv = (float)(1.0 / sum);
+        for (int v = 0; v < V; v++) l[v] = expf(l[v] - mx) * inv;
+        l[targets[r]] -= 1.0f;
+    }
+}
+
+// dx = dlogits * wte,  dwte += dlogits^T * x
+static void classifier_backward(float *dx, float *dwte, const float *dlogits, const float *x, const float *wte, int R, int C, int V) {
+    gemm(R, C, V, dlogits, V, 1, wte, C, 1, dx, C, 0);
+    gemm(V, C, R, dlogits, 1, V, x, C, 1, dwte, C, 1);
+}
+
+// ----------------------------------------------------------------------------
+// The model: parameters, gradients and AdamW moments (one allocation each, laid
+// out as in gpt2.h) and the activations of one micro-batch of up to B x T.
+
+typedef struct {
+    float *encoded;                    // (BT, C)
+    float *ln1, *ln1_mean, *ln1_rstd;  // (L, BT, C), (L, BT), (L, BT)
+    float *qkv;                        // (L, BT, 3C)
+    float *atty;                       // (L, BT, C)
+    float *att;                        // (L, B, NH, T, T)
+    float *residual2;                  // (L, BT, C)
+    float *ln2, *ln2_mean, *ln2_rstd;  // (L, BT, C), (L, BT), (L, BT)
+    float *fch, *fch_gelu;             // (L, BT, 4C)
+    float *residual3;                  // (L, BT, C)
+    float *lnf, *lnf_mean, *lnf_rstd;  // (BT, C), (BT), (BT)
+    float *x_sel;                      // (BT, C): lnf rows that go to the classifier
+    float *logits;                     // (BT, V): logits (then dlogits) of the selected rows
+    float *losses;                     // (BT): loss of each selected row
+    // gradient scratch, reused layer by layer
+    float *dresidual, *dln, *datty, *dqkv, *dfch, *dfch_gelu, *dx_sel;
+} Activations;
+
+typedef struct {
+    GPT2Config cfg;
+    size_t num_params;
+    float *params_mem, *grads_mem, *m_mem, *v_mem;
+    ParamTensors params, grads;
+    int B, T;                 // activation capacity
+    float *acts_mem;
+    size_t acts_floats;
+    Activations acts;
+    int *rows;                // row index (b*T + t) of each classifier row
+    int *row_targets;         // its target
+    int num_rows;
+} GPT2;
+
+static void gpt2_allocate(GPT2 *m, int B, int T) {
+    const GPT2Config *c = &m->cfg;
+    m->num_params = gpt2_num_parameters(c);
+    m->grads_mem = (float *)xcalloc(m->num_params, sizeof(float));
+    m->m_mem = (float *)xcalloc(m->num_params, sizeof(float));
+    m->v_mem = (float *)xcalloc(m->num_params, sizeof(float));
+    param_pointers(c, m->grads_mem, &m->grads);
+    m->B = B; m->T = T;
+    size_t BT = (size_t)B * T, L = (size_t)c->L, C = (size_t)c->C;
+    size_t sizes[] = {BT * C, L * BT * C, L * BT, L * BT, L * BT * 3 * C, L * BT * C, L * B * c->NH * (size_t)T * T,
+                      L * BT * C, L * BT * C, L * BT, L * BT, L * BT * 4 * C, L * BT * 4 * C, L * BT * C,
+                      BT * C, BT, BT, BT * C, BT * (size_t)c->V, BT,
+                      BT * C, BT * C, BT * C, BT * 3 * C, BT * 4 * C, BT * 4 * C, BT * C};
+    float **ptrs[] = {&m->acts.encoded, &m->acts.ln1, &m->acts.ln1_mean, &m->acts.ln1_rstd, &m->acts.qkv, &m->acts.atty,
+                      &m->acts.att, &m->acts.residual2, &m->acts.ln2, &m->acts.ln2_mean, &m->acts.ln2_rstd, &m->acts.fch,
+                      &m->acts.fch_gelu, &m->acts.residual3, &m->acts.lnf, &m->acts.lnf_mean, &m->acts.lnf_rstd,
+                      &m->acts.x_sel, &m->acts.logits, &m->acts.losses, &m->acts.dresidual, &m->acts.dln, &m->acts.datty,
+                      &m->acts.dqkv, &m->acts.dfch, &m->acts.dfch_gelu, &m->acts.dx_sel};
+    int n = (int)(sizeof sizes / sizeof sizes[0]);
+    size_t total = 0;
+    for (int i = 0; i < n; i++) total += sizes[i];
+    m->acts_floats = total;
+    m->acts_mem = (float *)xcalloc(total, sizeof(float));
+    float *p = m->acts_mem;
+    for (int i = 0; i < n; i++) { *ptrs[i] = p; p += sizes[i]; }
+    m->rows = (int *)xmalloc(BT * sizeof(int));
+    m->row_targets = (int *)xmalloc(BT * sizeof(int));
+}
+
+static void gpt2_free(GPT2 *m) {
+    free(m->params_mem); free(m->grads_mem); free(m->m_mem); free(m->v_mem); free(m->acts_mem);
+    free(m->rows); free(m->row_targets);
+}
+
+// Forward pass over B rows of T positions. The classifier runs on the positions
+// that have a target (targets != NULL; returns the summed loss) or, with
+// targets == NULL, on the positions listed in m->rows[0..m->num_rows) by the caller.
+static double gpt2_forward(GPT2 *m, const int *inputs, const int *pos, const int *doc_start, const int *targets, int B, int T) {
+    const GPT2Config *c = &m->cfg;
+    int L = c->L, C = c->C, NH = c->NH, V = c->V, BT = B * T;
+    ParamTensors *p = &m->params;
+    Activations *a = &m->acts;
+    encoder_forward(a->encoded, inputs, pos, p->wte, p->wpe, BT, C);
+    for (int l = 0; l < L; l++) {
+        const float *residual = l == 0 ? a->encoded : a->residual3 + (size_t)(l - 1) * BT * C;
+        size_t o1 = (size_t)l * BT, oc = o1 * C;
+        layernorm_forward(a->ln1 + oc, a->ln1_mean + o1, a->ln1_rstd + o1, residual, p->ln1w + l * C, p->ln1b + l * C, BT, C, c->eps);
+        matmul_forward(a->qkv + 3 * oc, a->ln1 + oc, p->qkvw + (size_t)l * C * 3 * C, p->qkvb + l * 3 * C, BT, C, 3 * C);
+        attention_forward(a->atty + oc, a->att + (size_t)l * B * NH * T * T, a->qkv + 3 * oc, doc_start, B, T, C, NH);
+        matmul_forward(a->residual2 + oc, a->atty + oc, p->attprojw + (size_t)l * C * C, p->attprojb + l * C, BT, C, C);
+        residual_forward(a->residual2 + oc, a->residual2 + oc, residual, (size_t)BT * C);
+        layernorm_forward(a->ln2 + oc, a->ln2_mean + o1, a->ln2_rstd + o1, a->residual2 + oc, p->ln2w + l * C, p->ln2b + l * C, BT, C, c->eps);
+        matmul_forward(a->fch + 4 * oc, a->ln2 + oc, p->fcw + (size_t)l * C * 4 * C, p->fcb + l * 4 * C, BT, C, 4 * C);
+        gelu_forward(a->fch_gelu + 4 * oc, a->fch + 4 * oc, (size_t)BT * 4 * C);
+        matmul_forward(a->residual3 + oc, a->fch_gelu + 4 * oc, p->fcprojw + (size_t)l * 4 * C * C, p->fcprojb + l * C, BT, 4 * C, C);
+        residual_forward(a->residual3 + oc, a->residual3 + oc, a->residual2 + oc, (size_t)BT * C);
+    }
+    layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, a->residual3 + (size_t)(L - 1) * BT * C, p->lnfw, p->lnfb, BT, C, c->eps);
+    if (targets) {
+        m->num_rows = 0;
+        for (int i = 0; i < BT; i++)
+            if (targets[i] >= 0) { m->rows[m->num_rows] = i; m->row_targets[m->num_rows++] = targets[i]; }
+    }
+    for (int r = 0; r < m->num_rows; r++) memcpy(a->x_sel + (size_t)r * C, a->lnf + (size_t)m->rows[r] * C, (size_t)C * sizeof(float));
+    classifier_forward(a->logits, a->losses, a->x_sel, p->wte, targets ? m->row_targets : NULL, m->num_rows, C, V);
+    double loss = 0.0;
+    if (targets) for (int r = 0; r < m->num_rows; r++) loss += a->losses[r];
+    return loss;
+}
+
+// Backward pass after gpt2_forward with targets: adds d(sum of losses)/d(params)
+// to the gradients.
+static void gpt2_backward(GPT2 *m, const int *inputs, const int *pos, const int *doc_start, int B, int T) {
+    const GPT2Config *c = &m->cfg;
+    int L = c->L, C = c->C, NH = c->NH, V = c->V, BT = B * T;
+    ParamTensors *p = &m->params, *g = &m->grads;
+    Activations *a = &m->acts;
+    size_t btc = (size_t)BT * C;
+    classifier_backward(a->dx_sel, g->wte, a->logits, a->x_sel, p->wte, m->num_rows, C, V);
+    memset(a->dln, 0, btc * sizeof(float));  // dln holds d(lnf): zero except selected rows
+    for (int r = 0; r < m->num_rows; r++) memcpy(a->dln + (size_t)m->rows[r] * C, a->dx_sel + (size_t)r * C, (size_t)C * sizeof(float));
+    memset(a->dresidual, 0, btc * sizeof(float));
+    layernorm_backward(a->dresidual, g->lnfw, g->lnfb, a->dln, a->residual3 + (size_t)(L - 1) * btc, p->lnfw, a->lnf_mean, a->lnf_rstd, BT, C);
+    for (int l = L - 1; l >= 0; l--) {
+        const float *residual = l == 0 ? a->encoded : a->residual3 + (size_t)(l - 1) * btc;
+        size_t o1 = (size_t)l * BT, oc = o1 * C;
+        // MLP: residual3 = residual2 + fcproj(gelu(fc(ln2(residual2))))
+        memset(a->dfch_gelu, 0, 4 * btc * sizeof(float));
+        matmul_backward(a->dfch_gelu, g->fcprojw + (size_t)l * 4 * C * C, g->fcprojb + l * C, a->dresidual, a->fch_gelu + 4 * oc,
+                        p->fcprojw + (size_t)l * 4 * C * C, BT, 4 * C, C);
+        memset(a->dfch, 0, 4 * btc * sizeof(float));
+        gelu_backward(a->dfch, a->fch + 4 * oc, a->dfch_gelu, 4 * btc);
+        memset(a->dln, 0, btc * sizeof(float));
+        matmul_backward(a->dln, g->fcw + (size_t)l * C * 4 * C, g->fcb + l * 4 * C, a->dfch, a->ln2 + oc, p->fcw + (size_t)l * C * 4 * C, BT, C, 4 * C);
+        layernorm_backward(a->dresidual, g->ln2w + l * C, g->ln2b + l * C, a->dln, a->residual2 + oc, p->ln2w + l * C,
+                           a->ln2_mean + o1, a->ln2_rstd + o1, BT, C);
+        // attention: residual2 = residual + attproj(attention(qkv(ln1(residual))))
+        memset(a->datty, 0, btc * sizeof(float));
+        matmul_backward(a->datty, g->attprojw + (size_t)l * C * C, g->attprojb + l * C, a->dresidual, a->atty + oc, p->attprojw + (size_t)l * C * C, BT, C, C);
+        memset(a->dqkv, 0, 3 * btc * sizeof(float));
+        attention_backward(a->dqkv, a->datty, a->qkv + 3 * oc, a->att + (size_t)l * B * NH * T * T, doc_start, B, T, C, NH);
+        memset(a->dln, 0, btc * sizeof(float));
+        matmul_backward(a->dln, g->qkvw + (size_t)l * C * 3 * C, g->qkvb + l * 3 * C, a->dqkv, a->ln1 + oc, p->qkvw + (size_t)l * C * 3 * C, BT, C, 3 * C);
+        layernorm_backward(a->dresidual, g->ln1w + l * C, g->ln1b + l * C, a->dln, residual, p->ln1w + l * C, a->ln1_mean + o1, a->ln1_rstd + o1, BT, C);
+    }
+    encoder_backward(g->wte, g->wpe, a->dresidual, inputs, pos, BT, C);
+}
+
+// ----------------------------------------------------------------------------
+// Optimizer: global gradient norm and clipping (torch.nn.utils.clip_grad_norm_),
+// then AdamW (torch.optim.AdamW): p *= 1 - lr*wd (matrices and embeddings only);
+// m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2; p -= lr/(1-b1^t) * m / (sqrt(v)/sqrt(1-b2^t) + eps)
+
+#define ADAM_BETA1 0.9f
+#define ADAM_BETA2 0.95f
+#define ADAM_EPS 1e-8f
+#define REDUCE_CHUNKS 256
+
+static void scale_gradients(GPT2 *m, float s) {
+    float *g = m->grads_mem;
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < m->num_params; i++) g[i] *= s;
+}
+
+// L2 norm of all gradients, summed in fixed chunks so the result is the same for any thread count.
+static float gradient_norm(const GPT2 *m) {
+    double partial[REDUCE_CHUNKS];
+    size_t n = m->num_params, chunk = (n + REDUCE_CHUNKS - 1) / REDUCE_CHUNKS;
+#pragma omp parallel for schedule(static)
+    for (int k = 0; k < REDUCE_CHUNKS; k++) {
+        size_t lo = (size_t)k * chunk, hi = lo + chunk < n ? lo + chunk : n;
+        double s = 0.0;
+        for (size_t i = lo; i < hi; i++) s += (double)m->grads_mem[i] * m->grads_mem[i];
+        partial[k] = s;
+    }
+    double total = 0.0;
+    for (int k = 0; k < REDUCE_CHUNKS; k++) total += partial[k];
+    return (float)sqrt(total);
+}
+
+static void adamw_update(GPT2 *m, float lr, float weight_decay, int64_t t) {
+    float bc1 = 1.0f - powf(ADAM_BETA1, (float)t), bc2_sqrt = sqrtf(1.0f - powf(ADAM_BETA2, (float)t));
+    float step_size = lr / bc1;
+    size_t off = 0;
+    for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
+        size_t n = param_numel(&m->cfg, i);
+        float decay = PARAM_INFO[i].decay ? 1.0f - lr * weight_decay : 1.0f;
+        float *p = m->params_mem + off, *g = m->grads_mem + off, *mm = m->m_mem + off, *vv = m->v_mem + off;
+#pragma omp parallel for schedule(static)
+        for (size_t k = 0; k < n; k++) {
+            p[k] *= decay;
+            mm[k] = ADAM_BETA1 * mm[k] + (1.0f - ADAM_BETA1) * g[k];
+            vv[k] = ADAM_BETA2 * vv[k] + (1.0f - ADAM_BETA2) * g[k] * g[k];
+            p[k] -= step_size * mm[k] / (sqrtf(vv[k]) / bc2_sqrt + ADAM_EPS);
+        }
+        off += n;
+    }
+}
+
+// ----------------------------------------------------------------------------
+// One optimizer step over A micro-batches.
+
+typedef struct {
+    double loss;        // sum of target losses / number of targets
+    float grad_norm;    // before clipping
+    int64_t targets;
+    int skipped;        // no targets: no update
+} StepResult;
+
+static StepResult train_step(GPT2 *m, Loader *ld, int A, float lr, float weight_decay, float grad_clip, int64_t *adam_t) {
+    StepResult r = {0};
+    memset(m->grads_mem, 0, m->num_params * sizeof(float));
+    double loss_sum = 0.0;
+    for (int a = 0; a < A; a++) {
+        loader_next_batch(ld);
+        if (ld->num_targets == 0) continue;  // contributes nothing
+        loss_sum += gpt2_forward(m, ld->inputs, ld->pos, ld->doc_start, ld->targets, ld->B, ld->T);
+        gpt2_backward(m, ld->inputs, ld->pos, ld->doc_start, ld->B, ld->T);
+        r.targets += ld->num_targets;
+    }
+    if (r.targets == 0) { r.skipped = 1; return r; }
+    scale_gradients(m, 1.0f / (float)r.targets);  // sum of losses -> mean over the step's targets
+    r.loss = loss_sum / (double)r.targets;
+    r.grad_norm = gradient_norm(m);
+    if (grad_clip > 0.0f) {
+        float coef = grad_clip / (r.grad_norm + 1e-6f);
+        if (coef < 1.0f) scale_gradients(m, coef);
+    }
+    *adam_t += 1;
+    adamw_update(m, lr, weight_decay, *adam_t);
+    return r;
+}
+
+// Mean loss per target over up to max_batches micro-batches (-1: the whole file) from the start.
+static double evaluate(GPT2 *m, Loader *ld, int max_batches, int64_t *targets_out) {
+    loader_seek(ld, 0, 0);
+    double sum = 0.0;
+    int64_t n = 0;
+    for (int k = 0; (max_batches < 0 || k < max_batches) && !ld->exhausted; k++) {
+        loader_next_batch(ld);
+        if (ld->num_targets == 0) continue;
+        sum += gpt2_forward(m, ld->inputs, ld->pos, ld->doc_start, ld->targets, ld->B, ld->T);
+        n += ld->num_targets;
+    }
+    *targets_out = n;
+    return n ? sum / (double)n : NAN;
+}
+
+// ----------------------------------------------------------------------------
+// Sampling: continue `prompt` one token at a time (greedy at temperature 0, else
+// from softmax(logits / temperature)) until `stop` is produced, max_new tokens
+// are made, or the context is full. Writes the new tokens to out, returns their count.
+static int sample_tokens(GPT2 *m, const int *prompt, int prompt_len, int stop, int max_new, float temperature, Rng *rng, int *out) {
+    int cap = m->T < m->cfg.maxT ? m->T : m->cfg.maxT;
+    int *seq = (int *)xmalloc((size_t)cap * sizeof(int)), *pos = (int *)xmalloc((size_t)cap * sizeof(int));
+    int *start = (int *)xcalloc((size_t)cap, sizeof(int));
+    int len = prompt_len < cap ? prompt_len : cap, n = 0, V = m->cfg.V;
+    memcpy(seq, prompt, (size_t)len * sizeof(int));
+    for (int i = 0; i < cap; i++) pos[i] = i;
+    while (n < max_new && len < cap) {
+        m->rows[0] = len - 1;
+        m->num_rows = 1;
+        gpt2_forward(m, seq, pos, start, NULL, 1, len);
+        const float *l = m->acts.logits;
+        int next = 0;
+        if (temperature <= 0.0f) {
+            for (int v = 1; v < V; v++) if (l[v] > l[next]) next = v;
+        } else {
+            float mx = -INFINITY;
+            for (int v = 0; v < V; v++) if (l[v] > mx) mx = l[v];
+            double sum = 0.0;
+            for (int v = 0; v < V; v++) sum += exp((double)((l[v] - mx) / temperature));
+            double u = rng_float(rng) * sum, c = 0.0;
+            next = V - 1;
+            for (int v = 0; v < V; v++) {
+                c += exp((double)((l[v] - mx) / temperature));
+                if (u < c) { next = v; break; }
+            }
+        }
+        out[n++] = next;
+        seq[len++] = next;
+        if (next == stop) break;
+    }
+    free(seq); free(pos); free(start);
+    return n;
+}
+
+// The sample prompt: a document's tokens before its first target; the stop token
+// is the document's last token when that is a target (the trained stop token).
+static void sample_and_print(GPT2 *m, const DataFile *df, int max_new, float temperature, Rng *rng) {
+    int64_t off = df->offsets[0], len = data_doc_length(df, 0);
+    int64_t k = 1;
+    while (k < len && !df->mask[off + k]) k++;
+    if (k >= len) k = len > 1 ? len / 2 : 1;
+    if (k > m->T - 1) k = m->T - 1;
+    int stop = df->mask[off + len - 1] && len > 1 ? (int)data_token(df, off + len - 1) : -1;
+    int *prompt = (int *)xmalloc((size_t)k * sizeof(int)), *out = (int *)xmalloc((size_t)max_new * sizeof(int));
+    for (int64_t i = 0; i < k; i++) prompt[i] = (int)data_token(df, off + i);
+    int n = sample_tokens(m, prompt, (int)k, stop, max_new, temperature, rng, out);
+    printf("sample | prompt (first document of %s):", df->path);
+    for (int64_t i = 0; i < k; i++) printf(" %d", prompt[i]);
+    printf("\nsample | generated:");
+    for (int i = 0; i < n; i++) printf(" %d", out[i]);
+    printf("%s\n", n > 0 && out[n - 1] == stop ? " (stop token)" : "");
+    free(prompt); free(out);
+}
+
+// ----------------------------------------------------------------------------
+#ifndef TESTING
+int main(int argc, char **argv) {
+    TrainArgs args;
+    train_args_defaults(&args);
+    Flag flags[] = {COMMON_FLAGS(&args)};
+    parse_flags(argc, argv, flags, (int)(sizeof flags / sizeof flags[0]));
+    check_train_args(argv[0], &args);
+
+    // inputs first, so a bad input fails before anything is written
+    DataFile train, val;
+    data_load(&train, args.train_path);
+    int have_val = args.val_path[0] != 0;
+    if (have_val) data_load(&val, args.val_path);
+    GPT2 model;
+    memset(&model, 0, sizeof model);
+    char resume_dir[4096] = "";
+    if (args.resume) {
+        latest_checkpoint(args.out_dir, resume_dir, sizeof resume_dir);
+        gpt2_load_hf(resume_dir, &model.cfg, &model.params_mem, &model.params);
+    } else {
+        load_model(args.init, (int)train.vocab_size, (uint64_t)args.seed, &model.cfg, &model.params_mem, &model.params);
+    }
+    GPT2Config *cfg = &model.cfg;
+    if (args.T == 0) args.T = cfg->maxT < 512 ? cfg->maxT : 512;
+    if (args.T > cfg->maxT) usage_error(argv[0], "-t %d is larger than the model's context of %d positions", args.T, cfg->maxT);
+    if (train.max_token >= (uint32_t)cfg->V)
+        fatal("%s: token id %u is not below the model's vocabulary size %d", train.path, train.max_token, cfg->V);
+    if (have_val && val.max_token >= (uint32_t)cfg->V)
+        fatal("%s: token id %u is not below the model's vocabulary size %d", val.path, val.max_token, cfg->V);
+    int BT = args.B * args.T;
+    if (args.total_batch == 0) args.total_batch = BT;
+    if (args.total_batch % BT) usage_error(argv[0], "-d %d is not a multiple of B*T = %d", args.total_batch, BT);
+    int A = args.total_batch / BT;
+    int64_t filled, rows_per_epoch = loader_rows_in_epoch(&train, args.T, args.shuffle, (uint64_t)args.seed, 0, &filled);
+    int steps = args.max_steps > 0 ? args.max_steps : (int)((rows_per_epoch + (int64_t)args.B * A - 1) / ((int64_t)args.B * A));
+
+    gpt2_allocate(&model, args.B, args.T);
+    Loader loader, val_loader;
+    loader_init(&loader, &train, args.B, args.T, args.shuffle, (uint64_t)args.seed, 1);
+    if (have_val) loader_init(&val_loader, &val, args.B, args.T, 0, 0, 0);
+    TrainState state = {0};
+    Rng sample_rng;
+    rng_seed(&sample_rng, (uint64_t)args.seed + 1);
+    if (args.resume) {
+        char path[4200];
+        snprintf(path, sizeof path, "%s/state.bin", resume_dir);
+        read_state_file(path, cfg, &state, model.m_mem, model.v_mem, model.num_params);
+        if (state.data_docs != train.num_docs || state.data_tokens != train.num_tokens)
+            fatal("%s: the checkpoint was trained on a different data file (%lld documents, %lld tokens) than %s", path,
+                  (long long)state.data_docs, (long long)state.data_tokens, train.path);
+        if (state.B != args.B || state.T != args.T || state.A != A)
+            fatal("%s: the checkpoint was written with -b %lld -t %lld and %lld micro-batches per step; resume with the same -b, -t and -d",
+                  path, (long long)state.B, (long long)state.T, (long long)state.A);
+        if (state.cursor >= train.num_docs) fatal("%s: data cursor %lld is past the end of %s", path, (long long)state.cursor, train.path);
+        loader_seek(&loader, state.epoch, state.cursor);
+        sample_rng.state = state.rng;
+        if (state.step >= steps) fatal("%s: the checkpoint is at step %lld; raise -x above it to train further", path, (long long)state.step);
+    }
+    state.data_docs = train.num_docs; state.data_tokens = train.num_tokens; state.B = args.B; state.T = args.T; state.A = A;
+
+    if (make_dirs(args.out_dir) != 0) fatal("%s: cannot create output directory: %s", args.out_dir, strerror(errno));
+    FILE *metrics = open_metrics(args.out_dir, state.step);
+
+    int64_t train_targets = 0;
+    for (int64_t i = 0; i < train.num_tokens; i++) train_targets += train.mask[i];
+    int64_t truncated = data_count_longer_than(&train, args.T);
+    printf("model | %d layers, %d heads, %d channels, vocab %d, context %d | %.2fM parameters\n", cfg->L, cfg->NH, cfg->C, cfg->V,
+           cfg->maxT, model.num_params / 1e6);
+    printf("model | %s%s\n", args.resume ? "resumed from " : "", args.resume ? resume_dir : (is_directory(args.init) ? args.init : "fresh random init"));
+    printf("data  | %s: %lld documents, %lld tokens, %.1f%% trained; %lld rows per epoch, packing %.1f%% full\n", train.path,
+           (long long)train.num_docs, (long long)train.num_tokens, 100.0 * train_targets / train.num_tokens, (long long)rows_per_epoch,
+           100.0 * filled / ((double)rows_per_epoch * args.T));
+    if (truncated) printf("data  | %lld documents longer than T=%d are cut to their first %d tokens\n", (long long)truncated, args.T, args.T);
+    printf("train | B=%d T=%d, %d micro-batches per step (%d tokens), %d steps, lr %.3g warmup %d final %.3g, wd %.3g, clip %.3g, %d threads\n",
+           args.B, args.T, A, args.total_batch, steps, args.lr, args.warmup, args.final_lr_frac, args.weight_decay, args.grad_clip,
+           omp_get_max_threads());
+    printf("memory| parameters %.1f MB, gradients %.1f MB, AdamW state %.1f MB, activations %.1f MB\n", model.num_params * 4 / 1e6,
+           model.num_params * 4 / 1e6, model.num_params * 8 / 1e6, model.acts_floats * 4 / 1e6);
+
+    double train_seconds = 0.0;
+    int timed_steps = 0;
+    for (int64_t step = state.step; step < steps; step++) {
+        int resumed_here = args.resume && step == state.step;  // these ran before the checkpoint was written
+        if (have_val && args.val_every > 0 && step % args.val_every == 0 && !resumed_here) {
+            int64_t n;
+            double vl = evaluate(&model, &val_loader, args.val_batches, &n);
+            printf("val   | step %lld | val loss %.4f over %lld targets\n", (long long)step, vl, (long long)n);
+            fprintf(metrics, "{\"step\": %lld, \"val_loss\": %.6f, \"val_targets\": %lld}\n", (long long)step, vl, (long long)n);
+            fflush(metrics);
+        }
+        if (args.sample_every > 0 && step % args.sample_every == 0 && step > 0 && !resumed_here)
+            sample_and_print(&model, have_val ? &val : &train, args.sample_tokens, args.temperature, &sample_rng);
+        float lr = lr_at_step((int)step, steps, args.lr, args.warmup, args.final_lr_frac);
+        double t0 = now_seconds();
+        StepResult r = train_step(&model, &loader, A, lr, args.weight_decay, args.grad_clip, &state.adam_t);
+        double dt = now_seconds() - t0;
+        state.step = step + 1;
+        train_seconds += dt;
+        timed_steps++;
+        double tok_s = (double)args.total_batch / dt;
+        char eta[32];
+        format_duration(train_seconds / timed_steps * (double)(steps - state.step), eta, sizeof eta);
+        if (r.skipped) {
+            printf("step %lld/%d | skipped: no targets in this step | %.1f ms\n", (long long)state.step, steps, dt * 1e3);
+            fprintf(metrics, "{\"step\": %lld, \"skipped\": true, \"targets\": 0, \"lr\": %.6g}\n", (long long)state.step, lr);
+        } else {
+            printf("step %lld/%d | loss %.4f | lr %.2e | norm %.4f | %lld targets | %.0f tok/s | %.1f ms | ETA %s\n", (long long)state.step,
+                   steps, r.loss, lr, r.grad_norm, (long long)r.targets, tok_s, dt * 1e3, eta);
+            fprintf(metrics, "{\"step\": %lld, \"loss\": %.9g, \"grad_norm\": %.9g, \"lr\": %.9g, \"targets\": %lld, \"tokens_per_s\": %.1f}\n",
+                    (long long)state.step, r.loss, r.grad_norm, lr, (long long)r.targets, tok_s);
+        }
+        fflush(metrics);
+        fflush(stdout);
+        if (args.ckpt_every > 0 && state.step % args.ckpt_every == 0 && state.step < steps) {
+            state.epoch = loader.epoch; state.cursor = loader.cursor; state.rng = sample_rng.state;
+            save_checkpoint(args.out_dir, cfg, &model.params, &state, model.m_mem, model.v_mem, model.num_params);
+            printf("saved | checkpoint %s/step_%08lld\n", args.out_dir, (long long)state.step);
+        }
+    }
+    if (have_val) {
+        int64_t n;
+        double vl = evaluate(&model, &val_loader, args.val_batches, &n);
+        printf("val   | step %lld | val loss %.4f over %lld targets\n", (long long)state.step, vl, (long long)n);
+        fprintf(metrics, "{\"step\": %lld, \"val_loss\": %.6f, \"val_targets\": %lld}\n", (long long)state.step, vl, (long long)n);
+    }
+    if (args.sample_every > 0) sample_and_print(&model, have_val ? &val : &train, args.sample_tokens, args.temperature, &sample_rng);
+    fclose(metrics);
+    state.epoch = loader.epoch; state.cursor = loader.cursor; state.rng = sample_rng.state;
+    save_checkpoint(args.out_dir, cfg, &model.params, &state, model.m_mem, model.v_mem, model.num_params);
+    printf("saved | final model %s/step_%08lld (Hugging Face GPT-2 directory + optimizer state)\n", args.out_dir, (long long)state.step);
+
+    loader_free(&loader);
+    if (have_val) { loader_free(&val_loader); data_free(&val); }
+    data_free(&train);
+    gpt2_free(&model);
+    return 0;
+}
+#endif
