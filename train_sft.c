@@ -744,15 +744,14 @@ int main(int argc, char **argv) {
     double train_seconds = 0.0;
     int timed_steps = 0;
     for (int64_t step = state.step; step < steps; step++) {
-        int resumed_here = args.resume && step == state.step;  // these ran before the checkpoint was written
-        if (have_val && args.val_every > 0 && step % args.val_every == 0 && !resumed_here) {
+        if (have_val && args.val_every > 0 && step % args.val_every == 0) {
             int64_t n;
             double vl = evaluate(&model, &val_loader, args.val_batches, &n);
             printf("val   | step %lld | val loss %.4f over %lld targets\n", (long long)step, vl, (long long)n);
             fprintf(metrics, "{\"step\": %lld, \"val_loss\": %.6f, \"val_targets\": %lld}\n", (long long)step, vl, (long long)n);
             fflush(metrics);
         }
-        if (args.sample_every > 0 && step % args.sample_every == 0 && step > 0 && !resumed_here)
+        if (args.sample_every > 0 && step % args.sample_every == 0 && step > 0)
             sample_and_print(&model, have_val ? &val : &train, args.sample_tokens, args.temperature, &sample_rng);
         float lr = lr_at_step((int)step, steps, args.lr, args.warmup, args.final_lr_frac);
         double t0 = now_seconds();

@@ -249,8 +249,10 @@ static void load_model(const char *init, int data_vocab, uint64_t seed, GPT2Conf
 }
 
 // ---------------------------------------------------------------------------
-// metrics.jsonl: one JSON object per line. On resume, lines after the resumed step
-// are dropped (they belong to the interrupted run) before appending.
+// metrics.jsonl: one JSON object per line. On resume from the checkpoint written
+// after step S, the lines the interrupted run wrote after that checkpoint are
+// dropped before appending: training lines of steps > S and validation lines of
+// steps >= S (validation at step S runs after the checkpoint of step S).
 static FILE *open_metrics(const char *out_dir, int64_t keep_through_step) {
     char path[4096];
     snprintf(path, sizeof path, "%s/metrics.jsonl", out_dir);
@@ -265,8 +267,13 @@ static FILE *open_metrics(const char *out_dir, int64_t keep_through_step) {
             size_t ll = nl ? (size_t)(nl - line) : (size_t)(text + len - line);
             JsonDoc doc;
             int64_t step = -1;
-            if (json_parse(line, ll, &doc) == 0) { json_int64(json_get(doc.root, "step"), &step); json_free(&doc); }
-            if (step >= 0 && step <= keep_through_step) { atomic_write(&af, line, ll); atomic_write(&af, "\n", 1); }
+            int is_val = 0;
+            if (json_parse(line, ll, &doc) == 0) {
+                json_int64(json_get(doc.root, "step"), &step);
+                is_val = json_get(doc.root, "val_loss") != NULL;
+                json_free(&doc);
+            }
+            if (step >= 0 && (is_val ? step < keep_through_step : step <= keep_through_step)) { atomic_write(&af, line, ll); atomic_write(&af, "\n", 1); }
             line += ll + 1;
         }
         atomic_commit(&af);

@@ -7,7 +7,8 @@ model runs each document on its own (positions from 0, plain causal attention) i
 float64, so packing, block-diagonal attention and masks are checked, not assumed.
 
 Usage: python3 dev/ref_gpt2.py OUTDIR    (the committed copy lives in dev/ref/)
-Writes OUTDIR/tiny/{config.json, model.safetensors}, OUTDIR/tiny_train.bin and
+Writes OUTDIR/tiny/{config.json, model.safetensors} (and F16/BF16 copies in tiny_f16/,
+tiny_bf16/), OUTDIR/tiny_train.bin and
 OUTDIR/tiny_expect.safetensors.
 Needs Debian's python3-torch (and python3-numpy).
 """
@@ -114,11 +115,21 @@ params["ln_f.bias"] = rnd_t(C)
 NAMES = list(params.keys())
 
 
+DTYPE_NAMES = {torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16", torch.bool: "BOOL"}
+
+
 def write_safetensors(path, tensors, prefix=""):
+    """safetensors by hand: 8-byte header length, JSON header, raw little-endian data."""
     header, blobs, off = {}, [], 0
     for name, t in tensors.items():
-        data = t.detach().to(torch.float32).contiguous().numpy().tobytes()
-        header[prefix + name] = {"dtype": "F32", "shape": list(t.shape), "data_offsets": [off, off + len(data)]}
+        t = t.detach().contiguous()
+        if t.dtype == torch.float64:
+            t = t.float()
+        if t.dtype in (torch.float16, torch.bfloat16):
+            data = t.view(torch.int16).numpy().tobytes()
+        else:
+            data = t.numpy().tobytes()
+        header[prefix + name] = {"dtype": DTYPE_NAMES[t.dtype], "shape": list(t.shape), "data_offsets": [off, off + len(data)]}
         blobs.append(data)
         off += len(data)
     h = json.dumps(header, separators=(",", ":")).encode()
@@ -189,8 +200,26 @@ def main():
     with open(os.path.join(out, "tiny", "config.json"), "w") as f:
         json.dump(cfg, f, indent=2)
     write_safetensors(os.path.join(out, "tiny", "model.safetensors"), params, prefix="transformer.")
+    # import variants: F16 with hub-style names (no prefix), the causal-mask buffers
+    # and a tied lm_head.weight; BF16 with "transformer." names
+    os.makedirs(os.path.join(out, "tiny_f16"), exist_ok=True)
+    os.makedirs(os.path.join(out, "tiny_bf16"), exist_ok=True)
+    for d in ("tiny_f16", "tiny_bf16"):
+        with open(os.path.join(out, d, "config.json"), "w") as f:
+            json.dump(cfg, f, indent=2)
+    f16 = {k: v.half() for k, v in params.items()}
+    for l in range(L):
+        f16["h.%d.attn.bias" % l] = torch.tril(torch.ones(1, 1, MAXT, MAXT, dtype=torch.bool))
+        f16["h.%d.attn.masked_bias" % l] = torch.tensor(-1e4)
+    write_safetensors(os.path.join(out, "tiny_f16", "model.safetensors"), f16)
+    bf16 = {"transformer." + k: v.bfloat16() for k, v in params.items()}
+    bf16["lm_head.weight"] = bf16["transformer.wte.weight"].clone()
+    write_safetensors(os.path.join(out, "tiny_bf16", "model.safetensors"), bf16)
 
     expect = {}
+    for k in NAMES:
+        expect["f16." + k] = params[k].half().float()
+        expect["bf16." + k] = params[k].bfloat16().float()
     P = {k: v.double().requires_grad_(True) for k, v in params.items()}
     stream = row_stream()
     # 1. the first micro-batch: logits, loss, gradients of the mean loss

@@ -1,0 +1,653 @@
+/*
+test_sft.c: checks the CPU trainer against the PyTorch reference in dev/ref/ (made
+by dev/ref_gpt2.py, float64, one document at a time) and pins each training rule.
+Prints "ok NAME" / "FAIL NAME: why" per check; exits 1 if anything failed.
+Run from the repository root (make test does).
+*/
+#define TESTING
+#include "train_sft.c"
+#include <sys/wait.h>
+
+static int failures = 0;
+
+static void check(const char *name, int ok, const char *fmt, ...) {
+    if (ok) { printf("ok %s\n", name); return; }
+    va_list ap;
+    va_start(ap, fmt);
+    printf("FAIL %s: ", name);
+    vprintf(fmt, ap);
+    printf("\n");
+    va_end(ap);
+    failures++;
+}
+
+#define REF_DIR "dev/ref"
+#define REF_MODEL REF_DIR "/tiny"
+#define REF_DATA REF_DIR "/tiny_train.bin"
+#define REF_EXPECT REF_DIR "/tiny_expect.safetensors"
+
+static SafeTensors expect;
+
+static float *expect_tensor(const char *name, int64_t *numel) {
+    const StTensor *t = st_find(&expect, name);
+    if (!t) fatal("%s: reference tensor %s missing (regenerate with dev/ref_gpt2.py)", REF_EXPECT, name);
+    float *out = (float *)xmalloc((size_t)t->numel * sizeof(float));
+    st_read_f32(&expect, t, out);
+    if (numel) *numel = t->numel;
+    return out;
+}
+
+// max |a - b| / max(max |b|, floor): error relative to the tensor's scale
+static double rel_err(const float *a, const float *b, size_t n, double floor) {
+    double diff = 0.0, scale = floor;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - (double)b[i]);
+        if (!(d <= diff)) diff = d;  // NaN propagates as a failure
+        if (fabs((double)b[i]) > scale) scale = fabs((double)b[i]);
+    }
+    return diff / scale;
+}
+
+static void model_from_dir(GPT2 *m, const char *dir, int B, int T) {
+    memset(m, 0, sizeof *m);
+    gpt2_load_hf(dir, &m->cfg, &m->params_mem, &m->params);
+    gpt2_allocate(m, B, T);
+}
+
+// The key bias shifts every attention score of a query by the same amount, which
+// softmax ignores: its gradient is exactly 0, and what rounding leaves there (1e-9
+// in fp32, 1e-17 in fp64) AdamW's normalization turns into steps of +-lr with a
+// random sign. Parameter comparisons after AdamW steps therefore leave it out.
+static void zero_key_bias(const GPT2Config *cfg, float *qkvb) {
+    for (int l = 0; l < cfg->L; l++) memset(qkvb + (size_t)l * 3 * cfg->C + cfg->C, 0, (size_t)cfg->C * sizeof(float));
+}
+
+// Compares every tensor of the model (per layer, by Hugging Face name) with
+// reference tensors "<prefix><name>"; returns the worst relative error.
+static double compare_params(const GPT2 *m, const ParamTensors *p, const char *prefix, char *worst_name, size_t wn, int skip_key_bias) {
+    double worst = 0.0;
+    for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
+        int64_t shape[2];
+        int64_t numel = param_slice_shape(&m->cfg, i, shape);
+        for (int l = 0; l < (PARAM_INFO[i].per_layer ? m->cfg.L : 1); l++) {
+            char name[256], full[300];
+            snprintf(name, sizeof name, PARAM_INFO[i].hf_name, l);
+            snprintf(full, sizeof full, "%s%s", prefix, name);
+            int64_t n;
+            float *ref = expect_tensor(full, &n);
+            if (n != numel) fatal("reference tensor %s has %lld elements, expected %lld", full, (long long)n, (long long)numel);
+            float *ours = (float *)xmalloc((size_t)numel * sizeof(float));
+            memcpy(ours, p->t[i] + (size_t)l * (size_t)numel, (size_t)numel * sizeof(float));
+            if (skip_key_bias && i == P_QKVB) {
+                memset(ours + m->cfg.C, 0, (size_t)m->cfg.C * sizeof(float));
+                memset(ref + m->cfg.C, 0, (size_t)m->cfg.C * sizeof(float));
+            }
+            double e = rel_err(ours, ref, (size_t)numel, 1e-6);
+            free(ours);
+            if (!(e <= worst)) { worst = e; snprintf(worst_name, wn, "%s", name); }
+            free(ref);
+        }
+    }
+    return worst;
+}
+
+// ---- against PyTorch -----------------------------------------------------
+
+static void test_reference_forward_backward(void) {
+    DataFile df;
+    data_load(&df, REF_DATA);
+    GPT2 m;
+    model_from_dir(&m, REF_MODEL, 2, 16);
+    Loader ld;
+    loader_init(&ld, &df, 2, 16, 0, 0, 1);
+    loader_next_batch(&ld);
+    int BT = 32, V = m.cfg.V;
+
+    // logits at every filled position
+    float *ref_logits = expect_tensor("logits", NULL), *filled = expect_tensor("filled", NULL);
+    m.num_rows = 0;
+    for (int i = 0; i < BT; i++) if (filled[i] > 0) m.rows[m.num_rows++] = i;
+    gpt2_forward(&m, ld.inputs, ld.pos, ld.doc_start, NULL, 2, 16);
+    double worst = 0.0;
+    for (int r = 0; r < m.num_rows; r++) {
+        double e = rel_err(m.acts.logits + (size_t)r * V, ref_logits + (size_t)m.rows[r] * V, (size_t)V, 1.0);
+        if (e > worst) worst = e;
+    }
+    check("reference_logits", worst < 2e-5 && m.num_rows > 20, "max relative error %.3g over %d positions", worst, m.num_rows);
+
+    // loss: mean over targets; then gradients of that mean
+    float *ref_loss = expect_tensor("loss", NULL), *ref_count = expect_tensor("targets", NULL);
+    double loss_sum = gpt2_forward(&m, ld.inputs, ld.pos, ld.doc_start, ld.targets, 2, 16);
+    double loss = loss_sum / ld.num_targets;
+    check("reference_target_count", ld.num_targets == (int)ref_count[0], "%d targets, reference %d", ld.num_targets, (int)ref_count[0]);
+    check("reference_loss", fabs(loss - ref_loss[0]) < 1e-5 * fabs(ref_loss[0]), "loss %.8f, reference %.8f", loss, ref_loss[0]);
+    memset(m.grads_mem, 0, m.num_params * sizeof(float));
+    gpt2_backward(&m, ld.inputs, ld.pos, ld.doc_start, 2, 16);
+    scale_gradients(&m, 1.0f / (float)ld.num_targets);
+    char worst_name[256] = "";
+    double ge = compare_params(&m, &m.grads, "grad.", worst_name, sizeof worst_name, 0);
+    check("reference_gradients", ge < 1e-4, "worst relative gradient error %.3g in %s", ge, worst_name);
+    free(ref_logits); free(filled); free(ref_loss); free(ref_count);
+    loader_free(&ld); gpt2_free(&m); data_free(&df);
+}
+
+static void test_reference_training(void) {
+    float *s = expect_tensor("settings", NULL);
+    int B = (int)s[0], T = (int)s[1], A = (int)s[2], steps = (int)s[3], warmup = (int)s[5];
+    float lr = s[4], final_frac = s[6], wd = s[7], clip = s[8];
+    DataFile df;
+    data_load(&df, REF_DATA);
+    GPT2 m;
+    model_from_dir(&m, REF_MODEL, B, T);
+    Loader ld;
+    loader_init(&ld, &df, B, T, 0, 0, 1);
+    float *ref_loss = expect_tensor("train_loss", NULL), *ref_norm = expect_tensor("train_grad_norm", NULL);
+    float *ref_lr = expect_tensor("train_lr", NULL), *ref_targets = expect_tensor("train_targets", NULL);
+    int64_t adam_t = 0;
+    double worst_loss = 0, worst_norm = 0, worst_lr = 0;
+    int targets_ok = 1;
+    for (int step = 0; step < steps; step++) {
+        float step_lr = lr_at_step(step, steps, lr, warmup, final_frac);
+        StepResult r = train_step(&m, &ld, A, step_lr, wd, clip, &adam_t);
+        worst_loss = fmax(worst_loss, fabs(r.loss - ref_loss[step]) / fabs(ref_loss[step]));
+        worst_norm = fmax(worst_norm, fabs(r.grad_norm - ref_norm[step]) / fabs(ref_norm[step]));
+        worst_lr = fmax(worst_lr, fabs(step_lr - ref_lr[step]) / fabs(ref_lr[step]));
+        targets_ok &= r.targets == (int64_t)ref_targets[step];
+    }
+    int clipped = 0;
+    for (int step = 0; step < steps; step++) clipped |= ref_norm[step] > clip;
+    check("reference_lr_schedule", worst_lr < 1e-6, "worst relative LR error %.3g", worst_lr);
+    check("reference_step_targets", targets_ok, "targets per step differ from the reference");
+    check("reference_step_losses", worst_loss < 1e-5, "worst relative loss error %.3g", worst_loss);
+    check("reference_grad_norms", worst_norm < 1e-5 && clipped, "worst relative norm error %.3g (clipping active: %d)", worst_norm, clipped);
+    char worst_name[256] = "";
+    double pe = compare_params(&m, &m.params, "final.", worst_name, sizeof worst_name, 1);
+    check("reference_adamw_params", pe < 1e-5, "worst relative parameter error %.3g in %s after %d steps", pe, worst_name, steps);
+    check("reference_adam_count", adam_t == steps, "AdamW step count %lld, expected %d", (long long)adam_t, steps);
+    free(s); free(ref_loss); free(ref_norm); free(ref_lr); free(ref_targets);
+    loader_free(&ld); gpt2_free(&m); data_free(&df);
+}
+
+// F16 (hub names, buffers, tied lm_head) and BF16 files import as the reference values.
+static void test_import_variants(void) {
+    const char *dirs[] = {REF_DIR "/tiny_f16", REF_DIR "/tiny_bf16"};
+    const char *prefixes[] = {"f16.", "bf16."};
+    for (int k = 0; k < 2; k++) {
+        GPT2 m;
+        memset(&m, 0, sizeof m);
+        gpt2_load_hf(dirs[k], &m.cfg, &m.params_mem, &m.params);
+        char worst_name[256] = "", name[64];
+        double e = compare_params(&m, &m.params, prefixes[k], worst_name, sizeof worst_name, 0);
+        snprintf(name, sizeof name, "import_%s", k == 0 ? "f16_hub_names" : "bf16_prefixed");
+        check(name, e == 0.0, "values differ from the reference conversion (%.3g in %s)", e, worst_name);
+        free(m.params_mem);
+    }
+}
+
+// ---- training rules, C against C ------------------------------------------
+
+static char tmp_root[256];
+
+static void write_docs(const char *path, int V, int D, const int *lens, const uint32_t *tokens, const uint8_t *mask) {
+    int64_t *off = (int64_t *)xmalloc(8 * (size_t)(D + 1));
+    off[0] = 0;
+    for (int d = 0; d < D; d++) off[d + 1] = off[d] + lens[d];
+    data_write(path, 2, V, D, off, tokens, mask);
+    free(off);
+}
+
+// Packed rows give the same loss and gradients as one document per row.
+static void test_packed_equals_unpacked(void) {
+    DataFile df;
+    data_load(&df, REF_DATA);
+    int T = 16, D = (int)df.num_docs;
+    int64_t rows = loader_rows_in_epoch(&df, T, 0, 0, 0, NULL);
+    GPT2 packed, single;
+    model_from_dir(&packed, REF_MODEL, (int)rows, T);
+    model_from_dir(&single, REF_MODEL, D, T);
+    Loader ld;
+    loader_init(&ld, &df, (int)rows, T, 0, 0, 0);
+    loader_next_batch(&ld);
+    // one document per row, built here from the file directly
+    int n = D * T;
+    int *in = (int *)xcalloc((size_t)n, sizeof(int)), *pos = (int *)xcalloc((size_t)n, sizeof(int));
+    int *start = (int *)xcalloc((size_t)n, sizeof(int)), *tgt = (int *)xmalloc((size_t)n * sizeof(int));
+    for (int i = 0; i < n; i++) { tgt[i] = -1; start[i] = 0; pos[i] = i % T; }  // doc_start is a position within the row
+    int count = 0;
+    for (int d = 0; d < D; d++) {
+        int64_t len = data_doc_length(&df, d), off = df.offsets[d];
+        if (len > T) len = T;
+        for (int j = 0; j < len; j++) {
+            in[d * T + j] = (int)data_token(&df, off + j);
+            if (j + 1 < len && df.mask[off + j + 1]) { tgt[d * T + j] = (int)data_token(&df, off + j + 1); count++; }
+        }
+    }
+    memset(packed.grads_mem, 0, packed.num_params * sizeof(float));
+    memset(single.grads_mem, 0, single.num_params * sizeof(float));
+    double lp = gpt2_forward(&packed, ld.inputs, ld.pos, ld.doc_start, ld.targets, (int)rows, T);
+    gpt2_backward(&packed, ld.inputs, ld.pos, ld.doc_start, (int)rows, T);
+    double ls = gpt2_forward(&single, in, pos, start, tgt, D, T);
+    gpt2_backward(&single, in, pos, start, D, T);
+    double ge = rel_err(packed.grads_mem, single.grads_mem, packed.num_params, 1e-6);
+    check("packed_rows_equal_one_document_per_row",
+          ld.num_targets == count && fabs(lp - ls) < 1e-5 * fabs(ls) && ge < 1e-5 && rows < D,
+          "targets %d vs %d, loss %.8f vs %.8f, gradient error %.3g, %lld rows for %d documents", ld.num_targets, count, lp, ls, ge,
+          (long long)rows, D);
+    free(in); free(pos); free(start); free(tgt);
+    loader_free(&ld); gpt2_free(&packed); gpt2_free(&single); data_free(&df);
+}
+
+// B=4 A=1, B=2 A=2 and B=1 A=4 take the same step.
+static void test_accumulation_equivalence(void) {
+    DataFile df;
+    data_load(&df, REF_DATA);
+    int configs[3][2] = {{4, 1}, {2, 2}, {1, 4}};
+    float *after[3];
+    double loss[3];
+    float norm[3];
+    size_t P = 0;
+    for (int k = 0; k < 3; k++) {
+        GPT2 m;
+        model_from_dir(&m, REF_MODEL, configs[k][0], 16);
+        Loader ld;
+        loader_init(&ld, &df, configs[k][0], 16, 0, 0, 1);
+        int64_t t = 0;
+        StepResult r = train_step(&m, &ld, configs[k][1], 1e-2f, 0.1f, 1.0f, &t);
+        loss[k] = r.loss; norm[k] = r.grad_norm;
+        P = m.num_params;
+        after[k] = (float *)xmalloc(P * sizeof(float));
+        memcpy(after[k], m.params_mem, P * sizeof(float));
+        ParamTensors pt;
+        param_pointers(&m.cfg, after[k], &pt);
+        zero_key_bias(&m.cfg, pt.qkvb);  // see zero_key_bias
+        loader_free(&ld); gpt2_free(&m);
+    }
+    double e1 = rel_err(after[1], after[0], P, 1e-6), e2 = rel_err(after[2], after[0], P, 1e-6);
+    check("accumulation_B4A1_B2A2_B1A4",
+          fabs(loss[1] - loss[0]) < 1e-6 * loss[0] && fabs(loss[2] - loss[0]) < 1e-6 * loss[0] && fabs(norm[1] - norm[0]) < 1e-5 * norm[0] &&
+              fabs(norm[2] - norm[0]) < 1e-5 * norm[0] && e1 < 1e-5 && e2 < 1e-5,
+          "losses %.8f %.8f %.8f, norms %.6f %.6f %.6f, parameter errors %.3g %.3g", loss[0], loss[1], loss[2], norm[0], norm[1], norm[2], e1, e2);
+    for (int k = 0; k < 3; k++) free(after[k]);
+    data_free(&df);
+}
+
+// A step without targets changes nothing; a micro-batch without targets adds nothing.
+static void test_steps_without_targets(void) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/notargets.bin", tmp_root);
+    // doc 0 (16 tokens) fills row 0 with no targets; doc 1 (16 tokens) has targets
+    int lens[2] = {16, 16};
+    uint32_t toks[32];
+    uint8_t mask[32];
+    for (int i = 0; i < 32; i++) { toks[i] = (uint32_t)(i * 7 % 61); mask[i] = i >= 16 && i % 3 == 0; }
+    write_docs(path, 61, 2, lens, toks, mask);
+    DataFile df;
+    data_load(&df, path);
+    GPT2 m;
+    model_from_dir(&m, REF_MODEL, 1, 16);
+    Loader ld;
+    loader_init(&ld, &df, 1, 16, 0, 0, 1);
+    size_t P = m.num_params;
+    float *before = (float *)xmalloc(P * sizeof(float));
+    memcpy(before, m.params_mem, P * sizeof(float));
+    int64_t t = 0;
+    StepResult r = train_step(&m, &ld, 1, 1e-2f, 0.1f, 1.0f, &t);  // row 0 only: no targets
+    int untouched = !memcmp(before, m.params_mem, P * sizeof(float));
+    int moments_zero = 1;
+    for (size_t i = 0; i < P; i++) moments_zero &= m.m_mem[i] == 0.0f && m.v_mem[i] == 0.0f;
+    check("step_without_targets_is_skipped", r.skipped && r.targets == 0 && t == 0 && untouched && moments_zero,
+          "skipped %d, targets %lld, adam count %lld, params untouched %d, moments zero %d", r.skipped, (long long)r.targets, (long long)t,
+          untouched, moments_zero);
+    // A=2 starting at the empty row equals A=1 on the second row alone
+    GPT2 m2;
+    model_from_dir(&m2, REF_MODEL, 1, 16);
+    Loader l2;
+    loader_init(&l2, &df, 1, 16, 0, 0, 1);
+    loader_seek(&ld, 0, 0);
+    int64_t t1 = 0, t2 = 0;
+    StepResult two = train_step(&m2, &l2, 2, 1e-2f, 0.1f, 1.0f, &t2);
+    loader_seek(&ld, 0, 1);
+    StepResult one = train_step(&m, &ld, 1, 1e-2f, 0.1f, 1.0f, &t1);
+    check("micro_batch_without_targets_adds_nothing",
+          two.loss == one.loss && two.targets == one.targets && !memcmp(m.params_mem, m2.params_mem, P * sizeof(float)),
+          "loss %.8f vs %.8f, targets %lld vs %lld", two.loss, one.loss, (long long)two.targets, (long long)one.targets);
+    free(before);
+    loader_free(&ld); loader_free(&l2); gpt2_free(&m); gpt2_free(&m2); data_free(&df);
+}
+
+// Loader rules: first token never a target, positions restart, cut at T, next-fit rows.
+static void test_loader_rules(void) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/loader.bin", tmp_root);
+    int lens[4] = {5, 4, 9, 3};  // T = 8: [5 + pad3] [4 + 3 + pad1]? no: next-fit -> [5][4][9 cut to 8][3]... see below
+    uint32_t toks[21];
+    uint8_t mask[21];
+    for (int i = 0; i < 21; i++) { toks[i] = 100 + (uint32_t)i; mask[i] = 1; }
+    write_docs(path, 200, 4, lens, toks, mask);
+    DataFile df;
+    data_load(&df, path);
+    Loader ld;
+    loader_init(&ld, &df, 4, 8, 0, 0, 0);
+    loader_next_batch(&ld);
+    // row 0: doc0 (5) then doc1 (4) does not fit -> row 1: doc1 (4) + doc2 (9 > 4 left) -> row 2: doc2 cut to 8 -> row 3: doc3
+    int ok = 1;
+    int expect_in[4][8] = {{100, 101, 102, 103, 104, 0, 0, 0}, {105, 106, 107, 108, 0, 0, 0, 0},
+                           {109, 110, 111, 112, 113, 114, 115, 116}, {118, 119, 120, 0, 0, 0, 0, 0}};
+    int expect_tgt[4][8] = {{101, 102, 103, 104, -1, -1, -1, -1}, {106, 107, 108, -1, -1, -1, -1, -1},
+                            {110, 111, 112, 113, 114, 115, 116, -1}, {119, 120, -1, -1, -1, -1, -1, -1}};
+    for (int b = 0; b < 4; b++)
+        for (int t = 0; t < 8; t++) {
+            ok &= ld.inputs[b * 8 + t] == expect_in[b][t];
+            ok &= ld.targets[b * 8 + t] == expect_tgt[b][t];
+        }
+    check("loader_next_fit_cut_and_targets", ok, "packed rows differ from the hand-worked layout");
+    check("loader_positions_restart", ld.pos[8 + 3] == 3 && ld.pos[16 + 7] == 7 && ld.doc_start[8 + 2] == 0 && ld.pos[0] == 0,
+          "positions or document starts wrong");
+    check("loader_exhausts_without_wrap", ld.exhausted, "loader did not stop at the end of the data");
+    // two short documents share a row; the second starts at position 0 and attends from its start
+    int lens2[2] = {3, 2};
+    uint32_t t2[5] = {1, 2, 3, 4, 5};
+    uint8_t m2[5] = {1, 1, 1, 1, 1};
+    write_docs(path, 200, 2, lens2, t2, m2);
+    DataFile d2;
+    data_load(&d2, path);
+    Loader l2;
+    loader_init(&l2, &d2, 1, 8, 0, 0, 0);
+    loader_next_batch(&l2);
+    check("loader_packs_documents_with_boundaries",
+          l2.inputs[3] == 4 && l2.pos[3] == 0 && l2.doc_start[4] == 3 && l2.targets[2] == -1 && l2.targets[3] == 5 && l2.num_targets == 3,
+          "row: inputs %d %d, pos %d, start %d, targets %d %d, count %d", l2.inputs[3], l2.inputs[4], l2.pos[3], l2.doc_start[4],
+          l2.targets[2], l2.targets[3], l2.num_targets);
+    // shuffling is a deterministic function of (seed, epoch), and differs between epochs
+    Loader a, b;
+    loader_init(&a, &df, 1, 8, 1, 7, 1);
+    loader_init(&b, &df, 1, 8, 1, 7, 1);
+    int same = !memcmp(a.order, b.order, 4 * sizeof(int64_t));
+    loader_seek(&b, 1, 0);
+    loader_seek(&a, 1, 0);
+    same &= !memcmp(a.order, b.order, 4 * sizeof(int64_t));
+    check("loader_shuffle_deterministic", same, "two loaders with one seed disagree");
+    loader_free(&a); loader_free(&b); loader_free(&l2); loader_free(&ld); data_free(&d2); data_free(&df);
+}
+
+// Import -> export -> import is bit-exact, and the export's tensors keep HF names.
+static void test_hf_round_trip(void) {
+    GPT2 m;
+    memset(&m, 0, sizeof m);
+    gpt2_load_hf(REF_MODEL, &m.cfg, &m.params_mem, &m.params);
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s/export", tmp_root);
+    make_dirs(dir);
+    gpt2_save_hf(dir, &m.cfg, &m.params);
+    GPT2 r;
+    memset(&r, 0, sizeof r);
+    gpt2_load_hf(dir, &r.cfg, &r.params_mem, &r.params);
+    size_t P = gpt2_num_parameters(&m.cfg);
+    int same_cfg = !memcmp(&m.cfg, &r.cfg, sizeof m.cfg);
+    check("hf_round_trip_bit_exact", same_cfg && !memcmp(m.params_mem, r.params_mem, P * sizeof(float)), "config equal %d", same_cfg);
+    char path[600];
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    SafeTensors st;
+    st_open(&st, path);
+    check("hf_export_names", st_find(&st, "transformer.h.1.attn.c_attn.weight") && st_find(&st, "transformer.wte.weight") &&
+                                 st.count == 4 + 12 * m.cfg.L && st_find(&st, "transformer.h.0.mlp.c_proj.weight")->shape[0] == 4 * m.cfg.C,
+          "exported names or shapes are not GPT2LMHeadModel's");
+    st_close(&st);
+    free(m.params_mem); free(r.params_mem);
+}
+
+// ---- the program: resume and bad input --------------------------------------
+
+// Runs a shell command with stderr captured; returns the exit status.
+static int run(const char *cmd, char *err, size_t errn) {
+    char full[4096], errpath[512];
+    snprintf(errpath, sizeof errpath, "%s/stderr.txt", tmp_root);
+    snprintf(full, sizeof full, "%s >/dev/null 2>%s", cmd, errpath);
+    int rc = system(full);
+    if (err) {
+        err[0] = 0;
+        FILE *f = fopen(errpath, "r");
+        if (f) { size_t n = fread(err, 1, errn - 1, f); err[n] = 0; fclose(f); }
+    }
+    return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+static char *read_text(const char *path) {
+    if (!path_exists(path)) return NULL;
+    size_t n;
+    return read_whole_file(path, &n);
+}
+
+// The "loss", "val_loss" and "grad_norm" fields of a metrics file, in order, joined
+// (tokens_per_s is a timing and differs between runs).
+static void loss_lines(const char *metrics, char *out, size_t n) {
+    out[0] = 0;
+    for (const char *p = metrics; p && *p; p++) {
+        if (strncmp(p, "\"loss\": ", 8) && strncmp(p, "\"val_loss\": ", 12) && strncmp(p, "\"grad_norm\": ", 13)) continue;
+        const char *e = p + strcspn(p, ",}");
+        size_t len = (size_t)(e - p);
+        if (strlen(out) + len + 2 < n) { strncat(out, p, len); strcat(out, ";"); }
+        p = e - 1;
+    }
+}
+
+static void test_resume_bit_identical(void) {
+    char cmd[2048], a[512], b[512], err[4096];
+    snprintf(a, sizeof a, "%s/run_full", tmp_root);
+    snprintf(b, sizeof b, "%s/run_resumed", tmp_root);
+    const char *common = "./train_sft -i " REF_DATA " -j " REF_DATA " -v 2 -m 2 -s 3 -g 4 -w 0.8 -e d2c16h2t24 -b 2 -t 16 -d 64 -x 7 -l 1e-2 -u 2 -c 0.1 -S 1";
+    snprintf(cmd, sizeof cmd, "%s -o %s", common, a);
+    int rc1 = run(cmd, err, sizeof err);
+    snprintf(cmd, sizeof cmd, "%s -n 3 -o %s", common, b);
+    int rc2 = run(cmd, err, sizeof err);
+    // pretend the run died after step 4: the checkpoint of step 3 is the latest
+    char path[600], dir6[600];
+    snprintf(path, sizeof path, "%s/latest", b);
+    write_file_atomic(path, "step_00000003\n", 14);
+    snprintf(dir6, sizeof dir6, "%s/step_00000006", b);
+    remove_flat_dir(dir6);
+    snprintf(cmd, sizeof cmd, "%s -n 3 -o %s -y 1", common, b);
+    int rc3 = run(cmd, err, sizeof err);
+    snprintf(path, sizeof path, "%s/metrics.jsonl", a);
+    char *ma = read_text(path);
+    snprintf(path, sizeof path, "%s/metrics.jsonl", b);
+    char *mb = read_text(path);
+    char la[4096], lb[4096];
+    loss_lines(ma, la, sizeof la);
+    loss_lines(mb, lb, sizeof lb);
+    int steps = 0, vals = 0;
+    for (char *p = la; (p = strstr(p, "\"loss\"")); p++) steps++;
+    for (char *p = la; (p = strstr(p, "val_loss")); p++) vals++;
+    check("resume_losses_bit_identical", rc1 == 0 && rc2 == 0 && rc3 == 0 && !strcmp(la, lb) && steps == 7 && vals == 5,
+          "exit codes %d %d %d, %d steps, %d validations; full run %s vs resumed %s", rc1, rc2, rc3, steps, vals, la, lb);
+    snprintf(path, sizeof path, "%s/step_00000007/model.safetensors", a);
+    char *fa = NULL, *fb = NULL;
+    size_t na = 0, nb = 0;
+    if (path_exists(path)) fa = read_whole_file(path, &na);
+    snprintf(path, sizeof path, "%s/step_00000007/model.safetensors", b);
+    if (path_exists(path)) fb = read_whole_file(path, &nb);
+    check("resume_final_model_bit_identical", fa && fb && na == nb && !memcmp(fa, fb, na), "final exports differ or are missing");
+    free(ma); free(mb); free(fa); free(fb);
+}
+
+// Writes a copy of `src` with `len` bytes, or with bytes [at, at+n) replaced.
+static void write_variant(const char *dst, const char *src, size_t len, size_t at, const void *bytes, size_t n) {
+    size_t sl;
+    char *buf = read_whole_file(src, &sl);
+    if (len > sl) len = sl;
+    if (bytes && at + n <= len) memcpy(buf + at, bytes, n);
+    write_file_atomic(dst, buf, len);
+    free(buf);
+}
+
+static void write_text(const char *path, const char *text) { write_file_atomic(path, text, strlen(text)); }
+
+static void copy_file(const char *dst, const char *src) { write_variant(dst, src, (size_t)-1, 0, NULL, 0); }
+
+// Expects exit status 1, one line on stderr starting "error:" and containing
+// `needle`, and the output directory not created.
+static void expect_bad(const char *name, const char *flags, const char *needle) {
+    char cmd[4096], err[4096], out[512];
+    snprintf(out, sizeof out, "%s/out_%s", tmp_root, name);
+    snprintf(cmd, sizeof cmd, "./train_sft -o %s %s", out, flags);
+    int rc = run(cmd, err, sizeof err);
+    int lines = 0;
+    for (char *p = err; *p; p++) lines += *p == '\n';
+    char full[300];
+    snprintf(full, sizeof full, "bad_input_%s", name);
+    check(full, rc == 1 && lines == 1 && !strncmp(err, "error: ", 7) && strstr(err, needle) && !path_exists(out),
+          "exit %d, %d stderr lines, output dir %s: %s", rc, lines, path_exists(out) ? "created" : "absent", err);
+}
+
+static void test_bad_inputs(void) {
+    char p[600], q[600], flags[2048];
+    const char *good = REF_DATA;
+    // data files
+    expect_bad("missing_data", "-i /nonexistent/data.bin -e d1c16h2t24", "/nonexistent/data.bin");
+    int64_t v;
+    snprintf(p, sizeof p, "%s/badmagic.bin", tmp_root);
+    v = 12345; write_variant(p, good, (size_t)-1, 0, &v, 8);
+    snprintf(flags, sizeof flags, "-i %s -e d1c16h2t24", p); expect_bad("wrong_magic", flags, "badmagic.bin: bad magic");
+    snprintf(p, sizeof p, "%s/badversion.bin", tmp_root);
+    v = 2; write_variant(p, good, (size_t)-1, 8, &v, 8);
+    snprintf(flags, sizeof flags, "-i %s -e d1c16h2t24", p); expect_bad("wrong_version", flags, "badversion.bin: unsupported version");
+    snprintf(p, sizeof p, "%s/truncated.bin", tmp_root);
+    write_variant(p, good, 1400, 0, NULL, 0);
+    snprintf(flags, sizeof flags, "-i %s -e d1c16h2t24", p); expect_bad("truncated_data", flags, "truncated.bin: file is 1400 bytes");
+    snprintf(p, sizeof p, "%s/shortheader.bin", tmp_root);
+    write_variant(p, good, 100, 0, NULL, 0);
+    snprintf(flags, sizeof flags, "-i %s -e d1c16h2t24", p); expect_bad("short_header", flags, "shortheader.bin");
+    snprintf(p, sizeof p, "%s/badoffsets.bin", tmp_root);
+    v = 2; write_variant(p, good, (size_t)-1, 1024 + 8 * 3, &v, 8);  // off[3] = 2 < off[2]
+    snprintf(flags, sizeof flags, "-i %s -e d1c16h2t24", p); expect_bad("offsets_out_of_order", flags, "badoffsets.bin: document offsets");
+    snprintf(p, sizeof p, "%s/badrange.bin", tmp_root);
+    v = 100000; write_variant(p, good, (size_t)-1, 1024 + 8 * 14, &v, 8);  // off[D] beyond N
+    snprintf(flags, sizeof flags, "-i %s -e d1c16h2t24", p); expect_bad("offsets_out_of_range", flags, "badrange.bin");
+    snprintf(p, sizeof p, "%s/bigvocab.bin", tmp_root);
+    {
+        int lens[1] = {3};
+        uint32_t toks[3] = {1, 70, 2};
+        uint8_t mask[3] = {0, 1, 1};
+        write_docs(p, 100, 1, lens, toks, mask);
+    }
+    snprintf(flags, sizeof flags, "-i %s -e " REF_MODEL, p); expect_bad("token_beyond_model_vocab", flags, "token id 70 is not below the model's vocabulary size 61");
+    snprintf(flags, sizeof flags, "-i %s -e " REF_MODEL " -t 32", good); expect_bad("T_beyond_context", flags, "context of 24");
+    // model directories
+    char dir[600];
+    snprintf(dir, sizeof dir, "%s/m_truncated", tmp_root); make_dirs(dir);
+    snprintf(p, sizeof p, "%s/config.json", dir); copy_file(p, REF_MODEL "/config.json");
+    snprintf(p, sizeof p, "%s/model.safetensors", dir); write_variant(p, REF_MODEL "/model.safetensors", 20000, 0, NULL, 0);
+    snprintf(flags, sizeof flags, "-i %s -e %s", good, dir); expect_bad("safetensors_truncated", flags, "m_truncated/model.safetensors: tensor");
+    snprintf(dir, sizeof dir, "%s/m_header", tmp_root); make_dirs(dir);
+    snprintf(p, sizeof p, "%s/config.json", dir); copy_file(p, REF_MODEL "/config.json");
+    snprintf(p, sizeof p, "%s/model.safetensors", dir); write_variant(p, REF_MODEL "/model.safetensors", 12, 0, NULL, 0);
+    snprintf(flags, sizeof flags, "-i %s -e %s", good, dir); expect_bad("safetensors_header_truncated", flags, "m_header/model.safetensors: header length");
+    snprintf(dir, sizeof dir, "%s/m_typed", tmp_root); make_dirs(dir);
+    snprintf(p, sizeof p, "%s/config.json", dir); copy_file(p, REF_MODEL "/config.json");
+    {
+        size_t n;
+        char *buf = read_whole_file(REF_MODEL "/model.safetensors", &n);
+        char *at = strstr(buf + 8, "\"F32\"");
+        memcpy(at, "\"I32\"", 5);
+        snprintf(p, sizeof p, "%s/model.safetensors", dir);
+        write_file_atomic(p, buf, n);
+        free(buf);
+    }
+    snprintf(flags, sizeof flags, "-i %s -e %s", good, dir); expect_bad("safetensors_wrong_dtype", flags, "dtype I32");
+    snprintf(dir, sizeof dir, "%s/m_shape", tmp_root); make_dirs(dir);
+    snprintf(p, sizeof p, "%s/config.json", dir);
+    write_text(p, "{\"model_type\":\"gpt2\",\"n_embd\":16,\"n_head\":2,\"n_layer\":2,\"n_positions\":20,\"vocab_size\":61,\"layer_norm_epsilon\":1e-5}");
+    snprintf(p, sizeof p, "%s/model.safetensors", dir); copy_file(p, REF_MODEL "/model.safetensors");
+    snprintf(flags, sizeof flags, "-i %s -e %s", good, dir); expect_bad("safetensors_wrong_shape", flags, "wpe.weight has shape [24, 16], expected [20, 16]");
+    snprintf(dir, sizeof dir, "%s/m_missing", tmp_root); make_dirs(dir);
+    snprintf(p, sizeof p, "%s/config.json", dir);
+    write_text(p, "{\"model_type\":\"gpt2\",\"n_embd\":16,\"n_head\":2,\"n_layer\":3,\"n_positions\":24,\"vocab_size\":61,\"layer_norm_epsilon\":1e-5}");
+    snprintf(p, sizeof p, "%s/model.safetensors", dir); copy_file(p, REF_MODEL "/model.safetensors");
+    snprintf(flags, sizeof flags, "-i %s -e %s", good, dir); expect_bad("safetensors_missing_tensor", flags, "missing tensor transformer.h.2.ln_1.weight");
+    snprintf(dir, sizeof dir, "%s/m_config", tmp_root); make_dirs(dir);
+    snprintf(p, sizeof p, "%s/config.json", dir);
+    write_text(p, "{\"n_embd\":16,\"n_head\":2,\"n_layer\":2,\"vocab_size\":61,\"layer_norm_epsilon\":1e-5}");
+    snprintf(q, sizeof q, "%s/model.safetensors", dir); copy_file(q, REF_MODEL "/model.safetensors");
+    snprintf(flags, sizeof flags, "-i %s -e %s", good, dir); expect_bad("config_missing_field", flags, "m_config/config.json: missing field \"n_positions\"");
+    write_text(p, "{\"n_embd\":16,");
+    snprintf(flags, sizeof flags, "-i %s -e %s", good, dir); expect_bad("config_bad_json", flags, "m_config/config.json: invalid JSON");
+    snprintf(dir, sizeof dir, "%s/m_untied", tmp_root); make_dirs(dir);
+    snprintf(p, sizeof p, "%s/config.json", dir); copy_file(p, REF_MODEL "/config.json");
+    {   // lm_head.weight that differs from wte: rename one tensor of the BF16 file's lm_head copy by patching wte's first value
+        size_t n;
+        char *buf = read_whole_file(REF_DIR "/tiny_bf16/model.safetensors", &n);
+        uint64_t hl;
+        memcpy(&hl, buf, 8);
+        SafeTensors st;
+        st_open(&st, REF_DIR "/tiny_bf16/model.safetensors");
+        const StTensor *head = st_find(&st, "lm_head.weight");
+        if (!head) fatal("%s: no lm_head.weight (regenerate with dev/ref_gpt2.py)", REF_DIR "/tiny_bf16/model.safetensors");
+        buf[head->begin] ^= 0x40;
+        snprintf(p, sizeof p, "%s/model.safetensors", dir);
+        write_file_atomic(p, buf, n);
+        st_close(&st);
+        free(buf);
+    }
+    snprintf(flags, sizeof flags, "-i %s -e %s", good, dir); expect_bad("lm_head_untied", flags, "lm_head.weight differs");
+    expect_bad("init_not_found", "-i " REF_DATA " -e /nonexistent/model", "/nonexistent/model: no such directory");
+    // flags and the output directory
+    expect_bad("flag_bad_value", "-i " REF_DATA " -b abc", "flag -b takes an integer, got 'abc'");
+    expect_bad("flag_unknown", "-i " REF_DATA " -Q 1", "unknown flag -Q");
+    expect_bad("flag_out_of_range", "-i " REF_DATA " -q 2", "-q must be between 0 and 1");
+    expect_bad("batch_not_multiple", "-i " REF_DATA " -e d1c16h2t24 -b 2 -t 16 -d 50", "-d 50 is not a multiple of B*T = 32");
+    char err[4096], cmd[2048];
+    snprintf(p, sizeof p, "%s/a_file", tmp_root);
+    write_file_atomic(p, "x", 1);
+    snprintf(cmd, sizeof cmd, "./train_sft -i " REF_DATA " -e d1c16h2t24 -t 16 -x 1 -o %s/sub", p);
+    int rc = run(cmd, err, sizeof err);
+    check("bad_input_output_dir_unwritable", rc == 1 && strstr(err, "cannot create output directory"), "exit %d: %s", rc, err);
+    // resume with nothing to resume from
+    snprintf(cmd, sizeof cmd, "./train_sft -i " REF_DATA " -e d1c16h2t24 -t 16 -y 1 -o %s/noresume", tmp_root);
+    rc = run(cmd, err, sizeof err);
+    check("bad_input_resume_without_checkpoint", rc == 1 && strstr(err, "no checkpoint to resume from"), "exit %d: %s", rc, err);
+}
+
+// A checkpoint over an existing one is replaced whole, and latest points at it.
+static void test_checkpoint_atomic(void) {
+    char out[512], cmd[2048], err[4096], path[700];
+    snprintf(out, sizeof out, "%s/ckpt", tmp_root);
+    snprintf(cmd, sizeof cmd, "./train_sft -i " REF_DATA " -e d1c16h2t24 -b 2 -t 16 -x 2 -S 0 -o %s", out);
+    int rc1 = run(cmd, err, sizeof err), rc2 = run(cmd, err, sizeof err);
+    snprintf(path, sizeof path, "%s/latest", out);
+    char *latest = read_text(path);
+    snprintf(path, sizeof path, "%s/step_00000002.tmp", out);
+    int tmp_left = path_exists(path);
+    snprintf(path, sizeof path, "%s/step_00000002", out);
+    GPT2 m;
+    memset(&m, 0, sizeof m);
+    gpt2_load_hf(path, &m.cfg, &m.params_mem, &m.params);
+    check("checkpoint_rewrite_and_latest", rc1 == 0 && rc2 == 0 && latest && !strcmp(latest, "step_00000002\n") && !tmp_left && m.cfg.L == 1,
+          "exit %d %d, latest '%s', temporary left %d", rc1, rc2, latest ? latest : "(none)", tmp_left);
+    free(latest);
+    free(m.params_mem);
+}
+
+int main(void) {
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    snprintf(tmp_root, sizeof tmp_root, "/tmp/test_sft.%d", (int)getpid());
+    if (make_dirs(tmp_root) != 0) fatal("%s: cannot create test directory", tmp_root);
+    if (!path_exists("./train_sft")) fatal("./train_sft not found: run from the repository root after make train_sft");
+    st_open(&expect, REF_EXPECT);
+    test_reference_forward_backward();
+    test_reference_training();
+    test_import_variants();
+    test_packed_equals_unpacked();
+    test_accumulation_equivalence();
+    test_steps_without_targets();
+    test_loader_rules();
+    test_hf_round_trip();
+    test_checkpoint_atomic();
+    test_resume_bit_identical();
+    test_bad_inputs();
+    st_close(&expect);
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", tmp_root);
+    if (failures == 0 && system(cmd) != 0) printf("note: could not remove %s\n", tmp_root);
+    printf("test_sft: %d failed\n", failures);
+    return failures ? 1 : 0;
+}
