@@ -1,0 +1,1118 @@
+// bpe.h: GPT-2 byte-level BPE tokenizer (header-only, no dependencies beyond libc
+// and common/json.h).
+//
+//   char err[BPE_ERR_LEN];
+//   BpeTokenizer *t;
+//   if (bpe_load(&t, "gpt2_dir_or_tokenizer.json", err, sizeof err)) { puts(err); ... }
+//   int32_t im_start; bpe_add_special(t, "<|im_start|>", 12, &im_start, err, sizeof err);
+//   BpeIds ids = {0};
+//   bpe_encode(t, text, len, /*parse_special=*/0, &ids, err, sizeof err);   // appends to ids
+//   BpeBytes out = {0};
+//   bpe_decode(t, ids.data, ids.n, &out, err, sizeof err);                 // appends bytes
+//   bpe_ids_free(&ids); bpe_bytes_free(&out); bpe_free(t);
+//
+// Every function that can fail returns 0 or a BPE_E* code and writes one line
+// "FILE: problem" (or just "problem") into err. Nothing here prints or exits.
+//
+// Encoding follows GPT-2 exactly: the text is split by the GPT-2 pattern
+//   's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
+// (classes from tokenizer/unicode_tables.h; \s as JavaScript defines it), each piece
+// is mapped byte by byte to GPT-2's printable byte alphabet and merged by rank.
+// Invalid UTF-8 is not rejected: each byte that is not part of a valid UTF-8 sequence
+// is treated as one character of class "other" (like punctuation), so every byte
+// string is encoded and decodes back to itself.
+//
+// A tokenizer keeps a cache of encoded pre-tokens, so bpe_encode modifies it: one
+// tokenizer must not be used for encoding by two threads at once. Decoding is
+// read-only and thread-safe.
+#ifndef TOK_BPE_H
+#define TOK_BPE_H
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+
+#include "../common/json.h"
+#include "unicode_tables.h"
+
+#define BPE_ERR_LEN 512
+enum { BPE_OK = 0, BPE_EIO = 1, BPE_EFORMAT = 2, BPE_ERANGE = 3, BPE_ENOMEM = 4, BPE_EINVAL = 5 };
+#define BPE_MAX_IDS (1 << 24)
+
+typedef struct { int32_t *data; size_t n, cap; } BpeIds;
+typedef struct { char *data; size_t n, cap; } BpeBytes;
+
+typedef struct {
+    uint64_t hash;
+    uint32_t key_off, key_len, val_off, val_len;
+} BpeCacheEntry_;
+
+typedef struct BpeTokenizer {
+    int32_t n_ids;            // ids are 0..n_ids-1; unused ids have tok_len -1
+    int32_t cap_ids;
+    int64_t *tok_off;         // token bytes: tok_data + tok_off[id], tok_len[id] bytes
+    int32_t *tok_len;
+    uint8_t *tok_special;     // 1 for special (added) tokens
+    char *tok_data;
+    size_t tok_data_n, tok_data_cap;
+    int32_t byte_id[256];     // id of the single-byte token for each byte
+    int32_t *vmap;            // open addressing: bytes -> id of a non-special token, -1 empty
+    size_t vmap_cap;
+    int32_t n_merges, cap_merges;
+    int32_t *merges;          // 3 per rank: left id, right id, result id
+    uint64_t *pmap_keys;      // (left << 32 | right) -> rank; UINT64_MAX empty
+    int32_t *pmap_rank;
+    size_t pmap_cap;
+    int32_t *specials;        // ids of special tokens, in the order they were added
+    int32_t n_specials, cap_specials;
+    uint8_t special_first[256];
+    // pre-token cache
+    BpeCacheEntry_ *cache;
+    size_t cache_n, cache_cap;
+    uint32_t *cache_slots;    // entry index + 1, 0 empty
+    size_t cache_slots_cap;
+    char *cache_keys; size_t cache_keys_n, cache_keys_cap;
+    int32_t *cache_vals; size_t cache_vals_n, cache_vals_cap;
+    // scratch for merging one word
+    int32_t *w_id, *w_prev, *w_next;
+    uint64_t *w_heap;
+    size_t w_cap;
+    int32_t *w_pending;
+} BpeTokenizer;
+
+// ---------------------------------------------------------------- utilities
+
+static int bpe_err_(char *err, size_t errlen, int code, const char *fmt, ...) {
+    if (err && errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+        for (char *c = err; *c; c++) if (*c == '\n' || *c == '\r') *c = ' ';  // one line
+    }
+    return code;
+}
+
+static int bpe_grow_(void **p, size_t *cap, size_t need, size_t elem) {
+    if (need <= *cap) return 0;
+    size_t nc = *cap ? *cap : 16;
+    while (nc < need) nc *= 2;
+    void *q = realloc(*p, nc * elem);
+    if (!q) return -1;
+    *p = q;
+    *cap = nc;
+    return 0;
+}
+
+static int bpe_ids_push(BpeIds *v, int32_t id) {
+    if (v->n == v->cap && bpe_grow_((void **)&v->data, &v->cap, v->n + 1, sizeof(int32_t))) return BPE_ENOMEM;
+    v->data[v->n++] = id;
+    return 0;
+}
+static int bpe_bytes_append(BpeBytes *b, const void *s, size_t n) {
+    if (bpe_grow_((void **)&b->data, &b->cap, b->n + n + 1, 1)) return BPE_ENOMEM;
+    memcpy(b->data + b->n, s, n);
+    b->n += n;
+    b->data[b->n] = 0;  // always NUL-terminated for convenience
+    return 0;
+}
+static void bpe_ids_free(BpeIds *v) { free(v->data); v->data = NULL; v->n = v->cap = 0; }
+static void bpe_bytes_free(BpeBytes *b) { free(b->data); b->data = NULL; b->n = b->cap = 0; }
+
+static uint64_t bpe_hash_(const void *p, size_t n) {
+    const unsigned char *s = (const unsigned char *)p;
+    uint64_t h = 0x9E3779B97F4A7C15ull ^ (n * 0xff51afd7ed558ccdull);
+    while (n >= 8) {
+        uint64_t k; memcpy(&k, s, 8);
+        h = (h ^ (k * 0xbf58476d1ce4e5b9ull)) * 0x94d049bb133111ebull;
+        h ^= h >> 29;
+        s += 8; n -= 8;
+    }
+    uint64_t k = 0;
+    for (size_t i = 0; i < n; i++) k |= (uint64_t)s[i] << (8 * i);
+    h = (h ^ (k * 0xbf58476d1ce4e5b9ull)) * 0x94d049bb133111ebull;
+    h ^= h >> 31;
+    return h;
+}
+
+static int bpe_read_file_(const char *path, char **out, size_t *len, char *err, size_t errlen) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return bpe_err_(err, errlen, BPE_EIO, "%s: cannot open: %s", path, strerror(errno));
+    size_t cap = 1 << 16, n = 0;
+    char *buf = (char *)malloc(cap);
+    if (!buf) { fclose(f); return bpe_err_(err, errlen, BPE_ENOMEM, "%s: out of memory", path); }
+    for (;;) {
+        if (n == cap) {
+            char *nb = (char *)realloc(buf, cap * 2);
+            if (!nb) { free(buf); fclose(f); return bpe_err_(err, errlen, BPE_ENOMEM, "%s: out of memory", path); }
+            buf = nb; cap *= 2;
+        }
+        size_t r = fread(buf + n, 1, cap - n, f);
+        n += r;
+        if (r == 0) break;
+    }
+    int bad = ferror(f);
+    fclose(f);
+    if (bad) { free(buf); return bpe_err_(err, errlen, BPE_EIO, "%s: read error", path); }
+    *out = buf;
+    *len = n;
+    return 0;
+}
+
+// ---------------------------------------------------------------- bytes <-> GPT-2 printable alphabet
+
+// GPT-2's bytes_to_unicode: printable bytes map to themselves, the other 68 to U+0100...
+static int bpe_byte_to_cp_(int b) {
+    static int table[256], ready = 0;
+    if (!ready) {
+        int n = 0;
+        for (int c = 0; c < 256; c++) {
+            int printable = (c >= 33 && c <= 126) || (c >= 161 && c <= 172) || (c >= 174 && c <= 255);
+            table[c] = printable ? c : 256 + n++;
+        }
+        ready = 1;
+    }
+    return table[b];
+}
+static int bpe_cp_to_byte_(uint32_t cp) {
+    static int16_t inv[256 + 68];
+    static int ready = 0;
+    if (!ready) {
+        for (int c = 0; c < 256 + 68; c++) inv[c] = -1;
+        for (int b = 0; b < 256; b++) inv[bpe_byte_to_cp_(b)] = (int16_t)b;
+        ready = 1;
+    }
+    return cp < 256 + 68 ? inv[cp] : -1;
+}
+// The order of the first 256 ids in GPT-2's encoder.json: printable bytes, then the rest.
+static int bpe_gpt2_byte_order_(int i) {
+    static int order[256], ready = 0;
+    if (!ready) {
+        int k = 0;
+        for (int pass = 0; pass < 2; pass++)
+            for (int c = 0; c < 256; c++) {
+                int printable = (c >= 33 && c <= 126) || (c >= 161 && c <= 172) || (c >= 174 && c <= 255);
+                if (printable == (pass == 0)) order[k++] = c;
+            }
+        ready = 1;
+    }
+    return order[i];
+}
+
+// Decodes one UTF-8 sequence at s[0..n); returns its length and the code point, or 0 if invalid.
+static inline int bpe_utf8_decode_(const unsigned char *s, size_t n, uint32_t *cp) {
+    unsigned c = s[0];
+    if (c < 0x80) { *cp = c; return 1; }
+    int len; uint32_t min;
+    if (c >= 0xC2 && c <= 0xDF) { len = 2; min = 0x80; }
+    else if (c >= 0xE0 && c <= 0xEF) { len = 3; min = 0x800; }
+    else if (c >= 0xF0 && c <= 0xF4) { len = 4; min = 0x10000; }
+    else return 0;
+    if ((size_t)len > n) return 0;
+    uint32_t v = c & (0x3F >> (len - 1));
+    for (int i = 1; i < len; i++) {
+        if ((s[i] & 0xC0) != 0x80) return 0;
+        v = (v << 6) | (s[i] & 0x3F);
+    }
+    if (v < min || v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF)) return 0;
+    *cp = v;
+    return len;
+}
+static size_t bpe_utf8_put_(char *out, uint32_t cp) {
+    if (cp < 0x80) { out[0] = (char)cp; return 1; }
+    if (cp < 0x800) { out[0] = (char)(0xC0 | (cp >> 6)); out[1] = (char)(0x80 | (cp & 0x3F)); return 2; }
+    if (cp < 0x10000) {
+        out[0] = (char)(0xE0 | (cp >> 12)); out[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
+        out[2] = (char)(0x80 | (cp & 0x3F)); return 3;
+    }
+    out[0] = (char)(0xF0 | (cp >> 18)); out[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
+    out[2] = (char)(0x80 | ((cp >> 6) & 0x3F)); out[3] = (char)(0x80 | (cp & 0x3F)); return 4;
+}
+
+// Converts a token string in GPT-2's printable alphabet to bytes. Returns the byte
+// count, or -1 if a character is not in the alphabet (or the text is not UTF-8).
+static long bpe_unmap_(const char *s, size_t n, char *out) {
+    const unsigned char *u = (const unsigned char *)s;
+    size_t i = 0, k = 0;
+    while (i < n) {
+        uint32_t cp;
+        int l = bpe_utf8_decode_(u + i, n - i, &cp);
+        if (!l) return -1;
+        int b = bpe_cp_to_byte_(cp);
+        if (b < 0) return -1;
+        out[k++] = (char)b;
+        i += (size_t)l;
+    }
+    return (long)k;
+}
+// Bytes -> GPT-2 printable alphabet (UTF-8). out needs 2*n bytes.
+static size_t bpe_map_(const char *s, size_t n, char *out) {
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) k += bpe_utf8_put_(out + k, (uint32_t)bpe_byte_to_cp_((unsigned char)s[i]));
+    return k;
+}
+
+// ---------------------------------------------------------------- pre-tokenization
+
+enum { BPE_OTHER = 0, BPE_LETTER = 1, BPE_NUMBER = 2, BPE_SPACE = 3 };
+
+static inline int bpe_class_of_cp_(uint32_t cp) { return uc_stage2[uc_stage1[cp >> 8]][cp & 255]; }
+
+// Class and length of the character at s[i]; an invalid UTF-8 byte is one "other" character.
+static inline int bpe_char_at_(const unsigned char *s, size_t n, size_t i, int *cls) {
+    unsigned c = s[i];
+    if (c < 0x80) { *cls = uc_stage2[uc_stage1[0]][c]; return 1; }
+    uint32_t cp;
+    int l = bpe_utf8_decode_(s + i, n - i, &cp);
+    if (!l) { *cls = BPE_OTHER; return 1; }
+    *cls = bpe_class_of_cp_(cp);
+    return l;
+}
+
+// End of the GPT-2 pre-token that starts at s[i] (i < n).
+static size_t bpe_pretoken_end(const unsigned char *s, size_t n, size_t i) {
+    unsigned c = s[i];
+    if (c == '\'' && i + 1 < n) {  // 's 't 're 've 'm 'll 'd (case-sensitive)
+        unsigned d = s[i + 1];
+        if (d == 's' || d == 't' || d == 'm' || d == 'd') return i + 2;
+        if (i + 2 < n) {
+            unsigned e = s[i + 2];
+            if ((d == 'r' && e == 'e') || (d == 'v' && e == 'e') || (d == 'l' && e == 'l')) return i + 3;
+        }
+    }
+    int cls, k;
+    size_t j = i;
+    if (c == ' ' && i + 1 < n) {  // " ?\p{L}+", " ?\p{N}+", " ?[^\s\p{L}\p{N}]+"
+        k = bpe_char_at_(s, n, i + 1, &cls);
+        if (cls != BPE_SPACE) {
+            j = i + 1 + (size_t)k;
+            int c2;
+            while (j < n) { k = bpe_char_at_(s, n, j, &c2); if (c2 != cls) break; j += (size_t)k; }
+            return j;
+        }
+    }
+    k = bpe_char_at_(s, n, i, &cls);
+    j = i + (size_t)k;
+    if (cls != BPE_SPACE) {
+        int c2;
+        while (j < n) { k = bpe_char_at_(s, n, j, &c2); if (c2 != cls) break; j += (size_t)k; }
+        return j;
+    }
+    // whitespace: "\s+(?!\S)" then "\s+"
+    size_t last = i, count = 1;
+    while (j < n) {
+        int c2;
+        k = bpe_char_at_(s, n, j, &c2);
+        if (c2 != BPE_SPACE) break;
+        last = j; j += (size_t)k; count++;
+    }
+    if (j == n || count == 1) return j;
+    return last;  // leave the last whitespace character to the next pre-token
+}
+
+// ---------------------------------------------------------------- tokenizer construction
+
+static void bpe_cache_clear_(BpeTokenizer *t) {
+    t->cache_n = 0; t->cache_keys_n = 0; t->cache_vals_n = 0;
+    if (t->cache_slots) memset(t->cache_slots, 0, t->cache_slots_cap * sizeof(uint32_t));
+}
+
+static void bpe_free(BpeTokenizer *t) {
+    if (!t) return;
+    free(t->tok_off); free(t->tok_len); free(t->tok_special); free(t->tok_data);
+    free(t->vmap); free(t->merges); free(t->pmap_keys); free(t->pmap_rank); free(t->specials);
+    free(t->cache); free(t->cache_slots); free(t->cache_keys); free(t->cache_vals);
+    free(t->w_id); free(t->w_prev); free(t->w_next); free(t->w_heap); free(t->w_pending);
+    free(t);
+}
+
+static BpeTokenizer *bpe_new_(void) {
+    BpeTokenizer *t = (BpeTokenizer *)calloc(1, sizeof *t);
+    if (!t) return NULL;
+    for (int b = 0; b < 256; b++) t->byte_id[b] = -1;
+    return t;
+}
+
+static const char *bpe_token_bytes(const BpeTokenizer *t, int32_t id, size_t *len) {
+    if (id < 0 || id >= t->n_ids || t->tok_len[id] < 0) return NULL;
+    if (len) *len = (size_t)t->tok_len[id];
+    return t->tok_data + t->tok_off[id];
+}
+
+static int32_t bpe_vmap_find_(const BpeTokenizer *t, const char *s, size_t n) {
+    if (!t->vmap_cap) return -1;
+    size_t mask = t->vmap_cap - 1, h = (size_t)bpe_hash_(s, n) & mask;
+    for (;;) {
+        int32_t id = t->vmap[h];
+        if (id < 0) return -1;
+        if ((size_t)t->tok_len[id] == n && memcmp(t->tok_data + t->tok_off[id], s, n) == 0) return id;
+        h = (h + 1) & mask;
+    }
+}
+static int bpe_vmap_insert_(BpeTokenizer *t, int32_t id) {
+    if ((size_t)(t->n_ids + 1) * 2 > t->vmap_cap) {  // rebuild larger
+        size_t nc = t->vmap_cap ? t->vmap_cap : 1024;
+        while (nc < (size_t)(t->n_ids + 1) * 2) nc *= 2;
+        int32_t *nv = (int32_t *)malloc(nc * sizeof(int32_t));
+        if (!nv) return -1;
+        memset(nv, 0xff, nc * sizeof(int32_t));
+        for (size_t i = 0; i < t->vmap_cap; i++) {
+            int32_t x = t->vmap[i];
+            if (x < 0) continue;
+            size_t h = (size_t)bpe_hash_(t->tok_data + t->tok_off[x], (size_t)t->tok_len[x]) & (nc - 1);
+            while (nv[h] >= 0) h = (h + 1) & (nc - 1);
+            nv[h] = x;
+        }
+        free(t->vmap);
+        t->vmap = nv;
+        t->vmap_cap = nc;
+    }
+    size_t mask = t->vmap_cap - 1;
+    size_t h = (size_t)bpe_hash_(t->tok_data + t->tok_off[id], (size_t)t->tok_len[id]) & mask;
+    while (t->vmap[h] >= 0) h = (h + 1) & mask;
+    t->vmap[h] = id;
+    return 0;
+}
+
+// Gives id the bytes s[0..n). Returns BPE_EINVAL if id already has bytes.
+static int bpe_set_token_(BpeTokenizer *t, int32_t id, const char *s, size_t n) {
+    if (id >= t->cap_ids) {
+        int32_t nc = t->cap_ids ? t->cap_ids : 1024;
+        while (nc <= id) nc *= 2;
+        int64_t *o = (int64_t *)realloc(t->tok_off, (size_t)nc * sizeof(int64_t));
+        if (!o) return BPE_ENOMEM;
+        t->tok_off = o;
+        int32_t *l = (int32_t *)realloc(t->tok_len, (size_t)nc * sizeof(int32_t));
+        if (!l) return BPE_ENOMEM;
+        t->tok_len = l;
+        uint8_t *sp = (uint8_t *)realloc(t->tok_special, (size_t)nc);
+        if (!sp) return BPE_ENOMEM;
+        t->tok_special = sp;
+        for (int32_t i = t->cap_ids; i < nc; i++) { t->tok_len[i] = -1; t->tok_off[i] = 0; t->tok_special[i] = 0; }
+        t->cap_ids = nc;
+    }
+    if (t->tok_len[id] >= 0) return BPE_EINVAL;
+    if (bpe_grow_((void **)&t->tok_data, &t->tok_data_cap, t->tok_data_n + n + 1, 1)) return BPE_ENOMEM;
+    memcpy(t->tok_data + t->tok_data_n, s, n);
+    t->tok_off[id] = (int64_t)t->tok_data_n;
+    t->tok_len[id] = (int32_t)n;
+    t->tok_data_n += n;
+    if (id >= t->n_ids) t->n_ids = id + 1;
+    return 0;
+}
+
+static int32_t bpe_pmap_rank_(const BpeTokenizer *t, int32_t a, int32_t b) {
+    if (!t->pmap_cap) return -1;
+    uint64_t key = ((uint64_t)(uint32_t)a << 32) | (uint32_t)b;
+    size_t mask = t->pmap_cap - 1, h = (size_t)((key * 0x9E3779B97F4A7C15ull) >> 20) & mask;
+    for (;;) {
+        uint64_t k = t->pmap_keys[h];
+        if (k == key) return t->pmap_rank[h];
+        if (k == UINT64_MAX) return -1;
+        h = (h + 1) & mask;
+    }
+}
+
+// Appends a merge (left, right) -> result. Returns BPE_EINVAL if the pair is listed already.
+static int bpe_add_merge_(BpeTokenizer *t, int32_t a, int32_t b, int32_t r) {
+    if ((size_t)(t->n_merges + 1) * 2 > t->pmap_cap) {
+        size_t nc = t->pmap_cap ? t->pmap_cap * 2 : 1024;
+        uint64_t *nk = (uint64_t *)malloc(nc * sizeof(uint64_t));
+        int32_t *nr = (int32_t *)malloc(nc * sizeof(int32_t));
+        if (!nk || !nr) { free(nk); free(nr); return BPE_ENOMEM; }
+        memset(nk, 0xff, nc * sizeof(uint64_t));
+        for (size_t i = 0; i < t->pmap_cap; i++) {
+            uint64_t k = t->pmap_keys[i];
+            if (k == UINT64_MAX) continue;
+            size_t h = (size_t)((k * 0x9E3779B97F4A7C15ull) >> 20) & (nc - 1);
+            while (nk[h] != UINT64_MAX) h = (h + 1) & (nc - 1);
+            nk[h] = k; nr[h] = t->pmap_rank[i];
+        }
+        free(t->pmap_keys); free(t->pmap_rank);
+        t->pmap_keys = nk; t->pmap_rank = nr; t->pmap_cap = nc;
+    }
+    uint64_t key = ((uint64_t)(uint32_t)a << 32) | (uint32_t)b;
+    size_t mask = t->pmap_cap - 1, h = (size_t)((key * 0x9E3779B97F4A7C15ull) >> 20) & mask;
+    while (t->pmap_keys[h] != UINT64_MAX) {
+        if (t->pmap_keys[h] == key) return BPE_EINVAL;
+        h = (h + 1) & mask;
+    }
+    if (t->n_merges == t->cap_merges) {
+        int32_t nc = t->cap_merges ? t->cap_merges * 2 : 1024;
+        int32_t *m = (int32_t *)realloc(t->merges, (size_t)nc * 3 * sizeof(int32_t));
+        if (!m) return BPE_ENOMEM;
+        t->merges = m; t->cap_merges = nc;
+    }
+    t->pmap_keys[h] = key;
+    t->pmap_rank[h] = t->n_merges;
+    t->merges[3 * t->n_merges] = a;
+    t->merges[3 * t->n_merges + 1] = b;
+    t->merges[3 * t->n_merges + 2] = r;
+    t->n_merges++;
+    return 0;
+}
+
+static int bpe_mark_special_(BpeTokenizer *t, int32_t id) {
+    if (t->tok_special[id]) return 0;
+    if (t->n_specials == t->cap_specials) {
+        int32_t nc = t->cap_specials ? t->cap_specials * 2 : 8;
+        int32_t *s = (int32_t *)realloc(t->specials, (size_t)nc * sizeof(int32_t));
+        if (!s) return BPE_ENOMEM;
+        t->specials = s; t->cap_specials = nc;
+    }
+    t->specials[t->n_specials++] = id;
+    t->tok_special[id] = 1;
+    if (t->tok_len[id] > 0) t->special_first[(unsigned char)t->tok_data[t->tok_off[id]]] = 1;
+    bpe_cache_clear_(t);
+    return 0;
+}
+
+// ---------------------------------------------------------------- public queries
+
+static int32_t bpe_vocab_size(const BpeTokenizer *t) { return t->n_ids; }
+
+// Id of the token whose bytes are s[0..n) (a special token's text, or a vocabulary
+// token's decoded bytes such as " the"), or -1. Special tokens are looked up first.
+static int32_t bpe_token_id(const BpeTokenizer *t, const char *s, size_t n) {
+    for (int32_t i = 0; i < t->n_specials; i++) {
+        int32_t id = t->specials[i];
+        if ((size_t)t->tok_len[id] == n && memcmp(t->tok_data + t->tok_off[id], s, n) == 0) return id;
+    }
+    return bpe_vmap_find_(t, s, n);
+}
+
+static int bpe_is_special(const BpeTokenizer *t, int32_t id) {
+    return id >= 0 && id < t->n_ids && t->tok_special[id];
+}
+
+// Registers s[0..n) (non-empty UTF-8) as a special token and returns its id in *id: the
+// existing id if the text is already a token, otherwise the next free id (vocab size).
+static int bpe_add_special(BpeTokenizer *t, const char *s, size_t n, int32_t *id, char *err, size_t errlen) {
+    if (n == 0) return bpe_err_(err, errlen, BPE_EINVAL, "special token is empty");
+    for (size_t i = 0; i < n;) {
+        uint32_t cp;
+        int l = bpe_utf8_decode_((const unsigned char *)s + i, n - i, &cp);
+        if (!l) return bpe_err_(err, errlen, BPE_EINVAL, "special token is not valid UTF-8");
+        i += (size_t)l;
+    }
+    int32_t found = bpe_token_id(t, s, n);
+    if (found < 0) {
+        if (t->n_ids >= BPE_MAX_IDS) return bpe_err_(err, errlen, BPE_ERANGE, "too many tokens");
+        found = t->n_ids;
+        if (bpe_set_token_(t, found, s, n)) return bpe_err_(err, errlen, BPE_ENOMEM, "out of memory");
+    }
+    if (bpe_mark_special_(t, found)) return bpe_err_(err, errlen, BPE_ENOMEM, "out of memory");
+    *id = found;
+    return 0;
+}
+
+// ---------------------------------------------------------------- encoding
+
+static int bpe_scratch_(BpeTokenizer *t, size_t n) {
+    if (n <= t->w_cap) return 0;
+    size_t nc = t->w_cap ? t->w_cap : 64;
+    while (nc < n) nc *= 2;
+    int32_t *a = (int32_t *)realloc(t->w_id, nc * sizeof(int32_t));
+    if (!a) return -1;
+    t->w_id = a;
+    a = (int32_t *)realloc(t->w_prev, nc * sizeof(int32_t));
+    if (!a) return -1;
+    t->w_prev = a;
+    a = (int32_t *)realloc(t->w_next, nc * sizeof(int32_t));
+    if (!a) return -1;
+    t->w_next = a;
+    a = (int32_t *)realloc(t->w_pending, nc * sizeof(int32_t));
+    if (!a) return -1;
+    t->w_pending = a;
+    // heap: at most n - 1 initial pairs plus one more per merge (each merge pops one)
+    uint64_t *h = (uint64_t *)realloc(t->w_heap, 2 * nc * sizeof(uint64_t));
+    if (!h) return -1;
+    t->w_heap = h;
+    t->w_cap = nc;
+    return 0;
+}
+
+static inline void bpe_heap_push_(uint64_t *h, size_t *n, uint64_t v) {
+    size_t i = (*n)++;
+    while (i > 0) {
+        size_t p = (i - 1) / 2;
+        if (h[p] <= v) break;
+        h[i] = h[p]; i = p;
+    }
+    h[i] = v;
+}
+static inline uint64_t bpe_heap_pop_(uint64_t *h, size_t *n) {
+    uint64_t top = h[0], v = h[--*n];
+    size_t i = 0, m = *n;
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= m) break;
+        if (c + 1 < m && h[c + 1] < h[c]) c++;
+        if (v <= h[c]) break;
+        h[i] = h[c]; i = c;
+    }
+    if (m) h[i] = v;
+    return top;
+}
+
+// BPE-merges one pre-token (n >= 1 bytes) and appends its ids to out. Same result as
+// GPT-2's bpe(): repeatedly take the lowest-ranked adjacent pair and merge all its
+// occurrences left to right; pairs formed by that pass are considered afterwards.
+static int bpe_merge_word_(BpeTokenizer *t, const unsigned char *s, size_t n, BpeIds *out) {
+    if (bpe_scratch_(t, n + 1)) return BPE_ENOMEM;
+    int32_t *id = t->w_id, *prev = t->w_prev, *next = t->w_next, *pend = t->w_pending;
+    uint64_t *heap = t->w_heap;
+    size_t hn = 0;
+    int32_t end = (int32_t)n;
+    for (size_t i = 0; i < n; i++) { id[i] = t->byte_id[s[i]]; prev[i] = (int32_t)i - 1; next[i] = (int32_t)i + 1; }
+    for (size_t i = 0; i + 1 < n; i++) {
+        int32_t r = bpe_pmap_rank_(t, id[i], id[i + 1]);
+        if (r >= 0) bpe_heap_push_(heap, &hn, ((uint64_t)r << 32) | i);
+    }
+    while (hn) {
+        uint32_t rank = (uint32_t)(heap[0] >> 32);
+        const int32_t *m = t->merges + 3 * (size_t)rank;
+        size_t np = 0;
+        while (hn && (uint32_t)(heap[0] >> 32) == rank) {
+            int32_t p = (int32_t)(uint32_t)bpe_heap_pop_(heap, &hn);
+            if (id[p] != m[0]) continue;  // stale (dead nodes have id -1)
+            int32_t q = next[p];
+            if (q == end || id[q] != m[1]) continue;
+            id[p] = m[2];
+            id[q] = -1;
+            next[p] = next[q];
+            if (next[q] != end) prev[next[q]] = p;
+            pend[np++] = p;
+        }
+        for (size_t k = 0; k < np; k++) {
+            int32_t p = pend[k];
+            if (prev[p] >= 0) {
+                int32_t r = bpe_pmap_rank_(t, id[prev[p]], id[p]);
+                if (r >= 0) bpe_heap_push_(heap, &hn, ((uint64_t)r << 32) | (uint32_t)prev[p]);
+            }
+            if (next[p] != end) {
+                int32_t r = bpe_pmap_rank_(t, id[p], id[next[p]]);
+                if (r >= 0) bpe_heap_push_(heap, &hn, ((uint64_t)r << 32) | (uint32_t)p);
+            }
+        }
+    }
+    for (int32_t p = 0; p != end; p = next[p])
+        if (bpe_ids_push(out, id[p])) return BPE_ENOMEM;
+    return 0;
+}
+
+#define BPE_CACHE_MAX_ENTRIES (1u << 20)
+#define BPE_CACHE_MAX_KEY 256
+
+static int bpe_encode_word_(BpeTokenizer *t, const unsigned char *s, size_t n, BpeIds *out) {
+    if (n == 1) return bpe_ids_push(out, t->byte_id[s[0]]);
+    if (n > BPE_CACHE_MAX_KEY) return bpe_merge_word_(t, s, n, out);
+    uint64_t h = bpe_hash_(s, n);
+    if (!t->cache_slots_cap) {
+        t->cache_slots_cap = 1 << 12;
+        t->cache_slots = (uint32_t *)calloc(t->cache_slots_cap, sizeof(uint32_t));
+        if (!t->cache_slots) { t->cache_slots_cap = 0; return BPE_ENOMEM; }
+    }
+    size_t mask = t->cache_slots_cap - 1, slot = (size_t)h & mask;
+    for (;;) {
+        uint32_t e = t->cache_slots[slot];
+        if (!e) break;
+        const BpeCacheEntry_ *ce = &t->cache[e - 1];
+        if (ce->hash == h && ce->key_len == n && memcmp(t->cache_keys + ce->key_off, s, n) == 0) {
+            if (out->n + ce->val_len > out->cap &&
+                bpe_grow_((void **)&out->data, &out->cap, out->n + ce->val_len, sizeof(int32_t))) return BPE_ENOMEM;
+            memcpy(out->data + out->n, t->cache_vals + ce->val_off, ce->val_len * sizeof(int32_t));
+            out->n += ce->val_len;
+            return 0;
+        }
+        slot = (slot + 1) & mask;
+    }
+    size_t before = out->n;
+    int rc = bpe_merge_word_(t, s, n, out);
+    if (rc) return rc;
+    size_t nv = out->n - before;
+    // store in the cache (start over when it is full)
+    if (t->cache_n >= BPE_CACHE_MAX_ENTRIES) bpe_cache_clear_(t);
+    if ((t->cache_n + 1) * 2 > t->cache_slots_cap) {
+        size_t nc = t->cache_slots_cap * 2;
+        uint32_t *ns = (uint32_t *)calloc(nc, sizeof(uint32_t));
+        if (!ns) return BPE_ENOMEM;
+        for (size_t i = 0; i < t->cache_n; i++) {
+            size_t k = (size_t)t->cache[i].hash & (nc - 1);
+            while (ns[k]) k = (k + 1) & (nc - 1);
+            ns[k] = (uint32_t)i + 1;
+        }
+        free(t->cache_slots);
+        t->cache_slots = ns; t->cache_slots_cap = nc;
+        mask = nc - 1;
+        slot = (size_t)h & mask;
+        while (t->cache_slots[slot]) slot = (slot + 1) & mask;
+    }
+    if (bpe_grow_((void **)&t->cache, &t->cache_cap, t->cache_n + 1, sizeof(BpeCacheEntry_)) ||
+        bpe_grow_((void **)&t->cache_keys, &t->cache_keys_cap, t->cache_keys_n + n, 1) ||
+        bpe_grow_((void **)&t->cache_vals, &t->cache_vals_cap, t->cache_vals_n + nv, sizeof(int32_t)))
+        return BPE_ENOMEM;
+    BpeCacheEntry_ *ce = &t->cache[t->cache_n];
+    ce->hash = h;
+    ce->key_off = (uint32_t)t->cache_keys_n; ce->key_len = (uint32_t)n;
+    ce->val_off = (uint32_t)t->cache_vals_n; ce->val_len = (uint32_t)nv;
+    memcpy(t->cache_keys + t->cache_keys_n, s, n);
+    memcpy(t->cache_vals + t->cache_vals_n, out->data + before, nv * sizeof(int32_t));
+    t->cache_keys_n += n; t->cache_vals_n += nv;
+    t->cache_slots[slot] = (uint32_t)++t->cache_n;
+    return 0;
+}
+
+static int bpe_encode_plain_(BpeTokenizer *t, const unsigned char *s, size_t n, BpeIds *out) {
+    size_t i = 0;
+    while (i < n) {
+        size_t j = bpe_pretoken_end(s, n, i);
+        int rc = bpe_encode_word_(t, s + i, j - i, out);
+        if (rc) return rc;
+        i = j;
+    }
+    return 0;
+}
+
+// The special token starting at s[i] (the longest if several match), or -1.
+static int32_t bpe_special_at_(const BpeTokenizer *t, const unsigned char *s, size_t n, size_t i) {
+    if (!t->special_first[s[i]]) return -1;
+    int32_t best = -1, best_len = 0;
+    for (int32_t k = 0; k < t->n_specials; k++) {
+        int32_t id = t->specials[k], l = t->tok_len[id];
+        if (l > best_len && (size_t)l <= n - i && memcmp(t->tok_data + t->tok_off[id], s + i, (size_t)l) == 0) {
+            best = id; best_len = l;
+        }
+    }
+    return best;
+}
+
+// Encodes text[0..len) and appends the ids to out. With parse_special, occurrences of
+// special-token text (e.g. "<|endoftext|>") become those tokens; without it they are
+// encoded as ordinary text.
+static int bpe_encode(BpeTokenizer *t, const char *text, size_t len, int parse_special, BpeIds *out,
+                      char *err, size_t errlen) {
+    const unsigned char *s = (const unsigned char *)text;
+    int rc = 0;
+    if (!parse_special || t->n_specials == 0) {
+        rc = bpe_encode_plain_(t, s, len, out);
+    } else {
+        size_t start = 0;
+        for (size_t i = 0; i < len && !rc;) {
+            int32_t sp = bpe_special_at_(t, s, len, i);
+            if (sp < 0) { i++; continue; }
+            rc = bpe_encode_plain_(t, s + start, i - start, out);
+            if (!rc) rc = bpe_ids_push(out, sp);
+            i += (size_t)t->tok_len[sp];
+            start = i;
+        }
+        if (!rc) rc = bpe_encode_plain_(t, s + start, len - start, out);
+    }
+    if (rc) return bpe_err_(err, errlen, rc, "out of memory while encoding");
+    return 0;
+}
+
+// ---------------------------------------------------------------- decoding
+
+// Appends the bytes of ids[0..n) to out. Fails on an id that is not a token.
+static int bpe_decode(const BpeTokenizer *t, const int32_t *ids, size_t n, BpeBytes *out, char *err, size_t errlen) {
+    for (size_t i = 0; i < n; i++) {
+        size_t l;
+        const char *b = bpe_token_bytes(t, ids[i], &l);
+        if (!b) return bpe_err_(err, errlen, BPE_ERANGE, "token id %ld is out of range (vocabulary size %d)",
+                                (long)ids[i], (int)t->n_ids);
+        if (bpe_bytes_append(out, b, l)) return bpe_err_(err, errlen, BPE_ENOMEM, "out of memory while decoding");
+    }
+    return 0;
+}
+
+// ---------------------------------------------------------------- loading
+
+// Adds one vocabulary entry whose key is in GPT-2's printable alphabet. Keys with
+// characters outside it (only sensible for added tokens) are kept as raw UTF-8.
+static int bpe_load_vocab_entry_(BpeTokenizer *t, const char *file, const char *key, size_t klen, const JsonValue *v,
+                                 char *err, size_t errlen) {
+    int64_t id;
+    if (json_int64(v, &id) || id < 0 || id >= BPE_MAX_IDS)
+        return bpe_err_(err, errlen, BPE_EFORMAT, "%s: token \"%.80s\" has an invalid id (not an integer in 0..%d)",
+                        file, key, BPE_MAX_IDS - 1);
+    char stack[256];
+    char *buf = klen <= sizeof stack ? stack : (char *)malloc(klen);
+    if (!buf) return bpe_err_(err, errlen, BPE_ENOMEM, "%s: out of memory", file);
+    long bl = bpe_unmap_(key, klen, buf);
+    const char *bytes = bl >= 0 ? buf : key;
+    size_t nb = bl >= 0 ? (size_t)bl : klen;
+    int rc = 0;
+    if (id < t->n_ids && t->tok_len[id] >= 0)
+        rc = bpe_err_(err, errlen, BPE_EFORMAT, "%s: duplicate id %ld (tokens \"%.80s\" and another)", file, (long)id, key);
+    else if (bpe_vmap_find_(t, bytes, nb) >= 0)
+        rc = bpe_err_(err, errlen, BPE_EFORMAT, "%s: duplicate token \"%.80s\"", file, key);
+    else if (bpe_set_token_(t, (int32_t)id, bytes, nb) || bpe_vmap_insert_(t, (int32_t)id))
+        rc = bpe_err_(err, errlen, BPE_ENOMEM, "%s: out of memory", file);
+    if (buf != stack) free(buf);
+    return rc;
+}
+
+static int bpe_load_vocab_json_(BpeTokenizer *t, const char *file, const JsonValue *obj, char *err, size_t errlen) {
+    if (!obj || obj->type != JSON_OBJECT)
+        return bpe_err_(err, errlen, BPE_EFORMAT, "%s: the vocabulary is not a JSON object of token -> id", file);
+    if (obj->count == 0) return bpe_err_(err, errlen, BPE_EFORMAT, "%s: the vocabulary is empty", file);
+    for (size_t i = 0; i < obj->count; i++) {
+        int rc = bpe_load_vocab_entry_(t, file, obj->keys[i], obj->key_lengths[i], &obj->items[i], err, errlen);
+        if (rc) return rc;
+    }
+    for (int b = 0; b < 256; b++) {
+        char c = (char)b;
+        t->byte_id[b] = bpe_vmap_find_(t, &c, 1);
+        if (t->byte_id[b] < 0)
+            return bpe_err_(err, errlen, BPE_EFORMAT, "%s: no token for byte 0x%02x (not a byte-level BPE vocabulary)", file, b);
+    }
+    return 0;
+}
+
+// One merge "a b" (a and b in the printable alphabet) at the next rank.
+static int bpe_load_merge_(BpeTokenizer *t, const char *file, long where, const char *a, size_t na, const char *b,
+                           size_t nb, char *err, size_t errlen) {
+    char stack[512];
+    char *buf = na + nb <= sizeof stack ? stack : (char *)malloc(na + nb);
+    if (!buf) return bpe_err_(err, errlen, BPE_ENOMEM, "%s: out of memory", file);
+    int rc = 0;
+    long la = bpe_unmap_(a, na, buf), lb = la >= 0 ? bpe_unmap_(b, nb, buf + la) : -1;
+    int32_t ia = la >= 0 ? bpe_vmap_find_(t, buf, (size_t)la) : -1;
+    int32_t ib = lb >= 0 ? bpe_vmap_find_(t, buf + la, (size_t)lb) : -1;
+    int32_t ir = (ia >= 0 && ib >= 0) ? bpe_vmap_find_(t, buf, (size_t)(la + lb)) : -1;
+    if (ia < 0) rc = bpe_err_(err, errlen, BPE_EFORMAT, "%s: merge %ld names unknown token \"%.*s\"", file, where, (int)(na > 80 ? 80 : na), a);
+    else if (ib < 0) rc = bpe_err_(err, errlen, BPE_EFORMAT, "%s: merge %ld names unknown token \"%.*s\"", file, where, (int)(nb > 80 ? 80 : nb), b);
+    else if (ir < 0) rc = bpe_err_(err, errlen, BPE_EFORMAT, "%s: merge %ld: the merged token \"%.*s%.*s\" is not in the vocabulary",
+                                   file, where, (int)(na > 80 ? 80 : na), a, (int)(nb > 80 ? 80 : nb), b);
+    else {
+        int mr = bpe_add_merge_(t, ia, ib, ir);
+        if (mr == BPE_EINVAL) rc = bpe_err_(err, errlen, BPE_EFORMAT, "%s: merge %ld (\"%.*s %.*s\") is listed twice", file, where,
+                                            (int)(na > 80 ? 80 : na), a, (int)(nb > 80 ? 80 : nb), b);
+        else if (mr) rc = bpe_err_(err, errlen, BPE_ENOMEM, "%s: out of memory", file);
+    }
+    if (buf != stack) free(buf);
+    return rc;
+}
+
+// vocab.bpe / merges.txt: optional "#version" line, then one "a b" per line.
+static int bpe_load_merges_text_(BpeTokenizer *t, const char *file, const char *text, size_t len, char *err, size_t errlen) {
+    size_t i = 0;
+    long line = 0;
+    while (i < len) {
+        size_t e = i;
+        while (e < len && text[e] != '\n') e++;
+        line++;
+        size_t le = e;
+        if (le > i && text[le - 1] == '\r') le--;
+        const char *ln = text + i;
+        size_t n = le - i;
+        i = e + 1;
+        if (n == 0) continue;
+        if (line == 1 && n >= 8 && memcmp(ln, "#version", 8) == 0) continue;
+        const char *sp = (const char *)memchr(ln, ' ', n);
+        if (!sp || sp == ln || sp == ln + n - 1 || memchr(sp + 1, ' ', (size_t)(ln + n - sp - 1)))
+            return bpe_err_(err, errlen, BPE_EFORMAT, "%s: line %ld: expected two tokens separated by one space", file, line);
+        int rc = bpe_load_merge_(t, file, line, ln, (size_t)(sp - ln), sp + 1, (size_t)(ln + n - sp - 1), err, errlen);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
+// Tokens that are neither single bytes nor made by a merge (GPT-2's "<|endoftext|>")
+// are special tokens.
+static int bpe_mark_unmerged_specials_(BpeTokenizer *t) {
+    uint8_t *made = (uint8_t *)calloc((size_t)t->n_ids + 1, 1);
+    if (!made) return BPE_ENOMEM;
+    for (int b = 0; b < 256; b++) made[t->byte_id[b]] = 1;
+    for (int32_t r = 0; r < t->n_merges; r++) made[t->merges[3 * r + 2]] = 1;
+    int rc = 0;
+    for (int32_t id = 0; id < t->n_ids && !rc; id++)
+        if (t->tok_len[id] > 0 && !made[id]) rc = bpe_mark_special_(t, id);
+    free(made);
+    return rc;
+}
+
+static int bpe_load_gpt2_files(BpeTokenizer **out, const char *vocab_path, const char *merges_path, char *err, size_t errlen) {
+    *out = NULL;
+    char *vtext = NULL, *mtext = NULL;
+    size_t vlen, mlen;
+    int rc = bpe_read_file_(vocab_path, &vtext, &vlen, err, errlen);
+    if (rc) return rc;
+    rc = bpe_read_file_(merges_path, &mtext, &mlen, err, errlen);
+    if (rc) { free(vtext); return rc; }
+    BpeTokenizer *t = bpe_new_();
+    JsonDoc doc = {0};
+    if (!t) rc = bpe_err_(err, errlen, BPE_ENOMEM, "out of memory");
+    else if (json_parse(vtext, vlen, &doc)) rc = bpe_err_(err, errlen, BPE_EFORMAT, "%s: bad JSON: %s", vocab_path, doc.error);
+    else {
+        rc = bpe_load_vocab_json_(t, vocab_path, doc.root, err, errlen);
+        json_free(&doc);
+        if (!rc) rc = bpe_load_merges_text_(t, merges_path, mtext, mlen, err, errlen);
+        if (!rc && bpe_mark_unmerged_specials_(t)) rc = bpe_err_(err, errlen, BPE_ENOMEM, "out of memory");
+    }
+    free(vtext); free(mtext);
+    if (rc) { bpe_free(t); return rc; }
+    *out = t;
+    return 0;
+}
+
+static int bpe_file_exists_(const char *path) { struct stat st; return stat(path, &st) == 0 && S_ISREG(st.st_mode); }
+
+// A directory with encoder.json + vocab.bpe (OpenAI) or vocab.json + merges.txt (Hugging Face).
+static int bpe_load_gpt2_dir(BpeTokenizer **out, const char *dir, char *err, size_t errlen) {
+    *out = NULL;
+    struct stat st;
+    if (stat(dir, &st) != 0) return bpe_err_(err, errlen, BPE_EIO, "%s: %s", dir, strerror(errno));
+    if (!S_ISDIR(st.st_mode)) return bpe_err_(err, errlen, BPE_EIO, "%s: not a directory", dir);
+    size_t n = strlen(dir) + 32;
+    char *v = (char *)malloc(n), *m = (char *)malloc(n);
+    if (!v || !m) { free(v); free(m); return bpe_err_(err, errlen, BPE_ENOMEM, "out of memory"); }
+    int rc;
+    snprintf(v, n, "%s/encoder.json", dir); snprintf(m, n, "%s/vocab.bpe", dir);
+    if (!bpe_file_exists_(v) && !bpe_file_exists_(m)) {
+        snprintf(v, n, "%s/vocab.json", dir); snprintf(m, n, "%s/merges.txt", dir);
+        if (!bpe_file_exists_(v) && !bpe_file_exists_(m)) {
+            free(v); free(m);
+            return bpe_err_(err, errlen, BPE_EIO, "%s: no encoder.json + vocab.bpe or vocab.json + merges.txt in this directory", dir);
+        }
+    }
+    rc = bpe_load_gpt2_files(out, v, m, err, errlen);
+    free(v); free(m);
+    return rc;
+}
+
+static int bpe_json_is_byte_level_(const JsonValue *pt) {
+    if (!pt || pt->type != JSON_OBJECT) return 0;
+    const JsonValue *ty = json_get(pt, "type");
+    if (!ty || ty->type != JSON_STRING) return 0;
+    if (strcmp(ty->string, "ByteLevel") == 0) return 1;
+    if (strcmp(ty->string, "Sequence") == 0) {
+        const JsonValue *list = json_get(pt, "pretokenizers");
+        if (list && list->type == JSON_ARRAY && list->count == 1) return bpe_json_is_byte_level_(&list->items[0]);
+    }
+    return 0;
+}
+static int bpe_json_find_byte_level_(const JsonValue *pt, const JsonValue **bl) {
+    const JsonValue *ty = json_get(pt, "type");
+    if (ty && ty->type == JSON_STRING && strcmp(ty->string, "Sequence") == 0) pt = &json_get(pt, "pretokenizers")->items[0];
+    *bl = pt;
+    return 0;
+}
+
+// A Hugging Face tokenizer.json of a byte-level BPE model (GPT-2's pre-tokenizer).
+static int bpe_load_tokenizer_json(BpeTokenizer **out, const char *path, char *err, size_t errlen) {
+    *out = NULL;
+    char *text = NULL;
+    size_t len;
+    int rc = bpe_read_file_(path, &text, &len, err, errlen);
+    if (rc) return rc;
+    BpeTokenizer *t = bpe_new_();
+    JsonDoc doc = {0};
+    if (!t) { free(text); return bpe_err_(err, errlen, BPE_ENOMEM, "out of memory"); }
+    if (json_parse(text, len, &doc)) {
+        rc = bpe_err_(err, errlen, BPE_EFORMAT, "%s: bad JSON: %s", path, doc.error);
+        free(text); bpe_free(t);
+        return rc;
+    }
+    const JsonValue *model = json_get(doc.root, "model");
+    const JsonValue *type = json_get(model, "type");
+    const JsonValue *pt = json_get(doc.root, "pre_tokenizer");
+    const JsonValue *merges = json_get(model, "merges");
+    const JsonValue *added = json_get(doc.root, "added_tokens");
+    if (!model || model->type != JSON_OBJECT) rc = bpe_err_(err, errlen, BPE_EFORMAT, "%s: no \"model\" object", path);
+    else if (type && (type->type != JSON_STRING || strcmp(type->string, "BPE") != 0))
+        rc = bpe_err_(err, errlen, BPE_EFORMAT, "%s: model type is not BPE", path);
+    else if (!bpe_json_is_byte_level_(pt))
+        rc = bpe_err_(err, errlen, BPE_EFORMAT, "%s: pre_tokenizer is not ByteLevel (only GPT-2 style byte-level BPE is supported)", path);
+    else if (!merges || merges->type != JSON_ARRAY) rc = bpe_err_(err, errlen, BPE_EFORMAT, "%s: model.merges is not an array", path);
+    else if (added && added->type != JSON_ARRAY && added->type != JSON_NULL)
+        rc = bpe_err_(err, errlen, BPE_EFORMAT, "%s: added_tokens is not an array", path);
+    if (!rc) {
+        const JsonValue *bl;
+        bpe_json_find_byte_level_(pt, &bl);
+        const JsonValue *aps = json_get(bl, "add_prefix_space");
+        const JsonValue *ur = json_get(bl, "use_regex");
+        if (aps && aps->type == JSON_TRUE)
+            rc = bpe_err_(err, errlen, BPE_EFORMAT, "%s: add_prefix_space=true is not supported (GPT-2 uses false)", path);
+        else if (ur && ur->type == JSON_FALSE)
+            rc = bpe_err_(err, errlen, BPE_EFORMAT, "%s: use_regex=false is not supported (GPT-2 uses the regex)", path);
+    }
+    if (!rc) rc = bpe_load_vocab_json_(t, path, json_get(model, "vocab"), err, errlen);
+    for (size_t i = 0; !rc && i < merges->count; i++) {
+        const JsonValue *m = &merges->items[i];
+        if (m->type == JSON_STRING) {
+            const char *sp = (const char *)memchr(m->string, ' ', m->length);
+            if (!sp || sp == m->string || sp == m->string + m->length - 1 ||
+                memchr(sp + 1, ' ', (size_t)(m->string + m->length - sp - 1)))
+                rc = bpe_err_(err, errlen, BPE_EFORMAT, "%s: merge %ld: expected two tokens separated by one space", path, (long)i + 1);
+            else
+                rc = bpe_load_merge_(t, path, (long)i + 1, m->string, (size_t)(sp - m->string), sp + 1,
+                                     (size_t)(m->string + m->length - sp - 1), err, errlen);
+        } else if (m->type == JSON_ARRAY && m->count == 2 && m->items[0].type == JSON_STRING && m->items[1].type == JSON_STRING) {
+            rc = bpe_load_merge_(t, path, (long)i + 1, m->items[0].string, m->items[0].length, m->items[1].string,
+                                 m->items[1].length, err, errlen);
+        } else {
+            rc = bpe_err_(err, errlen, BPE_EFORMAT, "%s: merge %ld is neither \"a b\" nor [\"a\", \"b\"]", path, (long)i + 1);
+        }
+    }
+    for (size_t i = 0; !rc && added && added->type == JSON_ARRAY && i < added->count; i++) {
+        const JsonValue *a = &added->items[i];
+        const JsonValue *c = json_get(a, "content");
+        int64_t id;
+        if (!c || c->type != JSON_STRING || c->length == 0 || json_int64(json_get(a, "id"), &id) || id < 0 || id >= BPE_MAX_IDS) {
+            rc = bpe_err_(err, errlen, BPE_EFORMAT, "%s: added_tokens[%ld] needs an integer \"id\" and a non-empty \"content\"", path, (long)i);
+            break;
+        }
+        if (id < t->n_ids && t->tok_len[id] >= 0) {
+            if ((size_t)t->tok_len[id] != c->length || memcmp(t->tok_data + t->tok_off[id], c->string, c->length) != 0 ||
+                t->tok_special[id]) {
+                rc = bpe_err_(err, errlen, BPE_EFORMAT, "%s: added token \"%.80s\" has id %ld, which is already another token",
+                              path, c->string, (long)id);
+                break;
+            }
+        } else {
+            if (bpe_token_id(t, c->string, c->length) >= 0) {
+                rc = bpe_err_(err, errlen, BPE_EFORMAT, "%s: duplicate token \"%.80s\"", path, c->string);
+                break;
+            }
+            if (bpe_set_token_(t, (int32_t)id, c->string, c->length)) { rc = bpe_err_(err, errlen, BPE_ENOMEM, "out of memory"); break; }
+        }
+        if (bpe_mark_special_(t, (int32_t)id)) rc = bpe_err_(err, errlen, BPE_ENOMEM, "out of memory");
+    }
+    json_free(&doc);
+    free(text);
+    if (rc) { bpe_free(t); return rc; }
+    *out = t;
+    return 0;
+}
+
+// A GPT-2 directory, or a tokenizer.json file.
+static int bpe_load(BpeTokenizer **out, const char *path, char *err, size_t errlen) {
+    struct stat st;
+    *out = NULL;
+    if (stat(path, &st) != 0) return bpe_err_(err, errlen, BPE_EIO, "%s: %s", path, strerror(errno));
+    if (S_ISDIR(st.st_mode)) return bpe_load_gpt2_dir(out, path, err, errlen);
+    return bpe_load_tokenizer_json(out, path, err, errlen);
+}
+
+// ---------------------------------------------------------------- saving
+
+static void bpe_json_write_string_(FILE *f, const char *s, size_t n) {
+    fputc('"', f);
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c == '"' || c == '\\') { fputc('\\', f); fputc(c, f); }
+        else if (c < 0x20) fprintf(f, "\\u%04x", c);
+        else fputc(c, f);
+    }
+    fputc('"', f);
+}
+
+// Token id in GPT-2's printable alphabet (buf needs 2 * length bytes).
+static size_t bpe_token_mapped_(const BpeTokenizer *t, int32_t id, char *buf) {
+    return bpe_map_(t->tok_data + t->tok_off[id], (size_t)t->tok_len[id], buf);
+}
+
+static int bpe_max_token_len_(const BpeTokenizer *t) {
+    int32_t m = 1;
+    for (int32_t i = 0; i < t->n_ids; i++) if (t->tok_len[i] > m) m = t->tok_len[i];
+    return m;
+}
+
+static int bpe_close_(FILE *f, const char *path, char *err, size_t errlen) {
+    int bad = ferror(f);
+    if (fclose(f) != 0 || bad) return bpe_err_(err, errlen, BPE_EIO, "%s: write error", path);
+    return 0;
+}
+
+// Writes the vocabulary as a JSON object (id order); specials included (as GPT-2 does).
+static void bpe_write_vocab_object_(const BpeTokenizer *t, FILE *f, char *buf, int skip_specials) {
+    fputc('{', f);
+    int first = 1;
+    for (int32_t id = 0; id < t->n_ids; id++) {
+        if (t->tok_len[id] < 0 || (skip_specials && t->tok_special[id])) continue;
+        if (!first) fputs(", ", f);
+        first = 0;
+        bpe_json_write_string_(f, buf, bpe_token_mapped_(t, id, buf));
+        fprintf(f, ": %d", (int)id);
+    }
+    fputc('}', f);
+}
+
+// encoder.json + vocab.bpe in dir (created if missing).
+static int bpe_save_gpt2_dir(const BpeTokenizer *t, const char *dir, char *err, size_t errlen) {
+    if (mkdir(dir, 0777) != 0 && errno != EEXIST) return bpe_err_(err, errlen, BPE_EIO, "%s: cannot create directory: %s", dir, strerror(errno));
+    size_t n = strlen(dir) + 32;
+    char *path = (char *)malloc(n);
+    char *buf = (char *)malloc(4 * (size_t)bpe_max_token_len_(t) + 8);
+    if (!path || !buf) { free(path); free(buf); return bpe_err_(err, errlen, BPE_ENOMEM, "out of memory"); }
+    int rc = 0;
+    snprintf(path, n, "%s/encoder.json", dir);
+    FILE *f = fopen(path, "wb");
+    if (!f) rc = bpe_err_(err, errlen, BPE_EIO, "%s: cannot create: %s", path, strerror(errno));
+    else {
+        bpe_write_vocab_object_(t, f, buf, 0);
+        fputc('\n', f);
+        rc = bpe_close_(f, path, err, errlen);
+    }
+    if (!rc) {
+        snprintf(path, n, "%s/vocab.bpe", dir);
+        f = fopen(path, "wb");
+        if (!f) rc = bpe_err_(err, errlen, BPE_EIO, "%s: cannot create: %s", path, strerror(errno));
+        else {
+            fputs("#version: 0.2\n", f);
+            for (int32_t r = 0; r < t->n_merges; r++) {
+                fwrite(buf, 1, bpe_token_mapped_(t, t->merges[3 * r], buf), f);
+                fputc(' ', f);
+                fwrite(buf, 1, bpe_token_mapped_(t, t->merges[3 * r + 1], buf), f);
+                fputc('\n', f);
+            }
+            rc = bpe_close_(f, path, err, errlen);
+        }
+    }
+    free(path); free(buf);
+    return rc;
+}
+
+// A Hugging Face tokenizer.json (byte-level BPE, GPT-2 settings).
+static int bpe_save_tokenizer_json(const BpeTokenizer *t, const char *path, char *err, size_t errlen) {
+    char *buf = (char *)malloc(4 * (size_t)bpe_max_token_len_(t) + 8);
+    if (!buf) return bpe_err_(err, errlen, BPE_ENOMEM, "out of memory");
+    FILE *f = fopen(path, "wb");
+    if (!f) { free(buf); return bpe_err_(err, errlen, BPE_EIO, "%s: cannot create: %s", path, strerror(errno)); }
+    fputs("{\"version\": \"1.0\", \"truncation\": null, \"padding\": null,\n\"added_tokens\": [", f);
+    for (int32_t k = 0; k < t->n_specials; k++) {
+        int32_t id = t->specials[k];
+        fprintf(f, "%s\n  {\"id\": %d, \"content\": ", k ? "," : "", (int)id);
+        bpe_json_write_string_(f, t->tok_data + t->tok_off[id], (size_t)t->tok_len[id]);
+        fputs(", \"single_word\": false, \"lstrip\": false, \"rstrip\": false, \"normalized\": false, \"special\": true}", f);
+    }
+    fputs("],\n\"normalizer\": null,\n"
+          "\"pre_tokenizer\": {\"type\": \"ByteLevel\", \"add_prefix_space\": false, \"trim_offsets\": true, \"use_regex\": true},\n"
+          "\"post_processor\": {\"type\": \"ByteLevel\", \"add_prefix_space\": true, \"trim_offsets\": false, \"use_regex\": true},\n"
+          "\"decoder\": {\"type\": \"ByteLevel\", \"add_prefix_space\": true, \"trim_offsets\": true, \"use_regex\": true},\n"
+          "\"model\": {\"type\": \"BPE\", \"dropout\": null, \"unk_token\": null, \"continuing_subword_prefix\": \"\", "
+          "\"end_of_word_suffix\": \"\", \"fuse_unk\": false, \"byte_fallback\": false,\n\"vocab\": ", f);
+    bpe_write_vocab_object_(t, f, buf, 1);
+    fputs(",\n\"merges\": [", f);
+    for (int32_t r = 0; r < t->n_merges; r++) {
+        fputs(r ? ",\n  " : "\n  ", f);
+        size_t la = bpe_token_mapped_(t, t->merges[3 * r], buf);
+        buf[la] = ' ';
+        size_t lb = bpe_token_mapped_(t, t->merges[3 * r + 1], buf + la + 1);
+        bpe_json_write_string_(f, buf, la + 1 + lb);
+    }
+    fputs("]}}\n", f);
+    free(buf);
+    return bpe_close_(f, path, err, errlen);
+}
+
+#include "bpe_train.h"
+
+#endif

