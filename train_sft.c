@@ -99,6 +99,10 @@ static void gemm_micro(int kc, const float *restrict a, const float *restrict b,
     }
 }
 
+// Per-thread packing buffers, allocated once: allocating them per call would map
+// and unmap fresh pages on every matrix product.
+static _Thread_local float *gemm_pack_a_buf, *gemm_pack_b_buf;
+
 static void gemm(int M, int N, int K, const float *A, long a_rs, long a_cs, const float *B, long b_rs, long b_cs,
                  float *C, long ldc, int accumulate) {
     if (M <= 0 || N <= 0) return;
@@ -107,9 +111,12 @@ static void gemm(int M, int N, int K, const float *A, long a_rs, long a_cs, cons
     double work = (double)M * N * K;
 #pragma omp parallel if (work > 2e5)
     {
-        float *ap = (float *)aligned_alloc(64, sizeof(float) * GEMM_MC * GEMM_KC);
-        float *bp = (float *)aligned_alloc(64, sizeof(float) * GEMM_KC * GEMM_NC);
-        if (!ap || !bp) fatal("out of memory in gemm");
+        if (!gemm_pack_a_buf) {
+            gemm_pack_a_buf = (float *)aligned_alloc(64, sizeof(float) * GEMM_MC * GEMM_KC);
+            gemm_pack_b_buf = (float *)aligned_alloc(64, sizeof(float) * GEMM_KC * GEMM_NC);
+            if (!gemm_pack_a_buf || !gemm_pack_b_buf) fatal("out of memory in gemm");
+        }
+        float *ap = gemm_pack_a_buf, *bp = gemm_pack_b_buf;
 #pragma omp for schedule(dynamic, 1)
         for (int tile = 0; tile < mtiles * ntiles; tile++) {
             int ic = (tile / ntiles) * GEMM_MC, jc = (tile % ntiles) * GEMM_NC;
@@ -128,8 +135,6 @@ static void gemm(int M, int N, int K, const float *A, long a_rs, long a_cs, cons
                 }
             }
         }
-        free(ap);
-        free(bp);
     }
 }
 
