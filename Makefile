@@ -10,7 +10,7 @@ COMMON_H = $(wildcard common/*.h)
 
 .PHONY: all test clean
 
-all: train_sft tok
+all: train_sft tok prepare
 
 train_sft: train_sft.c $(COMMON_H)
 	$(CC) $(CFLAGS) -o $@ train_sft.c $(LDLIBS)
@@ -28,8 +28,18 @@ test_tok: $(TOK_DEPS)
 	$(CC) $(CFLAGS) -o $@ tokenizer/test_tok.c $(LDLIBS)
 # ---- end tokenizer ----
 
-test: train_sft test_sft tok test_tok
-	bash dev/run_tests.sh ./test_sft ./test_tok "bash tokenizer/test_exact.sh"
+# ---- data (data/) ----
+DATA_DEPS = $(wildcard data/*.h) $(TOK_DEPS)
+
+prepare: data/prepare.c $(DATA_DEPS)
+	$(CC) $(CFLAGS) -o $@ data/prepare.c $(LDLIBS)
+
+test_prepare: data/test_prepare.c $(DATA_DEPS)
+	$(CC) $(CFLAGS) -o $@ data/test_prepare.c $(LDLIBS)
+# ---- end data ----
+
+test: train_sft test_sft tok test_tok prepare test_prepare
+	bash dev/run_tests.sh ./test_sft ./test_tok "bash tokenizer/test_exact.sh" ./test_prepare "bash data/test_prepare.sh"
 
 clean:
-	rm -f train_sft test_sft tok test_tok train_sftcu test_sftcu
+	rm -f train_sft test_sft tok test_tok prepare test_prepare train_sftcu test_sftcu
