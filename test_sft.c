@@ -530,7 +530,16 @@ static void test_bad_inputs(void) {
         uint8_t mask[3] = {0, 1, 1};
         write_docs(p, 100, 1, lens, toks, mask);
     }
-    snprintf(flags, sizeof flags, "-i %s -e " REF_MODEL, p); expect_bad("token_beyond_model_vocab", flags, "token id 70 is not below the model's vocabulary size 61");
+    {   // a resumed model cannot grow: tokens beyond its vocabulary are an error
+        char out[600], cmd[2048], err[4096];
+        snprintf(out, sizeof out, "%s/vocab_resume", tmp_root);
+        snprintf(cmd, sizeof cmd, "./train_sft -i " REF_DATA " -e " REF_MODEL " -b 1 -t 16 -x 1 -o %s", out);
+        int rc1 = run(cmd, err, sizeof err);
+        snprintf(cmd, sizeof cmd, "./train_sft -i %s -b 1 -t 16 -x 5 -y 1 -o %s", p, out);
+        int rc2 = run(cmd, err, sizeof err);
+        check("bad_input_token_beyond_model_vocab", rc1 == 0 && rc2 == 1 && strstr(err, "bigvocab.bin: token id 70 is not below the model's vocabulary size 61"),
+              "exit %d %d: %s", rc1, rc2, err);
+    }
     snprintf(flags, sizeof flags, "-i %s -e " REF_MODEL " -t 32", good); expect_bad("T_beyond_context", flags, "context of 24");
     // model directories
     char dir[600];
@@ -607,6 +616,57 @@ static void test_bad_inputs(void) {
     check("bad_input_resume_without_checkpoint", rc == 1 && strstr(err, "no checkpoint to resume from"), "exit %d: %s", rc, err);
 }
 
+// Data with a larger vocabulary than a pretrained model grows the embedding: old
+// rows unchanged, new rows the mean of the old ones, the export has the new size.
+static void test_vocab_growth(void) {
+    char data[600], out[600], cmd[2048], err[4096], dir[700];
+    snprintf(data, sizeof data, "%s/grow.bin", tmp_root);
+    int lens[1] = {4};
+    uint32_t toks[4] = {1, 70, 99, 2};
+    uint8_t mask[4] = {0, 1, 1, 1};
+    write_docs(data, 100, 1, lens, toks, mask);
+    snprintf(out, sizeof out, "%s/grow", tmp_root);
+    snprintf(cmd, sizeof cmd, "./train_sft -i %s -e " REF_MODEL " -b 1 -t 16 -x 1 -l 0 -o %s", data, out);
+    int rc = run(cmd, err, sizeof err);
+    GPT2 orig, grown;
+    memset(&orig, 0, sizeof orig);
+    memset(&grown, 0, sizeof grown);
+    gpt2_load_hf(REF_MODEL, &orig.cfg, &orig.params_mem, &orig.params);
+    snprintf(dir, sizeof dir, "%s/step_00000001", out);
+    if (rc != 0 || !is_directory(dir)) { check("vocab_growth", 0, "exit %d: %s", rc, err); return; }
+    gpt2_load_hf(dir, &grown.cfg, &grown.params_mem, &grown.params);
+    int C = orig.cfg.C, ok = grown.cfg.V == 100 && !memcmp(orig.params.wte, grown.params.wte, (size_t)61 * C * sizeof(float));
+    double worst = 0.0;
+    for (int c = 0; c < C; c++) {
+        double mean = 0.0;
+        for (int v = 0; v < 61; v++) mean += orig.params.wte[v * C + c];
+        mean /= 61;
+        for (int v = 61; v < 100; v++) worst = fmax(worst, fabs(grown.params.wte[v * C + c] - mean));
+    }
+    check("vocab_growth_mean_rows", ok && worst < 1e-6, "V=%d, old rows kept %d, new rows off the mean by %.3g", grown.cfg.V, ok, worst);
+    free(orig.params_mem); free(grown.params_mem);
+}
+
+// The KV-cache decoder gives the same logits as the full forward pass.
+static void test_kv_cache_decode(void) {
+    GPT2 m;
+    model_from_dir(&m, REF_MODEL, 1, 24);
+    int toks[24], pos[24], start[24] = {0};
+    for (int i = 0; i < 24; i++) { toks[i] = (i * 17 + 3) % m.cfg.V; pos[i] = i; m.rows[i] = i; }
+    m.num_rows = 24;
+    gpt2_forward(&m, toks, pos, start, NULL, 1, 24);
+    KVCache kv;
+    kv_init(&kv, &m.cfg, 24);
+    double worst = 0.0;
+    for (int i = 0; i < 24; i++) {
+        const float *l = gpt2_decode_step(&m, &kv, toks[i]);
+        worst = fmax(worst, rel_err(l, m.acts.logits + (size_t)i * m.cfg.V, (size_t)m.cfg.V, 1.0));
+    }
+    check("kv_cache_decode_matches_forward", worst < 1e-5, "max relative logit error %.3g", worst);
+    kv_free(&kv);
+    gpt2_free(&m);
+}
+
 // A checkpoint over an existing one is replaced whole, and latest points at it.
 static void test_checkpoint_atomic(void) {
     char out[512], cmd[2048], err[4096], path[700];
@@ -642,6 +702,8 @@ int main(void) {
     test_loader_rules();
     test_hf_round_trip();
     test_checkpoint_atomic();
+    test_vocab_growth();
+    test_kv_cache_decode();
     test_resume_bit_identical();
     test_bad_inputs();
     st_close(&expect);

@@ -608,41 +608,134 @@ static double evaluate(GPT2 *m, Loader *ld, int max_batches, int64_t *targets_ou
 }
 
 // ----------------------------------------------------------------------------
-// Sampling: continue `prompt` one token at a time (greedy at temperature 0, else
-// from softmax(logits / temperature)) until `stop` is produced, max_new tokens
-// are made, or the context is full. Writes the new tokens to out, returns their count.
-static int sample_tokens(GPT2 *m, const int *prompt, int prompt_len, int stop, int max_new, float temperature, Rng *rng, int *out) {
-    int cap = m->T < m->cfg.maxT ? m->T : m->cfg.maxT;
-    int *seq = (int *)xmalloc((size_t)cap * sizeof(int)), *pos = (int *)xmalloc((size_t)cap * sizeof(int));
-    int *start = (int *)xcalloc((size_t)cap, sizeof(int));
-    int len = prompt_len < cap ? prompt_len : cap, n = 0, V = m->cfg.V;
-    memcpy(seq, prompt, (size_t)len * sizeof(int));
-    for (int i = 0; i < cap; i++) pos[i] = i;
-    while (n < max_new && len < cap) {
-        m->rows[0] = len - 1;
-        m->num_rows = 1;
-        gpt2_forward(m, seq, pos, start, NULL, 1, len);
-        const float *l = m->acts.logits;
-        int next = 0;
-        if (temperature <= 0.0f) {
-            for (int v = 1; v < V; v++) if (l[v] > l[next]) next = v;
-        } else {
-            float mx = -INFINITY;
-            for (int v = 0; v < V; v++) if (l[v] > mx) mx = l[v];
-            double sum = 0.0;
-            for (int v = 0; v < V; v++) sum += exp((double)((l[v] - mx) / temperature));
-            double u = rng_float(rng) * sum, c = 0.0;
-            next = V - 1;
-            for (int v = 0; v < V; v++) {
-                c += exp((double)((l[v] - mx) / temperature));
-                if (u < c) { next = v; break; }
+// Generation with a key/value cache: each new token runs the layers on one row
+// and attends to the cached keys and values of the earlier tokens, so a token
+// costs O(current length) instead of a forward pass over the whole prefix.
+
+typedef struct {
+    int len, cap;            // tokens in the cache, capacity (<= context)
+    float *k, *v;            // (L, cap, C)
+    float *x, *ln, *qkv, *atty, *fch, *fch_gelu, *att, *logits;  // one row of scratch
+} KVCache;
+
+static void kv_init(KVCache *kv, const GPT2Config *c, int cap) {
+    memset(kv, 0, sizeof *kv);
+    kv->cap = cap;
+    size_t lc = (size_t)c->L * cap * c->C;
+    kv->k = (float *)xmalloc(lc * sizeof(float));
+    kv->v = (float *)xmalloc(lc * sizeof(float));
+    kv->x = (float *)xmalloc((size_t)c->C * sizeof(float));
+    kv->ln = (float *)xmalloc((size_t)c->C * sizeof(float));
+    kv->qkv = (float *)xmalloc(3 * (size_t)c->C * sizeof(float));
+    kv->atty = (float *)xmalloc((size_t)c->C * sizeof(float));
+    kv->fch = (float *)xmalloc(4 * (size_t)c->C * sizeof(float));
+    kv->fch_gelu = (float *)xmalloc(4 * (size_t)c->C * sizeof(float));
+    kv->att = (float *)xmalloc((size_t)c->NH * cap * sizeof(float));
+    kv->logits = (float *)xmalloc((size_t)c->V * sizeof(float));
+}
+
+static void kv_free(KVCache *kv) {
+    free(kv->k); free(kv->v); free(kv->x); free(kv->ln); free(kv->qkv); free(kv->atty);
+    free(kv->fch); free(kv->fch_gelu); free(kv->att); free(kv->logits);
+}
+
+// out[OC] = x[C] * w[C, OC] + bias: one row, so a matrix-vector product (memory bound).
+static void matvec_forward(float *out, const float *x, const float *w, const float *bias, int C, int OC) {
+#pragma omp parallel for schedule(static)
+    for (int o0 = 0; o0 < OC; o0 += 64) {
+        int o1 = o0 + 64 < OC ? o0 + 64 : OC;
+        float acc[64];
+        for (int o = o0; o < o1; o++) acc[o - o0] = bias[o];
+        for (int c = 0; c < C; c++) {
+            const float *wr = w + (size_t)c * OC;
+            for (int o = o0; o < o1; o++) acc[o - o0] += x[c] * wr[o];
+        }
+        memcpy(out + o0, acc, (size_t)(o1 - o0) * sizeof(float));
+    }
+}
+
+// Appends `token` at position kv->len and returns the logits for the next token.
+static const float *gpt2_decode_step(const GPT2 *m, KVCache *kv, int token) {
+    const GPT2Config *c = &m->cfg;
+    const ParamTensors *p = &m->params;
+    int C = c->C, NH = c->NH, hs = C / NH, t = kv->len;
+    float mean, rstd, scale = 1.0f / sqrtf((float)hs);
+    for (int i = 0; i < C; i++) kv->x[i] = p->wte[(size_t)token * C + i] + p->wpe[(size_t)t * C + i];
+    for (int l = 0; l < c->L; l++) {
+        layernorm_forward(kv->ln, &mean, &rstd, kv->x, p->ln1w + l * C, p->ln1b + l * C, 1, C, c->eps);
+        matvec_forward(kv->qkv, kv->ln, p->qkvw + (size_t)l * C * 3 * C, p->qkvb + l * 3 * C, C, 3 * C);
+        float *kc = kv->k + (size_t)l * kv->cap * C, *vc = kv->v + (size_t)l * kv->cap * C;
+        memcpy(kc + (size_t)t * C, kv->qkv + C, (size_t)C * sizeof(float));
+        memcpy(vc + (size_t)t * C, kv->qkv + 2 * C, (size_t)C * sizeof(float));
+#pragma omp parallel for schedule(static)
+        for (int h = 0; h < NH; h++) {  // softmax over the cached positions 0..t
+            const float *q = kv->qkv + h * hs;
+            float *a = kv->att + (size_t)h * kv->cap, mx = -INFINITY, sum = 0.0f;
+            for (int s = 0; s <= t; s++) {
+                const float *k = kc + (size_t)s * C + h * hs;
+                float d = 0.0f;
+                for (int i = 0; i < hs; i++) d += q[i] * k[i];
+                a[s] = d * scale;
+                if (a[s] > mx) mx = a[s];
+            }
+            for (int s = 0; s <= t; s++) { a[s] = expf(a[s] - mx); sum += a[s]; }
+            float *o = kv->atty + h * hs;
+            for (int i = 0; i < hs; i++) o[i] = 0.0f;
+            for (int s = 0; s <= t; s++) {
+                const float *v = vc + (size_t)s * C + h * hs;
+                for (int i = 0; i < hs; i++) o[i] += a[s] / sum * v[i];
             }
         }
-        out[n++] = next;
-        seq[len++] = next;
-        if (next == stop) break;
+        matvec_forward(kv->ln, kv->atty, p->attprojw + (size_t)l * C * C, p->attprojb + l * C, C, C);
+        for (int i = 0; i < C; i++) kv->x[i] += kv->ln[i];
+        layernorm_forward(kv->ln, &mean, &rstd, kv->x, p->ln2w + l * C, p->ln2b + l * C, 1, C, c->eps);
+        matvec_forward(kv->fch, kv->ln, p->fcw + (size_t)l * C * 4 * C, p->fcb + l * 4 * C, C, 4 * C);
+        gelu_forward(kv->fch_gelu, kv->fch, 4 * (size_t)C);
+        matvec_forward(kv->ln, kv->fch_gelu, p->fcprojw + (size_t)l * 4 * C * C, p->fcprojb + l * C, 4 * C, C);
+        for (int i = 0; i < C; i++) kv->x[i] += kv->ln[i];
     }
-    free(seq); free(pos); free(start);
+    layernorm_forward(kv->ln, &mean, &rstd, kv->x, p->lnfw, p->lnfb, 1, C, c->eps);
+#pragma omp parallel for schedule(static)
+    for (int v = 0; v < c->V; v++) {
+        const float *w = p->wte + (size_t)v * C;
+        float d = 0.0f;
+        for (int i = 0; i < C; i++) d += kv->ln[i] * w[i];
+        kv->logits[v] = d;
+    }
+    kv->len++;
+    return kv->logits;
+}
+
+// Greedy at temperature 0, else a draw from softmax(logits / temperature).
+static int pick_token(const float *logits, int V, float temperature, Rng *rng) {
+    int best = 0;
+    for (int v = 1; v < V; v++) if (logits[v] > logits[best]) best = v;
+    if (temperature <= 0.0f) return best;
+    double sum = 0.0;
+    for (int v = 0; v < V; v++) sum += exp((double)((logits[v] - logits[best]) / temperature));
+    double u = rng_float(rng) * sum, acc = 0.0;
+    for (int v = 0; v < V; v++) {
+        acc += exp((double)((logits[v] - logits[best]) / temperature));
+        if (u < acc) return v;
+    }
+    return best;
+}
+
+// Continues `prompt` until `stop` is produced (it is included in out), max_new
+// tokens are made, or the context is full. Returns the number of new tokens.
+static int generate(const GPT2 *m, KVCache *kv, const int *prompt, int prompt_len, int stop, int max_new, float temperature,
+                    Rng *rng, int *out) {
+    kv->len = 0;
+    if (prompt_len < 1 || prompt_len > kv->cap) return 0;
+    const float *logits = NULL;
+    for (int i = 0; i < prompt_len; i++) logits = gpt2_decode_step(m, kv, prompt[i]);
+    int n = 0;
+    while (n < max_new) {
+        int next = pick_token(logits, m->cfg.V, temperature, rng);
+        out[n++] = next;
+        if (next == stop || kv->len >= kv->cap) break;
+        logits = gpt2_decode_step(m, kv, next);
+    }
     return n;
 }
 
@@ -653,11 +746,14 @@ static void sample_and_print(GPT2 *m, const DataFile *df, int max_new, float tem
     int64_t k = 1;
     while (k < len && !df->mask[off + k]) k++;
     if (k >= len) k = len > 1 ? len / 2 : 1;
-    if (k > m->T - 1) k = m->T - 1;
+    if (k > m->cfg.maxT - 1) k = m->cfg.maxT - 1;
     int stop = df->mask[off + len - 1] && len > 1 ? (int)data_token(df, off + len - 1) : -1;
     int *prompt = (int *)xmalloc((size_t)k * sizeof(int)), *out = (int *)xmalloc((size_t)max_new * sizeof(int));
     for (int64_t i = 0; i < k; i++) prompt[i] = (int)data_token(df, off + i);
-    int n = sample_tokens(m, prompt, (int)k, stop, max_new, temperature, rng, out);
+    KVCache kv;
+    kv_init(&kv, &m->cfg, m->cfg.maxT);
+    int n = generate(m, &kv, prompt, (int)k, stop, max_new, temperature, rng, out);
+    kv_free(&kv);
     printf("sample | prompt (first document of %s):", df->path);
     for (int64_t i = 0; i < k; i++) printf(" %d", prompt[i]);
     printf("\nsample | generated:");
@@ -690,6 +786,13 @@ int main(int argc, char **argv) {
         load_model(args.init, (int)train.vocab_size, (uint64_t)args.seed, &model.cfg, &model.params_mem, &model.params);
     }
     GPT2Config *cfg = &model.cfg;
+    int64_t data_vocab = train.vocab_size;
+    if (have_val && val.vocab_size > data_vocab) data_vocab = val.vocab_size;
+    if (!args.resume && data_vocab > cfg->V) {
+        printf("model | the data's vocabulary (%lld) is larger than the model's (%d): growing the token embedding, "
+               "new rows start at the mean embedding\n", (long long)data_vocab, cfg->V);
+        gpt2_grow_vocab(cfg, &model.params_mem, &model.params, (int)data_vocab);
+    }
     if (args.T == 0) args.T = cfg->maxT < 512 ? cfg->maxT : 512;
     if (args.T > cfg->maxT) usage_error(argv[0], "-t %d is larger than the model's context of %d positions", args.T, cfg->maxT);
     if (train.max_token >= (uint32_t)cfg->V)

@@ -140,6 +140,29 @@ static void gpt2_init_random(const GPT2Config *cfg, ParamTensors *p, uint64_t se
     }
 }
 
+// Grows the vocabulary to new_V (chat tokens added to a pretrained model's
+// tokenizer): rows V..new_V-1 of the tied embedding start as the mean of the
+// existing rows, so new tokens begin as an "average" token. Reallocates *mem.
+static void gpt2_grow_vocab(GPT2Config *cfg, float **mem, ParamTensors *p, int new_V) {
+    GPT2Config grown = *cfg;
+    grown.V = new_V;
+    float *nm = (float *)xmalloc(gpt2_num_parameters(&grown) * sizeof(float));
+    ParamTensors np;
+    param_pointers(&grown, nm, &np);
+    for (int i = 0; i < NUM_PARAM_TENSORS; i++) memcpy(np.t[i], p->t[i], param_numel(cfg, i) * sizeof(float));
+    int C = cfg->C;
+    for (int c = 0; c < C; c++) {
+        double sum = 0.0;
+        for (int v = 0; v < cfg->V; v++) sum += p->wte[(size_t)v * C + c];
+        float mean = (float)(sum / cfg->V);
+        for (int v = cfg->V; v < new_V; v++) np.wte[(size_t)v * C + c] = mean;
+    }
+    free(*mem);
+    *mem = nm;
+    *p = np;
+    *cfg = grown;
+}
+
 // ---- Hugging Face import ----
 
 static int json_field_int(const JsonValue *root, const char *key, const char *path, int required, int fallback) {
