@@ -6,17 +6,20 @@ ARCHFLAGS ?= -march=native
 CFLAGS ?= -O3 $(ARCHFLAGS) -fopenmp -Wall -Wextra -Wno-unused-function -Wno-format-truncation -std=gnu11
 LDLIBS = -lm
 
-COMMON_H = $(wildcard common/*.h)
+COMMON_H = $(wildcard common/*.h data/*.h tokenizer/*.h)
 
 .PHONY: all test clean
 
-all: train_sft tok prepare
+all: train_sft chat tok prepare
 
 train_sft: train_sft.c $(COMMON_H)
 	$(CC) $(CFLAGS) -o $@ train_sft.c $(LDLIBS)
 
 test_sft: test_sft.c train_sft.c $(COMMON_H)
 	$(CC) $(CFLAGS) -o $@ test_sft.c $(LDLIBS)
+
+chat: chat.c train_sft.c $(COMMON_H)
+	$(CC) $(CFLAGS) -o $@ chat.c $(LDLIBS)
 
 # ---- tokenizer (tokenizer/) ----
 TOK_DEPS = $(wildcard tokenizer/*.h tokenizer/*.c) $(COMMON_H)
@@ -38,8 +41,8 @@ test_prepare: data/test_prepare.c $(DATA_DEPS)
 	$(CC) $(CFLAGS) -o $@ data/test_prepare.c $(LDLIBS)
 # ---- end data ----
 
-test: train_sft test_sft tok test_tok prepare test_prepare
+test: train_sft chat test_sft tok test_tok prepare test_prepare
 	bash dev/run_tests.sh ./test_sft ./test_tok "bash tokenizer/test_exact.sh" ./test_prepare "bash data/test_prepare.sh"
 
 clean:
-	rm -f train_sft test_sft tok test_tok prepare test_prepare train_sftcu test_sftcu
+	rm -f train_sft chat test_sft tok test_tok prepare test_prepare train_sftcu test_sftcu

@@ -4,7 +4,7 @@ by dev/ref_gpt2.py, float64, one document at a time) and pins each training rule
 Prints "ok NAME" / "FAIL NAME: why" per check; exits 1 if anything failed.
 Run from the repository root (make test does).
 */
-#define TESTING
+#define SFT_NO_MAIN
 #include "train_sft.c"
 #include <sys/wait.h>
 

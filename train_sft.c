@@ -14,6 +14,7 @@ runs in a fixed order, so results do not depend on the thread count and a resume
 run reproduces an uninterrupted one bit for bit.
 */
 #include <omp.h>
+#include "common/evalset.h"
 #include "common/trainer.h"
 
 // ----------------------------------------------------------------------------
@@ -739,9 +740,45 @@ static int generate(const GPT2 *m, KVCache *kv, const int *prompt, int prompt_le
     return n;
 }
 
+// Exact-match accuracy: greedy answers to each prompt, up to the end-of-turn
+// token, compared with the expected completions. Prints the first `show` examples.
+static double evaluate_exact_match(const GPT2 *m, const EvalSet *es, BpeTokenizer *tok, const ChatTokens *ct, int max_new, int show) {
+    KVCache kv;
+    kv_init(&kv, &m->cfg, m->cfg.maxT);
+    int *out = (int *)xmalloc((size_t)max_new * sizeof(int)), correct = 0;
+    char err[BPE_ERR_LEN];
+    for (int i = 0; i < es->n; i++) {
+        int n = generate(m, &kv, es->prompts[i], es->prompt_lens[i], ct->im_end, max_new, 0.0f, NULL, out);
+        int ended = n > 0 && out[n - 1] == ct->im_end;
+        BpeBytes text = {0};
+        if (bpe_decode(tok, out, (size_t)(ended ? n - 1 : n), &text, err, sizeof err)) fatal("decoding a generated answer: %s", err);
+        int ok = ended && evalset_match(text.data ? text.data : "", text.n, es->answers[i]);
+        correct += ok;
+        if (i < show)
+            printf("eval  | %s  ->  %.*s%s  [%s, expected %s]\n", es->prompt_texts[i], (int)text.n, text.data ? text.data : "",
+                   ended ? "" : " ...", ok ? "right" : "wrong", es->answers[i]);
+        bpe_bytes_free(&text);
+    }
+    free(out);
+    kv_free(&kv);
+    return (double)correct / es->n;
+}
+
 // The sample prompt: a document's tokens before its first target; the stop token
 // is the document's last token when that is a target (the trained stop token).
-static void sample_and_print(GPT2 *m, const DataFile *df, int max_new, float temperature, Rng *rng) {
+// Tokens as text when a tokenizer is at hand, else as ids.
+static void print_tokens(const BpeTokenizer *tok, const int *ids, int n) {
+    char err[BPE_ERR_LEN];
+    BpeBytes text = {0};
+    if (tok && bpe_decode(tok, ids, (size_t)n, &text, err, sizeof err) == 0) {
+        printf("%.*s", (int)text.n, text.data ? text.data : "");
+        bpe_bytes_free(&text);
+        return;
+    }
+    for (int i = 0; i < n; i++) printf("%s%d", i ? " " : "", ids[i]);
+}
+
+static void sample_and_print(GPT2 *m, const DataFile *df, const BpeTokenizer *tok, int max_new, float temperature, Rng *rng) {
     int64_t off = df->offsets[0], len = data_doc_length(df, 0);
     int64_t k = 1;
     while (k < len && !df->mask[off + k]) k++;
@@ -754,16 +791,16 @@ static void sample_and_print(GPT2 *m, const DataFile *df, int max_new, float tem
     kv_init(&kv, &m->cfg, m->cfg.maxT);
     int n = generate(m, &kv, prompt, (int)k, stop, max_new, temperature, rng, out);
     kv_free(&kv);
-    printf("sample | prompt (first document of %s):", df->path);
-    for (int64_t i = 0; i < k; i++) printf(" %d", prompt[i]);
-    printf("\nsample | generated:");
-    for (int i = 0; i < n; i++) printf(" %d", out[i]);
+    printf("sample | prompt (first document of %s): ", df->path);
+    print_tokens(tok, prompt, (int)k);
+    printf("\nsample | generated: ");
+    print_tokens(tok, out, n);
     printf("%s\n", n > 0 && out[n - 1] == stop ? " (stop token)" : "");
     free(prompt); free(out);
 }
 
 // ----------------------------------------------------------------------------
-#ifndef TESTING
+#ifndef SFT_NO_MAIN
 int main(int argc, char **argv) {
     TrainArgs args;
     train_args_defaults(&args);
@@ -799,6 +836,17 @@ int main(int argc, char **argv) {
         fatal("%s: token id %u is not below the model's vocabulary size %d", train.path, train.max_token, cfg->V);
     if (have_val && val.max_token >= (uint32_t)cfg->V)
         fatal("%s: token id %u is not below the model's vocabulary size %d", val.path, val.max_token, cfg->V);
+    BpeTokenizer *tok = NULL;
+    ChatTokens chat;
+    EvalSet evalset = {0};
+    if (args.tokenizer_path[0]) {
+        char err[BPE_ERR_LEN];
+        if (bpe_load(&tok, args.tokenizer_path, err, sizeof err) || chat_tokens_init(tok, &chat, err, sizeof err)) fatal("%s", err);
+        if (bpe_vocab_size(tok) > cfg->V)
+            fatal("%s: the tokenizer (with chat tokens) has %d tokens but the model only %d; use the tokenizer the data was prepared with",
+                  args.tokenizer_path, bpe_vocab_size(tok), cfg->V);
+        if (args.eval_path[0]) evalset_load(&evalset, args.eval_path, tok, &chat, cfg->maxT, 1);
+    }
     int BT = args.B * args.T;
     if (args.total_batch == 0) args.total_batch = BT;
     if (args.total_batch % BT) usage_error(argv[0], "-d %d is not a multiple of B*T = %d", args.total_batch, BT);
@@ -859,8 +907,14 @@ int main(int argc, char **argv) {
             fprintf(metrics, "{\"step\": %lld, \"val_loss\": %.6f, \"val_targets\": %lld}\n", (long long)step, vl, (long long)n);
             fflush(metrics);
         }
+        if (evalset.n && (step == 0 || (args.eval_every > 0 && step % args.eval_every == 0))) {
+            double acc = evaluate_exact_match(&model, &evalset, tok, &chat, args.sample_tokens, step == 0 ? 3 : 0);
+            printf("eval  | step %lld | exact match %.1f%% of %d\n", (long long)step, 100.0 * acc, evalset.n);
+            fprintf(metrics, "{\"step\": %lld, \"eval_accuracy\": %.6f, \"eval_examples\": %d}\n", (long long)step, acc, evalset.n);
+            fflush(metrics);
+        }
         if (args.sample_every > 0 && step % args.sample_every == 0 && step > 0)
-            sample_and_print(&model, have_val ? &val : &train, args.sample_tokens, args.temperature, &sample_rng);
+            sample_and_print(&model, have_val ? &val : &train, tok, args.sample_tokens, args.temperature, &sample_rng);
         float lr = lr_at_step((int)step, steps, args.lr, args.warmup, args.final_lr_frac);
         double t0 = now_seconds();
         StepResult r = train_step(&model, &loader, A, lr, args.weight_decay, args.grad_clip, &state.adam_t);
@@ -894,7 +948,12 @@ int main(int argc, char **argv) {
         printf("val   | step %lld | val loss %.4f over %lld targets\n", (long long)state.step, vl, (long long)n);
         fprintf(metrics, "{\"step\": %lld, \"val_loss\": %.6f, \"val_targets\": %lld}\n", (long long)state.step, vl, (long long)n);
     }
-    if (args.sample_every > 0) sample_and_print(&model, have_val ? &val : &train, args.sample_tokens, args.temperature, &sample_rng);
+    if (evalset.n) {
+        double acc = evaluate_exact_match(&model, &evalset, tok, &chat, args.sample_tokens, 5);
+        printf("eval  | step %lld | exact match %.1f%% of %d\n", (long long)state.step, 100.0 * acc, evalset.n);
+        fprintf(metrics, "{\"step\": %lld, \"eval_accuracy\": %.6f, \"eval_examples\": %d}\n", (long long)state.step, acc, evalset.n);
+    }
+    if (args.sample_every > 0) sample_and_print(&model, have_val ? &val : &train, tok, args.sample_tokens, args.temperature, &sample_rng);
     fclose(metrics);
     state.epoch = loader.epoch; state.cursor = loader.cursor; state.rng = sample_rng.state;
     save_checkpoint(args.out_dir, cfg, &model.params, &state, model.m_mem, model.v_mem, model.num_params);
@@ -904,6 +963,7 @@ int main(int argc, char **argv) {
     if (have_val) { loader_free(&val_loader); data_free(&val); }
     data_free(&train);
     gpt2_free(&model);
+    if (tok) { evalset_free(&evalset); bpe_free(tok); }
     return 0;
 }
 #endif

@@ -16,15 +16,15 @@ typedef enum { FLAG_INT, FLAG_FLOAT, FLAG_STRING } FlagType;
 typedef struct { char letter; FlagType type; void *dest; const char *meaning; } Flag;
 
 typedef struct {
-    const char *train_path, *val_path, *init, *out_dir;
+    const char *train_path, *val_path, *init, *out_dir, *tokenizer_path, *eval_path;
     int B, T, total_batch, max_steps, warmup, shuffle, sample_every, sample_tokens;
-    int val_every, val_batches, ckpt_every, resume, seed;
+    int val_every, val_batches, ckpt_every, resume, seed, eval_every;
     float lr, final_lr_frac, weight_decay, grad_clip, temperature;
 } TrainArgs;
 
 static void train_args_defaults(TrainArgs *a) {
     memset(a, 0, sizeof *a);
-    a->train_path = ""; a->val_path = ""; a->init = "d6"; a->out_dir = "out";
+    a->train_path = ""; a->val_path = ""; a->init = "d6"; a->out_dir = "out"; a->tokenizer_path = ""; a->eval_path = "";
     a->B = 4; a->T = 0; a->total_batch = 0; a->max_steps = -1; a->warmup = 0; a->shuffle = 1;
     a->sample_every = 0; a->sample_tokens = 64; a->val_every = 100; a->val_batches = 20;
     a->ckpt_every = 0; a->resume = 0; a->seed = 1337;
@@ -54,7 +54,10 @@ static void train_args_defaults(TrainArgs *a) {
     {'w', FLAG_FLOAT, &(a)->temperature, "sampling temperature; 0 = greedy (default 0)"},                \
     {'n', FLAG_INT, &(a)->ckpt_every, "checkpoint every N steps; 0 = only at the end (default 0)"},      \
     {'y', FLAG_INT, &(a)->resume, "1 = resume from the latest checkpoint in -o (default 0)"},            \
-    {'z', FLAG_INT, &(a)->seed, "random seed: init, shuffling, sampling (default 1337)"}
+    {'z', FLAG_INT, &(a)->seed, "random seed: init, shuffling, sampling (default 1337)"},                \
+    {'k', FLAG_STRING, &(a)->tokenizer_path, "tokenizer (GPT-2 dir or tokenizer.json): decode samples, run -E"}, \
+    {'E', FLAG_STRING, &(a)->eval_path, "exact-match evaluation JSONL of {prompt, completion}; needs -k"},   \
+    {'a', FLAG_INT, &(a)->eval_every, "run -E every N steps; 0 = before and after training (default 0)"}
 
 static void print_usage(const char *prog, const Flag *flags, int nflags) {
     fprintf(stderr, "usage: %s -i train.bin [flags]\n\nflags:\n", prog);
@@ -122,6 +125,8 @@ static void check_train_args(const char *prog, const TrainArgs *a) {
     if (!(a->temperature >= 0)) usage_error(prog, "-w must be >= 0");
     if (a->ckpt_every < 0) usage_error(prog, "-n must be >= 0, got %d", a->ckpt_every);
     if (a->resume != 0 && a->resume != 1) usage_error(prog, "-y must be 0 or 1, got %d", a->resume);
+    if (a->eval_every < 0) usage_error(prog, "-a must be >= 0, got %d", a->eval_every);
+    if (a->eval_path[0] && !a->tokenizer_path[0]) usage_error(prog, "-E needs the tokenizer the data was made with: pass -k");
 }
 
 // ---------------------------------------------------------------------------
@@ -251,8 +256,8 @@ static void load_model(const char *init, int data_vocab, uint64_t seed, GPT2Conf
 // ---------------------------------------------------------------------------
 // metrics.jsonl: one JSON object per line. On resume from the checkpoint written
 // after step S, the lines the interrupted run wrote after that checkpoint are
-// dropped before appending: training lines of steps > S and validation lines of
-// steps >= S (validation at step S runs after the checkpoint of step S).
+// dropped before appending: training lines of steps > S and validation/evaluation
+// lines of steps >= S (those at step S run after the checkpoint of step S).
 static FILE *open_metrics(const char *out_dir, int64_t keep_through_step) {
     char path[4096];
     snprintf(path, sizeof path, "%s/metrics.jsonl", out_dir);
@@ -270,7 +275,7 @@ static FILE *open_metrics(const char *out_dir, int64_t keep_through_step) {
             int is_val = 0;
             if (json_parse(line, ll, &doc) == 0) {
                 json_int64(json_get(doc.root, "step"), &step);
-                is_val = json_get(doc.root, "val_loss") != NULL;
+                is_val = json_get(doc.root, "val_loss") != NULL || json_get(doc.root, "eval_accuracy") != NULL;
                 json_free(&doc);
             }
             if (step >= 0 && (is_val ? step < keep_through_step : step <= keep_through_step)) { atomic_write(&af, line, ll); atomic_write(&af, "\n", 1); }
