@@ -39,6 +39,9 @@ prepare: data/prepare.c $(DATA_DEPS)
 
 test_prepare: data/test_prepare.c $(DATA_DEPS)
 	$(CC) $(CFLAGS) -o $@ data/test_prepare.c $(LDLIBS)
+
+make_tasks: data/make_tasks.c $(COMMON_H)
+	$(CC) $(CFLAGS) -o $@ data/make_tasks.c $(LDLIBS)
 # ---- end data ----
 
 test: train_sft chat test_sft tok test_tok prepare test_prepare
