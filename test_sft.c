@@ -91,6 +91,38 @@ static double compare_params(const GPT2 *m, const ParamTensors *p, const char *p
     return worst;
 }
 
+// ---- the matrix kernel against a plain double-precision triple loop ---------
+
+static void test_gemm(void) {
+    int shapes[][3] = {{1, 1, 1}, {5, 7, 3}, {130, 300, 270}, {1300, 40, 520}, {7, 1000, 33}};
+    double worst = 0.0;
+    for (int sh = 0; sh < 5; sh++) {
+        int M = shapes[sh][0], N = shapes[sh][1], K = shapes[sh][2];
+        float *A = (float *)xmalloc((size_t)M * K * 4), *B = (float *)xmalloc((size_t)K * N * 4);
+        float *C = (float *)xmalloc((size_t)M * N * 4), *R = (float *)xmalloc((size_t)M * N * 4);
+        Rng r;
+        rng_seed(&r, (uint64_t)sh);
+        for (int i = 0; i < M * K; i++) A[i] = rng_normal(&r);
+        for (int i = 0; i < K * N; i++) B[i] = rng_normal(&r);
+        for (int layout = 0; layout < 4; layout++) {  // A and B each row- or column-contiguous
+            long ars = layout & 1 ? 1 : K, acs = layout & 1 ? M : 1, brs = layout & 2 ? 1 : N, bcs = layout & 2 ? K : 1;
+            for (int accumulate = 0; accumulate < 2; accumulate++) {
+                for (int i = 0; i < M * N; i++) C[i] = 0.5f;
+                gemm(M, N, K, A, ars, acs, B, brs, bcs, C, N, accumulate);
+                for (int i = 0; i < M; i++)
+                    for (int j = 0; j < N; j++) {
+                        double acc = accumulate ? 0.5 : 0.0;
+                        for (int p = 0; p < K; p++) acc += (double)A[i * ars + p * acs] * B[p * brs + j * bcs];
+                        R[i * N + j] = (float)acc;
+                    }
+                worst = fmax(worst, rel_err(C, R, (size_t)M * N, 1.0) / sqrt((double)K));
+            }
+        }
+        free(A); free(B); free(C); free(R);
+    }
+    check("gemm_matches_double_loop", worst < 1e-6, "worst error %.3g (relative to max |C|, per sqrt(K))", worst);
+}
+
 // ---- against PyTorch -----------------------------------------------------
 
 static void test_reference_forward_backward(void) {
@@ -693,6 +725,7 @@ int main(void) {
     if (make_dirs(tmp_root) != 0) fatal("%s: cannot create test directory", tmp_root);
     if (!path_exists("./train_sft")) fatal("./train_sft not found: run from the repository root after make train_sft");
     st_open(&expect, REF_EXPECT);
+    test_gemm();
     test_reference_forward_backward();
     test_reference_training();
     test_import_variants();

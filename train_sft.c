@@ -19,10 +19,11 @@ run reproduces an uninterrupted one bit for bit.
 
 // ----------------------------------------------------------------------------
 // Matrix multiply: C[M,N] (+)= A[M,K] * B[K,N] with A and B given by strides, so
-// one routine serves x*W, dout*W^T and x^T*dout. Blocked like BLIS: panels of A
-// (MC x KC) and B (KC x NC) are packed into contiguous buffers, and a register-
-// blocked micro-kernel computes MR x NR tiles with vector FMAs. Each output tile
-// belongs to one thread and sums over K in a fixed order (deterministic).
+// one routine serves x*W, dout*W^T and x^T*dout. Blocked like BLIS: a block of A
+// (up to MB x KC) is packed once into MR-row panels shared by all threads; each
+// thread packs a KC x NC panel of B and runs a register-blocked micro-kernel over
+// MR x NR tiles with vector FMAs. Every output element sums over K in the same
+// fixed order whatever the thread count (deterministic).
 
 #if defined(__AVX512F__)
 #define GEMM_VEC 16
@@ -32,11 +33,12 @@ run reproduces an uninterrupted one bit for bit.
 #define GEMM_MR 6
 #define GEMM_NR (2 * GEMM_VEC)
 #define GEMM_KC 256
-#define GEMM_MC 120
+#define GEMM_MB 1200   // rows of A packed at once (a multiple of MR)
 #define GEMM_NC 256
 typedef float vfloat __attribute__((vector_size(GEMM_VEC * sizeof(float))));
 
 // Packs A[ic:ic+mc, pc:pc+kc] as MR-row panels: panel[p*MR + r], zero-padded.
+// Row-contiguous A reads each row once; column-contiguous A (x^T) is read by columns.
 static void gemm_pack_a(float *dst, const float *A, long a_rs, long a_cs, int ic, int mc, int pc, int kc, int M) {
     for (int ir = 0; ir < mc; ir += GEMM_MR, dst += GEMM_MR * kc) {
         for (int r = 0; r < GEMM_MR; r++) {
@@ -100,38 +102,42 @@ static void gemm_micro(int kc, const float *restrict a, const float *restrict b,
     }
 }
 
-// Per-thread packing buffers, allocated once: allocating them per call would map
-// and unmap fresh pages on every matrix product.
-static _Thread_local float *gemm_pack_a_buf, *gemm_pack_b_buf;
+// Packing buffers, allocated once (allocating per call would map fresh pages on
+// every product): a block of A shared by all threads, a panel of B per thread.
+static float *gemm_a_buf;
+static _Thread_local float *gemm_b_buf;
 
 static void gemm(int M, int N, int K, const float *A, long a_rs, long a_cs, const float *B, long b_rs, long b_cs,
                  float *C, long ldc, int accumulate) {
     if (M <= 0 || N <= 0) return;
     if (K <= 0) { if (!accumulate) for (int i = 0; i < M; i++) memset(C + (long)i * ldc, 0, (size_t)N * sizeof(float)); return; }
-    int mtiles = (M + GEMM_MC - 1) / GEMM_MC, ntiles = (N + GEMM_NC - 1) / GEMM_NC;
-    double work = (double)M * N * K;
-#pragma omp parallel if (work > 2e5)
-    {
-        if (!gemm_pack_a_buf) {
-            gemm_pack_a_buf = (float *)aligned_alloc(64, sizeof(float) * GEMM_MC * GEMM_KC);
-            gemm_pack_b_buf = (float *)aligned_alloc(64, sizeof(float) * GEMM_KC * GEMM_NC);
-            if (!gemm_pack_a_buf || !gemm_pack_b_buf) fatal("out of memory in gemm");
-        }
-        float *ap = gemm_pack_a_buf, *bp = gemm_pack_b_buf;
-#pragma omp for schedule(dynamic, 1)
-        for (int tile = 0; tile < mtiles * ntiles; tile++) {
-            int ic = (tile / ntiles) * GEMM_MC, jc = (tile % ntiles) * GEMM_NC;
-            int mc = M - ic < GEMM_MC ? M - ic : GEMM_MC, nc = N - jc < GEMM_NC ? N - jc : GEMM_NC;
-            for (int pc = 0; pc < K; pc += GEMM_KC) {
-                int kc = K - pc < GEMM_KC ? K - pc : GEMM_KC;
-                gemm_pack_b(bp, B, b_rs, b_cs, pc, kc, jc, nc, N);
-                gemm_pack_a(ap, A, a_rs, a_cs, ic, mc, pc, kc, M);
-                int acc = accumulate || pc > 0;
-                for (int jr = 0; jr < nc; jr += GEMM_NR) {
-                    int nr = nc - jr < GEMM_NR ? nc - jr : GEMM_NR;
-                    for (int ir = 0; ir < mc; ir += GEMM_MR) {
-                        int mr = mc - ir < GEMM_MR ? mc - ir : GEMM_MR;
-                        gemm_micro(kc, ap + (long)ir * kc, bp + (long)jr * kc, C + (long)(ic + ir) * ldc + jc + jr, ldc, mr, nr, acc);
+    if (!gemm_a_buf && !(gemm_a_buf = (float *)aligned_alloc(64, sizeof(float) * GEMM_MB * GEMM_KC))) fatal("out of memory in gemm");
+    // column tiles narrow enough that every thread gets several
+    int threads = omp_get_max_threads(), nc = (N + 4 * threads - 1) / (4 * threads);
+    nc = (nc + GEMM_NR - 1) / GEMM_NR * GEMM_NR;
+    if (nc > GEMM_NC) nc = GEMM_NC;
+    int ntiles = (N + nc - 1) / nc;
+    int parallel = (double)M * N * K > 2e5;
+    for (int ic = 0; ic < M; ic += GEMM_MB) {
+        int mb = M - ic < GEMM_MB ? M - ic : GEMM_MB;
+        for (int pc = 0; pc < K; pc += GEMM_KC) {
+            int kc = K - pc < GEMM_KC ? K - pc : GEMM_KC, acc = accumulate || pc > 0;
+            int panels = (mb + GEMM_MR - 1) / GEMM_MR;
+#pragma omp parallel for schedule(static) if (parallel)
+            for (int q = 0; q < panels; q++) {
+                int ir = q * GEMM_MR;
+                gemm_pack_a(gemm_a_buf + (long)ir * kc, A, a_rs, a_cs, ic + ir, mb - ir < GEMM_MR ? mb - ir : GEMM_MR, pc, kc, M);
+            }
+#pragma omp parallel for schedule(dynamic, 1) if (parallel)
+            for (int t = 0; t < ntiles; t++) {
+                if (!gemm_b_buf && !(gemm_b_buf = (float *)aligned_alloc(64, sizeof(float) * GEMM_KC * GEMM_NC))) fatal("out of memory in gemm");
+                int jc = t * nc, ncur = N - jc < nc ? N - jc : nc;
+                gemm_pack_b(gemm_b_buf, B, b_rs, b_cs, pc, kc, jc, ncur, N);
+                for (int jr = 0; jr < ncur; jr += GEMM_NR) {
+                    int nr = ncur - jr < GEMM_NR ? ncur - jr : GEMM_NR;
+                    for (int ir = 0; ir < mb; ir += GEMM_MR) {
+                        int mr = mb - ir < GEMM_MR ? mb - ir : GEMM_MR;
+                        gemm_micro(kc, gemm_a_buf + (long)ir * kc, gemm_b_buf + (long)jr * kc, C + (long)(ic + ir) * ldc + jc + jr, ldc, mr, nr, acc);
                     }
                 }
             }
@@ -349,11 +355,12 @@ static void classifier_forward(float *logits, float *losses, const float *x, con
         float *l = logits + (size_t)r * V;
         float mx = -INFINITY;
         for (int v = 0; v < V; v++) if (l[v] > mx) mx = l[v];
+        float target_logit = l[targets[r]];
         double sum = 0.0;
-        for (int v = 0; v < V; v++) sum += exp((double)(l[v] - mx));
-        losses[r] = (float)(log(sum) + mx - l[targets[r]]);
+        for (int v = 0; v < V; v++) { l[v] = expf(l[v] - mx); sum += l[v]; }
+        losses[r] = (float)(log(sum) + mx - target_logit);
         float inv = (float)(1.0 / sum);
-        for (int v = 0; v < V; v++) l[v] = expf(l[v] - mx) * inv;
+        for (int v = 0; v < V; v++) l[v] *= inv;
         l[targets[r]] -= 1.0f;
     }
 }
