@@ -502,6 +502,24 @@ static void test_resume_bit_identical(void) {
     free(ma); free(mb); free(fa); free(fb);
 }
 
+// One thread and three threads give bit-identical losses (every reduction has a fixed order).
+static void test_thread_count_independent(void) {
+    char cmd[2048], err[4096], path[700], la[4096], lb[4096];
+    const char *common = "./train_sft -i " REF_DATA " -e d2c32h2t24 -b 3 -t 16 -x 3 -l 1e-2 -S 1";
+    snprintf(cmd, sizeof cmd, "OMP_NUM_THREADS=1 %s -o %s/threads1", common, tmp_root);
+    int rc1 = run(cmd, err, sizeof err);
+    snprintf(cmd, sizeof cmd, "OMP_NUM_THREADS=3 %s -o %s/threads3", common, tmp_root);
+    int rc2 = run(cmd, err, sizeof err);
+    snprintf(path, sizeof path, "%s/threads1/metrics.jsonl", tmp_root);
+    char *ma = read_text(path);
+    snprintf(path, sizeof path, "%s/threads3/metrics.jsonl", tmp_root);
+    char *mb = read_text(path);
+    loss_lines(ma, la, sizeof la);
+    loss_lines(mb, lb, sizeof lb);
+    check("thread_count_independent", rc1 == 0 && rc2 == 0 && la[0] && !strcmp(la, lb), "exit %d %d; 1 thread %s vs 3 threads %s", rc1, rc2, la, lb);
+    free(ma); free(mb);
+}
+
 // Writes a copy of `src` with `len` bytes, or with bytes [at, at+n) replaced.
 static void write_variant(const char *dst, const char *src, size_t len, size_t at, const void *bytes, size_t n) {
     size_t sl;
@@ -738,6 +756,7 @@ int main(void) {
     test_vocab_growth();
     test_kv_cache_decode();
     test_resume_bit_identical();
+    test_thread_count_independent();
     test_bad_inputs();
     st_close(&expect);
     char cmd[400];
