@@ -6,10 +6,12 @@
 #   tokenizer/   a small BPE tokenizer (./tok train) trained on the fixed wording of
 #                the training prompts, so digits and task letters stay single tokens
 #   train.bin, val.bin   ./prepare output (about 5% of the rows go to val.bin)
+# Usage: bash data/make_demo.sh [DIR]   (default data/demo; data/test_prepare.sh
+# regenerates into a temporary DIR and compares with the committed files)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 make -s make_tasks tok prepare
-D=data/demo
+D=${1:-data/demo}
 mkdir -p "$D"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT

@@ -5,7 +5,8 @@
 //   ./test_prepare                     all checks below
 //   ./test_prepare --json-only         only the JSON parser corpus (for the ASan build)
 //   ./test_prepare --pack-stats FILE T print the trainer loader's packing of FILE at T
-//                                      ("efficiency E rows R filled F"), for test_prepare.sh
+//                                      ("efficiency E rows R filled F") and the document
+//                                      length percentiles, for test_prepare.sh
 //
 // Checks:
 //   - common/json.h against Python's json on data/testdata/json_cases.txt (expected
@@ -644,6 +645,20 @@ int main(int argc, char **argv) {
         int T = atoi(argv[3]);
         int64_t filled, rows = loader_rows_in_epoch(&df, T, 0, 0, 0, &filled);
         printf("efficiency %.4f rows %lld filled %lld\n", (double)filled / (double)(rows * T), (long long)rows, (long long)filled);
+        // document lengths: nearest-rank percentiles, by sorting with insertion into buckets
+        int64_t maxlen = 0;
+        for (int64_t d = 0; d < df.num_docs; d++) if (data_doc_length(&df, d) > maxlen) maxlen = data_doc_length(&df, d);
+        int64_t *count = (int64_t *)xcalloc((size_t)maxlen + 1, sizeof(int64_t));
+        for (int64_t d = 0; d < df.num_docs; d++) count[data_doc_length(&df, d)]++;
+        printf("lengths");
+        const int pct[3] = {50, 90, 99};
+        for (int q = 0; q < 3; q++) {
+            int64_t need = (pct[q] * df.num_docs + 99) / 100, seen = 0, L = 0;  // ceil(p% of D) documents at or below
+            while (seen < need) seen += count[++L];
+            printf(" p%d %lld", pct[q], (long long)L);
+        }
+        printf(" max %lld\n", (long long)maxlen);
+        free(count);
         data_free(&df);
         return 0;
     }
