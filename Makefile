@@ -48,4 +48,4 @@ test: train_sft chat test_sft tok test_tok prepare test_prepare
 	bash dev/run_tests.sh ./test_sft ./test_tok "bash tokenizer/test_exact.sh" ./test_prepare "bash data/test_prepare.sh"
 
 clean:
-	rm -f train_sft chat test_sft tok test_tok prepare test_prepare train_sftcu test_sftcu
+	rm -f train_sft chat test_sft tok test_tok prepare test_prepare make_tasks train_sftcu test_sftcu

@@ -41,6 +41,10 @@ typedef float vfloat __attribute__((vector_size(GEMM_VEC * sizeof(float))));
 // Row-contiguous A reads each row once; column-contiguous A (x^T) is read by columns.
 static void gemm_pack_a(float *dst, const float *A, long a_rs, long a_cs, int ic, int mc, int pc, int kc, int M) {
     for (int ir = 0; ir < mc; ir += GEMM_MR, dst += GEMM_MR * kc) {
+        if (a_rs == 1 && ir + GEMM_MR <= mc && ic + ir + GEMM_MR <= M) {  // columns contiguous: copy MR at a time
+            for (int p = 0; p < kc; p++) memcpy(dst + p * GEMM_MR, A + ic + ir + (long)(pc + p) * a_cs, GEMM_MR * sizeof(float));
+            continue;
+        }
         for (int r = 0; r < GEMM_MR; r++) {
             int i = ic + ir + r;
             if (ir + r >= mc || i >= M) { for (int p = 0; p < kc; p++) dst[p * GEMM_MR + r] = 0.0f; continue; }
@@ -319,11 +323,19 @@ static void attention_backward(float *dqkv, const float *dout, const float *qkv,
 
 // GELU, tanh approximation ("gelu_new"): 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
 #define GELU_SCALE 0.7978845608028654f
+
+// tanh(u) = 1 - 2 / (exp(2u) + 1): one expf instead of libm's slower tanhf. The
+// absolute error stays near float rounding, which is all GELU's 1 + tanh needs.
+static inline float tanh_via_exp(float u) {
+    if (u > 15.0f) return 1.0f;
+    if (u < -15.0f) return -1.0f;
+    return 1.0f - 2.0f / (expf(2.0f * u) + 1.0f);
+}
 static void gelu_forward(float *out, const float *inp, size_t N) {
 #pragma omp parallel for schedule(static)
     for (size_t i = 0; i < N; i++) {
         float x = inp[i];
-        out[i] = 0.5f * x * (1.0f + tanhf(GELU_SCALE * (x + 0.044715f * x * x * x)));
+        out[i] = 0.5f * x * (1.0f + tanh_via_exp(GELU_SCALE * (x + 0.044715f * x * x * x)));
     }
 }
 
@@ -332,7 +344,7 @@ static void gelu_backward(float *dinp, const float *inp, const float *dout, size
     for (size_t i = 0; i < N; i++) {
         float x = inp[i];
         float u = GELU_SCALE * (x + 0.044715f * x * x * x);
-        float th = tanhf(u);
+        float th = tanh_via_exp(u);
         float sech2 = 1.0f - th * th;
         float local = 0.5f * (1.0f + th) + 0.5f * x * sech2 * GELU_SCALE * (1.0f + 3.0f * 0.044715f * x * x);
         dinp[i] += local * dout[i];
@@ -747,6 +759,21 @@ static int generate(const GPT2 *m, KVCache *kv, const int *prompt, int prompt_le
     return n;
 }
 
+// Prints model output on one line, at most 80 bytes: newlines as \n, other control
+// bytes and bytes that are not valid UTF-8 as \xNN.
+static void print_visible(const char *s, size_t n) {
+    size_t i = 0;
+    while (i < n && i < 80) {
+        unsigned char c = (unsigned char)s[i];
+        int len = json_utf8_length_((const unsigned char *)s + i, n - i);
+        if (c == '\n') printf("\\n");
+        else if (c < 0x20 || c == 0x7f || len == 0) printf("\\x%02x", c);
+        else { fwrite(s + i, 1, (size_t)len, stdout); i += (size_t)len; continue; }
+        i++;
+    }
+    if (n > 80) printf("...");
+}
+
 // Exact-match accuracy: greedy answers to each prompt, up to the end-of-turn
 // token, compared with the expected completions. Prints the first `show` examples.
 static double evaluate_exact_match(const GPT2 *m, const EvalSet *es, BpeTokenizer *tok, const ChatTokens *ct, int max_new, int show) {
@@ -761,9 +788,11 @@ static double evaluate_exact_match(const GPT2 *m, const EvalSet *es, BpeTokenize
         if (bpe_decode(tok, out, (size_t)(ended ? n - 1 : n), &text, err, sizeof err)) fatal("decoding a generated answer: %s", err);
         int ok = ended && evalset_match(text.data ? text.data : "", text.n, es->answers[i]);
         correct += ok;
-        if (i < show)
-            printf("eval  | %s  ->  %.*s%s  [%s, expected %s]\n", es->prompt_texts[i], (int)text.n, text.data ? text.data : "",
-                   ended ? "" : " ...", ok ? "right" : "wrong", es->answers[i]);
+        if (i < show) {
+            printf("eval  | %s  ->  ", es->prompt_texts[i]);
+            print_visible(text.data, text.n);
+            printf("%s  [%s, expected %s]\n", ended ? "" : " ...", ok ? "right" : "wrong", es->answers[i]);
+        }
         bpe_bytes_free(&text);
     }
     free(out);
@@ -778,7 +807,7 @@ static void print_tokens(const BpeTokenizer *tok, const int *ids, int n) {
     char err[BPE_ERR_LEN];
     BpeBytes text = {0};
     if (tok && bpe_decode(tok, ids, (size_t)n, &text, err, sizeof err) == 0) {
-        printf("%.*s", (int)text.n, text.data ? text.data : "");
+        print_visible(text.data, text.n);
         bpe_bytes_free(&text);
         return;
     }
