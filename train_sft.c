@@ -765,7 +765,8 @@ static void print_visible(const char *s, size_t n) {
     size_t i = 0;
     while (i < n && i < 80) {
         unsigned char c = (unsigned char)s[i];
-        int len = json_utf8_length_((const unsigned char *)s + i, n - i);
+        uint32_t cp;
+        int len = utf8_decode((const unsigned char *)s + i, n - i, &cp);
         if (c == '\n') printf("\\n");
         else if (c < 0x20 || c == 0x7f || len == 0) printf("\\x%02x", c);
         else { fwrite(s + i, 1, (size_t)len, stdout); i += (size_t)len; continue; }

@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "utf8.h"
 
 #define JSON_MAX_DEPTH 512
 
@@ -92,36 +93,6 @@ static int json_hex4_(JsonParser_ *ps, unsigned *out) {
     return 0;
 }
 
-// Length of the valid UTF-8 sequence at s (at most n bytes available), or 0 if invalid.
-static int json_utf8_length_(const unsigned char *s, size_t n) {
-    unsigned c = s[0];
-    if (c < 0x80) return 1;
-    int len; unsigned min;
-    if (c >= 0xC2 && c <= 0xDF) { len = 2; min = 0x80; }
-    else if (c >= 0xE0 && c <= 0xEF) { len = 3; min = 0x800; }
-    else if (c >= 0xF0 && c <= 0xF4) { len = 4; min = 0x10000; }
-    else return 0;
-    if ((size_t)len > n) return 0;
-    unsigned cp = c & (0x3F >> (len - 1));
-    for (int i = 1; i < len; i++) {
-        if ((s[i] & 0xC0) != 0x80) return 0;
-        cp = (cp << 6) | (s[i] & 0x3F);
-    }
-    if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
-    return len;
-}
-
-static size_t json_put_utf8_(char *out, unsigned cp) {
-    if (cp < 0x80) { out[0] = (char)cp; return 1; }
-    if (cp < 0x800) { out[0] = (char)(0xC0 | (cp >> 6)); out[1] = (char)(0x80 | (cp & 0x3F)); return 2; }
-    if (cp < 0x10000) {
-        out[0] = (char)(0xE0 | (cp >> 12)); out[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
-        out[2] = (char)(0x80 | (cp & 0x3F)); return 3;
-    }
-    out[0] = (char)(0xF0 | (cp >> 18)); out[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
-    out[2] = (char)(0x80 | ((cp >> 6) & 0x3F)); out[3] = (char)(0x80 | (cp & 0x3F)); return 4;
-}
-
 // Parses a string starting at the opening quote. The decoded text is never longer
 // than the escaped text, so one allocation of the raw length suffices.
 static int json_parse_string_(JsonParser_ *ps, char **out, size_t *out_len) {
@@ -159,13 +130,14 @@ static int json_parse_string_(JsonParser_ *ps, char **out, size_t *out_len) {
                     if (lo < 0xDC00 || lo > 0xDFFF) { free(buf); return json_fail_(ps, "unpaired high surrogate in \\u escape"); }
                     cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
                 }
-                n += json_put_utf8_(buf + n, cp);
+                n += utf8_encode(buf + n, cp);
                 break;
             }
             default: free(buf); return json_fail_(ps, "unknown escape in string");
             }
         } else {
-            int len = json_utf8_length_(ps->p, (size_t)(q - ps->p));
+            uint32_t cp;
+            int len = utf8_decode(ps->p, (size_t)(q - ps->p), &cp);
             if (!len) { free(buf); return json_fail_(ps, "invalid UTF-8 in string"); }
             memcpy(buf + n, ps->p, (size_t)len);
             n += (size_t)len;

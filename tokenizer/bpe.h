@@ -38,6 +38,7 @@
 #include <sys/types.h>
 
 #include "../common/json.h"
+#include "../common/utf8.h"
 #include "unicode_tables.h"
 
 #define BPE_ERR_LEN 512
@@ -204,36 +205,6 @@ static int bpe_gpt2_byte_order_(int i) {
     return order[i];
 }
 
-// Decodes one UTF-8 sequence at s[0..n); returns its length and the code point, or 0 if invalid.
-static inline int bpe_utf8_decode_(const unsigned char *s, size_t n, uint32_t *cp) {
-    unsigned c = s[0];
-    if (c < 0x80) { *cp = c; return 1; }
-    int len; uint32_t min;
-    if (c >= 0xC2 && c <= 0xDF) { len = 2; min = 0x80; }
-    else if (c >= 0xE0 && c <= 0xEF) { len = 3; min = 0x800; }
-    else if (c >= 0xF0 && c <= 0xF4) { len = 4; min = 0x10000; }
-    else return 0;
-    if ((size_t)len > n) return 0;
-    uint32_t v = c & (0x3F >> (len - 1));
-    for (int i = 1; i < len; i++) {
-        if ((s[i] & 0xC0) != 0x80) return 0;
-        v = (v << 6) | (s[i] & 0x3F);
-    }
-    if (v < min || v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF)) return 0;
-    *cp = v;
-    return len;
-}
-static size_t bpe_utf8_put_(char *out, uint32_t cp) {
-    if (cp < 0x80) { out[0] = (char)cp; return 1; }
-    if (cp < 0x800) { out[0] = (char)(0xC0 | (cp >> 6)); out[1] = (char)(0x80 | (cp & 0x3F)); return 2; }
-    if (cp < 0x10000) {
-        out[0] = (char)(0xE0 | (cp >> 12)); out[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
-        out[2] = (char)(0x80 | (cp & 0x3F)); return 3;
-    }
-    out[0] = (char)(0xF0 | (cp >> 18)); out[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
-    out[2] = (char)(0x80 | ((cp >> 6) & 0x3F)); out[3] = (char)(0x80 | (cp & 0x3F)); return 4;
-}
-
 // Converts a token string in GPT-2's printable alphabet to bytes. Returns the byte
 // count, or -1 if a character is not in the alphabet (or the text is not UTF-8).
 static long bpe_unmap_(const char *s, size_t n, char *out) {
@@ -241,7 +212,7 @@ static long bpe_unmap_(const char *s, size_t n, char *out) {
     size_t i = 0, k = 0;
     while (i < n) {
         uint32_t cp;
-        int l = bpe_utf8_decode_(u + i, n - i, &cp);
+        int l = utf8_decode(u + i, n - i, &cp);
         if (!l) return -1;
         int b = bpe_cp_to_byte_(cp);
         if (b < 0) return -1;
@@ -253,7 +224,7 @@ static long bpe_unmap_(const char *s, size_t n, char *out) {
 // Bytes -> GPT-2 printable alphabet (UTF-8). out needs 2*n bytes.
 static size_t bpe_map_(const char *s, size_t n, char *out) {
     size_t k = 0;
-    for (size_t i = 0; i < n; i++) k += bpe_utf8_put_(out + k, (uint32_t)bpe_byte_to_cp_((unsigned char)s[i]));
+    for (size_t i = 0; i < n; i++) k += utf8_encode(out + k, (uint32_t)bpe_byte_to_cp_((unsigned char)s[i]));
     return k;
 }
 
@@ -268,7 +239,7 @@ static inline int bpe_char_at_(const unsigned char *s, size_t n, size_t i, int *
     unsigned c = s[i];
     if (c < 0x80) { *cls = uc_stage2[uc_stage1[0]][c]; return 1; }
     uint32_t cp;
-    int l = bpe_utf8_decode_(s + i, n - i, &cp);
+    int l = utf8_decode(s + i, n - i, &cp);
     if (!l) { *cls = BPE_OTHER; return 1; }
     *cls = bpe_class_of_cp_(cp);
     return l;
@@ -496,7 +467,7 @@ static int bpe_add_special(BpeTokenizer *t, const char *s, size_t n, int32_t *id
     if (n == 0) return bpe_err_(err, errlen, BPE_EINVAL, "special token is empty");
     for (size_t i = 0; i < n;) {
         uint32_t cp;
-        int l = bpe_utf8_decode_((const unsigned char *)s + i, n - i, &cp);
+        int l = utf8_decode((const unsigned char *)s + i, n - i, &cp);
         if (!l) return bpe_err_(err, errlen, BPE_EINVAL, "special token is not valid UTF-8");
         i += (size_t)l;
     }
