@@ -884,6 +884,7 @@ int main(int argc, char **argv) {
                   args.tokenizer_path, bpe_vocab_size(tok), cfg->V);
         if (args.eval_path[0]) evalset_load(&evalset, args.eval_path, tok, &chat, cfg->maxT, 1);
     }
+    if ((int64_t)args.B * args.T > (1 << 24)) usage_error(argv[0], "-b %d x -t %d is too many positions per micro-batch", args.B, args.T);
     int BT = args.B * args.T;
     if (args.total_batch == 0) args.total_batch = BT;
     if (args.total_batch % BT) usage_error(argv[0], "-d %d is not a multiple of B*T = %d", args.total_batch, BT);

@@ -109,7 +109,7 @@ static void check_train_args(const char *prog, const TrainArgs *a) {
     if (strlen(a->out_dir) > 1000 || strlen(a->init) > 1000) usage_error(prog, "paths longer than 1000 characters are not supported");
     if (!a->out_dir[0]) usage_error(prog, "-o needs a directory name");
     if (a->B < 1) usage_error(prog, "-b must be at least 1, got %d", a->B);
-    if (a->T < 0) usage_error(prog, "-t must be positive, got %d", a->T);
+    if (a->T < 0 || a->T == 1) usage_error(prog, "-t must be at least 2, got %d", a->T);
     if (a->total_batch < 0) usage_error(prog, "-d must be positive, got %d", a->total_batch);
     if (!(a->lr >= 0)) usage_error(prog, "-l must be >= 0");
     if (a->warmup < 0) usage_error(prog, "-u must be >= 0, got %d", a->warmup);
