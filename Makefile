@@ -8,7 +8,7 @@ LDLIBS = -lm
 
 COMMON_H = $(wildcard common/*.h data/*.h tokenizer/*.h)
 
-.PHONY: all test clean
+.PHONY: all test clean check_headers_cxx
 
 all: train_sft chat tok prepare
 
@@ -44,8 +44,12 @@ make_tasks: data/make_tasks.c $(COMMON_H)
 	$(CC) $(CFLAGS) -o $@ data/make_tasks.c $(LDLIBS)
 # ---- end data ----
 
+# The shared headers are also included by C++ (the CUDA trainer): keep them valid C++.
+check_headers_cxx: dev/headers_check.cpp $(COMMON_H)
+	$(CXX) -std=c++17 -Wall -Wextra -Wno-unused-function -Werror -fsyntax-only -I. dev/headers_check.cpp
+
 test: train_sft chat test_sft tok test_tok prepare test_prepare
-	bash dev/run_tests.sh ./test_sft ./test_tok "bash tokenizer/test_exact.sh" ./test_prepare "bash data/test_prepare.sh"
+	bash dev/run_tests.sh "make -s check_headers_cxx && echo ok shared_headers_are_valid_cxx" ./test_sft ./test_tok "bash tokenizer/test_exact.sh" ./test_prepare "bash data/test_prepare.sh"
 
 clean:
 	rm -f train_sft chat test_sft tok test_tok prepare test_prepare make_tasks train_sftcu test_sftcu

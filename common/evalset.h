@@ -35,7 +35,7 @@ static void evalset_load(EvalSet *es, const char *path, BpeTokenizer *tok, const
     int cap = 0, line_no = 0;
     char err[BPE_ERR_LEN];
     for (char *line = text; line < text + len;) {
-        char *nl = memchr(line, '\n', (size_t)(text + len - line));
+        char *nl = (char *)memchr(line, '\n', (size_t)(text + len - line));
         size_t ll = nl ? (size_t)(nl - line) : (size_t)(text + len - line);
         line_no++;
         size_t k = 0;
@@ -55,7 +55,7 @@ static void evalset_load(EvalSet *es, const char *path, BpeTokenizer *tok, const
                 es->answers = (char **)realloc(es->answers, (size_t)cap * sizeof(char *));
                 if (!es->prompts || !es->prompt_lens || !es->prompt_texts || !es->answers) fatal("out of memory loading %s", path);
             }
-            ChatDoc d = {0};
+            ChatDoc d = {NULL, NULL, 0, 0};
             if (chat_render_prompt(tok, ct, &d, p->string, p->length, err, sizeof err)) fatal("%s:%d: %s", path, line_no, err);
             if ((int)d.n > max_prompt_len) fatal("%s:%d: the prompt is %zu tokens, longer than the model's context", path, line_no, d.n);
             es->prompts[es->n] = (int *)xmalloc(d.n * sizeof(int));

@@ -268,7 +268,7 @@ static FILE *open_metrics(const char *out_dir, int64_t keep_through_step) {
         atomic_open(&af, path);
         char *line = text;
         while (line < text + len) {
-            char *nl = memchr(line, '\n', (size_t)(text + len - line));
+            char *nl = (char *)memchr(line, '\n', (size_t)(text + len - line));
             size_t ll = nl ? (size_t)(nl - line) : (size_t)(text + len - line);
             JsonDoc doc;
             int64_t step = -1;

@@ -94,7 +94,7 @@ static int chat_append_token(ChatDoc *d, int32_t id, int train) {
 // Tokenizes text[0..len) on its own (special-token text is not parsed) and appends
 // the ids, each with flag `train`.
 static int chat_append_text(BpeTokenizer *t, ChatDoc *d, const char *text, size_t len, int train, char *err, size_t errlen) {
-    BpeIds ids = {0};
+    BpeIds ids = {NULL, 0, 0};
     int rc = bpe_encode(t, text, len, 0, &ids, err, errlen);
     if (!rc && chat_reserve_(d, d->n + ids.n)) rc = bpe_err_(err, errlen, BPE_ENOMEM, "out of memory");
     if (!rc) {

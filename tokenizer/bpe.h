@@ -818,7 +818,8 @@ static int bpe_load_gpt2_files(BpeTokenizer **out, const char *vocab_path, const
     rc = bpe_read_file_(merges_path, &mtext, &mlen, err, errlen);
     if (rc) { free(vtext); return rc; }
     BpeTokenizer *t = bpe_new_();
-    JsonDoc doc = {0};
+    JsonDoc doc;
+    memset(&doc, 0, sizeof doc);
     if (!t) rc = bpe_err_(err, errlen, BPE_ENOMEM, "out of memory");
     else if (json_parse(vtext, vlen, &doc)) rc = bpe_err_(err, errlen, BPE_EFORMAT, "%s: bad JSON: %s", vocab_path, doc.error);
     else {
@@ -884,7 +885,8 @@ static int bpe_load_tokenizer_json(BpeTokenizer **out, const char *path, char *e
     int rc = bpe_read_file_(path, &text, &len, err, errlen);
     if (rc) return rc;
     BpeTokenizer *t = bpe_new_();
-    JsonDoc doc = {0};
+    JsonDoc doc;
+    memset(&doc, 0, sizeof doc);
     if (!t) { free(text); return bpe_err_(err, errlen, BPE_ENOMEM, "out of memory"); }
     if (json_parse(text, len, &doc)) {
         rc = bpe_err_(err, errlen, BPE_EFORMAT, "%s: bad JSON: %s", path, doc.error);
