@@ -356,12 +356,9 @@ static void residual_forward(float *out, const float *a, const float *b, size_t 
     for (size_t i = 0; i < N; i++) out[i] = a[i] + b[i];
 }
 
-// Classifier over R selected rows x[R, C]: logits = x * wte^T (tied embedding).
-// With targets: loss_r = logsumexp(logits_r) - logits_r[target_r], and the logits
-// are replaced in place by d(loss_r)/d(logits_r) = softmax(logits_r) - onehot(target_r).
-static void classifier_forward(float *logits, float *losses, const float *x, const float *wte, const int *targets, int R, int C, int V) {
-    gemm(R, V, C, x, C, 1, wte, 1, C, logits, V, 0);
-    if (!targets) return;
+// Cross-entropy over R rows of logits: loss_r = logsumexp(logits_r) - logits_r[target_r],
+// and the logits are replaced in place by d(loss_r)/d(logits_r) = softmax(logits_r) - onehot(target_r).
+static void crossentropy_softmax(float *logits, float *losses, const int *targets, int R, int V) {
 #pragma omp parallel for schedule(static)
     for (int r = 0; r < R; r++) {
         float *l = logits + (size_t)r * V;
@@ -375,6 +372,13 @@ static void classifier_forward(float *logits, float *losses, const float *x, con
         for (int v = 0; v < V; v++) l[v] *= inv;
         l[targets[r]] -= 1.0f;
     }
+}
+
+// Classifier over R selected rows x[R, C]: logits = x * wte^T (tied embedding), then
+// with targets the cross-entropy above.
+static void classifier_forward(float *logits, float *losses, const float *x, const float *wte, const int *targets, int R, int C, int V) {
+    gemm(R, V, C, x, C, 1, wte, 1, C, logits, V, 0);
+    if (targets) crossentropy_softmax(logits, losses, targets, R, V);
 }
 
 // dx = dlogits * wte,  dwte += dlogits^T * x
@@ -559,21 +563,25 @@ static float gradient_norm(const GPT2 *m) {
     return (float)sqrt(total);
 }
 
+// One AdamW step (update count t) on n parameters with weight decay wd.
+static void adamw_tensor(float *p, const float *g, float *m, float *v, size_t n, float lr, float beta1, float beta2, float eps, float wd, int64_t t) {
+    float bc1 = 1.0f - powf(beta1, (float)t), bc2_sqrt = sqrtf(1.0f - powf(beta2, (float)t));
+    float step_size = lr / bc1, decay = 1.0f - lr * wd;
+#pragma omp parallel for schedule(static)
+    for (size_t k = 0; k < n; k++) {
+        p[k] *= decay;
+        m[k] = beta1 * m[k] + (1.0f - beta1) * g[k];
+        v[k] = beta2 * v[k] + (1.0f - beta2) * g[k] * g[k];
+        p[k] -= step_size * m[k] / (sqrtf(v[k]) / bc2_sqrt + eps);
+    }
+}
+
 static void adamw_update(GPT2 *m, float lr, float weight_decay, int64_t t) {
-    float bc1 = 1.0f - powf(ADAM_BETA1, (float)t), bc2_sqrt = sqrtf(1.0f - powf(ADAM_BETA2, (float)t));
-    float step_size = lr / bc1;
     size_t off = 0;
     for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
         size_t n = param_numel(&m->cfg, i);
-        float decay = PARAM_INFO[i].decay ? 1.0f - lr * weight_decay : 1.0f;
-        float *p = m->params_mem + off, *g = m->grads_mem + off, *mm = m->m_mem + off, *vv = m->v_mem + off;
-#pragma omp parallel for schedule(static)
-        for (size_t k = 0; k < n; k++) {
-            p[k] *= decay;
-            mm[k] = ADAM_BETA1 * mm[k] + (1.0f - ADAM_BETA1) * g[k];
-            vv[k] = ADAM_BETA2 * vv[k] + (1.0f - ADAM_BETA2) * g[k] * g[k];
-            p[k] -= step_size * mm[k] / (sqrtf(vv[k]) / bc2_sqrt + ADAM_EPS);
-        }
+        adamw_tensor(m->params_mem + off, m->grads_mem + off, m->m_mem + off, m->v_mem + off, n, lr, ADAM_BETA1, ADAM_BETA2, ADAM_EPS,
+                     PARAM_INFO[i].decay ? weight_decay : 0.0f, t);
         off += n;
     }
 }
