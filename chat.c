@@ -18,11 +18,11 @@ typedef struct { const char *model, *tokenizer, *prompt, *file; int max_new, see
 
 // Generates one assistant answer after the tokens of `conv`, prints it, and appends
 // it (with its end-of-turn token) to conv.
-static void answer(const GPT2 *m, KVCache *kv, BpeTokenizer *tok, const ChatTokens *ct, ChatDoc *conv, const ChatArgs *a, Rng *rng,
+static void answer(const Generator *g, BpeTokenizer *tok, const ChatTokens *ct, ChatDoc *conv, const ChatArgs *a, Rng *rng,
                    char **text_out) {
     int *prompt = (int *)xmalloc(conv->n * sizeof(int)), *out = (int *)xmalloc((size_t)a->max_new * sizeof(int));
     for (size_t i = 0; i < conv->n; i++) prompt[i] = conv->ids[i];
-    int n = generate(m, kv, prompt, (int)conv->n, ct->im_end, a->max_new, a->temperature, rng, out);
+    int n = generate_tokens(g, prompt, (int)conv->n, ct->im_end, a->max_new, a->temperature, rng, out);
     int ended = n > 0 && out[n - 1] == ct->im_end;
     char err[BPE_ERR_LEN];
     BpeBytes text = {0};
@@ -64,8 +64,9 @@ int main(int argc, char **argv) {
     if (bpe_vocab_size(tok) > m.cfg.V)
         fatal("%s: the tokenizer (with chat tokens) has %d tokens but the model only %d: not the model's tokenizer", a.tokenizer,
               bpe_vocab_size(tok), m.cfg.V);
-    KVCache kv;
-    kv_init(&kv, &m.cfg, m.cfg.maxT);
+    CpuGenerator cpu_gen;
+    Generator gen;
+    cpu_generator_init(&cpu_gen, &gen, &m);
     Rng rng;
     rng_seed(&rng, (uint64_t)a.seed);
 
@@ -78,7 +79,7 @@ int main(int argc, char **argv) {
             for (int k = 0; k < es.prompt_lens[i]; k++) chat_append_token(&conv, es.prompts[i][k], 0);
             printf("> %s\n", es.prompt_texts[i]);
             char *text;
-            answer(&m, &kv, tok, &ct, &conv, &a, &rng, &text);
+            answer(&gen, tok, &ct, &conv, &a, &rng, &text);
             if (es.answers[i]) {
                 int ok = evalset_match(text, strlen(text), es.answers[i]);
                 scored++;
@@ -93,7 +94,7 @@ int main(int argc, char **argv) {
     } else if (a.prompt[0]) {
         ChatDoc conv = {0};
         if (chat_render_prompt(tok, &ct, &conv, a.prompt, strlen(a.prompt), err, sizeof err)) fatal("%s", err);
-        answer(&m, &kv, tok, &ct, &conv, &a, &rng, NULL);
+        answer(&gen, tok, &ct, &conv, &a, &rng, NULL);
         chat_doc_free(&conv);
     } else {
         ChatDoc conv = {0};
@@ -110,13 +111,13 @@ int main(int argc, char **argv) {
                                     chat_append_text(tok, &conv, "assistant\n", 10, 0, err, sizeof err));
             if (rc) fatal("%s", err);
             if ((int)conv.n >= m.cfg.maxT) { printf("(the conversation is longer than the context; starting over)\n> "); chat_doc_free(&conv); memset(&conv, 0, sizeof conv); fflush(stdout); continue; }
-            answer(&m, &kv, tok, &ct, &conv, &a, &rng, NULL);
+            answer(&gen, tok, &ct, &conv, &a, &rng, NULL);
             printf("> ");
             fflush(stdout);
         }
         chat_doc_free(&conv);
     }
-    kv_free(&kv);
+    kv_free(&cpu_gen.kv);
     bpe_free(tok);
     free(m.params_mem);
     return 0;

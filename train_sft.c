@@ -15,6 +15,7 @@ run reproduces an uninterrupted one bit for bit.
 */
 #include <omp.h>
 #include "common/evalset.h"
+#include "common/generate.h"
 #include "common/trainer.h"
 
 // ----------------------------------------------------------------------------
@@ -734,114 +735,24 @@ static const float *gpt2_decode_step(const GPT2 *m, KVCache *kv, int token) {
     return kv->logits;
 }
 
-// Greedy at temperature 0, else a draw from softmax(logits / temperature).
-static int pick_token(const float *logits, int V, float temperature, Rng *rng) {
-    int best = 0;
-    for (int v = 1; v < V; v++) if (logits[v] > logits[best]) best = v;
-    if (temperature <= 0.0f) return best;
-    double sum = 0.0;
-    for (int v = 0; v < V; v++) sum += exp((double)((logits[v] - logits[best]) / temperature));
-    double u = rng_float(rng) * sum, acc = 0.0;
-    for (int v = 0; v < V; v++) {
-        acc += exp((double)((logits[v] - logits[best]) / temperature));
-        if (u < acc) return v;
-    }
-    return best;
+// The CPU model as a Generator (common/generate.h): each call feeds the tokens the
+// cache has not seen yet, so generation costs O(length) per token.
+typedef struct { const GPT2 *m; KVCache kv; } CpuGenerator;
+
+static void cpu_generator_reset(void *self) { ((CpuGenerator *)self)->kv.len = 0; }
+
+static const float *cpu_generator_next(void *self, const int *seq, int len) {
+    CpuGenerator *g = (CpuGenerator *)self;
+    const float *logits = g->kv.logits;
+    while (g->kv.len < len) logits = gpt2_decode_step(g->m, &g->kv, seq[g->kv.len]);
+    return logits;
 }
 
-// Continues `prompt` until `stop` is produced (it is included in out), max_new
-// tokens are made, or the context is full. Returns the number of new tokens.
-static int generate(const GPT2 *m, KVCache *kv, const int *prompt, int prompt_len, int stop, int max_new, float temperature,
-                    Rng *rng, int *out) {
-    kv->len = 0;
-    if (prompt_len < 1 || prompt_len > kv->cap) return 0;
-    const float *logits = NULL;
-    for (int i = 0; i < prompt_len; i++) logits = gpt2_decode_step(m, kv, prompt[i]);
-    int n = 0;
-    while (n < max_new) {
-        int next = pick_token(logits, m->cfg.V, temperature, rng);
-        out[n++] = next;
-        if (next == stop || kv->len >= kv->cap) break;
-        logits = gpt2_decode_step(m, kv, next);
-    }
-    return n;
-}
-
-// Prints model output on one line, at most 80 bytes: newlines as \n, other control
-// bytes and bytes that are not valid UTF-8 as \xNN.
-static void print_visible(const char *s, size_t n) {
-    size_t i = 0;
-    while (i < n && i < 80) {
-        unsigned char c = (unsigned char)s[i];
-        uint32_t cp;
-        int len = utf8_decode((const unsigned char *)s + i, n - i, &cp);
-        if (c == '\n') printf("\\n");
-        else if (c < 0x20 || c == 0x7f || len == 0) printf("\\x%02x", c);
-        else { fwrite(s + i, 1, (size_t)len, stdout); i += (size_t)len; continue; }
-        i++;
-    }
-    if (n > 80) printf("...");
-}
-
-// Exact-match accuracy: greedy answers to each prompt, up to the end-of-turn
-// token, compared with the expected completions. Prints the first `show` examples.
-static double evaluate_exact_match(const GPT2 *m, const EvalSet *es, BpeTokenizer *tok, const ChatTokens *ct, int max_new, int show) {
-    KVCache kv;
-    kv_init(&kv, &m->cfg, m->cfg.maxT);
-    int *out = (int *)xmalloc((size_t)max_new * sizeof(int)), correct = 0;
-    char err[BPE_ERR_LEN];
-    for (int i = 0; i < es->n; i++) {
-        int n = generate(m, &kv, es->prompts[i], es->prompt_lens[i], ct->im_end, max_new, 0.0f, NULL, out);
-        int ended = n > 0 && out[n - 1] == ct->im_end;
-        BpeBytes text = {0};
-        if (bpe_decode(tok, out, (size_t)(ended ? n - 1 : n), &text, err, sizeof err)) fatal("decoding a generated answer: %s", err);
-        int ok = ended && evalset_match(text.data ? text.data : "", text.n, es->answers[i]);
-        correct += ok;
-        if (i < show) {
-            printf("eval  | %s  ->  ", es->prompt_texts[i]);
-            print_visible(text.data, text.n);
-            printf("%s  [%s, expected %s]\n", ended ? "" : " ...", ok ? "right" : "wrong", es->answers[i]);
-        }
-        bpe_bytes_free(&text);
-    }
-    free(out);
-    kv_free(&kv);
-    return (double)correct / es->n;
-}
-
-// The sample prompt: a document's tokens before its first target; the stop token
-// is the document's last token when that is a target (the trained stop token).
-// Tokens as text when a tokenizer is at hand, else as ids.
-static void print_tokens(const BpeTokenizer *tok, const int *ids, int n) {
-    char err[BPE_ERR_LEN];
-    BpeBytes text = {0};
-    if (tok && bpe_decode(tok, ids, (size_t)n, &text, err, sizeof err) == 0) {
-        print_visible(text.data, text.n);
-        bpe_bytes_free(&text);
-        return;
-    }
-    for (int i = 0; i < n; i++) printf("%s%d", i ? " " : "", ids[i]);
-}
-
-static void sample_and_print(GPT2 *m, const DataFile *df, const BpeTokenizer *tok, int max_new, float temperature, Rng *rng) {
-    int64_t off = df->offsets[0], len = data_doc_length(df, 0);
-    int64_t k = 1;
-    while (k < len && !df->mask[off + k]) k++;
-    if (k >= len) k = len > 1 ? len / 2 : 1;
-    if (k > m->cfg.maxT - 1) k = m->cfg.maxT - 1;
-    int stop = df->mask[off + len - 1] && len > 1 ? (int)data_token(df, off + len - 1) : -1;
-    int *prompt = (int *)xmalloc((size_t)k * sizeof(int)), *out = (int *)xmalloc((size_t)max_new * sizeof(int));
-    for (int64_t i = 0; i < k; i++) prompt[i] = (int)data_token(df, off + i);
-    KVCache kv;
-    kv_init(&kv, &m->cfg, m->cfg.maxT);
-    int n = generate(m, &kv, prompt, (int)k, stop, max_new, temperature, rng, out);
-    kv_free(&kv);
-    printf("sample | prompt (first document of %s): ", df->path);
-    print_tokens(tok, prompt, (int)k);
-    printf("\nsample | generated: ");
-    print_tokens(tok, out, n);
-    printf("%s\n", n > 0 && out[n - 1] == stop ? " (stop token)" : "");
-    free(prompt); free(out);
+static void cpu_generator_init(CpuGenerator *g, Generator *gen, const GPT2 *m) {
+    g->m = m;
+    kv_init(&g->kv, &m->cfg, m->cfg.maxT);
+    gen->self = g; gen->reset = cpu_generator_reset; gen->next_logits = cpu_generator_next;
+    gen->V = m->cfg.V; gen->cap = m->cfg.maxT;
 }
 
 // ----------------------------------------------------------------------------
@@ -943,6 +854,9 @@ int main(int argc, char **argv) {
     printf("memory| parameters %.1f MB, gradients %.1f MB, AdamW state %.1f MB, activations %.1f MB\n", model.num_params * 4 / 1e6,
            model.num_params * 4 / 1e6, model.num_params * 8 / 1e6, model.acts_floats * 4 / 1e6);
 
+    CpuGenerator cpu_gen;
+    Generator gen;
+    cpu_generator_init(&cpu_gen, &gen, &model);
     double train_seconds = 0.0;
     int timed_steps = 0;
     for (int64_t step = state.step; step < steps; step++) {
@@ -954,13 +868,13 @@ int main(int argc, char **argv) {
             fflush(metrics);
         }
         if (evalset.n && (step == 0 || (args.eval_every > 0 && step % args.eval_every == 0))) {
-            double acc = evaluate_exact_match(&model, &evalset, tok, &chat, args.sample_tokens, step == 0 ? 3 : 0);
+            double acc = evaluate_exact_match(&gen, &evalset, tok, &chat, args.sample_tokens, step == 0 ? 3 : 0);
             printf("eval  | step %lld | exact match %.1f%% of %d\n", (long long)step, 100.0 * acc, evalset.n);
             fprintf(metrics, "{\"step\": %lld, \"eval_accuracy\": %.6f, \"eval_examples\": %d}\n", (long long)step, acc, evalset.n);
             fflush(metrics);
         }
         if (args.sample_every > 0 && step % args.sample_every == 0 && step > 0)
-            sample_and_print(&model, have_val ? &val : &train, tok, args.sample_tokens, args.temperature, &sample_rng);
+            sample_and_print(&gen, have_val ? &val : &train, tok, args.sample_tokens, args.temperature, &sample_rng);
         float lr = lr_at_step((int)step, steps, args.lr, args.warmup, args.final_lr_frac);
         double t0 = now_seconds();
         StepResult r = train_step(&model, &loader, A, lr, args.weight_decay, args.grad_clip, &state.adam_t);
@@ -995,11 +909,11 @@ int main(int argc, char **argv) {
         fprintf(metrics, "{\"step\": %lld, \"val_loss\": %.6f, \"val_targets\": %lld}\n", (long long)state.step, vl, (long long)n);
     }
     if (evalset.n) {
-        double acc = evaluate_exact_match(&model, &evalset, tok, &chat, args.sample_tokens, 5);
+        double acc = evaluate_exact_match(&gen, &evalset, tok, &chat, args.sample_tokens, 5);
         printf("eval  | step %lld | exact match %.1f%% of %d\n", (long long)state.step, 100.0 * acc, evalset.n);
         fprintf(metrics, "{\"step\": %lld, \"eval_accuracy\": %.6f, \"eval_examples\": %d}\n", (long long)state.step, acc, evalset.n);
     }
-    if (args.sample_every > 0) sample_and_print(&model, have_val ? &val : &train, tok, args.sample_tokens, args.temperature, &sample_rng);
+    if (args.sample_every > 0) sample_and_print(&gen, have_val ? &val : &train, tok, args.sample_tokens, args.temperature, &sample_rng);
     fclose(metrics);
     state.epoch = loader.epoch; state.cursor = loader.cursor; state.rng = sample_rng.state;
     save_checkpoint(args.out_dir, cfg, &model.params, &state, model.m_mem, model.v_mem, model.num_params);
@@ -1010,6 +924,7 @@ int main(int argc, char **argv) {
     data_free(&train);
     gpt2_free(&model);
     if (tok) { evalset_free(&evalset); bpe_free(tok); }
+    kv_free(&cpu_gen.kv);
     return 0;
 }
 #endif

@@ -2,6 +2,7 @@
 // they must stay valid C++ as well as C. `make test` compiles this file to check.
 #include "common/datafile.h"
 #include "common/evalset.h"
+#include "common/generate.h"
 #include "common/gpt2.h"
 #include "common/json.h"
 #include "common/rng.h"

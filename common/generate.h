@@ -1,0 +1,129 @@
+// generate.h: generation, sampling and exact-match evaluation for any model that
+// can give next-token logits: shared by the CPU trainer (KV cache), ./chat and the
+// CUDA trainer.
+#ifndef SFT_GENERATE_H
+#define SFT_GENERATE_H
+
+#include <math.h>
+#include "datafile.h"
+#include "evalset.h"
+#include "rng.h"
+#include "utf8.h"
+#include "util.h"
+
+// next_logits(self, seq, len) returns the logits (V floats) for the token after
+// seq[0..len); reset(self) starts a new sequence. Calls between resets extend one
+// sequence, so an implementation may cache what it has already processed.
+typedef struct {
+    void *self;
+    void (*reset)(void *self);
+    const float *(*next_logits)(void *self, const int *seq, int len);
+    int V;      // vocabulary size
+    int cap;    // longest sequence the model takes
+} Generator;
+
+// Greedy at temperature 0, else a draw from softmax(logits / temperature).
+static int pick_token(const float *logits, int V, float temperature, Rng *rng) {
+    int best = 0;
+    for (int v = 1; v < V; v++) if (logits[v] > logits[best]) best = v;
+    if (temperature <= 0.0f) return best;
+    double sum = 0.0;
+    for (int v = 0; v < V; v++) sum += exp((double)((logits[v] - logits[best]) / temperature));
+    double u = rng_float(rng) * sum, acc = 0.0;
+    for (int v = 0; v < V; v++) {
+        acc += exp((double)((logits[v] - logits[best]) / temperature));
+        if (u < acc) return v;
+    }
+    return best;
+}
+
+// Continues `prompt` until `stop` is produced (it is included in out), max_new
+// tokens are made, or the context is full. Returns the number of new tokens.
+static int generate_tokens(const Generator *g, const int *prompt, int prompt_len, int stop, int max_new, float temperature, Rng *rng,
+                           int *out) {
+    if (prompt_len < 1 || prompt_len > g->cap) return 0;
+    int *seq = (int *)xmalloc((size_t)g->cap * sizeof(int)), len = prompt_len, n = 0;
+    memcpy(seq, prompt, (size_t)prompt_len * sizeof(int));
+    g->reset(g->self);
+    while (n < max_new) {
+        int next = pick_token(g->next_logits(g->self, seq, len), g->V, temperature, rng);
+        out[n++] = next;
+        if (next == stop || len >= g->cap) break;
+        seq[len++] = next;
+    }
+    free(seq);
+    return n;
+}
+
+// Prints model output on one line, at most 80 bytes: newlines as \n, other control
+// bytes and bytes that are not valid UTF-8 as \xNN.
+static void print_visible(const char *s, size_t n) {
+    size_t i = 0;
+    while (i < n && i < 80) {
+        unsigned char c = (unsigned char)s[i];
+        uint32_t cp;
+        int len = utf8_decode((const unsigned char *)s + i, n - i, &cp);
+        if (c == '\n') printf("\\n");
+        else if (c < 0x20 || c == 0x7f || len == 0) printf("\\x%02x", c);
+        else { fwrite(s + i, 1, (size_t)len, stdout); i += (size_t)len; continue; }
+        i++;
+    }
+    if (n > 80) printf("...");
+}
+
+// Exact-match accuracy: greedy answers to each prompt, up to the end-of-turn
+// token, compared with the expected completions. Prints the first `show` examples.
+static double evaluate_exact_match(const Generator *g, const EvalSet *es, BpeTokenizer *tok, const ChatTokens *ct, int max_new, int show) {
+    int *out = (int *)xmalloc((size_t)max_new * sizeof(int)), correct = 0;
+    char err[BPE_ERR_LEN];
+    for (int i = 0; i < es->n; i++) {
+        int n = generate_tokens(g, es->prompts[i], es->prompt_lens[i], ct->im_end, max_new, 0.0f, NULL, out);
+        int ended = n > 0 && out[n - 1] == ct->im_end;
+        BpeBytes text = {NULL, 0, 0};
+        if (bpe_decode(tok, out, (size_t)(ended ? n - 1 : n), &text, err, sizeof err)) fatal("decoding a generated answer: %s", err);
+        int ok = ended && evalset_match(text.data ? text.data : "", text.n, es->answers[i]);
+        correct += ok;
+        if (i < show) {
+            printf("eval  | %s  ->  ", es->prompt_texts[i]);
+            print_visible(text.data, text.n);
+            printf("%s  [%s, expected %s]\n", ended ? "" : " ...", ok ? "right" : "wrong", es->answers[i]);
+        }
+        bpe_bytes_free(&text);
+    }
+    free(out);
+    return (double)correct / es->n;
+}
+
+// Tokens as text when a tokenizer is at hand, else as ids.
+static void print_tokens(const BpeTokenizer *tok, const int *ids, int n) {
+    char err[BPE_ERR_LEN];
+    BpeBytes text = {NULL, 0, 0};
+    if (tok && bpe_decode(tok, ids, (size_t)n, &text, err, sizeof err) == 0) {
+        print_visible(text.data, text.n);
+        bpe_bytes_free(&text);
+        return;
+    }
+    for (int i = 0; i < n; i++) printf("%s%d", i ? " " : "", ids[i]);
+}
+
+// The sample prompt: a document's tokens before its first target; the stop token
+// is the document's last token when that is a target (the trained stop token).
+static void sample_and_print(const Generator *g, const DataFile *df, const BpeTokenizer *tok, int max_new, float temperature, Rng *rng) {
+    int64_t off = df->offsets[0], len = data_doc_length(df, 0);
+    int64_t k = 1;
+    while (k < len && !df->mask[off + k]) k++;
+    if (k >= len) k = len > 1 ? len / 2 : 1;
+    if (k > g->cap - 1) k = g->cap - 1;
+    int stop = df->mask[off + len - 1] && len > 1 ? (int)data_token(df, off + len - 1) : -1;
+    int *prompt = (int *)xmalloc((size_t)k * sizeof(int)), *out = (int *)xcalloc((size_t)max_new, sizeof(int));
+    for (int64_t i = 0; i < k; i++) prompt[i] = (int)data_token(df, off + i);
+    int n = generate_tokens(g, prompt, (int)k, stop, max_new, temperature, rng, out);
+    printf("sample | prompt (first document of %s): ", df->path);
+    print_tokens(tok, prompt, (int)k);
+    printf("\nsample | generated: ");
+    print_tokens(tok, out, n);
+    printf("%s\n", n > 0 && out[n - 1] == stop ? " (stop token)" : "");
+    free(prompt); free(out);
+}
+
+#endif
