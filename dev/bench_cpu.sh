@@ -14,10 +14,10 @@ trap 'rm -rf "$tmp"' EXIT
 printf "%-34s %12s %12s %8s\n" "config ($(nproc) threads)" "ours ms" "torch ms" "speedup"
 run() {  # name L NH C V B T
     local name=$1 L=$2 NH=$3 C=$4 V=$5 B=$6 T=$7
-    $py dev/bench_cpu.py data "$tmp/data.bin" "$V" $((B * (steps + 1))) "$T"
+    $py dev/bench_torch.py data "$tmp/data.bin" "$V" $((B * (steps + 1))) "$T"
     ./train_sft -i "$tmp/data.bin" -e "d${L}c${C}h${NH}t${T}" -b "$B" -t "$T" -x $((steps + 1)) -S 0 -o "$tmp/out" > "$tmp/log"
     ours=$(grep '^step' "$tmp/log" | tail -n +2 | sed 's/.*| \([0-9.]*\) ms |.*/\1/' | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
-    theirs=$($py dev/bench_cpu.py torch "$L" "$NH" "$C" "$V" "$B" "$T" "$steps")
+    theirs=$($py dev/bench_torch.py cpu "$L" "$NH" "$C" "$V" "$B" "$T" "$steps")
     printf "%-34s %12.1f %12.1f %7.2fx\n" "$name" "$ours" "$theirs" "$(echo "$theirs / $ours" | bc -l)"
 }
 run "GPT-2 124M, B=4 T=64" 12 12 768 50257 4 64

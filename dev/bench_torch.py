@@ -1,0 +1,107 @@
+#!/usr/bin/env python3
+"""PyTorch side of the benchmarks (dev/bench_cpu.sh, dev/gpu_check.sh).
+
+  bench_torch.py data FILE VOCAB DOCS DOC_LEN        write a data file of random documents (all tokens trained)
+  bench_torch.py cpu L NH C VOCAB B T STEPS          time PyTorch CPU training steps of the same GPT-2 (AdamW,
+                                                     clipping, all positions trained); prints ms per step
+  bench_torch.py gpu L NH C VOCAB B T STEPS          the same on a CUDA GPU as a user would run it: bf16
+                                                     autocast, torch.compile, fused AdamW, flash attention
+                                                     (scaled_dot_product_attention); prints ms per step
+On the CPU: Debian's python3-torch (with libopenblas0-pthread).
+"""
+import math
+import os
+import random
+import struct
+import sys
+import time
+
+
+def write_data(path, vocab, docs, doc_len):
+    rnd = random.Random(1)
+    n = docs * doc_len
+    header = [20261130, 1, 2 if vocab <= 65536 else 4, vocab, docs, n] + [0] * 122
+    with open(path, "wb") as f:
+        f.write(struct.pack("<128q", *header))
+        f.write(struct.pack("<%dq" % (docs + 1), *[i * doc_len for i in range(docs + 1)]))
+        fmt = "<%dH" if vocab <= 65536 else "<%dI"
+        f.write(struct.pack(fmt % n, *[rnd.randrange(vocab) for _ in range(n)]))
+        f.write(bytes([1]) * n)
+
+
+def bench_torch(device, L, NH, C, V, B, T, steps):
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+    gpu = device == "gpu"
+    dev = "cuda" if gpu else "cpu"
+    torch.set_num_threads(os.cpu_count())
+    torch.manual_seed(0)
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ln1, self.ln2 = nn.LayerNorm(C), nn.LayerNorm(C)
+            self.qkv, self.proj = nn.Linear(C, 3 * C), nn.Linear(C, C)
+            self.fc, self.fcproj = nn.Linear(C, 4 * C), nn.Linear(4 * C, C)
+
+        def forward(self, x, mask):
+            q, k, v = self.qkv(self.ln1(x)).split(C, dim=2)
+            q, k, v = (t.view(B, T, NH, C // NH).transpose(1, 2) for t in (q, k, v))
+            if gpu:
+                y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            else:  # torch 1.13 (Debian) has no scaled_dot_product_attention
+                att = (q @ k.transpose(-2, -1)) / math.sqrt(C // NH)
+                att = att.masked_fill(mask, float("-inf")).softmax(dim=-1)
+                y = att @ v
+            y = y.transpose(1, 2).reshape(B, T, C)
+            x = x + self.proj(y)
+            return x + self.fcproj(F.gelu(self.fc(self.ln2(x)), approximate="tanh"))
+
+    class GPT(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.wte, self.wpe = nn.Embedding(V, C), nn.Embedding(T, C)
+            self.blocks = nn.ModuleList([Block() for _ in range(L)])
+            self.lnf = nn.LayerNorm(C)
+
+        def forward(self, idx, targets):
+            mask = ~torch.tril(torch.ones(T, T, dtype=torch.bool, device=idx.device))
+            x = self.wte(idx) + self.wpe(torch.arange(T, device=idx.device))
+            for b in self.blocks:
+                x = b(x, mask)
+            logits = self.lnf(x) @ self.wte.weight.T
+            return F.cross_entropy(logits.view(-1, V), targets.view(-1))
+
+    model = GPT().to(dev)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.0, **({"fused": True} if gpu else {}))
+    step_model = torch.compile(model) if gpu else model
+    idx = torch.randint(V, (B, T), device=dev)
+    tgt = torch.randint(V, (B, T), device=dev)
+    times = []
+    warmup = 3 if gpu else 1            # compilation and first-touch happen in the first steps
+    for s in range(steps + warmup):
+        if gpu:
+            torch.cuda.synchronize()
+        t0 = time.time()
+        if gpu:
+            with torch.autocast(device_type="cuda", dtype=torch.bfloat16):
+                loss = step_model(idx, tgt)
+        else:
+            loss = step_model(idx, tgt)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        if gpu:
+            torch.cuda.synchronize()
+        if s >= warmup:
+            times.append(time.time() - t0)
+    times.sort()
+    print("%.1f" % (1000 * times[len(times) // 2]))
+
+
+if sys.argv[1] == "data":
+    write_data(sys.argv[2], *map(int, sys.argv[3:6]))
+else:
+    bench_torch(sys.argv[1], *map(int, sys.argv[2:9]))
