@@ -142,7 +142,8 @@ def write_safetensors(path, tensors, prefix=""):
 
 
 # ---- the model, one document at a time, float64 -------------------------------
-def forward_doc(P, toks):
+def forward_doc(P, toks, L=L, NH=NH, C=C, EPS=EPS):
+    """Logits of one document; P maps Hugging Face GPT-2 names (no prefix) to tensors."""
     n = len(toks)
     x = P["wte.weight"][toks] + P["wpe.weight"][torch.arange(n)]
     hs = C // NH
