@@ -1,0 +1,200 @@
+// cuda/elementwise.cuh: element-wise kernels of the GPU trainer (GELU, residual
+// adds, scaling), the bias gradient (column sums) and row gather/scatter, plus the
+// vector load/store helpers that the other kernel headers use.
+//
+// Conventions of every kernel header: fp32 arithmetic inside, floatX storage;
+// deterministic results (no float atomics, reductions in a fixed order); backward
+// kernels add into their gradient outputs unless stated "overwrite"; each launcher
+// checks cudaGetLastError() after launching. CPU twins are in train_sft.c.
+#pragma once
+#include <stdint.h>
+#include <string.h>
+#include "common.cuh"
+
+// ----------------------------------------------------------------------------
+// Vector access. load_vec/store_vec move N consecutive floatX (or float) values
+// in one memory instruction; p must be aligned to N * sizeof(T) bytes. The raw
+// bytes go through a plain integer vector type and memcpy (no type punning).
+
+template <int BYTES> struct RawBytes;
+template <> struct RawBytes<2> { typedef unsigned short type; };
+template <> struct RawBytes<4> { typedef unsigned int type; };
+template <> struct RawBytes<8> { typedef uint2 type; };
+template <> struct RawBytes<16> { typedef uint4 type; };
+
+template <int N, typename T> __device__ __forceinline__ void load_vec(float (&f)[N], const T* p) {
+    typedef typename RawBytes<N * sizeof(T)>::type R;
+    R raw = *reinterpret_cast<const R*>(p);
+    T e[N];
+    memcpy(e, &raw, sizeof(R));
+#pragma unroll
+    for (int k = 0; k < N; k++) f[k] = to_float(e[k]);
+}
+
+template <int N, typename T> __device__ __forceinline__ void store_vec(T* p, const float (&f)[N]) {
+    typedef typename RawBytes<N * sizeof(T)>::type R;
+    T e[N];
+#pragma unroll
+    for (int k = 0; k < N; k++) e[k] = from_float<T>(f[k]);
+    R raw;
+    memcpy(&raw, e, sizeof(R));
+    *reinterpret_cast<R*>(p) = raw;
+}
+
+// floatX values per 16-byte access: 8 in bf16, 4 in fp32
+#define XVEC ((int)(16 / sizeof(floatX)))
+
+inline bool is_aligned(const void* p, size_t bytes) { return ((uintptr_t)p % bytes) == 0; }
+
+// ----------------------------------------------------------------------------
+// Element-wise map: out[i] = op(a[i], b[i]) (b may be null: op gets 0). Thread t
+// handles elements [t*N, t*N + N); the last thread may get a partial group and
+// does it one by one. out may alias a or b (each element is read, then written,
+// by the same thread).
+
+#define GELU_SQRT_2_OVER_PI 0.7978845608028654f
+
+struct GeluForwardOp {
+    __device__ float operator()(float x, float) const {
+        float u = GELU_SQRT_2_OVER_PI * (x + 0.044715f * x * x * x);
+        return 0.5f * x * (1.0f + tanhf(u));
+    }
+};
+struct GeluBackwardOp {  // (x, dout) -> gelu'(x) * dout
+    __device__ float operator()(float x, float d) const {
+        float u = GELU_SQRT_2_OVER_PI * (x + 0.044715f * x * x * x);
+        float th = tanhf(u);
+        float sech2 = 1.0f - th * th;
+        float local = 0.5f * (1.0f + th) + 0.5f * x * sech2 * GELU_SQRT_2_OVER_PI * (1.0f + 3.0f * 0.044715f * x * x);
+        return local * d;
+    }
+};
+struct AddOp {
+    __device__ float operator()(float a, float b) const { return a + b; }
+};
+struct ScaleOp {
+    float s;
+    __device__ float operator()(float a, float) const { return a * s; }
+};
+
+template <int N, typename Op>
+__global__ void elementwise_kernel(floatX* out, const floatX* a, const floatX* b, size_t n, Op op) {
+    size_t i = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * N;
+    if (i >= n) return;
+    if (i + N <= n) {
+        float x[N], y[N];
+        load_vec<N>(x, a + i);
+        if (b) load_vec<N>(y, b + i);
+        else {
+#pragma unroll
+            for (int k = 0; k < N; k++) y[k] = 0.0f;
+        }
+#pragma unroll
+        for (int k = 0; k < N; k++) x[k] = op(x[k], y[k]);
+        store_vec<N>(out + i, x);
+    } else {
+        for (size_t j = i; j < n; j++) out[j] = from_float<floatX>(op(to_float(a[j]), b ? to_float(b[j]) : 0.0f));
+    }
+}
+
+template <typename Op> void elementwise_launch(floatX* out, const floatX* a, const floatX* b, size_t n, Op op, cudaStream_t s) {
+    if (n == 0) return;
+    const int block = 256;
+    bool vec = is_aligned(out, 16) && is_aligned(a, 16) && (b == nullptr || is_aligned(b, 16));
+    if (vec) elementwise_kernel<XVEC><<<ceil_div((long)n, (long)block * XVEC), block, 0, s>>>(out, a, b, n, op);
+    else elementwise_kernel<1><<<ceil_div((long)n, block), block, 0, s>>>(out, a, b, n, op);
+    CUDA_CHECK(cudaGetLastError());
+}
+
+// tanh-GELU ("gelu_new"): out = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+void gelu_forward(floatX* out, const floatX* inp, size_t N, cudaStream_t s) { elementwise_launch(out, inp, nullptr, N, GeluForwardOp(), s); }
+// dinp OVERWRITTEN with gelu'(inp) * dout (the CPU twin adds into a zeroed buffer)
+void gelu_backward(floatX* dinp, const floatX* inp, const floatX* dout, size_t N, cudaStream_t s) {
+    elementwise_launch(dinp, inp, dout, N, GeluBackwardOp(), s);
+}
+void residual_forward(floatX* out, const floatX* a, const floatX* b, size_t N, cudaStream_t s) { elementwise_launch(out, a, b, N, AddOp(), s); }
+void add_inplace(floatX* a, const floatX* b, size_t N, cudaStream_t s) { elementwise_launch(a, a, b, N, AddOp(), s); }
+void scale_inplace(floatX* a, float scale, size_t N, cudaStream_t s) {
+    ScaleOp op;
+    op.s = scale;
+    elementwise_launch(a, a, nullptr, N, op, s);
+}
+
+// ----------------------------------------------------------------------------
+// Column sums of an (N, OC) matrix, deterministic: the rows are cut into chunks of
+// COLSUM_ROWS; pass 1 writes one fp32 partial sum per (chunk, column) to scratch
+// (thread per column, rows in order); pass 2 sums each column's partials in chunk
+// order and adds the total to the floatX output once. The result depends only on
+// N and OC, never on the grid or the device.
+
+#define COLSUM_ROWS 32
+#define COLSUM_THREADS 256
+#define COLSUM_MAX_GRID_Y 65535
+
+__host__ __device__ inline int colsum_chunks(int N) { return (N + COLSUM_ROWS - 1) / COLSUM_ROWS; }
+
+__global__ void bias_backward_partial_kernel(float* partial, const floatX* dout, int N, int OC) {
+    int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= OC) return;
+    int chunks = colsum_chunks(N);
+    for (int k = blockIdx.y; k < chunks; k += gridDim.y) {
+        int r0 = k * COLSUM_ROWS, r1 = min(N, r0 + COLSUM_ROWS);
+        float s = 0.0f;
+#pragma unroll 8
+        for (int r = r0; r < r1; r++) s += to_float(dout[(size_t)r * OC + c]);
+        partial[(size_t)k * OC + c] = s;
+    }
+}
+
+// out[c] += sum over k < chunks of partial[k * OC + c], in order of k
+__global__ void colsum_final_kernel(floatX* out, const float* partial, int chunks, int OC) {
+    int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= OC) return;
+    float s = 0.0f;
+    for (int k = 0; k < chunks; k++) s += partial[(size_t)k * OC + c];
+    out[c] = from_float<floatX>(to_float(out[c]) + s);
+}
+
+size_t bias_backward_scratch_floats(int N, int OC) { return (size_t)colsum_chunks(N) * OC; }
+
+// dbias += column sums of dout (N x OC); scratch holds bias_backward_scratch_floats(N, OC) floats
+void bias_backward(floatX* dbias, float* scratch, const floatX* dout, int N, int OC, cudaStream_t s) {
+    if (N <= 0 || OC <= 0) return;
+    int chunks = colsum_chunks(N);
+    dim3 grid(ceil_div(OC, COLSUM_THREADS), chunks < COLSUM_MAX_GRID_Y ? chunks : COLSUM_MAX_GRID_Y);
+    bias_backward_partial_kernel<<<grid, COLSUM_THREADS, 0, s>>>(scratch, dout, N, OC);
+    CUDA_CHECK(cudaGetLastError());
+    colsum_final_kernel<<<ceil_div(OC, COLSUM_THREADS), COLSUM_THREADS, 0, s>>>(dbias, scratch, chunks, OC);
+    CUDA_CHECK(cudaGetLastError());
+}
+
+// ----------------------------------------------------------------------------
+// Row gather/scatter: one block per listed row, threads across the C channels
+// (16-byte copies when every row start is 16-byte aligned).
+
+template <int N> __global__ void copy_rows_kernel(floatX* dst, const floatX* src, const int* rows, int C, int gather) {
+    int r = blockIdx.x;
+    size_t src_row = gather ? (size_t)rows[r] : (size_t)r, dst_row = gather ? (size_t)r : (size_t)rows[r];
+    const floatX* sp = src + src_row * C;
+    floatX* dp = dst + dst_row * C;
+    typedef typename RawBytes<N * sizeof(floatX)>::type R;
+    for (int c = threadIdx.x * N; c < C; c += blockDim.x * N) *reinterpret_cast<R*>(dp + c) = *reinterpret_cast<const R*>(sp + c);
+}
+
+inline void copy_rows_launch(floatX* dst, const floatX* src, const int* rows, int R, int C, int gather, cudaStream_t s) {
+    if (R <= 0 || C <= 0) return;
+    bool vec = is_aligned(dst, 16) && is_aligned(src, 16) && C % XVEC == 0;
+    if (vec) copy_rows_kernel<XVEC><<<R, 128, 0, s>>>(dst, src, rows, C, gather);
+    else copy_rows_kernel<1><<<R, 128, 0, s>>>(dst, src, rows, C, gather);
+    CUDA_CHECK(cudaGetLastError());
+}
+
+// dst[r] = src[rows[r]] for r < R (rows of C values)
+void gather_rows(floatX* dst, const floatX* src, const int* rows, int R, int C, cudaStream_t s) { copy_rows_launch(dst, src, rows, R, C, 1, s); }
+
+// dst (N x C) = 0 except dst[rows[r]] = src[r]; the rows must be distinct
+void scatter_rows_zero(floatX* dst, const floatX* src, const int* rows, int R, int N, int C, cudaStream_t s) {
+    if (N <= 0 || C <= 0) return;
+    CUDA_CHECK(cudaMemsetAsync(dst, 0, (size_t)N * C * sizeof(floatX), s));  // all-zero bits are 0.0 in bf16 and fp32
+    copy_rows_launch(dst, src, rows, R, C, 0, s);
+}

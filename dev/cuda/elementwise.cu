@@ -1,0 +1,384 @@
+// dev/cuda/elementwise.cu: checks and timings of cuda/elementwise.cuh (GELU forward
+// and backward, residual add, add_inplace, scale_inplace, bias_backward, row gather
+// and scatter) against the CPU trainer's functions (cpu_ref.h) or plain host loops.
+// Version 1 of each kernel is the simplest correct one (one thread per element; one
+// thread per bias column over all rows); version 2 is the trainer's, from the header.
+// Build: see dev/cuda/Makefile, or
+//   gcc -O2 -march=native -fopenmp -c dev/cuda/cpu_ref.c -o dev/cuda/cpu_ref.o
+//   nvcc -std=c++17 -O3 -arch=sm_90 -I. [-DENABLE_FP32] dev/cuda/elementwise.cu dev/cuda/cpu_ref.o -lgomp -o elementwise
+#include "../../cuda/common.cuh"
+#include "../../cuda/elementwise.cuh"
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-function"  // cpu_ref.h brings common/gpt2.h's static helpers
+#include "cpu_ref.h"
+#pragma GCC diagnostic pop
+
+// ---- check harness (the same block opens every dev/cuda kernel check) ----
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <vector>
+
+#ifdef ENABLE_FP32
+#define TOL 1e-4f  // relative to the largest |reference| of each tensor
+#else
+#define TOL 1e-2f
+#endif
+#define PEAK_GBPS 4800.0  // H200 HBM3e
+
+static int g_failures = 0;
+
+inline bool have_cuda_device(const char* name) {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
+        (void)cudaGetLastError();
+        printf("skip %s: no CUDA device\n", name);
+        return false;
+    }
+    return true;
+}
+
+static uint64_t g_rng = 0x2545F4914F6CDD1Dull;
+inline uint64_t rng_next() {
+    g_rng ^= g_rng << 13;
+    g_rng ^= g_rng >> 7;
+    g_rng ^= g_rng << 17;
+    return g_rng;
+}
+inline float frand() { return (float)((double)(rng_next() >> 40) * (2.0 / 16777216.0) - 1.0); }  // [-1, 1)
+inline int irand(int n) { return (int)((rng_next() >> 33) % (uint64_t)n); }
+// what a float becomes when stored as floatX: the CPU reference gets exactly the GPU's inputs
+inline float round_x(float x) { return to_float(from_float<floatX>(x)); }
+inline std::vector<float> rand_x(size_t n, float scale) {
+    std::vector<float> v(n);
+    for (size_t i = 0; i < n; i++) v[i] = round_x(frand() * scale);
+    return v;
+}
+
+template <typename T> inline T* dev_alloc(size_t n) {
+    T* p = nullptr;
+    CUDA_CHECK(cudaMalloc(&p, (n ? n : 1) * sizeof(T)));
+    return p;
+}
+inline void upload_x(floatX* d, const std::vector<float>& h) {
+    std::vector<floatX> t(h.size());
+    for (size_t i = 0; i < h.size(); i++) t[i] = from_float<floatX>(h[i]);
+    CUDA_CHECK(cudaMemcpy(d, t.data(), t.size() * sizeof(floatX), cudaMemcpyHostToDevice));
+}
+inline floatX* dev_x(const std::vector<float>& h) {
+    floatX* d = dev_alloc<floatX>(h.size());
+    upload_x(d, h);
+    return d;
+}
+inline std::vector<float> download_x(const floatX* d, size_t n) {
+    std::vector<floatX> t(n);
+    CUDA_CHECK(cudaMemcpy(t.data(), d, n * sizeof(floatX), cudaMemcpyDeviceToHost));
+    std::vector<float> h(n);
+    for (size_t i = 0; i < n; i++) h[i] = to_float(t[i]);
+    return h;
+}
+template <typename T> inline T* dev_copy(const std::vector<T>& h) {
+    T* d = dev_alloc<T>(h.size());
+    CUDA_CHECK(cudaMemcpy(d, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice));
+    return d;
+}
+template <typename T> inline std::vector<T> download(const T* d, size_t n) {
+    std::vector<T> h(n);
+    CUDA_CHECK(cudaMemcpy(h.data(), d, n * sizeof(T), cudaMemcpyDeviceToHost));
+    return h;
+}
+inline std::vector<unsigned char> download_bytes(const void* d, size_t bytes) {
+    std::vector<unsigned char> h(bytes);
+    CUDA_CHECK(cudaMemcpy(h.data(), d, bytes, cudaMemcpyDeviceToHost));
+    return h;
+}
+// all-ones bytes: NaN in fp32 and in bf16, so an output the kernel fails to write is caught
+inline void poison(void* d, size_t bytes) { CUDA_CHECK(cudaMemset(d, 0xFF, bytes)); }
+
+// ok if every |got - want| <= tol * max|want| (NaN fails)
+inline void check(const char* name, const std::vector<float>& got, const std::vector<float>& want, float tol) {
+    double maxref = 0.0, maxerr = 0.0;
+    for (size_t i = 0; i < want.size(); i++) maxref = fmax(maxref, fabs((double)want[i]));
+    double lim = tol * (maxref > 0.0 ? maxref : 1.0);
+    size_t bad = 0, first = 0;
+    for (size_t i = 0; i < want.size(); i++) {
+        double e = fabs((double)got[i] - (double)want[i]);
+        if (!(e <= lim)) {
+            if (bad++ == 0) first = i;
+            maxerr = INFINITY;
+        } else if (e > maxerr) {
+            maxerr = e;
+        }
+    }
+    if (got.size() != want.size()) {
+        printf("FAIL %s: %zu values, want %zu\n", name, got.size(), want.size());
+        g_failures++;
+    } else if (bad) {
+        printf("FAIL %s: %zu of %zu values off by more than %.3g (tol %.0e x max|ref| %.4g); first at [%zu]: got %.8g want %.8g\n", name, bad,
+               want.size(), lim, tol, maxref, first, got[first], want[first]);
+        g_failures++;
+    } else {
+        printf("ok %s (max err %.3g = %.2e x max|ref| %.4g, %zu values)\n", name, maxerr, maxref > 0 ? maxerr / maxref : maxerr, maxref,
+               want.size());
+    }
+}
+inline void check_bits(const char* name, const std::vector<unsigned char>& a, const std::vector<unsigned char>& b) {
+    size_t i = 0;
+    while (i < a.size() && i < b.size() && a[i] == b[i]) i++;
+    if (a.size() != b.size() || i < a.size()) {
+        printf("FAIL %s: two runs differ (first at byte %zu of %zu)\n", name, i, a.size());
+        g_failures++;
+    } else {
+        printf("ok %s (bitwise identical, %zu bytes)\n", name, a.size());
+    }
+}
+
+// average ms per call of f() over reps calls after a warm-up call
+template <typename F> float time_ms(F f, int reps) {
+    cudaEvent_t t0, t1;
+    CUDA_CHECK(cudaEventCreate(&t0));
+    CUDA_CHECK(cudaEventCreate(&t1));
+    f();
+    CUDA_CHECK(cudaEventRecord(t0));
+    for (int i = 0; i < reps; i++) f();
+    CUDA_CHECK(cudaEventRecord(t1));
+    CUDA_CHECK(cudaEventSynchronize(t1));
+    float ms = 0.0f;
+    CUDA_CHECK(cudaEventElapsedTime(&ms, t0, t1));
+    CUDA_CHECK(cudaEventDestroy(t0));
+    CUDA_CHECK(cudaEventDestroy(t1));
+    return ms / reps;
+}
+// bytes: the minimum traffic the kernel must move (documented at each call)
+inline void report_time(const char* name, float ms, double bytes) {
+    double gbps = bytes / (ms * 1e-3) / 1e9;
+    printf("time %s [%s]: %.4f ms, %.1f GB/s (%.0f%% of %.1f TB/s)\n", name, PRECISION_NAME, ms, gbps, 100.0 * gbps / PEAK_GBPS,
+           PEAK_GBPS / 1000);
+}
+
+// fills n floatX on the device with uniform values in [-scale, scale) from a hash of the index (big timing buffers)
+__global__ void fill_hash_kernel(floatX* p, size_t n, float scale, uint32_t seed) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    uint32_t h = (uint32_t)i * 2654435761u ^ (uint32_t)(i >> 32) ^ seed;
+    h ^= h >> 16;
+    h *= 0x7feb352du;
+    h ^= h >> 15;
+    h *= 0x846ca68bu;
+    h ^= h >> 16;
+    p[i] = from_float<floatX>(((float)(h >> 8) * (1.0f / 8388608.0f) - 1.0f) * scale);
+}
+inline void fill_hash(floatX* p, size_t n, float scale, uint32_t seed) {
+    fill_hash_kernel<<<ceil_div((long)n, 256), 256>>>(p, n, scale, seed);
+    CUDA_CHECK(cudaGetLastError());
+}
+// ---- end of the check harness ----
+
+// ----------------------------------------------------------------------------
+// Version 1: one thread per element
+
+__global__ void gelu_forward_v1_kernel(floatX* out, const floatX* inp, size_t n) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = from_float<floatX>(GeluForwardOp()(to_float(inp[i]), 0.0f));
+}
+__global__ void gelu_backward_v1_kernel(floatX* dinp, const floatX* inp, const floatX* dout, size_t n) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) dinp[i] = from_float<floatX>(GeluBackwardOp()(to_float(inp[i]), to_float(dout[i])));
+}
+__global__ void residual_forward_v1_kernel(floatX* out, const floatX* a, const floatX* b, size_t n) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = from_float<floatX>(to_float(a[i]) + to_float(b[i]));
+}
+// thread per column, all rows in order
+__global__ void bias_backward_v1_kernel(floatX* dbias, const floatX* dout, int N, int OC) {
+    int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= OC) return;
+    float s = 0.0f;
+    for (int r = 0; r < N; r++) s += to_float(dout[(size_t)r * OC + c]);
+    dbias[c] = from_float<floatX>(to_float(dbias[c]) + s);
+}
+
+static void gelu_forward_v(int version, floatX* out, const floatX* inp, size_t n) {
+    if (version == 1) {
+        gelu_forward_v1_kernel<<<ceil_div((long)n, 256), 256>>>(out, inp, n);
+        CUDA_CHECK(cudaGetLastError());
+    } else {
+        gelu_forward(out, inp, n, 0);
+    }
+}
+static void gelu_backward_v(int version, floatX* dinp, const floatX* inp, const floatX* dout, size_t n) {
+    if (version == 1) {
+        gelu_backward_v1_kernel<<<ceil_div((long)n, 256), 256>>>(dinp, inp, dout, n);
+        CUDA_CHECK(cudaGetLastError());
+    } else {
+        gelu_backward(dinp, inp, dout, n, 0);
+    }
+}
+static void residual_forward_v(int version, floatX* out, const floatX* a, const floatX* b, size_t n) {
+    if (version == 1) {
+        residual_forward_v1_kernel<<<ceil_div((long)n, 256), 256>>>(out, a, b, n);
+        CUDA_CHECK(cudaGetLastError());
+    } else {
+        residual_forward(out, a, b, n, 0);
+    }
+}
+static void bias_backward_v(int version, floatX* dbias, float* scratch, const floatX* dout, int N, int OC) {
+    if (version == 1) {
+        bias_backward_v1_kernel<<<ceil_div(OC, 256), 256>>>(dbias, dout, N, OC);
+        CUDA_CHECK(cudaGetLastError());
+    } else {
+        bias_backward(dbias, scratch, dout, N, OC, 0);
+    }
+}
+
+// ----------------------------------------------------------------------------
+
+// off: element offset of every device pointer (1 makes them unaligned: the scalar path)
+static void check_map(size_t n, int off) {
+    char name[128];
+    std::vector<float> x = rand_x(n, 4.0f), y = rand_x(n, 1.0f);
+    floatX *dx = dev_x(x), *dy = dev_x(y), *dout = dev_alloc<floatX>(n);
+    size_t m = n - off;
+    // GELU forward
+    std::vector<float> want(n);
+    ref_gelu_forward(want.data(), x.data(), (long)n);
+    want.erase(want.begin(), want.begin() + off);
+    for (int v = 1; v <= 2; v++) {
+        poison(dout, n * sizeof(floatX));
+        gelu_forward_v(v, dout + off, dx + off, m);
+        snprintf(name, sizeof name, "gelu_forward_v%d n=%zu off=%d", v, m, off);
+        check(name, download_x(dout + off, m), want, TOL);
+    }
+    // GELU backward (overwrites; the CPU twin adds into zeros)
+    std::fill(want.begin(), want.end(), 0.0f);
+    want.resize(n);
+    ref_gelu_backward(want.data(), x.data(), y.data(), (long)n);
+    want.erase(want.begin(), want.begin() + off);
+    for (int v = 1; v <= 2; v++) {
+        poison(dout, n * sizeof(floatX));
+        gelu_backward_v(v, dout + off, dx + off, dy + off, m);
+        snprintf(name, sizeof name, "gelu_backward_v%d n=%zu off=%d", v, m, off);
+        check(name, download_x(dout + off, m), want, TOL);
+    }
+    // residual forward, add_inplace, scale_inplace
+    for (size_t i = 0; i < m; i++) want[i] = x[i + off] + y[i + off];
+    for (int v = 1; v <= 2; v++) {
+        poison(dout, n * sizeof(floatX));
+        residual_forward_v(v, dout + off, dx + off, dy + off, m);
+        snprintf(name, sizeof name, "residual_forward_v%d n=%zu off=%d", v, m, off);
+        check(name, download_x(dout + off, m), want, TOL);
+    }
+    upload_x(dout, x);
+    add_inplace(dout + off, dy + off, m, 0);
+    snprintf(name, sizeof name, "add_inplace n=%zu off=%d", m, off);
+    check(name, download_x(dout + off, m), want, TOL);
+    for (size_t i = 0; i < m; i++) want[i] = x[i + off] * 0.37f;
+    upload_x(dout, x);
+    scale_inplace(dout + off, 0.37f, m, 0);
+    snprintf(name, sizeof name, "scale_inplace n=%zu off=%d", m, off);
+    check(name, download_x(dout + off, m), want, TOL);
+    CUDA_CHECK(cudaFree(dx));
+    CUDA_CHECK(cudaFree(dy));
+    CUDA_CHECK(cudaFree(dout));
+}
+
+static void check_bias_backward(int N, int OC) {
+    char name[128];
+    std::vector<float> dout = rand_x((size_t)N * OC, 1.0f), db0 = rand_x(OC, 1.0f), want(OC);
+    for (int c = 0; c < OC; c++) {
+        double s = 0.0;
+        for (int r = 0; r < N; r++) s += dout[(size_t)r * OC + c];
+        want[c] = (float)(db0[c] + s);
+    }
+    floatX *d_dout = dev_x(dout), *d_db = dev_x(db0);
+    size_t nscratch = bias_backward_scratch_floats(N, OC);
+    float* scratch = dev_alloc<float>(nscratch);
+    std::vector<unsigned char> first;
+    for (int v = 1; v <= 2; v++) {
+        upload_x(d_db, db0);
+        poison(scratch, nscratch * sizeof(float));
+        bias_backward_v(v, d_db, scratch, d_dout, N, OC);
+        snprintf(name, sizeof name, "bias_backward_v%d N=%d OC=%d", v, N, OC);
+        check(name, download_x(d_db, OC), want, TOL);
+        if (v == 2) {  // determinism: again from the same start
+            first = download_bytes(d_db, OC * sizeof(floatX));
+            upload_x(d_db, db0);
+            poison(scratch, nscratch * sizeof(float));
+            bias_backward_v(v, d_db, scratch, d_dout, N, OC);
+            snprintf(name, sizeof name, "bias_backward_v%d N=%d OC=%d deterministic", v, N, OC);
+            check_bits(name, first, download_bytes(d_db, OC * sizeof(floatX)));
+        }
+    }
+    CUDA_CHECK(cudaFree(d_dout));
+    CUDA_CHECK(cudaFree(d_db));
+    CUDA_CHECK(cudaFree(scratch));
+}
+
+static void check_rows(int N, int C, int R) {
+    char name[128];
+    std::vector<float> src = rand_x((size_t)N * C, 1.0f), small = rand_x((size_t)R * C, 1.0f);
+    std::vector<int> perm(N);
+    for (int i = 0; i < N; i++) perm[i] = i;
+    for (int i = N - 1; i > 0; i--) std::swap(perm[i], perm[irand(i + 1)]);
+    std::vector<int> rows(perm.begin(), perm.begin() + R);  // R distinct rows
+    floatX *d_src = dev_x(src), *d_small = dev_x(small), *d_dst = dev_alloc<floatX>((size_t)N * C);
+    int* d_rows = dev_copy(rows);
+    std::vector<float> want((size_t)R * C);
+    for (int r = 0; r < R; r++)
+        for (int c = 0; c < C; c++) want[(size_t)r * C + c] = src[(size_t)rows[r] * C + c];
+    poison(d_dst, (size_t)N * C * sizeof(floatX));
+    gather_rows(d_dst, d_src, d_rows, R, C, 0);
+    snprintf(name, sizeof name, "gather_rows R=%d C=%d", R, C);
+    check(name, download_x(d_dst, (size_t)R * C), want, 0.0f);
+    want.assign((size_t)N * C, 0.0f);
+    for (int r = 0; r < R; r++)
+        for (int c = 0; c < C; c++) want[(size_t)rows[r] * C + c] = small[(size_t)r * C + c];
+    poison(d_dst, (size_t)N * C * sizeof(floatX));
+    scatter_rows_zero(d_dst, d_small, d_rows, R, N, C, 0);
+    snprintf(name, sizeof name, "scatter_rows_zero R=%d N=%d C=%d", R, N, C);
+    check(name, download_x(d_dst, (size_t)N * C), want, 0.0f);
+    CUDA_CHECK(cudaFree(d_src));
+    CUDA_CHECK(cudaFree(d_small));
+    CUDA_CHECK(cudaFree(d_dst));
+    CUDA_CHECK(cudaFree(d_rows));
+}
+
+static void timings(void) {
+    const int BT = 4 * 1024, C = 768;
+    const size_t n4 = (size_t)BT * 4 * C, n1 = (size_t)BT * C, X = sizeof(floatX);
+    floatX *a = dev_alloc<floatX>(n4), *b = dev_alloc<floatX>(n4), *o = dev_alloc<floatX>(n4);
+    float* scratch = dev_alloc<float>(bias_backward_scratch_floats(BT, 4 * C));
+    fill_hash(a, n4, 3.0f, 1);
+    fill_hash(b, n4, 1.0f, 2);
+    char name[128];
+    for (int v = 1; v <= 2; v++) {
+        snprintf(name, sizeof name, "gelu_forward_v%d n=%zu", v, n4);
+        report_time(name, time_ms([&] { gelu_forward_v(v, o, a, n4); }, 20), 2.0 * n4 * X);
+        snprintf(name, sizeof name, "gelu_backward_v%d n=%zu", v, n4);
+        report_time(name, time_ms([&] { gelu_backward_v(v, o, a, b, n4); }, 20), 3.0 * n4 * X);
+        snprintf(name, sizeof name, "residual_forward_v%d n=%zu", v, n1);
+        report_time(name, time_ms([&] { residual_forward_v(v, o, a, b, n1); }, 20), 3.0 * n1 * X);
+        // bias of the MLP's first matmul: N = BT rows, OC = 4C; the output is 12 KB (ignored)
+        snprintf(name, sizeof name, "bias_backward_v%d N=%d OC=%d", v, BT, 4 * C);
+        report_time(name, time_ms([&] { bias_backward_v(v, o, scratch, a, BT, 4 * C); }, 20), (double)n4 * X);
+    }
+    CUDA_CHECK(cudaFree(a));
+    CUDA_CHECK(cudaFree(b));
+    CUDA_CHECK(cudaFree(o));
+    CUDA_CHECK(cudaFree(scratch));
+}
+
+int main(void) {
+    if (!have_cuda_device("elementwise")) return 0;
+    check_map(3 * 4096 + 5, 0);
+    check_map(1000, 1);
+    check_bias_backward(1000, 2304);
+    check_bias_backward(37, 5);
+    check_rows(300, 768, 100);
+    check_rows(50, 99, 17);
+    timings();
+    CUDA_CHECK(cudaDeviceSynchronize());
+    printf("elementwise [%s]: %d failure(s)\n", PRECISION_NAME, g_failures);
+    return g_failures ? 1 : 0;
+}
