@@ -1,0 +1,76 @@
+// cpu_ref.c: exports train_sft.c's layer functions (static there) under ref_
+// names; see cpu_ref.h. Compiled with the C compiler and linked into the CUDA checks.
+#define SFT_NO_MAIN
+#include "../../train_sft.c"
+#include "cpu_ref.h"
+
+void ref_encoder_forward(float *out, const int *inputs, const int *pos, const float *wte, const float *wpe, int BT, int C) {
+    encoder_forward(out, inputs, pos, wte, wpe, BT, C);
+}
+void ref_encoder_backward(float *dwte, float *dwpe, const float *dout, const int *inputs, const int *pos, int BT, int C) {
+    encoder_backward(dwte, dwpe, dout, inputs, pos, BT, C);
+}
+void ref_layernorm_forward(float *out, float *mean, float *rstd, const float *inp, const float *w, const float *b, int N, int C, float eps) {
+    layernorm_forward(out, mean, rstd, inp, w, b, N, C, eps);
+}
+void ref_layernorm_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp, const float *w, const float *mean,
+                            const float *rstd, int N, int C) {
+    layernorm_backward(dinp, dw, db, dout, inp, w, mean, rstd, N, C);
+}
+void ref_matmul_forward(float *out, const float *inp, const float *w, const float *bias, int N, int C, int OC) {
+    matmul_forward(out, inp, w, bias, N, C, OC);
+}
+void ref_matmul_backward(float *dinp, float *dw, float *dbias, const float *dout, const float *inp, const float *w, int N, int C, int OC) {
+    matmul_backward(dinp, dw, dbias, dout, inp, w, N, C, OC);
+}
+void ref_attention_forward(float *out, float *att, const float *qkv, const int *doc_start, int B, int T, int C, int NH) {
+    attention_forward(out, att, qkv, doc_start, B, T, C, NH);
+}
+void ref_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *att, const int *doc_start, int B, int T, int C, int NH) {
+    attention_backward(dqkv, dout, qkv, att, doc_start, B, T, C, NH);
+}
+void ref_gelu_forward(float *out, const float *inp, long N) { gelu_forward(out, inp, (size_t)N); }
+void ref_gelu_backward(float *dinp, const float *inp, const float *dout, long N) { gelu_backward(dinp, inp, dout, (size_t)N); }
+void ref_classifier_forward(float *logits, float *losses, const float *x, const float *wte, const int *targets, int R, int C, int V) {
+    classifier_forward(logits, losses, x, wte, targets, R, C, V);
+}
+void ref_classifier_backward(float *dx, float *dwte, const float *dlogits, const float *x, const float *wte, int R, int C, int V) {
+    classifier_backward(dx, dwte, dlogits, x, wte, R, C, V);
+}
+void ref_crossentropy_softmax(float *logits, float *losses, const int *targets, int R, int V) {
+    crossentropy_softmax(logits, losses, targets, R, V);
+}
+void ref_adamw(float *p, const float *g, float *m, float *v, long n, float lr, float beta1, float beta2, float eps, float wd, int t) {
+    adamw_tensor(p, g, m, v, (size_t)n, lr, beta1, beta2, eps, wd, t);
+}
+
+// ---- the whole CPU model, for test_sftcu ----
+void *ref_model_new(const GPT2Config *cfg, const float *params, int B, int T) {
+    GPT2 *m = (GPT2 *)xcalloc(1, sizeof(GPT2));
+    m->cfg = *cfg;
+    size_t P = gpt2_num_parameters(cfg);
+    m->params_mem = (float *)xmalloc(P * sizeof(float));
+    memcpy(m->params_mem, params, P * sizeof(float));
+    param_pointers(cfg, m->params_mem, &m->params);
+    gpt2_allocate(m, B, T);
+    return m;
+}
+void ref_model_free(void *model) { gpt2_free((GPT2 *)model); free(model); }
+double ref_model_mean_loss_and_grads(void *model, const int *inputs, const int *pos, const int *doc_start, const int *targets, int B, int T,
+                                     int *num_targets) {
+    GPT2 *m = (GPT2 *)model;
+    memset(m->grads_mem, 0, m->num_params * sizeof(float));
+    double loss = gpt2_forward(m, inputs, pos, doc_start, targets, B, T);
+    gpt2_backward(m, inputs, pos, doc_start, B, T);
+    *num_targets = m->num_rows;
+    if (m->num_rows) scale_gradients(m, 1.0f / (float)m->num_rows);
+    return m->num_rows ? loss / m->num_rows : 0.0;
+}
+const float *ref_model_grads(void *model) { return ((GPT2 *)model)->grads_mem; }
+const float *ref_model_logits(void *model, const int *inputs, const int *pos, const int *doc_start, const int *rows, int R, int B, int T) {
+    GPT2 *m = (GPT2 *)model;
+    memcpy(m->rows, rows, (size_t)R * sizeof(int));
+    m->num_rows = R;
+    gpt2_forward(m, inputs, pos, doc_start, NULL, B, T);
+    return m->acts.logits;
+}

@@ -1,0 +1,40 @@
+// cpu_ref.h: the CPU trainer's layer functions (train_sft.c), exported for the
+// CUDA kernel checks in dev/cuda/ and for test_sftcu: every GPU kernel is checked
+// against its CPU twin. Build cpu_ref.c with gcc and link it. Semantics, shapes and
+// "backward adds into its outputs" are exactly those of train_sft.c.
+#pragma once
+#include "../../common/gpt2.h"
+#ifdef __cplusplus
+extern "C" {
+#endif
+void ref_encoder_forward(float *out, const int *inputs, const int *pos, const float *wte, const float *wpe, int BT, int C);
+void ref_encoder_backward(float *dwte, float *dwpe, const float *dout, const int *inputs, const int *pos, int BT, int C);
+void ref_layernorm_forward(float *out, float *mean, float *rstd, const float *inp, const float *w, const float *b, int N, int C, float eps);
+void ref_layernorm_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp, const float *w, const float *mean,
+                            const float *rstd, int N, int C);
+void ref_matmul_forward(float *out, const float *inp, const float *w, const float *bias, int N, int C, int OC);
+void ref_matmul_backward(float *dinp, float *dw, float *dbias, const float *dout, const float *inp, const float *w, int N, int C, int OC);
+// att is (B, NH, T, T) scratch for the CPU's materialized attention
+void ref_attention_forward(float *out, float *att, const float *qkv, const int *doc_start, int B, int T, int C, int NH);
+void ref_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *att, const int *doc_start, int B, int T, int C, int NH);
+void ref_gelu_forward(float *out, const float *inp, long N);
+void ref_gelu_backward(float *dinp, const float *inp, const float *dout, long N);
+// logits (R, V) in, with targets: losses (R) out and logits replaced by softmax - onehot
+void ref_classifier_forward(float *logits, float *losses, const float *x, const float *wte, const int *targets, int R, int C, int V);
+void ref_classifier_backward(float *dx, float *dwte, const float *dlogits, const float *x, const float *wte, int R, int C, int V);
+void ref_crossentropy_softmax(float *logits, float *losses, const int *targets, int R, int V);
+// torch.optim.AdamW on n parameters (decay already folded: pass wd = 0 for no decay)
+void ref_adamw(float *p, const float *g, float *m, float *v, long n, float lr, float beta1, float beta2, float eps, float wd, int t);
+// The whole CPU model (train_sft.c's GPT2), for test_sftcu. GPT2Config is common/gpt2.h's.
+void *ref_model_new(const GPT2Config *cfg, const float *params, int B, int T);
+void ref_model_free(void *model);
+// zeroes the gradients, runs forward and backward on the micro-batch, scales the
+// gradients to those of the mean loss; returns the mean loss and the target count
+double ref_model_mean_loss_and_grads(void *model, const int *inputs, const int *pos, const int *doc_start, const int *targets, int B, int T,
+                                     int *num_targets);
+const float *ref_model_grads(void *model);
+// logits (R x V) of the listed row positions
+const float *ref_model_logits(void *model, const int *inputs, const int *pos, const int *doc_start, const int *rows, int R, int B, int T);
+#ifdef __cplusplus
+}
+#endif

@@ -1,0 +1,220 @@
+/*
+test_sftcu.cu: the GPU trainer against the CPU trainer (train_sft.c, linked through
+dev/cuda/cpu_ref.c). Built twice: test_sftcu (fp32: tight tolerances) and
+test_sftcu_bf16 (bf16: loose ones). Without a CUDA device it prints why it skips.
+Prints "ok NAME" / "FAIL NAME: why" / "skip NAME: why"; run from the repository root.
+*/
+#define SFT_NO_MAIN
+#include "train_sft.cu"
+#include "dev/cuda/cpu_ref.h"
+#include <sys/wait.h>
+
+#if defined(ENABLE_FP32)
+#define GPU_BINARY "train_sftcu_fp32"
+#else
+#define GPU_BINARY "train_sftcu"
+#endif
+
+static int failures = 0;
+
+static void check(const char *name, bool ok, const char *fmt, ...) {
+    if (ok) { printf("ok %s_%s\n", name, PRECISION_NAME); return; }
+    va_list ap;
+    va_start(ap, fmt);
+    printf("FAIL %s_%s: ", name, PRECISION_NAME);
+    vprintf(fmt, ap);
+    printf("\n");
+    va_end(ap);
+    failures++;
+}
+
+#if defined(ENABLE_FP32)
+static const double TOL_LOGITS = 1e-4, TOL_LOSS = 1e-5, TOL_GRAD = 1e-4, TOL_STEPS = 1e-4;
+#else
+static const double TOL_LOGITS = 3e-2, TOL_LOSS = 1e-2, TOL_GRAD = 1e-2, TOL_STEPS = 2e-2;
+#endif
+
+// max |a - b| / max |b|
+static double rel_err(const float *a, const float *b, size_t n) {
+    double d = 0.0, s = 1e-12;
+    for (size_t i = 0; i < n; i++) {
+        double e = fabs((double)a[i] - (double)b[i]);
+        if (!(e <= d)) d = e;
+        if (fabs((double)b[i]) > s) s = fabs((double)b[i]);
+    }
+    return d / s;
+}
+
+#if !defined(ENABLE_FP32)
+static double norm(const float *a, size_t n) {
+    double s = 0.0;
+    for (size_t i = 0; i < n; i++) s += (double)a[i] * a[i];
+    return sqrt(s);
+}
+#endif
+
+static void download(float *dst, const floatX *src, size_t n) {
+    floatX *tmp = (floatX *)xmalloc(n * sizeof(floatX));
+    CUDA_CHECK(cudaMemcpy(tmp, src, n * sizeof(floatX), cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < n; i++) dst[i] = to_float(tmp[i]);
+    free(tmp);
+}
+
+// One packed micro-batch with masks: logits, loss and every gradient, GPU against CPU.
+static void test_step_against_cpu(const char *name, const GPT2Config *cfg, const float *params, const char *data_path, int B, int T,
+                                  int recompute) {
+    DataFile df;
+    data_load(&df, data_path);
+    Loader ld;
+    loader_init(&ld, &df, B, T, 0, 0, 1);
+    loader_next_batch(&ld);
+    int BT = B * T, V = cfg->V;
+    void *cpu = ref_model_new(cfg, params, B, T);
+    GpuModel M;
+    gpu_model_build(&M, cfg, params, B, T, recompute);
+    int *rows = (int *)xmalloc(BT * sizeof(int)), *row_targets = (int *)xmalloc(BT * sizeof(int)), R = 0;
+    for (int i = 0; i < BT; i++) rows[i] = i;
+    // logits at every position
+    M.num_rows = BT;
+    gpu_upload_batch(&M, ld.inputs, ld.pos, ld.doc_start, NULL, BT, rows, row_targets);
+    gpu_forward(&M, B, T, false, 1.0f);
+    float *gl = (float *)xmalloc((size_t)BT * V * sizeof(float));
+    download(gl, M.a.logits, (size_t)BT * V);
+    const float *cl = ref_model_logits(cpu, ld.inputs, ld.pos, ld.doc_start, rows, BT, B, T);
+    char full[128];
+    snprintf(full, sizeof full, "%s_logits", name);
+    double le = rel_err(gl, cl, (size_t)BT * V);
+    check(full, le < TOL_LOGITS, "relative error %.3g", le);
+    // loss and gradients of the mean loss
+    int n_cpu;
+    double cpu_loss = ref_model_mean_loss_and_grads(cpu, ld.inputs, ld.pos, ld.doc_start, ld.targets, B, T, &n_cpu);
+    CUDA_CHECK(cudaMemset(M.grads, 0, M.num_params * sizeof(floatX)));
+    gpu_upload_batch(&M, ld.inputs, ld.pos, ld.doc_start, ld.targets, BT, rows, row_targets);
+    R = M.num_rows;
+    gpu_forward(&M, B, T, true, 1.0f / (float)R);
+    float *losses = (float *)xmalloc(BT * sizeof(float));
+    double gpu_loss = gpu_loss_sum(&M, losses) / R;
+    gpu_backward(&M, B, T);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    snprintf(full, sizeof full, "%s_loss", name);
+    check(full, R == n_cpu && fabs(gpu_loss - cpu_loss) < TOL_LOSS * fabs(cpu_loss), "loss %.8f vs CPU %.8f, targets %d vs %d", gpu_loss,
+          cpu_loss, R, n_cpu);
+    float *gg = (float *)xmalloc(M.num_params * sizeof(float));
+    download(gg, M.grads, M.num_params);
+    const float *cg = ref_model_grads(cpu);
+    size_t off = 0;
+    double worst = 0.0;
+    const char *worst_name = "";
+    for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
+        size_t n = param_numel(cfg, i);
+#if defined(ENABLE_FP32)
+        double e = rel_err(gg + off, cg + off, n);  // elementwise, relative to the tensor's scale
+#else
+        double e = fabs(norm(gg + off, n) - norm(cg + off, n)) / (norm(cg + off, n) + 1e-12);  // per-tensor gradient norms
+#endif
+        if (!(e <= worst)) { worst = e; worst_name = PARAM_INFO[i].hf_name; }
+        off += n;
+    }
+    snprintf(full, sizeof full, "%s_gradients", name);
+    check(full, worst < TOL_GRAD, "worst error %.3g in %s", worst, worst_name);
+    free(gl); free(losses); free(gg); free(rows); free(row_targets);
+    gpu_model_free(&M);
+    ref_model_free(cpu);
+    loader_free(&ld);
+    data_free(&df);
+}
+
+// ---- whole programs ----
+
+static int run(const char *cmd) {
+    int rc = system(cmd);
+    return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+// "loss" and "val_loss" values of a metrics file, in order
+static int read_losses(const char *path, double *out, int cap) {
+    if (!path_exists(path)) return 0;
+    size_t n;
+    char *text = read_whole_file(path, &n);
+    int k = 0;
+    for (char *p = text; (p = strstr(p, "\"loss\": ")) && k < cap; p++) out[k++] = atof(p + 8);
+    free(text);
+    return k;
+}
+
+static char tmp_root[256];
+
+static void test_programs(void) {
+    const char *flags = "-i dev/ref/tiny_train.bin -e d2c64h2t32 -b 3 -t 32 -d 192 -x 10 -l 3e-3 -u 2 -c 0.1 -S 1";
+    char cmd[2048], path[600];
+    double cpu[16], gpu[16], gpu2[16], res[16];
+    snprintf(cmd, sizeof cmd, "./train_sft %s -o %s/cpu > /dev/null", flags, tmp_root);
+    int rc1 = run(cmd);
+    snprintf(cmd, sizeof cmd, "./%s %s -o %s/gpu > /dev/null", GPU_BINARY, flags, tmp_root);
+    int rc2 = run(cmd);
+    snprintf(path, sizeof path, "%s/cpu/metrics.jsonl", tmp_root);
+    int nc = read_losses(path, cpu, 16);
+    snprintf(path, sizeof path, "%s/gpu/metrics.jsonl", tmp_root);
+    int ng = read_losses(path, gpu, 16);
+    double worst = nc == 10 && ng == 10 ? 0.0 : 1.0;
+    for (int i = 0; i < 10 && i < nc && i < ng; i++) worst = fmax(worst, fabs(gpu[i] - cpu[i]) / fabs(cpu[i]));
+    check("ten_steps_match_cpu", rc1 == 0 && rc2 == 0 && worst < TOL_STEPS, "exit %d %d, %d/%d steps, worst relative loss difference %.3g",
+          rc1, rc2, nc, ng, worst);
+    // the same run again: bit-identical
+    snprintf(cmd, sizeof cmd, "./%s %s -o %s/gpu2 > /dev/null", GPU_BINARY, flags, tmp_root);
+    int rc3 = run(cmd);
+    snprintf(path, sizeof path, "%s/gpu2/metrics.jsonl", tmp_root);
+    int n2 = read_losses(path, gpu2, 16);
+    check("deterministic", rc3 == 0 && n2 == ng && !memcmp(gpu, gpu2, sizeof(double) * (size_t)ng), "two runs differ");
+    // recompute levels give the same numbers as level 0
+    for (int r = 1; r <= 2; r++) {
+        double rl[16];
+        snprintf(cmd, sizeof cmd, "./%s %s -r %d -o %s/gpu_r%d > /dev/null", GPU_BINARY, flags, r, tmp_root, r);
+        int rc = run(cmd);
+        snprintf(path, sizeof path, "%s/gpu_r%d/metrics.jsonl", tmp_root, r);
+        int nr = read_losses(path, rl, 16);
+        char name[64];
+        snprintf(name, sizeof name, "recompute_%d_equals_0", r);
+        check(name, rc == 0 && nr == ng && !memcmp(rl, gpu, sizeof(double) * (size_t)ng), "exit %d; losses differ from level 0", rc);
+    }
+    // resume from step 4 reproduces steps 5..10 bit for bit
+    snprintf(cmd, sizeof cmd, "./%s %s -n 4 -o %s/resumed > /dev/null && echo step_00000004 > %s/resumed/latest && ./%s %s -n 4 -y 1 -o %s/resumed > /dev/null",
+             GPU_BINARY, flags, tmp_root, tmp_root, GPU_BINARY, flags, tmp_root);
+    int rc4 = run(cmd);
+    snprintf(path, sizeof path, "%s/resumed/metrics.jsonl", tmp_root);
+    int nres = read_losses(path, res, 16);
+    check("resume_bit_identical", rc4 == 0 && nres == ng && !memcmp(res, gpu, sizeof(double) * (size_t)ng), "exit %d, %d steps", rc4, nres);
+}
+
+int main(void) {
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    int devices = 0;
+    if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+        printf("skip test_sftcu_%s: no CUDA device on this machine (the GPU checks run in dev/gpu_check.sh on a GPU)\n", PRECISION_NAME);
+        return 0;
+    }
+    snprintf(tmp_root, sizeof tmp_root, "/tmp/test_sftcu.%d", (int)getpid());
+    make_dirs(tmp_root);
+    // the PyTorch-checked tiny model (head size 8) and a fresh one with head size 32
+    GPT2Config cfg;
+    float *params;
+    ParamTensors p;
+    gpt2_load_hf("dev/ref/tiny", &cfg, &params, &p);
+    for (int r = 0; r <= 2; r++) {
+        char name[64];
+        snprintf(name, sizeof name, "tiny_recompute%d", r);
+        test_step_against_cpu(name, &cfg, params, "dev/ref/tiny_train.bin", 2, 16, r);
+    }
+    free(params);
+    GPT2Config c2;
+    gpt2_parse_descriptor("d2c64h2t64", &c2);
+    c2.V = 61;
+    params = (float *)xmalloc(gpt2_num_parameters(&c2) * sizeof(float));
+    param_pointers(&c2, params, &p);
+    gpt2_init_random(&c2, &p, 7);
+    test_step_against_cpu("d2c64", &c2, params, "dev/ref/tiny_train.bin", 3, 64, 0);
+    free(params);
+    test_programs();
+    printf("test_sftcu_%s: %d failed\n", PRECISION_NAME, failures);
+    return failures ? 1 : 0;
+}

@@ -1,0 +1,622 @@
+/*
+train_sft.cu: the SFT trainer on an NVIDIA GPU. Same flags, data format, training
+semantics, checkpoints and Hugging Face export as the CPU trainer (train_sft.c),
+which is its reference: every kernel in cuda/ has a CPU twin there, checked in
+dev/cuda/, and test_sftcu compares whole steps.
+
+Matrix products run through cuBLAS; everything else is our own kernels (the headers in cuda/).
+Precision is chosen at build time: bf16 (default) keeps weights, activations and
+gradients in bf16 for the matrix work with fp32 master weights, fp32 AdamW moments
+and fp32 reductions; `make train_sftcu PRECISION=FP32` computes in fp32 throughout.
+-r sets gradient checkpointing: 0 stores every activation, 1 recomputes the LayerNorm
+and GELU outputs in backward, 2 keeps only each layer's input and recomputes the layer.
+Every kernel is deterministic (no float atomics), so a run is bit-identical run to run.
+*/
+#include "common/evalset.h"
+#include "common/generate.h"
+#include "common/trainer.h"
+#include "cuda/attention.cuh"
+#include "cuda/classifier.cuh"
+#include "cuda/common.cuh"
+#include "cuda/elementwise.cuh"
+#include "cuda/encoder.cuh"
+#include "cuda/layernorm.cuh"
+#include "cuda/matmul.cuh"
+#include "cuda/optimizer.cuh"
+
+// ----------------------------------------------------------------------------
+// The model on the device. Parameters and gradients are floatX in one allocation
+// each, laid out as in common/gpt2.h; master weights and AdamW moments are fp32.
+
+struct Acts {
+    floatX *encoded;                   // (BT, C)
+    floatX *ln1, *qkv, *atty;          // (BT, C) / (BT, 3C) / (BT, C), per layer unless recomputed
+    float *ln1_mean, *ln1_rstd, *lse;  // (L, BT), (L, BT), (L, NH, BT)
+    floatX *residual2, *ln2;           // (BT, C)
+    float *ln2_mean, *ln2_rstd;        // (L, BT)
+    floatX *fch, *fch_gelu;            // (BT, 4C)
+    floatX *residual3;                 // (L, BT, C): every layer's output, always kept
+    floatX *lnf;                       // (BT, C)
+    float *lnf_mean, *lnf_rstd;        // (BT)
+    floatX *x_sel, *logits;            // (BT, C), (BT, V): rows that go to the classifier
+    float *losses;                     // (BT)
+    floatX *dresidual, *dln, *datty, *dqkv, *dfch, *dfch_gelu, *dx_sel;  // gradient scratch, one layer
+    float *scratch;                    // reductions
+    float *norm2, *grad_scale;         // one float each
+};
+
+struct GpuModel {
+    GPT2Config cfg;
+    size_t num_params;
+    floatX *params, *grads;
+    floatX *p[NUM_PARAM_TENSORS], *g[NUM_PARAM_TENSORS];
+    float *master, *m, *v;             // master == (float *)params in the fp32 build
+    int B, T, recompute;
+    Acts a;
+    size_t acts_bytes, scratch_floats;
+    int *inputs, *pos, *doc_start, *rows, *row_targets;  // the micro-batch on the device
+    int num_rows;
+    cublasHandle_t blas;
+    cudaStream_t stream;
+    float *host_logits;                // one row, for generation
+    floatX *host_row;
+};
+
+static void *dev_alloc(size_t bytes, size_t *total) {
+    void *p = NULL;
+    CUDA_CHECK(cudaMalloc(&p, bytes ? bytes : 1));
+    if (total) *total += bytes;
+    return p;
+}
+
+// Per-layer activation arrays exist only where that level stores them; otherwise a
+// single layer's worth is reused and recomputed in backward.
+static bool stored_per_layer(int recompute, bool cheap_to_recompute) { return recompute == 0 || (recompute == 1 && !cheap_to_recompute); }
+
+static void gpu_model_build(GpuModel *M, const GPT2Config *cfg, const float *host_params, int B, int T, int recompute) {
+    M->cfg = *cfg;
+    M->B = B; M->T = T; M->recompute = recompute;
+    M->num_params = gpt2_num_parameters(cfg);
+    size_t P = M->num_params, L = cfg->L, C = cfg->C, BT = (size_t)B * T, V = cfg->V, NH = cfg->NH;
+    CUDA_CHECK(cudaStreamCreate(&M->stream));
+    CUBLAS_CHECK(cublasCreate(&M->blas));
+    M->params = (floatX *)dev_alloc(P * sizeof(floatX), NULL);
+    M->grads = (floatX *)dev_alloc(P * sizeof(floatX), NULL);
+#if defined(ENABLE_FP32)
+    M->master = (float *)M->params;
+#else
+    M->master = (float *)dev_alloc(P * sizeof(float), NULL);
+#endif
+    M->m = (float *)dev_alloc(P * sizeof(float), NULL);
+    M->v = (float *)dev_alloc(P * sizeof(float), NULL);
+    CUDA_CHECK(cudaMemset(M->m, 0, P * sizeof(float)));
+    CUDA_CHECK(cudaMemset(M->v, 0, P * sizeof(float)));
+    size_t off = 0;
+    for (int i = 0; i < NUM_PARAM_TENSORS; i++) { M->p[i] = M->params + off; M->g[i] = M->grads + off; off += param_numel(cfg, i); }
+    CUDA_CHECK(cudaMemcpy(M->master, host_params, P * sizeof(float), cudaMemcpyHostToDevice));
+#if !defined(ENABLE_FP32)
+    {   // floatX copy of the master weights
+        floatX *tmp = (floatX *)xmalloc(P * sizeof(floatX));
+        for (size_t i = 0; i < P; i++) tmp[i] = from_float<floatX>(host_params[i]);
+        CUDA_CHECK(cudaMemcpy(M->params, tmp, P * sizeof(floatX), cudaMemcpyHostToDevice));
+        free(tmp);
+    }
+#endif
+    Acts *a = &M->a;
+    size_t t = 0, X = sizeof(floatX), F = sizeof(float);
+    size_t lay = stored_per_layer(recompute, true) ? L : 1;   // ln1, ln2, fch_gelu: cheap to recompute
+    size_t big = stored_per_layer(recompute, false) ? L : 1;  // qkv, atty, lse, residual2, fch: kept at level 1
+    a->encoded = (floatX *)dev_alloc(BT * C * X, &t);
+    a->ln1 = (floatX *)dev_alloc(lay * BT * C * X, &t);
+    a->qkv = (floatX *)dev_alloc(big * BT * 3 * C * X, &t);
+    a->atty = (floatX *)dev_alloc(big * BT * C * X, &t);
+    a->lse = (float *)dev_alloc(big * NH * BT * F, &t);
+    a->ln1_mean = (float *)dev_alloc(L * BT * F, &t);
+    a->ln1_rstd = (float *)dev_alloc(L * BT * F, &t);
+    a->residual2 = (floatX *)dev_alloc(big * BT * C * X, &t);
+    a->ln2 = (floatX *)dev_alloc(lay * BT * C * X, &t);
+    a->ln2_mean = (float *)dev_alloc(L * BT * F, &t);
+    a->ln2_rstd = (float *)dev_alloc(L * BT * F, &t);
+    a->fch = (floatX *)dev_alloc(big * BT * 4 * C * X, &t);
+    a->fch_gelu = (floatX *)dev_alloc(lay * BT * 4 * C * X, &t);
+    a->residual3 = (floatX *)dev_alloc(L * BT * C * X, &t);
+    a->lnf = (floatX *)dev_alloc(BT * C * X, &t);
+    a->lnf_mean = (float *)dev_alloc(BT * F, &t);
+    a->lnf_rstd = (float *)dev_alloc(BT * F, &t);
+    a->x_sel = (floatX *)dev_alloc(BT * C * X, &t);
+    a->logits = (floatX *)dev_alloc(BT * V * X, &t);
+    a->losses = (float *)dev_alloc(BT * F, &t);
+    a->dresidual = (floatX *)dev_alloc(BT * C * X, &t);
+    a->dln = (floatX *)dev_alloc(BT * C * X, &t);
+    a->datty = (floatX *)dev_alloc(BT * C * X, &t);
+    a->dqkv = (floatX *)dev_alloc(BT * 3 * C * X, &t);
+    a->dfch = (floatX *)dev_alloc(BT * 4 * C * X, &t);
+    a->dfch_gelu = (floatX *)dev_alloc(BT * 4 * C * X, &t);
+    a->dx_sel = (floatX *)dev_alloc(BT * C * X, &t);
+    size_t s = layernorm_backward_scratch_floats((int)BT, (int)C);
+    size_t s2 = bias_backward_scratch_floats((int)BT, (int)(4 * C));
+    size_t s3 = attention_backward_scratch_floats(B, T, (int)C, (int)NH);
+    size_t s4 = global_norm_scratch_floats();
+    if (s2 > s) s = s2;
+    if (s3 > s) s = s3;
+    if (s4 > s) s = s4;
+    M->scratch_floats = s;
+    a->scratch = (float *)dev_alloc(s * F, &t);
+    a->norm2 = (float *)dev_alloc(F, &t);
+    a->grad_scale = (float *)dev_alloc(F, &t);
+    M->acts_bytes = t;
+    M->inputs = (int *)dev_alloc(BT * sizeof(int), NULL);
+    M->pos = (int *)dev_alloc(BT * sizeof(int), NULL);
+    M->doc_start = (int *)dev_alloc(BT * sizeof(int), NULL);
+    M->rows = (int *)dev_alloc(BT * sizeof(int), NULL);
+    M->row_targets = (int *)dev_alloc(BT * sizeof(int), NULL);
+    M->host_logits = (float *)xmalloc(V * sizeof(float));
+    M->host_row = (floatX *)xmalloc(V * sizeof(floatX));
+}
+
+static void gpu_model_free(GpuModel *M) {
+    Acts *a = &M->a;
+    void *ptrs[] = {M->params, M->grads, M->m, M->v, a->encoded, a->ln1, a->qkv, a->atty, a->lse, a->ln1_mean, a->ln1_rstd, a->residual2,
+                    a->ln2, a->ln2_mean, a->ln2_rstd, a->fch, a->fch_gelu, a->residual3, a->lnf, a->lnf_mean, a->lnf_rstd, a->x_sel,
+                    a->logits, a->losses, a->dresidual, a->dln, a->datty, a->dqkv, a->dfch, a->dfch_gelu, a->dx_sel, a->scratch, a->norm2,
+                    a->grad_scale, M->inputs, M->pos, M->doc_start, M->rows, M->row_targets};
+    for (size_t i = 0; i < sizeof ptrs / sizeof ptrs[0]; i++) CUDA_CHECK(cudaFree(ptrs[i]));
+#if !defined(ENABLE_FP32)
+    CUDA_CHECK(cudaFree(M->master));
+#endif
+    CUBLAS_CHECK(cublasDestroy(M->blas));
+    CUDA_CHECK(cudaStreamDestroy(M->stream));
+    free(M->host_logits); free(M->host_row);
+}
+
+// Pointers to layer l's activations (index 0 where one layer's worth is reused).
+struct LayerActs {
+    floatX *ln1, *qkv, *atty, *residual2, *ln2, *fch, *fch_gelu, *residual3;
+    const floatX *input;
+    float *ln1_mean, *ln1_rstd, *lse, *ln2_mean, *ln2_rstd;
+};
+
+static LayerActs layer_acts(const GpuModel *M, int l, int BT) {
+    const Acts *a = &M->a;
+    size_t C = M->cfg.C, NH = M->cfg.NH;
+    size_t lay = stored_per_layer(M->recompute, true) ? l : 0, big = stored_per_layer(M->recompute, false) ? l : 0;
+    LayerActs r;
+    r.ln1 = a->ln1 + lay * BT * C;
+    r.qkv = a->qkv + big * BT * 3 * C;
+    r.atty = a->atty + big * BT * C;
+    r.lse = a->lse + big * NH * BT;
+    r.residual2 = a->residual2 + big * BT * C;
+    r.ln2 = a->ln2 + lay * BT * C;
+    r.fch = a->fch + big * BT * 4 * C;
+    r.fch_gelu = a->fch_gelu + lay * BT * 4 * C;
+    r.residual3 = a->residual3 + (size_t)l * BT * C;
+    r.input = l == 0 ? a->encoded : a->residual3 + (size_t)(l - 1) * BT * C;
+    r.ln1_mean = a->ln1_mean + (size_t)l * BT; r.ln1_rstd = a->ln1_rstd + (size_t)l * BT;
+    r.ln2_mean = a->ln2_mean + (size_t)l * BT; r.ln2_rstd = a->ln2_rstd + (size_t)l * BT;
+    return r;
+}
+
+// One transformer layer forward (as in train_sft.c's gpt2_forward).
+static void layer_forward(GpuModel *M, int l, int B, int T) {
+    const GPT2Config *c = &M->cfg;
+    int C = c->C, NH = c->NH, BT = B * T;
+    cudaStream_t s = M->stream;
+    LayerActs x = layer_acts(M, l, BT);
+    floatX **p = M->p;
+    layernorm_forward(x.ln1, x.ln1_mean, x.ln1_rstd, x.input, p[P_LN1W] + l * C, p[P_LN1B] + l * C, BT, C, c->eps, s);
+    matmul_forward(M->blas, x.qkv, x.ln1, p[P_QKVW] + (size_t)l * C * 3 * C, p[P_QKVB] + l * 3 * C, BT, C, 3 * C, s);
+    attention_forward(x.atty, x.lse, x.qkv, M->doc_start, B, T, C, NH, s);
+    matmul_forward(M->blas, x.residual2, x.atty, p[P_ATTPROJW] + (size_t)l * C * C, p[P_ATTPROJB] + l * C, BT, C, C, s);
+    add_inplace(x.residual2, x.input, (size_t)BT * C, s);
+    layernorm_forward(x.ln2, x.ln2_mean, x.ln2_rstd, x.residual2, p[P_LN2W] + l * C, p[P_LN2B] + l * C, BT, C, c->eps, s);
+    matmul_forward(M->blas, x.fch, x.ln2, p[P_FCW] + (size_t)l * C * 4 * C, p[P_FCB] + l * 4 * C, BT, C, 4 * C, s);
+    gelu_forward(x.fch_gelu, x.fch, (size_t)BT * 4 * C, s);
+    matmul_forward(M->blas, x.residual3, x.fch_gelu, p[P_FCPROJW] + (size_t)l * 4 * C * C, p[P_FCPROJB] + l * C, BT, 4 * C, C, s);
+    add_inplace(x.residual3, x.residual2, (size_t)BT * C, s);
+}
+
+// Forward over B rows of T positions (the micro-batch already on the device), then
+// the classifier on the M->num_rows rows listed in M->rows. With targets
+// (M->row_targets), the logits become the loss gradient scaled by grad_scale.
+static void gpu_forward(GpuModel *M, int B, int T, bool with_targets, float grad_scale) {
+    const GPT2Config *c = &M->cfg;
+    int C = c->C, V = c->V, BT = B * T, L = c->L;
+    cudaStream_t s = M->stream;
+    Acts *a = &M->a;
+    encoder_forward(a->encoded, M->inputs, M->pos, M->p[P_WTE], M->p[P_WPE], BT, C, s);
+    for (int l = 0; l < L; l++) layer_forward(M, l, B, T);
+    layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, a->residual3 + (size_t)(L - 1) * BT * C, M->p[P_LNFW], M->p[P_LNFB], BT, C, c->eps, s);
+    if (M->num_rows == 0) return;
+    gather_rows(a->x_sel, a->lnf, M->rows, M->num_rows, C, s);
+    gemm_rm(M->blas, false, true, M->num_rows, V, C, a->x_sel, C, M->p[P_WTE], C, a->logits, V, 0.0f, s);
+    if (with_targets) crossentropy_softmax(a->logits, a->losses, M->row_targets, M->num_rows, V, grad_scale, s);
+}
+
+// Backward after gpu_forward with targets: adds the gradients to M->grads.
+static void gpu_backward(GpuModel *M, int B, int T) {
+    const GPT2Config *c = &M->cfg;
+    int C = c->C, V = c->V, NH = c->NH, BT = B * T, L = c->L, R = M->num_rows;
+    cudaStream_t s = M->stream;
+    Acts *a = &M->a;
+    floatX **p = M->p, **g = M->g;
+    // classifier: dx = dlogits * wte, dwte += dlogits^T * x
+    gemm_rm(M->blas, false, false, R, C, V, a->logits, V, p[P_WTE], C, a->dx_sel, C, 0.0f, s);
+    gemm_rm(M->blas, true, false, V, C, R, a->logits, V, a->x_sel, C, g[P_WTE], C, 1.0f, s);
+    scatter_rows_zero(a->dln, a->dx_sel, M->rows, R, BT, C, s);
+    CUDA_CHECK(cudaMemsetAsync(a->dresidual, 0, (size_t)BT * C * sizeof(floatX), s));
+    layernorm_backward(a->dresidual, g[P_LNFW], g[P_LNFB], a->scratch, a->dln, a->residual3 + (size_t)(L - 1) * BT * C, p[P_LNFW],
+                       a->lnf_mean, a->lnf_rstd, BT, C, s);
+    for (int l = L - 1; l >= 0; l--) {
+        LayerActs x = layer_acts(M, l, BT);
+        if (M->recompute == 2) layer_forward(M, l, B, T);  // everything but the layer's input was dropped
+        if (M->recompute == 1) {                            // LayerNorm and GELU outputs were dropped
+            layernorm_forward(x.ln2, x.ln2_mean, x.ln2_rstd, x.residual2, p[P_LN2W] + l * C, p[P_LN2B] + l * C, BT, C, c->eps, s);
+            gelu_forward(x.fch_gelu, x.fch, (size_t)BT * 4 * C, s);
+        }
+        // MLP: residual3 = residual2 + fcproj(gelu(fc(ln2(residual2))))
+        matmul_backward_data_weight(M->blas, a->dfch_gelu, g[P_FCPROJW] + (size_t)l * 4 * C * C, a->dresidual, x.fch_gelu,
+                                    p[P_FCPROJW] + (size_t)l * 4 * C * C, BT, 4 * C, C, s);
+        bias_backward(g[P_FCPROJB] + l * C, a->scratch, a->dresidual, BT, C, s);
+        gelu_backward(a->dfch, x.fch, a->dfch_gelu, (size_t)BT * 4 * C, s);
+        matmul_backward_data_weight(M->blas, a->dln, g[P_FCW] + (size_t)l * C * 4 * C, a->dfch, x.ln2, p[P_FCW] + (size_t)l * C * 4 * C, BT, C,
+                                    4 * C, s);
+        bias_backward(g[P_FCB] + l * 4 * C, a->scratch, a->dfch, BT, 4 * C, s);
+        layernorm_backward(a->dresidual, g[P_LN2W] + l * C, g[P_LN2B] + l * C, a->scratch, a->dln, x.residual2, p[P_LN2W] + l * C,
+                           x.ln2_mean, x.ln2_rstd, BT, C, s);
+        // attention: residual2 = input + attproj(attention(qkv(ln1(input))))
+        matmul_backward_data_weight(M->blas, a->datty, g[P_ATTPROJW] + (size_t)l * C * C, a->dresidual, x.atty, p[P_ATTPROJW] + (size_t)l * C * C,
+                                    BT, C, C, s);
+        bias_backward(g[P_ATTPROJB] + l * C, a->scratch, a->dresidual, BT, C, s);
+        attention_backward(a->dqkv, a->scratch, a->datty, x.atty, x.lse, x.qkv, M->doc_start, B, T, C, NH, s);
+        if (M->recompute == 1)
+            layernorm_forward(x.ln1, x.ln1_mean, x.ln1_rstd, x.input, p[P_LN1W] + l * C, p[P_LN1B] + l * C, BT, C, c->eps, s);
+        matmul_backward_data_weight(M->blas, a->dln, g[P_QKVW] + (size_t)l * C * 3 * C, a->dqkv, x.ln1, p[P_QKVW] + (size_t)l * C * 3 * C, BT, C,
+                                    3 * C, s);
+        bias_backward(g[P_QKVB] + l * 3 * C, a->scratch, a->dqkv, BT, 3 * C, s);
+        layernorm_backward(a->dresidual, g[P_LN1W] + l * C, g[P_LN1B] + l * C, a->scratch, a->dln, x.input, p[P_LN1W] + l * C, x.ln1_mean,
+                           x.ln1_rstd, BT, C, s);
+    }
+    encoder_backward(g[P_WTE], g[P_WPE], a->dresidual, M->inputs, M->pos, BT, C, s);
+}
+
+// Copies a micro-batch to the device and lists its target rows (or, without
+// targets, takes the rows the caller set in host_rows).
+static void gpu_upload_batch(GpuModel *M, const int *inputs, const int *pos, const int *doc_start, const int *targets, int BT,
+                             int *host_rows, int *host_row_targets) {
+    CUDA_CHECK(cudaMemcpyAsync(M->inputs, inputs, BT * sizeof(int), cudaMemcpyHostToDevice, M->stream));
+    CUDA_CHECK(cudaMemcpyAsync(M->pos, pos, BT * sizeof(int), cudaMemcpyHostToDevice, M->stream));
+    CUDA_CHECK(cudaMemcpyAsync(M->doc_start, doc_start, BT * sizeof(int), cudaMemcpyHostToDevice, M->stream));
+    if (targets) {
+        M->num_rows = 0;
+        for (int i = 0; i < BT; i++)
+            if (targets[i] >= 0) { host_rows[M->num_rows] = i; host_row_targets[M->num_rows++] = targets[i]; }
+        CUDA_CHECK(cudaMemcpyAsync(M->row_targets, host_row_targets, M->num_rows * sizeof(int), cudaMemcpyHostToDevice, M->stream));
+    }
+    CUDA_CHECK(cudaMemcpyAsync(M->rows, host_rows, M->num_rows * sizeof(int), cudaMemcpyHostToDevice, M->stream));
+    CUDA_CHECK(cudaStreamSynchronize(M->stream));  // the host buffers are reused right away
+}
+
+// Sum of the losses of the classifier rows, in row order in double (as on the CPU).
+static double gpu_loss_sum(GpuModel *M, float *host_losses) {
+    CUDA_CHECK(cudaMemcpyAsync(host_losses, M->a.losses, M->num_rows * sizeof(float), cudaMemcpyDeviceToHost, M->stream));
+    CUDA_CHECK(cudaStreamSynchronize(M->stream));
+    double sum = 0.0;
+    for (int r = 0; r < M->num_rows; r++) sum += host_losses[r];
+    return sum;
+}
+
+// ----------------------------------------------------------------------------
+// One optimizer step over A micro-batches. The micro-batches are made first, so
+// the number of targets N of the step is known and the loss gradient is scaled by
+// 1/N as it is formed: the gradients are those of the mean loss over the step.
+
+struct StepBuffers { int *inputs, *pos, *doc_start, *targets, *counts, *rows, *row_targets; float *losses; };
+
+static void step_buffers_init(StepBuffers *b, int A, int BT) {
+    size_t n = (size_t)A * BT;
+    b->inputs = (int *)xmalloc(n * sizeof(int)); b->pos = (int *)xmalloc(n * sizeof(int));
+    b->doc_start = (int *)xmalloc(n * sizeof(int)); b->targets = (int *)xmalloc(n * sizeof(int));
+    b->counts = (int *)xmalloc((size_t)A * sizeof(int));
+    b->rows = (int *)xmalloc((size_t)BT * sizeof(int)); b->row_targets = (int *)xmalloc((size_t)BT * sizeof(int));
+    b->losses = (float *)xmalloc((size_t)BT * sizeof(float));
+}
+
+static void step_buffers_free(StepBuffers *b) {
+    free(b->inputs); free(b->pos); free(b->doc_start); free(b->targets); free(b->counts); free(b->rows); free(b->row_targets); free(b->losses);
+}
+
+struct StepResult { double loss; float grad_norm; int64_t targets; int skipped; };
+
+static StepResult gpu_train_step(GpuModel *M, Loader *ld, StepBuffers *sb, int A, float lr, float weight_decay, float grad_clip, int64_t *adam_t) {
+    StepResult r = {0.0, 0.0f, 0, 0};
+    int B = ld->B, T = ld->T, BT = B * T;
+    for (int k = 0; k < A; k++) {
+        loader_next_batch(ld);
+        size_t o = (size_t)k * BT;
+        memcpy(sb->inputs + o, ld->inputs, BT * sizeof(int)); memcpy(sb->pos + o, ld->pos, BT * sizeof(int));
+        memcpy(sb->doc_start + o, ld->doc_start, BT * sizeof(int)); memcpy(sb->targets + o, ld->targets, BT * sizeof(int));
+        sb->counts[k] = ld->num_targets;
+        r.targets += ld->num_targets;
+    }
+    if (r.targets == 0) { r.skipped = 1; return r; }
+    float inv_targets = 1.0f / (float)r.targets;
+    CUDA_CHECK(cudaMemsetAsync(M->grads, 0, M->num_params * sizeof(floatX), M->stream));
+    double loss_sum = 0.0;
+    for (int k = 0; k < A; k++) {
+        if (sb->counts[k] == 0) continue;  // contributes nothing
+        size_t o = (size_t)k * BT;
+        gpu_upload_batch(M, sb->inputs + o, sb->pos + o, sb->doc_start + o, sb->targets + o, BT, sb->rows, sb->row_targets);
+        gpu_forward(M, B, T, true, inv_targets);
+        loss_sum += gpu_loss_sum(M, sb->losses);
+        gpu_backward(M, B, T);
+    }
+    r.loss = loss_sum / (double)r.targets;
+    global_norm_squared(M->a.norm2, M->a.scratch, M->grads, M->num_params, M->stream);
+    float norm2;
+    CUDA_CHECK(cudaMemcpyAsync(&norm2, M->a.norm2, sizeof(float), cudaMemcpyDeviceToHost, M->stream));
+    CUDA_CHECK(cudaStreamSynchronize(M->stream));
+    r.grad_norm = sqrtf(norm2);
+    float scale = 1.0f;
+    if (grad_clip > 0.0f) {
+        float coef = grad_clip / (r.grad_norm + 1e-6f);
+        if (coef < 1.0f) scale = coef;
+    }
+    CUDA_CHECK(cudaMemcpyAsync(M->a.grad_scale, &scale, sizeof(float), cudaMemcpyHostToDevice, M->stream));
+    *adam_t += 1;
+    size_t off = 0;
+    for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
+        size_t n = param_numel(&M->cfg, i);
+        adamw_update(M->master + off, M->params + off, M->grads + off, M->m + off, M->v + off, n, lr, 0.9f, 0.95f, 1e-8f,
+                     PARAM_INFO[i].decay ? weight_decay : 0.0f, M->a.grad_scale, (int)*adam_t, M->stream);
+        off += n;
+    }
+    CUDA_CHECK(cudaStreamSynchronize(M->stream));  // `scale` lives on this stack frame
+    return r;
+}
+
+// Mean loss per target over up to max_batches micro-batches (-1: the whole file).
+static double gpu_evaluate(GpuModel *M, Loader *ld, StepBuffers *sb, int max_batches, int64_t *targets_out) {
+    loader_seek(ld, 0, 0);
+    double sum = 0.0;
+    int64_t n = 0;
+    for (int k = 0; (max_batches < 0 || k < max_batches) && !ld->exhausted; k++) {
+        loader_next_batch(ld);
+        if (ld->num_targets == 0) continue;
+        gpu_upload_batch(M, ld->inputs, ld->pos, ld->doc_start, ld->targets, ld->B * ld->T, sb->rows, sb->row_targets);
+        gpu_forward(M, ld->B, ld->T, true, 1.0f);
+        sum += gpu_loss_sum(M, sb->losses);
+        n += ld->num_targets;
+    }
+    *targets_out = n;
+    return n ? sum / (double)n : NAN;
+}
+
+// The GPU model as a Generator: each call runs the whole sequence (one row, at most
+// the trainer's T positions) and returns the last position's logits.
+struct GpuGenerator { GpuModel *M; int *pos, *start; };
+
+static void gpu_generator_reset(void *) {}
+
+static const float *gpu_generator_next(void *self, const int *seq, int len) {
+    GpuGenerator *g = (GpuGenerator *)self;
+    GpuModel *M = g->M;
+    int row = len - 1;
+    M->num_rows = 1;
+    gpu_upload_batch(M, seq, g->pos, g->start, NULL, len, &row, NULL);
+    gpu_forward(M, 1, len, false, 1.0f);
+    CUDA_CHECK(cudaMemcpyAsync(M->host_row, M->a.logits, M->cfg.V * sizeof(floatX), cudaMemcpyDeviceToHost, M->stream));
+    CUDA_CHECK(cudaStreamSynchronize(M->stream));
+    for (int v = 0; v < M->cfg.V; v++) M->host_logits[v] = to_float(M->host_row[v]);
+    return M->host_logits;
+}
+
+static void gpu_generator_init(GpuGenerator *g, Generator *gen, GpuModel *M) {
+    int cap = M->T < M->cfg.maxT ? M->T : M->cfg.maxT;
+    g->M = M;
+    g->pos = (int *)xmalloc((size_t)cap * sizeof(int));
+    g->start = (int *)xcalloc((size_t)cap, sizeof(int));
+    for (int i = 0; i < cap; i++) g->pos[i] = i;
+    gen->self = g; gen->reset = gpu_generator_reset; gen->next_logits = gpu_generator_next; gen->V = M->cfg.V; gen->cap = cap;
+}
+
+// Master weights and moments back to the host, for checkpoints.
+static void gpu_download_state(GpuModel *M, float *params, float *m, float *v) {
+    size_t bytes = M->num_params * sizeof(float);
+    CUDA_CHECK(cudaMemcpy(params, M->master, bytes, cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaMemcpy(m, M->m, bytes, cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaMemcpy(v, M->v, bytes, cudaMemcpyDeviceToHost));
+}
+
+// ----------------------------------------------------------------------------
+#ifndef SFT_NO_MAIN
+int main(int argc, char **argv) {
+    TrainArgs args;
+    train_args_defaults(&args);
+    int recompute = 0;
+    Flag flags[] = {COMMON_FLAGS(&args),
+                    {'r', FLAG_INT, &recompute, "recompute in backward: 0 none, 1 LayerNorm+GELU outputs, 2 whole layers (default 0)"}};
+    parse_flags(argc, argv, flags, (int)(sizeof flags / sizeof flags[0]));
+    check_train_args(argv[0], &args);
+    if (recompute < 0 || recompute > 2) usage_error(argv[0], "-r must be 0, 1 or 2, got %d", recompute);
+    int devices = 0;
+    if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) fatal("no CUDA device found; use ./train_sft on the CPU");
+
+    DataFile train, val;
+    data_load(&train, args.train_path);
+    int have_val = args.val_path[0] != 0;
+    if (have_val) data_load(&val, args.val_path);
+    GPT2Config cfg;
+    float *host_params = NULL;
+    ParamTensors hp;
+    char resume_dir[4096] = "";
+    if (args.resume) {
+        latest_checkpoint(args.out_dir, resume_dir, sizeof resume_dir);
+        gpt2_load_hf(resume_dir, &cfg, &host_params, &hp);
+    } else {
+        load_model(args.init, (int)train.vocab_size, (uint64_t)args.seed, &cfg, &host_params, &hp);
+    }
+    int64_t data_vocab = train.vocab_size;
+    if (have_val && val.vocab_size > data_vocab) data_vocab = val.vocab_size;
+    if (!args.resume && data_vocab > cfg.V) {
+        printf("model | the data's vocabulary (%lld) is larger than the model's (%d): growing the token embedding, "
+               "new rows start at the mean embedding\n", (long long)data_vocab, cfg.V);
+        gpt2_grow_vocab(&cfg, &host_params, &hp, (int)data_vocab);
+    }
+    if (args.T == 0) args.T = cfg.maxT < 512 ? cfg.maxT : 512;
+    if (args.T > cfg.maxT) usage_error(argv[0], "-t %d is larger than the model's context of %d positions", args.T, cfg.maxT);
+    if (train.max_token >= (uint32_t)cfg.V) fatal("%s: token id %u is not below the model's vocabulary size %d", train.path, train.max_token, cfg.V);
+    if (have_val && val.max_token >= (uint32_t)cfg.V) fatal("%s: token id %u is not below the model's vocabulary size %d", val.path, val.max_token, cfg.V);
+    BpeTokenizer *tok = NULL;
+    ChatTokens chat;
+    EvalSet evalset;
+    memset(&evalset, 0, sizeof evalset);
+    if (args.tokenizer_path[0]) {
+        char err[BPE_ERR_LEN];
+        if (bpe_load(&tok, args.tokenizer_path, err, sizeof err) || chat_tokens_init(tok, &chat, err, sizeof err)) fatal("%s", err);
+        if (bpe_vocab_size(tok) > cfg.V)
+            fatal("%s: the tokenizer (with chat tokens) has %d tokens but the model only %d; use the tokenizer the data was prepared with",
+                  args.tokenizer_path, bpe_vocab_size(tok), cfg.V);
+        if (args.eval_path[0]) evalset_load(&evalset, args.eval_path, tok, &chat, cfg.maxT, 1);
+    }
+    if ((int64_t)args.B * args.T > (1 << 24)) usage_error(argv[0], "-b %d x -t %d is too many positions per micro-batch", args.B, args.T);
+    int BT = args.B * args.T;
+    if (args.total_batch == 0) args.total_batch = BT;
+    if (args.total_batch % BT) usage_error(argv[0], "-d %d is not a multiple of B*T = %d", args.total_batch, BT);
+    int A = args.total_batch / BT;
+    int64_t filled, rows_per_epoch = loader_rows_in_epoch(&train, args.T, args.shuffle, (uint64_t)args.seed, 0, &filled);
+    int steps = args.max_steps > 0 ? args.max_steps : (int)((rows_per_epoch + (int64_t)args.B * A - 1) / ((int64_t)args.B * A));
+
+    size_t free0, total_mem;
+    CUDA_CHECK(cudaMemGetInfo(&free0, &total_mem));
+    GpuModel M;
+    gpu_model_build(&M, &cfg, host_params, args.B, args.T, recompute);
+    size_t P = M.num_params;
+    float *host_m = (float *)xcalloc(P, sizeof(float)), *host_v = (float *)xcalloc(P, sizeof(float));
+    Loader loader, val_loader;
+    loader_init(&loader, &train, args.B, args.T, args.shuffle, (uint64_t)args.seed, 1);
+    if (have_val) loader_init(&val_loader, &val, args.B, args.T, 0, 0, 0);
+    TrainState state;
+    memset(&state, 0, sizeof state);
+    Rng sample_rng;
+    rng_seed(&sample_rng, (uint64_t)args.seed + 1);
+    if (args.resume) {
+        char path[4200];
+        snprintf(path, sizeof path, "%s/state.bin", resume_dir);
+        read_state_file(path, &cfg, &state, host_m, host_v, P);
+        if (state.data_docs != train.num_docs || state.data_tokens != train.num_tokens)
+            fatal("%s: the checkpoint was trained on a different data file than %s", path, train.path);
+        if (state.B != args.B || state.T != args.T || state.A != A)
+            fatal("%s: the checkpoint was written with -b %lld -t %lld and %lld micro-batches per step; resume with the same -b, -t and -d",
+                  path, (long long)state.B, (long long)state.T, (long long)state.A);
+        if (state.cursor >= train.num_docs) fatal("%s: data cursor %lld is past the end of %s", path, (long long)state.cursor, train.path);
+        if (state.step >= steps) fatal("%s: the checkpoint is at step %lld; raise -x above it to train further", path, (long long)state.step);
+        CUDA_CHECK(cudaMemcpy(M.m, host_m, P * sizeof(float), cudaMemcpyHostToDevice));
+        CUDA_CHECK(cudaMemcpy(M.v, host_v, P * sizeof(float), cudaMemcpyHostToDevice));
+        loader_seek(&loader, state.epoch, state.cursor);
+        sample_rng.state = state.rng;
+    }
+    state.data_docs = train.num_docs; state.data_tokens = train.num_tokens; state.B = args.B; state.T = args.T; state.A = A;
+    if (make_dirs(args.out_dir) != 0) fatal("%s: cannot create output directory: %s", args.out_dir, strerror(errno));
+    FILE *metrics = open_metrics(args.out_dir, state.step);
+    StepBuffers sb;
+    step_buffers_init(&sb, A, BT);
+
+    cudaDeviceProp prop;
+    CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+    size_t free1;
+    CUDA_CHECK(cudaMemGetInfo(&free1, &total_mem));
+    printf("device| %s, %.1f GiB, %s, recompute level %d\n", prop.name, total_mem / 1073741824.0, PRECISION_NAME, recompute);
+    printf("model | %d layers, %d heads, %d channels, vocab %d, context %d | %.2fM parameters | %s\n", cfg.L, cfg.NH, cfg.C, cfg.V, cfg.maxT,
+           P / 1e6, args.resume ? resume_dir : (is_directory(args.init) ? args.init : "fresh random init"));
+    printf("data  | %s: %lld documents, %lld tokens; %lld rows per epoch, packing %.1f%% full\n", train.path, (long long)train.num_docs,
+           (long long)train.num_tokens, (long long)rows_per_epoch, 100.0 * filled / ((double)rows_per_epoch * args.T));
+    printf("train | B=%d T=%d, %d micro-batches per step (%d tokens), %d steps, lr %.3g warmup %d final %.3g, wd %.3g, clip %.3g\n", args.B,
+           args.T, A, args.total_batch, steps, args.lr, args.warmup, args.final_lr_frac, args.weight_decay, args.grad_clip);
+    double MiB = 1048576.0;
+    size_t master_bytes = sizeof(floatX) == sizeof(float) ? 0 : P * sizeof(float);
+    printf("memory| parameters %.1f MiB (+%.1f MiB fp32 master), gradients %.1f MiB, AdamW %.1f MiB, activations %.1f MiB; "
+           "in use after setup %.1f MiB\n", P * sizeof(floatX) / MiB, master_bytes / MiB, P * sizeof(floatX) / MiB, 2.0 * P * sizeof(float) / MiB,
+           M.acts_bytes / MiB, (free0 - free1) / MiB);
+
+    GpuGenerator gpu_gen;
+    Generator gen;
+    gpu_generator_init(&gpu_gen, &gen, &M);
+    double train_seconds = 0.0;
+    int timed_steps = 0;
+    size_t min_free = free1;
+    for (int64_t step = state.step; step < steps; step++) {
+        if (have_val && args.val_every > 0 && step % args.val_every == 0) {
+            int64_t n;
+            double vl = gpu_evaluate(&M, &val_loader, &sb, args.val_batches, &n);
+            printf("val   | step %lld | val loss %.4f over %lld targets\n", (long long)step, vl, (long long)n);
+            fprintf(metrics, "{\"step\": %lld, \"val_loss\": %.6f, \"val_targets\": %lld}\n", (long long)step, vl, (long long)n);
+            fflush(metrics);
+        }
+        if (evalset.n && (step == 0 || (args.eval_every > 0 && step % args.eval_every == 0))) {
+            double acc = evaluate_exact_match(&gen, &evalset, tok, &chat, args.sample_tokens, step == 0 ? 3 : 0);
+            printf("eval  | step %lld | exact match %.1f%% of %d\n", (long long)step, 100.0 * acc, evalset.n);
+            fprintf(metrics, "{\"step\": %lld, \"eval_accuracy\": %.6f, \"eval_examples\": %d}\n", (long long)step, acc, evalset.n);
+            fflush(metrics);
+        }
+        if (args.sample_every > 0 && step % args.sample_every == 0 && step > 0)
+            sample_and_print(&gen, have_val ? &val : &train, tok, args.sample_tokens, args.temperature, &sample_rng);
+        float lr = lr_at_step((int)step, steps, args.lr, args.warmup, args.final_lr_frac);
+        double t0 = now_seconds();
+        StepResult r = gpu_train_step(&M, &loader, &sb, A, lr, args.weight_decay, args.grad_clip, &state.adam_t);
+        double dt = now_seconds() - t0;
+        size_t free_now;
+        CUDA_CHECK(cudaMemGetInfo(&free_now, &total_mem));
+        if (free_now < min_free) min_free = free_now;
+        state.step = step + 1;
+        train_seconds += dt;
+        timed_steps++;
+        char eta[32];
+        format_duration(train_seconds / timed_steps * (double)(steps - state.step), eta, sizeof eta);
+        if (r.skipped) {
+            printf("step %lld/%d | skipped: no targets in this step | %.1f ms\n", (long long)state.step, steps, dt * 1e3);
+            fprintf(metrics, "{\"step\": %lld, \"skipped\": true, \"targets\": 0, \"lr\": %.6g}\n", (long long)state.step, lr);
+        } else {
+            double tok_s = (double)args.total_batch / dt;
+            printf("step %lld/%d | loss %.4f | lr %.2e | norm %.4f | %lld targets | %.0f tok/s | %.1f ms | ETA %s\n", (long long)state.step, steps,
+                   r.loss, lr, r.grad_norm, (long long)r.targets, tok_s, dt * 1e3, eta);
+            fprintf(metrics, "{\"step\": %lld, \"loss\": %.9g, \"grad_norm\": %.9g, \"lr\": %.9g, \"targets\": %lld, \"tokens_per_s\": %.1f}\n",
+                    (long long)state.step, r.loss, r.grad_norm, lr, (long long)r.targets, tok_s);
+        }
+        fflush(metrics);
+        fflush(stdout);
+        if (args.ckpt_every > 0 && state.step % args.ckpt_every == 0 && state.step < steps) {
+            gpu_download_state(&M, host_params, host_m, host_v);
+            state.epoch = loader.epoch; state.cursor = loader.cursor; state.rng = sample_rng.state;
+            save_checkpoint(args.out_dir, &cfg, &hp, &state, host_m, host_v, P);
+            printf("saved | checkpoint %s/step_%08lld\n", args.out_dir, (long long)state.step);
+        }
+    }
+    if (have_val) {
+        int64_t n;
+        double vl = gpu_evaluate(&M, &val_loader, &sb, args.val_batches, &n);
+        printf("val   | step %lld | val loss %.4f over %lld targets\n", (long long)state.step, vl, (long long)n);
+        fprintf(metrics, "{\"step\": %lld, \"val_loss\": %.6f, \"val_targets\": %lld}\n", (long long)state.step, vl, (long long)n);
+    }
+    if (evalset.n) {
+        double acc = evaluate_exact_match(&gen, &evalset, tok, &chat, args.sample_tokens, 5);
+        printf("eval  | step %lld | exact match %.1f%% of %d\n", (long long)state.step, 100.0 * acc, evalset.n);
+        fprintf(metrics, "{\"step\": %lld, \"eval_accuracy\": %.6f, \"eval_examples\": %d}\n", (long long)state.step, acc, evalset.n);
+    }
+    if (args.sample_every > 0) sample_and_print(&gen, have_val ? &val : &train, tok, args.sample_tokens, args.temperature, &sample_rng);
+    fclose(metrics);
+    printf("memory| peak in use %.1f MiB of %.1f MiB\n", (free0 - min_free) / MiB, total_mem / MiB);
+    gpu_download_state(&M, host_params, host_m, host_v);
+    state.epoch = loader.epoch; state.cursor = loader.cursor; state.rng = sample_rng.state;
+    save_checkpoint(args.out_dir, &cfg, &hp, &state, host_m, host_v, P);
+    printf("saved | final model %s/step_%08lld (Hugging Face GPT-2 directory + optimizer state)\n", args.out_dir, (long long)state.step);
+    step_buffers_free(&sb);
+    loader_free(&loader);
+    if (have_val) { loader_free(&val_loader); data_free(&val); }
+    data_free(&train);
+    gpu_model_free(&M);
+    free(host_params); free(host_m); free(host_v);
+    free(gpu_gen.pos); free(gpu_gen.start);
+    if (tok) { evalset_free(&evalset); bpe_free(tok); }
+    return 0;
+}
+#endif
