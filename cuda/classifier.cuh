@@ -1,0 +1,117 @@
+// cuda/classifier.cuh: fused softmax cross-entropy over R rows of logits (R x V,
+// floatX, computed by cuBLAS). CPU twin: crossentropy_softmax in train_sft.c.
+//
+// One block of CE_THREADS per row. Pass 1: each thread keeps an online (max, sum of
+// exp(x - max)) over its elements in fp32; the block combines them in a fixed tree
+// (warp shuffles, then warp 0 over the warps' results), so the result is the same
+// every run. Pass 2 re-reads the row (from L2) and overwrites it with
+// (softmax - onehot(target)) * grad_scale as floatX. Rows start at any element
+// (V is odd for GPT-2), so each row is visited as a short unaligned head, 16-byte
+// groups, and a short tail.
+#pragma once
+#include <math.h>
+#include "common.cuh"
+#include "elementwise.cuh"
+
+#define CE_THREADS 1024
+
+// (m, s) <- (m, s) combined with one value x: s is the sum of exp(. - m)
+__device__ __forceinline__ void online_add(float& m, float& s, float x) {
+    if (x > m) {
+        s = s * expf(m - x) + 1.0f;  // m = -inf at the start: s = 0 * 0 + 1
+        m = x;
+    } else {
+        s += expf(x - m);
+    }
+}
+
+// (m, s) <- (m, s) combined with (m2, s2); an empty side has m = -inf
+__device__ __forceinline__ void online_merge(float& m, float& s, float m2, float s2) {
+    if (m2 == -INFINITY) return;
+    if (m == -INFINITY) {
+        m = m2;
+        s = s2;
+        return;
+    }
+    float mx = fmaxf(m, m2);
+    s = s * expf(m - mx) + s2 * expf(m2 - mx);
+    m = mx;
+}
+
+// block-wide (max, sum) in a fixed order; every thread gets the result
+__device__ inline void block_online_reduce(float& m, float& s) {
+    __shared__ float sm[32], ss[32];
+    int lane = threadIdx.x % 32, warp = threadIdx.x / 32, nwarps = blockDim.x / 32;
+    for (int o = 16; o > 0; o >>= 1) {
+        float m2 = __shfl_down_sync(0xffffffffu, m, o), s2 = __shfl_down_sync(0xffffffffu, s, o);
+        online_merge(m, s, m2, s2);
+    }
+    if (lane == 0) {
+        sm[warp] = m;
+        ss[warp] = s;
+    }
+    __syncthreads();
+    if (warp == 0) {
+        m = lane < nwarps ? sm[lane] : -INFINITY;
+        s = lane < nwarps ? ss[lane] : 0.0f;
+        for (int o = 16; o > 0; o >>= 1) {
+            float m2 = __shfl_down_sync(0xffffffffu, m, o), s2 = __shfl_down_sync(0xffffffffu, s, o);
+            online_merge(m, s, m2, s2);
+        }
+        if (lane == 0) {
+            sm[0] = m;
+            ss[0] = s;
+        }
+    }
+    __syncthreads();
+    m = sm[0];
+    s = ss[0];
+}
+
+__global__ void __launch_bounds__(CE_THREADS)
+    crossentropy_softmax_kernel(floatX* logits, float* losses, const int* targets, int V, float grad_scale) {
+    constexpr int N = XVEC;
+    const int r = blockIdx.x;
+    floatX* row = logits + (size_t)r * V;
+    const int target = targets[r];
+    // row = [head: up to the first 16-byte boundary][npack groups of N][tail]
+    int mis = (int)(((uintptr_t)row % 16) / sizeof(floatX));
+    int head = mis ? min(N - mis, V) : 0;
+    int npack = (V - head) / N;
+    int tail0 = head + npack * N;
+
+    float target_logit = (target >= 0 && target < V) ? to_float(row[target]) : NAN;  // read before pass 2 writes
+    float m = -INFINITY, s = 0.0f;
+    for (int v = threadIdx.x; v < head; v += blockDim.x) online_add(m, s, to_float(row[v]));
+    for (int p = threadIdx.x; p < npack; p += blockDim.x) {
+        float x[N];
+        load_vec<N>(x, row + head + p * N);
+#pragma unroll
+        for (int k = 0; k < N; k++) online_add(m, s, x[k]);
+    }
+    for (int v = tail0 + threadIdx.x; v < V; v += blockDim.x) online_add(m, s, to_float(row[v]));
+    block_online_reduce(m, s);  // its barriers order every read above before the writes below
+    if (threadIdx.x == 0) losses[r] = logf(s) + m - target_logit;
+
+    float inv = 1.0f / s;
+    for (int v = threadIdx.x; v < head; v += blockDim.x)
+        row[v] = from_float<floatX>((expf(to_float(row[v]) - m) * inv - (v == target ? 1.0f : 0.0f)) * grad_scale);
+    for (int p = threadIdx.x; p < npack; p += blockDim.x) {
+        int v0 = head + p * N;
+        float x[N];
+        load_vec<N>(x, row + v0);
+#pragma unroll
+        for (int k = 0; k < N; k++) x[k] = (expf(x[k] - m) * inv - (v0 + k == target ? 1.0f : 0.0f)) * grad_scale;
+        store_vec<N>(row + v0, x);
+    }
+    for (int v = tail0 + threadIdx.x; v < V; v += blockDim.x)
+        row[v] = from_float<floatX>((expf(to_float(row[v]) - m) * inv - (v == target ? 1.0f : 0.0f)) * grad_scale);
+}
+
+// losses[r] = logsumexp(logits_r) - logits_r[targets[r]] (fp32; NaN if the target is
+// outside [0, V)); logits_r OVERWRITTEN with (softmax(logits_r) - onehot(targets[r])) * grad_scale.
+void crossentropy_softmax(floatX* logits, float* losses, const int* targets, int R, int V, float grad_scale, cudaStream_t s) {
+    if (R <= 0 || V <= 0) return;
+    crossentropy_softmax_kernel<<<R, CE_THREADS, 0, s>>>(logits, losses, targets, V, grad_scale);
+    CUDA_CHECK(cudaGetLastError());
+}

@@ -1,0 +1,319 @@
+// dev/cuda/encoder.cu: checks and timings of cuda/encoder.cuh (token + position
+// embedding forward and backward) against the CPU trainer's encoder_forward/backward.
+// Version 1 is the simplest correct one: forward one thread per element; backward a
+// block per (row, channel chunk, table) whose threads walk all rows' keys one by one
+// (leaving if an earlier row has the same key, else summing the matching rows of
+// dout); version 2 is the header's (the same ownership rule, keys scanned a tile at
+// a time and the matches compacted in shared memory).
+// Build: make -C dev/cuda encoder [PRECISION=FP32], or
+//   nvcc -std=c++17 -O3 -arch=sm_90 -I. [-DENABLE_FP32] dev/cuda/encoder.cu dev/cuda/cpu_ref.o -lgomp -o encoder
+#include <set>
+#include "../../cuda/common.cuh"
+#include "../../cuda/encoder.cuh"
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-function"  // cpu_ref.h brings common/gpt2.h's static helpers
+#include "cpu_ref.h"
+#pragma GCC diagnostic pop
+
+// ---- check harness (the same block opens every dev/cuda kernel check) ----
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <vector>
+
+#ifdef ENABLE_FP32
+#define TOL 1e-4f  // relative to the largest |reference| of each tensor
+#else
+#define TOL 1e-2f
+#endif
+#define PEAK_GBPS 4800.0  // H200 HBM3e
+
+static int g_failures = 0;
+
+inline bool have_cuda_device(const char* name) {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
+        (void)cudaGetLastError();
+        printf("skip %s: no CUDA device\n", name);
+        return false;
+    }
+    return true;
+}
+
+static uint64_t g_rng = 0x2545F4914F6CDD1Dull;
+inline uint64_t rng_next() {
+    g_rng ^= g_rng << 13;
+    g_rng ^= g_rng >> 7;
+    g_rng ^= g_rng << 17;
+    return g_rng;
+}
+inline float frand() { return (float)((double)(rng_next() >> 40) * (2.0 / 16777216.0) - 1.0); }  // [-1, 1)
+inline int irand(int n) { return (int)((rng_next() >> 33) % (uint64_t)n); }
+// what a float becomes when stored as floatX: the CPU reference gets exactly the GPU's inputs
+inline float round_x(float x) { return to_float(from_float<floatX>(x)); }
+inline std::vector<float> rand_x(size_t n, float scale) {
+    std::vector<float> v(n);
+    for (size_t i = 0; i < n; i++) v[i] = round_x(frand() * scale);
+    return v;
+}
+
+template <typename T> inline T* dev_alloc(size_t n) {
+    T* p = nullptr;
+    CUDA_CHECK(cudaMalloc(&p, (n ? n : 1) * sizeof(T)));
+    return p;
+}
+inline void upload_x(floatX* d, const std::vector<float>& h) {
+    std::vector<floatX> t(h.size());
+    for (size_t i = 0; i < h.size(); i++) t[i] = from_float<floatX>(h[i]);
+    CUDA_CHECK(cudaMemcpy(d, t.data(), t.size() * sizeof(floatX), cudaMemcpyHostToDevice));
+}
+inline floatX* dev_x(const std::vector<float>& h) {
+    floatX* d = dev_alloc<floatX>(h.size());
+    upload_x(d, h);
+    return d;
+}
+inline std::vector<float> download_x(const floatX* d, size_t n) {
+    std::vector<floatX> t(n);
+    CUDA_CHECK(cudaMemcpy(t.data(), d, n * sizeof(floatX), cudaMemcpyDeviceToHost));
+    std::vector<float> h(n);
+    for (size_t i = 0; i < n; i++) h[i] = to_float(t[i]);
+    return h;
+}
+template <typename T> inline T* dev_copy(const std::vector<T>& h) {
+    T* d = dev_alloc<T>(h.size());
+    CUDA_CHECK(cudaMemcpy(d, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice));
+    return d;
+}
+template <typename T> inline std::vector<T> download(const T* d, size_t n) {
+    std::vector<T> h(n);
+    CUDA_CHECK(cudaMemcpy(h.data(), d, n * sizeof(T), cudaMemcpyDeviceToHost));
+    return h;
+}
+inline std::vector<unsigned char> download_bytes(const void* d, size_t bytes) {
+    std::vector<unsigned char> h(bytes);
+    CUDA_CHECK(cudaMemcpy(h.data(), d, bytes, cudaMemcpyDeviceToHost));
+    return h;
+}
+// all-ones bytes: NaN in fp32 and in bf16, so an output the kernel fails to write is caught
+inline void poison(void* d, size_t bytes) { CUDA_CHECK(cudaMemset(d, 0xFF, bytes)); }
+
+// ok if every |got - want| <= tol * max|want| (NaN fails)
+inline void check(const char* name, const std::vector<float>& got, const std::vector<float>& want, float tol) {
+    double maxref = 0.0, maxerr = 0.0;
+    for (size_t i = 0; i < want.size(); i++) maxref = fmax(maxref, fabs((double)want[i]));
+    double lim = tol * (maxref > 0.0 ? maxref : 1.0);
+    size_t bad = 0, first = 0;
+    for (size_t i = 0; i < want.size(); i++) {
+        double e = fabs((double)got[i] - (double)want[i]);
+        if (!(e <= lim)) {
+            if (bad++ == 0) first = i;
+            maxerr = INFINITY;
+        } else if (e > maxerr) {
+            maxerr = e;
+        }
+    }
+    if (got.size() != want.size()) {
+        printf("FAIL %s: %zu values, want %zu\n", name, got.size(), want.size());
+        g_failures++;
+    } else if (bad) {
+        printf("FAIL %s: %zu of %zu values off by more than %.3g (tol %.0e x max|ref| %.4g); first at [%zu]: got %.8g want %.8g\n", name, bad,
+               want.size(), lim, tol, maxref, first, got[first], want[first]);
+        g_failures++;
+    } else {
+        printf("ok %s (max err %.3g = %.2e x max|ref| %.4g, %zu values)\n", name, maxerr, maxref > 0 ? maxerr / maxref : maxerr, maxref,
+               want.size());
+    }
+}
+inline void check_bits(const char* name, const std::vector<unsigned char>& a, const std::vector<unsigned char>& b) {
+    size_t i = 0;
+    while (i < a.size() && i < b.size() && a[i] == b[i]) i++;
+    if (a.size() != b.size() || i < a.size()) {
+        printf("FAIL %s: two runs differ (first at byte %zu of %zu)\n", name, i, a.size());
+        g_failures++;
+    } else {
+        printf("ok %s (bitwise identical, %zu bytes)\n", name, a.size());
+    }
+}
+
+// average ms per call of f() over reps calls after a warm-up call
+template <typename F> float time_ms(F f, int reps) {
+    cudaEvent_t t0, t1;
+    CUDA_CHECK(cudaEventCreate(&t0));
+    CUDA_CHECK(cudaEventCreate(&t1));
+    f();
+    CUDA_CHECK(cudaEventRecord(t0));
+    for (int i = 0; i < reps; i++) f();
+    CUDA_CHECK(cudaEventRecord(t1));
+    CUDA_CHECK(cudaEventSynchronize(t1));
+    float ms = 0.0f;
+    CUDA_CHECK(cudaEventElapsedTime(&ms, t0, t1));
+    CUDA_CHECK(cudaEventDestroy(t0));
+    CUDA_CHECK(cudaEventDestroy(t1));
+    return ms / reps;
+}
+// bytes: the minimum traffic the kernel must move (documented at each call)
+inline void report_time(const char* name, float ms, double bytes) {
+    double gbps = bytes / (ms * 1e-3) / 1e9;
+    printf("time %s [%s]: %.4f ms, %.1f GB/s (%.0f%% of %.1f TB/s)\n", name, PRECISION_NAME, ms, gbps, 100.0 * gbps / PEAK_GBPS,
+           PEAK_GBPS / 1000);
+}
+
+// fills n floatX on the device with uniform values in [-scale, scale) from a hash of the index (big timing buffers)
+__global__ void fill_hash_kernel(floatX* p, size_t n, float scale, uint32_t seed) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    uint32_t h = (uint32_t)i * 2654435761u ^ (uint32_t)(i >> 32) ^ seed;
+    h ^= h >> 16;
+    h *= 0x7feb352du;
+    h ^= h >> 15;
+    h *= 0x846ca68bu;
+    h ^= h >> 16;
+    p[i] = from_float<floatX>(((float)(h >> 8) * (1.0f / 8388608.0f) - 1.0f) * scale);
+}
+inline void fill_hash(floatX* p, size_t n, float scale, uint32_t seed) {
+    fill_hash_kernel<<<ceil_div((long)n, 256), 256>>>(p, n, scale, seed);
+    CUDA_CHECK(cudaGetLastError());
+}
+// ---- end of the check harness ----
+
+// ----------------------------------------------------------------------------
+// Version 1
+
+__global__ void encoder_forward_v1_kernel(floatX* out, const int* inputs, const int* pos, const floatX* wte, const floatX* wpe, int BT, int C) {
+    size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= (size_t)BT * C) return;
+    int i = (int)(idx / C), c = (int)(idx % C);
+    out[idx] = from_float<floatX>(to_float(wte[(size_t)inputs[i] * C + c]) + to_float(wpe[(size_t)pos[i] * C + c]));
+}
+
+__global__ void encoder_backward_v1_kernel(floatX* dwte, floatX* dwpe, const floatX* dout, const int* inputs, const int* pos, int BT, int C) {
+    const int* keys = blockIdx.z == 0 ? inputs : pos;
+    floatX* dst = blockIdx.z == 0 ? dwte : dwpe;
+    int i = blockIdx.x, c = blockIdx.y * blockDim.x + threadIdx.x, key = keys[i];
+    if (c >= C) return;
+    float acc = 0.0f;
+    for (int j = 0; j < BT; j++) {
+        if (keys[j] != key) continue;
+        if (j < i) return;  // row j owns this key
+        acc += to_float(dout[(size_t)j * C + c]);
+    }
+    dst[(size_t)key * C + c] = from_float<floatX>(to_float(dst[(size_t)key * C + c]) + acc);
+}
+
+static void encoder_forward_v(int version, floatX* out, const int* inputs, const int* pos, const floatX* wte, const floatX* wpe, int BT, int C) {
+    if (version == 1) {
+        encoder_forward_v1_kernel<<<ceil_div((long)BT * C, 256), 256>>>(out, inputs, pos, wte, wpe, BT, C);
+        CUDA_CHECK(cudaGetLastError());
+    } else {
+        encoder_forward(out, inputs, pos, wte, wpe, BT, C, 0);
+    }
+}
+static void encoder_backward_v(int version, floatX* dwte, floatX* dwpe, const floatX* dout, const int* inputs, const int* pos, int BT, int C) {
+    if (version == 1) {
+        encoder_backward_v1_kernel<<<dim3(BT, ceil_div(C, 256), 2), 256>>>(dwte, dwpe, dout, inputs, pos, BT, C);
+        CUDA_CHECK(cudaGetLastError());
+    } else {
+        encoder_backward(dwte, dwpe, dout, inputs, pos, BT, C, 0);
+    }
+}
+
+// ----------------------------------------------------------------------------
+
+// tokens in [0, V); positions restart at 0 at random document starts (and every T rows)
+static void make_keys(std::vector<int>& inputs, std::vector<int>& pos, int BT, int T, int V) {
+    inputs.resize(BT);
+    pos.resize(BT);
+    int p = 0;
+    for (int i = 0; i < BT; i++) {
+        if (i % T == 0 || irand(100) == 0) p = 0;
+        inputs[i] = irand(V);
+        pos[i] = p++;
+    }
+}
+
+static void check_encoder(int BT, int T, int C, int V) {
+    char name[160];
+    std::vector<int> inputs, pos;
+    make_keys(inputs, pos, BT, T, V);
+    size_t n = (size_t)BT * C;
+    std::vector<float> wte = rand_x((size_t)V * C, 1.0f), wpe = rand_x((size_t)T * C, 1.0f), dout = rand_x(n, 1.0f);
+    std::vector<float> want(n);
+    ref_encoder_forward(want.data(), inputs.data(), pos.data(), wte.data(), wpe.data(), BT, C);
+    int *d_inputs = dev_copy(inputs), *d_pos = dev_copy(pos);
+    floatX *d_wte = dev_x(wte), *d_wpe = dev_x(wpe), *d_out = dev_alloc<floatX>(n), *d_dout = dev_x(dout);
+    for (int v = 1; v <= 2; v++) {
+        poison(d_out, n * sizeof(floatX));
+        encoder_forward_v(v, d_out, d_inputs, d_pos, d_wte, d_wpe, BT, C);
+        snprintf(name, sizeof name, "encoder_forward_v%d BT=%d C=%d V=%d", v, BT, C, V);
+        check(name, download_x(d_out, n), want, TOL);
+    }
+    // backward: the gradients start from random values (it adds); wte/wpe serve as dwte/dwpe's start
+    std::vector<float> want_dwte = wte, want_dwpe = wpe;
+    ref_encoder_backward(want_dwte.data(), want_dwpe.data(), dout.data(), inputs.data(), pos.data(), BT, C);
+    std::vector<unsigned char> first[2];
+    for (int v = 1; v <= 2; v++) {
+        for (int rep = 0; rep < (v == 2 ? 2 : 1); rep++) {
+            upload_x(d_wte, wte);
+            upload_x(d_wpe, wpe);
+            encoder_backward_v(v, d_wte, d_wpe, d_dout, d_inputs, d_pos, BT, C);
+            std::vector<unsigned char> got[2] = {download_bytes(d_wte, (size_t)V * C * sizeof(floatX)),
+                                                 download_bytes(d_wpe, (size_t)T * C * sizeof(floatX))};
+            if (rep == 0) {
+                snprintf(name, sizeof name, "encoder_backward_v%d BT=%d C=%d V=%d dwte", v, BT, C, V);
+                check(name, download_x(d_wte, (size_t)V * C), want_dwte, TOL);
+                snprintf(name, sizeof name, "encoder_backward_v%d BT=%d C=%d V=%d dwpe", v, BT, C, V);
+                check(name, download_x(d_wpe, (size_t)T * C), want_dwpe, TOL);
+                first[0] = got[0];
+                first[1] = got[1];
+            } else {
+                snprintf(name, sizeof name, "encoder_backward_v%d BT=%d C=%d V=%d dwte deterministic", v, BT, C, V);
+                check_bits(name, first[0], got[0]);
+                snprintf(name, sizeof name, "encoder_backward_v%d BT=%d C=%d V=%d dwpe deterministic", v, BT, C, V);
+                check_bits(name, first[1], got[1]);
+            }
+        }
+    }
+    CUDA_CHECK(cudaFree(d_inputs));
+    CUDA_CHECK(cudaFree(d_pos));
+    for (floatX* p : {d_wte, d_wpe, d_out, d_dout}) CUDA_CHECK(cudaFree(p));
+}
+
+static void timings(void) {
+    const int BT = 4 * 1024, T = 1024, C = 768, V = 50257;
+    const size_t n = (size_t)BT * C, X = sizeof(floatX);
+    std::vector<int> inputs, pos;
+    make_keys(inputs, pos, BT, T, V);
+    for (int i = 0; i < BT; i++)
+        if (irand(10) == 0) inputs[i] = V - 1;  // a tenth of the rows share one token (like <|endoftext|> or padding)
+    size_t distinct = std::set<int>(inputs.begin(), inputs.end()).size() + std::set<int>(pos.begin(), pos.end()).size();
+    int *d_inputs = dev_copy(inputs), *d_pos = dev_copy(pos);
+    floatX *wte = dev_alloc<floatX>((size_t)V * C), *wpe = dev_alloc<floatX>((size_t)T * C), *out = dev_alloc<floatX>(n);
+    fill_hash(wte, (size_t)V * C, 1.0f, 1);
+    fill_hash(wpe, (size_t)T * C, 1.0f, 2);
+    fill_hash(out, n, 1.0f, 3);
+    char name[128];
+    for (int v = 1; v <= 2; v++) {
+        // forward: read a wte and a wpe row and write a row per input row
+        snprintf(name, sizeof name, "encoder_forward_v%d BT=%d C=%d", v, BT, C);
+        report_time(name, time_ms([&] { encoder_forward_v(v, out, d_inputs, d_pos, wte, wpe, BT, C); }, 20), 3.0 * n * X);
+        // backward: read dout once, read and write each distinct gradient row once
+        snprintf(name, sizeof name, "encoder_backward_v%d BT=%d C=%d (%zu distinct rows)", v, BT, C, distinct);
+        report_time(name, time_ms([&] { encoder_backward_v(v, wte, wpe, out, d_inputs, d_pos, BT, C); }, 5),
+                    (double)n * X + 2.0 * distinct * C * X);
+    }
+    CUDA_CHECK(cudaFree(d_inputs));
+    CUDA_CHECK(cudaFree(d_pos));
+    for (floatX* p : {wte, wpe, out}) CUDA_CHECK(cudaFree(p));
+}
+
+int main(void) {
+    if (!have_cuda_device("encoder")) return 0;
+    check_encoder(1000, 256, 768, 500);  // tokens repeat a few times, positions many times
+    check_encoder(1000, 64, 99, 3);      // odd C (one-by-one path, a partial channel block); 3 tokens: ~333 rows each, over 4 tiles
+    check_encoder(4096, 1024, 768, 50257);
+    timings();
+    CUDA_CHECK(cudaDeviceSynchronize());
+    printf("encoder [%s]: %d failure(s)\n", PRECISION_NAME, g_failures);
+    return g_failures ? 1 : 0;
+}
