@@ -1,0 +1,476 @@
+// cuda/attention.cuh: block-diagonal causal self-attention (packed documents), forward
+// and backward, flash-attention style: the T x T scores never reach global memory.
+//
+// Semantics are those of train_sft.c's attention_forward / attention_backward. qkv is
+// (B, T, 3C), each row [q | k | v]; head h uses channels h*hs .. h*hs+hs-1 of each. The
+// query at position t attends to keys s with doc_start[b*T+t] <= s <= t; scores are
+// q.k / sqrt(hs), softmax over those keys, out_t = sum_s p_s v_s.
+//
+// Algorithm (all arithmetic in fp32; tiles held in shared memory as float):
+//  - Tiles of 64 queries x 64 keys, 256 threads as a 16 x 16 grid (ty, tx). In every
+//    64 x 64 product a thread owns rows ty + 16i and columns tx + 16j (i, j < 4); in every
+//    64 x hs accumulator it owns rows ty + 16i and channels tx + 16c. A row's 16 threads
+//    are 16 consecutive lanes of one warp, so row reductions are 4 shuffles.
+//  - Shared tiles are row-major with row stride hs + 1 (odd): reading a column across 16
+//    rows and reading a row across 16 channels are both free of bank conflicts.
+//  - Forward: one block per (query tile, head, batch row); loops over the key tiles that
+//    intersect [min doc_start of the tile, last query of the tile] with the online softmax
+//    (running max m and sum l per query, in log2 units); saves lse = ln(sum exp(score)).
+//  - Backward, no atomics: D_t = dout_t . out_t first (one warp per (row, head)); then one
+//    kernel per key tile accumulates dK, dV over the query tiles that can see it, and one
+//    kernel per query tile accumulates dQ over its key tiles; both recompute P from lse.
+//    Each output element is written by exactly one thread, once: dqkv is overwritten and
+//    the results are bit-identical run to run.
+//  - Key (query) tiles entirely outside the attended range are skipped, so packed short
+//    documents cost about (document length) per query, not T.
+#pragma once
+#include <limits.h>
+#include <math.h>
+#include "common.cuh"
+
+#define ATT_TILE 64     // queries per query tile and keys per key tile
+#define ATT_THREADS 256 // 16 x 16 threads
+#define ATT_PLD 65      // row stride of the 64 x 64 probability tiles in shared memory
+#define ATT_LOG2E 1.4426950408889634f
+#define ATT_LN2 0.6931471805599453f
+
+// Copy rows row0 .. row0+63 (channels 0 .. HS-1) of a (T, stride) matrix into a shared
+// [64][HS+1] float tile; rows at or past T are zero.
+template <int HS>
+__device__ inline void att_load_tile(float *dst, const floatX *src, int row0, int T, size_t stride) {
+    for (int idx = threadIdx.x; idx < ATT_TILE * HS; idx += ATT_THREADS) {
+        int r = idx / HS, d = idx % HS;
+        int t = row0 + r;
+        dst[r * (HS + 1) + d] = t < T ? to_float(src[(size_t)t * stride + d]) : 0.0f;
+    }
+}
+
+// s[i][j] = A[ty+16i] . Bm[tx+16j] over HS channels, A and Bm shared [64][HS+1] tiles.
+template <int HS>
+__device__ inline void att_tile_dot(float (&s)[4][4], const float *A, const float *Bm, int ty, int tx) {
+    constexpr int LD = HS + 1;
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+#pragma unroll
+        for (int j = 0; j < 4; j++) s[i][j] = 0.0f;
+#pragma unroll 8
+    for (int d = 0; d < HS; d++) {
+        float a[4], bb[4];
+#pragma unroll
+        for (int i = 0; i < 4; i++) a[i] = A[(ty + 16 * i) * LD + d];
+#pragma unroll
+        for (int j = 0; j < 4; j++) bb[j] = Bm[(tx + 16 * j) * LD + d];
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+#pragma unroll
+            for (int j = 0; j < 4; j++) s[i][j] = fmaf(a[i], bb[j], s[i][j]);
+    }
+}
+
+// Reductions over the 16 lanes (one tile row) sharing ty: lanes 0-15 or 16-31 of a warp.
+__device__ inline float att_row_max(float v) {
+    for (int o = 8; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+__device__ inline float att_row_sum(float v) {
+    for (int o = 8; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+// Loads doc_start of the 64 rows of tile q0 into ds_s (INT_MAX past T, so such rows see
+// no key) and their minimum into *min_s. Contains __syncthreads; call from all threads.
+__device__ inline void att_load_doc_start(int *ds_s, int *min_s, const int *ds_b, int q0, int T) {
+    if (threadIdx.x < ATT_TILE) {
+        int t = q0 + threadIdx.x;
+        ds_s[threadIdx.x] = t < T ? ds_b[t] : INT_MAX;
+    }
+    __syncthreads();
+    if (threadIdx.x < 32) {
+        int m = min(ds_s[threadIdx.x], ds_s[threadIdx.x + 32]);
+        for (int o = 16; o > 0; o >>= 1) m = min(m, __shfl_xor_sync(0xffffffffu, m, o));
+        if (threadIdx.x == 0) *min_s = m;
+    }
+    __syncthreads();
+}
+
+// ---------------------------------------------------------------------------------------
+// Forward. Grid (query tiles, NH, B); the last query tiles (most keys) start first.
+template <int HS>
+__global__ void __launch_bounds__(ATT_THREADS)
+    attention_forward_kernel(floatX *out, float *lse, const floatX *qkv, const int *doc_start, int T, int C, int NH) {
+    constexpr int LD = HS + 1;
+    constexpr int NC = (HS + 15) / 16;
+    extern __shared__ float att_smem[];
+    float *Qs = att_smem;            // [64][LD]
+    float *Ks = Qs + ATT_TILE * LD;  // [64][LD]
+    float *Vs = Ks + ATT_TILE * LD;  // [64][LD]
+    float *Ps = Vs + ATT_TILE * LD;  // [64][ATT_PLD]
+    __shared__ int ds_s[ATT_TILE];
+    __shared__ int kmin_s;
+
+    const int q0 = (gridDim.x - 1 - blockIdx.x) * ATT_TILE;
+    const int h = blockIdx.y, b = blockIdx.z;
+    const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
+    const size_t C3 = 3 * (size_t)C;
+    const floatX *base = qkv + (size_t)b * T * C3 + (size_t)h * HS;
+    const float scale_log2 = ATT_LOG2E / sqrtf((float)HS);
+
+    att_load_tile<HS>(Qs, base, q0, T, C3);
+    att_load_doc_start(ds_s, &kmin_s, doc_start + (size_t)b * T, q0, T);
+    const int kmin = kmin_s;
+    const int qlast = min(q0 + ATT_TILE, T) - 1;
+
+    int rowq[4], rowds[4];
+    float m[4], l[4], o[4][NC];
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        rowq[i] = q0 + ty + 16 * i;
+        rowds[i] = ds_s[ty + 16 * i];
+        m[i] = -INFINITY;
+        l[i] = 0.0f;
+#pragma unroll
+        for (int c = 0; c < NC; c++) o[i][c] = 0.0f;
+    }
+
+    for (int k0 = (kmin / ATT_TILE) * ATT_TILE; k0 <= qlast; k0 += ATT_TILE) {
+        att_load_tile<HS>(Ks, base + C, k0, T, C3);
+        att_load_tile<HS>(Vs, base + 2 * (size_t)C, k0, T, C3);
+        __syncthreads();
+        float s[4][4];
+        att_tile_dot<HS>(s, Qs, Ks, ty, tx);
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            float mx = -INFINITY;
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                int key = k0 + tx + 16 * j;
+                bool ok = key >= rowds[i] && key <= rowq[i];
+                s[i][j] = ok ? s[i][j] * scale_log2 : -INFINITY;
+                mx = fmaxf(mx, s[i][j]);
+            }
+            float mnew = fmaxf(m[i], att_row_max(mx));
+            float mref = mnew == -INFINITY ? 0.0f : mnew; // nothing seen yet: every p is 0
+            float corr = exp2f(m[i] - mref);               // 0 when m[i] == -inf
+            float rs = 0.0f;
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                float p = exp2f(s[i][j] - mref); // 0 for masked (-inf) scores
+                rs += p;
+                Ps[(ty + 16 * i) * ATT_PLD + tx + 16 * j] = p;
+            }
+            l[i] = l[i] * corr + att_row_sum(rs);
+            m[i] = mnew;
+#pragma unroll
+            for (int c = 0; c < NC; c++) o[i][c] *= corr;
+        }
+        __syncthreads();
+        for (int j = 0; j < ATT_TILE; j++) {
+            float p[4], v[NC];
+#pragma unroll
+            for (int i = 0; i < 4; i++) p[i] = Ps[(ty + 16 * i) * ATT_PLD + j];
+#pragma unroll
+            for (int c = 0; c < NC; c++) v[c] = (tx + 16 * c < HS) ? Vs[j * LD + tx + 16 * c] : 0.0f;
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+#pragma unroll
+                for (int c = 0; c < NC; c++) o[i][c] = fmaf(p[i], v[c], o[i][c]);
+        }
+        __syncthreads(); // before the next tile overwrites Ks, Vs, Ps
+    }
+
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        if (rowq[i] >= T) continue;
+        // every real query sees at least itself, so l[i] >= 1
+        float inv = 1.0f / l[i];
+        floatX *orow = out + ((size_t)b * T + rowq[i]) * C + (size_t)h * HS;
+#pragma unroll
+        for (int c = 0; c < NC; c++)
+            if (tx + 16 * c < HS) orow[tx + 16 * c] = from_float<floatX>(o[i][c] * inv);
+        if (tx == 0) lse[((size_t)b * NH + h) * T + rowq[i]] = (m[i] + log2f(l[i])) * ATT_LN2;
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Backward step 1: D[b,h,t] = dout_t . out_t over the head's channels; one warp each.
+__global__ void attention_backward_d_kernel(float *D, const floatX *dout, const floatX *out, int B, int T, int C, int NH) {
+    long w = ((long)blockIdx.x * blockDim.x + threadIdx.x) / 32;
+    int lane = threadIdx.x % 32;
+    if (w >= (long)B * T * NH) return; // the whole warp leaves together
+    int hs = C / NH;
+    int h = (int)(w % NH);
+    long bt = w / NH;
+    int b = (int)(bt / T), t = (int)(bt % T);
+    const floatX *dy = dout + bt * C + (size_t)h * hs;
+    const floatX *y = out + bt * C + (size_t)h * hs;
+    float s = 0.0f;
+    for (int i = lane; i < hs; i += 32) s += to_float(dy[i]) * to_float(y[i]);
+    s = warp_sum(s);
+    if (lane == 0) D[((size_t)b * NH + h) * T + t] = s;
+}
+
+// Backward step 2: dK, dV of one key tile, looping over the query tiles that see it.
+// Grid (key tiles, NH, B); the first key tiles (most queries) start first.
+template <int HS>
+__global__ void __launch_bounds__(ATT_THREADS)
+    attention_backward_dkdv_kernel(floatX *dqkv, const floatX *dout, const float *lse, const float *D, const floatX *qkv,
+                                   const int *doc_start, int T, int C, int NH) {
+    constexpr int LD = HS + 1;
+    constexpr int NC = (HS + 15) / 16;
+    extern __shared__ float att_smem[];
+    float *Ks = att_smem;             // [64][LD] keys of this block
+    float *Vs = Ks + ATT_TILE * LD;   // [64][LD]
+    float *Qs = Vs + ATT_TILE * LD;   // [64][LD] current query tile
+    float *dOs = Qs + ATT_TILE * LD;  // [64][LD]
+    float *PT = dOs + ATT_TILE * LD;  // [64 keys][ATT_PLD] probabilities, transposed
+    float *dST = PT + ATT_TILE * ATT_PLD; // [64 keys][ATT_PLD] score gradients, transposed
+    __shared__ int ds_s[ATT_TILE];
+    __shared__ float lse2_s[ATT_TILE], D_s[ATT_TILE];
+    __shared__ int qmin_s;
+
+    const int k0 = blockIdx.x * ATT_TILE;
+    const int h = blockIdx.y, b = blockIdx.z;
+    const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
+    const size_t C3 = 3 * (size_t)C;
+    const floatX *base = qkv + (size_t)b * T * C3 + (size_t)h * HS;
+    const floatX *dbase = dout + (size_t)b * T * C + (size_t)h * HS;
+    const float *lse_bh = lse + ((size_t)b * NH + h) * T;
+    const float *D_bh = D + ((size_t)b * NH + h) * T;
+    const int *ds_b = doc_start + (size_t)b * T;
+    const float scale = 1.0f / sqrtf((float)HS);
+    const float scale_log2 = ATT_LOG2E * scale;
+    const int klast = min(k0 + ATT_TILE, T) - 1;
+
+    att_load_tile<HS>(Ks, base + C, k0, T, C3);
+    att_load_tile<HS>(Vs, base + 2 * (size_t)C, k0, T, C3);
+
+    float dk[4][NC], dv[4][NC];
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+#pragma unroll
+        for (int c = 0; c < NC; c++) dk[i][c] = dv[i][c] = 0.0f;
+
+    // queries before k0 cannot see these keys (causal); tiles are aligned since 64 == 64
+    for (int q0 = k0; q0 < T; q0 += ATT_TILE) {
+        __syncthreads(); // previous tile's shared data no longer in use
+        att_load_doc_start(ds_s, &qmin_s, ds_b, q0, T);
+        if (qmin_s > klast) continue; // no query of this tile reaches back to our keys (uniform)
+        att_load_tile<HS>(Qs, base, q0, T, C3);
+        att_load_tile<HS>(dOs, dbase, q0, T, (size_t)C);
+        if (threadIdx.x < ATT_TILE) {
+            int t = q0 + threadIdx.x;
+            lse2_s[threadIdx.x] = t < T ? lse_bh[t] * ATT_LOG2E : 0.0f;
+            D_s[threadIdx.x] = t < T ? D_bh[t] : 0.0f;
+        }
+        __syncthreads();
+        float s[4][4], dp[4][4];
+        att_tile_dot<HS>(s, Ks, Qs, ty, tx);  // s[i][j]  = k_(ty+16i) . q_(tx+16j)
+        att_tile_dot<HS>(dp, Vs, dOs, ty, tx); // dp[i][j] = v_(ty+16i) . dout_(tx+16j)
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                int kr = ty + 16 * i, qr = tx + 16 * j;
+                int key = k0 + kr, q = q0 + qr;
+                bool ok = key >= ds_s[qr] && key <= q;
+                float p = ok ? exp2f(s[i][j] * scale_log2 - lse2_s[qr]) : 0.0f;
+                PT[kr * ATT_PLD + qr] = p;
+                dST[kr * ATT_PLD + qr] = p * (dp[i][j] - D_s[qr]);
+            }
+        __syncthreads();
+        for (int q = 0; q < ATT_TILE; q++) {
+            float p[4], g[4], dov[NC], qv[NC];
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                p[i] = PT[(ty + 16 * i) * ATT_PLD + q];
+                g[i] = dST[(ty + 16 * i) * ATT_PLD + q];
+            }
+#pragma unroll
+            for (int c = 0; c < NC; c++) {
+                bool in = tx + 16 * c < HS;
+                dov[c] = in ? dOs[q * LD + tx + 16 * c] : 0.0f;
+                qv[c] = in ? Qs[q * LD + tx + 16 * c] : 0.0f;
+            }
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+#pragma unroll
+                for (int c = 0; c < NC; c++) {
+                    dv[i][c] = fmaf(p[i], dov[c], dv[i][c]);
+                    dk[i][c] = fmaf(g[i], qv[c], dk[i][c]);
+                }
+        }
+    }
+
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        int key = k0 + ty + 16 * i;
+        if (key >= T) continue;
+        floatX *row = dqkv + ((size_t)b * T + key) * C3 + (size_t)h * HS;
+#pragma unroll
+        for (int c = 0; c < NC; c++) {
+            int col = tx + 16 * c;
+            if (col < HS) {
+                row[C + col] = from_float<floatX>(dk[i][c] * scale);
+                row[2 * (size_t)C + col] = from_float<floatX>(dv[i][c]);
+            }
+        }
+    }
+}
+
+// Backward step 3: dQ of one query tile, looping over its key tiles.
+template <int HS>
+__global__ void __launch_bounds__(ATT_THREADS)
+    attention_backward_dq_kernel(floatX *dqkv, const floatX *dout, const float *lse, const float *D, const floatX *qkv,
+                                 const int *doc_start, int T, int C, int NH) {
+    constexpr int LD = HS + 1;
+    constexpr int NC = (HS + 15) / 16;
+    extern __shared__ float att_smem[];
+    float *Qs = att_smem;            // [64][LD]
+    float *dOs = Qs + ATT_TILE * LD; // [64][LD]
+    float *Ks = dOs + ATT_TILE * LD; // [64][LD]
+    float *Vs = Ks + ATT_TILE * LD;  // [64][LD]
+    float *dSs = Vs + ATT_TILE * LD; // [64 queries][ATT_PLD]
+    __shared__ int ds_s[ATT_TILE];
+    __shared__ int kmin_s;
+
+    const int q0 = (gridDim.x - 1 - blockIdx.x) * ATT_TILE;
+    const int h = blockIdx.y, b = blockIdx.z;
+    const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
+    const size_t C3 = 3 * (size_t)C;
+    const floatX *base = qkv + (size_t)b * T * C3 + (size_t)h * HS;
+    const float scale = 1.0f / sqrtf((float)HS);
+    const float scale_log2 = ATT_LOG2E * scale;
+
+    att_load_tile<HS>(Qs, base, q0, T, C3);
+    att_load_tile<HS>(dOs, dout + (size_t)b * T * C + (size_t)h * HS, q0, T, (size_t)C);
+    att_load_doc_start(ds_s, &kmin_s, doc_start + (size_t)b * T, q0, T);
+    const int kmin = kmin_s;
+    const int qlast = min(q0 + ATT_TILE, T) - 1;
+
+    int rowq[4], rowds[4];
+    float rowlse2[4], rowD[4], dq[4][NC];
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        int r = ty + 16 * i;
+        rowq[i] = q0 + r;
+        rowds[i] = ds_s[r];
+        bool valid = rowq[i] < T;
+        rowlse2[i] = valid ? lse[((size_t)b * NH + h) * T + rowq[i]] * ATT_LOG2E : 0.0f;
+        rowD[i] = valid ? D[((size_t)b * NH + h) * T + rowq[i]] : 0.0f;
+#pragma unroll
+        for (int c = 0; c < NC; c++) dq[i][c] = 0.0f;
+    }
+
+    for (int k0 = (kmin / ATT_TILE) * ATT_TILE; k0 <= qlast; k0 += ATT_TILE) {
+        att_load_tile<HS>(Ks, base + C, k0, T, C3);
+        att_load_tile<HS>(Vs, base + 2 * (size_t)C, k0, T, C3);
+        __syncthreads();
+        float s[4][4], dp[4][4];
+        att_tile_dot<HS>(s, Qs, Ks, ty, tx);   // s[i][j]  = q_(ty+16i) . k_(tx+16j)
+        att_tile_dot<HS>(dp, dOs, Vs, ty, tx); // dp[i][j] = dout_(ty+16i) . v_(tx+16j)
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                int key = k0 + tx + 16 * j;
+                bool ok = key >= rowds[i] && key <= rowq[i];
+                float p = ok ? exp2f(s[i][j] * scale_log2 - rowlse2[i]) : 0.0f;
+                dSs[(ty + 16 * i) * ATT_PLD + tx + 16 * j] = p * (dp[i][j] - rowD[i]);
+            }
+        __syncthreads();
+        for (int k = 0; k < ATT_TILE; k++) {
+            float g[4], kv[NC];
+#pragma unroll
+            for (int i = 0; i < 4; i++) g[i] = dSs[(ty + 16 * i) * ATT_PLD + k];
+#pragma unroll
+            for (int c = 0; c < NC; c++) kv[c] = (tx + 16 * c < HS) ? Ks[k * LD + tx + 16 * c] : 0.0f;
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+#pragma unroll
+                for (int c = 0; c < NC; c++) dq[i][c] = fmaf(g[i], kv[c], dq[i][c]);
+        }
+        __syncthreads(); // before the next tile overwrites Ks, Vs, dSs
+    }
+
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        if (rowq[i] >= T) continue;
+        floatX *row = dqkv + ((size_t)b * T + rowq[i]) * C3 + (size_t)h * HS;
+#pragma unroll
+        for (int c = 0; c < NC; c++)
+            if (tx + 16 * c < HS) row[tx + 16 * c] = from_float<floatX>(dq[i][c] * scale);
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Host launchers.
+
+// Head sizes with kernels: multiples of 8 up to 128.
+#define ATT_HEAD_SIZES(X) X(8) X(16) X(24) X(32) X(40) X(48) X(56) X(64) X(72) X(80) X(88) X(96) X(104) X(112) X(120) X(128)
+
+inline int attention_head_size(int C, int NH) {
+    int hs = NH > 0 ? C / NH : 0;
+    if (NH <= 0 || C % NH != 0 || hs % 8 != 0 || hs <= 0 || hs > 128) {
+        fprintf(stderr, "error: attention: head size %d not supported (need a multiple of 8, at most 128)\n", hs);
+        exit(1);
+    }
+    return hs;
+}
+
+template <int HS>
+void attention_forward_hs(floatX *out, float *lse, const floatX *qkv, const int *doc_start, int B, int T, int C, int NH,
+                          cudaStream_t stream) {
+    size_t smem = (3 * (size_t)ATT_TILE * (HS + 1) + (size_t)ATT_TILE * ATT_PLD) * sizeof(float);
+    CUDA_CHECK(cudaFuncSetAttribute(attention_forward_kernel<HS>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    dim3 grid(ceil_div(T, ATT_TILE), NH, B);
+    attention_forward_kernel<HS><<<grid, ATT_THREADS, smem, stream>>>(out, lse, qkv, doc_start, T, C, NH);
+    CUDA_CHECK(cudaGetLastError());
+}
+
+template <int HS>
+void attention_backward_hs(floatX *dqkv, const float *D, const floatX *dout, const float *lse, const floatX *qkv,
+                           const int *doc_start, int B, int T, int C, int NH, cudaStream_t stream) {
+    dim3 grid(ceil_div(T, ATT_TILE), NH, B);
+    size_t smem_kv = (4 * (size_t)ATT_TILE * (HS + 1) + 2 * (size_t)ATT_TILE * ATT_PLD) * sizeof(float);
+    CUDA_CHECK(cudaFuncSetAttribute(attention_backward_dkdv_kernel<HS>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    (int)smem_kv));
+    attention_backward_dkdv_kernel<HS><<<grid, ATT_THREADS, smem_kv, stream>>>(dqkv, dout, lse, D, qkv, doc_start, T, C, NH);
+    CUDA_CHECK(cudaGetLastError());
+    size_t smem_q = (4 * (size_t)ATT_TILE * (HS + 1) + (size_t)ATT_TILE * ATT_PLD) * sizeof(float);
+    CUDA_CHECK(cudaFuncSetAttribute(attention_backward_dq_kernel<HS>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_q));
+    attention_backward_dq_kernel<HS><<<grid, ATT_THREADS, smem_q, stream>>>(dqkv, dout, lse, D, qkv, doc_start, T, C, NH);
+    CUDA_CHECK(cudaGetLastError());
+}
+
+// out (B,T,C) floatX; lse (B,NH,T) float = log-sum-exp of each query's scaled scores.
+inline void attention_forward(floatX *out, float *lse, const floatX *qkv, const int *doc_start, int B, int T, int C, int NH,
+                              cudaStream_t stream) {
+    int hs = attention_head_size(C, NH);
+    switch (hs) {
+#define ATT_CASE(H)                                                                                                    \
+    case H: attention_forward_hs<H>(out, lse, qkv, doc_start, B, T, C, NH, stream); break;
+        ATT_HEAD_SIZES(ATT_CASE)
+#undef ATT_CASE
+    }
+}
+
+// Scratch floats attention_backward needs: D (B, NH, T).
+inline size_t attention_backward_scratch_floats(int B, int T, int C, int NH) {
+    (void)C;
+    return (size_t)B * NH * T;
+}
+
+// dqkv (B,T,3C) floatX is overwritten (not accumulated). Deterministic: no atomics.
+inline void attention_backward(floatX *dqkv, float *scratch, const floatX *dout, const floatX *out, const float *lse,
+                               const floatX *qkv, const int *doc_start, int B, int T, int C, int NH, cudaStream_t stream) {
+    int hs = attention_head_size(C, NH);
+    long warps = (long)B * T * NH;
+    attention_backward_d_kernel<<<ceil_div(warps * 32, 256), 256, 0, stream>>>(scratch, dout, out, B, T, C, NH);
+    CUDA_CHECK(cudaGetLastError());
+    switch (hs) {
+#define ATT_CASE(H)                                                                                                    \
+    case H: attention_backward_hs<H>(dqkv, scratch, dout, lse, qkv, doc_start, B, T, C, NH, stream); break;
+        ATT_HEAD_SIZES(ATT_CASE)
+#undef ATT_CASE
+    }
+}

@@ -1,0 +1,506 @@
+// dev/cuda/attention.cu: development and check program for the attention kernels.
+//
+//   make attention && ./attention            (bf16 storage)
+//   make attention PRECISION=FP32 && ./attention_fp32
+//   ./attention 2      only version 2 (checks and timing)
+//
+// Versions:
+//   1: the simplest correct kernels. Forward: one block per (query, head, row) with the
+//      query's scores in shared memory. Backward: one thread per (query, head) for dq and
+//      one thread per (key, head) for dk, dv, each looping over the positions it touches.
+//   2: cuda/attention.cuh, the kernels the trainer uses (tiled, online softmax).
+// Every version is checked against the CPU trainer's attention (dev/cuda/cpu_ref.c) on
+// random inputs with packed documents (random boundaries, length-1 documents, padding),
+// with outputs filled with NaN before each run. Then forward and backward are timed for
+// B=4, T=1024, C=768, NH=12 with one document per row and with ~128-token documents.
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+#include <vector>
+#include "cuda/attention.cuh"
+#include "cpu_ref.h"
+
+// ---------------------------------------------------------------------------------------
+// Version 1: simple kernels.
+
+// Block-wide reductions for version 1 (blockDim.x a multiple of 32, at most 1024);
+// every thread gets the result.
+__device__ float v1_block_reduce(float v, bool is_max) {
+    __shared__ float part[32];
+    __shared__ float result;
+    int lane = threadIdx.x % 32, warp = threadIdx.x / 32, nwarps = blockDim.x / 32;
+    v = is_max ? warp_max(v) : warp_sum(v);
+    if (lane == 0) part[warp] = v;
+    __syncthreads();
+    if (warp == 0) {
+        float x = lane < nwarps ? part[lane] : (is_max ? -INFINITY : 0.0f);
+        x = is_max ? warp_max(x) : warp_sum(x);
+        if (lane == 0) result = x;
+    }
+    __syncthreads();
+    float r = result;
+    __syncthreads(); // part and result may be reused by the next call
+    return r;
+}
+
+// One block per (t, h, b); scores of keys doc_start..t in shared memory (T floats).
+__global__ void attention_forward_v1_kernel(floatX *out, float *lse, const floatX *qkv, const int *doc_start, int T, int C,
+                                            int NH) {
+    extern __shared__ float sc[];
+    int t = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
+    int hs = C / NH;
+    size_t C3 = 3 * (size_t)C;
+    const floatX *q = qkv + ((size_t)b * T + t) * C3 + (size_t)h * hs;
+    int s0 = doc_start[(size_t)b * T + t];
+    float scale = 1.0f / sqrtf((float)hs);
+    float mx = -INFINITY;
+    for (int s = s0 + threadIdx.x; s <= t; s += blockDim.x) {
+        const floatX *k = qkv + ((size_t)b * T + s) * C3 + C + (size_t)h * hs;
+        float d = 0.0f;
+        for (int i = 0; i < hs; i++) d += to_float(q[i]) * to_float(k[i]);
+        sc[s] = d * scale;
+        mx = fmaxf(mx, sc[s]);
+    }
+    mx = v1_block_reduce(mx, true);
+    float sum = 0.0f;
+    for (int s = s0 + threadIdx.x; s <= t; s += blockDim.x) {
+        sc[s] = expf(sc[s] - mx);
+        sum += sc[s];
+    }
+    sum = v1_block_reduce(sum, false); // its barriers also make every sc[s] visible
+    for (int i = threadIdx.x; i < hs; i += blockDim.x) {
+        float acc = 0.0f;
+        for (int s = s0; s <= t; s++) acc += sc[s] * to_float(qkv[((size_t)b * T + s) * C3 + 2 * C + (size_t)h * hs + i]);
+        out[((size_t)b * T + t) * C + (size_t)h * hs + i] = from_float<floatX>(acc / sum);
+    }
+    if (threadIdx.x == 0) lse[((size_t)b * NH + h) * T + t] = mx + logf(sum);
+}
+
+#define V1_MAX_HS 128
+
+// One thread per (b, h, t): dq_t = scale sum_s p_s (dout_t.v_s - D_t) k_s, D_t = dout_t.out_t.
+__global__ void attention_backward_v1_dq_kernel(floatX *dqkv, const floatX *dout, const floatX *out, const float *lse,
+                                                const floatX *qkv, const int *doc_start, int B, int T, int C, int NH) {
+    long idx = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= (long)B * NH * T) return;
+    int t = (int)(idx % T), h = (int)((idx / T) % NH), b = (int)(idx / ((long)T * NH));
+    int hs = C / NH;
+    size_t C3 = 3 * (size_t)C;
+    float scale = 1.0f / sqrtf((float)hs);
+    const floatX *q = qkv + ((size_t)b * T + t) * C3 + (size_t)h * hs;
+    const floatX *dy = dout + ((size_t)b * T + t) * C + (size_t)h * hs;
+    const floatX *y = out + ((size_t)b * T + t) * C + (size_t)h * hs;
+    float D = 0.0f;
+    for (int i = 0; i < hs; i++) D += to_float(dy[i]) * to_float(y[i]);
+    float L = lse[((size_t)b * NH + h) * T + t];
+    float dq[V1_MAX_HS];
+    for (int i = 0; i < hs; i++) dq[i] = 0.0f;
+    for (int s = doc_start[(size_t)b * T + t]; s <= t; s++) {
+        const floatX *k = qkv + ((size_t)b * T + s) * C3 + C + (size_t)h * hs;
+        const floatX *v = k + C;
+        float sd = 0.0f, dp = 0.0f;
+        for (int i = 0; i < hs; i++) {
+            sd += to_float(q[i]) * to_float(k[i]);
+            dp += to_float(dy[i]) * to_float(v[i]);
+        }
+        float p = expf(sd * scale - L);
+        float g = p * (dp - D);
+        for (int i = 0; i < hs; i++) dq[i] += g * to_float(k[i]);
+    }
+    floatX *dqrow = dqkv + ((size_t)b * T + t) * C3 + (size_t)h * hs;
+    for (int i = 0; i < hs; i++) dqrow[i] = from_float<floatX>(dq[i] * scale);
+}
+
+// One thread per (b, h, s): dk_s, dv_s summed over the queries t >= s of the same document.
+__global__ void attention_backward_v1_dkdv_kernel(floatX *dqkv, const floatX *dout, const floatX *out, const float *lse,
+                                                  const floatX *qkv, const int *doc_start, int B, int T, int C, int NH) {
+    long idx = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= (long)B * NH * T) return;
+    int s = (int)(idx % T), h = (int)((idx / T) % NH), b = (int)(idx / ((long)T * NH));
+    int hs = C / NH;
+    size_t C3 = 3 * (size_t)C;
+    float scale = 1.0f / sqrtf((float)hs);
+    const floatX *k = qkv + ((size_t)b * T + s) * C3 + C + (size_t)h * hs;
+    const floatX *v = k + C;
+    float dk[V1_MAX_HS], dv[V1_MAX_HS];
+    for (int i = 0; i < hs; i++) dk[i] = dv[i] = 0.0f;
+    for (int t = s; t < T; t++) {
+        if (doc_start[(size_t)b * T + t] > s) continue;
+        const floatX *q = qkv + ((size_t)b * T + t) * C3 + (size_t)h * hs;
+        const floatX *dy = dout + ((size_t)b * T + t) * C + (size_t)h * hs;
+        const floatX *y = out + ((size_t)b * T + t) * C + (size_t)h * hs;
+        float sd = 0.0f, dp = 0.0f, D = 0.0f;
+        for (int i = 0; i < hs; i++) {
+            sd += to_float(q[i]) * to_float(k[i]);
+            dp += to_float(dy[i]) * to_float(v[i]);
+            D += to_float(dy[i]) * to_float(y[i]);
+        }
+        float p = expf(sd * scale - lse[((size_t)b * NH + h) * T + t]);
+        float g = p * (dp - D);
+        for (int i = 0; i < hs; i++) {
+            dv[i] += p * to_float(dy[i]);
+            dk[i] += g * to_float(q[i]);
+        }
+    }
+    floatX *row = dqkv + ((size_t)b * T + s) * C3 + (size_t)h * hs;
+    for (int i = 0; i < hs; i++) {
+        row[C + i] = from_float<floatX>(dk[i] * scale);
+        row[2 * (size_t)C + i] = from_float<floatX>(dv[i]);
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Dispatch over versions.
+
+static void forward_version(int version, floatX *out, float *lse, const floatX *qkv, const int *doc_start, int B, int T, int C,
+                            int NH) {
+    if (version == 1) {
+        size_t smem = (size_t)T * sizeof(float);
+        if (smem > 48 * 1024)
+            CUDA_CHECK(cudaFuncSetAttribute(attention_forward_v1_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+        attention_forward_v1_kernel<<<dim3(T, NH, B), 128, smem>>>(out, lse, qkv, doc_start, T, C, NH);
+        CUDA_CHECK(cudaGetLastError());
+    } else {
+        attention_forward(out, lse, qkv, doc_start, B, T, C, NH, 0);
+    }
+}
+
+static void backward_version(int version, floatX *dqkv, float *scratch, const floatX *dout, const floatX *out, const float *lse,
+                             const floatX *qkv, const int *doc_start, int B, int T, int C, int NH) {
+    if (version == 1) {
+        int n = B * NH * T;
+        attention_backward_v1_dq_kernel<<<ceil_div(n, 128), 128>>>(dqkv, dout, out, lse, qkv, doc_start, B, T, C, NH);
+        CUDA_CHECK(cudaGetLastError());
+        attention_backward_v1_dkdv_kernel<<<ceil_div(n, 128), 128>>>(dqkv, dout, out, lse, qkv, doc_start, B, T, C, NH);
+        CUDA_CHECK(cudaGetLastError());
+    } else {
+        attention_backward(dqkv, scratch, dout, out, lse, qkv, doc_start, B, T, C, NH, 0);
+    }
+}
+
+#define NUM_VERSIONS 2
+
+// ---------------------------------------------------------------------------------------
+// Inputs.
+
+static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
+static uint32_t rng_u32(void) {
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (uint32_t)(rng_state >> 32);
+}
+static float rng_uniform(float lo, float hi) { return lo + (hi - lo) * (rng_u32() >> 8) * (1.0f / 16777216.0f); }
+
+// Packing modes: 0 one document per row; 1 random packing (documents of 1..~T/3 tokens,
+// some of length 1, padding at the end of some rows, a row that is all padding);
+// 2 documents of 96..160 tokens with a little padding at the end of each row.
+static void make_doc_start(int *ds, int B, int T, int mode) {
+    for (int b = 0; b < B; b++) {
+        int *row = ds + (size_t)b * T;
+        if (mode == 0) {
+            for (int t = 0; t < T; t++) row[t] = 0;
+            continue;
+        }
+        int pad = 0;
+        if (mode == 1) {
+            int r = rng_u32() % 4;
+            pad = r == 0 ? 0 : r == 1 ? 1 + (int)(rng_u32() % (T / 4 + 1)) : r == 2 ? 1 : 0;
+            if (b == 1 && B > 2) pad = T; // one row that is only padding
+        } else {
+            pad = (int)(rng_u32() % 32);
+        }
+        if (pad > T) pad = T;
+        int t = 0;
+        while (t < T - pad) {
+            int len;
+            if (mode == 1) {
+                int r = rng_u32() % 8;
+                len = r < 2 ? 1 : r < 4 ? 1 + (int)(rng_u32() % 8) : 1 + (int)(rng_u32() % (T / 3 + 1));
+            } else {
+                len = 96 + (int)(rng_u32() % 65);
+            }
+            if (t + len > T - pad) len = T - pad - t;
+            for (int i = 0; i < len; i++) row[t + i] = t;
+            t += len;
+        }
+        for (; t < T; t++) row[t] = t; // padding attends only to itself
+    }
+}
+
+static const char *mode_name(int mode) { return mode == 0 ? "single-doc" : mode == 1 ? "random-pack" : "pack-128"; }
+
+// ---------------------------------------------------------------------------------------
+// Comparison.
+
+// Reports the largest |got - ref| relative to max |ref|; NaN or Inf in got fails.
+static bool check_tensor(const char *name, const float *got, const float *ref, size_t n, float tol) {
+    double maxref = 0.0, maxerr = 0.0;
+    size_t worst = 0;
+    for (size_t i = 0; i < n; i++) maxref = fmax(maxref, fabs((double)ref[i]));
+    for (size_t i = 0; i < n; i++) {
+        if (!isfinite(got[i])) {
+            printf("FAIL %s: element %zu is %f (ref %g)\n", name, i, got[i], ref[i]);
+            return false;
+        }
+        double e = fabs((double)got[i] - (double)ref[i]);
+        if (e > maxerr) {
+            maxerr = e;
+            worst = i;
+        }
+    }
+    double rel = maxref > 0.0 ? maxerr / maxref : maxerr;
+    if (rel > tol) {
+        printf("FAIL %s: max err %.3e at element %zu (got %.6g, ref %.6g), max |ref| %.3e, relative %.3e > tol %.1e\n", name,
+               maxerr, worst, got[worst], ref[worst], maxref, rel, tol);
+        return false;
+    }
+    printf("ok %s (relative err %.2e)\n", name, rel);
+    return true;
+}
+
+#ifdef ENABLE_FP32
+static const float TOL = 1e-4f;
+#else
+static const float TOL = 2e-2f;
+#endif
+
+static std::vector<float> to_host_float(const floatX *d, size_t n) {
+    std::vector<floatX> hx(n);
+    CUDA_CHECK(cudaMemcpy(hx.data(), d, n * sizeof(floatX), cudaMemcpyDeviceToHost));
+    std::vector<float> h(n);
+    for (size_t i = 0; i < n; i++) h[i] = to_float(hx[i]);
+    return h;
+}
+
+struct Config {
+    int B, T, C, NH, mode;
+    float amp; // q, k, v uniform in [-amp, amp]
+};
+
+// Checks every version on one configuration; returns the number of failures.
+static int check_config(const Config &cf, int only_version) {
+    int B = cf.B, T = cf.T, C = cf.C, NH = cf.NH, hs = C / NH;
+    size_t nqkv = (size_t)B * T * 3 * C, nout = (size_t)B * T * C, nlse = (size_t)B * NH * T;
+    std::vector<float> qkv(nqkv), dout(nout);
+    std::vector<int> ds((size_t)B * T);
+    make_doc_start(ds.data(), B, T, cf.mode);
+    // inputs rounded to floatX, so the CPU sees exactly what the GPU sees
+    for (auto &x : qkv) x = to_float(from_float<floatX>(rng_uniform(-cf.amp, cf.amp)));
+    for (auto &x : dout) x = to_float(from_float<floatX>(rng_uniform(-1.0f, 1.0f)));
+
+    // CPU reference
+    std::vector<float> ref_out(nout), ref_att((size_t)B * NH * T * T), ref_dqkv(nqkv, 0.0f), ref_lse(nlse);
+    ref_attention_forward(ref_out.data(), ref_att.data(), qkv.data(), ds.data(), B, T, C, NH);
+    ref_attention_backward(ref_dqkv.data(), dout.data(), qkv.data(), ref_att.data(), ds.data(), B, T, C, NH);
+    float scale = 1.0f / sqrtf((float)hs);
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++)
+            for (int t = 0; t < T; t++) {
+                const float *q = &qkv[((size_t)b * T + t) * 3 * C + h * hs];
+                double mx = -INFINITY, sum = 0.0;
+                std::vector<double> sc(t + 1);
+                for (int s = ds[(size_t)b * T + t]; s <= t; s++) {
+                    const float *k = &qkv[((size_t)b * T + s) * 3 * C + C + h * hs];
+                    double d = 0.0;
+                    for (int i = 0; i < hs; i++) d += (double)q[i] * k[i];
+                    sc[s] = d * scale;
+                    mx = fmax(mx, sc[s]);
+                }
+                for (int s = ds[(size_t)b * T + t]; s <= t; s++) sum += exp(sc[s] - mx);
+                ref_lse[((size_t)b * NH + h) * T + t] = (float)(mx + log(sum));
+            }
+    std::vector<float> ref_dq(nout), ref_dk(nout), ref_dv(nout);
+    for (size_t r = 0; r < (size_t)B * T; r++)
+        for (int i = 0; i < C; i++) {
+            ref_dq[r * C + i] = ref_dqkv[r * 3 * C + i];
+            ref_dk[r * C + i] = ref_dqkv[r * 3 * C + C + i];
+            ref_dv[r * C + i] = ref_dqkv[r * 3 * C + 2 * C + i];
+        }
+
+    // device buffers
+    floatX *d_qkv, *d_out, *d_dout, *d_dqkv;
+    float *d_lse, *d_scratch;
+    int *d_ds;
+    std::vector<floatX> hx(nqkv);
+    CUDA_CHECK(cudaMalloc(&d_qkv, nqkv * sizeof(floatX)));
+    CUDA_CHECK(cudaMalloc(&d_dqkv, nqkv * sizeof(floatX)));
+    CUDA_CHECK(cudaMalloc(&d_out, nout * sizeof(floatX)));
+    CUDA_CHECK(cudaMalloc(&d_dout, nout * sizeof(floatX)));
+    CUDA_CHECK(cudaMalloc(&d_lse, nlse * sizeof(float)));
+    CUDA_CHECK(cudaMalloc(&d_scratch, attention_backward_scratch_floats(B, T, C, NH) * sizeof(float)));
+    CUDA_CHECK(cudaMalloc(&d_ds, (size_t)B * T * sizeof(int)));
+    for (size_t i = 0; i < nqkv; i++) hx[i] = from_float<floatX>(qkv[i]);
+    CUDA_CHECK(cudaMemcpy(d_qkv, hx.data(), nqkv * sizeof(floatX), cudaMemcpyHostToDevice));
+    for (size_t i = 0; i < nout; i++) hx[i] = from_float<floatX>(dout[i]);
+    CUDA_CHECK(cudaMemcpy(d_dout, hx.data(), nout * sizeof(floatX), cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemcpy(d_ds, ds.data(), (size_t)B * T * sizeof(int), cudaMemcpyHostToDevice));
+
+    int fails = 0;
+    char name[256];
+    for (int v = 1; v <= NUM_VERSIONS; v++) {
+        if (only_version && v != only_version) continue;
+        std::vector<float> out1, dqkv1;
+        for (int rep = 0; rep < (v == NUM_VERSIONS ? 2 : 1); rep++) {
+            // poison: all-ones bytes are NaN in float and in bf16
+            CUDA_CHECK(cudaMemset(d_out, 0xFF, nout * sizeof(floatX)));
+            CUDA_CHECK(cudaMemset(d_lse, 0xFF, nlse * sizeof(float)));
+            CUDA_CHECK(cudaMemset(d_dqkv, 0xFF, nqkv * sizeof(floatX)));
+            CUDA_CHECK(cudaMemset(d_scratch, 0xFF, attention_backward_scratch_floats(B, T, C, NH) * sizeof(float)));
+            forward_version(v, d_out, d_lse, d_qkv, d_ds, B, T, C, NH);
+            backward_version(v, d_dqkv, d_scratch, d_dout, d_out, d_lse, d_qkv, d_ds, B, T, C, NH);
+            CUDA_CHECK(cudaDeviceSynchronize());
+            std::vector<float> out = to_host_float(d_out, nout), dqkv = to_host_float(d_dqkv, nqkv);
+            if (rep == 1) {
+                // determinism: the second run must be bit-identical
+                snprintf(name, sizeof name, "v%d %s B=%d T=%d C=%d NH=%d hs=%d deterministic", v, mode_name(cf.mode), B, T, C,
+                         NH, hs);
+                bool same = memcmp(out.data(), out1.data(), nout * sizeof(float)) == 0 &&
+                            memcmp(dqkv.data(), dqkv1.data(), nqkv * sizeof(float)) == 0;
+                printf(same ? "ok %s\n" : "FAIL %s: second run differs\n", name);
+                fails += !same;
+                break;
+            }
+            out1 = out;
+            dqkv1 = dqkv;
+            std::vector<float> lse(nlse), dq(nout), dk(nout), dv(nout);
+            CUDA_CHECK(cudaMemcpy(lse.data(), d_lse, nlse * sizeof(float), cudaMemcpyDeviceToHost));
+            for (size_t r = 0; r < (size_t)B * T; r++)
+                for (int i = 0; i < C; i++) {
+                    dq[r * C + i] = dqkv[r * 3 * C + i];
+                    dk[r * C + i] = dqkv[r * 3 * C + C + i];
+                    dv[r * C + i] = dqkv[r * 3 * C + 2 * C + i];
+                }
+            const char *parts[5] = {"out", "lse", "dq", "dk", "dv"};
+            const float *gots[5] = {out.data(), lse.data(), dq.data(), dk.data(), dv.data()};
+            const float *refs[5] = {ref_out.data(), ref_lse.data(), ref_dq.data(), ref_dk.data(), ref_dv.data()};
+            size_t ns[5] = {nout, nlse, nout, nout, nout};
+            for (int p = 0; p < 5; p++) {
+                snprintf(name, sizeof name, "v%d %s B=%d T=%d C=%d NH=%d hs=%d amp=%g %s", v, mode_name(cf.mode), B, T, C, NH,
+                         hs, cf.amp, parts[p]);
+                // lse is computed in fp32 from the same inputs in both precisions
+                fails += !check_tensor(name, gots[p], refs[p], ns[p], p == 1 ? 1e-4f : TOL);
+            }
+        }
+    }
+    cudaFree(d_qkv);
+    cudaFree(d_dqkv);
+    cudaFree(d_out);
+    cudaFree(d_dout);
+    cudaFree(d_lse);
+    cudaFree(d_scratch);
+    cudaFree(d_ds);
+    return fails;
+}
+
+// ---------------------------------------------------------------------------------------
+// Timing.
+
+static const double ASSUMED_PEAK_TFLOPS = 989.0; // H100/H200 SXM dense bf16 tensor cores
+
+static void time_config(int B, int T, int C, int NH, int mode, int only_version) {
+    int hs = C / NH;
+    size_t nqkv = (size_t)B * T * 3 * C, nout = (size_t)B * T * C, nlse = (size_t)B * NH * T;
+    std::vector<int> ds((size_t)B * T);
+    make_doc_start(ds.data(), B, T, mode);
+    double pairs = 0.0; // attended (query, key) pairs per head
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++) pairs += t - ds[(size_t)b * T + t] + 1;
+    double fwd_flops = 4.0 * hs * NH * pairs;  // q.k and p v: 2 hs each
+    double bwd_flops = 10.0 * hs * NH * pairs; // q.k again, dv, dp, dq, dk: 2 hs each
+    std::vector<floatX> hx(nqkv);
+    for (auto &x : hx) x = from_float<floatX>(rng_uniform(-1.0f, 1.0f));
+    floatX *d_qkv, *d_out, *d_dout, *d_dqkv;
+    float *d_lse, *d_scratch;
+    int *d_ds;
+    CUDA_CHECK(cudaMalloc(&d_qkv, nqkv * sizeof(floatX)));
+    CUDA_CHECK(cudaMalloc(&d_dqkv, nqkv * sizeof(floatX)));
+    CUDA_CHECK(cudaMalloc(&d_out, nout * sizeof(floatX)));
+    CUDA_CHECK(cudaMalloc(&d_dout, nout * sizeof(floatX)));
+    CUDA_CHECK(cudaMalloc(&d_lse, nlse * sizeof(float)));
+    CUDA_CHECK(cudaMalloc(&d_scratch, attention_backward_scratch_floats(B, T, C, NH) * sizeof(float)));
+    CUDA_CHECK(cudaMalloc(&d_ds, (size_t)B * T * sizeof(int)));
+    CUDA_CHECK(cudaMemcpy(d_qkv, hx.data(), nqkv * sizeof(floatX), cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemcpy(d_dout, hx.data(), nout * sizeof(floatX), cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemcpy(d_ds, ds.data(), (size_t)B * T * sizeof(int), cudaMemcpyHostToDevice));
+    cudaEvent_t e0, e1;
+    CUDA_CHECK(cudaEventCreate(&e0));
+    CUDA_CHECK(cudaEventCreate(&e1));
+    for (int v = 1; v <= NUM_VERSIONS; v++) {
+        if (only_version && v != only_version) continue;
+        int reps = v == 1 ? 2 : 20;
+        float ms_f = 0.0f, ms_b = 0.0f;
+        forward_version(v, d_out, d_lse, d_qkv, d_ds, B, T, C, NH); // warm-up
+        backward_version(v, d_dqkv, d_scratch, d_dout, d_out, d_lse, d_qkv, d_ds, B, T, C, NH);
+        CUDA_CHECK(cudaEventRecord(e0));
+        for (int r = 0; r < reps; r++) forward_version(v, d_out, d_lse, d_qkv, d_ds, B, T, C, NH);
+        CUDA_CHECK(cudaEventRecord(e1));
+        CUDA_CHECK(cudaEventSynchronize(e1));
+        CUDA_CHECK(cudaEventElapsedTime(&ms_f, e0, e1));
+        CUDA_CHECK(cudaEventRecord(e0));
+        for (int r = 0; r < reps; r++)
+            backward_version(v, d_dqkv, d_scratch, d_dout, d_out, d_lse, d_qkv, d_ds, B, T, C, NH);
+        CUDA_CHECK(cudaEventRecord(e1));
+        CUDA_CHECK(cudaEventSynchronize(e1));
+        CUDA_CHECK(cudaEventElapsedTime(&ms_b, e0, e1));
+        ms_f /= reps;
+        ms_b /= reps;
+        double tf = fwd_flops / (ms_f * 1e-3) / 1e12, tb = bwd_flops / (ms_b * 1e-3) / 1e12;
+        printf("time v%d %-10s B=%d T=%d C=%d NH=%d: forward %8.3f ms %7.2f TFLOP/s (%5.2f%% of peak), "
+               "backward %8.3f ms %7.2f TFLOP/s (%5.2f%%)\n",
+               v, mode_name(mode), B, T, C, NH, ms_f, tf, 100.0 * tf / ASSUMED_PEAK_TFLOPS, ms_b, tb,
+               100.0 * tb / ASSUMED_PEAK_TFLOPS);
+    }
+    CUDA_CHECK(cudaEventDestroy(e0));
+    CUDA_CHECK(cudaEventDestroy(e1));
+    cudaFree(d_qkv);
+    cudaFree(d_dqkv);
+    cudaFree(d_out);
+    cudaFree(d_dout);
+    cudaFree(d_lse);
+    cudaFree(d_scratch);
+    cudaFree(d_ds);
+}
+
+int main(int argc, char **argv) {
+    int ndev = 0;
+    if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
+        printf("skip attention: no CUDA device\n");
+        return 0;
+    }
+    int only_version = argc > 1 ? atoi(argv[1]) : 0;
+    if (only_version < 0 || only_version > NUM_VERSIONS) {
+        fprintf(stderr, "usage: %s [version 1..%d]\n", argv[0], NUM_VERSIONS);
+        return 1;
+    }
+    cudaDeviceProp prop;
+    CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+    printf("attention checks on %s, storage %s, tolerance %.0e (relative to max |ref| of each tensor)\n", prop.name,
+           PRECISION_NAME, TOL);
+
+    const Config configs[] = {
+        {2, 64, 64, 2, 1, 2.0f},    // hs 32, one tile
+        {3, 200, 256, 4, 1, 2.0f},  // hs 64, T not a multiple of 64, an all-padding row
+        {2, 256, 128, 2, 0, 2.0f},  // hs 64, one document per row
+        {2, 256, 128, 2, 0, 5.0f},  // sharp softmax: exercises the online rescaling
+        {2, 300, 256, 4, 2, 2.0f},  // hs 64, ~128-token documents
+        {2, 130, 96, 4, 1, 2.0f},   // hs 24: channel groups only partly used
+        {1, 150, 256, 2, 1, 2.0f},  // hs 128
+        {2, 97, 16, 2, 1, 2.0f},    // hs 8
+        {4, 1, 64, 2, 0, 2.0f},     // T = 1
+    };
+    int fails = 0;
+    for (const Config &cf : configs) fails += check_config(cf, only_version);
+
+    time_config(4, 1024, 768, 12, 0, only_version);
+    time_config(4, 1024, 768, 12, 2, only_version);
+    printf("TFLOP/s count the attended (query, key) pairs only (forward 4*hs, backward 10*hs FLOPs per pair and head),\n"
+           "against an assumed dense bf16 peak of %.0f TFLOP/s (H100/H200 SXM).\n",
+           ASSUMED_PEAK_TFLOPS);
+    if (fails) {
+        printf("FAIL attention: %d check(s) failed\n", fails);
+        return 1;
+    }
+    printf("ok attention: all checks passed\n");
+    return 0;
+}
