@@ -34,7 +34,7 @@ CUDA_TARGETS = train_sftcu train_sftcu_fp32 test_sftcu test_sftcu_bf16
 
 ifdef HAVE_NVCC
 cuda: $(CUDA_TARGETS)
-CUDA_TEST_CMDS = ./test_sftcu ./test_sftcu_bf16
+CUDA_TEST_CMDS = ./test_sftcu ./test_sftcu_bf16 "make -s -C dev/cuda run" "make -s -C dev/cuda PRECISION=FP32 run"
 else
 cuda:
 	@echo "nvcc not found: skipping the GPU trainer (install the CUDA toolkit to build it)"

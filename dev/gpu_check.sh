@@ -21,8 +21,9 @@ echo "== GPU trainer against the CPU trainer"
 line "tests: $(cat "$tmp/t1" "$tmp/t2" | grep -c '^ok') ok, $(cat "$tmp/t1" "$tmp/t2" | grep -c '^FAIL') FAIL"
 if [ -f dev/cuda/Makefile ]; then
     echo "== dev/cuda kernel checks"
-    make -s -C dev/cuda ARCH=sm_90 all > "$tmp/kbuild" 2>&1 || { cat "$tmp/kbuild"; echo "FAIL dev/cuda build"; }
-    make -s -C dev/cuda ARCH=sm_90 run 2>&1 | tee "$tmp/k"
+    for p in BF16 FP32; do
+        make -s -C dev/cuda ARCH=sm_90 PRECISION=$p run 2>&1 | tee -a "$tmp/k"
+    done
     line "kernel checks: $(grep -c '^ok' "$tmp/k") ok, $(grep -c '^FAIL' "$tmp/k") FAIL"
 fi
 echo "== Hugging Face export"
