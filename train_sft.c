@@ -765,166 +765,77 @@ int main(int argc, char **argv) {
     check_train_args(argv[0], &args);
 
     // inputs first, so a bad input fails before anything is written
-    DataFile train, val;
-    data_load(&train, args.train_path);
-    int have_val = args.val_path[0] != 0;
-    if (have_val) data_load(&val, args.val_path);
+    RunSetup run;
+    setup_run(argv[0], &args, &run);
     GPT2 model;
     memset(&model, 0, sizeof model);
-    char resume_dir[4096] = "";
-    if (args.resume) {
-        latest_checkpoint(args.out_dir, resume_dir, sizeof resume_dir);
-        gpt2_load_hf(resume_dir, &model.cfg, &model.params_mem, &model.params);
-    } else {
-        load_model(args.init, (int)train.vocab_size, (uint64_t)args.seed, &model.cfg, &model.params_mem, &model.params);
-    }
-    GPT2Config *cfg = &model.cfg;
-    int64_t data_vocab = train.vocab_size;
-    if (have_val && val.vocab_size > data_vocab) data_vocab = val.vocab_size;
-    if (!args.resume && data_vocab > cfg->V) {
-        printf("model | the data's vocabulary (%lld) is larger than the model's (%d): growing the token embedding, "
-               "new rows start at the mean embedding\n", (long long)data_vocab, cfg->V);
-        gpt2_grow_vocab(cfg, &model.params_mem, &model.params, (int)data_vocab);
-    }
-    if (args.T == 0) args.T = cfg->maxT < 512 ? cfg->maxT : 512;
-    if (args.T > cfg->maxT) usage_error(argv[0], "-t %d is larger than the model's context of %d positions", args.T, cfg->maxT);
-    if (train.max_token >= (uint32_t)cfg->V)
-        fatal("%s: token id %u is not below the model's vocabulary size %d", train.path, train.max_token, cfg->V);
-    if (have_val && val.max_token >= (uint32_t)cfg->V)
-        fatal("%s: token id %u is not below the model's vocabulary size %d", val.path, val.max_token, cfg->V);
-    BpeTokenizer *tok = NULL;
-    ChatTokens chat;
-    EvalSet evalset = {0};
-    if (args.tokenizer_path[0]) {
-        char err[BPE_ERR_LEN];
-        if (bpe_load(&tok, args.tokenizer_path, err, sizeof err) || chat_tokens_init(tok, &chat, err, sizeof err)) fatal("%s", err);
-        if (bpe_vocab_size(tok) > cfg->V)
-            fatal("%s: the tokenizer (with chat tokens) has %d tokens but the model only %d; use the tokenizer the data was prepared with",
-                  args.tokenizer_path, bpe_vocab_size(tok), cfg->V);
-        if (args.eval_path[0]) evalset_load(&evalset, args.eval_path, tok, &chat, cfg->maxT, 1);
-    }
-    if ((int64_t)args.B * args.T > (1 << 24)) usage_error(argv[0], "-b %d x -t %d is too many positions per micro-batch", args.B, args.T);
-    int BT = args.B * args.T;
-    if (args.total_batch == 0) args.total_batch = BT;
-    if (args.total_batch % BT) usage_error(argv[0], "-d %d is not a multiple of B*T = %d", args.total_batch, BT);
-    int A = args.total_batch / BT;
-    int64_t filled, rows_per_epoch = loader_rows_in_epoch(&train, args.T, args.shuffle, (uint64_t)args.seed, 0, &filled);
-    int steps = args.max_steps > 0 ? args.max_steps : (int)((rows_per_epoch + (int64_t)args.B * A - 1) / ((int64_t)args.B * A));
-
+    model.cfg = run.cfg;
+    model.params_mem = run.params;
+    model.params = run.p;
+    run.params = NULL;  // the model owns them now
     gpt2_allocate(&model, args.B, args.T);
     Loader loader, val_loader;
-    loader_init(&loader, &train, args.B, args.T, args.shuffle, (uint64_t)args.seed, 1);
-    if (have_val) loader_init(&val_loader, &val, args.B, args.T, 0, 0, 0);
+    loader_init(&loader, &run.train, args.B, args.T, args.shuffle, (uint64_t)args.seed, 1);
+    if (run.have_val) loader_init(&val_loader, &run.val, args.B, args.T, 0, 0, 0);
     TrainState state = {0};
     Rng sample_rng;
     rng_seed(&sample_rng, (uint64_t)args.seed + 1);
-    if (args.resume) {
-        char path[4200];
-        snprintf(path, sizeof path, "%s/state.bin", resume_dir);
-        read_state_file(path, cfg, &state, model.m_mem, model.v_mem, model.num_params);
-        if (state.data_docs != train.num_docs || state.data_tokens != train.num_tokens)
-            fatal("%s: the checkpoint was trained on a different data file (%lld documents, %lld tokens) than %s", path,
-                  (long long)state.data_docs, (long long)state.data_tokens, train.path);
-        if (state.B != args.B || state.T != args.T || state.A != A)
-            fatal("%s: the checkpoint was written with -b %lld -t %lld and %lld micro-batches per step; resume with the same -b, -t and -d",
-                  path, (long long)state.B, (long long)state.T, (long long)state.A);
-        if (state.cursor >= train.num_docs) fatal("%s: data cursor %lld is past the end of %s", path, (long long)state.cursor, train.path);
-        loader_seek(&loader, state.epoch, state.cursor);
-        sample_rng.state = state.rng;
-        if (state.step >= steps) fatal("%s: the checkpoint is at step %lld; raise -x above it to train further", path, (long long)state.step);
-    }
-    state.data_docs = train.num_docs; state.data_tokens = train.num_tokens; state.B = args.B; state.T = args.T; state.A = A;
-
+    resume_state(&args, &run, &state, model.m_mem, model.v_mem, model.num_params, &loader, &sample_rng);
     if (make_dirs(args.out_dir) != 0) fatal("%s: cannot create output directory: %s", args.out_dir, strerror(errno));
     FILE *metrics = open_metrics(args.out_dir, state.step);
 
-    int64_t train_targets = 0;
-    for (int64_t i = 0; i < train.num_tokens; i++) train_targets += train.mask[i];
-    int64_t truncated = data_count_longer_than(&train, args.T);
-    printf("model | %d layers, %d heads, %d channels, vocab %d, context %d | %.2fM parameters\n", cfg->L, cfg->NH, cfg->C, cfg->V,
-           cfg->maxT, model.num_params / 1e6);
-    printf("model | %s%s\n", args.resume ? "resumed from " : "", args.resume ? resume_dir : (is_directory(args.init) ? args.init : "fresh random init"));
-    printf("data  | %s: %lld documents, %lld tokens, %.1f%% trained; %lld rows per epoch, packing %.1f%% full\n", train.path,
-           (long long)train.num_docs, (long long)train.num_tokens, 100.0 * train_targets / train.num_tokens, (long long)rows_per_epoch,
-           100.0 * filled / ((double)rows_per_epoch * args.T));
-    if (truncated) printf("data  | %lld documents longer than T=%d are cut to their first %d tokens\n", (long long)truncated, args.T, args.T);
-    printf("train | B=%d T=%d, %d micro-batches per step (%d tokens), %d steps, lr %.3g warmup %d final %.3g, wd %.3g, clip %.3g, %d threads\n",
-           args.B, args.T, A, args.total_batch, steps, args.lr, args.warmup, args.final_lr_frac, args.weight_decay, args.grad_clip,
-           omp_get_max_threads());
-    printf("memory| parameters %.1f MB, gradients %.1f MB, AdamW state %.1f MB, activations %.1f MB\n", model.num_params * 4 / 1e6,
-           model.num_params * 4 / 1e6, model.num_params * 8 / 1e6, model.acts_floats * 4 / 1e6);
+    print_run_summary(&args, &run, model.num_params);
+    printf("memory| parameters %.1f MB, gradients %.1f MB, AdamW state %.1f MB, activations %.1f MB; %d threads\n", model.num_params * 4 / 1e6,
+           model.num_params * 4 / 1e6, model.num_params * 8 / 1e6, model.acts_floats * 4 / 1e6, omp_get_max_threads());
 
     CpuGenerator cpu_gen;
     Generator gen;
     cpu_generator_init(&cpu_gen, &gen, &model);
+    const DataFile *sample_file = run.have_val ? &run.val : &run.train;
     double train_seconds = 0.0;
-    int timed_steps = 0;
+    int timed_steps = 0, steps = run.steps;
     for (int64_t step = state.step; step < steps; step++) {
-        if (have_val && args.val_every > 0 && step % args.val_every == 0) {
+        if (run.have_val && args.val_every > 0 && step % args.val_every == 0) {
             int64_t n;
             double vl = evaluate(&model, &val_loader, args.val_batches, &n);
-            printf("val   | step %lld | val loss %.4f over %lld targets\n", (long long)step, vl, (long long)n);
-            fprintf(metrics, "{\"step\": %lld, \"val_loss\": %.6f, \"val_targets\": %lld}\n", (long long)step, vl, (long long)n);
-            fflush(metrics);
+            log_validation(metrics, step, vl, n);
         }
-        if (evalset.n && (step == 0 || (args.eval_every > 0 && step % args.eval_every == 0))) {
-            double acc = evaluate_exact_match(&gen, &evalset, tok, &chat, args.sample_tokens, step == 0 ? 3 : 0);
-            printf("eval  | step %lld | exact match %.1f%% of %d\n", (long long)step, 100.0 * acc, evalset.n);
-            fprintf(metrics, "{\"step\": %lld, \"eval_accuracy\": %.6f, \"eval_examples\": %d}\n", (long long)step, acc, evalset.n);
-            fflush(metrics);
-        }
+        if (run.evalset.n && (step == 0 || (args.eval_every > 0 && step % args.eval_every == 0)))
+            log_eval(metrics, step, evaluate_exact_match(&gen, &run.evalset, run.tok, &run.chat, args.sample_tokens, step == 0 ? 3 : 0), run.evalset.n);
         if (args.sample_every > 0 && step % args.sample_every == 0 && step > 0)
-            sample_and_print(&gen, have_val ? &val : &train, tok, args.sample_tokens, args.temperature, &sample_rng);
+            sample_and_print(&gen, sample_file, run.tok, args.sample_tokens, args.temperature, &sample_rng);
         float lr = lr_at_step((int)step, steps, args.lr, args.warmup, args.final_lr_frac);
         double t0 = now_seconds();
-        StepResult r = train_step(&model, &loader, A, lr, args.weight_decay, args.grad_clip, &state.adam_t);
+        StepResult r = train_step(&model, &loader, run.A, lr, args.weight_decay, args.grad_clip, &state.adam_t);
         double dt = now_seconds() - t0;
         state.step = step + 1;
         train_seconds += dt;
         timed_steps++;
-        double tok_s = (double)args.total_batch / dt;
-        char eta[32];
-        format_duration(train_seconds / timed_steps * (double)(steps - state.step), eta, sizeof eta);
-        if (r.skipped) {
-            printf("step %lld/%d | skipped: no targets in this step | %.1f ms\n", (long long)state.step, steps, dt * 1e3);
-            fprintf(metrics, "{\"step\": %lld, \"skipped\": true, \"targets\": 0, \"lr\": %.6g}\n", (long long)state.step, lr);
-        } else {
-            printf("step %lld/%d | loss %.4f | lr %.2e | norm %.4f | %lld targets | %.0f tok/s | %.1f ms | ETA %s\n", (long long)state.step,
-                   steps, r.loss, lr, r.grad_norm, (long long)r.targets, tok_s, dt * 1e3, eta);
-            fprintf(metrics, "{\"step\": %lld, \"loss\": %.9g, \"grad_norm\": %.9g, \"lr\": %.9g, \"targets\": %lld, \"tokens_per_s\": %.1f}\n",
-                    (long long)state.step, r.loss, r.grad_norm, lr, (long long)r.targets, tok_s);
-        }
-        fflush(metrics);
-        fflush(stdout);
+        log_step(metrics, state.step, steps, r.skipped, r.loss, lr, r.grad_norm, r.targets, args.total_batch, dt,
+                 train_seconds / timed_steps * (double)(steps - state.step));
         if (args.ckpt_every > 0 && state.step % args.ckpt_every == 0 && state.step < steps) {
             state.epoch = loader.epoch; state.cursor = loader.cursor; state.rng = sample_rng.state;
-            save_checkpoint(args.out_dir, cfg, &model.params, &state, model.m_mem, model.v_mem, model.num_params);
+            save_checkpoint(args.out_dir, &model.cfg, &model.params, &state, model.m_mem, model.v_mem, model.num_params);
             printf("saved | checkpoint %s/step_%08lld\n", args.out_dir, (long long)state.step);
         }
     }
-    if (have_val) {
+    if (run.have_val) {
         int64_t n;
         double vl = evaluate(&model, &val_loader, args.val_batches, &n);
-        printf("val   | step %lld | val loss %.4f over %lld targets\n", (long long)state.step, vl, (long long)n);
-        fprintf(metrics, "{\"step\": %lld, \"val_loss\": %.6f, \"val_targets\": %lld}\n", (long long)state.step, vl, (long long)n);
+        log_validation(metrics, state.step, vl, n);
     }
-    if (evalset.n) {
-        double acc = evaluate_exact_match(&gen, &evalset, tok, &chat, args.sample_tokens, 5);
-        printf("eval  | step %lld | exact match %.1f%% of %d\n", (long long)state.step, 100.0 * acc, evalset.n);
-        fprintf(metrics, "{\"step\": %lld, \"eval_accuracy\": %.6f, \"eval_examples\": %d}\n", (long long)state.step, acc, evalset.n);
-    }
-    if (args.sample_every > 0) sample_and_print(&gen, have_val ? &val : &train, tok, args.sample_tokens, args.temperature, &sample_rng);
+    if (run.evalset.n) log_eval(metrics, state.step, evaluate_exact_match(&gen, &run.evalset, run.tok, &run.chat, args.sample_tokens, 5), run.evalset.n);
+    if (args.sample_every > 0) sample_and_print(&gen, sample_file, run.tok, args.sample_tokens, args.temperature, &sample_rng);
     fclose(metrics);
     state.epoch = loader.epoch; state.cursor = loader.cursor; state.rng = sample_rng.state;
-    save_checkpoint(args.out_dir, cfg, &model.params, &state, model.m_mem, model.v_mem, model.num_params);
+    save_checkpoint(args.out_dir, &model.cfg, &model.params, &state, model.m_mem, model.v_mem, model.num_params);
     printf("saved | final model %s/step_%08lld (Hugging Face GPT-2 directory + optimizer state)\n", args.out_dir, (long long)state.step);
 
     loader_free(&loader);
-    if (have_val) { loader_free(&val_loader); data_free(&val); }
-    data_free(&train);
-    gpt2_free(&model);
-    if (tok) { evalset_free(&evalset); bpe_free(tok); }
+    if (run.have_val) loader_free(&val_loader);
     kv_free(&cpu_gen.kv);
+    gpt2_free(&model);
+    run_free(&run);
     return 0;
 }
 #endif

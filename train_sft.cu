@@ -441,81 +441,28 @@ int main(int argc, char **argv) {
     int devices = 0;
     if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) fatal("no CUDA device found; use ./train_sft on the CPU");
 
-    DataFile train, val;
-    data_load(&train, args.train_path);
-    int have_val = args.val_path[0] != 0;
-    if (have_val) data_load(&val, args.val_path);
-    GPT2Config cfg;
-    float *host_params = NULL;
-    ParamTensors hp;
-    char resume_dir[4096] = "";
-    if (args.resume) {
-        latest_checkpoint(args.out_dir, resume_dir, sizeof resume_dir);
-        gpt2_load_hf(resume_dir, &cfg, &host_params, &hp);
-    } else {
-        load_model(args.init, (int)train.vocab_size, (uint64_t)args.seed, &cfg, &host_params, &hp);
-    }
-    int64_t data_vocab = train.vocab_size;
-    if (have_val && val.vocab_size > data_vocab) data_vocab = val.vocab_size;
-    if (!args.resume && data_vocab > cfg.V) {
-        printf("model | the data's vocabulary (%lld) is larger than the model's (%d): growing the token embedding, "
-               "new rows start at the mean embedding\n", (long long)data_vocab, cfg.V);
-        gpt2_grow_vocab(&cfg, &host_params, &hp, (int)data_vocab);
-    }
-    if (args.T == 0) args.T = cfg.maxT < 512 ? cfg.maxT : 512;
-    if (args.T > cfg.maxT) usage_error(argv[0], "-t %d is larger than the model's context of %d positions", args.T, cfg.maxT);
-    if (train.max_token >= (uint32_t)cfg.V) fatal("%s: token id %u is not below the model's vocabulary size %d", train.path, train.max_token, cfg.V);
-    if (have_val && val.max_token >= (uint32_t)cfg.V) fatal("%s: token id %u is not below the model's vocabulary size %d", val.path, val.max_token, cfg.V);
-    BpeTokenizer *tok = NULL;
-    ChatTokens chat;
-    EvalSet evalset;
-    memset(&evalset, 0, sizeof evalset);
-    if (args.tokenizer_path[0]) {
-        char err[BPE_ERR_LEN];
-        if (bpe_load(&tok, args.tokenizer_path, err, sizeof err) || chat_tokens_init(tok, &chat, err, sizeof err)) fatal("%s", err);
-        if (bpe_vocab_size(tok) > cfg.V)
-            fatal("%s: the tokenizer (with chat tokens) has %d tokens but the model only %d; use the tokenizer the data was prepared with",
-                  args.tokenizer_path, bpe_vocab_size(tok), cfg.V);
-        if (args.eval_path[0]) evalset_load(&evalset, args.eval_path, tok, &chat, cfg.maxT, 1);
-    }
-    if ((int64_t)args.B * args.T > (1 << 24)) usage_error(argv[0], "-b %d x -t %d is too many positions per micro-batch", args.B, args.T);
-    int BT = args.B * args.T;
-    if (args.total_batch == 0) args.total_batch = BT;
-    if (args.total_batch % BT) usage_error(argv[0], "-d %d is not a multiple of B*T = %d", args.total_batch, BT);
-    int A = args.total_batch / BT;
-    int64_t filled, rows_per_epoch = loader_rows_in_epoch(&train, args.T, args.shuffle, (uint64_t)args.seed, 0, &filled);
-    int steps = args.max_steps > 0 ? args.max_steps : (int)((rows_per_epoch + (int64_t)args.B * A - 1) / ((int64_t)args.B * A));
-
+    RunSetup run;
+    setup_run(argv[0], &args, &run);
+    GPT2Config cfg = run.cfg;
+    int steps = run.steps, A = run.A, BT = args.B * args.T;
     size_t free0, total_mem;
     CUDA_CHECK(cudaMemGetInfo(&free0, &total_mem));
     GpuModel M;
-    gpu_model_build(&M, &cfg, host_params, args.B, args.T, recompute);
+    gpu_model_build(&M, &cfg, run.params, args.B, args.T, recompute);
     size_t P = M.num_params;
     float *host_m = (float *)xcalloc(P, sizeof(float)), *host_v = (float *)xcalloc(P, sizeof(float));
     Loader loader, val_loader;
-    loader_init(&loader, &train, args.B, args.T, args.shuffle, (uint64_t)args.seed, 1);
-    if (have_val) loader_init(&val_loader, &val, args.B, args.T, 0, 0, 0);
+    loader_init(&loader, &run.train, args.B, args.T, args.shuffle, (uint64_t)args.seed, 1);
+    if (run.have_val) loader_init(&val_loader, &run.val, args.B, args.T, 0, 0, 0);
     TrainState state;
     memset(&state, 0, sizeof state);
     Rng sample_rng;
     rng_seed(&sample_rng, (uint64_t)args.seed + 1);
+    resume_state(&args, &run, &state, host_m, host_v, P, &loader, &sample_rng);
     if (args.resume) {
-        char path[4200];
-        snprintf(path, sizeof path, "%s/state.bin", resume_dir);
-        read_state_file(path, &cfg, &state, host_m, host_v, P);
-        if (state.data_docs != train.num_docs || state.data_tokens != train.num_tokens)
-            fatal("%s: the checkpoint was trained on a different data file than %s", path, train.path);
-        if (state.B != args.B || state.T != args.T || state.A != A)
-            fatal("%s: the checkpoint was written with -b %lld -t %lld and %lld micro-batches per step; resume with the same -b, -t and -d",
-                  path, (long long)state.B, (long long)state.T, (long long)state.A);
-        if (state.cursor >= train.num_docs) fatal("%s: data cursor %lld is past the end of %s", path, (long long)state.cursor, train.path);
-        if (state.step >= steps) fatal("%s: the checkpoint is at step %lld; raise -x above it to train further", path, (long long)state.step);
         CUDA_CHECK(cudaMemcpy(M.m, host_m, P * sizeof(float), cudaMemcpyHostToDevice));
         CUDA_CHECK(cudaMemcpy(M.v, host_v, P * sizeof(float), cudaMemcpyHostToDevice));
-        loader_seek(&loader, state.epoch, state.cursor);
-        sample_rng.state = state.rng;
     }
-    state.data_docs = train.num_docs; state.data_tokens = train.num_tokens; state.B = args.B; state.T = args.T; state.A = A;
     if (make_dirs(args.out_dir) != 0) fatal("%s: cannot create output directory: %s", args.out_dir, strerror(errno));
     FILE *metrics = open_metrics(args.out_dir, state.step);
     StepBuffers sb;
@@ -526,12 +473,7 @@ int main(int argc, char **argv) {
     size_t free1;
     CUDA_CHECK(cudaMemGetInfo(&free1, &total_mem));
     printf("device| %s, %.1f GiB, %s, recompute level %d\n", prop.name, total_mem / 1073741824.0, PRECISION_NAME, recompute);
-    printf("model | %d layers, %d heads, %d channels, vocab %d, context %d | %.2fM parameters | %s\n", cfg.L, cfg.NH, cfg.C, cfg.V, cfg.maxT,
-           P / 1e6, args.resume ? resume_dir : (is_directory(args.init) ? args.init : "fresh random init"));
-    printf("data  | %s: %lld documents, %lld tokens; %lld rows per epoch, packing %.1f%% full\n", train.path, (long long)train.num_docs,
-           (long long)train.num_tokens, (long long)rows_per_epoch, 100.0 * filled / ((double)rows_per_epoch * args.T));
-    printf("train | B=%d T=%d, %d micro-batches per step (%d tokens), %d steps, lr %.3g warmup %d final %.3g, wd %.3g, clip %.3g\n", args.B,
-           args.T, A, args.total_batch, steps, args.lr, args.warmup, args.final_lr_frac, args.weight_decay, args.grad_clip);
+    print_run_summary(&args, &run, P);
     double MiB = 1048576.0;
     size_t master_bytes = sizeof(floatX) == sizeof(float) ? 0 : P * sizeof(float);
     printf("memory| parameters %.1f MiB (+%.1f MiB fp32 master), gradients %.1f MiB, AdamW %.1f MiB, activations %.1f MiB; "
@@ -541,25 +483,20 @@ int main(int argc, char **argv) {
     GpuGenerator gpu_gen;
     Generator gen;
     gpu_generator_init(&gpu_gen, &gen, &M);
+    const DataFile *sample_file = run.have_val ? &run.val : &run.train;
     double train_seconds = 0.0;
     int timed_steps = 0;
     size_t min_free = free1;
     for (int64_t step = state.step; step < steps; step++) {
-        if (have_val && args.val_every > 0 && step % args.val_every == 0) {
+        if (run.have_val && args.val_every > 0 && step % args.val_every == 0) {
             int64_t n;
             double vl = gpu_evaluate(&M, &val_loader, &sb, args.val_batches, &n);
-            printf("val   | step %lld | val loss %.4f over %lld targets\n", (long long)step, vl, (long long)n);
-            fprintf(metrics, "{\"step\": %lld, \"val_loss\": %.6f, \"val_targets\": %lld}\n", (long long)step, vl, (long long)n);
-            fflush(metrics);
+            log_validation(metrics, step, vl, n);
         }
-        if (evalset.n && (step == 0 || (args.eval_every > 0 && step % args.eval_every == 0))) {
-            double acc = evaluate_exact_match(&gen, &evalset, tok, &chat, args.sample_tokens, step == 0 ? 3 : 0);
-            printf("eval  | step %lld | exact match %.1f%% of %d\n", (long long)step, 100.0 * acc, evalset.n);
-            fprintf(metrics, "{\"step\": %lld, \"eval_accuracy\": %.6f, \"eval_examples\": %d}\n", (long long)step, acc, evalset.n);
-            fflush(metrics);
-        }
+        if (run.evalset.n && (step == 0 || (args.eval_every > 0 && step % args.eval_every == 0)))
+            log_eval(metrics, step, evaluate_exact_match(&gen, &run.evalset, run.tok, &run.chat, args.sample_tokens, step == 0 ? 3 : 0), run.evalset.n);
         if (args.sample_every > 0 && step % args.sample_every == 0 && step > 0)
-            sample_and_print(&gen, have_val ? &val : &train, tok, args.sample_tokens, args.temperature, &sample_rng);
+            sample_and_print(&gen, sample_file, run.tok, args.sample_tokens, args.temperature, &sample_rng);
         float lr = lr_at_step((int)step, steps, args.lr, args.warmup, args.final_lr_frac);
         double t0 = now_seconds();
         StepResult r = gpu_train_step(&M, &loader, &sb, A, lr, args.weight_decay, args.grad_clip, &state.adam_t);
@@ -570,53 +507,35 @@ int main(int argc, char **argv) {
         state.step = step + 1;
         train_seconds += dt;
         timed_steps++;
-        char eta[32];
-        format_duration(train_seconds / timed_steps * (double)(steps - state.step), eta, sizeof eta);
-        if (r.skipped) {
-            printf("step %lld/%d | skipped: no targets in this step | %.1f ms\n", (long long)state.step, steps, dt * 1e3);
-            fprintf(metrics, "{\"step\": %lld, \"skipped\": true, \"targets\": 0, \"lr\": %.6g}\n", (long long)state.step, lr);
-        } else {
-            double tok_s = (double)args.total_batch / dt;
-            printf("step %lld/%d | loss %.4f | lr %.2e | norm %.4f | %lld targets | %.0f tok/s | %.1f ms | ETA %s\n", (long long)state.step, steps,
-                   r.loss, lr, r.grad_norm, (long long)r.targets, tok_s, dt * 1e3, eta);
-            fprintf(metrics, "{\"step\": %lld, \"loss\": %.9g, \"grad_norm\": %.9g, \"lr\": %.9g, \"targets\": %lld, \"tokens_per_s\": %.1f}\n",
-                    (long long)state.step, r.loss, r.grad_norm, lr, (long long)r.targets, tok_s);
-        }
-        fflush(metrics);
-        fflush(stdout);
+        log_step(metrics, state.step, steps, r.skipped, r.loss, lr, r.grad_norm, r.targets, args.total_batch, dt,
+                 train_seconds / timed_steps * (double)(steps - state.step));
         if (args.ckpt_every > 0 && state.step % args.ckpt_every == 0 && state.step < steps) {
-            gpu_download_state(&M, host_params, host_m, host_v);
+            gpu_download_state(&M, run.params, host_m, host_v);
             state.epoch = loader.epoch; state.cursor = loader.cursor; state.rng = sample_rng.state;
-            save_checkpoint(args.out_dir, &cfg, &hp, &state, host_m, host_v, P);
+            save_checkpoint(args.out_dir, &cfg, &run.p, &state, host_m, host_v, P);
             printf("saved | checkpoint %s/step_%08lld\n", args.out_dir, (long long)state.step);
         }
     }
-    if (have_val) {
+    if (run.have_val) {
         int64_t n;
         double vl = gpu_evaluate(&M, &val_loader, &sb, args.val_batches, &n);
-        printf("val   | step %lld | val loss %.4f over %lld targets\n", (long long)state.step, vl, (long long)n);
-        fprintf(metrics, "{\"step\": %lld, \"val_loss\": %.6f, \"val_targets\": %lld}\n", (long long)state.step, vl, (long long)n);
+        log_validation(metrics, state.step, vl, n);
     }
-    if (evalset.n) {
-        double acc = evaluate_exact_match(&gen, &evalset, tok, &chat, args.sample_tokens, 5);
-        printf("eval  | step %lld | exact match %.1f%% of %d\n", (long long)state.step, 100.0 * acc, evalset.n);
-        fprintf(metrics, "{\"step\": %lld, \"eval_accuracy\": %.6f, \"eval_examples\": %d}\n", (long long)state.step, acc, evalset.n);
-    }
-    if (args.sample_every > 0) sample_and_print(&gen, have_val ? &val : &train, tok, args.sample_tokens, args.temperature, &sample_rng);
+    if (run.evalset.n) log_eval(metrics, state.step, evaluate_exact_match(&gen, &run.evalset, run.tok, &run.chat, args.sample_tokens, 5), run.evalset.n);
+    if (args.sample_every > 0) sample_and_print(&gen, sample_file, run.tok, args.sample_tokens, args.temperature, &sample_rng);
     fclose(metrics);
     printf("memory| peak in use %.1f MiB of %.1f MiB\n", (free0 - min_free) / MiB, total_mem / MiB);
-    gpu_download_state(&M, host_params, host_m, host_v);
+    gpu_download_state(&M, run.params, host_m, host_v);
     state.epoch = loader.epoch; state.cursor = loader.cursor; state.rng = sample_rng.state;
-    save_checkpoint(args.out_dir, &cfg, &hp, &state, host_m, host_v, P);
+    save_checkpoint(args.out_dir, &cfg, &run.p, &state, host_m, host_v, P);
     printf("saved | final model %s/step_%08lld (Hugging Face GPT-2 directory + optimizer state)\n", args.out_dir, (long long)state.step);
     step_buffers_free(&sb);
     loader_free(&loader);
-    if (have_val) { loader_free(&val_loader); data_free(&val); }
-    data_free(&train);
+    if (run.have_val) loader_free(&val_loader);
     gpu_model_free(&M);
-    free(host_params); free(host_m); free(host_v);
+    free(host_m); free(host_v);
     free(gpu_gen.pos); free(gpu_gen.start);
-    if (tok) { evalset_free(&evalset); bpe_free(tok); }
+    run_free(&run);
     return 0;
 }
 #endif

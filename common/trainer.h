@@ -6,6 +6,7 @@
 
 #include <math.h>
 #include "datafile.h"
+#include "evalset.h"
 #include "gpt2.h"
 #include "util.h"
 
@@ -289,6 +290,148 @@ static FILE *open_metrics(const char *out_dir, int64_t keep_through_step) {
     FILE *f = fopen(path, "ab");
     if (!f) fatal("%s: cannot write: %s", path, strerror(errno));
     return f;
+}
+
+// ---------------------------------------------------------------------------
+// What both trainers settle before they allocate a model: the inputs loaded and
+// checked against each other (so bad input fails before anything is written), the
+// host parameters (grown when the data's vocabulary is larger), the tokenizer and
+// evaluation set, the batch geometry and the number of steps.
+typedef struct {
+    DataFile train, val;
+    int have_val;
+    GPT2Config cfg;
+    float *params;            // host fp32 parameters, gpt2_num_parameters(&cfg)
+    ParamTensors p;
+    char resume_dir[4096];    // the checkpoint resumed from, or ""
+    BpeTokenizer *tok;        // with -k, else NULL
+    ChatTokens chat;
+    EvalSet evalset;          // with -E
+    int A, steps;             // micro-batches per step, optimizer steps
+    int64_t rows_per_epoch, filled, train_targets;
+} RunSetup;
+
+static void setup_run(const char *prog, TrainArgs *a, RunSetup *r) {
+    memset(r, 0, sizeof *r);
+    data_load(&r->train, a->train_path);
+    r->have_val = a->val_path[0] != 0;
+    if (r->have_val) data_load(&r->val, a->val_path);
+    if (a->resume) {
+        latest_checkpoint(a->out_dir, r->resume_dir, sizeof r->resume_dir);
+        gpt2_load_hf(r->resume_dir, &r->cfg, &r->params, &r->p);
+    } else {
+        load_model(a->init, (int)r->train.vocab_size, (uint64_t)a->seed, &r->cfg, &r->params, &r->p);
+    }
+    GPT2Config *cfg = &r->cfg;
+    int64_t data_vocab = r->train.vocab_size;
+    if (r->have_val && r->val.vocab_size > data_vocab) data_vocab = r->val.vocab_size;
+    if (!a->resume && data_vocab > cfg->V) {
+        printf("model | the data's vocabulary (%lld) is larger than the model's (%d): growing the token embedding, "
+               "new rows start at the mean embedding\n", (long long)data_vocab, cfg->V);
+        gpt2_grow_vocab(cfg, &r->params, &r->p, (int)data_vocab);
+    }
+    if (a->T == 0) a->T = cfg->maxT < 512 ? cfg->maxT : 512;
+    if (a->T > cfg->maxT) usage_error(prog, "-t %d is larger than the model's context of %d positions", a->T, cfg->maxT);
+    const DataFile *files[2] = {&r->train, &r->val};
+    for (int k = 0; k < 1 + r->have_val; k++)
+        if (files[k]->max_token >= (uint32_t)cfg->V)
+            fatal("%s: token id %u is not below the model's vocabulary size %d", files[k]->path, files[k]->max_token, cfg->V);
+    if (a->tokenizer_path[0]) {
+        char err[BPE_ERR_LEN];
+        if (bpe_load(&r->tok, a->tokenizer_path, err, sizeof err) || chat_tokens_init(r->tok, &r->chat, err, sizeof err)) fatal("%s", err);
+        if (bpe_vocab_size(r->tok) > cfg->V)
+            fatal("%s: the tokenizer (with chat tokens) has %d tokens but the model only %d; use the tokenizer the data was prepared with",
+                  a->tokenizer_path, bpe_vocab_size(r->tok), cfg->V);
+        if (a->eval_path[0]) evalset_load(&r->evalset, a->eval_path, r->tok, &r->chat, cfg->maxT, 1);
+    }
+    if ((int64_t)a->B * a->T > (1 << 24)) usage_error(prog, "-b %d x -t %d is too many positions per micro-batch", a->B, a->T);
+    int BT = a->B * a->T;
+    if (a->total_batch == 0) a->total_batch = BT;
+    if (a->total_batch % BT) usage_error(prog, "-d %d is not a multiple of B*T = %d", a->total_batch, BT);
+    r->A = a->total_batch / BT;
+    r->rows_per_epoch = loader_rows_in_epoch(&r->train, a->T, a->shuffle, (uint64_t)a->seed, 0, &r->filled);
+    int64_t rows_per_step = (int64_t)a->B * r->A;
+    r->steps = a->max_steps > 0 ? a->max_steps : (int)((r->rows_per_epoch + rows_per_step - 1) / rows_per_step);
+    for (int64_t i = 0; i < r->train.num_tokens; i++) r->train_targets += r->train.mask[i];
+}
+
+// With -y 1: reads the checkpoint's optimizer state into s, m, v (P floats each),
+// checks it belongs to this data and batch, and positions the loader and RNG.
+// Then records this run's data and batch in s for the next checkpoint.
+static void resume_state(const TrainArgs *a, const RunSetup *r, TrainState *s, float *m, float *v, size_t P, Loader *ld, Rng *sample_rng) {
+    if (a->resume) {
+        char path[4200];
+        snprintf(path, sizeof path, "%s/state.bin", r->resume_dir);
+        read_state_file(path, &r->cfg, s, m, v, P);
+        if (s->data_docs != r->train.num_docs || s->data_tokens != r->train.num_tokens)
+            fatal("%s: the checkpoint was trained on a different data file (%lld documents, %lld tokens) than %s", path,
+                  (long long)s->data_docs, (long long)s->data_tokens, r->train.path);
+        if (s->B != a->B || s->T != a->T || s->A != r->A)
+            fatal("%s: the checkpoint was written with -b %lld -t %lld and %lld micro-batches per step; resume with the same -b, -t and -d",
+                  path, (long long)s->B, (long long)s->T, (long long)s->A);
+        if (s->cursor >= r->train.num_docs) fatal("%s: data cursor %lld is past the end of %s", path, (long long)s->cursor, r->train.path);
+        if (s->step >= r->steps) fatal("%s: the checkpoint is at step %lld; raise -x above it to train further", path, (long long)s->step);
+        loader_seek(ld, s->epoch, s->cursor);
+        sample_rng->state = s->rng;
+    }
+    s->data_docs = r->train.num_docs; s->data_tokens = r->train.num_tokens; s->B = a->B; s->T = a->T; s->A = r->A;
+}
+
+// The start-of-run report shared by both trainers (each adds its memory line).
+static void print_run_summary(const TrainArgs *a, const RunSetup *r, size_t num_params) {
+    const GPT2Config *c = &r->cfg;
+    printf("model | %d layers, %d heads, %d channels, vocab %d, context %d | %.2fM parameters | %s%s\n", c->L, c->NH, c->C, c->V, c->maxT,
+           num_params / 1e6, a->resume ? "resumed from " : "", a->resume ? r->resume_dir : (is_directory(a->init) ? a->init : "fresh random init"));
+    printf("data  | %s: %lld documents, %lld tokens, %.1f%% trained; %lld rows per epoch, packing %.1f%% full\n", r->train.path,
+           (long long)r->train.num_docs, (long long)r->train.num_tokens, 100.0 * r->train_targets / r->train.num_tokens,
+           (long long)r->rows_per_epoch, 100.0 * r->filled / ((double)r->rows_per_epoch * a->T));
+    int64_t truncated = data_count_longer_than(&r->train, a->T);
+    if (truncated) printf("data  | %lld documents longer than T=%d are cut to their first %d tokens\n", (long long)truncated, a->T, a->T);
+    printf("train | B=%d T=%d, %d micro-batches per step (%d tokens), %d steps, lr %.3g warmup %d final %.3g, wd %.3g, clip %.3g\n", a->B,
+           a->T, r->A, a->total_batch, r->steps, a->lr, a->warmup, a->final_lr_frac, a->weight_decay, a->grad_clip);
+}
+
+static void run_free(RunSetup *r) {
+    if (r->have_val) data_free(&r->val);
+    data_free(&r->train);
+    free(r->params);
+    if (r->tok) { evalset_free(&r->evalset); bpe_free(r->tok); }
+}
+
+// ---------------------------------------------------------------------------
+// Progress lines and metrics.jsonl records.
+
+static void log_validation(FILE *metrics, int64_t step, double loss, int64_t targets) {
+    printf("val   | step %lld | val loss %.4f over %lld targets\n", (long long)step, loss, (long long)targets);
+    fprintf(metrics, "{\"step\": %lld, \"val_loss\": %.6f, \"val_targets\": %lld}\n", (long long)step, loss, (long long)targets);
+    fflush(metrics);
+}
+
+static void log_eval(FILE *metrics, int64_t step, double accuracy, int examples) {
+    printf("eval  | step %lld | exact match %.1f%% of %d\n", (long long)step, 100.0 * accuracy, examples);
+    fprintf(metrics, "{\"step\": %lld, \"eval_accuracy\": %.6f, \"eval_examples\": %d}\n", (long long)step, accuracy, examples);
+    fflush(metrics);
+}
+
+static void format_duration(double s, char *buf, size_t n);
+
+// One optimizer step's line and record; step is 1 for the first update.
+static void log_step(FILE *metrics, int64_t step, int steps, int skipped, double loss, float lr, float grad_norm, int64_t targets,
+                     int tokens, double seconds, double eta_seconds) {
+    char eta[32];
+    format_duration(eta_seconds, eta, sizeof eta);
+    if (skipped) {
+        printf("step %lld/%d | skipped: no targets in this step | %.1f ms\n", (long long)step, steps, seconds * 1e3);
+        fprintf(metrics, "{\"step\": %lld, \"skipped\": true, \"targets\": 0, \"lr\": %.6g}\n", (long long)step, lr);
+    } else {
+        double tok_s = tokens / seconds;
+        printf("step %lld/%d | loss %.4f | lr %.2e | norm %.4f | %lld targets | %.0f tok/s | %.1f ms | ETA %s\n", (long long)step, steps, loss,
+               lr, grad_norm, (long long)targets, tok_s, seconds * 1e3, eta);
+        fprintf(metrics, "{\"step\": %lld, \"loss\": %.9g, \"grad_norm\": %.9g, \"lr\": %.9g, \"targets\": %lld, \"tokens_per_s\": %.1f}\n",
+                (long long)step, loss, grad_norm, lr, (long long)targets, tok_s);
+    }
+    fflush(metrics);
+    fflush(stdout);
 }
 
 static void format_duration(double s, char *buf, size_t n) {
