@@ -1,0 +1,508 @@
+// emu.cpp: the runtime of the CUDA CPU emulation (see include/emu.h).
+// Built by run.sh; needs -U_FORTIFY_SOURCE (longjmp between fiber stacks).
+#include <setjmp.h>
+#include <stdarg.h>
+#include <sys/mman.h>
+#include <ucontext.h>
+#include <algorithm>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+#include "include/cublas_v2.h"
+#include "include/cuda_bf16.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/common_interface_defs.h>
+#define EMU_ASAN 1
+#else
+#define EMU_ASAN 0
+#endif
+
+uint3 threadIdx, blockIdx;
+dim3 blockDim, gridDim;
+
+
+namespace emu {
+char *dyn_smem;
+static cudaError_t last_error = cudaSuccess;
+static const char *cur_kernel = "";
+
+void fail(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "EMU ERROR in kernel %s block (%u,%u,%u) thread (%u,%u,%u): ", cur_kernel, blockIdx.x, blockIdx.y, blockIdx.z, threadIdx.x,
+            threadIdx.y, threadIdx.z);
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n");
+    va_end(ap);
+    abort();
+}
+
+// ---------------------------------------------------------------- fibers
+enum { F_NEW, F_RUN, F_WAIT, F_DONE };
+enum { W_BLOCK, W_WARP };
+static const size_t STACK = 512 * 1024;
+
+struct Fiber {
+    jmp_buf jb;
+    ucontext_t uc;
+    char *stack;
+    int state, wait_kind;
+    uint64_t wait_gen;
+    uint3 tid;
+    int lin;
+    int warp_kind;        // op kind at the current warp rendezvous
+    uint64_t warp_count;  // warp ops done so far
+    void *fake_stack;
+};
+
+struct Warp {
+    int arrived;
+    uint64_t gen;
+    uint64_t in[32], out[32];
+    int src[32];
+};
+
+static std::vector<Fiber> fibers;
+static std::vector<Warp> warps;
+static int nthreads, live;
+static int blk_arrived;
+static uint64_t blk_gen;
+static int blk_acc_or, blk_acc_and, blk_acc_cnt, blk_res_or, blk_res_and, blk_res_cnt;
+static Fiber *cur;
+static jmp_buf sched_jb;
+static const std::function<void()> *cur_body;
+static const void *sched_bottom __attribute__((unused));
+static size_t sched_size __attribute__((unused));
+static void *sched_fake __attribute__((unused));
+static int order_mode = -1;  // 0 forward, 1 reverse, 2 random
+static std::mt19937 rng(12345);
+static bool warned_exited_barrier = false;
+
+static void switch_to_sched() {
+#if EMU_ASAN
+    __sanitizer_start_switch_fiber(cur->state == F_DONE ? nullptr : &cur->fake_stack, sched_bottom, sched_size);
+#endif
+    if (!_setjmp(cur->jb)) _longjmp(sched_jb, 1);
+#if EMU_ASAN
+    __sanitizer_finish_switch_fiber(cur->fake_stack, nullptr, nullptr);
+#endif
+}
+
+static void fiber_entry() {
+#if EMU_ASAN
+    __sanitizer_finish_switch_fiber(nullptr, &sched_bottom, &sched_size);
+#endif
+    (*cur_body)();
+    cur->state = F_DONE;
+    live--;
+    // a block barrier that waited only for this thread
+    if (live > 0 && blk_arrived > 0 && blk_arrived == live) {
+        if (!warned_exited_barrier) {
+            fprintf(stderr, "EMU note: kernel %s: __syncthreads completed with exited threads\n", cur_kernel);
+            warned_exited_barrier = true;
+        }
+        blk_gen++;
+        blk_arrived = 0;
+        blk_res_or = blk_acc_or, blk_res_and = blk_acc_and, blk_res_cnt = blk_acc_cnt;
+        blk_acc_or = 0, blk_acc_and = 1, blk_acc_cnt = 0;
+    }
+#if EMU_ASAN
+    __sanitizer_start_switch_fiber(nullptr, sched_bottom, sched_size);
+#endif
+    _longjmp(sched_jb, 1);
+}
+
+static void resume(Fiber *f) {
+    cur = f;
+    threadIdx = f->tid;
+#if EMU_ASAN
+    __sanitizer_start_switch_fiber(&sched_fake, f->stack, STACK);
+#endif
+    if (!_setjmp(sched_jb)) {
+        if (f->state == F_NEW) {
+            f->state = F_RUN;
+            getcontext(&f->uc);
+            f->uc.uc_stack.ss_sp = f->stack;
+            f->uc.uc_stack.ss_size = STACK;
+            f->uc.uc_link = nullptr;
+            makecontext(&f->uc, fiber_entry, 0);
+            setcontext(&f->uc);
+        } else {
+            f->state = F_RUN;
+            _longjmp(f->jb, 1);
+        }
+    }
+#if EMU_ASAN
+    __sanitizer_finish_switch_fiber(sched_fake, nullptr, nullptr);
+#endif
+}
+
+static bool runnable(const Fiber &f) {
+    if (f.state == F_NEW) return true;
+    if (f.state != F_WAIT) return false;
+    if (f.wait_kind == W_BLOCK) return blk_gen != f.wait_gen;
+    return warps[f.lin / 32].gen != f.wait_gen;
+}
+
+int lane_id() { return cur->lin % 32; }
+
+void syncthreads_impl(int pred) {
+    blk_acc_or |= pred != 0;
+    blk_acc_and &= pred != 0;
+    blk_acc_cnt += pred != 0;
+    if (++blk_arrived == live) {
+        if (live != nthreads && !warned_exited_barrier) {
+            fprintf(stderr, "EMU note: kernel %s: __syncthreads completed with exited threads\n", cur_kernel);
+            warned_exited_barrier = true;
+        }
+        blk_gen++;
+        blk_arrived = 0;
+        blk_res_or = blk_acc_or, blk_res_and = blk_acc_and, blk_res_cnt = blk_acc_cnt;
+        blk_acc_or = 0, blk_acc_and = 1, blk_acc_cnt = 0;
+        return;
+    }
+    cur->state = F_WAIT;
+    cur->wait_kind = W_BLOCK;
+    cur->wait_gen = blk_gen;
+    switch_to_sched();
+}
+void syncthreads() { syncthreads_impl(0); }
+int syncthreads_or(int p) { syncthreads_impl(p); return blk_res_or; }
+int syncthreads_and(int p) { syncthreads_impl(p); return blk_res_and; }
+int syncthreads_count(int p) { syncthreads_impl(p); return blk_res_cnt; }
+
+uint64_t warp_op(int kind, unsigned mask, uint64_t value, int src) {
+    int lane = cur->lin % 32, w = cur->lin / 32;
+    if (mask != 0xffffffffu) fail("warp op with mask %08x (only full masks are emulated)", mask);
+    if (w * 32 + 32 > nthreads) fail("warp op in a partial warp (blockDim %d)", nthreads);
+    Warp &W = warps[w];
+    for (int l = 0; l < 32; l++)
+        if (fibers[w * 32 + l].state == F_DONE) fail("warp op (full mask) while lane %d of the warp has exited", l);
+    W.in[lane] = value;
+    W.src[lane] = src;
+    cur->warp_kind = kind;
+    if (++W.arrived == 32) {
+        for (int l = 0; l < 32; l++) {
+            const Fiber &f = fibers[w * 32 + l];
+            if (f.warp_kind != kind || f.warp_count != cur->warp_count)
+                fail("divergent warp ops: lane %d at op #%llu kind %d, lane %d at op #%llu kind %d", l, (unsigned long long)f.warp_count,
+                     f.warp_kind, lane, (unsigned long long)cur->warp_count, kind);
+        }
+        if (kind == 0) {
+            for (int l = 0; l < 32; l++) W.out[l] = W.in[W.src[l]];
+        } else {
+            uint64_t b = 0;
+            for (int l = 0; l < 32; l++) b |= (W.in[l] ? 1ull : 0ull) << l;
+            for (int l = 0; l < 32; l++) W.out[l] = b;
+        }
+        W.arrived = 0;
+        W.gen++;
+    } else {
+        cur->state = F_WAIT;
+        cur->wait_kind = W_WARP;
+        cur->wait_gen = W.gen;
+        switch_to_sched();
+    }
+    cur->warp_count++;
+    return W.out[lane];
+}
+
+static std::map<const void *, int> func_smem;
+static uint64_t block_serial;
+static std::map<void *, uint64_t> shared_seen;
+void shared_touch(void *p, size_t n) {
+    uint64_t &b = shared_seen[p];
+    if (b != block_serial) {
+        b = block_serial;
+        memset(p, 0xff, n);
+    }
+}
+
+static void run_block(int nt) {
+    block_serial++;
+    blk_arrived = 0;
+    blk_acc_or = 0, blk_acc_and = 1, blk_acc_cnt = 0;
+    live = nt;
+    for (int i = 0; i < nt; i++) {
+        Fiber &f = fibers[i];
+        f.state = F_NEW;
+        f.lin = i;
+        f.tid.x = i % blockDim.x;
+        f.tid.y = (i / blockDim.x) % blockDim.y;
+        f.tid.z = i / (blockDim.x * blockDim.y);
+        f.warp_count = 0;
+        f.warp_kind = -1;
+    }
+    for (auto &w : warps) w.arrived = 0;
+    std::vector<int> order(nt);
+    for (int i = 0; i < nt; i++) order[i] = order_mode == 1 ? nt - 1 - i : i;
+    for (;;) {
+        if (order_mode == 2) std::shuffle(order.begin(), order.end(), rng);
+        bool progress = false;
+        for (int k = 0; k < nt; k++) {
+            Fiber &f = fibers[order[k]];
+            if (runnable(f)) {
+                resume(&f);
+                progress = true;
+            }
+        }
+        if (live == 0) break;
+        if (!progress) {
+            for (int i = 0; i < nt; i++)
+                if (fibers[i].state != F_DONE)
+                    fprintf(stderr, "  thread %d: %s\n", i, fibers[i].wait_kind == W_BLOCK ? "at __syncthreads" : "at a warp op");
+            threadIdx = fibers[0].tid;
+            fail("deadlock: %d of %d threads live, none can proceed", live, nt);
+        }
+    }
+}
+
+void launch(const LaunchCfg &cfg, const void *kernel, const char *name, const std::function<void()> &body) {
+    if (order_mode < 0) {
+        const char *o = getenv("EMU_ORDER");
+        order_mode = !o ? 0 : !strcmp(o, "rev") ? 1 : !strcmp(o, "rand") ? 2 : 0;
+    }
+    cur_kernel = name;
+    long nt = (long)cfg.block.x * cfg.block.y * cfg.block.z;
+    if (nt <= 0 || nt > 1024 || cfg.block.z > 64 || cfg.grid.x == 0 || cfg.grid.y == 0 || cfg.grid.z == 0 || cfg.grid.y > 65535 ||
+        cfg.grid.z > 65535 || cfg.grid.x > 2147483647u) {
+        fprintf(stderr, "EMU: invalid launch configuration of %s: grid (%u,%u,%u) block (%u,%u,%u)\n", name, cfg.grid.x, cfg.grid.y, cfg.grid.z,
+                cfg.block.x, cfg.block.y, cfg.block.z);
+        last_error = cudaErrorInvalidConfiguration;
+        return;
+    }
+    int limit = 48 * 1024;
+    auto it = func_smem.find(kernel);
+    if (kernel && it != func_smem.end()) limit = it->second > limit ? it->second : limit;
+    if (cfg.smem > (size_t)limit) {
+        fprintf(stderr, "EMU: launch of %s with %zu bytes of dynamic shared memory over its limit %d\n", name, cfg.smem, limit);
+        last_error = cudaErrorInvalidValue;
+        return;
+    }
+    if ((int)fibers.size() < nt) {
+        size_t old = fibers.size();
+        fibers.resize(nt);
+        for (size_t i = old; i < (size_t)nt; i++) {
+            fibers[i].stack = (char *)mmap(nullptr, STACK, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+            if (fibers[i].stack == MAP_FAILED) fail("mmap");
+        }
+    }
+    warps.assign((nt + 31) / 32, Warp());
+    nthreads = (int)nt;
+    blockDim = cfg.block;
+    gridDim = cfg.grid;
+    cur_body = &body;
+    warned_exited_barrier = false;
+    long nb = (long)cfg.grid.x * cfg.grid.y * cfg.grid.z;
+    for (long bi = 0; bi < nb; bi++) {
+        long b = order_mode == 1 ? nb - 1 - bi : bi;
+        blockIdx.x = b % cfg.grid.x;
+        blockIdx.y = (b / cfg.grid.x) % cfg.grid.y;
+        blockIdx.z = b / ((long)cfg.grid.x * cfg.grid.y);
+        dyn_smem = cfg.smem ? (char *)malloc(cfg.smem) : nullptr;
+        if (dyn_smem) memset(dyn_smem, 0xff, cfg.smem);
+        run_block((int)nt);
+        free(dyn_smem);
+        dyn_smem = nullptr;
+    }
+    cur_kernel = "";
+}
+
+cudaError_t func_set_attribute(const void *f, cudaFuncAttribute a, int v) {
+    if (a == cudaFuncAttributeMaxDynamicSharedMemorySize) {
+        if (v < 0 || v > 232448 - 1024) return last_error = cudaErrorInvalidValue;  // H100: 227 KiB per block, less static smem
+        func_smem[f] = v;
+    }
+    return cudaSuccess;
+}
+
+// ---------------------------------------------------------------- device memory
+static std::map<uintptr_t, size_t> allocs;
+static size_t allocated;
+
+static bool in_device(const void *p, size_t n) {
+    uintptr_t u = (uintptr_t)p;
+    auto it = allocs.upper_bound(u);
+    if (it == allocs.begin()) return false;
+    --it;
+    return u >= it->first && u + n <= it->first + it->second;
+}
+static void check_copy(const void *dst, const void *src, size_t n, cudaMemcpyKind k, const char *what) {
+    bool dd = k == cudaMemcpyDeviceToDevice || k == cudaMemcpyHostToDevice, sd = k == cudaMemcpyDeviceToDevice || k == cudaMemcpyDeviceToHost;
+    if (n == 0) return;
+    if (dd && !in_device(dst, n)) fail("%s: destination %p (+%zu) is not inside one device allocation", what, dst, n);
+    if (sd && !in_device(src, n)) fail("%s: source %p (+%zu) is not inside one device allocation", what, src, n);
+    if (!dd && in_device(dst, 1)) fail("%s: destination is device memory but the kind says host", what);
+    if (!sd && in_device(src, 1)) fail("%s: source is device memory but the kind says host", what);
+}
+}  // namespace emu
+
+using namespace emu;
+
+static const char *err_names[] = {"no error", "invalid argument", "out of memory"};
+const char *cudaGetErrorString(cudaError_t e) {
+    if ((int)e < 3) return err_names[e];
+    static char buf[64];
+    snprintf(buf, sizeof buf, "error %d", (int)e);
+    return buf;
+}
+cudaError_t cudaGetLastError(void) {
+    cudaError_t e = last_error;
+    last_error = cudaSuccess;
+    return e;
+}
+cudaError_t cudaPeekAtLastError(void) { return last_error; }
+cudaError_t cudaGetDeviceCount(int *n) {
+    *n = 1;
+    return cudaSuccess;
+}
+cudaError_t cudaSetDevice(int) { return cudaSuccess; }
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int) {
+    memset(p, 0, sizeof *p);
+    snprintf(p->name, sizeof p->name, "CPU emulation of a CUDA device");
+    p->totalGlobalMem = (size_t)80 << 30;
+    p->sharedMemPerBlock = 48 * 1024;
+    p->sharedMemPerBlockOptin = 232448;
+    p->multiProcessorCount = 132;
+    p->major = 9;
+    p->maxThreadsPerBlock = 1024;
+    p->warpSize = 32;
+    return cudaSuccess;
+}
+cudaError_t cudaMemGetInfo(size_t *f, size_t *t) {
+    *t = (size_t)80 << 30;
+    *f = *t - allocated;
+    return cudaSuccess;
+}
+cudaError_t cudaMalloc(void **p, size_t n) {
+    void *q = nullptr;
+    if (n == 0) {
+        *p = nullptr;
+        return cudaSuccess;
+    }
+    if (posix_memalign(&q, 256, n)) return cudaErrorMemoryAllocation;
+    memset(q, 0xff, n);  // uninitialized device memory: NaN in fp32 and bf16
+    allocs[(uintptr_t)q] = n;
+    allocated += n;
+    *p = q;
+    return cudaSuccess;
+}
+cudaError_t cudaMallocHost(void **p, size_t n) {
+    *p = malloc(n);
+    return *p ? cudaSuccess : cudaErrorMemoryAllocation;
+}
+cudaError_t cudaFreeHost(void *p) {
+    free(p);
+    return cudaSuccess;
+}
+cudaError_t cudaFree(void *p) {
+    if (!p) return cudaSuccess;
+    auto it = allocs.find((uintptr_t)p);
+    if (it == allocs.end()) fail("cudaFree of %p: not a device allocation", p);
+    allocated -= it->second;
+    allocs.erase(it);
+    free(p);
+    return cudaSuccess;
+}
+cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, cudaMemcpyKind k) {
+    check_copy(dst, src, n, k, "cudaMemcpy");
+    memmove(dst, src, n);
+    return cudaSuccess;
+}
+cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, cudaMemcpyKind k, cudaStream_t) { return cudaMemcpy(dst, src, n, k); }
+cudaError_t cudaMemset(void *dst, int v, size_t n) {
+    if (n && !in_device(dst, n)) fail("cudaMemset: %p (+%zu) is not inside one device allocation", dst, n);
+    memset(dst, v, n);
+    return cudaSuccess;
+}
+cudaError_t cudaMemsetAsync(void *dst, int v, size_t n, cudaStream_t) { return cudaMemset(dst, v, n); }
+cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
+cudaError_t cudaStreamCreate(cudaStream_t *s) {
+    *s = (cudaStream_t)malloc(1);
+    return cudaSuccess;
+}
+cudaError_t cudaStreamDestroy(cudaStream_t s) {
+    free(s);
+    return cudaSuccess;
+}
+cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
+cudaError_t cudaEventCreate(cudaEvent_t *e) {
+    *e = (cudaEvent_t)malloc(sizeof(double));
+    return cudaSuccess;
+}
+cudaError_t cudaEventDestroy(cudaEvent_t e) {
+    free(e);
+    return cudaSuccess;
+}
+#include <time.h>
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    *(double *)e = ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
+    return cudaSuccess;
+}
+cudaError_t cudaEventSynchronize(cudaEvent_t) { return cudaSuccess; }
+cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b) {
+    *ms = (float)(*(double *)b - *(double *)a);
+    return cudaSuccess;
+}
+
+// ---------------------------------------------------------------- cuBLAS
+cublasStatus_t cublasCreate(cublasHandle_t *h) {
+    *h = (cublasHandle_t)malloc(1);
+    return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasDestroy(cublasHandle_t h) {
+    free(h);
+    return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasSetStream(cublasHandle_t, cudaStream_t) { return CUBLAS_STATUS_SUCCESS; }
+cublasStatus_t cublasSetMathMode(cublasHandle_t, cublasMath_t) { return CUBLAS_STATUS_SUCCESS; }
+
+static float load_el(const void *p, cudaDataType_t t, size_t i) {
+    if (t == CUDA_R_32F) return ((const float *)p)[i];
+    return __bfloat162float(((const __nv_bfloat16 *)p)[i]);
+}
+
+cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const void *alpha,
+                            const void *A, cudaDataType_t At, int lda, const void *B, cudaDataType_t Bt, int ldb, const void *beta, void *C,
+                            cudaDataType_t Ct, int ldc, cublasComputeType_t ct, cublasGemmAlgo_t) {
+    if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
+    if (m < 0 || n < 0 || k < 0) return CUBLAS_STATUS_INVALID_VALUE;
+    if ((ta != CUBLAS_OP_N && ta != CUBLAS_OP_T) || (tb != CUBLAS_OP_N && tb != CUBLAS_OP_T)) return CUBLAS_STATUS_NOT_SUPPORTED;
+    if (lda < std::max(1, ta == CUBLAS_OP_N ? m : k) || ldb < std::max(1, tb == CUBLAS_OP_N ? k : n) || ldc < std::max(1, m)) {
+        fprintf(stderr, "EMU cublasGemmEx: invalid leading dimension (m %d n %d k %d lda %d ldb %d ldc %d)\n", m, n, k, lda, ldb, ldc);
+        return CUBLAS_STATUS_INVALID_VALUE;
+    }
+    if (ct != CUBLAS_COMPUTE_32F) return CUBLAS_STATUS_NOT_SUPPORTED;
+    if (!(At == Bt && Bt == Ct && (At == CUDA_R_32F || At == CUDA_R_16BF))) return CUBLAS_STATUS_NOT_SUPPORTED;
+    if (m == 0 || n == 0) return CUBLAS_STATUS_SUCCESS;
+    float al = *(const float *)alpha, be = *(const float *)beta;
+    size_t es = At == CUDA_R_32F ? 4 : 2;
+    // the touched extents must lie inside device allocations
+    size_t extA = ta == CUBLAS_OP_N ? (size_t)(k ? k - 1 : 0) * lda + m : (size_t)(m - 1) * lda + k;
+    size_t extB = tb == CUBLAS_OP_N ? (size_t)(n - 1) * ldb + k : (size_t)(k ? k - 1 : 0) * ldb + n;
+    size_t extC = (size_t)(n - 1) * ldc + m;
+    if (k > 0 && (!in_device(A, extA * es) || !in_device(B, extB * es))) fail("cublasGemmEx: A or B outside device memory");
+    if (!in_device(C, extC * es)) fail("cublasGemmEx: C outside device memory");
+    // opA as m rows of k, opB^T as n rows of k, both contiguous float
+    std::vector<float> a((size_t)m * k), b((size_t)n * k);
+    for (int i = 0; i < m; i++)
+        for (int l = 0; l < k; l++) a[(size_t)i * k + l] = load_el(A, At, ta == CUBLAS_OP_N ? i + (size_t)l * lda : l + (size_t)i * lda);
+    for (int j = 0; j < n; j++)
+        for (int l = 0; l < k; l++) b[(size_t)j * k + l] = load_el(B, Bt, tb == CUBLAS_OP_N ? l + (size_t)j * ldb : j + (size_t)l * ldb);
+    for (int j = 0; j < n; j++)
+        for (int i = 0; i < m; i++) {
+            const float *x = &a[(size_t)i * k], *y = &b[(size_t)j * k];
+            float s = 0.0f;
+            for (int l = 0; l < k; l++) s += x[l] * y[l];
+            size_t ci = i + (size_t)j * ldc;
+            float r = al * s;
+            if (be != 0.0f) r += be * load_el(C, Ct, ci);  // beta == 0: C is not read (may hold NaN)
+            if (Ct == CUDA_R_32F) ((float *)C)[ci] = r;
+            else ((__nv_bfloat16 *)C)[ci] = __float2bfloat16(r);
+        }
+    return CUBLAS_STATUS_SUCCESS;
+}

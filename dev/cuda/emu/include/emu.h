@@ -1,0 +1,130 @@
+// emu.h: a CPU emulation of the CUDA subset used by the GPU trainer (device side and
+// runtime). Each block runs as blockDim fibers (cooperative user-level threads) on one
+// OS thread; __syncthreads is a barrier of the block's live fibers; warp primitives are
+// a rendezvous of the 32 lanes of a warp (all must be live and at the same warp op).
+// Blocks run one after another. Static __shared__ variables live in one linker
+// section that is filled with 0xFF (float NaN, int -1) before every block; dynamic
+// shared memory is a fresh malloc of the launch size, also 0xFF (NaN).
+#pragma once
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <functional>
+
+struct uint3 { unsigned x, y, z; };
+struct dim3 {
+    unsigned x, y, z;
+    dim3(unsigned x_ = 1, unsigned y_ = 1, unsigned z_ = 1) : x(x_), y(y_), z(z_) {}
+};
+struct __attribute__((aligned(8))) uint2 { unsigned x, y; };
+struct __attribute__((aligned(16))) uint4 { unsigned x, y, z, w; };
+struct __attribute__((aligned(8))) int2 { int x, y; };
+struct __attribute__((aligned(16))) int4 { int x, y, z, w; };
+struct __attribute__((aligned(8))) float2 { float x, y; };
+struct __attribute__((aligned(16))) float4 { float x, y, z, w; };
+
+extern uint3 threadIdx, blockIdx;
+extern dim3 blockDim, gridDim;
+static const int warpSize = 32;
+
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __noinline__
+#define __launch_bounds__(...)
+#define __align__(n) __attribute__((aligned(n)))
+#define __shared__ static
+#define __restrict__ __restrict
+
+typedef struct CUstream_st *cudaStream_t;
+typedef struct CUevent_st *cudaEvent_t;
+
+namespace emu {
+struct LaunchCfg {
+    dim3 grid, block;
+    size_t smem;
+    cudaStream_t stream;
+    LaunchCfg(dim3 g, dim3 b, size_t s = 0, cudaStream_t st = 0) : grid(g), block(b), smem(s), stream(st) {}
+};
+void launch(const LaunchCfg &cfg, const void *kernel, const char *name, const std::function<void()> &body);
+extern char *dyn_smem;
+void shared_touch(void *p, size_t n);  // static __shared__ storage: 0xFF once per block
+void syncthreads();
+int syncthreads_or(int pred);
+int syncthreads_and(int pred);
+int syncthreads_count(int pred);
+uint64_t warp_op(int kind, unsigned mask, uint64_t value, int src_lane);  // kind: 0 shfl (value from src_lane), 1 ballot
+int lane_id();
+[[noreturn]] void fail(const char *fmt, ...);
+}  // namespace emu
+
+inline void __syncthreads() { emu::syncthreads(); }
+inline int __syncthreads_or(int p) { return emu::syncthreads_or(p); }
+inline int __syncthreads_and(int p) { return emu::syncthreads_and(p); }
+inline int __syncthreads_count(int p) { return emu::syncthreads_count(p); }
+inline void __syncwarp(unsigned mask = 0xffffffffu) { emu::warp_op(1, mask, 0, 0); }
+inline void __threadfence() {}
+inline void __threadfence_block() {}
+
+template <typename T> inline uint64_t emu_bits(T v) {
+    static_assert(sizeof(T) <= 8, "shuffle of a type wider than 8 bytes");
+    uint64_t u = 0;
+    memcpy(&u, &v, sizeof(T));
+    return u;
+}
+template <typename T> inline T emu_from_bits(uint64_t u) {
+    T v;
+    memcpy(&v, &u, sizeof(T));
+    return v;
+}
+template <typename T> inline T __shfl_sync(unsigned mask, T v, int src, int width = 32) {
+    int lane = emu::lane_id();
+    int s = (lane / width) * width + ((src % width) + width) % width;
+    return emu_from_bits<T>(emu::warp_op(0, mask, emu_bits(v), s));
+}
+template <typename T> inline T __shfl_xor_sync(unsigned mask, T v, int lm, int width = 32) {
+    int lane = emu::lane_id();
+    int s = lane ^ lm;
+    if (s / width != lane / width || s >= 32) s = lane;  // outside the segment: own value
+    return emu_from_bits<T>(emu::warp_op(0, mask, emu_bits(v), s));
+}
+template <typename T> inline T __shfl_down_sync(unsigned mask, T v, unsigned d, int width = 32) {
+    int lane = emu::lane_id();
+    int s = (lane % width) + (int)d < width ? lane + (int)d : lane;
+    return emu_from_bits<T>(emu::warp_op(0, mask, emu_bits(v), s));
+}
+template <typename T> inline T __shfl_up_sync(unsigned mask, T v, unsigned d, int width = 32) {
+    int lane = emu::lane_id();
+    int s = (lane % width) >= (int)d ? lane - (int)d : lane;
+    return emu_from_bits<T>(emu::warp_op(0, mask, emu_bits(v), s));
+}
+inline unsigned __ballot_sync(unsigned mask, int pred) { return (unsigned)emu::warp_op(1, mask, pred ? 1 : 0, 0); }
+inline int __any_sync(unsigned mask, int pred) { return __ballot_sync(mask, pred) != 0; }
+inline int __all_sync(unsigned mask, int pred) { return __ballot_sync(mask, pred) == mask; }
+inline int __popc(unsigned x) { return __builtin_popcount(x); }
+inline int __popcll(unsigned long long x) { return __builtin_popcountll(x); }
+inline int __clz(int x) { return x ? __builtin_clz((unsigned)x) : 32; }
+inline int __ffs(int x) { return __builtin_ffs(x); }
+
+// device math: CUDA's global min/max overloads and fast intrinsics (as the precise functions)
+inline int min(int a, int b) { return a < b ? a : b; }
+inline int max(int a, int b) { return a > b ? a : b; }
+inline unsigned min(unsigned a, unsigned b) { return a < b ? a : b; }
+inline unsigned max(unsigned a, unsigned b) { return a > b ? a : b; }
+inline long min(long a, long b) { return a < b ? a : b; }
+inline long max(long a, long b) { return a > b ? a : b; }
+inline unsigned long min(unsigned long a, unsigned long b) { return a < b ? a : b; }
+inline unsigned long max(unsigned long a, unsigned long b) { return a > b ? a : b; }
+inline long long min(long long a, long long b) { return a < b ? a : b; }
+inline long long max(long long a, long long b) { return a > b ? a : b; }
+inline float min(float a, float b) { return fminf(a, b); }
+inline float max(float a, float b) { return fmaxf(a, b); }
+inline float __expf(float x) { return expf(x); }
+inline float __logf(float x) { return logf(x); }
+inline float __fdividef(float a, float b) { return a / b; }
+inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
+inline float __saturatef(float x) { return x < 0.0f ? 0.0f : (x > 1.0f ? 1.0f : x); }
+

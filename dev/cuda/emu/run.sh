@@ -1,0 +1,54 @@
+#!/bin/bash
+# dev/cuda/emu/run.sh: runs the GPU code on the CPU under the emulator (see README.md).
+#   dev/cuda/emu/run.sh [selftest] [dev] [test]     (default: selftest dev test)
+# Environment: WORK (default /tmp/cuda_emu): where the converted copy and binaries go;
+#   EMU_ORDER=fwd|rev|rand: order of the threads of a block (and of the blocks, rev);
+#   SAN="-fsanitize=address" or "-fsanitize=undefined": sanitizer for the emulated code.
+set -e
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/../../.." && pwd)
+work=${WORK:-/tmp/cuda_emu}
+src=$work/src
+targets=${*:-selftest dev test}
+python3 "$here/convert.py" "$repo" "$src"
+sed -i 's/^    timings();/    \/\/ timings(); (emulator: no timing)/; s/^    time_config(/    if (0) time_config(/' "$src"/dev/cuda/*.cu
+FLAGS="-std=c++17 -O2 -g -U_FORTIFY_SOURCE -D_FORTIFY_SOURCE=0 -fopenmp -Wall -Wno-unused-function -Wno-format-truncation -Wno-unknown-pragmas -Wno-sign-compare -I$here/include -I$src $SAN"
+mkdir -p "$work/obj"
+g++ $FLAGS -c -o "$work/obj/emu.o" "$here/emu.cpp"
+gcc -O2 -g -fopenmp -std=gnu11 -I"$src" $SAN -c -o "$work/obj/cpu_ref.o" "$src/dev/cuda/cpu_ref.c"
+build() {  # build OUT SRC [flags]
+    local out=$1 f=$2
+    shift 2
+    g++ $FLAGS "$@" -o "$out" -x c++ "$f" -x none "$work/obj/emu.o" "$work/obj/cpu_ref.o" -lm
+}
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_stack_use_after_return=0:detect_leaks=0}
+status=0
+cd "$src"
+for t in $targets; do
+    case $t in
+    selftest)
+        build "$work/selftest" dev/cuda/emu/selftest.cu
+        "$work/selftest" 0 || status=1
+        if sh -c '"$1" 1 > /dev/null 2>&1' _ "$work/selftest" 2> /dev/null; then echo "FAIL selftest 1: an exited lane at a warp op was not caught"; status=1; else echo "ok selftest 1: an exited lane at a warp op is caught"; fi
+        ;;
+    dev)
+        for f in dev/cuda/*.cu; do
+            n=$(basename "$f" .cu)
+            build "$work/${n}_fp32" "$f" -DENABLE_FP32 && build "$work/$n" "$f"
+            for b in "$work/${n}_fp32" "$work/$n"; do
+                if "$b" > "$b.log" 2>&1; then r=ok; else r=FAIL; status=1; fi
+                echo "$r $(basename "$b"): $(grep -c '^ok' "$b.log") ok lines, $(grep -c 'FAIL' "$b.log") FAIL lines (log $b.log)"
+            done
+        done
+        ;;
+    test)
+        make -s train_sft > /dev/null
+        build train_sftcu_fp32 train_sft.cu -DENABLE_FP32 && build train_sftcu train_sft.cu
+        build test_sftcu test_sftcu.cu -DENABLE_FP32 && build test_sftcu_bf16 test_sftcu.cu
+        ./test_sftcu || status=1
+        ./test_sftcu_bf16 || status=1
+        ;;
+    *) echo "unknown target $t"; exit 2 ;;
+    esac
+done
+exit $status
