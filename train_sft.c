@@ -791,7 +791,6 @@ int main(int argc, char **argv) {
     CpuGenerator cpu_gen;
     Generator gen;
     cpu_generator_init(&cpu_gen, &gen, &model);
-    const DataFile *sample_file = run.have_val ? &run.val : &run.train;
     double train_seconds = 0.0;
     int timed_steps = 0, steps = run.steps;
     for (int64_t step = state.step; step < steps; step++) {
@@ -800,10 +799,7 @@ int main(int argc, char **argv) {
             double vl = evaluate(&model, &val_loader, args.val_batches, &n);
             log_validation(metrics, step, vl, n);
         }
-        if (run.evalset.n && (step == 0 || (args.eval_every > 0 && step % args.eval_every == 0)))
-            log_eval(metrics, step, evaluate_exact_match(&gen, &run.evalset, run.tok, &run.chat, args.sample_tokens, step == 0 ? 3 : 0), run.evalset.n);
-        if (args.sample_every > 0 && step % args.sample_every == 0 && step > 0)
-            sample_and_print(&gen, sample_file, run.tok, args.sample_tokens, args.temperature, &sample_rng);
+        generate_and_evaluate(&args, &run, &gen, step, 0, metrics, &sample_rng);
         float lr = lr_at_step((int)step, steps, args.lr, args.warmup, args.final_lr_frac);
         double t0 = now_seconds();
         StepResult r = train_step(&model, &loader, run.A, lr, args.weight_decay, args.grad_clip, &state.adam_t);
@@ -824,8 +820,7 @@ int main(int argc, char **argv) {
         double vl = evaluate(&model, &val_loader, args.val_batches, &n);
         log_validation(metrics, state.step, vl, n);
     }
-    if (run.evalset.n) log_eval(metrics, state.step, evaluate_exact_match(&gen, &run.evalset, run.tok, &run.chat, args.sample_tokens, 5), run.evalset.n);
-    if (args.sample_every > 0) sample_and_print(&gen, sample_file, run.tok, args.sample_tokens, args.temperature, &sample_rng);
+    generate_and_evaluate(&args, &run, &gen, state.step, 1, metrics, &sample_rng);
     fclose(metrics);
     state.epoch = loader.epoch; state.cursor = loader.cursor; state.rng = sample_rng.state;
     save_checkpoint(args.out_dir, &model.cfg, &model.params, &state, model.m_mem, model.v_mem, model.num_params);

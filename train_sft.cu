@@ -483,7 +483,6 @@ int main(int argc, char **argv) {
     GpuGenerator gpu_gen;
     Generator gen;
     gpu_generator_init(&gpu_gen, &gen, &M);
-    const DataFile *sample_file = run.have_val ? &run.val : &run.train;
     double train_seconds = 0.0;
     int timed_steps = 0;
     size_t min_free = free1;
@@ -493,10 +492,7 @@ int main(int argc, char **argv) {
             double vl = gpu_evaluate(&M, &val_loader, &sb, args.val_batches, &n);
             log_validation(metrics, step, vl, n);
         }
-        if (run.evalset.n && (step == 0 || (args.eval_every > 0 && step % args.eval_every == 0)))
-            log_eval(metrics, step, evaluate_exact_match(&gen, &run.evalset, run.tok, &run.chat, args.sample_tokens, step == 0 ? 3 : 0), run.evalset.n);
-        if (args.sample_every > 0 && step % args.sample_every == 0 && step > 0)
-            sample_and_print(&gen, sample_file, run.tok, args.sample_tokens, args.temperature, &sample_rng);
+        generate_and_evaluate(&args, &run, &gen, step, 0, metrics, &sample_rng);
         float lr = lr_at_step((int)step, steps, args.lr, args.warmup, args.final_lr_frac);
         double t0 = now_seconds();
         StepResult r = gpu_train_step(&M, &loader, &sb, A, lr, args.weight_decay, args.grad_clip, &state.adam_t);
@@ -521,8 +517,7 @@ int main(int argc, char **argv) {
         double vl = gpu_evaluate(&M, &val_loader, &sb, args.val_batches, &n);
         log_validation(metrics, state.step, vl, n);
     }
-    if (run.evalset.n) log_eval(metrics, state.step, evaluate_exact_match(&gen, &run.evalset, run.tok, &run.chat, args.sample_tokens, 5), run.evalset.n);
-    if (args.sample_every > 0) sample_and_print(&gen, sample_file, run.tok, args.sample_tokens, args.temperature, &sample_rng);
+    generate_and_evaluate(&args, &run, &gen, state.step, 1, metrics, &sample_rng);
     fclose(metrics);
     printf("memory| peak in use %.1f MiB of %.1f MiB\n", (free0 - min_free) / MiB, total_mem / MiB);
     gpu_download_state(&M, run.params, host_m, host_v);

@@ -7,6 +7,7 @@
 #include <math.h>
 #include "datafile.h"
 #include "evalset.h"
+#include "generate.h"
 #include "gpt2.h"
 #include "util.h"
 
@@ -396,6 +397,20 @@ static void run_free(RunSetup *r) {
     data_free(&r->train);
     free(r->params);
     if (r->tok) { evalset_free(&r->evalset); bpe_free(r->tok); }
+}
+
+static void log_eval(FILE *metrics, int64_t step, double accuracy, int examples);
+
+// What generates at the start of step `step` (or, with final, after the last step):
+// exact-match evaluation before training, every -a steps and at the end; samples
+// every -s steps and at the end.
+static void generate_and_evaluate(const TrainArgs *a, const RunSetup *r, const Generator *gen, int64_t step, int final, FILE *metrics,
+                                  Rng *sample_rng) {
+    if (r->evalset.n && (final || step == 0 || (a->eval_every > 0 && step % a->eval_every == 0)))
+        log_eval(metrics, step, evaluate_exact_match(gen, &r->evalset, r->tok, &r->chat, a->sample_tokens, final ? 5 : step == 0 ? 3 : 0),
+                 r->evalset.n);
+    if (a->sample_every > 0 && (final || (step > 0 && step % a->sample_every == 0)))
+        sample_and_print(gen, r->have_val ? &r->val : &r->train, r->tok, a->sample_tokens, a->temperature, sample_rng);
 }
 
 // ---------------------------------------------------------------------------
