@@ -67,6 +67,24 @@ __device__ inline void att_tile_dot(float (&s)[4][4], const float *A, const floa
     }
 }
 
+// acc[i][c] += sum_k P[ty+16i][k] * M[k][tx+16c]: a 64 x 64 shared tile (row stride
+// ATT_PLD) times a shared [64][HS+1] tile, into a thread's 4 x NC accumulator.
+template <int HS, int NC>
+__device__ inline void att_tile_accumulate(float (&acc)[4][NC], const float *P, const float *M, int ty, int tx) {
+    constexpr int LD = HS + 1;
+    for (int k = 0; k < ATT_TILE; k++) {
+        float p[4], m[NC];
+#pragma unroll
+        for (int i = 0; i < 4; i++) p[i] = P[(ty + 16 * i) * ATT_PLD + k];
+#pragma unroll
+        for (int c = 0; c < NC; c++) m[c] = (tx + 16 * c < HS) ? M[k * LD + tx + 16 * c] : 0.0f;
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+#pragma unroll
+            for (int c = 0; c < NC; c++) acc[i][c] = fmaf(p[i], m[c], acc[i][c]);
+    }
+}
+
 // Reductions over the 16 lanes (one tile row) sharing ty: lanes 0-15 or 16-31 of a warp.
 __device__ inline float att_row_max(float v) {
     for (int o = 8; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
@@ -164,17 +182,7 @@ __global__ void __launch_bounds__(ATT_THREADS)
             for (int c = 0; c < NC; c++) o[i][c] *= corr;
         }
         __syncthreads();
-        for (int j = 0; j < ATT_TILE; j++) {
-            float p[4], v[NC];
-#pragma unroll
-            for (int i = 0; i < 4; i++) p[i] = Ps[(ty + 16 * i) * ATT_PLD + j];
-#pragma unroll
-            for (int c = 0; c < NC; c++) v[c] = (tx + 16 * c < HS) ? Vs[j * LD + tx + 16 * c] : 0.0f;
-#pragma unroll
-            for (int i = 0; i < 4; i++)
-#pragma unroll
-                for (int c = 0; c < NC; c++) o[i][c] = fmaf(p[i], v[c], o[i][c]);
-        }
+        att_tile_accumulate<HS, NC>(o, Ps, Vs, ty, tx);
         __syncthreads(); // before the next tile overwrites Ks, Vs, Ps
     }
 
@@ -278,27 +286,8 @@ __global__ void __launch_bounds__(ATT_THREADS)
                 dST[kr * ATT_PLD + qr] = p * (dp[i][j] - D_s[qr]);
             }
         __syncthreads();
-        for (int q = 0; q < ATT_TILE; q++) {
-            float p[4], g[4], dov[NC], qv[NC];
-#pragma unroll
-            for (int i = 0; i < 4; i++) {
-                p[i] = PT[(ty + 16 * i) * ATT_PLD + q];
-                g[i] = dST[(ty + 16 * i) * ATT_PLD + q];
-            }
-#pragma unroll
-            for (int c = 0; c < NC; c++) {
-                bool in = tx + 16 * c < HS;
-                dov[c] = in ? dOs[q * LD + tx + 16 * c] : 0.0f;
-                qv[c] = in ? Qs[q * LD + tx + 16 * c] : 0.0f;
-            }
-#pragma unroll
-            for (int i = 0; i < 4; i++)
-#pragma unroll
-                for (int c = 0; c < NC; c++) {
-                    dv[i][c] = fmaf(p[i], dov[c], dv[i][c]);
-                    dk[i][c] = fmaf(g[i], qv[c], dk[i][c]);
-                }
-        }
+        att_tile_accumulate<HS, NC>(dv, PT, dOs, ty, tx);
+        att_tile_accumulate<HS, NC>(dk, dST, Qs, ty, tx);
     }
 
 #pragma unroll
@@ -378,17 +367,7 @@ __global__ void __launch_bounds__(ATT_THREADS)
                 dSs[(ty + 16 * i) * ATT_PLD + tx + 16 * j] = p * (dp[i][j] - rowD[i]);
             }
         __syncthreads();
-        for (int k = 0; k < ATT_TILE; k++) {
-            float g[4], kv[NC];
-#pragma unroll
-            for (int i = 0; i < 4; i++) g[i] = dSs[(ty + 16 * i) * ATT_PLD + k];
-#pragma unroll
-            for (int c = 0; c < NC; c++) kv[c] = (tx + 16 * c < HS) ? Ks[k * LD + tx + 16 * c] : 0.0f;
-#pragma unroll
-            for (int i = 0; i < 4; i++)
-#pragma unroll
-                for (int c = 0; c < NC; c++) dq[i][c] = fmaf(g[i], kv[c], dq[i][c]);
-        }
+        att_tile_accumulate<HS, NC>(dq, dSs, Ks, ty, tx);
         __syncthreads(); // before the next tile overwrites Ks, Vs, dSs
     }
 
