@@ -61,9 +61,9 @@ int main(int argc, char **argv) {
     ChatTokens ct;
     char err[BPE_ERR_LEN];
     if (bpe_load(&tok, a.tokenizer, err, sizeof err) || chat_tokens_init(tok, &ct, err, sizeof err)) fatal("%s", err);
-    if (bpe_vocab_size(tok) > m.cfg.V)
-        fatal("%s: the tokenizer (with chat tokens) has %d tokens but the model only %d: not the model's tokenizer", a.tokenizer,
-              bpe_vocab_size(tok), m.cfg.V);
+    if (bpe_vocab_size(tok) != m.cfg.V)
+        fatal("%s: the tokenizer (with the chat tokens) has %d tokens but the model %s has %d: pass with -k the tokenizer the model's "
+              "data was prepared with", a.tokenizer, bpe_vocab_size(tok), a.model, m.cfg.V);
     CpuGenerator cpu_gen;
     Generator gen;
     cpu_generator_init(&cpu_gen, &gen, &m);

@@ -224,7 +224,7 @@ static void write_docs(const char *path, int V, int D, const int *lens, const ui
     int64_t *off = (int64_t *)xmalloc(8 * (size_t)(D + 1));
     off[0] = 0;
     for (int d = 0; d < D; d++) off[d + 1] = off[d] + lens[d];
-    data_write(path, 2, V, D, off, tokens, mask);
+    data_write(path, 2, V, 0, D, off, tokens, mask);
     free(off);
 }
 
@@ -580,15 +580,16 @@ static void test_bad_inputs(void) {
         uint8_t mask[3] = {0, 1, 1};
         write_docs(p, 100, 1, lens, toks, mask);
     }
-    {   // a resumed model cannot grow: tokens beyond its vocabulary are an error
+    {   // a resumed model cannot grow: data with another vocabulary is an error
         char out[600], cmd[2048], err[4096];
         snprintf(out, sizeof out, "%s/vocab_resume", tmp_root);
         snprintf(cmd, sizeof cmd, "./train_sft -i " REF_DATA " -e " REF_MODEL " -b 1 -t 16 -x 1 -o %s", out);
         int rc1 = run(cmd, err, sizeof err);
         snprintf(cmd, sizeof cmd, "./train_sft -i %s -b 1 -t 16 -x 5 -y 1 -o %s", p, out);
         int rc2 = run(cmd, err, sizeof err);
-        check("bad_input_token_beyond_model_vocab", rc1 == 0 && rc2 == 1 && strstr(err, "bigvocab.bin: token id 70 is not below the model's vocabulary size 61"),
-              "exit %d %d: %s", rc1, rc2, err);
+        check("bad_input_resume_data_of_other_vocab", rc1 == 0 && rc2 == 1 &&
+              strstr(err, "vocab_resume/step_00000001: the model has a 61-token vocabulary but the data file ") &&
+              strstr(err, "bigvocab.bin was made with a 100-token one: resume with the data"), "exit %d %d: %s", rc1, rc2, err);
     }
     snprintf(flags, sizeof flags, "-i %s -e " REF_MODEL " -t 32", good); expect_bad("T_beyond_context", flags, "context of 24");
     // model directories
@@ -664,6 +665,128 @@ static void test_bad_inputs(void) {
     snprintf(cmd, sizeof cmd, "./train_sft -i " REF_DATA " -e d1c16h2t24 -t 16 -y 1 -o %s/noresume", tmp_root);
     rc = run(cmd, err, sizeof err);
     check("bad_input_resume_without_checkpoint", rc == 1 && strstr(err, "no checkpoint to resume from"), "exit %d: %s", rc, err);
+}
+
+// Training data, validation data, the model (after growth) and the -k tokenizer
+// must share one vocabulary: same size, and the same tokenizer fingerprint (header
+// field 6) where both sides know it; a file with fingerprint 0 (written before the
+// field existed) still loads. The committed demo files (data/demo/, made by prepare
+// with data/demo/tokenizer: 320 tokens + 2 chat tokens) are the matching pair.
+#define DEMO_TOK "data/demo/tokenizer"
+#define DEMO_VAL "data/demo/val.bin"
+
+// Writes a copy of DEMO_VAL with header field 6 (the fingerprint) set to fp.
+static void demo_with_fingerprint(const char *dst, uint64_t fp) {
+    int64_t v;
+    memcpy(&v, &fp, 8);
+    write_variant(dst, DEMO_VAL, (size_t)-1, 48, &v, 8);
+}
+
+static void test_vocab_consistency(void) {
+    char p[600], flags[4096];
+    DataFile demo;
+    data_load(&demo, DEMO_VAL);
+    uint64_t fp = demo.fingerprint;
+    check("data_demo_has_fingerprint", demo.vocab_size == 322 && fp != 0, "vocab %lld fingerprint %016llx (regenerate with bash data/make_demo.sh)",
+          (long long)demo.vocab_size, (unsigned long long)fp);
+    data_free(&demo);
+    // header field 6 is read as all 64 bits; field 7 must still be 0
+    char other[600], old[600], f7[600];
+    snprintf(other, sizeof other, "%s/other_fp.bin", tmp_root);
+    snprintf(old, sizeof old, "%s/old_fp.bin", tmp_root);
+    snprintf(f7, sizeof f7, "%s/field7.bin", tmp_root);
+    demo_with_fingerprint(other, 0xF123456789ABCDEFull);
+    demo_with_fingerprint(old, 0);
+    DataFile df;
+    data_load(&df, other);
+    uint64_t got_other = df.fingerprint;
+    data_free(&df);
+    data_load(&df, old);
+    check("data_fingerprint_field", got_other == 0xF123456789ABCDEFull && df.fingerprint == 0, "read %016llx and %016llx",
+          (unsigned long long)got_other, (unsigned long long)df.fingerprint);
+    data_free(&df);
+    int64_t one = 1;
+    write_variant(f7, DEMO_VAL, (size_t)-1, 56, &one, 8);
+    snprintf(flags, sizeof flags, "-i %s -e d1c16h2t24", f7);
+    expect_bad("header_field_7", flags, "field7.bin: header field 7 is 1, must be 0");
+    {   // data_write puts the fingerprint in bytes 48..55, little-endian
+        uint32_t toks[2] = {1, 2};
+        uint8_t mask[2] = {0, 1};
+        int64_t off[2] = {0, 2};
+        snprintf(p, sizeof p, "%s/written_fp.bin", tmp_root);
+        data_write(p, 2, 10, 0x0102030405060708ull, 1, off, toks, mask);
+        size_t n;
+        unsigned char *b = (unsigned char *)read_whole_file(p, &n);
+        int ok = n > 56;
+        for (int k = 0; ok && k < 8; k++) ok = b[48 + k] == 8 - k;
+        check("data_write_fingerprint_bytes", ok, "bytes 48..55 are not 08 07 .. 01");
+        free(b);
+    }
+
+    const char *train = "-e d1c16h2t24 -b 1 -t 16 -x 1 -v 1 -m 1";
+    // validation against training data
+    snprintf(flags, sizeof flags, "-i " DEMO_VAL " -j " REF_DATA " %s", train);
+    expect_bad("val_vocab_size", flags, REF_DATA ": the validation data has a 61-token vocabulary but the data file " DEMO_VAL
+               " was made with a 322-token one: prepare both files with the same tokenizer");
+    snprintf(flags, sizeof flags, "-i " DEMO_VAL " -j %s %s", other, train);
+    char want[1024];
+    snprintf(want, sizeof want, "other_fp.bin: the validation data has tokenizer fingerprint f123456789abcdef but the data file " DEMO_VAL
+             " was made with %016llx (both 322 tokens)", (unsigned long long)fp);
+    expect_bad("val_fingerprint", flags, want);
+    // the model after growth against the data: a model can grow, not shrink
+    snprintf(p, sizeof p, "%s/small_vocab.bin", tmp_root);
+    {
+        int lens[1] = {3};
+        uint32_t toks[3] = {1, 7, 2};
+        uint8_t mask[3] = {0, 1, 1};
+        write_docs(p, 50, 1, lens, toks, mask);
+    }
+    snprintf(flags, sizeof flags, "-i %s -e " REF_MODEL " -b 1 -t 16 -x 1", p);
+    expect_bad("model_vocab_larger_than_data", flags, REF_MODEL ": the model has a 61-token vocabulary but the data file ");
+    // the -k tokenizer against the data
+    snprintf(flags, sizeof flags, "-i " REF_DATA " -k " DEMO_TOK " -e d1c16h2t24 -b 1 -t 16 -x 1");
+    expect_bad("tokenizer_vocab_size", flags, DEMO_TOK ": the tokenizer (with the chat tokens) has a 322-token vocabulary but the data file "
+               REF_DATA " was made with a 61-token one: pass with -k the tokenizer the data was prepared with");
+    snprintf(flags, sizeof flags, "-i %s -k " DEMO_TOK " %s", other, train);
+    snprintf(want, sizeof want, DEMO_TOK ": the tokenizer (with the chat tokens) has tokenizer fingerprint %016llx but the data file %s was made "
+             "with f123456789abcdef", (unsigned long long)fp, other);
+    expect_bad("tokenizer_fingerprint", flags, want);
+    // training data of unknown fingerprint: the validation file's is checked
+    snprintf(flags, sizeof flags, "-i %s -j %s -k " DEMO_TOK " %s", old, other, train);
+    snprintf(want, sizeof want, DEMO_TOK ": the tokenizer (with the chat tokens) has tokenizer fingerprint %016llx but the data file %s",
+             (unsigned long long)fp, other);
+    expect_bad("tokenizer_fingerprint_of_val", flags, want);
+
+    // what is accepted: matching files, and files without a fingerprint (old files)
+    char fine[4][1024];
+    snprintf(fine[0], sizeof fine[0], "-i " DEMO_VAL " -j " DEMO_VAL " -k " DEMO_TOK);
+    snprintf(fine[1], sizeof fine[1], "-i %s -j " DEMO_VAL " -k " DEMO_TOK, old);
+    snprintf(fine[2], sizeof fine[2], "-i " DEMO_VAL " -j %s -k " DEMO_TOK, old);
+    snprintf(fine[3], sizeof fine[3], "-i %s", old);
+    const char *fine_names[4] = {"matching", "old_train_file", "old_val_file", "old_file_no_tokenizer"};
+    for (int k = 0; k < 4; k++) {
+        char cmd[4096], err[4096], name[128];
+        snprintf(cmd, sizeof cmd, "./train_sft %s %s -o %s/ok_%s", fine[k], train, tmp_root, fine_names[k]);
+        int rc = run(cmd, err, sizeof err);
+        snprintf(name, sizeof name, "vocab_consistent_%s_accepted", fine_names[k]);
+        check(name, rc == 0, "exit %d: %s", rc, err);
+    }
+    // ./chat: the tokenizer must be the model's (a model of 400 tokens against 322)
+    if (!path_exists("./chat")) { printf("skip chat_tokenizer_vocab: ./chat not built (make chat)\n"); return; }
+    snprintf(p, sizeof p, "%s/v400.bin", tmp_root);
+    {
+        int lens[1] = {3};
+        uint32_t toks[3] = {1, 7, 2};
+        uint8_t mask[3] = {0, 1, 1};
+        write_docs(p, 400, 1, lens, toks, mask);
+    }
+    char cmd[4096], err[4096];
+    snprintf(cmd, sizeof cmd, "./train_sft -i %s %s -o %s/v400", p, train, tmp_root);
+    int rc1 = run(cmd, err, sizeof err);
+    snprintf(cmd, sizeof cmd, "./chat -e %s/v400/step_00000001 -k " DEMO_TOK " -p hi", tmp_root);
+    int rc2 = run(cmd, err, sizeof err);
+    check("chat_tokenizer_vocab", rc1 == 0 && rc2 == 1 && strstr(err, DEMO_TOK ": the tokenizer (with the chat tokens) has 322 tokens but the model ") &&
+          strstr(err, "v400/step_00000001 has 400"), "exit %d %d: %s", rc1, rc2, err);
 }
 
 // Data with a larger vocabulary than a pretrained model grows the embedding: old
@@ -758,6 +881,7 @@ int main(void) {
     test_resume_bit_identical();
     test_thread_count_independent();
     test_bad_inputs();
+    test_vocab_consistency();
     st_close(&expect);
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf %s", tmp_root);

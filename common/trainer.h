@@ -312,11 +312,28 @@ typedef struct {
     int64_t rows_per_epoch, filled, train_targets;
 } RunSetup;
 
+// Refuses an input whose tokens would mean something else than the training
+// data's: `path` (described as `what`) has a vocabulary of `size` tokens and the
+// tokenizer fingerprint `fp` (0 = unknown); `data` is the data file it must agree
+// with. One line naming both files, both sizes or fingerprints, and `todo`.
+static void check_same_vocabulary(const char *path, const char *what, int64_t size, uint64_t fp, const DataFile *data, const char *todo) {
+    if (size != data->vocab_size)
+        fatal("%s: %s has a %lld-token vocabulary but the data file %s was made with a %lld-token one: %s", path, what, (long long)size, data->path,
+              (long long)data->vocab_size, todo);
+    if (fp && data->fingerprint && fp != data->fingerprint)
+        fatal("%s: %s has tokenizer fingerprint %016llx but the data file %s was made with %016llx (both %lld tokens): %s", path, what,
+              (unsigned long long)fp, data->path, (unsigned long long)data->fingerprint, (long long)size, todo);
+}
+
 static void setup_run(const char *prog, TrainArgs *a, RunSetup *r) {
     memset(r, 0, sizeof *r);
     data_load(&r->train, a->train_path);
     r->have_val = a->val_path[0] != 0;
-    if (r->have_val) data_load(&r->val, a->val_path);
+    if (r->have_val) {
+        data_load(&r->val, a->val_path);
+        check_same_vocabulary(r->val.path, "the validation data", r->val.vocab_size, r->val.fingerprint, &r->train,
+                              "prepare both files with the same tokenizer");
+    }
     if (a->resume) {
         latest_checkpoint(a->out_dir, r->resume_dir, sizeof r->resume_dir);
         gpt2_load_hf(r->resume_dir, &r->cfg, &r->params, &r->p);
@@ -324,25 +341,24 @@ static void setup_run(const char *prog, TrainArgs *a, RunSetup *r) {
         load_model(a->init, (int)r->train.vocab_size, (uint64_t)a->seed, &r->cfg, &r->params, &r->p);
     }
     GPT2Config *cfg = &r->cfg;
-    int64_t data_vocab = r->train.vocab_size;
-    if (r->have_val && r->val.vocab_size > data_vocab) data_vocab = r->val.vocab_size;
-    if (!a->resume && data_vocab > cfg->V) {
+    if (!a->resume && r->train.vocab_size > cfg->V) {
         printf("model | the data's vocabulary (%lld) is larger than the model's (%d): growing the token embedding, "
-               "new rows start at the mean embedding\n", (long long)data_vocab, cfg->V);
-        gpt2_grow_vocab(cfg, &r->params, &r->p, (int)data_vocab);
+               "new rows start at the mean embedding\n", (long long)r->train.vocab_size, cfg->V);
+        gpt2_grow_vocab(cfg, &r->params, &r->p, (int)r->train.vocab_size);
     }
+    // after growth the model's vocabulary is the data's (so every token id is below it)
+    check_same_vocabulary(a->resume ? r->resume_dir : a->init, "the model", cfg->V, 0, &r->train,
+                          a->resume ? "resume with the data the checkpoint was trained on"
+                                    : "use data prepared with the model's tokenizer (a model can grow, not shrink)");
     if (a->T == 0) a->T = cfg->maxT < 512 ? cfg->maxT : 512;
     if (a->T > cfg->maxT) usage_error(prog, "-t %d is larger than the model's context of %d positions", a->T, cfg->maxT);
-    const DataFile *files[2] = {&r->train, &r->val};
-    for (int k = 0; k < 1 + r->have_val; k++)
-        if (files[k]->max_token >= (uint32_t)cfg->V)
-            fatal("%s: token id %u is not below the model's vocabulary size %d", files[k]->path, files[k]->max_token, cfg->V);
     if (a->tokenizer_path[0]) {
         char err[BPE_ERR_LEN];
         if (bpe_load(&r->tok, a->tokenizer_path, err, sizeof err) || chat_tokens_init(r->tok, &r->chat, err, sizeof err)) fatal("%s", err);
-        if (bpe_vocab_size(r->tok) > cfg->V)
-            fatal("%s: the tokenizer (with chat tokens) has %d tokens but the model only %d; use the tokenizer the data was prepared with",
-                  a->tokenizer_path, bpe_vocab_size(r->tok), cfg->V);
+        // the fingerprint to compare with: the training file's, else the validation file's
+        const DataFile *known = !r->train.fingerprint && r->have_val && r->val.fingerprint ? &r->val : &r->train;
+        check_same_vocabulary(a->tokenizer_path, "the tokenizer (with the chat tokens)", bpe_vocab_size(r->tok), bpe_fingerprint(r->tok),
+                              known, "pass with -k the tokenizer the data was prepared with");
         if (a->eval_path[0]) evalset_load(&r->evalset, a->eval_path, r->tok, &r->chat, cfg->maxT, 1);
     }
     if ((int64_t)a->B * a->T > (1 << 24)) usage_error(prog, "-b %d x -t %d is too many positions per micro-batch", a->B, a->T);

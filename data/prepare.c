@@ -10,6 +10,7 @@
 // written only at the end, each atomically. See data/README.md.
 #include "../common/datafile.h"
 #include "chat_template.h"
+#include "inspect.h"
 
 #include <math.h>
 
@@ -367,6 +368,7 @@ static int row_is_val(const Opts *o, const char *line, size_t n) {
 }
 
 int main(int argc, char **argv) {
+    if (argc >= 2 && !strcmp(argv[1], "--inspect")) return inspect_main(argc - 1, argv + 1);  // data/inspect.h
     if (argc < 2) { usage(stderr); return 1; }
     Opts o;
     parse_args(argc, argv, &o);
@@ -445,8 +447,9 @@ int main(int argc, char **argv) {
               o.val_out, tr.ndocs);
 
     // all checks passed: write (validation first, so a failure leaves --out untouched)
-    if (o.val_out) data_write(o.val_out, token_bytes, vocab, (int64_t)va.ndocs, va.offsets, va.tokens, va.mask);
-    data_write(o.out, token_bytes, vocab, (int64_t)tr.ndocs, tr.offsets, tr.tokens, tr.mask);
+    uint64_t fingerprint = bpe_fingerprint(c.tok);  // of the vocabulary with the chat tokens
+    if (o.val_out) data_write(o.val_out, token_bytes, vocab, fingerprint, (int64_t)va.ndocs, va.offsets, va.tokens, va.mask);
+    data_write(o.out, token_bytes, vocab, fingerprint, (int64_t)tr.ndocs, tr.offsets, tr.tokens, tr.mask);
 
     printf("rows read: %lld (%d file%s)\n", (long long)rows, o.n_inputs, o.n_inputs == 1 ? "" : "s");
     printf("documents written: %zu (train %zu, val %zu)\n", tr.ndocs + va.ndocs, tr.ndocs, va.ndocs);

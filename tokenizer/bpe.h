@@ -457,6 +457,27 @@ static int32_t bpe_token_id(const BpeTokenizer *t, const char *s, size_t n) {
     return bpe_vmap_find_(t, s, n);
 }
 
+// A 64-bit fingerprint of the vocabulary: FNV-1a (64-bit) over the token count as
+// uint32 little-endian, then for every id 0..n-1 in order its byte length as uint32
+// little-endian (0xFFFFFFFF for an id without a token) followed by its bytes.
+// Special, added and chat tokens count like any other; merges and the special flag
+// do not, so a vocabulary read from encoder.json or from tokenizer.json gives the
+// same value. A result of 0 becomes 1: data files use 0 for "unknown".
+static uint64_t bpe_fingerprint(const BpeTokenizer *t) {
+    uint64_t h = 0xcbf29ce484222325ull;
+    unsigned char le[4];
+    uint32_t n = (uint32_t)t->n_ids;
+    for (int32_t id = -1; id < t->n_ids; id++) {
+        uint32_t v = id < 0 ? n : t->tok_len[id] < 0 ? 0xFFFFFFFFu : (uint32_t)t->tok_len[id];
+        for (int k = 0; k < 4; k++) le[k] = (unsigned char)(v >> (8 * k));
+        for (int k = 0; k < 4; k++) { h ^= le[k]; h *= 0x100000001b3ull; }
+        if (id < 0 || t->tok_len[id] < 0) continue;
+        const unsigned char *s = (const unsigned char *)t->tok_data + t->tok_off[id];
+        for (int32_t k = 0; k < t->tok_len[id]; k++) { h ^= s[k]; h *= 0x100000001b3ull; }
+    }
+    return h ? h : 1;
+}
+
 static int bpe_is_special(const BpeTokenizer *t, int32_t id) {
     return id >= 0 && id < t->n_ids && t->tok_special[id];
 }

@@ -79,7 +79,7 @@ sed 's/"!": 0,/"!": 1,/' $G/encoder.json > "$T/bad/encoder.json"; cp $G/vocab.bp
 expect_error duplicate-id ./tok encode --gpt2 "$T/bad"
 expect_error missing-dir ./tok encode --gpt2 "$T/nonexistent"
 expect_error missing-file ./tok encode --tokenizer "$T/nonexistent.json"
-echo "15496 50257" > "$T/stdin"
+echo "15496 50259" > "$T/stdin"  # 50257 and 50258 are the chat tokens
 expect_error decode-out-of-range ./tok decode --gpt2 $G
 echo "15496 x12" > "$T/stdin"
 expect_error decode-not-a-number ./tok decode --gpt2 $G

@@ -418,6 +418,94 @@ static void test_errors(void) {
     free(good);
 }
 
+// Merge priority on a hand-made vocabulary, so GPT-2's rule is checked without the
+// npm packages: the lowest-ranked pair merges first (rank = line in vocab.bpe, not
+// token id), all its occurrences left to right without overlap, and pairs formed by
+// a merge pass wait for the next pass. Single bytes have GPT-2's ids: '!'..'~' are
+// 0..93, so 'a' = 64, 'b' = 65, 'c' = 66, 'd' = 67. Merges, by rank, with the ids
+// of their results (deliberately not in rank order):
+//   0: a a -> aa 258    1: aa a -> aaa 259    2: aa aa -> aaaa 260    3: b c -> bc 257
+//   4: a b -> ab 256    5: a bc -> abc 261    6: bc d -> bcd 262
+static void test_merge_ties(void) {
+    char *vocab = tiny_vocab(", \"ab\": 256, \"bc\": 257, \"aa\": 258, \"aaa\": 259, \"aaaa\": 260, \"abc\": 261, \"bcd\": 262");
+    make_dir("ties", vocab, "#version: 0.2\na a\naa a\naa aa\nb c\na b\na bc\nbc d\n");
+    free(vocab);
+    BpeTokenizer *t = NULL;
+    if (bpe_load(&t, tmp_path("ties"), err, sizeof err)) { CHECK("merge-ties-load", 0, "%s", err); return; }
+    static const struct { const char *text; int n; int32_t ids[3]; } cases[] = {
+        // a a a: rank 0 at positions 0 and 1 (a tie): the left one wins, giving aa a;
+        // then rank 1 (aa a) -> aaa. (Right first would leave a aa: 64 258.)
+        {"aaa", 1, {259}},
+        // a a a a a: rank 0 merges 0-1 and 2-3 in one pass -> aa aa a; then rank 1
+        // (aa a at 1) beats rank 2 (aa aa at 0) -> aa aaa. (Leftmost pair first: aaaa a.)
+        {"aaaaa", 2, {258, 259}},
+        // a a a a -> aa aa (one pass, no overlap) -> rank 2 -> aaaa
+        {"aaaa", 1, {260}},
+        // a a a b: rank 0 at 0 -> aa a b; rank 1 (aa a) before rank 4 (a b) -> aaa b
+        {"aaab", 2, {259, 65}},
+        // a b c d: rank 3 (b c) before rank 4 (a b), although ab has the lower id ->
+        // a bc d; then rank 5 (a bc) before rank 6 (bc d) -> abc d. (By id: ab c d.)
+        {"abcd", 2, {261, 67}},
+        // b c d -> bc d -> rank 6 -> bcd
+        {"bcd", 1, {262}},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        BpeIds ids = {0};
+        bpe_encode(t, cases[k].text, strlen(cases[k].text), 0, &ids, err, sizeof err);
+        char name[64], got[128] = "";
+        size_t g = 0;
+        for (size_t i = 0; i < ids.n && g < 100; i++) g += (size_t)snprintf(got + g, sizeof got - g, " %d", (int)ids.data[i]);
+        int ok = ids.n == (size_t)cases[k].n && !memcmp(ids.data, cases[k].ids, ids.n * sizeof(int32_t));
+        snprintf(name, sizeof name, "merge-ties-%s", cases[k].text);
+        CHECK(name, ok, "\"%s\" encodes as%s", cases[k].text, got);
+        bpe_ids_free(&ids);
+    }
+    bpe_free(t);
+}
+
+// bpe_fingerprint against values computed independently in Python (FNV-1a 64 over
+// the serialization described in bpe.h):
+//   import struct
+//   def fp(toks):   # toks: bytes per id, None for an id without a token
+//       b = struct.pack('<I', len(toks))
+//       for t in toks: b += struct.pack('<I', 0xFFFFFFFF) if t is None else struct.pack('<I', len(t)) + t
+//       h = 0xcbf29ce484222325
+//       for c in b: h = ((h ^ c) * 0x100000001b3) % 2**64
+//       return h or 1
+// with the 256 bytes in GPT-2's order followed by the extra tokens below.
+static void test_fingerprint(void) {
+    char *vocab = tiny_vocab(", \"he\": 256, \"ll\": 257, \"hell\": 258, \"<|endoftext|>\": 259");
+    make_dir("fp", vocab, "#version: 0.2\nh e\nl l\nhe ll\n");
+    BpeTokenizer *t = NULL, *u = NULL;
+    int32_t a, b;
+    int rc = bpe_load(&t, tmp_path("fp"), err, sizeof err);
+    uint64_t plain = rc ? 0 : bpe_fingerprint(t);
+    if (!rc) rc = bpe_add_special(t, "<|im_start|>", 12, &a, err, sizeof err) || bpe_add_special(t, "<|im_end|>", 10, &b, err, sizeof err);
+    uint64_t chat = rc ? 0 : bpe_fingerprint(t);
+    CHECK("fingerprint-tiny", !rc && plain == 0x61586d481a558c8aull, "got %016llx (%s)", (unsigned long long)plain, rc ? err : "");
+    CHECK("fingerprint-tiny-with-chat-tokens", !rc && chat == 0x3c0d486cf1eafeb7ull, "got %016llx", (unsigned long long)chat);
+    // the same vocabulary saved as tokenizer.json and read back: the same fingerprint
+    if (!rc) rc = bpe_save_tokenizer_json(t, tmp_path("fp.json"), err, sizeof err) || bpe_load(&u, tmp_path("fp.json"), err, sizeof err);
+    CHECK("fingerprint-format-independent", !rc && bpe_fingerprint(u) == chat, "rc %d %s", rc, err);
+    bpe_free(t); bpe_free(u);
+    // ids 259..261 without a token (an added token at 262)
+    BpeBytes j = {0};
+    const char *head = "{\"added_tokens\": [{\"id\": 262, \"content\": \"<|x|>\", \"special\": true}],"
+                       "\"pre_tokenizer\": {\"type\": \"ByteLevel\", \"add_prefix_space\": false},"
+                       "\"model\": {\"type\": \"BPE\", \"merges\": [\"h e\", \"l l\", \"he ll\"], \"vocab\": ";
+    char *v2 = tiny_vocab(", \"he\": 256, \"ll\": 257, \"hell\": 258");
+    bpe_bytes_append(&j, head, strlen(head));
+    bpe_bytes_append(&j, v2, strlen(v2));
+    bpe_bytes_append(&j, "}}", 2);
+    write_str("gap.json", j.data);
+    rc = bpe_load(&t, tmp_path("gap.json"), err, sizeof err);
+    CHECK("fingerprint-ids-without-token", !rc && bpe_fingerprint(t) == 0x1efdb64d61efde7cull, "rc %d %s, got %016llx", rc, err,
+          rc ? 0ull : (unsigned long long)bpe_fingerprint(t));
+    bpe_free(t);
+    bpe_bytes_free(&j);
+    free(v2); free(vocab);
+}
+
 static void test_gpt2(void) {
     BpeTokenizer *t = NULL;
     if (bpe_load_gpt2_dir(&t, GPT2_DIR, err, sizeof err)) {
@@ -468,6 +556,8 @@ int main(int argc, char **argv) {
     test_training();
     test_specials();
     test_errors();
+    test_merge_ties();
+    test_fingerprint();
     test_gpt2();
     free(corpus);
     char cmd[600];

@@ -6,11 +6,15 @@
 //
 // encode prints the ids on one line separated by single spaces. --special makes
 // special-token text such as "<|endoftext|>" in the input become that token (by
-// default it is encoded as ordinary text). train writes DIR/encoder.json,
-// DIR/vocab.bpe and DIR/tokenizer.json. Any error: one line on stderr, exit status 1.
+// default it is encoded as ordinary text). decode also knows the chat tokens that
+// prepare adds after the vocabulary (<|im_start|>, <|im_end|>; data/chat_template.h),
+// so it decodes any data file prepare wrote with this tokenizer. train writes
+// DIR/encoder.json, DIR/vocab.bpe and DIR/tokenizer.json. Any error: one line on
+// stderr, exit status 1.
 #include <time.h>
 
 #include "bpe.h"
+#include "../data/chat_template.h"
 
 static void die(const char *msg) {
     fprintf(stderr, "tok: %s\n", msg);
@@ -101,6 +105,8 @@ int main(int argc, char **argv) {
     BpeTokenizer *t;
     int rc = gpt2 ? bpe_load_gpt2_dir(&t, gpt2, err, sizeof err) : bpe_load(&t, tokfile, err, sizeof err);
     if (rc) die(err);
+    ChatTokens ct;
+    if (!strcmp(cmd, "decode") && chat_tokens_init(t, &ct, err, sizeof err)) die(err);
     size_t len;
     char *in = read_stdin(&len);
     if (!strcmp(cmd, "encode")) {
