@@ -83,6 +83,9 @@ echo "15496 50259" > "$T/stdin"  # 50257 and 50258 are the chat tokens
 expect_error decode-out-of-range ./tok decode --gpt2 $G
 echo "15496 x12" > "$T/stdin"
 expect_error decode-not-a-number ./tok decode --gpt2 $G
+# decode knows the chat tokens prepare adds after GPT-2's vocabulary
+if [ "$(echo "50256 50257 15496 50258" | ./tok decode --gpt2 $G)" = "<|endoftext|><|im_start|>Hello<|im_end|>" ]; then ok cli-decode-chat-tokens
+else fail cli-decode-chat-tokens "50257 50258 do not decode to <|im_start|> <|im_end|>"; fi
 expect_error train-missing-file ./tok train --vocab-size 300 --out "$T/never" "$T/nonexistent.txt"
 
 # Training: deterministic, compresses its own text, round-trips, loads in every format.

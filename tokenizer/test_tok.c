@@ -513,6 +513,15 @@ static void test_gpt2(void) {
         return;
     }
     CHECK("gpt2-vocab-size", bpe_vocab_size(t) == 50257 && t->n_merges == 50000, "vocab %d merges %d", (int)bpe_vocab_size(t), (int)t->n_merges);
+    // fingerprints from the Python of test_fingerprint over encoder.json (decoded with GPT-2's byte alphabet)
+    uint64_t fp_plain = bpe_fingerprint(t);
+    BpeTokenizer *tc = NULL;
+    int32_t s1 = 0, s2 = 0;
+    int rc = bpe_load_gpt2_dir(&tc, GPT2_DIR, err, sizeof err) || bpe_add_special(tc, "<|im_start|>", 12, &s1, err, sizeof err) ||
+             bpe_add_special(tc, "<|im_end|>", 10, &s2, err, sizeof err);
+    CHECK("gpt2-fingerprint", !rc && fp_plain == 0xe44ffcfa3cb33221ull && bpe_fingerprint(tc) == 0x714e4eba70411300ull,
+          "got %016llx and, with the chat tokens, %016llx", (unsigned long long)fp_plain, rc ? 0ull : (unsigned long long)bpe_fingerprint(tc));
+    bpe_free(tc);
     CHECK("gpt2-token-id", bpe_token_id(t, " the", 4) == 262 && bpe_token_id(t, "<|endoftext|>", 13) == 50256 &&
           bpe_is_special(t, 50256) && bpe_token_id(t, "!", 1) == 0, "ids of \" the\", <|endoftext|>, \"!\" wrong");
     BpeIds ids = {0};
