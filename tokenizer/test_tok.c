@@ -424,30 +424,36 @@ static void test_errors(void) {
 // a merge pass wait for the next pass. Single bytes have GPT-2's ids: '!'..'~' are
 // 0..93, so 'a' = 64, 'b' = 65, 'c' = 66, 'd' = 67. Merges, by rank, with the ids
 // of their results (deliberately not in rank order):
-//   0: a a -> aa 258    1: aa a -> aaa 259    2: aa aa -> aaaa 260    3: b c -> bc 257
-//   4: a b -> ab 256    5: a bc -> abc 261    6: bc d -> bcd 262
+//   0: bc b -> bcb 263   1: a a -> aa 258     2: aa a -> aaa 259    3: aa aa -> aaaa 260
+//   4: b c -> bc 257     5: a b -> ab 256     6: a bc -> abc 261    7: bc d -> bcd 262
 static void test_merge_ties(void) {
-    char *vocab = tiny_vocab(", \"ab\": 256, \"bc\": 257, \"aa\": 258, \"aaa\": 259, \"aaaa\": 260, \"abc\": 261, \"bcd\": 262");
-    make_dir("ties", vocab, "#version: 0.2\na a\naa a\naa aa\nb c\na b\na bc\nbc d\n");
+    char *vocab = tiny_vocab(", \"ab\": 256, \"bc\": 257, \"aa\": 258, \"aaa\": 259, \"aaaa\": 260, \"abc\": 261, \"bcd\": 262, "
+                             "\"bcb\": 263");
+    make_dir("ties", vocab, "#version: 0.2\nbc b\na a\naa a\naa aa\nb c\na b\na bc\nbc d\n");
     free(vocab);
     BpeTokenizer *t = NULL;
     if (bpe_load(&t, tmp_path("ties"), err, sizeof err)) { CHECK("merge-ties-load", 0, "%s", err); return; }
     static const struct { const char *text; int n; int32_t ids[3]; } cases[] = {
-        // a a a: rank 0 at positions 0 and 1 (a tie): the left one wins, giving aa a;
-        // then rank 1 (aa a) -> aaa. (Right first would leave a aa: 64 258.)
+        // a a a: rank 1 at positions 0 and 1 (a tie): the left one wins, giving aa a;
+        // then rank 2 (aa a) -> aaa. (Right first would leave a aa: 64 258.)
         {"aaa", 1, {259}},
-        // a a a a a: rank 0 merges 0-1 and 2-3 in one pass -> aa aa a; then rank 1
-        // (aa a at 1) beats rank 2 (aa aa at 0) -> aa aaa. (Leftmost pair first: aaaa a.)
+        // a a a a a: rank 1 merges 0-1 and 2-3 in one pass -> aa aa a; then rank 2
+        // (aa a at 1) beats rank 3 (aa aa at 0) -> aa aaa. (Leftmost pair first: aaaa a.)
         {"aaaaa", 2, {258, 259}},
-        // a a a a -> aa aa (one pass, no overlap) -> rank 2 -> aaaa
+        // a a a a -> aa aa (one pass, no overlap) -> rank 3 -> aaaa
         {"aaaa", 1, {260}},
-        // a a a b: rank 0 at 0 -> aa a b; rank 1 (aa a) before rank 4 (a b) -> aaa b
+        // a a a b: rank 1 at 0 -> aa a b; rank 2 (aa a) before rank 5 (a b) -> aaa b
         {"aaab", 2, {259, 65}},
-        // a b c d: rank 3 (b c) before rank 4 (a b), although ab has the lower id ->
-        // a bc d; then rank 5 (a bc) before rank 6 (bc d) -> abc d. (By id: ab c d.)
+        // a b c d: rank 4 (b c) before rank 5 (a b), although ab has the lower id ->
+        // a bc d; then rank 6 (a bc) before rank 7 (bc d) -> abc d. (By id: ab c d.)
         {"abcd", 2, {261, 67}},
-        // b c d -> bc d -> rank 6 -> bcd
+        // b c d -> bc d -> rank 7 -> bcd
         {"bcd", 1, {262}},
+        // b c b c: rank 4 merges both b c in one pass -> bc bc, and there is no merge
+        // bc bc. The pair bc b (rank 0) that the first merge forms for a moment waits
+        // for the next pass, when it no longer exists. (Taking it at once, as a merge
+        // loop that queues new pairs immediately would, gives bcb c: 263 66.)
+        {"bcbc", 2, {257, 257}},
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         BpeIds ids = {0};
