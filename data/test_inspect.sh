@@ -20,17 +20,18 @@ u16() { local v; for v in "$@"; do printf "\\x$(printf %02x $((v & 255)))\\x$(pr
 u8() { local v; for v in "$@"; do printf "\\x$(printf %02x "$v")"; done; }
 # Byte ids (GPT-2 order): '!'..'~' are 0..93 ('H' 39, 'i' 72, '\' 59, 'a' 64); bytes
 # 161..172 are 94..105 and 174..255 are 106..187 (0xa9 102, 0xc3 127); then bytes
-# 0..32, 127.. in order from 188 (0x00 188, TAB 197, LF 198, DEL 221).
+# 0..32, 127..160, 173 in order from 188 (0x00 188, TAB 197, LF 198, DEL 221, 0x85 227),
+# so 0xc2 (194) is 126.
 # doc 0 (6 tokens): <|endoftext|> H i [[ ! <|im_end|> <|endoftext|> ]]
-# doc 1 (8 tokens): é(c3 a9) [[ \x00 TAB ]] \ DEL LF [[ H ]]
+# doc 1 (10 tokens): é(c3 a9) [[ \x00 TAB ]] \ DEL LF [[ H ]] U+0085(c2 85, a C1 control)
 # doc 2 (2 tokens): c3 [[ a9 ]]          (an é split by the mark: escaped byte by byte)
 # doc 3 (10 tokens): a [[ a a a a a a a a a ]]
-TOKS="319 39 72 0 321 319   127 102 188 197 59 221 198 39   127 102   64 64 64 64 64 64 64 64 64 64"
-MASK="0 0 0 1 1 1           0 0 1 1 0 0 0 1                 0 1       0 1 1 1 1 1 1 1 1 1"
+TOKS="319 39 72 0 321 319   127 102 188 197 59 221 198 39 126 227   127 102   64 64 64 64 64 64 64 64 64 64"
+MASK="0 0 0 1 1 1           0 0 1 1 0 0 0 1 0 0                 0 1       0 1 1 1 1 1 1 1 1 1"
 # header: magic, version, 2 bytes per token, vocabulary, D, N, fingerprint (field 6), zeros
 write_file() {  # PATH VOCAB FINGERPRINT-BYTES-FILE
-    { i64 20261130; i64 1; i64 2; i64 "$2"; i64 4; i64 26; cat "$3"; head -c $((121 * 8)) /dev/zero
-      for o in 0 6 14 16 26; do i64 $o; done; u16 $TOKS; u8 $MASK; } > "$1"
+    { i64 20261130; i64 1; i64 2; i64 "$2"; i64 4; i64 28; cat "$3"; head -c $((121 * 8)) /dev/zero
+      for o in 0 6 16 18 28; do i64 $o; done; u16 $TOKS; u8 $MASK; } > "$1"
 }
 dd if=data/demo/val.bin of="$T/fp" bs=1 skip=48 count=8 2>/dev/null   # the demo tokenizer's fingerprint, as prepare wrote it
 head -c 8 /dev/zero > "$T/fp0"
@@ -44,8 +45,8 @@ if ./prepare --inspect "$T/h.bin" > "$T/out" 2> "$T/err"; then
     expect="file: $T/h.bin
 header: version 1, 2 bytes per token, vocabulary 322, tokenizer fingerprint $fp
 documents: 4
-tokens: 26 (trained 16, fraction 0.6154); largest token id 321
-document length: min 2, mean 6.5, max 10
+tokens: 28 (trained 16, fraction 0.5714); largest token id 321
+document length: min 2, mean 7.0, max 10
 document length histogram (tokens: documents):
               2-3:        1 ####################
               4-7:        1 ####################
@@ -63,7 +64,7 @@ if [ "$(doc_of)" = "<|endoftext|>Hi[[!<|im_end|><|endoftext|>]]" ] &&
    grep -q "^tokenizer: $TOK (with the chat tokens): vocabulary 322, fingerprint $fp: matches the file$" "$T/out"; then ok inspect-doc-text
 else fail inspect-doc-text "got: $(cat "$T/out")"; fi
 ./prepare --inspect "$T/h.bin" --tokenizer $TOK --doc 1 > "$T/out" 2>&1
-want=$(printf '%s\n%s' 'é[[\x00\t]]\\\x7f' '[[H]]')
+want=$(printf '%s\n%s' 'é[[\x00\t]]\\\x7f' '[[H]]\xc2\x85')
 if [ "$(doc_of)" = "$want" ]; then ok inspect-doc-escapes
 else fail inspect-doc-escapes "got: $(doc_of | od -c | head -5)"; fi
 ./prepare --inspect "$T/h.bin" --tokenizer $TOK --doc 2 > "$T/out" 2>&1
