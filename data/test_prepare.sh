@@ -45,7 +45,7 @@ opt_case bad-tokenizer "$T/notok" --tokenizer "$T/notok" --out "$T/o.bin" "$T/go
 opt_case out-is-input "also an input" --tokenizer $TOK --out "$T/good.jsonl" "$T/good.jsonl"
 printf '\n  \n\n' > "$T/blank.jsonl"
 opt_case empty-input "no documents" --tokenizer $TOK --out "$T/o.bin" "$T/blank.jsonl"
-printf '%s\n%s\n' "$GOOD" "$GOOD" > "$T/two.jsonl"
+printf '%s\n{"text":"x"}\n' "$GOOD" > "$T/two.jsonl"
 opt_case empty-val "none of the" --tokenizer $TOK --out "$T/o.bin" --val-out "$T/v.bin" --val-fraction 0.000001 "$T/two.jsonl"
 [ -e "$T/v.bin" ] && fail cli-empty-val-no-file "the val file was written"
 
@@ -74,7 +74,14 @@ add_bad missing-value '{"conversations":[{"from":"human"}]}' 'missing field "val
 add_bad unknown-role '{"messages":[{"role":"tool","content":"x"}]}' 'unknown role "tool"'
 add_bad unknown-role-nul '{"messages":[{"role":"user\u0000","content":"x"}]}' 'unknown role'
 add_bad unknown-from '{"conversations":[{"from":"bot","value":"x"}]}' 'unknown role "bot"'
-add_bad sharegpt-role-name '{"conversations":[{"from":"user","value":"x"}]}' 'unknown role "user"'
+add_bad messages-human '{"messages":[{"role":"human","content":"x"}]}' 'unknown role "human"'
+add_bad from-and-role '{"conversations":[{"from":"human","role":"user","value":"x"}]}' 'conversations\[0\] has both "from" and "role"'
+add_bad sharegpt-role-no-content '{"conversations":[{"role":"user","value":"x"}]}' 'conversations\[0\]: missing field "content"'
+add_bad sharegpt-no-from '{"conversations":[{"value":"x"}]}' 'missing field "from" (or "role")'
+add_bad system-with-messages '{"system":"S","messages":[{"role":"user","content":"x"}]}' '"system" field is only read with'
+add_bad system-with-text '{"system":"S","text":"x"}' '"system" field is only read with'
+add_bad system-number '{"system":1,"instruction":"a","output":"b"}' '"system" must be a string'
+add_bad system-twice '{"system":"S","conversations":[{"from":"system","value":"T"},{"from":"human","value":"x"}]}' 'both a "system" field and a system message (conversations\[0\])'
 add_bad content-number '{"messages":[{"role":"user","content":5}]}' 'content must be a string, got a number'
 add_bad content-null '{"messages":[{"role":"assistant","content":null}]}' 'content must be a string, got null'
 add_bad content-list '{"messages":[{"role":"user","content":[{"type":"text","text":"hi"}]}]}' 'content must be a string, got a list'
@@ -133,7 +140,7 @@ else fail skip-bad-all-bad-is-error "exit $rc: $(tail -1 "$T/err")"; fi
 # starts later); a text row keeps trained tokens.
 printf '%s\n{"text":"one two three four five six seven eight"}\n' "$GOOD" > "$T/trunc.jsonl"
 ./prepare --tokenizer $TOK --out "$T/o.bin" --max-len 6 "$T/trunc.jsonl" > "$T/out" 2>&1; rc=$?
-if [ $rc -eq 0 ] && grep -q "^dropped: 1 (too long 0, no trained tokens 1, bad rows skipped 0)" "$T/out" && grep -q "^truncated: 2" "$T/out" &&
+if [ $rc -eq 0 ] && grep -q "^dropped: 1 (too long 0, no trained tokens 1, bad rows skipped 0)" "$T/out" && grep -q "^truncated: 1 " "$T/out" &&
    grep -q "^train tokens: 6 " "$T/out"; then ok report-truncate-drops-untrained
 else fail report-truncate-drops-untrained "exit $rc: $(tr '\n' ';' < "$T/out")"; fi
 ./prepare --tokenizer $TOK --out "$T/o.bin" --max-len 20 --policy drop "$T/trunc.jsonl" > "$T/out" 2>&1; rc=$?
