@@ -179,6 +179,16 @@ printf '[%s,%s ,\n%s]' "$R1" "$R2" "$R3" > "$T/rows.json"
 ./prepare --tokenizer $TOK --out "$T/a.bin" "$T/rows.json" > "$T/out" 2>&1; rc2=$?
 if [ $rc1 -eq 0 ] && [ $rc2 -eq 0 ] && cmp -s "$T/l.bin" "$T/a.bin" && grep -q "^documents written: 3 " "$T/out"; then ok array-strings-with-brackets
 else fail array-strings-with-brackets "exit $rc1/$rc2, or the files differ: $(head -3 "$T/out" | tr '\n' ';')"; fi
+# rows longer than the 1 MB read buffer, and rows across its refills: an array and
+# the JSONL of the same rows give the same data file
+awk 'BEGIN { s = "word"; for (i = 0; i < 18; i++) s = s " " s;
+             for (i = 0; i < 6000; i++) { if (i == 3000) printf "{\"text\":\"%s\"}\n", s; printf "{\"text\":\"row %d with [brackets], {braces} and \\\"quotes\\\"\"}\n", i } }' > "$T/long.jsonl"
+awk 'BEGIN { printf "[" } { printf "%s%s\n", (NR > 1 ? ",  " : ""), $0 } END { printf "]" }' "$T/long.jsonl" > "$T/long.json"
+./prepare --tokenizer $TOK --out "$T/l.bin" "$T/long.jsonl" > /dev/null 2>&1; rc1=$?
+./prepare --tokenizer $TOK --out "$T/a.bin" "$T/long.json" > "$T/out" 2>&1; rc2=$?
+if [ $rc1 -eq 0 ] && [ $rc2 -eq 0 ] && cmp -s "$T/l.bin" "$T/a.bin" && grep -q "^documents written: 6001 " "$T/out"; then
+    ok "array-long-rows-across-buffers ($(stat -c %s "$T/long.json") bytes)"
+else fail array-long-rows-across-buffers "exit $rc1/$rc2, or the files differ: $(head -3 "$T/out" | tr '\n' ';')"; fi
 # a JSONL file and an array file in one run; an empty array adds nothing
 printf '[]\n' > "$T/empty.json"
 ./prepare --tokenizer $TOK --out "$T/m.bin" "$T/rows.json" "$T/empty.json" "$T/rows.jsonl" > "$T/out" 2>&1; rc=$?
@@ -329,7 +339,7 @@ else
     done
     [ $arr_ok -eq 1 ] && ok "asan-prepare-broken-arrays ($(ls "$T"/arr-*.json | wc -l) files, each exits 1 cleanly)"
     "$T/prepare_asan" --tokenizer $TOK --out "$T/oa.bin" --val-out "$T/va.bin" --val-fraction 0.2 --skip-bad --show 2 --max-len 20 \
-        "$ASAN_BAD" "$D" "$T/rows.json" "$W" "$T/arr.json" > /dev/null 2> "$T/err"; rc=$?
+        "$ASAN_BAD" "$D" "$T/rows.json" "$W" "$T/arr.json" "$T/long.json" "$T/long.jsonl" > /dev/null 2> "$T/err"; rc=$?
     if [ $rc -eq 0 ] && ! grep -qE 'ERROR: (Address|Leak)Sanitizer|runtime error' "$T/err"; then ok asan-prepare-skip-bad-split-show
     else fail asan-prepare-skip-bad-split-show "exit $rc: $(grep -m2 -E 'ERROR|runtime error' "$T/err")"; fi
 fi
