@@ -1,13 +1,16 @@
-// prepare: JSON Lines datasets -> the SFT data file (common/datafile.h).
+// prepare: JSON Lines or JSON array datasets -> the SFT data file (common/datafile.h).
 //
-//   ./prepare --tokenizer DIR_OR_JSON --out train.bin [options] data.jsonl...
+//   ./prepare --tokenizer DIR_OR_JSON --out train.bin [options] data.jsonl|data.json...
 //
-// Each non-blank line is one row. Its shape is detected per row (text,
-// prompt+completion, messages, conversations, instruction+output), it is rendered
-// with the chat template of data/chat_template.h segment by segment, and the token
-// ids with their train flags become one document. Bad rows stop the program with
-// "FILE:LINE: reason" (exit 1, nothing written) unless --skip-bad. Outputs are
-// written only at the end, each atomically. See data/README.md.
+// A file whose first non-space byte is '[' is one JSON array of rows, read element by
+// element; any other file is JSON Lines, each non-blank line one row. A row's shape
+// is detected from its keys (text, prompt+completion, messages, conversations,
+// instruction+output), it is rendered with the chat template of data/chat_template.h
+// segment by segment, and the token ids with their train flags become one document.
+// Bad rows stop the program with "FILE:LINE: reason" (exit 1, nothing written)
+// unless --skip-bad; rows that would train badly (an empty reply, no assistant turn,
+// a duplicate) are warned about, or are errors with --strict. Outputs are written
+// only at the end, each atomically. See data/README.md.
 #include "../common/datafile.h"
 #include "chat_template.h"
 
@@ -15,17 +18,24 @@
 
 static void usage(FILE *f) {
     fprintf(f,
-"usage: prepare --tokenizer PATH --out FILE [options] INPUT.jsonl...\n"
+"usage: prepare --tokenizer PATH --out FILE [options] INPUT...\n"
 "\n"
-"Turns JSON Lines rows into an SFT data file (token ids + a per-token training mask).\n"
-"Row shapes (detected per row; other keys are ignored):\n"
+"Turns rows of JSON into an SFT data file (token ids + a per-token training mask).\n"
+"An INPUT is JSON Lines (one row per line) or one JSON array of rows (if its first\n"
+"non-space byte is '['; pretty-printed is fine; a UTF-8 byte order mark is skipped).\n"
+"Row shapes (detected per row; other keys are ignored, except \"system\" with a shape\n"
+"that does not read it):\n"
 "  {\"text\": S}                                 plain text, all trained\n"
 "  {\"prompt\": S, \"completion\": S}              prompt untrained, completion trained\n"
-"  {\"prompt\": [MSG..] or S, \"completion\": [MSG..] or S}   chat turns (see README)\n"
+"  {\"prompt\": [MSG..] or S, \"completion\": [MSG..] or S}   chat turns; the prompt is\n"
+"                                              never trained, not even its assistant turns\n"
 "  {\"messages\": [{\"role\": \"system|user|assistant\", \"content\": S}, ..]}\n"
-"  {\"conversations\": [{\"from\": \"system|human|gpt\", \"value\": S}, ..]}   (ShareGPT)\n"
-"  {\"instruction\": S, \"input\": S (optional), \"output\": S}                  (Alpaca)\n"
+"  {\"conversations\": [{\"from\": \"system|human|user|gpt|assistant\", \"value\": S}, ..],\n"
+"   \"system\": S (optional)}     (ShareGPT; {\"role\", \"content\"} messages work too)\n"
+"  {\"instruction\": S, \"input\": S (optional), \"output\": S, \"system\": S (optional)}  (Alpaca)\n"
 "Only assistant content (and its <|im_end|>) and the final <|endoftext|> are trained.\n"
+"Warnings (listed on stderr, counted in the report): an empty reply (or empty text), a\n"
+"conversation without an assistant turn, a duplicate document (same tokens and mask).\n"
 "\n"
 "options:\n"
 "  --tokenizer PATH     GPT-2 tokenizer: a directory (encoder.json + vocab.bpe, or\n"
@@ -41,9 +51,12 @@ static void usage(FILE *f) {
 "  --seed S             seed of the train/val split (default 0); a row's side depends\n"
 "                       only on the seed and the row's text\n"
 "  --skip-bad           skip bad rows (and count them) instead of stopping\n"
+"  --strict             a row with a warning is a bad row (an error, or skipped and\n"
+"                       counted with --skip-bad)\n"
 "  --show N             print the first N documents with trained text inside [[ ]]\n"
 "  --pack-T T           sequence length for the packing report (default 1024)\n"
-"  -h, --help           this help\n");
+"  -h, --help           this help\n"
+"Inputs over 8 MB get a progress line on stderr.\n");
 }
 
 // ---------------------------------------------------------------- options

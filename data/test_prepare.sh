@@ -19,7 +19,7 @@ trap 'rm -rf "$T"' EXIT
 GOOD='{"messages":[{"role":"user","content":"Hi"},{"role":"assistant","content":"Hello"}]}'
 
 # ---------------------------------------------------------------- options
-if ./prepare -h > "$T/help" && grep -q -- '--train-on-prompt' "$T/help" && grep -q -- '--val-fraction' "$T/help"; then ok cli-help
+if ./prepare -h > "$T/help" && grep -q -- '--train-on-prompt' "$T/help" && grep -q -- '--val-fraction' "$T/help" && grep -q -- '--strict' "$T/help"; then ok cli-help
 else fail cli-help "prepare -h did not print the options"; fi
 printf '%s\n' "$GOOD" > "$T/good.jsonl"
 opt_case() {  # NAME EXPECTED-STDERR-SUBSTRING ARGS...
@@ -230,7 +230,7 @@ want_lines=("$W:2: empty reply: messages[1].content is empty or only whitespace"
     "$W:13: duplicate of the document from $W:11 ")
 listed=1
 for ((i = 0; i < 10; i++)); do
-    [ "$(sed -n "$((i + 1))p" "$T/err" | cut -c1-$((9 + ${#want_lines[$i]})))" = "warning: ${want_lines[$i]}" ] || { listed=0; fail warnings-listed "line $((i + 1)) of stderr is not 'warning: ${want_lines[$i]}...': $(sed -n "$((i + 1))p" "$T/err")"; }
+    [ "$(sed -n "$((i + 1))p" "$T/err" | cut -c1-$((9 + ${#want_lines[$i]})))" = "warning: ${want_lines[$i]}" ] || { listed=0; fail warnings-listed "line $((i + 1)) of stderr is not 'warning: ${want_lines[$i]}...': $(sed -n "$((i + 1))p" "$T/err")"; break; }
 done
 if [ $listed -eq 1 ] && grep -q "^warning: 13 warnings in all (only the first 10 are listed" "$T/err" && [ "$(wc -l < "$T/err")" -eq 11 ]; then ok warnings-listed
 elif [ $listed -eq 1 ]; then fail warnings-listed "stderr: $(tail -2 "$T/err")"; fi
