@@ -649,6 +649,7 @@ static void progress_init(Progress *p, const Opts *o) {
 // done: bytes of the inputs consumed so far; final: the inputs are all read.
 static void progress_update(Progress *p, int64_t done, int64_t rows, int final) {
     if (!p->on) return;
+    if (done > p->total) p->total = done;  // an input that is not a regular file (a pipe) has no size up front
     double t = now_seconds();
     int tenths = (int)(10 * done / p->total);
     if (final ? !p->tty && p->tenths >= 10 : p->tty ? t - p->last < 0.25 : tenths <= p->tenths) return;
