@@ -177,15 +177,18 @@ static int get_string(const JsonValue *obj, const char *key, const JsonValue **o
     return 0;
 }
 
-// What rendering learned about a row, for the warnings (see row_warning).
+// What rendering learned about a row, for the warnings (see row_warnings).
 typedef struct {
     int trained_replies;      // assistant turns that are trained (a string completion and an Alpaca output count)
     int chat;                 // the row is a conversation (turns), where a missing assistant turn matters
     char empty_reply[64];     // where the first trained reply that is empty (or only whitespace) is; "" if none
 } RowInfo;
 
+// JSON's whitespace: space, tab, LF, CR.
+static int is_space(char ch) { return ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r'; }
+
 static int is_blank_text(const char *s, size_t n) {
-    for (size_t i = 0; i < n; i++) if (s[i] != ' ' && s[i] != '\t' && s[i] != '\n' && s[i] != '\r') return 0;
+    for (size_t i = 0; i < n; i++) if (!is_space(s[i])) return 0;
     return 1;
 }
 
@@ -414,8 +417,7 @@ static void reader_consume(RowReader *r, size_t n) {
 static int reader_skip_space(RowReader *r) {
     for (;;) {
         while (r->pos < r->len) {
-            char ch = r->buf[r->pos];
-            if (ch != ' ' && ch != '\t' && ch != '\n' && ch != '\r') return (unsigned char)ch;
+            if (!is_space(r->buf[r->pos])) return (unsigned char)r->buf[r->pos];
             reader_consume(r, 1);
         }
         if (!reader_fill(r)) return -1;
@@ -435,7 +437,7 @@ static void reader_open(RowReader *r, const char *path) {
     // counts the lines before it)
     size_t k = 0;  // bytes after pos that are whitespace
     for (;;) {
-        while (r->pos + k < r->len && strchr(" \t\n\r", r->buf[r->pos + k]) && r->buf[r->pos + k]) k++;
+        while (r->pos + k < r->len && is_space(r->buf[r->pos + k])) k++;
         if (r->pos + k < r->len || !reader_fill(r)) break;
     }
     r->is_array = r->pos + k < r->len && r->buf[r->pos + k] == '[';
@@ -511,7 +513,7 @@ static int reader_next_element(RowReader *r, Row *row) {
         } else if (ch == ',' && depth == 0) break;
     }
     size_t n = k;
-    while (n > 0 && (r->buf[r->pos + n - 1] == ' ' || r->buf[r->pos + n - 1] == '\t' || r->buf[r->pos + n - 1] == '\n' || r->buf[r->pos + n - 1] == '\r')) n--;
+    while (n > 0 && is_space(r->buf[r->pos + n - 1])) n--;  // after a number, true, false or null
     if (n == 0)
         fatal("%s:%lld: element %lld of the array is missing (an extra ',' or one before ']'?)", r->path, (long long)r->line,
               (long long)r->elements);
