@@ -32,7 +32,8 @@ static void usage(FILE *f) {
 "  {\"messages\": [{\"role\": \"system|user|assistant\", \"content\": S}, ..]}\n"
 "  {\"conversations\": [{\"from\": \"system|human|user|gpt|assistant\", \"value\": S}, ..],\n"
 "   \"system\": S (optional)}     (ShareGPT; {\"role\", \"content\"} messages work too)\n"
-"  {\"instruction\": S, \"input\": S (optional), \"output\": S, \"system\": S (optional)}  (Alpaca)\n"
+"  {\"instruction\": S, \"input\": S (optional), \"output\": S, \"system\": S (optional),\n"
+"   \"history\": [[S, S], ..] (optional: earlier instructions and responses)}     (Alpaca)\n"
 "Only assistant content (and its <|im_end|>) and the final <|endoftext|> are trained.\n"
 "Warnings (listed on stderr, counted in the report): an empty reply (or empty text), a\n"
 "conversation without an assistant turn, a duplicate document (same tokens and mask).\n"
@@ -258,6 +259,24 @@ static int get_system(const JsonValue *row, const JsonValue **out, char *why, si
     return 0;
 }
 
+// The optional "history" of Alpaca rows (LLaMA-Factory's format): earlier exchanges
+// [[instruction, response], ...] (or null), rendered before the instruction as a user
+// turn and a trained assistant turn each, like the turns of a conversation.
+static int render_history(Ctx *c, ChatDoc *d, RowInfo *info, const JsonValue *h, char *why, size_t wn) {
+    if (!h || h->type == JSON_NULL) return 0;
+    if (h->type != JSON_ARRAY) return bad(why, wn, "\"history\" must be a list of [instruction, response] pairs, got %s", type_name(h));
+    for (size_t i = 0; i < h->count; i++) {
+        const JsonValue *p = &h->items[i];
+        if (p->type != JSON_ARRAY || p->count != 2 || p->items[0].type != JSON_STRING || p->items[1].type != JSON_STRING)
+            return bad(why, wn, "history[%zu] must be a pair of strings [instruction, response]", i);
+        const JsonValue *q = &p->items[0], *r = &p->items[1];
+        check_bpe(c, chat_append_turn(c->tok, &c->ct, d, "user", q->string, q->length, 0, c->err, sizeof c->err));
+        note_reply(info, r, "history[%zu][1]", i);
+        check_bpe(c, chat_append_turn(c->tok, &c->ct, d, "assistant", r->string, r->length, 1, c->err, sizeof c->err));
+    }
+    return 0;
+}
+
 // The shape keys; a row must have the keys of exactly one shape.
 enum { SHAPE_TEXT, SHAPE_PC, SHAPE_MESSAGES, SHAPE_SHAREGPT, SHAPE_ALPACA, NSHAPES };
 static const char *shape_names[NSHAPES] = {"text", "prompt/completion", "messages", "conversations", "instruction/output"};
@@ -338,6 +357,7 @@ static int render_row(Ctx *c, const JsonValue *row, int train_on_prompt, ChatDoc
         if (in && in->type != JSON_STRING && in->type != JSON_NULL)
             return bad(why, wn, "\"input\" must be a string (or null), got %s", type_name(in));
         if (sys) check_bpe(c, chat_append_turn(c->tok, &c->ct, d, "system", sys->string, sys->length, 0, c->err, sizeof c->err));
+        if (render_history(c, d, info, json_get(row, "history"), why, wn)) return -1;
         size_t il = in && in->type == JSON_STRING ? in->length : 0;
         char *user = (char *)xmalloc(a->length + 2 + il + 1);
         memcpy(user, a->string, a->length);
