@@ -1,13 +1,16 @@
-// prepare: JSON Lines datasets -> the SFT data file (common/datafile.h).
+// prepare: JSON Lines or JSON array datasets -> the SFT data file (common/datafile.h).
 //
-//   ./prepare --tokenizer DIR_OR_JSON --out train.bin [options] data.jsonl...
+//   ./prepare --tokenizer DIR_OR_JSON --out train.bin [options] data.jsonl|data.json...
 //
-// Each non-blank line is one row. Its shape is detected per row (text,
-// prompt+completion, messages, conversations, instruction+output), it is rendered
-// with the chat template of data/chat_template.h segment by segment, and the token
-// ids with their train flags become one document. Bad rows stop the program with
-// "FILE:LINE: reason" (exit 1, nothing written) unless --skip-bad. Outputs are
-// written only at the end, each atomically. See data/README.md.
+// A file whose first non-space byte is '[' is one JSON array of rows, read element by
+// element; any other file is JSON Lines, each non-blank line one row. A row's shape
+// is detected from its keys (text, prompt+completion, messages, conversations,
+// instruction+output), it is rendered with the chat template of data/chat_template.h
+// segment by segment, and the token ids with their train flags become one document.
+// Bad rows stop the program with "FILE:LINE: reason" (exit 1, nothing written)
+// unless --skip-bad; rows that would train badly (an empty reply, no assistant turn,
+// a duplicate) are warned about, or are errors with --strict. Outputs are written
+// only at the end, each atomically. See data/README.md.
 #include "../common/datafile.h"
 #include "chat_template.h"
 #include "inspect.h"
@@ -16,17 +19,25 @@
 
 static void usage(FILE *f) {
     fprintf(f,
-"usage: prepare --tokenizer PATH --out FILE [options] INPUT.jsonl...\n"
+"usage: prepare --tokenizer PATH --out FILE [options] INPUT...\n"
 "\n"
-"Turns JSON Lines rows into an SFT data file (token ids + a per-token training mask).\n"
-"Row shapes (detected per row; other keys are ignored):\n"
+"Turns rows of JSON into an SFT data file (token ids + a per-token training mask).\n"
+"An INPUT is JSON Lines (one row per line) or one JSON array of rows (if its first\n"
+"non-space byte is '['; pretty-printed is fine; a UTF-8 byte order mark is skipped).\n"
+"Row shapes (detected per row; other keys are ignored, except \"system\" with a shape\n"
+"that does not read it):\n"
 "  {\"text\": S}                                 plain text, all trained\n"
 "  {\"prompt\": S, \"completion\": S}              prompt untrained, completion trained\n"
-"  {\"prompt\": [MSG..] or S, \"completion\": [MSG..] or S}   chat turns (see README)\n"
+"  {\"prompt\": [MSG..] or S, \"completion\": [MSG..] or S}   chat turns; the prompt is\n"
+"                                              never trained, not even its assistant turns\n"
 "  {\"messages\": [{\"role\": \"system|user|assistant\", \"content\": S}, ..]}\n"
-"  {\"conversations\": [{\"from\": \"system|human|gpt\", \"value\": S}, ..]}   (ShareGPT)\n"
-"  {\"instruction\": S, \"input\": S (optional), \"output\": S}                  (Alpaca)\n"
+"  {\"conversations\": [{\"from\": \"system|human|user|gpt|assistant\", \"value\": S}, ..],\n"
+"   \"system\": S (optional)}     (ShareGPT; {\"role\", \"content\"} messages work too)\n"
+"  {\"instruction\": S, \"input\": S (optional), \"output\": S, \"system\": S (optional),\n"
+"   \"history\": [[S, S], ..] (optional: earlier instructions and responses)}     (Alpaca)\n"
 "Only assistant content (and its <|im_end|>) and the final <|endoftext|> are trained.\n"
+"Warnings (listed on stderr, counted in the report): an empty reply (or empty text), a\n"
+"conversation without an assistant turn, a duplicate document (same tokens and mask).\n"
 "\n"
 "options:\n"
 "  --tokenizer PATH     GPT-2 tokenizer: a directory (encoder.json + vocab.bpe, or\n"
@@ -42,16 +53,19 @@ static void usage(FILE *f) {
 "  --seed S             seed of the train/val split (default 0); a row's side depends\n"
 "                       only on the seed and the row's text\n"
 "  --skip-bad           skip bad rows (and count them) instead of stopping\n"
+"  --strict             a row with a warning is a bad row (an error, or skipped and\n"
+"                       counted with --skip-bad)\n"
 "  --show N             print the first N documents with trained text inside [[ ]]\n"
 "  --pack-T T           sequence length for the packing report (default 1024)\n"
-"  -h, --help           this help\n");
+"  -h, --help           this help\n"
+"Inputs over 8 MB get a progress line on stderr.\n");
 }
 
 // ---------------------------------------------------------------- options
 
 typedef struct {
     const char *tokenizer, *out, *val_out;
-    int train_on_prompt, skip_bad, policy_drop;
+    int train_on_prompt, skip_bad, strict, policy_drop;
     int64_t max_len, show, pack_T;
     double val_fraction;
     uint64_t seed;
@@ -81,6 +95,7 @@ static void parse_args(int argc, char **argv, Opts *o) {
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); exit(0); }
         if (!strcmp(a, "--train-on-prompt")) { o->train_on_prompt = 1; continue; }
         if (!strcmp(a, "--skip-bad")) { o->skip_bad = 1; continue; }
+        if (!strcmp(a, "--strict")) { o->strict = 1; continue; }
         if (i + 1 >= argc) fatal("%s needs a value (see prepare --help)", a);
         const char *v = argv[++i];
         if (!strcmp(a, "--tokenizer")) o->tokenizer = v;
@@ -164,35 +179,101 @@ static int get_string(const JsonValue *obj, const char *key, const JsonValue **o
     return 0;
 }
 
+// What rendering learned about a row, for the warnings (see row_warnings).
+typedef struct {
+    int trained_replies;      // assistant turns that are trained (a string completion and an Alpaca output count)
+    int chat;                 // the row is a conversation (turns), where a missing assistant turn matters
+    char empty_reply[64];     // where the first trained reply that is empty (or only whitespace) is; "" if none
+} RowInfo;
+
+// JSON's whitespace: space, tab, LF, CR.
+static int is_space(char ch) { return ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r'; }
+
+static int is_blank_text(const char *s, size_t n) {
+    for (size_t i = 0; i < n; i++) if (!is_space(s[i])) return 0;
+    return 1;
+}
+
+// Counts a trained reply and remembers where the first empty one is.
+static void note_reply(RowInfo *info, const JsonValue *content, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void note_reply(RowInfo *info, const JsonValue *content, const char *fmt, ...) {
+    info->trained_replies++;
+    if (info->empty_reply[0] || !is_blank_text(content->string, content->length)) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(info->empty_reply, sizeof info->empty_reply, fmt, ap);
+    va_end(ap);
+}
+
+// The role a message names, or NULL if unknown. OpenAI-style lists ("messages", the
+// prompt/completion lists) use system/user/assistant; a ShareGPT "conversations" list
+// also takes human (= user) and gpt (= assistant).
+static const char *message_role(const JsonValue *r, int sharegpt) {
+    if (strlen(r->string) != r->length) return NULL;  // a NUL inside: never a known role
+    if (!strcmp(r->string, "user") || !strcmp(r->string, "assistant") || !strcmp(r->string, "system")) return r->string;
+    if (sharegpt && !strcmp(r->string, "human")) return "user";
+    if (sharegpt && !strcmp(r->string, "gpt")) return "assistant";
+    return NULL;
+}
+
 // Renders a list of messages as turns. side: 0 = prompt (nothing trained),
-// 1 = conversation or completion (assistant turns trained). sharegpt selects the
-// {"from","value"} keys and human/gpt role names.
-static int render_messages(Ctx *c, ChatDoc *d, const JsonValue *list, const char *field, int side, int sharegpt, char *why, size_t wn) {
+// 1 = conversation or completion (assistant turns trained). sharegpt: the
+// "conversations" list, whose messages are {"from", "value"} or {"role", "content"}
+// and whose roles include human and gpt; other lists take {"role", "content"} only.
+static int render_messages(Ctx *c, ChatDoc *d, RowInfo *info, const JsonValue *list, const char *field, int side, int sharegpt,
+                           char *why, size_t wn) {
     if (list->type != JSON_ARRAY) return bad(why, wn, "\"%s\" must be a list of messages, got %s", field, type_name(list));
     if (list->count == 0) return bad(why, wn, "\"%s\" is an empty list", field);
-    const char *rkey = sharegpt ? "from" : "role", *ckey = sharegpt ? "value" : "content";
     for (size_t i = 0; i < list->count; i++) {
         const JsonValue *m = &list->items[i];
         if (m->type != JSON_OBJECT) return bad(why, wn, "%s[%zu] must be an object, got %s", field, i, type_name(m));
+        const char *rkey = "role", *ckey = "content";
+        if (sharegpt && json_get(m, "from")) {
+            if (json_get(m, "role")) return bad(why, wn, "%s[%zu] has both \"from\" and \"role\"", field, i);
+            rkey = "from"; ckey = "value";
+        }
         const JsonValue *r = json_get(m, rkey), *ct = json_get(m, ckey);
+        if (!r && sharegpt) return bad(why, wn, "%s[%zu]: missing field \"from\" (or \"role\")", field, i);
         if (!r) return bad(why, wn, "%s[%zu]: missing field \"%s\"", field, i, rkey);
         if (r->type != JSON_STRING) return bad(why, wn, "%s[%zu].%s must be a string, got %s", field, i, rkey, type_name(r));
         if (!ct) return bad(why, wn, "%s[%zu]: missing field \"%s\"", field, i, ckey);
         if (ct->type != JSON_STRING) return bad(why, wn, "%s[%zu].%s must be a string, got %s", field, i, ckey, type_name(ct));
-        const char *role = NULL;
-        if (strlen(r->string) != r->length) role = NULL;  // a NUL inside: never a known role
-        else if (sharegpt) {
-            if (!strcmp(r->string, "human")) role = "user";
-            else if (!strcmp(r->string, "gpt")) role = "assistant";
-            else if (!strcmp(r->string, "system")) role = "system";
-        } else if (!strcmp(r->string, "user") || !strcmp(r->string, "assistant") || !strcmp(r->string, "system")) {
-            role = r->string;
-        }
+        const char *role = message_role(r, sharegpt);
         if (!role)
             return bad(why, wn, "%s[%zu].%s: unknown role \"%.40s\" (expected %s)", field, i, rkey, r->string,
-                       sharegpt ? "human, gpt or system" : "system, user or assistant");
+                       sharegpt ? "human, user, gpt, assistant or system" : "system, user or assistant");
         int train = side == 1 && !strcmp(role, "assistant");
+        if (train) note_reply(info, ct, "%s[%zu].%s", field, i, ckey);
         check_bpe(c, chat_append_turn(c->tok, &c->ct, d, role, ct->string, ct->length, train, c->err, sizeof c->err));
+    }
+    return 0;
+}
+
+// The optional "system" field of Alpaca and ShareGPT rows: a string (rendered as a
+// first system turn; empty = absent) or null. *out is NULL when absent.
+static int get_system(const JsonValue *row, const JsonValue **out, char *why, size_t wn) {
+    const JsonValue *s = json_get(row, "system");
+    *out = NULL;
+    if (!s || s->type == JSON_NULL) return 0;
+    if (s->type != JSON_STRING) return bad(why, wn, "\"system\" must be a string (or null), got %s", type_name(s));
+    if (s->length) *out = s;
+    return 0;
+}
+
+// The optional "history" of Alpaca rows (LLaMA-Factory's format): earlier exchanges
+// [[instruction, response], ...] (or null), rendered before the instruction as a user
+// turn and a trained assistant turn each, like the turns of a conversation.
+static int render_history(Ctx *c, ChatDoc *d, RowInfo *info, const JsonValue *h, char *why, size_t wn) {
+    if (!h || h->type == JSON_NULL) return 0;
+    if (h->type != JSON_ARRAY) return bad(why, wn, "\"history\" must be a list of [instruction, response] pairs, got %s", type_name(h));
+    for (size_t i = 0; i < h->count; i++) {
+        const JsonValue *p = &h->items[i];
+        if (p->type != JSON_ARRAY || p->count != 2 || p->items[0].type != JSON_STRING || p->items[1].type != JSON_STRING)
+            return bad(why, wn, "history[%zu] must be a pair of strings [instruction, response]", i);
+        const JsonValue *q = &p->items[0], *r = &p->items[1];
+        check_bpe(c, chat_append_turn(c->tok, &c->ct, d, "user", q->string, q->length, 0, c->err, sizeof c->err));
+        note_reply(info, r, "history[%zu][1]", i);
+        check_bpe(c, chat_append_turn(c->tok, &c->ct, d, "assistant", r->string, r->length, 1, c->err, sizeof c->err));
     }
     return 0;
 }
@@ -201,9 +282,10 @@ static int render_messages(Ctx *c, ChatDoc *d, const JsonValue *list, const char
 enum { SHAPE_TEXT, SHAPE_PC, SHAPE_MESSAGES, SHAPE_SHAREGPT, SHAPE_ALPACA, NSHAPES };
 static const char *shape_names[NSHAPES] = {"text", "prompt/completion", "messages", "conversations", "instruction/output"};
 
-// Renders one parsed row into d (which must be empty). Returns 0, or -1 with why set
-// when the row is bad.
-static int render_row(Ctx *c, const JsonValue *row, int train_on_prompt, ChatDoc *d, char *why, size_t wn) {
+// Renders one parsed row into d (which must be empty) and fills info. Returns 0, or
+// -1 with why set when the row is bad.
+static int render_row(Ctx *c, const JsonValue *row, int train_on_prompt, ChatDoc *d, RowInfo *info, char *why, size_t wn) {
+    memset(info, 0, sizeof *info);
     if (row->type != JSON_OBJECT) return bad(why, wn, "row must be a JSON object, got %s", type_name(row));
     int has[NSHAPES];
     has[SHAPE_TEXT] = json_get(row, "text") != NULL;
@@ -217,12 +299,17 @@ static int render_row(Ctx *c, const JsonValue *row, int train_on_prompt, ChatDoc
         return bad(why, wn, "row has no known shape (expected a \"text\", \"prompt\"+\"completion\", \"messages\", "
                             "\"conversations\" or \"instruction\"+\"output\" field)");
     if (n > 1) return bad(why, wn, "ambiguous row: it has fields of two shapes (%s and %s)", shape_names[shape], shape_names[other]);
+    const JsonValue *a, *b, *in, *sys;
+    if (get_system(row, &sys, why, wn)) return -1;
+    if (json_get(row, "system") && shape != SHAPE_ALPACA && shape != SHAPE_SHAREGPT)
+        return bad(why, wn, "a \"system\" field is only read with instruction/output and conversations rows, not with %s rows "
+                            "(a system message belongs in the list of messages)", shape_names[shape]);
 
     check_bpe(c, chat_append_token(d, c->ct.eot, 0) ? bpe_err_(c->err, sizeof c->err, BPE_ENOMEM, "out of memory") : 0);
-    const JsonValue *a, *b, *in;
     switch (shape) {
     case SHAPE_TEXT:
         if (get_string(row, "text", &a, why, wn)) return -1;
+        note_reply(info, a, "text");
         check_bpe(c, chat_append_text(c->tok, d, a->string, a->length, 1, c->err, sizeof c->err));
         break;
     case SHAPE_PC:
@@ -232,28 +319,46 @@ static int render_row(Ctx *c, const JsonValue *row, int train_on_prompt, ChatDoc
         if (a->type != JSON_STRING && a->type != JSON_ARRAY) return bad(why, wn, "\"prompt\" must be a string or a list of messages, got %s", type_name(a));
         if (b->type != JSON_STRING && b->type != JSON_ARRAY) return bad(why, wn, "\"completion\" must be a string or a list of messages, got %s", type_name(b));
         if (a->type == JSON_STRING && b->type == JSON_STRING) {
+            note_reply(info, b, "completion");
             check_bpe(c, chat_append_text(c->tok, d, a->string, a->length, 0, c->err, sizeof c->err));
             check_bpe(c, chat_append_text(c->tok, d, b->string, b->length, 1, c->err, sizeof c->err));
             break;
         }
+        info->chat = 1;
         if (a->type == JSON_STRING)
             check_bpe(c, chat_append_turn(c->tok, &c->ct, d, "user", a->string, a->length, 0, c->err, sizeof c->err));
-        else if (render_messages(c, d, a, "prompt", 0, 0, why, wn)) return -1;
-        if (b->type == JSON_STRING)
+        else if (render_messages(c, d, info, a, "prompt", 0, 0, why, wn)) return -1;
+        if (b->type == JSON_STRING) {
+            note_reply(info, b, "completion");
             check_bpe(c, chat_append_turn(c->tok, &c->ct, d, "assistant", b->string, b->length, 1, c->err, sizeof c->err));
-        else if (render_messages(c, d, b, "completion", 1, 0, why, wn)) return -1;
+        } else if (render_messages(c, d, info, b, "completion", 1, 0, why, wn)) return -1;
         break;
     case SHAPE_MESSAGES:
-        if (render_messages(c, d, json_get(row, "messages"), "messages", 1, 0, why, wn)) return -1;
+        info->chat = 1;
+        if (render_messages(c, d, info, json_get(row, "messages"), "messages", 1, 0, why, wn)) return -1;
         break;
     case SHAPE_SHAREGPT:
-        if (render_messages(c, d, json_get(row, "conversations"), "conversations", 1, 1, why, wn)) return -1;
+        info->chat = 1;
+        a = json_get(row, "conversations");
+        if (sys) {
+            check_bpe(c, chat_append_turn(c->tok, &c->ct, d, "system", sys->string, sys->length, 0, c->err, sizeof c->err));
+            for (size_t i = 0; a->type == JSON_ARRAY && i < a->count; i++) {
+                const JsonValue *r = json_get(&a->items[i], "from");
+                if (!r) r = json_get(&a->items[i], "role");
+                if (r && r->type == JSON_STRING && !strcmp(r->string, "system"))
+                    return bad(why, wn, "both a \"system\" field and a system message (conversations[%zu])", i);
+            }
+        }
+        if (render_messages(c, d, info, a, "conversations", 1, 1, why, wn)) return -1;
         break;
     case SHAPE_ALPACA: {
+        info->chat = 1;
         if (get_string(row, "instruction", &a, why, wn) || get_string(row, "output", &b, why, wn)) return -1;
         in = json_get(row, "input");
         if (in && in->type != JSON_STRING && in->type != JSON_NULL)
             return bad(why, wn, "\"input\" must be a string (or null), got %s", type_name(in));
+        if (sys) check_bpe(c, chat_append_turn(c->tok, &c->ct, d, "system", sys->string, sys->length, 0, c->err, sizeof c->err));
+        if (render_history(c, d, info, json_get(row, "history"), why, wn)) return -1;
         size_t il = in && in->type == JSON_STRING ? in->length : 0;
         char *user = (char *)xmalloc(a->length + 2 + il + 1);
         memcpy(user, a->string, a->length);
@@ -262,6 +367,7 @@ static int render_row(Ctx *c, const JsonValue *row, int train_on_prompt, ChatDoc
         user[ul] = 0;
         check_bpe(c, chat_append_turn(c->tok, &c->ct, d, "user", user, ul, 0, c->err, sizeof c->err));
         free(user);
+        note_reply(info, b, "output");
         check_bpe(c, chat_append_turn(c->tok, &c->ct, d, "assistant", b->string, b->length, 1, c->err, sizeof c->err));
         break;
     }
@@ -269,6 +375,365 @@ static int render_row(Ctx *c, const JsonValue *row, int train_on_prompt, ChatDoc
     check_bpe(c, chat_append_token(d, c->ct.eot, 1) ? bpe_err_(c->err, sizeof c->err, BPE_ENOMEM, "out of memory") : 0);
     if (train_on_prompt) for (size_t i = 1; i < d->n; i++) d->train[i] = 1;
     d->train[0] = 0;  // the first token of a document is never a target
+    return 0;
+}
+
+// ---------------------------------------------------------------- reading rows
+
+// An input file is JSON Lines (one row per non-blank line) or one JSON array of
+// rows (often pretty-printed over many lines). The first byte that is not whitespace,
+// after an optional UTF-8 byte order mark, tells them apart: '[' means an array. An
+// array is read one element at a time: a scanner that follows strings and nesting
+// finds where the element ends and only that element is parsed, so a large file is
+// never held whole, in bytes or as a parse tree.
+typedef struct {
+    const char *path;
+    FILE *f;
+    char *buf;            // bytes read from f; buf[pos..len) are not consumed yet
+    size_t cap, pos, len;
+    int eof;              // f has no more bytes
+    int is_array;         // 1: one JSON array of rows; 0: JSON Lines
+    int state;            // array: 0 = before the first element, 1 = after an element, 2 = after the closing ']'
+    int64_t line, col;    // 1-based line and column of buf[pos]
+    int64_t offset;       // bytes of the file before buf[pos]
+    int64_t elements;     // array: elements returned so far
+} RowReader;
+
+typedef struct {
+    const char *text;     // the row's bytes (a JSONL line without its '\n', or an array element), valid until the next read
+    size_t n;
+    int64_t line, col;    // where the row starts in the file
+    int64_t index;        // array: the element's 0-based index; -1 for a JSONL row
+} Row;
+
+// Reads more bytes after buf[pos..len) (moved to the front; the buffer grows when
+// full). Returns how many bytes were added: 0 at the end of the file.
+static size_t reader_fill(RowReader *r) {
+    if (r->eof) return 0;
+    if (r->pos) { memmove(r->buf, r->buf + r->pos, r->len - r->pos); r->len -= r->pos; r->pos = 0; }
+    if (r->len == r->cap) {
+        r->cap = r->cap ? 2 * r->cap : 1 << 20;
+        r->buf = (char *)realloc(r->buf, r->cap);
+        if (!r->buf) fatal("out of memory");
+    }
+    size_t got = fread(r->buf + r->len, 1, r->cap - r->len, r->f);
+    if (got == 0) {
+        if (ferror(r->f)) fatal("%s: read error: %s", r->path, strerror(errno));
+        r->eof = 1;
+    }
+    r->len += got;
+    return got;
+}
+
+// Consumes n bytes, keeping line and column up to date.
+static void reader_consume(RowReader *r, size_t n) {
+    const char *p = r->buf + r->pos, *end = p + n, *nl;
+    while ((nl = (const char *)memchr(p, '\n', (size_t)(end - p)))) { r->line++; r->col = 1; p = nl + 1; }
+    r->col += end - p;
+    r->pos += n;
+    r->offset += (int64_t)n;
+}
+
+// The next byte that is not JSON whitespace (consuming the whitespace), or -1 at the end.
+static int reader_skip_space(RowReader *r) {
+    for (;;) {
+        while (r->pos < r->len) {
+            if (!is_space(r->buf[r->pos])) return (unsigned char)r->buf[r->pos];
+            reader_consume(r, 1);
+        }
+        if (!reader_fill(r)) return -1;
+    }
+}
+
+static void reader_open(RowReader *r, const char *path) {
+    memset(r, 0, sizeof *r);
+    r->path = path;
+    r->line = r->col = 1;
+    if (is_directory(path)) fatal("%s: is a directory, expected a JSONL or JSON file", path);
+    r->f = fopen(path, "rb");
+    if (!r->f) fatal("%s: cannot open: %s", path, strerror(errno));
+    while (r->len < 3 && reader_fill(r)) {}
+    if (r->len >= 3 && !memcmp(r->buf, "\xEF\xBB\xBF", 3)) { r->pos = 3; r->offset = 3; }  // byte order mark
+    // look at the first non-whitespace byte without consuming anything (JSON Lines
+    // counts the lines before it)
+    size_t k = 0;  // bytes after pos that are whitespace
+    for (;;) {
+        while (r->pos + k < r->len && is_space(r->buf[r->pos + k])) k++;
+        if (r->pos + k < r->len || !reader_fill(r)) break;
+    }
+    r->is_array = r->pos + k < r->len && r->buf[r->pos + k] == '[';
+    if (r->is_array) reader_consume(r, k + 1);  // up to and with the '['
+}
+
+static void reader_close(RowReader *r) {
+    fclose(r->f);
+    free(r->buf);
+}
+
+// The next non-blank line. Returns 1, or 0 at the end of the file.
+static int reader_next_line(RowReader *r, Row *row) {
+    for (;;) {
+        size_t k = 0;  // bytes after pos already searched for '\n'
+        const char *nl;
+        while (!(nl = (const char *)memchr(r->buf + r->pos + k, '\n', r->len - r->pos - k))) {
+            k = r->len - r->pos;
+            if (!reader_fill(r)) break;
+        }
+        size_t n = nl ? (size_t)(nl - (r->buf + r->pos)) : r->len - r->pos;
+        if (!nl && n == 0) return 0;
+        row->text = r->buf + r->pos; row->n = n;
+        row->line = r->line; row->col = 1; row->index = -1;
+        r->pos += n + (nl != NULL);
+        r->offset += (int64_t)(n + (nl != NULL));
+        r->line++;
+        size_t i = 0;
+        while (i < n && (row->text[i] == ' ' || row->text[i] == '\t' || row->text[i] == '\r')) i++;
+        if (i < n) return 1;  // else a blank line
+    }
+}
+
+// The next element of an array. Returns 1, or 0 after the closing ']' at the end of
+// the file. A broken array (truncated, a missing ',' or an empty element, text after
+// the closing ']') is fatal: there is no telling where the next row would start.
+static int reader_next_element(RowReader *r, Row *row) {
+    for (;;) {
+        int ch = reader_skip_space(r);
+        if (r->state == 2) {
+            if (ch < 0) return 0;
+            fatal("%s:%lld: unexpected text after the closing ']' of the array", r->path, (long long)r->line);
+        }
+        if (ch < 0)
+            fatal("%s:%lld: the file ends inside the array, after %lld elements (truncated? a ']' is missing)", r->path,
+                  (long long)r->line, (long long)r->elements);
+        if (ch == ']') { reader_consume(r, 1); r->state = 2; continue; }
+        if (r->state == 1) {
+            if (ch != ',')
+                fatal("%s:%lld: expected ',' or ']' after element %lld of the array, found '%c'", r->path, (long long)r->line,
+                      (long long)r->elements - 1, ch);
+            reader_consume(r, 1);
+            ch = reader_skip_space(r);
+        }
+        break;
+    }
+    // the element: up to the ',' or ']' that ends it, or its closing bracket
+    size_t k = 0;
+    int depth = 0, in_string = 0, escaped = 0;
+    for (;; k++) {
+        if (r->pos + k == r->len && !reader_fill(r))
+            fatal("%s:%lld: the file ends inside element %lld of the array (truncated?)", r->path, (long long)r->line, (long long)r->elements);
+        char ch = r->buf[r->pos + k];
+        if (in_string) {
+            if (escaped) escaped = 0;
+            else if (ch == '\\') escaped = 1;
+            else if (ch == '"') in_string = 0;
+        } else if (ch == '"') in_string = 1;
+        else if (ch == '{' || ch == '[') depth++;
+        else if (ch == '}' || ch == ']') {
+            if (depth == 0) break;
+            if (--depth == 0) { k++; break; }
+        } else if (ch == ',' && depth == 0) break;
+    }
+    size_t n = k;
+    while (n > 0 && is_space(r->buf[r->pos + n - 1])) n--;  // after a number, true, false or null
+    if (n == 0)
+        fatal("%s:%lld: element %lld of the array is missing (an extra ',' or one before ']'?)", r->path, (long long)r->line,
+              (long long)r->elements);
+    row->text = r->buf + r->pos; row->n = n;
+    row->line = r->line; row->col = r->col; row->index = r->elements++;
+    reader_consume(r, k);
+    r->state = 1;
+    return 1;
+}
+
+static int reader_next(RowReader *r, Row *row) { return r->is_array ? reader_next_element(r, row) : reader_next_line(r, row); }
+
+// Where a row is, for messages: "FILE:LINE" or "FILE:LINE: element N".
+static const char *row_where(const char *path, const Row *row) {
+    static char where[600];
+    if (row->index < 0) snprintf(where, sizeof where, "%s:%lld", path, (long long)row->line);
+    else snprintf(where, sizeof where, "%s:%lld: element %lld", path, (long long)row->line, (long long)row->index);
+    return where;
+}
+
+// Parses a row. On a syntax error, why says where: the column in a JSONL line, the
+// line and column in the file for an array element.
+static int parse_row(const Row *row, JsonDoc *doc, char *why, size_t wn) {
+    if (json_parse(row->text, row->n, doc) == 0) return 0;
+    int l, c, used = 0;
+    if (sscanf(doc->error, "line %d column %d: %n", &l, &c, &used) != 2 || !used) return bad(why, wn, "invalid JSON (%s)", doc->error);
+    if (row->index < 0) return bad(why, wn, "invalid JSON (column %d: %s)", c, doc->error + used);
+    long long fl = row->line + l - 1, fc = l == 1 ? row->col + c - 1 : c;
+    return bad(why, wn, "invalid JSON (line %lld column %lld: %s)", fl, fc, doc->error + used);
+}
+
+// ---------------------------------------------------------------- warnings
+
+// Rows that are valid but will train the model badly. Each written document is
+// checked; the report counts each kind, the first WARN_LISTED are listed on stderr,
+// and --strict makes them errors.
+enum { WARN_EMPTY_REPLY, WARN_NO_ASSISTANT, WARN_DUPLICATE, NWARN };
+static const char *warn_names[NWARN] = {"empty reply", "no assistant turn", "duplicate"};
+#define WARN_LISTED 10
+
+// The documents written so far, by a 128-bit hash of their ids and mask, to find
+// duplicates: open addressing, a power-of-two table at most half full.
+typedef struct {
+    uint64_t h1, h2;      // the hash (h1 == 0 && h2 == 0: an empty slot)
+    int file;             // where the first such document came from: input index ...
+    int64_t line;         // ... and line
+} DupSlot;
+typedef struct { DupSlot *slots; size_t cap, n; } DupSet;
+
+static void doc_hash(const ChatDoc *d, uint64_t *h1, uint64_t *h2) {
+    uint64_t a = 0x9e3779b97f4a7c15ull ^ d->n, b = 0xc2b2ae3d27d4eb4full + d->n;
+    for (size_t i = 0; i < d->n; i++) {
+        uint64_t x = (uint64_t)(uint32_t)d->ids[i] << 1 | d->train[i];
+        a = (a ^ x) * 0x100000001b3ull;
+        b = (b + x) * 0xff51afd7ed558ccdull; b ^= b >> 29;
+    }
+    *h1 = splitmix64(a); *h2 = splitmix64(b ^ a);
+    if (!*h1 && !*h2) *h2 = 1;  // keep 0/0 for empty slots
+}
+
+// Adds the document; returns the slot of an earlier identical one, or NULL.
+static const DupSlot *dup_insert(DupSet *s, const ChatDoc *d, int file, int64_t line) {
+    if (2 * (s->n + 1) > s->cap) {
+        DupSet g = {(DupSlot *)xcalloc(s->cap ? 2 * s->cap : 1 << 16, sizeof(DupSlot)), s->cap ? 2 * s->cap : 1 << 16, s->n};
+        for (size_t i = 0; i < s->cap; i++) {
+            if (!s->slots[i].h1 && !s->slots[i].h2) continue;
+            size_t j = s->slots[i].h1 & (g.cap - 1);
+            while (g.slots[j].h1 || g.slots[j].h2) j = (j + 1) & (g.cap - 1);
+            g.slots[j] = s->slots[i];
+        }
+        free(s->slots);
+        *s = g;
+    }
+    uint64_t h1, h2;
+    doc_hash(d, &h1, &h2);
+    size_t j = h1 & (s->cap - 1);
+    for (; s->slots[j].h1 || s->slots[j].h2; j = (j + 1) & (s->cap - 1))
+        if (s->slots[j].h1 == h1 && s->slots[j].h2 == h2) return &s->slots[j];
+    s->slots[j] = (DupSlot){h1, h2, file, line};
+    s->n++;
+    return NULL;
+}
+
+// The warnings of a document about to be written: msg[k] is set for each kind k that
+// applies; returns how many apply. Duplicates are of written documents (the same ids
+// and mask, after --max-len); with --strict a document with another warning is not
+// written, so it is not looked up or added.
+static int row_warnings(DupSet *dups, const Opts *o, const RowInfo *info, const ChatDoc *d, int file, int64_t line,
+                        char msg[NWARN][256]) {
+    int n = 0;
+    for (int k = 0; k < NWARN; k++) msg[k][0] = 0;
+    if (info->empty_reply[0]) {
+        snprintf(msg[WARN_EMPTY_REPLY], 256, "empty %s: %s is empty or only whitespace",
+                 strcmp(info->empty_reply, "text") ? "reply" : "text", info->empty_reply);
+        n++;
+    }
+    if (info->chat && info->trained_replies == 0) {
+        snprintf(msg[WARN_NO_ASSISTANT], 256, "conversation without an assistant turn: only the final <|endoftext|> is trained");
+        n++;
+    }
+    if (n && o->strict) return n;
+    const DupSlot *first = dup_insert(dups, d, file, line);
+    if (first) {
+        snprintf(msg[WARN_DUPLICATE], 256, "duplicate of the document from %s:%lld (the same tokens and mask)",
+                 o->inputs[first->file], (long long)first->line);
+        n++;
+    }
+    return n;
+}
+
+// ---------------------------------------------------------------- progress
+
+// A progress line on stderr (rows, MB/s, ETA) when the inputs are larger than
+// PROGRESS_MIN_BYTES: rewritten in place a few times a second on a terminal,
+// otherwise one line per tenth of the input.
+#define PROGRESS_MIN_BYTES (8 << 20)
+typedef struct {
+    int on, tty;
+    int64_t total;        // bytes of all inputs
+    double t0, last;      // start time, time of the last line (seconds)
+    int tenths;           // tenths of the input already announced (not a terminal)
+} Progress;
+
+static void progress_init(Progress *p, const Opts *o) {
+    memset(p, 0, sizeof *p);
+    for (int i = 0; i < o->n_inputs; i++) {
+        struct stat st;
+        if (stat(o->inputs[i], &st) == 0 && S_ISREG(st.st_mode)) p->total += st.st_size;
+    }
+    p->on = p->total > PROGRESS_MIN_BYTES;
+    p->tty = isatty(2);
+    p->t0 = p->last = now_seconds();
+}
+
+// done: bytes of the inputs consumed so far; final: the inputs are all read.
+static void progress_update(Progress *p, int64_t done, int64_t rows, int final) {
+    if (!p->on) return;
+    if (done > p->total) p->total = done;  // an input that is not a regular file (a pipe) has no size up front
+    double t = now_seconds();
+    int tenths = (int)(10 * done / p->total);
+    if (final ? !p->tty && p->tenths >= 10 : p->tty ? t - p->last < 0.25 : tenths <= p->tenths) return;
+    p->last = t;
+    p->tenths = tenths;
+    double mb = (double)done / 1e6, rate = mb / (t - p->t0 > 1e-9 ? t - p->t0 : 1e-9);
+    double eta = rate > 0 && done < p->total ? ((double)p->total / 1e6 - mb) / rate : 0;
+    fprintf(stderr, "%sprogress: %lld rows, %.1f of %.1f MB (%d%%), %.1f MB/s, ETA %.0f s%s", p->tty ? "\r" : "", (long long)rows, mb,
+            (double)p->total / 1e6, (int)(100 * done / p->total), rate, eta, p->tty ? (final ? "\033[K\n" : "\033[K") : "\n");
+}
+
+// ---------------------------------------------------------------- one row
+
+typedef struct {
+    int64_t rows;                  // rows read (non-blank lines and array elements)
+    int64_t bad;                   // bad rows skipped (--skip-bad)
+    int64_t too_long;              // dropped by --max-len --policy drop
+    int64_t no_trained;            // dropped: no trained token left after --max-len truncation
+    int64_t truncated;             // cut to --max-len tokens and written
+    int64_t warned[NWARN];         // documents written with each kind of warning
+    int64_t warnings_listed;       // warning lines printed on stderr
+} Counts;
+
+// Reads one row into d. Returns 1 if d is to be written; 0 if the row was dropped or
+// skipped (and counted). A bad row (or, with --strict, one with a warning) is fatal
+// unless --skip-bad.
+static int take_row(Ctx *c, const Opts *o, DupSet *dups, Counts *k, const Row *row, int file, ChatDoc *d) {
+    const char *path = o->inputs[file];
+    char why[512];
+    JsonDoc doc;
+    RowInfo info;
+    d->n = 0;
+    int rc = parse_row(row, &doc, why, sizeof why);
+    if (rc == 0) {
+        rc = render_row(c, doc.root, o->train_on_prompt, d, &info, why, sizeof why);
+        json_free(&doc);
+    }
+    int cut = 0;
+    if (rc == 0) {
+        if (o->max_len && (int64_t)d->n > o->max_len) {
+            if (o->policy_drop) { k->too_long++; return 0; }
+            d->n = (size_t)o->max_len;
+            size_t trained = 0;
+            for (size_t i = 0; i < d->n; i++) trained += d->train[i];
+            if (trained == 0) { k->no_trained++; return 0; }
+            cut = 1;
+        }
+        char msg[NWARN][256];
+        if (row_warnings(dups, o, &info, d, file, row->line, msg)) {
+            for (int w = 0; w < NWARN && rc == 0; w++) {
+                if (!msg[w][0]) continue;
+                if (o->strict) { rc = -1; snprintf(why, sizeof why, "%s (--strict)", msg[w]); break; }
+                k->warned[w]++;
+                if (k->warnings_listed++ < WARN_LISTED) fprintf(stderr, "warning: %s: %s\n", row_where(path, row), msg[w]);
+            }
+        }
+    }
+    if (rc == 0) { k->truncated += cut; return 1; }
+    if (!o->skip_bad) fatal("%s: %s", row_where(path, row), why);
+    if (k->bad < 10) fprintf(stderr, "warning: skipping bad row %s: %s\n", row_where(path, row), why);
+    k->bad++;
     return 0;
 }
 
@@ -340,10 +805,10 @@ static void report_split(const char *name, const Split *s, int64_t T) {
 }
 
 // Prints one document: decoded text, trained spans inside [[ ]].
-static void show_doc(Ctx *c, const ChatDoc *d, int64_t k, const char *split, const char *file, int64_t line) {
+static void show_doc(Ctx *c, const ChatDoc *d, int64_t k, const char *split, const char *where) {
     size_t trained = 0;
     for (size_t i = 0; i < d->n; i++) trained += d->train[i];
-    printf("--- document %lld (%s; %s:%lld; %zu tokens, %zu trained) ---\n", (long long)k, split, file, (long long)line, d->n, trained);
+    printf("--- document %lld (%s; %s; %zu tokens, %zu trained) ---\n", (long long)k, split, where, d->n, trained);
     BpeBytes out = {0};
     for (size_t i = 0; i < d->n;) {
         size_t j = i;
@@ -379,69 +844,40 @@ int main(int argc, char **argv) {
     int token_bytes = vocab <= 65536 ? 2 : 4;
 
     Split tr = {0}, va = {0};
-    int64_t rows = 0, bad_rows = 0, too_long = 0, no_trained = 0, truncated = 0, shown = 0;
+    Counts k = {0};
+    DupSet dups = {0};
+    Progress prog;
+    progress_init(&prog, &o);
+    int64_t done_bytes = 0, shown = 0;  // bytes of the inputs read before the current one
     ChatDoc d = {0};
-    char why[512];
-    char *line = NULL;
-    size_t cap = 0;
     if (o.show) printf("Showing the first %lld documents. Text inside [[ ]] is trained (a loss target); the rest is context only.\n"
                        "Special tokens are shown as their text (%s %s %s).\n",
                        (long long)o.show, CHAT_EOT_TEXT, CHAT_IM_START_TEXT, CHAT_IM_END_TEXT);
     for (int f = 0; f < o.n_inputs; f++) {
-        const char *path = o.inputs[f];
-        if (is_directory(path)) fatal("%s: is a directory, expected a JSONL file", path);
-        FILE *in = fopen(path, "rb");
-        if (!in) fatal("%s: cannot open: %s", path, strerror(errno));
-        int64_t lineno = 0;
-        ssize_t got;
-        while ((got = getline(&line, &cap, in)) >= 0) {
-            lineno++;
-            size_t n = (size_t)got;
-            if (n && line[n - 1] == '\n') n--;
-            size_t k = 0;
-            while (k < n && (line[k] == ' ' || line[k] == '\t' || line[k] == '\r')) k++;
-            if (k == n) continue;  // blank line
-            rows++;
-            JsonDoc doc;
-            int rc;
-            if (json_parse(line, n, &doc) != 0) {
-                const char *e = doc.error;
-                if (!strncmp(e, "line 1 ", 7)) e += 7;  // a JSONL row is one line
-                snprintf(why, sizeof why, "invalid JSON (%s)", e);
-                rc = -1;
-            } else {
-                d.n = 0;
-                rc = render_row(&c, doc.root, o.train_on_prompt, &d, why, sizeof why);
-                json_free(&doc);
-            }
-            if (rc) {
-                if (!o.skip_bad) fatal("%s:%lld: %s", path, (long long)lineno, why);
-                if (bad_rows < 10) fprintf(stderr, "warning: skipping bad row %s:%lld: %s\n", path, (long long)lineno, why);
-                bad_rows++;
-                continue;
-            }
-            if (o.max_len && (int64_t)d.n > o.max_len) {
-                if (o.policy_drop) { too_long++; continue; }
-                d.n = (size_t)o.max_len;
-                truncated++;
-            }
-            size_t trained = 0;
-            for (size_t i = 0; i < d.n; i++) trained += d.train[i];
-            if (trained == 0) { no_trained++; continue; }
-            int to_val = o.val_out && row_is_val(&o, line, n);
-            if (shown < o.show) show_doc(&c, &d, ++shown, to_val ? "val" : "train", path, lineno);
+        RowReader rd;
+        Row row;
+        reader_open(&rd, o.inputs[f]);
+        while (reader_next(&rd, &row)) {
+            k.rows++;
+            progress_update(&prog, done_bytes + rd.offset, k.rows, 0);
+            if (!take_row(&c, &o, &dups, &k, &row, f, &d)) continue;
+            int to_val = o.val_out && row_is_val(&o, row.text, row.n);
+            if (shown < o.show) show_doc(&c, &d, ++shown, to_val ? "val" : "train", row_where(o.inputs[f], &row));
             split_add(to_val ? &va : &tr, d.ids, d.train, d.n);
         }
-        if (ferror(in)) fatal("%s: read error", path);
-        fclose(in);
+        done_bytes += rd.offset;
+        reader_close(&rd);
     }
-    free(line);
+    progress_update(&prog, done_bytes, k.rows, 1);
     chat_doc_free(&d);
-    if (bad_rows > 10) fprintf(stderr, "warning: %lld bad rows skipped in all (only the first 10 are listed)\n", (long long)bad_rows);
+    free(dups.slots);
+    if (k.bad > 10) fprintf(stderr, "warning: %lld bad rows skipped in all (only the first 10 are listed)\n", (long long)k.bad);
+    if (k.warnings_listed > WARN_LISTED)
+        fprintf(stderr, "warning: %lld warnings in all (only the first %d are listed; see the report)\n", (long long)k.warnings_listed, WARN_LISTED);
 
     if (tr.ndocs == 0)
         fatal("no documents for %s (%lld rows read: %lld bad, %lld too long, %lld without trained tokens, %zu to validation)", o.out,
-              (long long)rows, (long long)bad_rows, (long long)too_long, (long long)no_trained, va.ndocs);
+              (long long)k.rows, (long long)k.bad, (long long)k.too_long, (long long)k.no_trained, va.ndocs);
     if (o.val_out && va.ndocs == 0)
         fatal("no documents for %s: the split sent none of the %zu documents to validation (raise --val-fraction or change --seed)",
               o.val_out, tr.ndocs);
@@ -451,11 +887,13 @@ int main(int argc, char **argv) {
     if (o.val_out) data_write(o.val_out, token_bytes, vocab, fingerprint, (int64_t)va.ndocs, va.offsets, va.tokens, va.mask);
     data_write(o.out, token_bytes, vocab, fingerprint, (int64_t)tr.ndocs, tr.offsets, tr.tokens, tr.mask);
 
-    printf("rows read: %lld (%d file%s)\n", (long long)rows, o.n_inputs, o.n_inputs == 1 ? "" : "s");
+    printf("rows read: %lld (%d file%s)\n", (long long)k.rows, o.n_inputs, o.n_inputs == 1 ? "" : "s");
     printf("documents written: %zu (train %zu, val %zu)\n", tr.ndocs + va.ndocs, tr.ndocs, va.ndocs);
     printf("dropped: %lld (too long %lld, no trained tokens %lld, bad rows skipped %lld)\n",
-           (long long)(too_long + no_trained + bad_rows), (long long)too_long, (long long)no_trained, (long long)bad_rows);
-    printf("truncated: %lld\n", (long long)truncated);
+           (long long)(k.too_long + k.no_trained + k.bad), (long long)k.too_long, (long long)k.no_trained, (long long)k.bad);
+    printf("truncated: %lld (of the documents written)\n", (long long)k.truncated);
+    printf("warnings: %s %lld, %s %lld, %s %lld (documents written with each)\n", warn_names[0], (long long)k.warned[0], warn_names[1],
+           (long long)k.warned[1], warn_names[2], (long long)k.warned[2]);
     printf("vocab size: %lld (%d bytes per token)\n", (long long)vocab, token_bytes);
     report_split("train", &tr, o.pack_T);
     report_split("val", &va, o.pack_T);

@@ -255,7 +255,7 @@ static int doc_equals(const DataFile *df, int64_t d, const ChatDoc *e, size_t li
 
 // ---------------------------------------------------------------- row shapes
 
-typedef struct { const char *name, *row; Seg segs[40]; } ShapeCase;
+typedef struct { const char *name, *row; Seg segs[48]; } ShapeCase;
 
 static const ShapeCase SHAPES[] = {
     {"text", "{\"text\":\"Hello, world!\\nSecond line.\"}",
@@ -306,6 +306,42 @@ static const ShapeCase SHAPES[] = {
     {"alpaca-no-input",
      "{\"instruction\":\"Count to 3.\",\"output\":\"1 2 3\"}",
      {EOT(0), IMS, TXT("user\n", 0), TXT("Count to 3.", 0), IME(0), IMS, TXT("assistant\n", 0), TXT("1 2 3", 1), IME(1), EOT(1), END}},
+    {"alpaca-system-field",
+     "{\"system\":\"You are a poet.\",\"instruction\":\"Rhyme with cat.\",\"input\":null,\"output\":\"hat\"}",
+     {EOT(0), IMS, TXT("system\n", 0), TXT("You are a poet.", 0), IME(0), IMS, TXT("user\n", 0), TXT("Rhyme with cat.", 0), IME(0),
+      IMS, TXT("assistant\n", 0), TXT("hat", 1), IME(1), EOT(1), END}},
+    {"alpaca-history-and-system",
+     "{\"instruction\":\"And 3+3?\",\"output\":\"6\",\"system\":\"Math.\",\"history\":[[\"1+1?\",\"2\"],[\"2+2?\",\"4\"]]}",
+     {EOT(0), IMS, TXT("system\n", 0), TXT("Math.", 0), IME(0), IMS, TXT("user\n", 0), TXT("1+1?", 0), IME(0),
+      IMS, TXT("assistant\n", 0), TXT("2", 1), IME(1), IMS, TXT("user\n", 0), TXT("2+2?", 0), IME(0),
+      IMS, TXT("assistant\n", 0), TXT("4", 1), IME(1), IMS, TXT("user\n", 0), TXT("And 3+3?", 0), IME(0),
+      IMS, TXT("assistant\n", 0), TXT("6", 1), IME(1), EOT(1), END}},
+    {"alpaca-system-empty-is-absent",
+     "{\"system\":\"\",\"instruction\":\"Say no.\",\"output\":\"No\"}",
+     {EOT(0), IMS, TXT("user\n", 0), TXT("Say no.", 0), IME(0), IMS, TXT("assistant\n", 0), TXT("No", 1), IME(1), EOT(1), END}},
+    {"sharegpt-from-user-assistant",
+     "{\"conversations\":[{\"from\":\"user\",\"value\":\"Ping\"},{\"from\":\"assistant\",\"value\":\"Pong\"}]}",
+     {EOT(0), IMS, TXT("user\n", 0), TXT("Ping", 0), IME(0), IMS, TXT("assistant\n", 0), TXT("Pong", 1), IME(1), EOT(1), END}},
+    {"sharegpt-role-content",
+     "{\"conversations\":[{\"role\":\"system\",\"content\":\"Terse.\"},{\"role\":\"human\",\"content\":\"Ping\"},"
+     "{\"role\":\"assistant\",\"content\":\"Pong\"}]}",
+     {EOT(0), IMS, TXT("system\n", 0), TXT("Terse.", 0), IME(0), IMS, TXT("user\n", 0), TXT("Ping", 0), IME(0),
+      IMS, TXT("assistant\n", 0), TXT("Pong", 1), IME(1), EOT(1), END}},
+    {"sharegpt-mixed-spellings-and-system-field",
+     "{\"system\":\"Be kind.\",\"conversations\":[{\"from\":\"human\",\"value\":\"Hi\"},{\"role\":\"gpt\",\"content\":\"Hello\"},"
+     "{\"role\":\"user\",\"content\":\"Bye\"},{\"from\":\"gpt\",\"value\":\"Bye!\"}]}",
+     {EOT(0), IMS, TXT("system\n", 0), TXT("Be kind.", 0), IME(0), IMS, TXT("user\n", 0), TXT("Hi", 0), IME(0),
+      IMS, TXT("assistant\n", 0), TXT("Hello", 1), IME(1), IMS, TXT("user\n", 0), TXT("Bye", 0), IME(0),
+      IMS, TXT("assistant\n", 0), TXT("Bye!", 1), IME(1), EOT(1), END}},
+    // issue 10: a few-shot prompt (a list with assistant turns) is entirely untrained
+    {"prompt-few-shot-untrained",
+     "{\"prompt\":[{\"role\":\"system\",\"content\":\"Answer with a number.\"},{\"role\":\"user\",\"content\":\"1+1?\"},"
+     "{\"role\":\"assistant\",\"content\":\"2\"},{\"role\":\"user\",\"content\":\"2+2?\"},{\"role\":\"assistant\",\"content\":\"4\"},"
+     "{\"role\":\"user\",\"content\":\"3+3?\"}],\"completion\":\"6\"}",
+     {EOT(0), IMS, TXT("system\n", 0), TXT("Answer with a number.", 0), IME(0), IMS, TXT("user\n", 0), TXT("1+1?", 0), IME(0),
+      IMS, TXT("assistant\n", 0), TXT("2", 0), IME(0), IMS, TXT("user\n", 0), TXT("2+2?", 0), IME(0),
+      IMS, TXT("assistant\n", 0), TXT("4", 0), IME(0), IMS, TXT("user\n", 0), TXT("3+3?", 0), IME(0),
+      IMS, TXT("assistant\n", 0), TXT("6", 1), IME(1), EOT(1), END}},
 };
 #define NSHAPE_CASES ((int)(sizeof SHAPES / sizeof SHAPES[0]))
 
@@ -319,6 +355,43 @@ static int load_tok(Tok *k, const char *path, const char *label) {
     k->ime = k->ims + 1;
     k->vocab = k->ims + 2;
     return 0;
+}
+
+// Writes row as pretty-printed JSON: a line break and indentation after every '{',
+// '[' and ',' and before every '}' and ']' outside strings.
+static void write_pretty(FILE *f, const char *row, int indent) {
+    int depth = 0, in_string = 0;
+    for (const char *p = row; *p; p++) {
+        char ch = *p;
+        if (in_string) {
+            fputc(ch, f);
+            if (ch == '\\') fputc(*++p, f);
+            else if (ch == '"') in_string = 0;
+            continue;
+        }
+        if (ch == '}' || ch == ']') fprintf(f, "\n%*s", indent + 2 * --depth, "");
+        fputc(ch, f);
+        if (ch == '"') in_string = 1;
+        if (ch == '{' || ch == '[') depth++;
+        if (ch == '{' || ch == '[' || ch == ',') fprintf(f, "\n%*s", indent + 2 * depth, "");
+    }
+}
+
+// Runs ./prepare on in and checks that it wrote exactly the documents e[0..n).
+static void check_docs(Tok *k, const char *name, const char *in, const ChatDoc *e, int n) {
+    char cmd[2048], why[512] = "";
+    const char *out = tmp_path("docs.bin");
+    snprintf(cmd, sizeof cmd, "./prepare --tokenizer %s --out %s %s > %s 2>&1", k->path, out, in, tmp_path("log"));
+    int rc = run_cmd(cmd), ok = rc == 0;
+    if (ok) {
+        DataFile df;
+        data_load(&df, out);
+        ok = df.num_docs == n;
+        if (!ok) snprintf(why, sizeof why, "%lld documents, expected %d", (long long)df.num_docs, n);
+        for (int i = 0; ok && i < n; i++) ok = doc_equals(&df, i, &e[i], SIZE_MAX, 0, why, sizeof why);
+        data_free(&df);
+    }
+    CHECK(name, ok, "rc=%d %s", rc, why);
 }
 
 static void test_shapes(Tok *k) {
@@ -362,6 +435,23 @@ static void test_shapes(Tok *k) {
     CHECK(name, special_ok, "an <|endoftext|> inside a document");
     data_free(&df);
 
+    // the same rows as one JSON array: pretty-printed, after a byte order mark and
+    // blank lines; and as JSON Lines after a byte order mark
+    const char *arr = tmp_path("shapes.json"), *bom = tmp_path("bom.jsonl");
+    f = fopen(arr, "wb");
+    fputs("\xEF\xBB\xBF \n\n\t[\n", f);
+    for (int i = 0; i < NSHAPE_CASES; i++) { fputs(i ? ",\n  " : "  ", f); write_pretty(f, SHAPES[i].row, 2); }
+    fputs("\n]\n\n", f);
+    fclose(f);
+    f = fopen(bom, "wb");
+    fputs("\xEF\xBB\xBF", f);
+    for (int i = 0; i < NSHAPE_CASES; i++) fprintf(f, "%s\n", SHAPES[i].row);
+    fclose(f);
+    snprintf(name, sizeof name, "json-array-pretty-printed-%s (%d elements)", k->label, NSHAPE_CASES);
+    check_docs(k, name, arr, e, NSHAPE_CASES);
+    snprintf(name, sizeof name, "jsonl-byte-order-mark-%s", k->label);
+    check_docs(k, name, bom, e, NSHAPE_CASES);
+
     // --train-on-prompt: every token but the first trained
     snprintf(cmd, sizeof cmd, "./prepare --tokenizer %s --out %s --train-on-prompt %s > %s 2>&1", k->path, out, in, tmp_path("log"));
     rc = run_cmd(cmd);
@@ -382,11 +472,13 @@ static void test_shapes(Tok *k) {
         for (int N = 3; N <= 30; N += 9) {
             snprintf(cmd, sizeof cmd, "./prepare --tokenizer %s --out %s --max-len %d --policy %s %s > %s 2>&1", k->path, out, N,
                      policy ? "drop" : "truncate", in, tmp_path("log"));
-            int want_docs = 0;
+            int want_docs = 0, want_long = 0, want_untrained = 0, want_cut = 0;  // the report's counts, from the expectations
             for (int i = 0; i < NSHAPE_CASES; i++) {
                 size_t tr = 0;
                 for (size_t j = 0; j < e[i].n && j < (size_t)N; j++) tr += e[i].train[j];
                 if (policy ? e[i].n <= (size_t)N : tr > 0) want_docs++;
+                if (policy) want_long += e[i].n > (size_t)N;
+                else { want_untrained += tr == 0; want_cut += tr > 0 && e[i].n > (size_t)N; }
             }
             rc = run_cmd(cmd);
             ok = want_docs ? rc == 0 : rc == 1;  // nothing left is an error
@@ -406,6 +498,17 @@ static void test_shapes(Tok *k) {
             }
             snprintf(name, sizeof name, "max-len-%d-%s-%s (%d documents kept)", N, policy ? "drop" : "truncate", k->label, want_docs);
             CHECK(name, ok, "rc=%d %s (%s)", rc, why, cmd);
+            if (want_docs) {  // the report: every row is written or dropped once; truncated counts written documents only
+                size_t n;
+                char *log = read_whole_file(tmp_path("log"), &n), want[256];
+                snprintf(want, sizeof want, "rows read: %d (1 file)\ndocuments written: %d (train %d, val 0)\n"
+                         "dropped: %d (too long %d, no trained tokens %d, bad rows skipped 0)\ntruncated: %d ",
+                         NSHAPE_CASES, want_docs, want_docs, want_long + want_untrained, want_long, want_untrained, want_cut);
+                snprintf(name, sizeof name, "max-len-%d-%s-%s-report (written %d + dropped %d = rows %d; truncated %d)", N,
+                         policy ? "drop" : "truncate", k->label, want_docs, want_long + want_untrained, NSHAPE_CASES, want_cut);
+                CHECK(name, strstr(log, want) != NULL, "expected\n%s\nin the report:\n%s", want, log);
+                free(log);
+            }
         }
     }
     for (int i = 0; i < NSHAPE_CASES; i++) chat_doc_free(&e[i]);
