@@ -546,14 +546,14 @@ typedef struct { int limit, consecutive; } NonfiniteGuard;
 static int nonfinite_guard(NonfiniteGuard *g, FILE *metrics, int64_t step, int steps, int skipped, double loss, float grad_norm) {
     if (skipped != STEP_NONFINITE) { g->consecutive = 0; return 0; }
     g->consecutive++;
-    printf("step %lld/%d | skipped: non-finite loss %g or gradient norm %g, no update (%d in a row; -K %d stops)\n", (long long)step, steps,
-           loss, (double)grad_norm, g->consecutive, g->limit);
+    printf("step %lld/%d | skipped: non-finite loss or gradient norm (loss %g, norm %g), no update (%d in a row; -K %d stops)\n",
+           (long long)step, steps, loss, (double)grad_norm, g->consecutive, g->limit);
     fprintf(metrics, "{\"step\": %lld, \"skipped\": \"nonfinite\", \"consecutive\": %d}\n", (long long)step, g->consecutive);
     fflush(metrics);
     fflush(stdout);
     if (g->consecutive >= g->limit) {
         fprintf(stderr, "error: stopping: %d steps in a row (through step %lld) had a non-finite loss or gradient norm; none was applied, "
-                "the last checkpoint is intact; lower -l or raise -G/-K\n", g->consecutive, (long long)step);
+                "the last checkpoint is intact; lower -l (learning rate) or check the data (-K sets how many in a row stop)\n", g->consecutive, (long long)step);
         exit(EXIT_NONFINITE);
     }
     return 1;
