@@ -17,6 +17,8 @@
 #   counts as between checkpoints).
 # - files and directories are flushed (fsync) before the renames that publish them
 #   (strace, skipped where it is missing).
+# - steps made NaN by the test hook SFT_TEST_POISON leave the model as it was, and
+#   -K of them in a row stop the run with exit 2.
 # - a second trainer on a locked output directory refuses; kill -9 leaves no stale lock.
 # - a full disk (a small tmpfs; skipped where mount is not allowed) and a file-size
 #   limit (ulimit -f) during a checkpoint: one line, exit 1, the previous checkpoint
@@ -143,6 +145,25 @@ if command -v strace > /dev/null; then
     if [ -z "$why" ]; then echo "ok fsync_before_rename"; else echo "FAIL fsync_before_rename: $why (trace $tmp/strace.log)"; fi
 else
     echo "skip fsync_before_rename: strace not installed"
+fi
+
+# ---- the non-finite guard, through the test hook (for TRAINER=the GPU trainer too) ----
+out="$tmp/poison"
+SFT_TEST_POISON=grad:2,loss:3 $trainer $flags -o "$out" > /dev/null 2> "$tmp/poison.err"; rc=$?
+if [ "$rc" -eq 0 ] && grep -q '^{"step": 2, "skipped": "nonfinite", "consecutive": 1}$' "$out/metrics.jsonl" &&
+   grep -q '^{"step": 3, "skipped": "nonfinite", "consecutive": 2}$' "$out/metrics.jsonl" && grep -q '^{"step": 4, "loss": ' "$out/metrics.jsonl" &&
+   ! cmp -s "$out/step_00000002/model.safetensors" "$tmp/ref/step_00000002/model.safetensors" &&
+   cmp -s "$out/step_00000002/model.safetensors" "$out/step_00000001/model.safetensors" &&
+   cmp -s "$out/step_00000003/model.safetensors" "$out/step_00000001/model.safetensors"; then
+    echo "ok nonfinite_steps_leave_the_model_unchanged"
+else
+    echo "FAIL nonfinite_steps_leave_the_model_unchanged: exit $rc: $(head -c 300 "$tmp/poison.err")"
+fi
+SFT_TEST_POISON=grad:3,grad:4 $trainer $flags -K 2 -o "$tmp/poison2" > /dev/null 2> "$tmp/poison2.err"; rc=$?
+if [ "$rc" -eq 2 ] && grep -q '^error: stopping: 2 steps in a row (through step 4)' "$tmp/poison2.err" && [ "$(cat "$tmp/poison2/latest")" = step_00000003 ]; then
+    echo "ok nonfinite_guard_stops_with_exit_2"
+else
+    echo "FAIL nonfinite_guard_stops_with_exit_2: exit $rc, latest $(cat "$tmp/poison2/latest" 2>/dev/null): $(cat "$tmp/poison2.err")"
 fi
 
 # ---- the output directory lock ----
