@@ -789,7 +789,7 @@ static int64_t state_field(const char *state_path, int index) {
 // step in between resets the count).
 static void test_nonfinite_guard_run(void) {
     char cmd[2048], err[4096], out[512], path[700];
-    const char *common = "./train_sft -i " REF_DATA " -e d1c16h2t24 -b 2 -t 16 -x 5 -S 0 -n 1";
+    const char *common = "OMP_NUM_THREADS=1 ./train_sft -i " REF_DATA " -e d1c16h2t24 -b 2 -t 16 -x 5 -S 0 -n 1";  // one thread: fastest to start
     snprintf(out, sizeof out, "%s/nonfinite", tmp_root);
     snprintf(cmd, sizeof cmd, "SFT_TEST_POISON=grad:2,loss:3 %s -o %s", common, out);
     int rc = run(cmd, err, sizeof err);
@@ -868,7 +868,7 @@ static void test_lost_targets_and_nothing_trained(void) {
     snprintf(data, sizeof data, "%s/lost_all.bin", tmp_root);
     write_docs(data, 61, 2, lens, toks, mask);
     snprintf(out, sizeof out, "%s/nothing", tmp_root);
-    snprintf(cmd, sizeof cmd, "./train_sft -i %s -e d1c16h2t24 -b 1 -t 16 -x 4 -n 1 -o %s", data, out);
+    snprintf(cmd, sizeof cmd, "OMP_NUM_THREADS=1 ./train_sft -i %s -e d1c16h2t24 -b 1 -t 16 -x 4 -n 1 -o %s", data, out);
     int rc = run(cmd, err, sizeof err);
     snprintf(path, sizeof path, "%s/latest", out);
     int latest = path_exists(path);
@@ -880,11 +880,11 @@ static void test_lost_targets_and_nothing_trained(void) {
           "exit %d, latest %d, final checkpoint %d: %s", rc, latest, final, err);
     snprintf(data, sizeof data, "%s/lost_half.bin", tmp_root);
     write_docs(data, 61, 3, lens, toks, mask);
-    snprintf(cmd, sizeof cmd, "./train_sft -i %s -e d1c16h2t24 -b 1 -t 16 -x 3 -o %s/half", data, tmp_root);
+    snprintf(cmd, sizeof cmd, "OMP_NUM_THREADS=1 ./train_sft -i %s -e d1c16h2t24 -b 1 -t 16 -x 3 -o %s/half", data, tmp_root);
     rc = run(cmd, err, sizeof err);
     check("lost_targets_warning_counts", rc == 0 && strstr(err, "2 documents longer than T=16 lose 5 of their targets beyond position 16 (50.0% of all 10 targets);") &&
           !strstr(err, "NO TARGET"), "exit %d: %s", rc, err);
-    snprintf(cmd, sizeof cmd, "./train_sft -i %s -e d1c16h2t24 -b 1 -t 24 -x 3 -o %s/kept", data, tmp_root);
+    snprintf(cmd, sizeof cmd, "OMP_NUM_THREADS=1 ./train_sft -i %s -e d1c16h2t24 -b 1 -t 24 -x 3 -o %s/kept", data, tmp_root);
     rc = run(cmd, err, sizeof err);
     check("no_lost_targets_no_warning", rc == 0 && !strstr(err, "warning"), "exit %d: %s", rc, err);
 }
