@@ -860,6 +860,168 @@ static void test_checkpoint_atomic(void) {
     free(m.params_mem);
 }
 
+// ---- crash safety and guards: non-finite steps, lost targets, memory plan ----
+
+// A step whose gradient or loss is NaN (the SFT_TEST_POISON hook's two kinds) makes
+// no update: weights, AdamW moments and AdamW's step count stay as they were, and
+// the next clean step is an ordinary update.
+static void test_nonfinite_step_skipped(void) {
+    DataFile df;
+    data_load(&df, REF_DATA);
+    const char *names[2] = {"nonfinite_gradient_step_changes_nothing", "nonfinite_loss_step_changes_nothing"};
+    for (int k = 0; k < 2; k++) {
+        GPT2 m;
+        model_from_dir(&m, REF_MODEL, 2, 16);
+        Loader ld;
+        loader_init(&ld, &df, 2, 16, 0, 0, 1);
+        int64_t t = 0;
+        train_step(&m, &ld, 1, 1e-2f, 0.1f, 1.0f, &t);  // a real update first, so the moments are not zero
+        size_t P = m.num_params, bytes = P * sizeof(float);
+        float *before = (float *)xmalloc(3 * bytes);
+        memcpy(before, m.params_mem, bytes); memcpy(before + P, m.m_mem, bytes); memcpy(before + 2 * P, m.v_mem, bytes);
+        poison_this_step = k == 0 ? POISON_GRAD : POISON_LOSS;
+        StepResult r = train_step(&m, &ld, 1, 1e-2f, 0.1f, 1.0f, &t);
+        poison_this_step = POISON_NONE;
+        int same = !memcmp(before, m.params_mem, bytes) && !memcmp(before + P, m.m_mem, bytes) && !memcmp(before + 2 * P, m.v_mem, bytes);
+        int64_t t_after_skip = t;
+        StepResult next = train_step(&m, &ld, 1, 1e-2f, 0.1f, 1.0f, &t);
+        int finite = all_finite(m.params_mem, P) && all_finite(m.m_mem, P) && all_finite(m.v_mem, P);
+        check(names[k], r.skipped == STEP_NONFINITE && t_after_skip == 1 && same && next.skipped == STEP_UPDATED && t == 2 && finite,
+              "skipped %d, adam count %lld after the skip, state unchanged %d; next step skipped %d, count %lld, finite %d", r.skipped,
+              (long long)t_after_skip, same, next.skipped, (long long)t, finite);
+        free(before);
+        loader_free(&ld);
+        gpt2_free(&m);
+    }
+    data_free(&df);
+}
+
+// int64 field `index` of a state.bin header (8 = AdamW updates), or -1.
+static int64_t state_field(const char *state_path, int index) {
+    if (!path_exists(state_path)) return -1;
+    size_t n;
+    char *buf = read_whole_file(state_path, &n);
+    int64_t v = -1;
+    if (n >= 256) memcpy(&v, buf + 8 * index, 8);
+    free(buf);
+    return v;
+}
+
+// The guard through real runs with the test hook: skipped steps are logged, the run
+// goes on, and K non-finite steps in a row stop it with exit 2 (not K-1, and a clean
+// step in between resets the count).
+static void test_nonfinite_guard_run(void) {
+    char cmd[2048], err[4096], out[512], path[700];
+    const char *common = "OMP_NUM_THREADS=1 ./train_sft -i " REF_DATA " -e d1c16h2t24 -b 2 -t 16 -x 5 -S 0 -n 1";  // one thread: fastest to start
+    snprintf(out, sizeof out, "%s/nonfinite", tmp_root);
+    snprintf(cmd, sizeof cmd, "SFT_TEST_POISON=grad:2,loss:3 %s -o %s", common, out);
+    int rc = run(cmd, err, sizeof err);
+    snprintf(path, sizeof path, "%s/metrics.jsonl", out);
+    char *metrics = read_text(path);
+    int logged = metrics && strstr(metrics, "{\"step\": 2, \"skipped\": \"nonfinite\"") && strstr(metrics, "{\"step\": 3, \"skipped\": \"nonfinite\"") &&
+                 strstr(metrics, "{\"step\": 4, \"loss\"");
+    snprintf(path, sizeof path, "%s/step_00000005/state.bin", out);
+    int64_t updates = state_field(path, 8);
+    check("nonfinite_steps_skipped_and_logged", rc == 0 && logged && updates == 3, "exit %d, skips logged %d, AdamW updates %lld (expected 3): %s",
+          rc, logged, (long long)updates, err);
+    free(metrics);
+    struct { const char *poison, *k; int want; const char *name; } cases[] = {
+        {"grad:2,grad:3,grad:4", "3", 2, "nonfinite_guard_stops_after_K_in_a_row"},
+        {"grad:2,grad:3,grad:4", "4", 0, "nonfinite_guard_allows_K_minus_1"},
+        {"grad:1,grad:2,loss:4,loss:5", "3", 0, "nonfinite_guard_count_resets_on_a_good_step"},
+    };
+    for (int i = 0; i < 3; i++) {
+        snprintf(out, sizeof out, "%s/guard%d", tmp_root, i);
+        snprintf(cmd, sizeof cmd, "SFT_TEST_POISON=%s %s -K %s -o %s", cases[i].poison, common, cases[i].k, out);
+        rc = run(cmd, err, sizeof err);
+        snprintf(path, sizeof path, "%s/latest", out);
+        char *latest = read_text(path);
+        int ok = rc == cases[i].want;
+        if (cases[i].want == 2)  // stopped at step 4: the message, and the newest checkpoint is step 3's
+            ok = ok && strstr(err, "error: stopping: 3 steps in a row (through step 4)") && latest && !strcmp(latest, "step_00000003\n");
+        check(cases[i].name, ok, "exit %d (expected %d), latest %s: %s", rc, cases[i].want, latest ? latest : "(none)", err);
+        free(latest);
+    }
+}
+
+// save_checkpoint refuses a model holding NaN: nothing is written, latest unchanged.
+static void test_checkpoint_never_nonfinite(void) {
+    char out[512], path[700];
+    snprintf(out, sizeof out, "%s/nan_ckpt", tmp_root);
+    make_dirs(out);
+    GPT2 m;
+    model_from_dir(&m, REF_MODEL, 1, 16);
+    m.params_mem[m.num_params / 2] = NAN;
+    TrainState st;
+    memset(&st, 0, sizeof st);
+    st.step = 1;
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        freopen("/dev/null", "w", stderr);
+        save_checkpoint(out, &m.cfg, &m.params, &st, m.m_mem, m.v_mem, m.num_params);
+        _exit(0);
+    }
+    int status;
+    waitpid(pid, &status, 0);
+    snprintf(path, sizeof path, "%s/step_00000001", out);
+    int written = path_exists(path);
+    snprintf(path, sizeof path, "%s/step_00000001.tmp", out);
+    written |= path_exists(path);
+    snprintf(path, sizeof path, "%s/latest", out);
+    written |= path_exists(path);
+    check("checkpoint_with_nan_not_written", WIFEXITED(status) && WEXITSTATUS(status) == 1 && !written, "exit %d, something written %d",
+          WIFEXITED(status) ? WEXITSTATUS(status) : -1, written);
+    gpt2_free(&m);
+}
+
+// Documents whose targets lie beyond -t: a warning with the counts at start, and a run
+// that trained nothing ends with exit 3 and no checkpoint.
+static void test_lost_targets_and_nothing_trained(void) {
+    char data[512], out[512], cmd[2048], err[4096], path[700];
+    // doc 0: 20 tokens, targets at 17 and 18; doc 1: 24 tokens, targets at 16, 20, 23;
+    // doc 2: 8 tokens, targets at 3..7. At T=16: 2 documents lose 2 + 3 = 5 targets of 10.
+    int lens[3] = {20, 24, 8};
+    uint32_t toks[52];
+    uint8_t mask[52] = {0};
+    for (int i = 0; i < 52; i++) toks[i] = (uint32_t)(i * 5 % 61);
+    mask[17] = mask[18] = 1;
+    mask[20 + 16] = mask[20 + 20] = mask[20 + 23] = 1;
+    for (int j = 3; j < 8; j++) mask[44 + j] = 1;
+    snprintf(data, sizeof data, "%s/lost_all.bin", tmp_root);
+    write_docs(data, 61, 2, lens, toks, mask);
+    snprintf(out, sizeof out, "%s/nothing", tmp_root);
+    snprintf(cmd, sizeof cmd, "OMP_NUM_THREADS=1 ./train_sft -i %s -e d1c16h2t24 -b 1 -t 16 -x 4 -n 1 -o %s", data, out);
+    int rc = run(cmd, err, sizeof err);
+    snprintf(path, sizeof path, "%s/latest", out);
+    int latest = path_exists(path);
+    snprintf(path, sizeof path, "%s/step_00000004", out);
+    int final = path_exists(path);
+    check("nothing_trained_exits_3_without_checkpoint",
+          rc == 3 && strstr(err, "warning: ") && strstr(err, "2 documents longer than T=16 lose 5 of their targets") &&
+              strstr(err, "(100.0% of all 5 targets): NO TARGET IS LEFT") && strstr(err, "error: nothing was trained") && !final,
+          "exit %d, latest %d, final checkpoint %d: %s", rc, latest, final, err);
+    snprintf(data, sizeof data, "%s/lost_half.bin", tmp_root);
+    write_docs(data, 61, 3, lens, toks, mask);
+    snprintf(cmd, sizeof cmd, "OMP_NUM_THREADS=1 ./train_sft -i %s -e d1c16h2t24 -b 1 -t 16 -x 3 -o %s/half", data, tmp_root);
+    rc = run(cmd, err, sizeof err);
+    check("lost_targets_warning_counts", rc == 0 && strstr(err, "2 documents longer than T=16 lose 5 of their targets beyond position 16 (50.0% of all 10 targets);") &&
+          !strstr(err, "NO TARGET"), "exit %d: %s", rc, err);
+    snprintf(cmd, sizeof cmd, "OMP_NUM_THREADS=1 ./train_sft -i %s -e d1c16h2t24 -b 1 -t 24 -x 3 -o %s/kept", data, tmp_root);
+    rc = run(cmd, err, sizeof err);
+    check("no_lost_targets_no_warning", rc == 0 && !strstr(err, "warning"), "exit %d: %s", rc, err);
+}
+
+// The memory plan: hand-made terms, then a run whose activations cannot fit anywhere.
+static void test_memory_plan(void) {
+    MemTerm t[3] = {{"a", 10, ""}, {"b", 30, ""}, {"c", 20, ""}};
+    int over = memory_plan_overflow(t, 3, 59), fits = memory_plan_overflow(t, 3, 60), unknown = memory_plan_overflow(t, 3, -1);
+    check("memory_plan_names_largest_term", over == 1 && fits == -1 && unknown == -1, "59 -> %d (expected 1), 60 -> %d, unknown -> %d", over, fits,
+          unknown);
+    // 8 layers x 16384 rows x 8 heads x 1024^2 attention floats: 4.4 TB
+    expect_bad("memory_plan", "-i " REF_DATA " -e d8c64h8t1024 -b 16384 -t 1024", "the largest term is activations: lower -b");
+}
+
 int main(void) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     snprintf(tmp_root, sizeof tmp_root, "/tmp/test_sft.%d", (int)getpid());
@@ -882,6 +1044,11 @@ int main(void) {
     test_thread_count_independent();
     test_bad_inputs();
     test_vocab_consistency();
+    test_nonfinite_step_skipped();
+    test_nonfinite_guard_run();
+    test_checkpoint_never_nonfinite();
+    test_lost_targets_and_nothing_trained();
+    test_memory_plan();
     st_close(&expect);
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf %s", tmp_root);

@@ -424,6 +424,24 @@ typedef struct {
     int num_rows;
 } GPT2;
 
+// Floats of each activation array for B x T, in the order of Activations; returns the count.
+#define NUM_ACTIVATIONS 27
+static int gpt2_activation_sizes(const GPT2Config *c, int B, int T, size_t sizes[NUM_ACTIVATIONS]) {
+    size_t BT = (size_t)B * T, L = (size_t)c->L, C = (size_t)c->C;
+    size_t s[NUM_ACTIVATIONS] = {BT * C, L * BT * C, L * BT, L * BT, L * BT * 3 * C, L * BT * C, L * B * c->NH * (size_t)T * T,
+                                 L * BT * C, L * BT * C, L * BT, L * BT, L * BT * 4 * C, L * BT * 4 * C, L * BT * C,
+                                 BT * C, BT, BT, BT * C, BT * (size_t)c->V, BT,
+                                 BT * C, BT * C, BT * C, BT * 3 * C, BT * 4 * C, BT * 4 * C, BT * C};
+    memcpy(sizes, s, sizeof s);
+    return NUM_ACTIVATIONS;
+}
+
+static size_t gpt2_activation_floats(const GPT2Config *c, int B, int T) {
+    size_t sizes[NUM_ACTIVATIONS], total = 0;
+    for (int i = 0; i < gpt2_activation_sizes(c, B, T, sizes); i++) total += sizes[i];
+    return total;
+}
+
 static void gpt2_allocate(GPT2 *m, int B, int T) {
     const GPT2Config *c = &m->cfg;
     m->num_params = gpt2_num_parameters(c);
@@ -432,17 +450,13 @@ static void gpt2_allocate(GPT2 *m, int B, int T) {
     m->v_mem = (float *)xcalloc(m->num_params, sizeof(float));
     param_pointers(c, m->grads_mem, &m->grads);
     m->B = B; m->T = T;
-    size_t BT = (size_t)B * T, L = (size_t)c->L, C = (size_t)c->C;
-    size_t sizes[] = {BT * C, L * BT * C, L * BT, L * BT, L * BT * 3 * C, L * BT * C, L * B * c->NH * (size_t)T * T,
-                      L * BT * C, L * BT * C, L * BT, L * BT, L * BT * 4 * C, L * BT * 4 * C, L * BT * C,
-                      BT * C, BT, BT, BT * C, BT * (size_t)c->V, BT,
-                      BT * C, BT * C, BT * C, BT * 3 * C, BT * 4 * C, BT * 4 * C, BT * C};
+    size_t BT = (size_t)B * T, sizes[NUM_ACTIVATIONS];
+    int n = gpt2_activation_sizes(c, B, T, sizes);
     float **ptrs[] = {&m->acts.encoded, &m->acts.ln1, &m->acts.ln1_mean, &m->acts.ln1_rstd, &m->acts.qkv, &m->acts.atty,
                       &m->acts.att, &m->acts.residual2, &m->acts.ln2, &m->acts.ln2_mean, &m->acts.ln2_rstd, &m->acts.fch,
                       &m->acts.fch_gelu, &m->acts.residual3, &m->acts.lnf, &m->acts.lnf_mean, &m->acts.lnf_rstd,
                       &m->acts.x_sel, &m->acts.logits, &m->acts.losses, &m->acts.dresidual, &m->acts.dln, &m->acts.datty,
                       &m->acts.dqkv, &m->acts.dfch, &m->acts.dfch_gelu, &m->acts.dx_sel};
-    int n = (int)(sizeof sizes / sizeof sizes[0]);
     size_t total = 0;
     for (int i = 0; i < n; i++) total += sizes[i];
     m->acts_floats = total;
@@ -594,7 +608,7 @@ typedef struct {
     double loss;        // sum of target losses / number of targets
     float grad_norm;    // before clipping
     int64_t targets;
-    int skipped;        // no targets: no update
+    int skipped;        // STEP_UPDATED, or why no update: STEP_NO_TARGETS, STEP_NONFINITE
 } StepResult;
 
 static StepResult train_step(GPT2 *m, Loader *ld, int A, float lr, float weight_decay, float grad_clip, int64_t *adam_t) {
@@ -608,10 +622,13 @@ static StepResult train_step(GPT2 *m, Loader *ld, int A, float lr, float weight_
         gpt2_backward(m, ld->inputs, ld->pos, ld->doc_start, ld->B, ld->T);
         r.targets += ld->num_targets;
     }
-    if (r.targets == 0) { r.skipped = 1; return r; }
+    if (r.targets == 0) { r.skipped = STEP_NO_TARGETS; return r; }
+    if (poison_this_step == POISON_GRAD) m->grads_mem[0] = NAN;  // test hook (trainer.h)
     scale_gradients(m, 1.0f / (float)r.targets);  // sum of losses -> mean over the step's targets
     r.loss = loss_sum / (double)r.targets;
+    if (poison_this_step == POISON_LOSS) r.loss = NAN;
     r.grad_norm = gradient_norm(m);
+    if (!isfinite(r.loss) || !isfinite(r.grad_norm)) { r.skipped = STEP_NONFINITE; return r; }  // never reaches the weights
     if (grad_clip > 0.0f) {
         float coef = grad_clip / (r.grad_norm + 1e-6f);
         if (coef < 1.0f) scale_gradients(m, coef);
@@ -756,6 +773,16 @@ static void cpu_generator_init(CpuGenerator *g, Generator *gen, const GPT2 *m) {
 }
 
 // ----------------------------------------------------------------------------
+// The memory plan of what main allocates after setup (the parameters are already
+// in memory): refuse now rather than be killed by the out-of-memory killer later.
+static void check_host_memory(const GPT2Config *c, int B, int T) {
+    double P = (double)gpt2_num_parameters(c) * sizeof(float);
+    MemTerm terms[] = {{"gradients", P, "use a smaller model (-e)"},
+                       {"AdamW state", 2 * P, "use a smaller model (-e)"},
+                       {"activations", (double)gpt2_activation_floats(c, B, T) * sizeof(float), "lower -b (rows per micro-batch) or -t (row length)"}};
+    check_memory_plan(terms, 3, host_memory_available(), "MemAvailable in /proc/meminfo");
+}
+
 #ifndef SFT_NO_MAIN
 int main(int argc, char **argv) {
     TrainArgs args;
@@ -767,6 +794,9 @@ int main(int argc, char **argv) {
     // inputs first, so a bad input fails before anything is written
     RunSetup run;
     setup_run(argv[0], &args, &run);
+    check_host_memory(&run.cfg, args.B, args.T);
+    warn_lost_targets(&run.train, args.T);
+    open_output_dir(args.out_dir);
     GPT2 model;
     memset(&model, 0, sizeof model);
     model.cfg = run.cfg;
@@ -781,7 +811,6 @@ int main(int argc, char **argv) {
     Rng sample_rng;
     rng_seed(&sample_rng, (uint64_t)args.seed + 1);
     resume_state(&args, &run, &state, model.m_mem, model.v_mem, model.num_params, &loader, &sample_rng);
-    if (make_dirs(args.out_dir) != 0) fatal("%s: cannot create output directory: %s", args.out_dir, strerror(errno));
     FILE *metrics = open_metrics(args.out_dir, state.step);
 
     print_run_summary(&args, &run, model.num_params);
@@ -793,6 +822,7 @@ int main(int argc, char **argv) {
     cpu_generator_init(&cpu_gen, &gen, &model);
     double train_seconds = 0.0;
     int timed_steps = 0, steps = run.steps;
+    NonfiniteGuard guard = {args.max_nonfinite, 0};
     for (int64_t step = state.step; step < steps; step++) {
         if (run.have_val && args.val_every > 0 && step % args.val_every == 0) {
             int64_t n;
@@ -802,19 +832,22 @@ int main(int argc, char **argv) {
         generate_and_evaluate(&args, &run, &gen, step, 0, metrics, &sample_rng);
         float lr = lr_at_step((int)step, steps, args.lr, args.warmup, args.final_lr_frac);
         double t0 = now_seconds();
+        poison_this_step = test_poison_for_step(step + 1);
         StepResult r = train_step(&model, &loader, run.A, lr, args.weight_decay, args.grad_clip, &state.adam_t);
         double dt = now_seconds() - t0;
         state.step = step + 1;
         train_seconds += dt;
         timed_steps++;
-        log_step(metrics, state.step, steps, r.skipped, r.loss, lr, r.grad_norm, r.targets, args.total_batch, dt,
-                 train_seconds / timed_steps * (double)(steps - state.step));
+        if (!nonfinite_guard(&guard, metrics, state.step, steps, r.skipped, r.loss, r.grad_norm))
+            log_step(metrics, state.step, steps, r.skipped, r.loss, lr, r.grad_norm, r.targets, args.total_batch, dt,
+                     train_seconds / timed_steps * (double)(steps - state.step));
         if (args.ckpt_every > 0 && state.step % args.ckpt_every == 0 && state.step < steps) {
             state.epoch = loader.epoch; state.cursor = loader.cursor; state.rng = sample_rng.state;
             save_checkpoint(args.out_dir, &model.cfg, &model.params, &state, model.m_mem, model.v_mem, model.num_params);
             printf("saved | checkpoint %s/step_%08lld\n", args.out_dir, (long long)state.step);
         }
     }
+    require_updates(&state);
     if (run.have_val) {
         int64_t n;
         double vl = evaluate(&model, &val_loader, args.val_batches, &n);

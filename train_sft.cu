@@ -73,11 +73,65 @@ static void *dev_alloc(size_t bytes, size_t *total) {
 // single layer's worth is reused and recomputed in backward.
 static bool stored_per_layer(int recompute, bool cheap_to_recompute) { return recompute == 0 || (recompute == 1 && !cheap_to_recompute); }
 
+// Activations for B x T at recompute level `recompute`: allocates them (allocate)
+// or only adds up their bytes (for the memory plan before anything is allocated).
+// *scratch_floats gets the size of the shared reduction scratch.
+static void *acts_take(size_t bytes, size_t *total, bool allocate) {
+    *total += bytes;
+    return allocate ? dev_alloc(bytes, NULL) : NULL;
+}
+
+static size_t gpu_acts_alloc(Acts *a, size_t *scratch_floats, const GPT2Config *cfg, int B, int T, int recompute, bool allocate) {
+    size_t L = cfg->L, C = cfg->C, BT = (size_t)B * T, V = cfg->V, NH = cfg->NH;
+    size_t t = 0, X = sizeof(floatX), F = sizeof(float);
+    size_t lay = stored_per_layer(recompute, true) ? L : 1;   // ln1, ln2, fch_gelu: cheap to recompute
+    size_t big = stored_per_layer(recompute, false) ? L : 1;  // qkv, atty, lse, residual2, fch: kept at level 1
+    a->encoded = (floatX *)acts_take(BT * C * X, &t, allocate);
+    a->ln1 = (floatX *)acts_take(lay * BT * C * X, &t, allocate);
+    a->qkv = (floatX *)acts_take(big * BT * 3 * C * X, &t, allocate);
+    a->atty = (floatX *)acts_take(big * BT * C * X, &t, allocate);
+    a->lse = (float *)acts_take(big * NH * BT * F, &t, allocate);
+    a->ln1_mean = (float *)acts_take(L * BT * F, &t, allocate);
+    a->ln1_rstd = (float *)acts_take(L * BT * F, &t, allocate);
+    a->residual2 = (floatX *)acts_take(big * BT * C * X, &t, allocate);
+    a->ln2 = (floatX *)acts_take(lay * BT * C * X, &t, allocate);
+    a->ln2_mean = (float *)acts_take(L * BT * F, &t, allocate);
+    a->ln2_rstd = (float *)acts_take(L * BT * F, &t, allocate);
+    a->fch = (floatX *)acts_take(big * BT * 4 * C * X, &t, allocate);
+    a->fch_gelu = (floatX *)acts_take(lay * BT * 4 * C * X, &t, allocate);
+    a->residual3 = (floatX *)acts_take(L * BT * C * X, &t, allocate);
+    a->lnf = (floatX *)acts_take(BT * C * X, &t, allocate);
+    a->lnf_mean = (float *)acts_take(BT * F, &t, allocate);
+    a->lnf_rstd = (float *)acts_take(BT * F, &t, allocate);
+    a->x_sel = (floatX *)acts_take(BT * C * X, &t, allocate);
+    a->logits = (floatX *)acts_take(BT * V * X, &t, allocate);
+    a->losses = (float *)acts_take(BT * F, &t, allocate);
+    a->dresidual = (floatX *)acts_take(BT * C * X, &t, allocate);
+    a->dln = (floatX *)acts_take(BT * C * X, &t, allocate);
+    a->datty = (floatX *)acts_take(BT * C * X, &t, allocate);
+    a->dqkv = (floatX *)acts_take(BT * 3 * C * X, &t, allocate);
+    a->dfch = (floatX *)acts_take(BT * 4 * C * X, &t, allocate);
+    a->dfch_gelu = (floatX *)acts_take(BT * 4 * C * X, &t, allocate);
+    a->dx_sel = (floatX *)acts_take(BT * C * X, &t, allocate);
+    size_t s = layernorm_backward_scratch_floats((int)BT, (int)C);
+    size_t s2 = bias_backward_scratch_floats((int)BT, (int)(4 * C));
+    size_t s3 = attention_backward_scratch_floats(B, T, (int)C, (int)NH);
+    size_t s4 = global_norm_scratch_floats();
+    if (s2 > s) s = s2;
+    if (s3 > s) s = s3;
+    if (s4 > s) s = s4;
+    *scratch_floats = s;
+    a->scratch = (float *)acts_take(s * F, &t, allocate);
+    a->norm2 = (float *)acts_take(F, &t, allocate);
+    a->grad_scale = (float *)acts_take(F, &t, allocate);
+    return t;
+}
+
 static void gpu_model_build(GpuModel *M, const GPT2Config *cfg, const float *host_params, int B, int T, int recompute) {
     M->cfg = *cfg;
     M->B = B; M->T = T; M->recompute = recompute;
     M->num_params = gpt2_num_parameters(cfg);
-    size_t P = M->num_params, L = cfg->L, C = cfg->C, BT = (size_t)B * T, V = cfg->V, NH = cfg->NH;
+    size_t P = M->num_params, BT = (size_t)B * T, V = cfg->V;
     CUDA_CHECK(cudaStreamCreate(&M->stream));
     CUBLAS_CHECK(cublasCreate(&M->blas));
     M->params = (floatX *)dev_alloc(P * sizeof(floatX), NULL);
@@ -102,49 +156,7 @@ static void gpu_model_build(GpuModel *M, const GPT2Config *cfg, const float *hos
         free(tmp);
     }
 #endif
-    Acts *a = &M->a;
-    size_t t = 0, X = sizeof(floatX), F = sizeof(float);
-    size_t lay = stored_per_layer(recompute, true) ? L : 1;   // ln1, ln2, fch_gelu: cheap to recompute
-    size_t big = stored_per_layer(recompute, false) ? L : 1;  // qkv, atty, lse, residual2, fch: kept at level 1
-    a->encoded = (floatX *)dev_alloc(BT * C * X, &t);
-    a->ln1 = (floatX *)dev_alloc(lay * BT * C * X, &t);
-    a->qkv = (floatX *)dev_alloc(big * BT * 3 * C * X, &t);
-    a->atty = (floatX *)dev_alloc(big * BT * C * X, &t);
-    a->lse = (float *)dev_alloc(big * NH * BT * F, &t);
-    a->ln1_mean = (float *)dev_alloc(L * BT * F, &t);
-    a->ln1_rstd = (float *)dev_alloc(L * BT * F, &t);
-    a->residual2 = (floatX *)dev_alloc(big * BT * C * X, &t);
-    a->ln2 = (floatX *)dev_alloc(lay * BT * C * X, &t);
-    a->ln2_mean = (float *)dev_alloc(L * BT * F, &t);
-    a->ln2_rstd = (float *)dev_alloc(L * BT * F, &t);
-    a->fch = (floatX *)dev_alloc(big * BT * 4 * C * X, &t);
-    a->fch_gelu = (floatX *)dev_alloc(lay * BT * 4 * C * X, &t);
-    a->residual3 = (floatX *)dev_alloc(L * BT * C * X, &t);
-    a->lnf = (floatX *)dev_alloc(BT * C * X, &t);
-    a->lnf_mean = (float *)dev_alloc(BT * F, &t);
-    a->lnf_rstd = (float *)dev_alloc(BT * F, &t);
-    a->x_sel = (floatX *)dev_alloc(BT * C * X, &t);
-    a->logits = (floatX *)dev_alloc(BT * V * X, &t);
-    a->losses = (float *)dev_alloc(BT * F, &t);
-    a->dresidual = (floatX *)dev_alloc(BT * C * X, &t);
-    a->dln = (floatX *)dev_alloc(BT * C * X, &t);
-    a->datty = (floatX *)dev_alloc(BT * C * X, &t);
-    a->dqkv = (floatX *)dev_alloc(BT * 3 * C * X, &t);
-    a->dfch = (floatX *)dev_alloc(BT * 4 * C * X, &t);
-    a->dfch_gelu = (floatX *)dev_alloc(BT * 4 * C * X, &t);
-    a->dx_sel = (floatX *)dev_alloc(BT * C * X, &t);
-    size_t s = layernorm_backward_scratch_floats((int)BT, (int)C);
-    size_t s2 = bias_backward_scratch_floats((int)BT, (int)(4 * C));
-    size_t s3 = attention_backward_scratch_floats(B, T, (int)C, (int)NH);
-    size_t s4 = global_norm_scratch_floats();
-    if (s2 > s) s = s2;
-    if (s3 > s) s = s3;
-    if (s4 > s) s = s4;
-    M->scratch_floats = s;
-    a->scratch = (float *)dev_alloc(s * F, &t);
-    a->norm2 = (float *)dev_alloc(F, &t);
-    a->grad_scale = (float *)dev_alloc(F, &t);
-    M->acts_bytes = t;
+    M->acts_bytes = gpu_acts_alloc(&M->a, &M->scratch_floats, cfg, B, T, recompute, true);
     M->inputs = (int *)dev_alloc(BT * sizeof(int), NULL);
     M->pos = (int *)dev_alloc(BT * sizeof(int), NULL);
     M->doc_start = (int *)dev_alloc(BT * sizeof(int), NULL);
@@ -325,7 +337,12 @@ static void step_buffers_free(StepBuffers *b) {
     free(b->inputs); free(b->pos); free(b->doc_start); free(b->targets); free(b->counts); free(b->rows); free(b->row_targets); free(b->losses);
 }
 
-struct StepResult { double loss; float grad_norm; int64_t targets; int skipped; };
+struct StepResult {
+    double loss;        // sum of target losses / number of targets
+    float grad_norm;    // before clipping
+    int64_t targets;
+    int skipped;        // STEP_UPDATED, or why no update: STEP_NO_TARGETS, STEP_NONFINITE
+};
 
 static StepResult gpu_train_step(GpuModel *M, Loader *ld, StepBuffers *sb, int A, float lr, float weight_decay, float grad_clip, int64_t *adam_t) {
     StepResult r = {0.0, 0.0f, 0, 0};
@@ -338,7 +355,7 @@ static StepResult gpu_train_step(GpuModel *M, Loader *ld, StepBuffers *sb, int A
         sb->counts[k] = ld->num_targets;
         r.targets += ld->num_targets;
     }
-    if (r.targets == 0) { r.skipped = 1; return r; }
+    if (r.targets == 0) { r.skipped = STEP_NO_TARGETS; return r; }
     float inv_targets = 1.0f / (float)r.targets;
     CUDA_CHECK(cudaMemsetAsync(M->grads, 0, M->num_params * sizeof(floatX), M->stream));
     double loss_sum = 0.0;
@@ -351,11 +368,19 @@ static StepResult gpu_train_step(GpuModel *M, Loader *ld, StepBuffers *sb, int A
         gpu_backward(M, B, T);
     }
     r.loss = loss_sum / (double)r.targets;
+    if (poison_this_step == POISON_LOSS) r.loss = NAN;  // test hook (trainer.h)
+    if (poison_this_step == POISON_GRAD) {
+        floatX nan_x = from_float<floatX>(NAN);
+        CUDA_CHECK(cudaMemcpyAsync(M->grads, &nan_x, sizeof nan_x, cudaMemcpyHostToDevice, M->stream));
+        CUDA_CHECK(cudaStreamSynchronize(M->stream));
+    }
     global_norm_squared(M->a.norm2, M->a.scratch, M->grads, M->num_params, M->stream);
     float norm2;
     CUDA_CHECK(cudaMemcpyAsync(&norm2, M->a.norm2, sizeof(float), cudaMemcpyDeviceToHost, M->stream));
     CUDA_CHECK(cudaStreamSynchronize(M->stream));
     r.grad_norm = sqrtf(norm2);
+    // a NaN or Inf loss or gradient never reaches the weights or AdamW's moments and count
+    if (!isfinite(r.loss) || !isfinite(r.grad_norm)) { r.skipped = STEP_NONFINITE; return r; }
     float scale = 1.0f;
     if (grad_clip > 0.0f) {
         float coef = grad_clip / (r.grad_norm + 1e-6f);
@@ -428,6 +453,21 @@ static void gpu_download_state(GpuModel *M, float *params, float *m, float *v) {
 }
 
 // ----------------------------------------------------------------------------
+// The device memory plan of gpu_model_build against what the device has free:
+// refuse before allocating rather than fail halfway through.
+static void check_device_memory(const GPT2Config *cfg, int B, int T, int recompute, size_t free_bytes) {
+    double P = (double)gpt2_num_parameters(cfg), BT = (double)B * T;
+    Acts sizing;
+    size_t scratch;
+    double acts = (double)gpu_acts_alloc(&sizing, &scratch, cfg, B, T, recompute, false) + 5 * BT * sizeof(int);
+    double master = sizeof(floatX) == sizeof(float) ? 0.0 : 4 * P;
+    MemTerm terms[] = {{"parameters", P * sizeof(floatX) + master, "use a smaller model (-e)"},
+                       {"gradients", P * sizeof(floatX), "use a smaller model (-e)"},
+                       {"AdamW state", 8 * P, "use a smaller model (-e)"},
+                       {"activations", acts, "lower -b (rows per micro-batch) or -t (row length), or raise -r (recompute in backward)"}};
+    check_memory_plan(terms, 4, (double)free_bytes, "free on the device, cudaMemGetInfo");
+}
+
 #ifndef SFT_NO_MAIN
 int main(int argc, char **argv) {
     TrainArgs args;
@@ -447,6 +487,9 @@ int main(int argc, char **argv) {
     int steps = run.steps, A = run.A, BT = args.B * args.T;
     size_t free0, total_mem;
     CUDA_CHECK(cudaMemGetInfo(&free0, &total_mem));
+    check_device_memory(&cfg, args.B, args.T, recompute, free0);
+    warn_lost_targets(&run.train, args.T);
+    open_output_dir(args.out_dir);
     GpuModel M;
     gpu_model_build(&M, &cfg, run.params, args.B, args.T, recompute);
     size_t P = M.num_params;
@@ -463,7 +506,6 @@ int main(int argc, char **argv) {
         CUDA_CHECK(cudaMemcpy(M.m, host_m, P * sizeof(float), cudaMemcpyHostToDevice));
         CUDA_CHECK(cudaMemcpy(M.v, host_v, P * sizeof(float), cudaMemcpyHostToDevice));
     }
-    if (make_dirs(args.out_dir) != 0) fatal("%s: cannot create output directory: %s", args.out_dir, strerror(errno));
     FILE *metrics = open_metrics(args.out_dir, state.step);
     StepBuffers sb;
     step_buffers_init(&sb, A, BT);
@@ -486,6 +528,7 @@ int main(int argc, char **argv) {
     double train_seconds = 0.0;
     int timed_steps = 0;
     size_t min_free = free1;
+    NonfiniteGuard guard = {args.max_nonfinite, 0};
     for (int64_t step = state.step; step < steps; step++) {
         if (run.have_val && args.val_every > 0 && step % args.val_every == 0) {
             int64_t n;
@@ -495,6 +538,7 @@ int main(int argc, char **argv) {
         generate_and_evaluate(&args, &run, &gen, step, 0, metrics, &sample_rng);
         float lr = lr_at_step((int)step, steps, args.lr, args.warmup, args.final_lr_frac);
         double t0 = now_seconds();
+        poison_this_step = test_poison_for_step(step + 1);
         StepResult r = gpu_train_step(&M, &loader, &sb, A, lr, args.weight_decay, args.grad_clip, &state.adam_t);
         double dt = now_seconds() - t0;
         size_t free_now;
@@ -503,8 +547,9 @@ int main(int argc, char **argv) {
         state.step = step + 1;
         train_seconds += dt;
         timed_steps++;
-        log_step(metrics, state.step, steps, r.skipped, r.loss, lr, r.grad_norm, r.targets, args.total_batch, dt,
-                 train_seconds / timed_steps * (double)(steps - state.step));
+        if (!nonfinite_guard(&guard, metrics, state.step, steps, r.skipped, r.loss, r.grad_norm))
+            log_step(metrics, state.step, steps, r.skipped, r.loss, lr, r.grad_norm, r.targets, args.total_batch, dt,
+                     train_seconds / timed_steps * (double)(steps - state.step));
         if (args.ckpt_every > 0 && state.step % args.ckpt_every == 0 && state.step < steps) {
             gpu_download_state(&M, run.params, host_m, host_v);
             state.epoch = loader.epoch; state.cursor = loader.cursor; state.rng = sample_rng.state;
@@ -512,6 +557,7 @@ int main(int argc, char **argv) {
             printf("saved | checkpoint %s/step_%08lld\n", args.out_dir, (long long)state.step);
         }
     }
+    require_updates(&state);
     if (run.have_val) {
         int64_t n;
         double vl = gpu_evaluate(&M, &val_loader, &sb, args.val_batches, &n);

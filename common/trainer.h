@@ -5,6 +5,9 @@
 #define SFT_TRAINER_H
 
 #include <math.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <sys/syscall.h>
 #include "datafile.h"
 #include "evalset.h"
 #include "generate.h"
@@ -22,6 +25,7 @@ typedef struct {
     int B, T, total_batch, max_steps, warmup, shuffle, sample_every, sample_tokens;
     int val_every, val_batches, ckpt_every, resume, seed, eval_every;
     float lr, final_lr_frac, weight_decay, grad_clip, temperature;
+    int max_nonfinite;  // stop after this many consecutive steps with a non-finite loss or gradient norm
 } TrainArgs;
 
 static void train_args_defaults(TrainArgs *a) {
@@ -31,6 +35,7 @@ static void train_args_defaults(TrainArgs *a) {
     a->sample_every = 0; a->sample_tokens = 64; a->val_every = 100; a->val_batches = 20;
     a->ckpt_every = 0; a->resume = 0; a->seed = 1337;
     a->lr = 1e-4f; a->final_lr_frac = 0.1f; a->weight_decay = 0.0f; a->grad_clip = 1.0f; a->temperature = 0.0f;
+    a->max_nonfinite = 5;
 }
 
 // The flags both trainers take; a trainer appends its own after these.
@@ -59,7 +64,8 @@ static void train_args_defaults(TrainArgs *a) {
     {'z', FLAG_INT, &(a)->seed, "random seed: init, shuffling, sampling (default 1337)"},                \
     {'k', FLAG_STRING, &(a)->tokenizer_path, "tokenizer (GPT-2 dir or tokenizer.json): decode samples, run -E"}, \
     {'E', FLAG_STRING, &(a)->eval_path, "exact-match evaluation JSONL of {prompt, completion}; needs -k"},   \
-    {'a', FLAG_INT, &(a)->eval_every, "run -E every N steps; 0 = before and after training (default 0)"}
+    {'a', FLAG_INT, &(a)->eval_every, "run -E every N steps; 0 = before and after training (default 0)"}, \
+    {'K', FLAG_INT, &(a)->max_nonfinite, "stop (exit 2) after K consecutive steps with a NaN/Inf loss or gradient norm (default 5)"}
 
 static void print_usage(const char *prog, const Flag *flags, int nflags) {
     fprintf(stderr, "usage: %s -i train.bin [flags]\n\nflags:\n", prog);
@@ -128,6 +134,7 @@ static void check_train_args(const char *prog, const TrainArgs *a) {
     if (a->ckpt_every < 0) usage_error(prog, "-n must be >= 0, got %d", a->ckpt_every);
     if (a->resume != 0 && a->resume != 1) usage_error(prog, "-y must be 0 or 1, got %d", a->resume);
     if (a->eval_every < 0) usage_error(prog, "-a must be >= 0, got %d", a->eval_every);
+    if (a->max_nonfinite < 1) usage_error(prog, "-K must be at least 1, got %d", a->max_nonfinite);
     if (a->eval_path[0] && !a->tokenizer_path[0]) usage_error(prog, "-E needs the tokenizer the data was made with: pass -k");
 }
 
@@ -201,22 +208,55 @@ static void read_state_file(const char *path, const GPT2Config *cfg, TrainState 
     free(buf);
 }
 
+// 1 if all n values are finite (no NaN or Inf).
+static int all_finite(const float *x, size_t n) {
+    int ok = 1;
+    for (size_t i = 0; i < n; i++) ok &= isfinite(x[i]) != 0;
+    return ok;
+}
+
+// Swaps two directory entries in one atomic step (Linux renameat2 RENAME_EXCHANGE).
+// Returns 0, or -1 with errno set (EINVAL/ENOSYS where the filesystem cannot).
+static int rename_exchange(const char *a, const char *b) {
+    return (int)syscall(SYS_renameat2, AT_FDCWD, a, AT_FDCWD, b, 1 /* RENAME_EXCHANGE */);
+}
+
 // Writes a full checkpoint directory atomically and points <out>/latest at it.
+// Order, so that a crash at any moment leaves `latest` naming a complete checkpoint:
+// files written into <name>.tmp and each flushed (fsync) with its directory; the
+// directory renamed to <name> (or, when <name> exists from an earlier run, swapped
+// with it in one step) and <out> flushed; only then `latest` replaced atomically.
+// A write error (disk full) is fatal: the .tmp directory is removed, and the
+// previous checkpoint and `latest` are untouched. A model or optimizer state
+// holding NaN or Inf is never written.
 static void save_checkpoint(const char *out_dir, const GPT2Config *cfg, const ParamTensors *params, const TrainState *s,
                             const float *m, const float *v, size_t P) {
-    char final_dir[4096], tmp_dir[4200], old_dir[4200], path[4400];
+    char final_dir[4096], tmp_dir[4200], path[4400];
     checkpoint_dir_name(final_dir, sizeof final_dir, out_dir, s->step);
+    int finite = all_finite(m, P) && all_finite(v, P);
+    for (int i = 0; i < NUM_PARAM_TENSORS; i++) finite &= all_finite(params->t[i], param_numel(cfg, i));
+    if (!finite) fatal("%s: not written: the model or optimizer state holds NaN or Inf", final_dir);
     snprintf(tmp_dir, sizeof tmp_dir, "%s.tmp", final_dir);
-    snprintf(old_dir, sizeof old_dir, "%s.old", final_dir);
-    remove_flat_dir(tmp_dir);
+    remove_flat_dir(tmp_dir);  // left by a run killed while writing it
     if (make_dirs(tmp_dir) != 0) fatal("%s: cannot create directory: %s", tmp_dir, strerror(errno));
+    snprintf(fatal_cleanup_dir, sizeof fatal_cleanup_dir, "%s", tmp_dir);
     gpt2_save_hf(tmp_dir, cfg, params);
     snprintf(path, sizeof path, "%s/state.bin", tmp_dir);
     write_state_file(path, cfg, s, m, v, P);
-    remove_flat_dir(old_dir);
-    if (is_directory(final_dir) && rename(final_dir, old_dir) != 0) fatal("%s: cannot move aside: %s", final_dir, strerror(errno));
-    if (rename(tmp_dir, final_dir) != 0) fatal("%s: cannot rename into place: %s", final_dir, strerror(errno));
-    remove_flat_dir(old_dir);
+    if (!is_directory(final_dir)) {
+        if (rename(tmp_dir, final_dir) != 0) fatal("%s: cannot rename into place: %s", final_dir, strerror(errno));
+    } else if (rename_exchange(tmp_dir, final_dir) != 0) {
+        // no atomic exchange here: move the old one aside (a crash in between leaves <name> missing)
+        char old_dir[4200];
+        snprintf(old_dir, sizeof old_dir, "%s.old", final_dir);
+        remove_flat_dir(old_dir);
+        if (rename(final_dir, old_dir) != 0) fatal("%s: cannot move aside: %s", final_dir, strerror(errno));
+        if (rename(tmp_dir, final_dir) != 0) fatal("%s: cannot rename into place: %s", final_dir, strerror(errno));
+        remove_flat_dir(old_dir);
+    }
+    fsync_dir(out_dir);
+    remove_flat_dir(tmp_dir);  // after an exchange: the replaced checkpoint
+    fatal_cleanup_dir[0] = 0;
     snprintf(path, sizeof path, "%s/latest", out_dir);
     const char *base = strrchr(final_dir, '/') + 1;
     char line[64];
@@ -427,6 +467,161 @@ static void generate_and_evaluate(const TrainArgs *a, const RunSetup *r, const G
                  r->evalset.n);
     if (a->sample_every > 0 && (final || (step > 0 && step % a->sample_every == 0)))
         sample_and_print(gen, r->have_val ? &r->val : &r->train, r->tok, a->sample_tokens, a->temperature, sample_rng);
+}
+
+// ---------------------------------------------------------------------------
+// Run safety: the output directory's lock, the memory plan, the non-finite guard,
+// targets lost to the cut at T, and runs that trained nothing. Exit statuses:
+// 0 done; 1 error (fatal: bad input, lock held, not enough memory, write error);
+// EXIT_NONFINITE stopped by the non-finite guard; EXIT_NOTHING_TRAINED no update made.
+
+#define EXIT_NONFINITE 2
+#define EXIT_NOTHING_TRAINED 3
+
+// Creates the output directory and locks it for the life of the process (flock on
+// <out>/lock, which holds the owner's process id): a second trainer on the same
+// directory refuses instead of writing beside the first. The kernel drops the lock
+// when the process ends however it ends, so a killed run leaves no stale lock.
+// A file-size limit (ulimit -f) then shows as a write error rather than a signal.
+static void open_output_dir(const char *out_dir) {
+    if (make_dirs(out_dir) != 0) fatal("%s: cannot create output directory: %s", out_dir, strerror(errno));
+    char path[4096];
+    snprintf(path, sizeof path, "%s/lock", out_dir);
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);  // kept open until exit: it holds the lock
+    if (fd < 0) fatal("%s: cannot open the lock file: %s", path, strerror(errno));
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        if (errno != EWOULDBLOCK) fatal("%s: cannot lock: %s", path, strerror(errno));
+        char owner[32] = "";
+        ssize_t n = pread(fd, owner, sizeof owner - 1, 0);
+        owner[n > 0 ? n : 0] = 0;
+        owner[strcspn(owner, "\n")] = 0;
+        fatal("%s: another trainer (process %s) is using this output directory (%s is locked); wait for it to end or choose another -o",
+              out_dir, owner[0] ? owner : "?", path);
+    }
+    char pid[32];
+    int n = snprintf(pid, sizeof pid, "%d\n", (int)getpid());
+    if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)n, 0) != n) fatal("%s: cannot write: %s", path, strerror(errno));
+    signal(SIGXFSZ, SIG_IGN);
+}
+
+// One line of the memory plan: what is allocated, its bytes, and the flags that shrink it.
+typedef struct { const char *name; double bytes; const char *advice; } MemTerm;
+
+// MemAvailable of /proc/meminfo in bytes, or -1 where it cannot be read.
+static double host_memory_available(void) {
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (!f) return -1;
+    char line[256];
+    double kb = -1;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %lf kB", &kb) == 1) break;
+    fclose(f);
+    return kb < 0 ? -1 : kb * 1024.0;
+}
+
+// The index of the largest term when all n together need more than `available`
+// bytes; -1 when they fit or available is unknown (< 0).
+static int memory_plan_overflow(const MemTerm *t, int n, double available) {
+    double total = 0;
+    int largest = 0;
+    for (int i = 0; i < n; i++) {
+        total += t[i].bytes;
+        if (t[i].bytes > t[largest].bytes) largest = i;
+    }
+    return available >= 0 && total > available ? largest : -1;
+}
+
+// Refuses to start (one line, exit 1) when the planned allocations do not fit in what
+// is available (`source` says where that number comes from), instead of being killed
+// by the out-of-memory killer halfway through.
+static void check_memory_plan(const MemTerm *t, int n, double available, const char *source) {
+    int k = memory_plan_overflow(t, n, available);
+    if (k < 0) return;
+    char terms[1024] = "";
+    double total = 0;
+    for (int i = 0; i < n; i++) {
+        size_t used = strlen(terms);
+        snprintf(terms + used, sizeof terms - used, "%s%s %.2f GB", i ? ", " : "", t[i].name, t[i].bytes / 1e9);
+        total += t[i].bytes;
+    }
+    fatal("not enough memory: the run needs %.2f GB more (%s) but %.2f GB is available (%s); the largest term is %s: %s", total / 1e9,
+          terms, available / 1e9, source, t[k].name, t[k].advice);
+}
+
+// StepResult.skipped: why a step made no update.
+enum { STEP_UPDATED = 0, STEP_NO_TARGETS = 1, STEP_NONFINITE = 2 };
+
+// Counts steps in a row whose loss or gradient norm was NaN or Inf. The train step
+// never applies such an update (weights, AdamW moments and its step count stay as
+// they were); after `limit` in a row the run stops.
+typedef struct { int limit, consecutive; } NonfiniteGuard;
+
+// After each step: a non-finite step is logged here, as {"step", "skipped":
+// "nonfinite"}, and the limit-th in a row ends the run with EXIT_NONFINITE. Returns 1
+// when it logged the step, 0 when the caller logs it as usual.
+static int nonfinite_guard(NonfiniteGuard *g, FILE *metrics, int64_t step, int steps, int skipped, double loss, float grad_norm) {
+    if (skipped != STEP_NONFINITE) { g->consecutive = 0; return 0; }
+    g->consecutive++;
+    printf("step %lld/%d | skipped: non-finite loss or gradient norm (loss %g, norm %g), no update (%d in a row; -K %d stops)\n",
+           (long long)step, steps, loss, (double)grad_norm, g->consecutive, g->limit);
+    fprintf(metrics, "{\"step\": %lld, \"skipped\": \"nonfinite\", \"consecutive\": %d}\n", (long long)step, g->consecutive);
+    fflush(metrics);
+    fflush(stdout);
+    if (g->consecutive >= g->limit) {
+        fprintf(stderr, "error: stopping: %d steps in a row (through step %lld) had a non-finite loss or gradient norm; none was applied, "
+                "the last checkpoint is intact; lower -l (learning rate) or check the data (-K sets how many in a row stop)\n", g->consecutive, (long long)step);
+        exit(EXIT_NONFINITE);
+    }
+    return 1;
+}
+
+// Test hook, for tests only: the environment variable SFT_TEST_POISON="grad:3,loss:5"
+// makes step 3's gradient (its first entry, after backward) and step 5's loss NaN
+// (steps counted from 1), so that tests can drive the guard above through a real
+// run. The main loop sets poison_this_step before each train step; the train step
+// reads it. Never set in normal use.
+enum { POISON_NONE, POISON_GRAD, POISON_LOSS };
+static int poison_this_step;
+
+static int test_poison_for_step(int64_t step) {
+    const char *spec = getenv("SFT_TEST_POISON"), *p = spec;
+    while (p && *p) {
+        long long at;
+        int kind = !strncmp(p, "grad:", 5) ? POISON_GRAD : !strncmp(p, "loss:", 5) ? POISON_LOSS : POISON_NONE;
+        if (kind == POISON_NONE || sscanf(p + 5, "%lld", &at) != 1) fatal("SFT_TEST_POISON: expected grad:STEP or loss:STEP items, got '%s'", spec);
+        if (at == step) return kind;
+        p = strchr(p, ',');
+        if (p) p++;
+    }
+    return POISON_NONE;
+}
+
+// Warns (stderr) when cutting documents at T drops targets: how many documents, how
+// many targets, and the case where no target is left at all.
+static void warn_lost_targets(const DataFile *df, int T) {
+    int64_t docs = 0, lost = 0, total = 0;
+    for (int64_t d = 0; d < df->num_docs; d++) {
+        int64_t off = df->offsets[d], len = df->offsets[d + 1] - off, n = 0;
+        for (int64_t j = 1; j < len; j++) {  // a document's first token is never a target
+            total += df->mask[off + j];
+            if (j >= T) n += df->mask[off + j];
+        }
+        docs += n > 0;
+        lost += n;
+    }
+    if (!docs) return;
+    fprintf(stderr, "warning: %s: %lld documents longer than T=%d lose %lld of their targets beyond position %d (%.1f%% of all %lld targets)%s; "
+            "raise -t (up to the model's context) to keep them\n", df->path, (long long)docs, T, (long long)lost, T,
+            100.0 * (double)lost / (double)total, (long long)total, lost == total ? ": NO TARGET IS LEFT, nothing will be trained" : "");
+}
+
+// A run that made no update at all (every step without targets or non-finite) ends
+// with EXIT_NOTHING_TRAINED and writes no checkpoint: it would be the input model.
+static void require_updates(const TrainState *s) {
+    if (s->adam_t > 0) return;
+    fprintf(stderr, "error: nothing was trained: none of the %lld steps made an update (no targets, or a non-finite loss); no checkpoint written\n",
+            (long long)s->step);
+    exit(EXIT_NOTHING_TRAINED);
 }
 
 // ---------------------------------------------------------------------------

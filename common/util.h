@@ -2,8 +2,9 @@
 //
 // Every problem with user input ends the program through fatal(): one line on
 // stderr naming the file and the problem, exit status 1. Outputs are written to a
-// temporary name in the same directory and renamed into place, so an existing good
-// file is never left half-overwritten.
+// temporary name in the same directory, flushed to disk (fsync) and renamed into
+// place, and the directory is flushed after the rename, so neither a write error
+// nor a crash or power loss leaves an existing good file half-overwritten.
 #ifndef SFT_UTIL_H
 #define SFT_UTIL_H
 
@@ -16,7 +17,13 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <dirent.h>
+#include <fcntl.h>
 #include <unistd.h>
+
+// A temporary directory being filled (a checkpoint in the making): fatal() removes
+// it, so a failed write leaves nothing half-written behind. "" when none.
+static char fatal_cleanup_dir[4200];
+static void remove_flat_dir(const char *path);
 
 static void fatal(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
 static void fatal(const char *fmt, ...) {
@@ -26,6 +33,7 @@ static void fatal(const char *fmt, ...) {
     vfprintf(stderr, fmt, ap);
     fputc('\n', stderr);
     va_end(ap);
+    if (fatal_cleanup_dir[0]) remove_flat_dir(fatal_cleanup_dir);
     exit(1);
 }
 
@@ -99,8 +107,31 @@ static void remove_flat_dir(const char *path) {
     rmdir(path);
 }
 
-// Atomic file output: fopen_tmp() opens "<path>.tmp"; commit_tmp() flushes, closes
-// and renames it over path. Fatal on any write error (the temporary is removed).
+// Flushes a directory's entries to disk (after a rename or file creation in it), so
+// the rename survives a power loss. Fatal on an I/O error; filesystems that cannot
+// sync a directory (EINVAL) are accepted.
+static void fsync_dir(const char *dir) {
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) fatal("%s: cannot open directory to flush it: %s", dir, strerror(errno));
+    if (fsync(fd) != 0 && errno != EINVAL) {
+        int e = errno;
+        close(fd);
+        fatal("%s: cannot flush directory to disk: %s", dir, strerror(e));
+    }
+    close(fd);
+}
+
+// The directory part of path ("." when it has none).
+static void parent_dir(const char *path, char *out, size_t n) {
+    const char *slash = strrchr(path, '/');
+    if (!slash) snprintf(out, n, ".");
+    else if (slash == path) snprintf(out, n, "/");
+    else snprintf(out, n, "%.*s", (int)(slash - path), path);
+}
+
+// Atomic file output: atomic_open() opens "<path>.tmp"; atomic_commit() flushes it to
+// disk, closes it, renames it over path and flushes the directory. Fatal on any write
+// error (the temporary is removed, path keeps its previous content).
 typedef struct { FILE *f; char path[4096]; char tmp[4096 + 8]; } AtomicFile;
 
 static void atomic_open(AtomicFile *af, const char *path) {
@@ -129,6 +160,9 @@ static void atomic_commit(AtomicFile *af) {
         unlink(af->tmp);
         fatal("%s: cannot rename into place: %s", af->path, strerror(e));
     }
+    char dir[4096];
+    parent_dir(af->path, dir, sizeof dir);
+    fsync_dir(dir);
 }
 
 // Writes a whole buffer atomically.
