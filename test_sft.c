@@ -723,7 +723,7 @@ static void test_vocab_consistency(void) {
         free(b);
     }
 
-    const char *train = "-e d1c16h2t24 -b 1 -t 16 -x 1 -v 1 -m 1";
+    const char *train = "-e d1c16h2t64 -b 2 -t 64 -x 1 -v 1 -m 1";
     // validation against training data
     snprintf(flags, sizeof flags, "-i " DEMO_VAL " -j " REF_DATA " %s", train);
     expect_bad("val_vocab_size", flags, REF_DATA ": the validation data has a 61-token vocabulary but the data file " DEMO_VAL
