@@ -24,6 +24,7 @@ static void check(const char *name, int ok, const char *fmt, ...) {
 #define REF_DIR "dev/ref"
 #define REF_MODEL REF_DIR "/tiny"
 #define REF_DATA REF_DIR "/tiny_train.bin"
+#define REF_VAL REF_DIR "/tiny_val.bin"
 #define REF_EXPECT REF_DIR "/tiny_expect.safetensors"
 
 static SafeTensors expect;
@@ -402,6 +403,33 @@ static void test_loader_rules(void) {
     loader_free(&a); loader_free(&b); loader_free(&l2); loader_free(&ld); data_free(&d2); data_free(&df);
 }
 
+// Positions restart at 0 for every document, also one that starts mid-row, and
+// every token attends from its own document's start: all positions of three rows
+// holding two and three documents each, hand-worked (T = 8, lengths 2 3 3 | 4 4 | 5 2).
+static void test_positions_mid_row(void) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/positions.bin", tmp_root);
+    int lens[7] = {2, 3, 3, 4, 4, 5, 2};
+    uint32_t toks[23];
+    uint8_t mask[23];
+    for (int i = 0; i < 23; i++) { toks[i] = (uint32_t)i; mask[i] = 1; }
+    write_docs(path, 61, 7, lens, toks, mask);
+    DataFile df;
+    data_load(&df, path);
+    Loader ld;
+    loader_init(&ld, &df, 3, 8, 0, 0, 0);
+    loader_next_batch(&ld);
+    int expect_pos[24] = {0, 1, 0, 1, 2, 0, 1, 2, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 4, 0, 1, 0};
+    int expect_start[24] = {0, 0, 2, 2, 2, 5, 5, 5, 0, 0, 0, 0, 4, 4, 4, 4, 0, 0, 0, 0, 0, 5, 5, 7};  // the last: padding, its own start
+    int bad = -1;
+    for (int i = 23; i >= 0; i--)
+        if (ld.pos[i] != expect_pos[i] || ld.doc_start[i] != expect_start[i]) bad = i;
+    int b = bad < 0 ? 0 : bad;  // the first wrong position, for the message
+    check("loader_positions_restart_mid_row", bad < 0, "row %d position %d: pos %d, document start %d; expected %d, %d", b / 8, b % 8,
+          ld.pos[b], ld.doc_start[b], expect_pos[b], expect_start[b]);
+    loader_free(&ld); data_free(&df);
+}
+
 // Import -> export -> import is bit-exact, and the export's tensors keep HF names.
 static void test_hf_round_trip(void) {
     GPT2 m;
@@ -518,6 +546,136 @@ static void test_thread_count_independent(void) {
     loss_lines(mb, lb, sizeof lb);
     check("thread_count_independent", rc1 == 0 && rc2 == 0 && la[0] && !strcmp(la, lb), "exit %d %d; 1 thread %s vs 3 threads %s", rc1, rc2, la, lb);
     free(ma); free(mb);
+}
+
+// ---- shuffling, validation and sampling, through the program -----------------
+
+// The runs below use one thread: their models are tiny, and on a busy machine the
+// thread barriers of a many-threaded run would cost more than its arithmetic.
+#define ONE_THREAD "OMP_NUM_THREADS=1 "
+
+// The "targets" of the training lines of a metrics file, in order; returns how many.
+static int step_targets(const char *metrics, int *out, int max) {
+    int n = 0;
+    for (const char *p = metrics; p && (p = strstr(p, "\"targets\": ")) && n < max; p++) out[n++] = atoi(p + 11);
+    return n;
+}
+
+// Each of 8 documents fills a row of T=16 alone and has its own number of targets
+// (document d has d+1), so with B=1 the targets of step s name the document it
+// trained on: the metrics spell out the order of each epoch.
+static void test_shuffle_orders(void) {
+    char data[600], cmd[2048], err[4096], path[700];
+    snprintf(data, sizeof data, "%s/orders.bin", tmp_root);
+    int lens[8];
+    uint32_t toks[8 * 16];
+    uint8_t mask[8 * 16];
+    for (int d = 0; d < 8; d++) {
+        lens[d] = 16;
+        for (int j = 0; j < 16; j++) { toks[d * 16 + j] = (uint32_t)((d * 16 + j) * 7 % 61); mask[d * 16 + j] = j >= 1 && j <= d + 1; }
+    }
+    write_docs(data, 61, 8, lens, toks, mask);
+    int seq[2][20] = {{0}}, n[2], rc[2];
+    const char *shuffle_flag[2] = {"", "-S 0"};  // the default first: it must shuffle
+    for (int k = 0; k < 2; k++) {
+        snprintf(cmd, sizeof cmd, ONE_THREAD "./train_sft -i %s -e d1c16h2t24 -b 1 -t 16 -x 16 %s -o %s/orders%d", data, shuffle_flag[k], tmp_root, k);
+        rc[k] = run(cmd, err, sizeof err);
+        snprintf(path, sizeof path, "%s/orders%d/metrics.jsonl", tmp_root, k);
+        char *metrics = read_text(path);
+        n[k] = step_targets(metrics, seq[k], 20);
+        free(metrics);
+    }
+    // per epoch: every document once (a permutation of 1..8), and whether it is file order
+    int perm[2][2], in_order[2][2];
+    for (int k = 0; k < 2; k++)
+        for (int e = 0; e < 2; e++) {
+            int seen = 0;
+            in_order[k][e] = 1;
+            for (int s = 0; s < 8; s++) {
+                int t = seq[k][e * 8 + s];
+                if (t >= 1 && t <= 8) seen |= 1 << (t - 1);
+                in_order[k][e] &= t == s + 1;
+            }
+            perm[k][e] = rc[k] == 0 && n[k] == 16 && seen == 255;
+        }
+    int same_twice = n[0] == 16 && !memcmp(seq[0], seq[0] + 8, 8 * sizeof(int));
+    check("shuffle_off_keeps_file_order", perm[1][0] && perm[1][1] && in_order[1][0] && in_order[1][1],
+          "exit %d, %d steps; -S 0 did not take the documents in file order", rc[1], n[1]);
+    check("shuffle_default_not_file_order", perm[0][0] && perm[0][1] && !in_order[0][0] && !in_order[0][1],
+          "exit %d, %d steps; epoch orders a permutation %d %d, in file order %d %d", rc[0], n[0], perm[0][0], perm[0][1], in_order[0][0],
+          in_order[0][1]);
+    check("shuffle_new_order_each_epoch", perm[0][0] && perm[0][1] && !same_twice,
+          "exit %d, %d steps; the second epoch repeats the first epoch's order", rc[0], n[0]);
+}
+
+// Validation loss = sum over the targets of all validation micro-batches / their
+// number, against PyTorch on a file whose micro-batches hold 29, 2, 18 and 10 targets
+// (a mean of per-batch means is about 1% off): evaluate() directly, then the program's
+// step-0 line.
+static void test_validation_reference(void) {
+    float *ref_loss = expect_tensor("val_loss", NULL), *ref_targets = expect_tensor("val_targets", NULL);
+    DataFile df;
+    data_load(&df, REF_VAL);
+    GPT2 m;
+    model_from_dir(&m, REF_MODEL, 2, 16);
+    Loader ld;
+    loader_init(&ld, &df, 2, 16, 0, 0, 0);
+    int64_t n_all, n_two;
+    double all = evaluate(&m, &ld, -1, &n_all), two = evaluate(&m, &ld, 2, &n_two);
+    check("reference_validation_loss",
+          fabs(all - ref_loss[0]) < 1e-5 * ref_loss[0] && fabs(two - ref_loss[1]) < 1e-5 * ref_loss[1] && n_all == (int64_t)ref_targets[0] &&
+              n_two == (int64_t)ref_targets[1],
+          "whole file %.8f over %lld targets, reference %.8f over %d; first 2 micro-batches %.8f over %lld, reference %.8f over %d", all,
+          (long long)n_all, ref_loss[0], (int)ref_targets[0], two, (long long)n_two, ref_loss[1], (int)ref_targets[1]);
+    loader_free(&ld); gpt2_free(&m); data_free(&df);
+    char cmd[2048], err[4096], path[700];
+    snprintf(cmd, sizeof cmd, ONE_THREAD "./train_sft -i " REF_DATA " -j " REF_VAL " -m -1 -e " REF_MODEL " -b 2 -t 16 -x 1 -o %s/val", tmp_root);
+    int rc = run(cmd, err, sizeof err);
+    snprintf(path, sizeof path, "%s/val/metrics.jsonl", tmp_root);
+    char *metrics = read_text(path);
+    const char *line = metrics ? strstr(metrics, "{\"step\": 0, \"val_loss\": ") : NULL;
+    double loss = NAN;
+    long long targets = -1;
+    if (line) sscanf(line, "{\"step\": 0, \"val_loss\": %lf, \"val_targets\": %lld", &loss, &targets);
+    check("program_validation_loss", rc == 0 && fabs(loss - ref_loss[0]) < 1e-5 * ref_loss[0] && targets == (long long)ref_targets[0],
+          "exit %d; step-0 validation %.6f over %lld targets, reference %.8f over %d", rc, loss, targets, ref_loss[0], (int)ref_targets[0]);
+    free(metrics); free(ref_loss); free(ref_targets);
+}
+
+// The "sample | generated:" lines of a program's output, each ending "; "; returns how many.
+static int sample_lines(const char *output, char *out, size_t n) {
+    int count = 0;
+    out[0] = 0;
+    for (const char *p = output; p && (p = strstr(p, "sample | generated:")); p++, count++) {
+        size_t len = strcspn(p, "\n");
+        if (strlen(out) + len + 3 < n) { strncat(out, p, len); strcat(out, "; "); }
+    }
+    return count;
+}
+
+// Resume restores the sampling RNG: the checkpoint of step 2 is taken after the
+// temperature sample of step 1 has drawn from it, and the resumed run's samples of
+// steps 2, 3 and the end equal the uninterrupted run's.
+static void test_resume_sampling(void) {
+    char out[600], cmd[2048], path[700], full[4096], resumed[4096];
+    snprintf(out, sizeof out, "%s/resume_sampling", tmp_root);
+    const char *common = ONE_THREAD "./train_sft -i " REF_DATA " -e d1c16h2t24 -b 2 -t 16 -x 4 -n 2 -s 1 -g 8 -w 1";
+    snprintf(cmd, sizeof cmd, "%s -o %s > %s/full.txt 2>&1", common, out, tmp_root);
+    int rc1 = system(cmd);
+    snprintf(path, sizeof path, "%s/latest", out);
+    write_file_atomic(path, "step_00000002\n", 14);
+    snprintf(cmd, sizeof cmd, "%s -y 1 -o %s > %s/resumed.txt 2>&1", common, out, tmp_root);
+    int rc2 = system(cmd);
+    snprintf(path, sizeof path, "%s/full.txt", tmp_root);
+    char *a = read_text(path);
+    snprintf(path, sizeof path, "%s/resumed.txt", tmp_root);
+    char *b = read_text(path);
+    int na = sample_lines(a, full, sizeof full), nb = sample_lines(b, resumed, sizeof resumed);
+    const char *tail = full;  // the full run's samples from step 2 on: skip the one of step 1
+    if (na == 4) tail = strstr(full, "; ") + 2;
+    check("resume_restores_sampling_rng", rc1 == 0 && rc2 == 0 && na == 4 && nb == 3 && !strcmp(tail, resumed),
+          "exit %d %d, %d and %d samples; uninterrupted: %sresumed: %s", rc1, rc2, na, nb, full, resumed);
+    free(a); free(b);
 }
 
 // Writes a copy of `src` with `len` bytes, or with bytes [at, at+n) replaced.
@@ -1036,12 +1194,16 @@ int main(void) {
     test_accumulation_equivalence();
     test_steps_without_targets();
     test_loader_rules();
+    test_positions_mid_row();
     test_hf_round_trip();
     test_checkpoint_atomic();
     test_vocab_growth();
     test_kv_cache_decode();
     test_resume_bit_identical();
     test_thread_count_independent();
+    test_shuffle_orders();
+    test_validation_reference();
+    test_resume_sampling();
     test_bad_inputs();
     test_vocab_consistency();
     test_nonfinite_step_skipped();

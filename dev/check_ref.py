@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Checks that a freshly generated reference (dev/ref_gpt2.py NEWDIR) matches the
-committed one in dev/ref: data and config files byte for byte, safetensors
-tensor by tensor (same names, dtypes and shapes; values within 1e-6 relative).
+committed one in dev/ref: the same set of files (a committed file the generator no
+longer writes is stale), data and config files byte for byte, safetensors tensor by
+tensor (same names, dtypes and shapes; values within 1e-6 relative).
 
 Usage: python3 dev/check_ref.py dev/ref NEWDIR
 """
@@ -33,9 +34,15 @@ def read_st(path):
     return out
 
 
+def relative_files(top):
+    return {os.path.relpath(os.path.join(root, f), top) for root, _, files in os.walk(top) for f in files}
+
+
 def main():
     old, new = sys.argv[1], sys.argv[2]
     bad = 0
+    for rel in sorted(relative_files(old) - relative_files(new)):
+        print("stale in committed reference (the generator does not write it):", os.path.join(old, rel)); bad += 1
     for root, _, files in os.walk(new):
         for f in sorted(files):
             pn = os.path.join(root, f)

@@ -8,7 +8,7 @@ float64, so packing, block-diagonal attention and masks are checked, not assumed
 
 Usage: python3 dev/ref_gpt2.py OUTDIR    (the committed copy lives in dev/ref/)
 Writes OUTDIR/tiny/{config.json, model.safetensors} (and F16/BF16 copies in tiny_f16/,
-tiny_bf16/), OUTDIR/tiny_train.bin and
+tiny_bf16/), OUTDIR/tiny_train.bin, OUTDIR/tiny_val.bin and
 OUTDIR/tiny_expect.safetensors.
 Needs Debian's python3-torch (and python3-numpy).
 """
@@ -47,6 +47,15 @@ for d in range(14):
     else:
         mask = [0] * n             # nothing trained
     docs.append((toks, mask))
+
+# Validation documents (own generator, so the training data above stays as it was):
+# (length, trained tail) per document, chosen so that the micro-batches hold very
+# different numbers of targets; a mean of per-batch means then differs from the
+# per-target mean by more than 0.5% (checked in main; test_sft allows 1e-5).
+vrnd = random.Random(20261202)
+val_docs = []
+for n, tail in [(16, 15), (8, 7), (8, 7), (9, 1), (7, 0), (12, 1), (10, 9), (6, 5), (13, 4), (11, 10)]:
+    val_docs.append(([vrnd.randrange(V) for _ in range(n)], [0] * (n - tail) + [1] * tail))
 
 
 def write_data(path, docs):
@@ -165,9 +174,9 @@ def forward_doc(P, toks, L=L, NH=NH, C=C, EPS=EPS):
     return x @ P["wte.weight"].T
 
 
-def rows_loss(P, rows):
-    """Summed cross-entropy over the targets of packed rows, the target count, and
-    the logits at every filled row position (zeros at padding)."""
+def rows_loss(P, rows, docs=docs):
+    """Summed cross-entropy over the targets of packed rows (documents of `docs`),
+    the target count, and the logits at every filled row position (zeros at padding)."""
     total, count = 0.0, 0
     logits = torch.zeros(len(rows), T, V, dtype=torch.float64)
     for r, row in enumerate(rows):
@@ -196,6 +205,7 @@ def main():
     out = sys.argv[1] if len(sys.argv) > 1 else "dev/ref"
     os.makedirs(os.path.join(out, "tiny"), exist_ok=True)
     write_data(os.path.join(out, "tiny_train.bin"), docs)
+    write_data(os.path.join(out, "tiny_val.bin"), val_docs)
     cfg = {"model_type": "gpt2", "activation_function": "gelu_new", "n_embd": C, "n_head": NH, "n_layer": L,
            "n_positions": MAXT, "vocab_size": V, "layer_norm_epsilon": EPS}
     with open(os.path.join(out, "tiny", "config.json"), "w") as f:
@@ -267,6 +277,28 @@ def main():
     expect["train_targets"] = torch.tensor(counts, dtype=torch.float64)
     for k in NAMES:
         expect["final." + k] = P[k].detach().clone()
+    # 3. validation with the initial parameters: the val file in file order, B rows per
+    #    micro-batch, no wrap (the last micro-batch is padded); loss = sum over the
+    #    targets of all micro-batches / their number, over the whole file and over the
+    #    first two micro-batches (-m 2).
+    vrows = rows_of_epoch(val_docs)
+    batches = []
+    with torch.no_grad():
+        P0 = {k: v.double() for k, v in params.items()}
+        for i in range(0, len(vrows), B):
+            t, c, _ = rows_loss(P0, vrows[i:i + B], val_docs)
+            batches.append((float(t), c))
+    assert len(batches) >= 3 and all(c > 0 for _, c in batches)
+    val_loss, val_targets = [], []
+    for k in (len(batches), 2):
+        tot, cnt = sum(t for t, _ in batches[:k]), sum(c for _, c in batches[:k])
+        per_batch = sum(t / c for t, c in batches[:k]) / k
+        assert abs(per_batch - tot / cnt) > 5e-3 * (tot / cnt), "validation batches too even to tell the normalizations apart"
+        val_loss.append(tot / cnt)
+        val_targets.append(cnt)
+    expect["val_loss"] = torch.tensor(val_loss, dtype=torch.float64)        # [whole file, first 2 micro-batches]
+    expect["val_targets"] = torch.tensor(val_targets, dtype=torch.float64)
+    print("validation: %d micro-batches with %s targets" % (len(batches), [c for _, c in batches]))
     # settings, in this order: B T A steps lr warmup final_frac wd clip
     expect["settings"] = torch.tensor([B, T, A, STEPS, LR, WARMUP, FINAL_FRAC, WD, CLIP], dtype=torch.float64)
     write_safetensors(os.path.join(out, "tiny_expect.safetensors"), expect)
