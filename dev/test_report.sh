@@ -51,14 +51,14 @@ fi
 # on a terminal: one line redrawn in place (carriage return, erase to end of line),
 # and validation/evaluation/checkpoint lines of their own
 if script -qec "true" /dev/null > /dev/null 2>&1; then
-    script -qec "./train_sft ${tiny[*]} -x 8 -n 4 -o $tmp/tty" /dev/null > "$tmp/tty.log" 2>&1
-    redraws=$(grep -o $'\rstep [0-9]*/8' "$tmp/tty.log" | wc -l)
-    lines_with_steps=$(tr '\r' '\n' < "$tmp/tty.log" | grep -c '^step ')
-    if [ "$redraws" -eq 8 ] && grep -q $'\033\\[K' "$tmp/tty.log" && grep -q $'ETA [0-9]*s\033\\[K\r\nval   | step 4 |' "$tmp/tty.log" \
-        && grep -q $'\r\nsaved | checkpoint '"$tmp/tty/step_00000004"$'\r' "$tmp/tty.log" && [ "$lines_with_steps" -eq 8 ]; then
+    script -qec "stty cols 200; ./train_sft ${tiny[*]} -x 8 -n 3 -o $tmp/tty" /dev/null > "$tmp/tty.log" 2>&1
+    flat=$(cat -v "$tmp/tty.log" | tr '\n' '|')  # ^M carriage return, ^[[K erase to end of line, | newline
+    redraws=$(grep -oE '\^Mstep [0-9]+/8 ' <<< "$flat" | wc -l)
+    if [ "$redraws" -eq 8 ] && grep -qE 'ETA [0-9]+s\^\[\[K\^M\|val   \| step 4 \|' <<< "$flat" \
+        && grep -qF "^[[K^M|saved | checkpoint $tmp/tty/step_00000003^M|" <<< "$flat" && ! grep -q '^step' "$tmp/tty.log"; then
         ok terminal_progress_redrawn_in_place
     else
-        fail terminal_progress_redrawn_in_place "$redraws redraws; output: $(head -c 600 "$tmp/tty.log" | cat -v)"
+        fail terminal_progress_redrawn_in_place "$redraws redraws; output: $(head -c 1200 <<< "$flat")"
     fi
 else
     echo "skip terminal_progress_redrawn_in_place: script(1) cannot run a command on a pseudo-terminal here"
