@@ -175,8 +175,8 @@ static int check_curves(const char *html, const char *metrics_text, int *loss_po
     for (const char *g = html; (g = strstr(g, "<g class=\"plot\"")) != NULL; g++) {
         double x0 = attr_number(g, "data-x0"), x1 = attr_number(g, "data-x1"), y0 = attr_number(g, "data-y0"), y1 = attr_number(g, "data-y1");
         double xmin = attr_number(g, "data-xmin"), xmax = attr_number(g, "data-xmax"), ymin = attr_number(g, "data-ymin");
-        double ymax = attr_number(g, "data-ymax"), scale = attr_number(g, "data-scale");
-        if (!(x1 > x0 && y0 > y1 && xmax > xmin && ymax > ymin && scale > 0)) { snprintf(why, whyn, "a plot states no valid axis mapping"); return -1; }
+        double ymax = attr_number(g, "data-ymax"), scale = attr_number(g, "data-scale"), ylog = attr_number(g, "data-ylog");
+        if (!(x1 > x0 && y0 > y1 && xmax > xmin && ymax > ymin && scale > 0 && (ylog == 0 || (ylog == 1 && ymin > 0)))) { snprintf(why, whyn, "a plot states no valid axis mapping"); return -1; }
         const char *gend = strstr(g, "</g>");
         for (const char *pl = g; (pl = strstr(pl, "<polyline")) != NULL && pl < gend; pl++) {
             const char *ds = strstr(pl, "data-series=\"");
@@ -204,8 +204,15 @@ static int check_curves(const char *html, const char *metrics_text, int *loss_po
                     return -1;
                 }
                 double step = xmin + (px - x0) / (x1 - x0) * (xmax - xmin);
-                double value = (ymin + (y0 - py) / (y0 - y1) * (ymax - ymin)) / scale;
-                double step_tol = 0.011 / (x1 - x0) * (xmax - xmin), value_tol = 0.011 / (y0 - y1) * (ymax - ymin) / scale;
+                double t = (y0 - py) / (y0 - y1), value, value_tol;  // t: fraction of the plot's height
+                if (ylog) {
+                    value = pow(10.0, log10(ymin) + t * (log10(ymax) - log10(ymin))) / scale;
+                    value_tol = value * log(10.0) * (log10(ymax) - log10(ymin)) * 0.011 / (y0 - y1);
+                } else {
+                    value = (ymin + t * (ymax - ymin)) / scale;
+                    value_tol = 0.011 / (y0 - y1) * (ymax - ymin) / scale;
+                }
+                double step_tol = 0.011 / (x1 - x0) * (xmax - xmin);
                 while (j < e.n && fabs(e.step[j] - step) > step_tol) j++;  // thinned curves skip entries
                 if (j == e.n) { snprintf(why, whyn, "%s: a point at step %.3f that metrics.jsonl does not have (in order)", names[k], step); return -1; }
                 if (fabs(e.value[j] - value) > value_tol) {

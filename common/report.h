@@ -187,8 +187,22 @@ typedef struct {
     double scale;             // values are drawn times this (100 for percentages)
     int from_zero;            // y range includes 0
     double ymax_fixed;        // > 0: y range is [0, ymax_fixed] (after scaling)
+    int log_y;                // logarithmic y axis (when every value is positive)
     int64_t tokens_per_step;  // > 0: a top axis in tokens
 } ReportChart;
+
+// The 1-2-5 value (1, 2 or 5 times a power of ten) at or below v (up = 0) or at or above it (up = 1); v > 0.
+static double report_125(double v, int up) {
+    double mag = pow(10.0, floor(log10(v))), f = v / mag * (1 + (up ? -1e-9 : 1e-9));
+    if (up) return (f <= 1 ? 1 : f <= 2 ? 2 : f <= 5 ? 5 : 10) * mag;
+    return (f >= 5 ? 5 : f >= 2 ? 2 : 1) * mag;
+}
+
+// Pixel row of value v on a y axis from lo (at y0) to hi (at y1), linear or logarithmic.
+static double report_y(double v, double lo, double hi, int ylog, double y0, double y1) {
+    double t = ylog ? (log10(v) - log10(lo)) / (log10(hi) - log10(lo)) : (v - lo) / (hi - lo);
+    return y0 - t * (y0 - y1);
+}
 
 static void report_chart(ReportBuf *b, const ReportChart *ch, const ReportCurve *curves, int ncurves, double xmax) {
     const double x0 = 70, x1 = REPORT_W - 20, y0 = REPORT_H - 50, y1 = ch->tokens_per_step > 0 ? 62 : 42;
@@ -201,13 +215,21 @@ static void report_chart(ReportBuf *b, const ReportChart *ch, const ReportCurve 
             if (v > hi) hi = v;
             points++;
         }
-    if (ch->ymax_fixed > 0) { lo = 0; hi = ch->ymax_fixed; }
-    if (!points) { lo = 0; hi = 1; }
-    if (ch->from_zero && lo > 0) lo = 0;
-    if (ch->ymax_fixed <= 0) hi += (hi - lo) * 0.03;  // headroom: a curve at its maximum does not run along the frame
-    if (hi - lo < 1e-12 * (fabs(hi) + 1)) { lo -= fabs(lo) * 0.1 + 0.5; hi += fabs(hi) * 0.1 + 0.5; if (ch->from_zero && lo < 0) lo = 0; }
-    double ytick = report_tick_step(hi - lo, 5);
-    if (ch->ymax_fixed <= 0) { lo = floor(lo / ytick + 1e-9) * ytick; hi = ceil(hi / ytick - 1e-9) * ytick; }
+    int ylog = ch->log_y && points && lo > 0;
+    double ytick = 0;
+    if (ylog) {  // from the 1-2-5 value below the smallest to the one above the largest
+        lo = report_125(lo, 0);
+        hi = report_125(hi, 1);
+        if (hi <= lo) hi = report_125(lo * 1.01, 1);
+    } else {
+        if (ch->ymax_fixed > 0) { lo = 0; hi = ch->ymax_fixed; }
+        if (!points) { lo = 0; hi = 1; }
+        if (ch->from_zero && lo > 0) lo = 0;
+        if (ch->ymax_fixed <= 0) hi += (hi - lo) * 0.03;  // headroom: a curve at its maximum does not run along the frame
+        if (hi - lo < 1e-12 * (fabs(hi) + 1)) { lo -= fabs(lo) * 0.1 + 0.5; hi += fabs(hi) * 0.1 + 0.5; if (ch->from_zero && lo < 0) lo = 0; }
+        ytick = report_tick_step(hi - lo, 5);
+        if (ch->ymax_fixed <= 0) { lo = floor(lo / ytick + 1e-9) * ytick; hi = ceil(hi / ytick - 1e-9) * ytick; }
+    }
     if (xmax < 1) xmax = 1;
     double xtick = report_tick_step(xmax, 6);
     if (xtick < 1) xtick = 1;
@@ -219,9 +241,18 @@ static void report_chart(ReportBuf *b, const ReportChart *ch, const ReportCurve 
     rb_printf(b, "</text>\n");
     // grid and y ticks
     char label[64];
-    for (int k = 0; lo + k * ytick <= hi + ytick * 1e-6; k++) {
-        double v = lo + k * ytick, y = y0 - (v - lo) / (hi - lo) * (y0 - y1);
-        report_format_number(label, sizeof label, v, ytick);
+    for (int k = 0;; k++) {  // linear: lo + k*ytick; logarithmic: the 1-2-5 values from lo up
+        double v = lo + k * ytick;
+        if (ylog) {
+            static const double m125[3] = {1, 2, 5};
+            double d = floor(log10(lo) + 1e-9), f = lo / pow(10.0, d);
+            int first = f > 4.9 ? 2 : f > 1.9 ? 1 : 0;
+            v = m125[(first + k) % 3] * pow(10.0, d + (first + k) / 3);
+        }
+        if (v > hi * (1 + 1e-9) + (ylog ? 0 : ytick * 1e-6)) break;
+        double y = report_y(v, lo, hi, ylog, y0, y1);
+        if (ylog) snprintf(label, sizeof label, "%g", v);
+        else report_format_number(label, sizeof label, v, ytick);
         rb_printf(b, "<line class=\"grid\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>", x0, y, x1, y);
         rb_printf(b, "<text class=\"tick\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%s</text>\n", x0 - 6, y + 4, label);
     }
@@ -245,7 +276,7 @@ static void report_chart(ReportBuf *b, const ReportChart *ch, const ReportCurve 
     rb_printf(b, "</text>\n");
     // the curves, in a group that states the mapping from values to pixels
     rb_printf(b, "<g class=\"plot\" data-x0=\"%.1f\" data-x1=\"%.1f\" data-y0=\"%.1f\" data-y1=\"%.1f\" data-xmin=\"0\" data-xmax=\"%.17g\" "
-              "data-ymin=\"%.17g\" data-ymax=\"%.17g\" data-scale=\"%g\">\n", x0, x1, y0, y1, xmax, lo, hi, ch->scale);
+              "data-ymin=\"%.17g\" data-ymax=\"%.17g\" data-ylog=\"%d\" data-scale=\"%g\">\n", x0, x1, y0, y1, xmax, lo, hi, ylog, ch->scale);
     for (int c = 0; c < ncurves; c++) {
         const ReportSeries *s = curves[c].s;
         int stride = s->n > REPORT_MAX_POINTS ? (s->n + REPORT_MAX_POINTS - 1) / REPORT_MAX_POINTS : 1;
@@ -253,13 +284,13 @@ static void report_chart(ReportBuf *b, const ReportChart *ch, const ReportCurve 
                   curves[c].color, curves[c].markers ? "2" : "1.5");
         for (int i = 0; i < s->n; i++) {
             if (i % stride && i != s->n - 1) continue;
-            rb_printf(b, "%s%.2f,%.2f", i ? " " : "", x0 + s->x[i] / xmax * (x1 - x0), y0 - (s->y[i] * ch->scale - lo) / (hi - lo) * (y0 - y1));
+            rb_printf(b, "%s%.2f,%.2f", i ? " " : "", x0 + s->x[i] / xmax * (x1 - x0), report_y(s->y[i] * ch->scale, lo, hi, ylog, y0, y1));
         }
         rb_printf(b, "\"/>\n");
         if (curves[c].markers)
             for (int i = 0; i < s->n; i++)
                 rb_printf(b, "<circle cx=\"%.2f\" cy=\"%.2f\" r=\"3\" fill=\"%s\"/>", x0 + s->x[i] / xmax * (x1 - x0),
-                          y0 - (s->y[i] * ch->scale - lo) / (hi - lo) * (y0 - y1), curves[c].color);
+                          report_y(s->y[i] * ch->scale, lo, hi, ylog, y0, y1), curves[c].color);
         if (curves[c].markers && s->n) rb_printf(b, "\n");
     }
     rb_printf(b, "</g>\n");
@@ -354,21 +385,21 @@ static void report_write(const char *out_dir, const ReportInfo *info, RunMetrics
     if (m.skipped) { snprintf(v, sizeof v, "%lld", (long long)m.skipped); report_card(&b, "skipped steps", v); }
     rb_printf(&b, "</div>\n<div class=\"charts\">\n");
     double xmax = (double)(info->total_steps > m.last_step ? info->total_steps : m.last_step);
-    ReportChart loss = {"Loss", "loss per target (nats)", 1, 0, 0, info->tokens_per_step};
+    ReportChart loss = {"Loss", "loss per target (nats, log scale)", 1, 0, 0, 1, info->tokens_per_step};
     ReportCurve loss_curves[2] = {{&m.loss, "loss", "training", "#1f77b4", 0}, {&m.val_loss, "val_loss", "validation", "#ff7f0e", 1}};
     report_chart(&b, &loss, loss_curves, m.val_loss.n ? 2 : 1, xmax);
     if (m.eval_accuracy.n) {
-        ReportChart acc = {"Exact-match accuracy (-E)", "exact match (%)", 100, 1, 100, 0};
+        ReportChart acc = {"Exact-match accuracy (-E)", "exact match (%)", 100, 1, 100, 0, 0};
         ReportCurve c = {&m.eval_accuracy, "eval_accuracy", "held-out prompts", "#d62728", 1};
         report_chart(&b, &acc, &c, 1, xmax);
     }
-    ReportChart lr = {"Learning rate", "learning rate", 1, 1, 0, 0};
+    ReportChart lr = {"Learning rate", "learning rate", 1, 1, 0, 0, 0};
     ReportCurve lr_c = {&m.lr, "lr", "learning rate", "#2ca02c", 0};
     report_chart(&b, &lr, &lr_c, 1, xmax);
-    ReportChart gn = {"Gradient norm (before clipping)", "global L2 norm", 1, 1, 0, 0};
+    ReportChart gn = {"Gradient norm (before clipping)", "global L2 norm", 1, 1, 0, 0, 0};
     ReportCurve gn_c = {&m.grad_norm, "grad_norm", "gradient norm", "#9467bd", 0};
     report_chart(&b, &gn, &gn_c, 1, xmax);
-    ReportChart tps = {"Throughput", "tokens per second", 1, 1, 0, 0};
+    ReportChart tps = {"Throughput", "tokens per second", 1, 1, 0, 0, 0};
     ReportCurve tps_c = {&m.tokens_per_s, "tokens_per_s", "tokens/s", "#8c564b", 0};
     report_chart(&b, &tps, &tps_c, 1, xmax);
     rb_printf(&b, "</div>\n<h2>Configuration</h2>\n<table>\n");

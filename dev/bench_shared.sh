@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
 # How the CPU trainer's OpenMP settings behave when the machine is shared: times a
 # 60-step run of the demo's model (d4c128h4t128, B=16, T=128) on data/demo with
-# each setting, on its own and next to one busy process (`yes > /dev/null`, one
-# core's worth of load). Prints the median wall time of REPEATS runs per cell.
-# Usage: bash dev/bench_shared.sh [REPEATS]     (default 5; builds train_sft)
+# each setting, as the machine is ("quiet") and next to one more busy process
+# (`yes > /dev/null`, a core's worth of load: "busy"). The settings take turns
+# within each repeat, so that they all see the same changes in the machine's load.
+# Prints the median wall time per cell and every time measured; a run longer than
+# LIMIT seconds is stopped and counted as LIMIT.
+# Usage: bash dev/bench_shared.sh [REPEATS] [LIMIT]     (default 3, 300; builds train_sft)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-reps=${1:-5}
+reps=${1:-3}
+limit=${2:-300}
 make -s train_sft
 tmp=$(mktemp -d)
 busy_pid=
@@ -16,30 +20,32 @@ D=data/demo
 one_run() {  # env assignments...: prints the run's wall time in seconds
     local t0 t1
     t0=$(date +%s.%N)
-    env "$@" "$tmp/train_sft" -i $D/train.bin -e d4c128h4t128 -b 16 -t 128 -l 3e-3 -u 20 -x 60 -c 0.1 -o "$tmp/out" > "$tmp/log"
+    env "$@" timeout "$limit" "$tmp/train_sft" -i $D/train.bin -e d4c128h4t128 -b 16 -t 128 -l 3e-3 -u 20 -x 60 -c 0.1 \
+        -o "$tmp/out" > "$tmp/log" || true
     t1=$(date +%s.%N)
-    echo "$t1 - $t0" | bc -l
+    echo "$t1 - $t0" | bc -l | xargs printf "%.1f\n"
 }
-median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
-# name|environment (each setting is explicit, so the binary's own default does not matter,
-# except in the last row, which runs with nothing set)
+median() { tr ' ' '\n' | grep . | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+# name|environment: each setting explicit, so train_sft's own default does not
+# matter, except in the last row, which runs with nothing set
 settings=(
   "libgomp default (spin 300000)|GOMP_SPINCOUNT=300000"
-  "OMP_WAIT_POLICY=passive|OMP_WAIT_POLICY=passive"
-  "GOMP_SPINCOUNT=10000|GOMP_SPINCOUNT=10000"
   "OMP_NUM_THREADS=1|OMP_NUM_THREADS=1 GOMP_SPINCOUNT=300000"
-  "train_sft's default (nothing set)|"
+  "OMP_WAIT_POLICY=passive|OMP_WAIT_POLICY=passive"
+  "train_sft default (nothing set)|"
 )
-printf "%-36s %10s %10s   (median s of %d runs, %d CPUs, 60 steps)\n" "setting" "quiet" "busy" "$reps" "$(nproc)"
-for s in "${settings[@]}"; do
-    name=${s%%|*}; envs=${s#*|}
-    quiet=(); busy=()
-    for r in $(seq "$reps"); do
-        quiet+=("$(one_run $envs)")
+declare -A quiet busy
+for r in $(seq "$reps"); do
+    for i in "${!settings[@]}"; do
+        envs=${settings[$i]#*|}
+        quiet[$i]+="$(one_run $envs) "
         yes > /dev/null & busy_pid=$!
-        busy+=("$(one_run $envs)")
+        busy[$i]+="$(one_run $envs) "
         kill "$busy_pid"; wait "$busy_pid" 2>/dev/null || true; busy_pid=
     done
-    printf "%-36s %10.2f %10.2f   quiet: %s  busy: %s\n" "$name" "$(printf '%s\n' "${quiet[@]}" | median)" \
-        "$(printf '%s\n' "${busy[@]}" | median)" "${quiet[*]}" "${busy[*]}"
+done
+echo "60 steps of d4c128h4t128 B=16 T=128 on $(nproc) CPUs; train_sft's line: $(grep '^memory' "$tmp/log" | sed 's/.*; //')"
+printf "%-34s %8s %8s   %s\n" "setting (median s of $reps)" "quiet" "busy" "all runs: quiet | busy"
+for i in "${!settings[@]}"; do
+    printf "%-34s %8s %8s   %s| %s\n" "${settings[$i]%%|*}" "$(median <<< "${quiet[$i]}")" "$(median <<< "${busy[$i]}")" "${quiet[$i]}" "${busy[$i]}"
 done
