@@ -64,6 +64,14 @@ else
     echo "skip terminal_progress_redrawn_in_place: script(1) cannot run a command on a pseudo-terminal here"
 fi
 
+# -L 0 is bad input: one line, status 1, nothing written
+out=$(./train_sft -i $D/train.bin -L 0 -o "$tmp/bad" 2>&1); rc=$?
+if [ "$rc" -eq 1 ] && [ "$(wc -l <<< "$out")" -eq 1 ] && grep -q -- '-L must be at least 1' <<< "$out" && [ ! -e "$tmp/bad" ]; then
+    ok bad_input_L_zero
+else
+    fail bad_input_L_zero "status $rc: $out"
+fi
+
 # ./chat's usage line names the flags it takes
 usage=$(./chat -h 2>&1 | head -1)
 if grep -q -- '-e MODEL_DIR -k TOKENIZER' <<< "$usage" && ! grep -q -- '-i ' <<< "$usage"; then ok chat_usage_line; else fail chat_usage_line "$usage"; fi
