@@ -3,7 +3,8 @@
 # data (a few seconds), then checks of the HTML report against metrics.jsonl (by
 # ./test_report DIR), of a resumed run's report (it includes the steps before the
 # resume), of the step lines with -L and on a terminal (run under `script`), of the
-# closing summary, and of ./chat's usage line. Prints ok/FAIL/skip lines.
+# closing summary, of the OpenMP wait setting, and of ./chat's usage line. Prints
+# ok/FAIL/skip lines.
 # Usage: bash dev/test_report.sh        (needs ./train_sft, ./chat, ./test_report)
 set -u
 cd "$(dirname "$0")/.."
@@ -36,6 +37,16 @@ if ./train_sft "${tiny[@]}" -x 12 -n 6 -L 4 -o "$tmp/run" > "$tmp/run.log" 2>&1;
     grep -q "train loss $want " <<< "$summary" && ok end_summary_loss_is_mean_of_last_10 || fail end_summary_loss_is_mean_of_last_10 "expected $want in: $summary"
 else
     fail run_tiny_training "$(tail -3 "$tmp/run.log")"
+fi
+
+# OpenMP threads wait passively unless the environment says otherwise (the line says which)
+if [ -z "${OMP_WAIT_POLICY:-}${GOMP_SPINCOUNT:-}" ]; then
+    grep -q '^memory| .* threads, OMP_WAIT_POLICY=passive$' "$tmp/run.log" && ok openmp_waits_passively_by_default \
+        || fail openmp_waits_passively_by_default "$(grep '^memory' "$tmp/run.log")"
+    GOMP_SPINCOUNT=1000 ./train_sft "${tiny[@]}" -x 1 -o "$tmp/spin" 2>&1 | grep -q '^memory| .* threads, GOMP_SPINCOUNT=1000$' \
+        && ok openmp_wait_setting_of_user_kept || fail openmp_wait_setting_of_user_kept "GOMP_SPINCOUNT=1000 not reported"
+else
+    echo "skip openmp_waits_passively_by_default: OMP_WAIT_POLICY or GOMP_SPINCOUNT is set here"
 fi
 
 # a resumed run: its report draws the steps before the resume too
