@@ -50,7 +50,7 @@ CUDA_TEST_CMDS = "echo skip gpu_trainer: nvcc not found, the GPU trainer was not
 endif
 
 no_gpu_note:
-	@echo "no GPU found: built the CPU programs only (make train_sftcu builds the GPU trainer; make test builds and tests it)"
+	@echo "no GPU (or no nvcc) found: built the CPU programs only; where nvcc is, make train_sftcu builds the GPU trainer and make test builds and tests it"
 
 train_sftcu: $(CUDA_DEPS)
 	$(NVCC) $(NVCCFLAGS) -o $@ train_sft.cu $(CUDA_LIBS)
