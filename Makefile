@@ -1,4 +1,6 @@
-# Build: `make` builds the CPU trainer and tools; `make test` builds and runs every test.
+# Build: `make` builds the CPU trainer and tools (and the GPU trainer where a GPU is
+# present); `make train_sftcu` builds the GPU trainer; `make test` builds and runs every
+# test, the GPU code's included wherever nvcc is found.
 CC ?= gcc
 # -march=native: the matrix kernels rely on the host's vector units. Override with
 # `make ARCHFLAGS=-mavx2\ -mfma` (or empty) to build for another machine.
@@ -8,9 +10,14 @@ LDLIBS = -lm
 
 COMMON_H = $(wildcard common/*.h data/*.h tokenizer/*.h)
 
-.PHONY: all test clean check_headers_cxx cuda
+NVCC ?= nvcc
+HAVE_NVCC := $(shell command -v $(NVCC) 2>/dev/null)
+# a GPU the driver sees: only then does plain `make` spend the minute or two nvcc takes
+HAVE_GPU := $(if $(HAVE_NVCC),$(shell nvidia-smi -L 2>/dev/null | grep -q '^GPU' && echo yes))
 
-all: train_sft chat tok prepare cuda
+.PHONY: all test clean check_headers_cxx cuda no_gpu_note
+
+all: train_sft chat tok prepare $(if $(HAVE_GPU),cuda,no_gpu_note)
 
 train_sft: train_sft.c $(COMMON_H)
 	$(CC) $(CFLAGS) -o $@ train_sft.c $(LDLIBS)
@@ -18,15 +25,16 @@ train_sft: train_sft.c $(COMMON_H)
 test_sft: test_sft.c train_sft.c $(COMMON_H)
 	$(CC) $(CFLAGS) -o $@ test_sft.c $(LDLIBS)
 
+test_report: test_report.c $(COMMON_H)
+	$(CC) $(CFLAGS) -o $@ test_report.c $(LDLIBS)
+
 chat: chat.c train_sft.c $(COMMON_H)
 	$(CC) $(CFLAGS) -o $@ chat.c $(LDLIBS)
 
 # ---- GPU trainer (train_sft.cu, cuda/) ----
 # `make train_sftcu` builds the bf16 trainer for Hopper (sm_90); CUDA_ARCH=sm_80 etc.
 # for other GPUs. train_sftcu_fp32 computes in fp32 (for comparison with the CPU).
-NVCC ?= nvcc
 CUDA_ARCH ?= sm_90
-HAVE_NVCC := $(shell command -v $(NVCC) 2>/dev/null)
 NVCCFLAGS ?= -std=c++17 -O3 -arch=$(CUDA_ARCH) -Xcompiler -fopenmp,-Wall,-Wno-unused-function,-Wno-format-truncation -I.
 CUDA_LIBS = -lcublas -lgomp -lm
 CUDA_DEPS = train_sft.cu $(wildcard cuda/*.cuh) $(COMMON_H)
@@ -40,6 +48,9 @@ cuda:
 	@echo "nvcc not found: skipping the GPU trainer (install the CUDA toolkit to build it)"
 CUDA_TEST_CMDS = "echo skip gpu_trainer: nvcc not found, the GPU trainer was not built"
 endif
+
+no_gpu_note:
+	@echo "no GPU (or no nvcc) found: built the CPU programs only; where nvcc is, make train_sftcu builds the GPU trainer and make test builds and tests it"
 
 train_sftcu: $(CUDA_DEPS)
 	$(NVCC) $(NVCCFLAGS) -o $@ train_sft.cu $(CUDA_LIBS)
@@ -84,8 +95,8 @@ make_tasks: data/make_tasks.c $(COMMON_H)
 check_headers_cxx: dev/headers_check.cpp $(COMMON_H)
 	$(CXX) -std=c++17 -Wall -Wextra -Wno-unused-function -Werror -fsyntax-only -I. dev/headers_check.cpp
 
-test: train_sft chat test_sft tok test_tok prepare test_prepare cuda
-	bash dev/run_tests.sh "make -s check_headers_cxx && echo ok shared_headers_are_valid_cxx" ./test_sft "bash dev/test_crash.sh 5" ./test_tok "bash tokenizer/test_exact.sh" ./test_prepare "bash data/test_prepare.sh" "bash data/test_inspect.sh" $(CUDA_TEST_CMDS)
+test: train_sft chat test_sft test_report tok test_tok prepare test_prepare cuda
+	bash dev/run_tests.sh "make -s check_headers_cxx && echo ok shared_headers_are_valid_cxx" ./test_sft ./test_report "bash dev/test_report.sh" "bash dev/test_crash.sh 5" ./test_tok "bash tokenizer/test_exact.sh" ./test_prepare "bash data/test_prepare.sh" "bash data/test_inspect.sh" $(CUDA_TEST_CMDS)
 
 clean:
-	rm -f train_sft chat test_sft tok test_tok prepare test_prepare make_tasks $(CUDA_TARGETS) dev/cuda/cpu_ref.o
+	rm -f train_sft chat test_sft test_report tok test_tok prepare test_prepare make_tasks $(CUDA_TARGETS) dev/cuda/cpu_ref.o

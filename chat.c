@@ -37,6 +37,7 @@ static void answer(const Generator *g, BpeTokenizer *tok, const ChatTokens *ct, 
 }
 
 int main(int argc, char **argv) {
+    openmp_wait_passively(argv);
     ChatArgs a = {"", "", "", "", 256, 1337, 0.0f};
     Flag flags[] = {
         {'e', FLAG_STRING, &a.model, "model: checkpoint or Hugging Face GPT-2 directory (required)"},
@@ -48,7 +49,7 @@ int main(int argc, char **argv) {
         {'z', FLAG_INT, &a.seed, "random seed for sampling (default 1337)"},
     };
     int nflags = (int)(sizeof flags / sizeof flags[0]);
-    parse_flags(argc, argv, flags, nflags);
+    parse_flags(argc, argv, "-e MODEL_DIR -k TOKENIZER [-p PROMPT | -f PROMPTS.jsonl] [flags]", flags, nflags);
     if (!a.model[0] || !a.tokenizer[0]) usage_error(argv[0], "pass a model with -e and its tokenizer with -k");
     if (a.max_new < 1) usage_error(argv[0], "-g must be at least 1");
     if (!(a.temperature >= 0)) usage_error(argv[0], "-w must be >= 0");

@@ -783,12 +783,36 @@ static void check_host_memory(const GPT2Config *c, int B, int T) {
     check_memory_plan(terms, 3, host_memory_available(), "MemAvailable in /proc/meminfo");
 }
 
+// OpenMP threads that wait for work spin on their core (libgomp: 300000 spins
+// before sleeping). When another program wants that core, the spinning thread holds
+// it while the thread with the work waits for a turn: next to one busy process on a
+// 2-core machine a run took several times longer (README: Speed). Waiting passively
+// (sleeping at once) avoids that at a small cost on a quiet machine. libgomp reads
+// its settings when the program loads, before main, so the program runs itself
+// again with OMP_WAIT_POLICY=passive in its environment; a user's own
+// OMP_WAIT_POLICY or GOMP_SPINCOUNT is left alone.
+static void openmp_wait_passively(char **argv) {
+    if (getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT")) return;
+    if (setenv("OMP_WAIT_POLICY", "passive", 1) != 0) return;
+    execv("/proc/self/exe", argv);
+    unsetenv("OMP_WAIT_POLICY");  // could not: run on with libgomp's defaults
+}
+
+// How OpenMP threads wait in this process, for the start-up report.
+static void openmp_wait_description(char *buf, size_t n) {
+    const char *policy = getenv("OMP_WAIT_POLICY"), *spin = getenv("GOMP_SPINCOUNT");
+    if (policy) snprintf(buf, n, "OMP_WAIT_POLICY=%s", policy);
+    else if (spin) snprintf(buf, n, "GOMP_SPINCOUNT=%s", spin);
+    else snprintf(buf, n, "libgomp's default wait (spin, then sleep)");
+}
+
 #ifndef SFT_NO_MAIN
 int main(int argc, char **argv) {
+    openmp_wait_passively(argv);
     TrainArgs args;
     train_args_defaults(&args);
     Flag flags[] = {COMMON_FLAGS(&args)};
-    parse_flags(argc, argv, flags, (int)(sizeof flags / sizeof flags[0]));
+    parse_flags(argc, argv, "-i train.bin [flags]", flags, (int)(sizeof flags / sizeof flags[0]));
     check_train_args(argv[0], &args);
 
     // inputs first, so a bad input fails before anything is written
@@ -811,53 +835,54 @@ int main(int argc, char **argv) {
     Rng sample_rng;
     rng_seed(&sample_rng, (uint64_t)args.seed + 1);
     resume_state(&args, &run, &state, model.m_mem, model.v_mem, model.num_params, &loader, &sample_rng);
-    FILE *metrics = open_metrics(args.out_dir, state.step);
+    char wait[128], trainer[256];
+    openmp_wait_description(wait, sizeof wait);
+    snprintf(trainer, sizeof trainer, "train_sft (CPU, %d OpenMP threads, %s)", omp_get_max_threads(), wait);
+    RunLog log;
+    run_log_open(&log, &args, &run, state.step, trainer);
 
     print_run_summary(&args, &run, model.num_params);
-    printf("memory| parameters %.1f MB, gradients %.1f MB, AdamW state %.1f MB, activations %.1f MB; %d threads\n", model.num_params * 4 / 1e6,
-           model.num_params * 4 / 1e6, model.num_params * 8 / 1e6, model.acts_floats * 4 / 1e6, omp_get_max_threads());
+    printf("memory| parameters %.1f MB, gradients %.1f MB, AdamW state %.1f MB, activations %.1f MB; %d threads, %s\n", model.num_params * 4 / 1e6,
+           model.num_params * 4 / 1e6, model.num_params * 8 / 1e6, model.acts_floats * 4 / 1e6, omp_get_max_threads(), wait);
 
     CpuGenerator cpu_gen;
     Generator gen;
     cpu_generator_init(&cpu_gen, &gen, &model);
-    double train_seconds = 0.0;
-    int timed_steps = 0, steps = run.steps;
+    int steps = run.steps;
     NonfiniteGuard guard = {args.max_nonfinite, 0};
     for (int64_t step = state.step; step < steps; step++) {
         if (run.have_val && args.val_every > 0 && step % args.val_every == 0) {
             int64_t n;
             double vl = evaluate(&model, &val_loader, args.val_batches, &n);
-            log_validation(metrics, step, vl, n);
+            log_validation(&log, step, vl, n);
         }
-        generate_and_evaluate(&args, &run, &gen, step, 0, metrics, &sample_rng);
+        generate_and_evaluate(&args, &run, &gen, step, 0, &log, &sample_rng);
         float lr = lr_at_step((int)step, steps, args.lr, args.warmup, args.final_lr_frac);
         double t0 = now_seconds();
         poison_this_step = test_poison_for_step(step + 1);
         StepResult r = train_step(&model, &loader, run.A, lr, args.weight_decay, args.grad_clip, &state.adam_t);
         double dt = now_seconds() - t0;
         state.step = step + 1;
-        train_seconds += dt;
-        timed_steps++;
-        if (!nonfinite_guard(&guard, metrics, state.step, steps, r.skipped, r.loss, r.grad_norm))
-            log_step(metrics, state.step, steps, r.skipped, r.loss, lr, r.grad_norm, r.targets, args.total_batch, dt,
-                     train_seconds / timed_steps * (double)(steps - state.step));
+        if (!nonfinite_guard(&guard, &log, state.step, r.skipped, r.loss, r.grad_norm))
+            log_step(&log, state.step, r.skipped, r.loss, lr, r.grad_norm, r.targets, dt);
         if (args.ckpt_every > 0 && state.step % args.ckpt_every == 0 && state.step < steps) {
             state.epoch = loader.epoch; state.cursor = loader.cursor; state.rng = sample_rng.state;
             save_checkpoint(args.out_dir, &model.cfg, &model.params, &state, model.m_mem, model.v_mem, model.num_params);
-            printf("saved | checkpoint %s/step_%08lld\n", args.out_dir, (long long)state.step);
+            log_checkpoint(&log, state.step, 0);
         }
     }
+    log_break(&log);
     require_updates(&state);
     if (run.have_val) {
         int64_t n;
         double vl = evaluate(&model, &val_loader, args.val_batches, &n);
-        log_validation(metrics, state.step, vl, n);
+        log_validation(&log, state.step, vl, n);
     }
-    generate_and_evaluate(&args, &run, &gen, state.step, 1, metrics, &sample_rng);
-    fclose(metrics);
+    generate_and_evaluate(&args, &run, &gen, state.step, 1, &log, &sample_rng);
     state.epoch = loader.epoch; state.cursor = loader.cursor; state.rng = sample_rng.state;
     save_checkpoint(args.out_dir, &model.cfg, &model.params, &state, model.m_mem, model.v_mem, model.num_params);
-    printf("saved | final model %s/step_%08lld (Hugging Face GPT-2 directory + optimizer state)\n", args.out_dir, (long long)state.step);
+    log_checkpoint(&log, state.step, 1);
+    run_log_close(&log, state.step);
 
     loader_free(&loader);
     if (run.have_val) loader_free(&val_loader);

@@ -475,7 +475,7 @@ int main(int argc, char **argv) {
     int recompute = 0;
     Flag flags[] = {COMMON_FLAGS(&args),
                     {'r', FLAG_INT, &recompute, "recompute in backward: 0 none, 1 LayerNorm+GELU outputs, 2 whole layers (default 0)"}};
-    parse_flags(argc, argv, flags, (int)(sizeof flags / sizeof flags[0]));
+    parse_flags(argc, argv, "-i train.bin [flags]", flags, (int)(sizeof flags / sizeof flags[0]));
     check_train_args(argv[0], &args);
     if (recompute < 0 || recompute > 2) usage_error(argv[0], "-r must be 0, 1 or 2, got %d", recompute);
     int devices = 0;
@@ -506,7 +506,10 @@ int main(int argc, char **argv) {
         CUDA_CHECK(cudaMemcpy(M.m, host_m, P * sizeof(float), cudaMemcpyHostToDevice));
         CUDA_CHECK(cudaMemcpy(M.v, host_v, P * sizeof(float), cudaMemcpyHostToDevice));
     }
-    FILE *metrics = open_metrics(args.out_dir, state.step);
+    char trainer[128];
+    snprintf(trainer, sizeof trainer, "train_sftcu (GPU, %s, recompute level %d)", PRECISION_NAME, recompute);
+    RunLog log;
+    run_log_open(&log, &args, &run, state.step, trainer);
     StepBuffers sb;
     step_buffers_init(&sb, A, BT);
 
@@ -525,17 +528,15 @@ int main(int argc, char **argv) {
     GpuGenerator gpu_gen;
     Generator gen;
     gpu_generator_init(&gpu_gen, &gen, &M);
-    double train_seconds = 0.0;
-    int timed_steps = 0;
     size_t min_free = free1;
     NonfiniteGuard guard = {args.max_nonfinite, 0};
     for (int64_t step = state.step; step < steps; step++) {
         if (run.have_val && args.val_every > 0 && step % args.val_every == 0) {
             int64_t n;
             double vl = gpu_evaluate(&M, &val_loader, &sb, args.val_batches, &n);
-            log_validation(metrics, step, vl, n);
+            log_validation(&log, step, vl, n);
         }
-        generate_and_evaluate(&args, &run, &gen, step, 0, metrics, &sample_rng);
+        generate_and_evaluate(&args, &run, &gen, step, 0, &log, &sample_rng);
         float lr = lr_at_step((int)step, steps, args.lr, args.warmup, args.final_lr_frac);
         double t0 = now_seconds();
         poison_this_step = test_poison_for_step(step + 1);
@@ -545,31 +546,30 @@ int main(int argc, char **argv) {
         CUDA_CHECK(cudaMemGetInfo(&free_now, &total_mem));
         if (free_now < min_free) min_free = free_now;
         state.step = step + 1;
-        train_seconds += dt;
-        timed_steps++;
-        if (!nonfinite_guard(&guard, metrics, state.step, steps, r.skipped, r.loss, r.grad_norm))
-            log_step(metrics, state.step, steps, r.skipped, r.loss, lr, r.grad_norm, r.targets, args.total_batch, dt,
-                     train_seconds / timed_steps * (double)(steps - state.step));
+        if (!nonfinite_guard(&guard, &log, state.step, r.skipped, r.loss, r.grad_norm))
+            log_step(&log, state.step, r.skipped, r.loss, lr, r.grad_norm, r.targets, dt);
         if (args.ckpt_every > 0 && state.step % args.ckpt_every == 0 && state.step < steps) {
             gpu_download_state(&M, run.params, host_m, host_v);
             state.epoch = loader.epoch; state.cursor = loader.cursor; state.rng = sample_rng.state;
             save_checkpoint(args.out_dir, &cfg, &run.p, &state, host_m, host_v, P);
-            printf("saved | checkpoint %s/step_%08lld\n", args.out_dir, (long long)state.step);
+            log_checkpoint(&log, state.step, 0);
         }
     }
+    log_break(&log);
     require_updates(&state);
     if (run.have_val) {
         int64_t n;
         double vl = gpu_evaluate(&M, &val_loader, &sb, args.val_batches, &n);
-        log_validation(metrics, state.step, vl, n);
+        log_validation(&log, state.step, vl, n);
     }
-    generate_and_evaluate(&args, &run, &gen, state.step, 1, metrics, &sample_rng);
-    fclose(metrics);
+    generate_and_evaluate(&args, &run, &gen, state.step, 1, &log, &sample_rng);
+    log_break(&log);
     printf("memory| peak in use %.1f MiB of %.1f MiB\n", (free0 - min_free) / MiB, total_mem / MiB);
     gpu_download_state(&M, run.params, host_m, host_v);
     state.epoch = loader.epoch; state.cursor = loader.cursor; state.rng = sample_rng.state;
     save_checkpoint(args.out_dir, &cfg, &run.p, &state, host_m, host_v, P);
-    printf("saved | final model %s/step_%08lld (Hugging Face GPT-2 directory + optimizer state)\n", args.out_dir, (long long)state.step);
+    log_checkpoint(&log, state.step, 1);
+    run_log_close(&log, state.step);
     step_buffers_free(&sb);
     loader_free(&loader);
     if (run.have_val) loader_free(&val_loader);

@@ -55,20 +55,36 @@ static int generate_tokens(const Generator *g, const int *prompt, int prompt_len
     return n;
 }
 
-// Prints model output on one line, at most 80 bytes: newlines as \n, other control
-// bytes and bytes that are not valid UTF-8 as \xNN.
-static void print_visible(const char *s, size_t n) {
+// Writes text (model output, a prompt) whole on one line of f: printable UTF-8 as
+// it is; newline, tab and backslash as \n \t \\; other control bytes and bytes
+// that are not valid UTF-8 as \xNN, and a run of 4 or more of the same such byte
+// as "(N × \xNN)", so that an untrained model's byte soup stays readable.
+static void fprint_visible(FILE *f, const char *s, size_t n) {
     size_t i = 0;
-    while (i < n && i < 80) {
+    while (i < n) {
         unsigned char c = (unsigned char)s[i];
         uint32_t cp;
         int len = utf8_decode((const unsigned char *)s + i, n - i, &cp);
-        if (c == '\n') printf("\\n");
-        else if (c < 0x20 || c == 0x7f || len == 0) printf("\\x%02x", c);
-        else { fwrite(s + i, 1, (size_t)len, stdout); i += (size_t)len; continue; }
+        if (c == '\n') fputs("\\n", f);
+        else if (c == '\t') fputs("\\t", f);
+        else if (c == '\\') fputs("\\\\", f);
+        else if (c < 0x20 || c == 0x7f || len == 0) {
+            size_t run = 1;
+            while (i + run < n && (unsigned char)s[i + run] == c && (c < 0x20 || c == 0x7f || utf8_decode((const unsigned char *)s + i + run, n - i - run, &cp) == 0)) run++;
+            if (run >= 4) { fprintf(f, "(%zu \u00d7 \\x%02x)", run, c); i += run; continue; }
+            fprintf(f, "\\x%02x", c);
+        } else { fwrite(s + i, 1, (size_t)len, f); i += (size_t)len; continue; }
         i++;
     }
-    if (n > 80) printf("...");
+}
+
+// The same for at most the last `tail` bytes of s, cut at a character boundary, "..." first when cut.
+static void fprint_visible_tail(FILE *f, const char *s, size_t n, size_t tail) {
+    if (n <= tail) { fprint_visible(f, s, n); return; }
+    size_t start = n - tail;
+    while (start < n && ((unsigned char)s[start] & 0xC0) == 0x80) start++;  // not inside a UTF-8 sequence
+    fputs("...", f);
+    fprint_visible(f, s + start, n - start);
 }
 
 // Exact-match accuracy: greedy answers to each prompt, up to the end-of-turn
@@ -84,9 +100,13 @@ static double evaluate_exact_match(const Generator *g, const EvalSet *es, BpeTok
         int ok = ended && evalset_match(text.data ? text.data : "", text.n, es->answers[i]);
         correct += ok;
         if (i < show) {
-            printf("eval  | %s  ->  ", es->prompt_texts[i]);
-            print_visible(text.data, text.n);
-            printf("%s  [%s, expected %s]\n", ended ? "" : " ...", ok ? "right" : "wrong", es->answers[i]);
+            printf("eval  | ");
+            fprint_visible(stdout, es->prompt_texts[i], strlen(es->prompt_texts[i]));
+            printf("  ->  ");
+            fprint_visible(stdout, text.data, text.n);
+            printf("%s  [%s, expected ", ended ? "" : " (no end-of-turn)", ok ? "right" : "wrong");
+            fprint_visible(stdout, es->answers[i], strlen(es->answers[i]));
+            printf("]\n");
         }
         bpe_bytes_free(&text);
     }
@@ -94,16 +114,17 @@ static double evaluate_exact_match(const Generator *g, const EvalSet *es, BpeTok
     return (double)correct / es->n;
 }
 
-// Tokens as text when a tokenizer is at hand, else as ids.
-static void print_tokens(const BpeTokenizer *tok, const int *ids, int n) {
+// Tokens as text when a tokenizer is at hand, else as ids; at most the last `tail` bytes or ids (SIZE_MAX: all).
+static void print_tokens(const BpeTokenizer *tok, const int *ids, int n, size_t tail) {
     char err[BPE_ERR_LEN];
     BpeBytes text = {NULL, 0, 0};
     if (tok && bpe_decode(tok, ids, (size_t)n, &text, err, sizeof err) == 0) {
-        print_visible(text.data, text.n);
+        fprint_visible_tail(stdout, text.data, text.n, tail);
         bpe_bytes_free(&text);
         return;
     }
-    for (int i = 0; i < n; i++) printf("%s%d", i ? " " : "", ids[i]);
+    int first = (size_t)n > tail ? n - (int)tail : 0;
+    for (int i = first; i < n; i++) printf("%s%d", i > first ? " " : first ? "... " : "", ids[i]);
 }
 
 // The sample prompt: a document's tokens before its first target; the stop token
@@ -119,9 +140,9 @@ static void sample_and_print(const Generator *g, const DataFile *df, const BpeTo
     for (int64_t i = 0; i < k; i++) prompt[i] = (int)data_token(df, off + i);
     int n = generate_tokens(g, prompt, (int)k, stop, max_new, temperature, rng, out);
     printf("sample | prompt (first document of %s): ", df->path);
-    print_tokens(tok, prompt, (int)k);
+    print_tokens(tok, prompt, (int)k, 300);  // its end: what the model continues
     printf("\nsample | generated: ");
-    print_tokens(tok, out, n);
+    print_tokens(tok, out, n, SIZE_MAX);  // whole
     printf("%s\n", n > 0 && out[n - 1] == stop ? " (stop token)" : "");
     free(prompt); free(out);
 }

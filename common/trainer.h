@@ -1,6 +1,7 @@
 // trainer.h: what the CPU and CUDA trainers share around the model: command-line
 // flags, the learning-rate schedule, model loading by -e, checkpoints (directory
-// layout, optimizer state file, the "latest" pointer) and metrics.jsonl.
+// layout, optimizer state file, the "latest" pointer), metrics.jsonl and, last, what
+// a run prints and records (progress lines, the HTML report, the closing summary).
 #ifndef SFT_TRAINER_H
 #define SFT_TRAINER_H
 
@@ -8,10 +9,12 @@
 #include <signal.h>
 #include <sys/file.h>
 #include <sys/syscall.h>
+#include <sys/ioctl.h>
 #include "datafile.h"
 #include "evalset.h"
 #include "generate.h"
 #include "gpt2.h"
+#include "report.h"
 #include "util.h"
 
 // ---------------------------------------------------------------------------
@@ -24,6 +27,7 @@ typedef struct {
     const char *train_path, *val_path, *init, *out_dir, *tokenizer_path, *eval_path;
     int B, T, total_batch, max_steps, warmup, shuffle, sample_every, sample_tokens;
     int val_every, val_batches, ckpt_every, resume, seed, eval_every;
+    int print_every;          // -L: a step line every N steps when stdout is not a terminal
     float lr, final_lr_frac, weight_decay, grad_clip, temperature;
     int max_nonfinite;  // stop after this many consecutive steps with a non-finite loss or gradient norm
 } TrainArgs;
@@ -33,7 +37,7 @@ static void train_args_defaults(TrainArgs *a) {
     a->train_path = ""; a->val_path = ""; a->init = "d6"; a->out_dir = "out"; a->tokenizer_path = ""; a->eval_path = "";
     a->B = 4; a->T = 0; a->total_batch = 0; a->max_steps = -1; a->warmup = 0; a->shuffle = 1;
     a->sample_every = 0; a->sample_tokens = 64; a->val_every = 100; a->val_batches = 20;
-    a->ckpt_every = 0; a->resume = 0; a->seed = 1337;
+    a->ckpt_every = 0; a->resume = 0; a->seed = 1337; a->print_every = 1;
     a->lr = 1e-4f; a->final_lr_frac = 0.1f; a->weight_decay = 0.0f; a->grad_clip = 1.0f; a->temperature = 0.0f;
     a->max_nonfinite = 5;
 }
@@ -65,10 +69,12 @@ static void train_args_defaults(TrainArgs *a) {
     {'k', FLAG_STRING, &(a)->tokenizer_path, "tokenizer (GPT-2 dir or tokenizer.json): decode samples, run -E"}, \
     {'E', FLAG_STRING, &(a)->eval_path, "exact-match evaluation JSONL of {prompt, completion}; needs -k"},   \
     {'a', FLAG_INT, &(a)->eval_every, "run -E every N steps; 0 = before and after training (default 0)"}, \
-    {'K', FLAG_INT, &(a)->max_nonfinite, "stop (exit 2) after K consecutive steps with a NaN/Inf loss or gradient norm (default 5)"}
+    {'K', FLAG_INT, &(a)->max_nonfinite, "stop (exit 2) after K consecutive steps with a NaN/Inf loss or gradient norm (default 5)"}, \
+    {'L', FLAG_INT, &(a)->print_every, "when stdout is not a terminal, print every Nth step line (default 1)"}
 
-static void print_usage(const char *prog, const Flag *flags, int nflags) {
-    fprintf(stderr, "usage: %s -i train.bin [flags]\n\nflags:\n", prog);
+// synopsis: what follows the program name in the usage line, e.g. "-i train.bin [flags]".
+static void print_usage(const char *prog, const char *synopsis, const Flag *flags, int nflags) {
+    fprintf(stderr, "usage: %s %s\n\nflags:\n", prog, synopsis);
     for (int i = 0; i < nflags; i++) fprintf(stderr, "  -%c  %s\n", flags[i].letter, flags[i].meaning);
     fprintf(stderr, "  -h  print this help\n");
 }
@@ -84,10 +90,10 @@ static void usage_error(const char *prog, const char *fmt, ...) {
     exit(1);
 }
 
-static void parse_flags(int argc, char **argv, const Flag *flags, int nflags) {
+static void parse_flags(int argc, char **argv, const char *synopsis, const Flag *flags, int nflags) {
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
-        if (!strcmp(arg, "-h") || !strcmp(arg, "--help")) { print_usage(argv[0], flags, nflags); exit(0); }
+        if (!strcmp(arg, "-h") || !strcmp(arg, "--help")) { print_usage(argv[0], synopsis, flags, nflags); exit(0); }
         if (arg[0] != '-' || arg[1] == 0 || arg[2] != 0) usage_error(argv[0], "unexpected argument '%s'", arg);
         const Flag *f = NULL;
         for (int k = 0; k < nflags; k++) if (flags[k].letter == arg[1]) f = &flags[k];
@@ -135,6 +141,7 @@ static void check_train_args(const char *prog, const TrainArgs *a) {
     if (a->resume != 0 && a->resume != 1) usage_error(prog, "-y must be 0 or 1, got %d", a->resume);
     if (a->eval_every < 0) usage_error(prog, "-a must be >= 0, got %d", a->eval_every);
     if (a->max_nonfinite < 1) usage_error(prog, "-K must be at least 1, got %d", a->max_nonfinite);
+    if (a->print_every < 1) usage_error(prog, "-L must be at least 1, got %d", a->print_every);
     if (a->eval_path[0] && !a->tokenizer_path[0]) usage_error(prog, "-E needs the tokenizer the data was made with: pass -k");
 }
 
@@ -455,19 +462,6 @@ static void run_free(RunSetup *r) {
     if (r->tok) { evalset_free(&r->evalset); bpe_free(r->tok); }
 }
 
-static void log_eval(FILE *metrics, int64_t step, double accuracy, int examples);
-
-// What generates at the start of step `step` (or, with final, after the last step):
-// exact-match evaluation before training, every -a steps and at the end; samples
-// every -s steps and at the end.
-static void generate_and_evaluate(const TrainArgs *a, const RunSetup *r, const Generator *gen, int64_t step, int final, FILE *metrics,
-                                  Rng *sample_rng) {
-    if (r->evalset.n && (final || step == 0 || (a->eval_every > 0 && step % a->eval_every == 0)))
-        log_eval(metrics, step, evaluate_exact_match(gen, &r->evalset, r->tok, &r->chat, a->sample_tokens, final ? 5 : step == 0 ? 3 : 0),
-                 r->evalset.n);
-    if (a->sample_every > 0 && (final || (step > 0 && step % a->sample_every == 0)))
-        sample_and_print(gen, r->have_val ? &r->val : &r->train, r->tok, a->sample_tokens, a->temperature, sample_rng);
-}
 
 // ---------------------------------------------------------------------------
 // Run safety: the output directory's lock, the memory plan, the non-finite guard,
@@ -556,25 +550,6 @@ enum { STEP_UPDATED = 0, STEP_NO_TARGETS = 1, STEP_NONFINITE = 2 };
 // they were); after `limit` in a row the run stops.
 typedef struct { int limit, consecutive; } NonfiniteGuard;
 
-// After each step: a non-finite step is logged here, as {"step", "skipped":
-// "nonfinite"}, and the limit-th in a row ends the run with EXIT_NONFINITE. Returns 1
-// when it logged the step, 0 when the caller logs it as usual.
-static int nonfinite_guard(NonfiniteGuard *g, FILE *metrics, int64_t step, int steps, int skipped, double loss, float grad_norm) {
-    if (skipped != STEP_NONFINITE) { g->consecutive = 0; return 0; }
-    g->consecutive++;
-    printf("step %lld/%d | skipped: non-finite loss or gradient norm (loss %g, norm %g), no update (%d in a row; -K %d stops)\n",
-           (long long)step, steps, loss, (double)grad_norm, g->consecutive, g->limit);
-    fprintf(metrics, "{\"step\": %lld, \"skipped\": \"nonfinite\", \"consecutive\": %d}\n", (long long)step, g->consecutive);
-    fflush(metrics);
-    fflush(stdout);
-    if (g->consecutive >= g->limit) {
-        fprintf(stderr, "error: stopping: %d steps in a row (through step %lld) had a non-finite loss or gradient norm; none was applied, "
-                "the last checkpoint is intact; lower -l (learning rate) or check the data (-K sets how many in a row stop)\n", g->consecutive, (long long)step);
-        exit(EXIT_NONFINITE);
-    }
-    return 1;
-}
-
 // Test hook, for tests only: the environment variable SFT_TEST_POISON="grad:3,loss:5"
 // makes step 3's gradient (its first entry, after backward) and step 5's loss NaN
 // (steps counted from 1), so that tests can drive the guard above through a real
@@ -625,39 +600,101 @@ static void require_updates(const TrainState *s) {
 }
 
 // ---------------------------------------------------------------------------
-// Progress lines and metrics.jsonl records.
+// What a run prints and records: metrics.jsonl, the progress on stdout, and the
+// HTML report (common/report.h). On a terminal the step line is redrawn in place
+// and each event (validation, evaluation, sample, checkpoint) gets lines of its
+// own; elsewhere (a log file, CI) every step gets a line, or every -L-th step.
 
-static void log_validation(FILE *metrics, int64_t step, double loss, int64_t targets) {
+typedef struct {
+    FILE *metrics;            // <out>/metrics.jsonl, appended to
+    const TrainArgs *args;
+    const RunSetup *run;
+    ReportInfo report;        // the report's title and configuration table
+    int tty;                  // stdout is a terminal
+    int line_open;            // a step line is on the terminal, not yet ended by a newline
+    double start;             // now_seconds() when the run started
+    double last_report;       // now_seconds() when the report was last written
+    double step_seconds;      // time spent in this run's optimizer steps
+    int64_t steps_timed;      // optimizer steps taken in this run
+    int64_t first_step;       // the step this run started at (> 0 when resumed)
+} RunLog;
+
+// Redraws the report from metrics.jsonl.
+static void log_report(RunLog *log) {
+    report_write(log->args->out_dir, &log->report, NULL);
+    log->last_report = now_seconds();
+}
+
+// Opens metrics.jsonl (keeping the lines through first_step when resuming) and
+// writes a first report. trainer says which program runs and how (for the report).
+static void run_log_open(RunLog *log, const TrainArgs *a, const RunSetup *r, int64_t first_step, const char *trainer) {
+    memset(log, 0, sizeof *log);
+    log->metrics = open_metrics(a->out_dir, first_step);
+    log->args = a;
+    log->run = r;
+    log->tty = isatty(STDOUT_FILENO);
+    log->start = now_seconds();
+    log->first_step = first_step;
+    ReportInfo *ri = &log->report;
+    const GPT2Config *c = &r->cfg;
+    snprintf(ri->title, sizeof ri->title, "sft.c run: %s", a->out_dir);
+    ri->total_steps = r->steps;
+    ri->tokens_per_step = a->total_batch;
+    report_config_add(ri, "trainer", "%s", trainer);
+    report_config_add(ri, "model", "%d layers, %d heads, %d channels, vocabulary %d, context %d; %.2fM parameters", c->L, c->NH, c->C,
+                      c->V, c->maxT, gpt2_num_parameters(c) / 1e6);
+    report_config_add(ri, "initialized from (-e)", "%s", a->init);
+    if (a->resume) report_config_add(ri, "resumed from (-y 1)", "%s at step %lld", r->resume_dir, (long long)first_step);
+    report_config_add(ri, "training data (-i)", "%s: %lld documents, %lld tokens, %.1f%% targets", r->train.path, (long long)r->train.num_docs,
+                      (long long)r->train.num_tokens, 100.0 * r->train_targets / (r->train.num_tokens ? r->train.num_tokens : 1));
+    if (r->have_val)
+        report_config_add(ri, "validation (-j -v -m)", "%s, every %d steps, %d micro-batches (-1 = all)", r->val.path, a->val_every, a->val_batches);
+    if (a->tokenizer_path[0]) report_config_add(ri, "tokenizer (-k)", "%s", a->tokenizer_path);
+    if (r->evalset.n)
+        report_config_add(ri, "exact-match evaluation (-E -a)", "%s: %d prompts, every %d steps (0 = before and after)", a->eval_path, r->evalset.n,
+                          a->eval_every);
+    report_config_add(ri, "batch (-b -t -d)", "B=%d rows of T=%d, %d micro-batches per step, %d tokens per step", a->B, a->T, r->A, a->total_batch);
+    report_config_add(ri, "steps (-x)", "%d", r->steps);
+    report_config_add(ri, "learning rate (-l -u -q)", "peak %g, warmup %d steps, cosine to %g x peak", a->lr, a->warmup, a->final_lr_frac);
+    report_config_add(ri, "AdamW", "weight decay (-c) %g, betas 0.9 0.95, eps 1e-8; clip (-G) %g", a->weight_decay, a->grad_clip);
+    report_config_add(ri, "shuffle (-S), seed (-z)", "%d, %d", a->shuffle, a->seed);
+    if (a->ckpt_every) report_config_add(ri, "checkpoints (-n)", "every %d steps and at the end", a->ckpt_every);
+    else report_config_add(ri, "checkpoints (-n)", "at the end");
+    log_report(log);
+}
+
+// Ends an open step line so that what follows starts on a line of its own.
+static void log_break(RunLog *log) {
+    if (log->line_open) { putchar('\n'); log->line_open = 0; }
+}
+
+static void log_validation(RunLog *log, int64_t step, double loss, int64_t targets) {
+    log_break(log);
     printf("val   | step %lld | val loss %.4f over %lld targets\n", (long long)step, loss, (long long)targets);
-    fprintf(metrics, "{\"step\": %lld, \"val_loss\": %.6f, \"val_targets\": %lld}\n", (long long)step, loss, (long long)targets);
-    fflush(metrics);
-}
-
-static void log_eval(FILE *metrics, int64_t step, double accuracy, int examples) {
-    printf("eval  | step %lld | exact match %.1f%% of %d\n", (long long)step, 100.0 * accuracy, examples);
-    fprintf(metrics, "{\"step\": %lld, \"eval_accuracy\": %.6f, \"eval_examples\": %d}\n", (long long)step, accuracy, examples);
-    fflush(metrics);
-}
-
-static void format_duration(double s, char *buf, size_t n);
-
-// One optimizer step's line and record; step is 1 for the first update.
-static void log_step(FILE *metrics, int64_t step, int steps, int skipped, double loss, float lr, float grad_norm, int64_t targets,
-                     int tokens, double seconds, double eta_seconds) {
-    char eta[32];
-    format_duration(eta_seconds, eta, sizeof eta);
-    if (skipped) {
-        printf("step %lld/%d | skipped: no targets in this step | %.1f ms\n", (long long)step, steps, seconds * 1e3);
-        fprintf(metrics, "{\"step\": %lld, \"skipped\": true, \"targets\": 0, \"lr\": %.6g}\n", (long long)step, lr);
-    } else {
-        double tok_s = tokens / seconds;
-        printf("step %lld/%d | loss %.4f | lr %.2e | norm %.4f | %lld targets | %.0f tok/s | %.1f ms | ETA %s\n", (long long)step, steps, loss,
-               lr, grad_norm, (long long)targets, tok_s, seconds * 1e3, eta);
-        fprintf(metrics, "{\"step\": %lld, \"loss\": %.9g, \"grad_norm\": %.9g, \"lr\": %.9g, \"targets\": %lld, \"tokens_per_s\": %.1f}\n",
-                (long long)step, loss, grad_norm, lr, (long long)targets, tok_s);
-    }
-    fflush(metrics);
     fflush(stdout);
+    fprintf(log->metrics, "{\"step\": %lld, \"val_loss\": %.6f, \"val_targets\": %lld}\n", (long long)step, loss, (long long)targets);
+    fflush(log->metrics);
+    log_report(log);
+}
+
+static void log_eval(RunLog *log, int64_t step, double accuracy, int examples) {
+    log_break(log);
+    printf("eval  | step %lld | exact match %.1f%% of %d\n", (long long)step, 100.0 * accuracy, examples);
+    fflush(stdout);
+    fprintf(log->metrics, "{\"step\": %lld, \"eval_accuracy\": %.6f, \"eval_examples\": %d}\n", (long long)step, accuracy, examples);
+    fflush(log->metrics);
+    log_report(log);
+}
+
+// After a checkpoint of `step` was saved (final: the end-of-run one).
+static void log_checkpoint(RunLog *log, int64_t step, int final) {
+    char dir[4096];
+    checkpoint_dir_name(dir, sizeof dir, log->args->out_dir, step);
+    log_break(log);
+    if (final) printf("saved | final model %s (Hugging Face GPT-2 directory + optimizer state)\n", dir);
+    else printf("saved | checkpoint %s\n", dir);
+    fflush(stdout);
+    log_report(log);
 }
 
 static void format_duration(double s, char *buf, size_t n) {
@@ -666,6 +703,117 @@ static void format_duration(double s, char *buf, size_t n) {
     if (t >= 3600) snprintf(buf, n, "%ldh%02ldm", t / 3600, (t / 60) % 60);
     else if (t >= 60) snprintf(buf, n, "%ldm%02lds", t / 60, t % 60);
     else snprintf(buf, n, "%lds", t);
+}
+
+// Columns of the terminal on stdout (80 if unknown).
+static int terminal_columns(void) {
+    struct winsize ws;
+    return ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0 ? ws.ws_col : 80;
+}
+
+// One optimizer step's record and progress line; step is 1 for the first update,
+// seconds the time the step took.
+static void log_step(RunLog *log, int64_t step, int skipped, double loss, float lr, float grad_norm, int64_t targets, double seconds) {
+    const TrainArgs *a = log->args;
+    int steps = log->run->steps;
+    log->step_seconds += seconds;
+    log->steps_timed++;
+    char eta[32], elapsed[32], line[512];
+    format_duration(log->step_seconds / log->steps_timed * (double)(steps - step), eta, sizeof eta);
+    format_duration(now_seconds() - log->start, elapsed, sizeof elapsed);
+    if (skipped) {
+        snprintf(line, sizeof line, "step %lld/%d | skipped: no targets in this step | %.1f ms", (long long)step, steps, seconds * 1e3);
+        fprintf(log->metrics, "{\"step\": %lld, \"skipped\": true, \"targets\": 0, \"lr\": %.6g}\n", (long long)step, lr);
+    } else {
+        double tok_s = a->total_batch / seconds;
+        snprintf(line, sizeof line, "step %lld/%d | loss %.4f | lr %.2e | norm %.4f | %lld targets | %.0f tok/s | %.1f ms | %s, ETA %s",
+                 (long long)step, steps, loss, lr, grad_norm, (long long)targets, tok_s, seconds * 1e3, elapsed, eta);
+        fprintf(log->metrics, "{\"step\": %lld, \"loss\": %.9g, \"grad_norm\": %.9g, \"lr\": %.9g, \"targets\": %lld, \"tokens_per_s\": %.1f}\n",
+                (long long)step, loss, grad_norm, lr, (long long)targets, tok_s);
+    }
+    fflush(log->metrics);
+    if (log->tty) {  // redraw in place, cut to the terminal's width so that it never wraps
+        int width = terminal_columns() - 1;
+        printf("\r%.*s\033[K", width > 0 ? width : 1, line);
+        log->line_open = 1;
+    } else if (skipped || step % a->print_every == 0 || step == steps) {
+        printf("%s\n", line);
+    }
+    fflush(stdout);
+    if (now_seconds() - log->last_report > 60) log_report(log);  // a live report even without validation or checkpoints
+}
+
+// After each step: a non-finite step is logged here, as {"step", "skipped":
+// "nonfinite"}, and the limit-th in a row ends the run with EXIT_NONFINITE. Returns 1
+// when it logged the step, 0 when the caller logs it with log_step as usual.
+static int nonfinite_guard(NonfiniteGuard *g, RunLog *log, int64_t step, int skipped, double loss, float grad_norm) {
+    if (skipped != STEP_NONFINITE) { g->consecutive = 0; return 0; }
+    g->consecutive++;
+    log_break(log);
+    printf("step %lld/%d | skipped: non-finite loss or gradient norm (loss %g, norm %g), no update (%d in a row; -K %d stops)\n",
+           (long long)step, log->run->steps, loss, (double)grad_norm, g->consecutive, g->limit);
+    fprintf(log->metrics, "{\"step\": %lld, \"skipped\": \"nonfinite\", \"consecutive\": %d}\n", (long long)step, g->consecutive);
+    fflush(log->metrics);
+    fflush(stdout);
+    if (g->consecutive >= g->limit) {
+        fprintf(stderr, "error: stopping: %d steps in a row (through step %lld) had a non-finite loss or gradient norm; none was applied, "
+                "the last checkpoint is intact; lower -l (learning rate) or check the data (-K sets how many in a row stop)\n", g->consecutive, (long long)step);
+        exit(EXIT_NONFINITE);
+    }
+    return 1;
+}
+
+// What generates at the start of step `step` (or, with final, after the last step):
+// exact-match evaluation before training, every -a steps and at the end; samples
+// every -s steps and at the end.
+static void generate_and_evaluate(const TrainArgs *a, const RunSetup *r, const Generator *gen, int64_t step, int final, RunLog *log,
+                                  Rng *sample_rng) {
+    if (r->evalset.n && (final || step == 0 || (a->eval_every > 0 && step % a->eval_every == 0))) {
+        log_break(log);
+        double acc = evaluate_exact_match(gen, &r->evalset, r->tok, &r->chat, a->sample_tokens, final ? 5 : step == 0 ? 3 : 0);
+        log_eval(log, step, acc, r->evalset.n);
+    }
+    if (a->sample_every > 0 && (final || (step > 0 && step % a->sample_every == 0))) {
+        log_break(log);
+        sample_and_print(gen, r->have_val ? &r->val : &r->train, r->tok, a->sample_tokens, a->temperature, sample_rng);
+    }
+}
+
+// The end of a run, after its final checkpoint of `step`: closes metrics.jsonl,
+// writes the final report and prints a summary.
+static void run_log_close(RunLog *log, int64_t step) {
+    const TrainArgs *a = log->args;
+    log_break(log);
+    fclose(log->metrics);
+    log->metrics = NULL;
+    RunMetrics m;
+    report_write(a->out_dir, &log->report, &m);
+    char took[32], tokens[32], dir[4096];
+    format_duration(now_seconds() - log->start, took, sizeof took);
+    report_format_si(tokens, sizeof tokens, (double)step * a->total_batch);
+    printf("done  | %lld steps", (long long)step);
+    if (log->first_step > 0) printf(" (%lld in this run, resumed at step %lld)", (long long)(step - log->first_step), (long long)log->first_step);
+    printf(", %s tokens, in %s%s", tokens, took, log->first_step > 0 ? " (this run)" : "");
+    if (log->steps_timed) printf("; %.0f tokens/s during steps", (double)log->steps_timed * a->total_batch / log->step_seconds);
+    printf("\n");
+    if (m.loss.n) {
+        int k = m.loss.n < 10 ? m.loss.n : 10;
+        double sum = 0;
+        for (int i = m.loss.n - k; i < m.loss.n; i++) sum += m.loss.y[i];
+        printf("done  | train loss %.4f (mean of the last %d steps)", sum / k, k);
+        if (m.val_loss.n) printf(", validation loss %.4f (step %lld)", m.val_loss.y[m.val_loss.n - 1], (long long)m.val_loss.x[m.val_loss.n - 1]);
+        printf("\n");
+    }
+    if (m.skipped) printf("done  | %lld steps skipped (no update)\n", (long long)m.skipped);
+    if (m.eval_accuracy.n) {
+        const ReportSeries *e = &m.eval_accuracy;
+        printf("done  | exact match %.1f%% (step %lld) -> %.1f%% (step %lld) on %d prompts of %s\n", 100 * e->y[0], (long long)e->x[0],
+               100 * e->y[e->n - 1], (long long)e->x[e->n - 1], log->run->evalset.n, a->eval_path);
+    }
+    checkpoint_dir_name(dir, sizeof dir, a->out_dir, step);
+    printf("done  | model %s | report %s/report.html | metrics %s/metrics.jsonl\n", dir, a->out_dir, a->out_dir);
+    fflush(stdout);
+    run_metrics_free(&m);
 }
 
 #endif

@@ -2,7 +2,8 @@
 # Times one CPU training step of this trainer and of PyTorch on this machine, side
 # by side, for GPT-2 124M (B=4, T=64) and a small model (4 layers, 4 heads, 256
 # channels, vocab 8192, B=8, T=256). Every position is a target in both. Prints
-# the median ms per step (after a warm-up step) and PyTorch's time over ours.
+# the median ms per step (after a warm-up step) and PyTorch's time over ours, and the
+# thread count and OpenMP wait policy our trainer ran with (it reports them itself).
 # Usage: bash dev/bench_cpu.sh [STEPS]      (needs python3-torch; builds train_sft)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,3 +23,4 @@ run() {  # name L NH C V B T
 }
 run "GPT-2 124M, B=4 T=64" 12 12 768 50257 4 64
 run "d4 C=256 V=8192, B=8 T=256" 4 4 256 8192 8 256
+echo "ours ran with $(grep '^memory' "$tmp/log" | sed 's/.*; //'); PyTorch with torch.set_num_threads($(nproc))"
