@@ -36,12 +36,12 @@ static inline uint32_t data_token(const DataFile *df, int64_t i) {
 
 static inline int64_t data_doc_length(const DataFile *df, int64_t d) { return df->offsets[d + 1] - df->offsets[d]; }
 
-// Loads and validates a data file; any problem is a fatal error naming the file.
-static void data_load(DataFile *df, const char *path) {
+// Validates the contents of a data file, buf[0..len) as read from path (buf is
+// malloc'ed and now owned by df); any problem is a fatal error naming the file.
+static void data_load_buffer(DataFile *df, const char *path, char *buf, size_t len) {
     memset(df, 0, sizeof *df);
     snprintf(df->path, sizeof df->path, "%s", path);
-    size_t len;
-    df->buf = read_whole_file(path, &len);
+    df->buf = buf;
     if (len < DATA_HEADER_INTS * 8) fatal("%s: file is %zu bytes, shorter than the 1024-byte header (not an SFT data file?)", path, len);
     int64_t h[DATA_HEADER_INTS];
     memcpy(h, df->buf, sizeof h);
@@ -83,6 +83,13 @@ static void data_load(DataFile *df, const char *path) {
     if ((int64_t)mx >= df->vocab_size)
         fatal("%s: token id %u is not below the vocabulary size %lld in the header", path, mx, (long long)df->vocab_size);
     df->max_token = mx;
+}
+
+// Loads and validates a data file; any problem is a fatal error naming the file.
+static void data_load(DataFile *df, const char *path) {
+    size_t len;
+    char *buf = read_whole_file(path, &len);
+    data_load_buffer(df, path, buf, len);
 }
 
 static void data_free(DataFile *df) { free(df->offsets); free(df->buf); memset(df, 0, sizeof *df); }

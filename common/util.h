@@ -18,10 +18,28 @@
 #include <dirent.h>
 #include <unistd.h>
 
+//
+// Fuzz builds (-DSFT_FUZZ, dev/fuzz/ only) keep the parser running in one process:
+// when a harness has set sft_fatal_jump, fatal() formats the message into
+// sft_fatal_message and longjmps there instead of exiting. Real programs never
+// define SFT_FUZZ.
+#ifdef SFT_FUZZ
+#include <setjmp.h>
+static jmp_buf *sft_fatal_jump;
+static char sft_fatal_message[1024];
+#endif
+
 static void fatal(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
 static void fatal(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
+#ifdef SFT_FUZZ
+    if (sft_fatal_jump) {
+        vsnprintf(sft_fatal_message, sizeof sft_fatal_message, fmt, ap);
+        va_end(ap);
+        longjmp(*sft_fatal_jump, 1);
+    }
+#endif
     fputs("error: ", stderr);
     vfprintf(stderr, fmt, ap);
     fputc('\n', stderr);

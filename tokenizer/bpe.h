@@ -809,14 +809,12 @@ static int bpe_mark_unmerged_specials_(BpeTokenizer *t) {
     return rc;
 }
 
-static int bpe_load_gpt2_files(BpeTokenizer **out, const char *vocab_path, const char *merges_path, char *err, size_t errlen) {
+// The contents of a vocabulary (encoder.json / vocab.json) and a merges file
+// (vocab.bpe / merges.txt); the paths only name them in errors.
+static int bpe_load_gpt2_buffers(BpeTokenizer **out, const char *vocab_path, const char *vtext, size_t vlen, const char *merges_path,
+                                 const char *mtext, size_t mlen, char *err, size_t errlen) {
     *out = NULL;
-    char *vtext = NULL, *mtext = NULL;
-    size_t vlen, mlen;
-    int rc = bpe_read_file_(vocab_path, &vtext, &vlen, err, errlen);
-    if (rc) return rc;
-    rc = bpe_read_file_(merges_path, &mtext, &mlen, err, errlen);
-    if (rc) { free(vtext); return rc; }
+    int rc = 0;
     BpeTokenizer *t = bpe_new_();
     JsonDoc doc;
     memset(&doc, 0, sizeof doc);
@@ -828,10 +826,21 @@ static int bpe_load_gpt2_files(BpeTokenizer **out, const char *vocab_path, const
         if (!rc) rc = bpe_load_merges_text_(t, merges_path, mtext, mlen, err, errlen);
         if (!rc && bpe_mark_unmerged_specials_(t)) rc = bpe_err_(err, errlen, BPE_ENOMEM, "out of memory");
     }
-    free(vtext); free(mtext);
     if (rc) { bpe_free(t); return rc; }
     *out = t;
     return 0;
+}
+
+static int bpe_load_gpt2_files(BpeTokenizer **out, const char *vocab_path, const char *merges_path, char *err, size_t errlen) {
+    *out = NULL;
+    char *vtext = NULL, *mtext = NULL;
+    size_t vlen, mlen;
+    int rc = bpe_read_file_(vocab_path, &vtext, &vlen, err, errlen);
+    if (rc) return rc;
+    rc = bpe_read_file_(merges_path, &mtext, &mlen, err, errlen);
+    if (!rc) rc = bpe_load_gpt2_buffers(out, vocab_path, vtext, vlen, merges_path, mtext, mlen, err, errlen);
+    free(vtext); free(mtext);
+    return rc;
 }
 
 static int bpe_file_exists_(const char *path) { struct stat st; return stat(path, &st) == 0 && S_ISREG(st.st_mode); }
@@ -877,20 +886,18 @@ static int bpe_json_find_byte_level_(const JsonValue *pt, const JsonValue **bl) 
     return 0;
 }
 
-// A Hugging Face tokenizer.json of a byte-level BPE model (GPT-2's pre-tokenizer).
-static int bpe_load_tokenizer_json(BpeTokenizer **out, const char *path, char *err, size_t errlen) {
+// The text[0..len) of a Hugging Face tokenizer.json of a byte-level BPE model (GPT-2's
+// pre-tokenizer); path only names it in errors.
+static int bpe_load_tokenizer_json_buffer(BpeTokenizer **out, const char *path, const char *text, size_t len, char *err, size_t errlen) {
     *out = NULL;
-    char *text = NULL;
-    size_t len;
-    int rc = bpe_read_file_(path, &text, &len, err, errlen);
-    if (rc) return rc;
+    int rc = 0;
     BpeTokenizer *t = bpe_new_();
     JsonDoc doc;
     memset(&doc, 0, sizeof doc);
-    if (!t) { free(text); return bpe_err_(err, errlen, BPE_ENOMEM, "out of memory"); }
+    if (!t) return bpe_err_(err, errlen, BPE_ENOMEM, "out of memory");
     if (json_parse(text, len, &doc)) {
         rc = bpe_err_(err, errlen, BPE_EFORMAT, "%s: bad JSON: %s", path, doc.error);
-        free(text); bpe_free(t);
+        bpe_free(t);
         return rc;
     }
     const JsonValue *model = json_get(doc.root, "model");
@@ -959,10 +966,21 @@ static int bpe_load_tokenizer_json(BpeTokenizer **out, const char *path, char *e
         if (bpe_mark_special_(t, (int32_t)id)) rc = bpe_err_(err, errlen, BPE_ENOMEM, "out of memory");
     }
     json_free(&doc);
-    free(text);
     if (rc) { bpe_free(t); return rc; }
     *out = t;
     return 0;
+}
+
+// A Hugging Face tokenizer.json file.
+static int bpe_load_tokenizer_json(BpeTokenizer **out, const char *path, char *err, size_t errlen) {
+    *out = NULL;
+    char *text = NULL;
+    size_t len;
+    int rc = bpe_read_file_(path, &text, &len, err, errlen);
+    if (rc) return rc;
+    rc = bpe_load_tokenizer_json_buffer(out, path, text, len, err, errlen);
+    free(text);
+    return rc;
 }
 
 // A GPT-2 directory, or a tokenizer.json file.
