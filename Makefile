@@ -12,6 +12,10 @@ ifdef SAN
 CFLAGS += -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
 override HAVE_NVCC :=
 override CUDA_TEST_CMDS = "echo skip gpu_trainer: not built with SAN=1"
+# A sanitizer report exits 99, never 1 (a clean error exit), so a test that expects a
+# program to fail with status 1 still catches one.
+export ASAN_OPTIONS ?= exitcode=99
+export UBSAN_OPTIONS ?= exitcode=99:print_stacktrace=1
 endif
 
 COMMON_H = $(wildcard common/*.h data/*.h tokenizer/*.h)

@@ -567,6 +567,14 @@ static void test_bad_inputs(void) {
     snprintf(p, sizeof p, "%s/shortheader.bin", tmp_root);
     write_variant(p, good, 100, 0, NULL, 0);
     snprintf(flags, sizeof flags, "-i %s -e d1c16h2t24", p); expect_bad("short_header", flags, "shortheader.bin");
+    snprintf(p, sizeof p, "%s/hugevocab.bin", tmp_root);
+    {   // 4-byte tokens; a fresh model's embedding would be sized by this vocabulary
+        int64_t off[2] = {0, 3};
+        uint32_t toks[3] = {1, 2, 3};
+        uint8_t mask[3] = {0, 1, 1};
+        data_write(p, 4, ((int64_t)1 << 24) + 1, 1, off, toks, mask);
+    }
+    snprintf(flags, sizeof flags, "-i %s -e d1c16h2t24", p); expect_bad("vocab_size_too_large", flags, "hugevocab.bin: vocabulary size 16777217 out of range");
     snprintf(p, sizeof p, "%s/badoffsets.bin", tmp_root);
     v = 2; write_variant(p, good, (size_t)-1, 1024 + 8 * 3, &v, 8);  // off[3] = 2 < off[2]
     snprintf(flags, sizeof flags, "-i %s -e d1c16h2t24", p); expect_bad("offsets_out_of_order", flags, "badoffsets.bin: document offsets");

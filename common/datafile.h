@@ -4,7 +4,7 @@
 // File layout (little-endian):
 //   header   128 x int64: [0] magic 20261130, [1] version 1, [2] bytes per token
 //            (2 = uint16, 4 = uint32), [3] vocabulary size the tokens were made
-//            with, [4] D = number of documents, [5] N = total tokens, rest 0
+//            with (at most 2^24), [4] D = number of documents, [5] N = total tokens, rest 0
 //   offsets  D+1 x int64: off[0] = 0, off[D] = N, strictly increasing
 //   tokens   N x uint16 or uint32
 //   mask     N x uint8: 1 = the token is a training target, 0 = it is not
@@ -48,7 +48,8 @@ static void data_load_buffer(DataFile *df, const char *path, char *buf, size_t l
     if (h[0] != DATA_MAGIC) fatal("%s: bad magic number %lld (expected %d): not an SFT data file", path, (long long)h[0], DATA_MAGIC);
     if (h[1] != DATA_VERSION) fatal("%s: unsupported version %lld (this program reads version %d)", path, (long long)h[1], DATA_VERSION);
     if (h[2] != 2 && h[2] != 4) fatal("%s: bytes per token is %lld, must be 2 or 4", path, (long long)h[2]);
-    if (h[3] <= 0 || h[3] > ((int64_t)1 << 31)) fatal("%s: vocabulary size %lld out of range", path, (long long)h[3]);
+    // at most 2^24, the tokenizer's limit (BPE_MAX_IDS): the trainers size the embedding by it
+    if (h[3] <= 0 || h[3] > ((int64_t)1 << 24)) fatal("%s: vocabulary size %lld out of range (1..16777216)", path, (long long)h[3]);
     if (h[2] == 2 && h[3] > 65536) fatal("%s: vocabulary size %lld does not fit 2-byte tokens", path, (long long)h[3]);
     if (h[4] <= 0) fatal("%s: the file has %lld documents; it needs at least one", path, (long long)h[4]);
     if (h[5] < h[4]) fatal("%s: %lld tokens cannot hold %lld non-empty documents", path, (long long)h[5], (long long)h[4]);

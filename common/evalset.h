@@ -57,7 +57,7 @@ static void evalset_load_buffer(EvalSet *es, const char *path, char *text, size_
             }
             ChatDoc d = {NULL, NULL, 0, 0};
             if (chat_render_prompt(tok, ct, &d, p->string, p->length, err, sizeof err)) fatal("%s:%d: %s", path, line_no, err);
-            if ((int)d.n > max_prompt_len) fatal("%s:%d: the prompt is %zu tokens, longer than the model's context", path, line_no, d.n);
+            if (d.n > (size_t)max_prompt_len) fatal("%s:%d: the prompt is %zu tokens, longer than the model's context", path, line_no, d.n);
             es->prompts[es->n] = (int *)xmalloc(d.n * sizeof(int));
             for (size_t i = 0; i < d.n; i++) es->prompts[es->n][i] = d.ids[i];
             es->prompt_lens[es->n] = (int)d.n;

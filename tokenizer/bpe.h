@@ -704,14 +704,22 @@ static int bpe_decode(const BpeTokenizer *t, const int32_t *ids, size_t n, BpeBy
 
 // ---------------------------------------------------------------- loading
 
+// Ids may leave holes, but no id may reach this bound for a file of n tokens (the
+// id arrays are sized by the largest id, so a few bytes of JSON must not be able to
+// ask for hundreds of megabytes).
+static int64_t bpe_id_limit_(size_t n) {
+    int64_t lim = 2 * (int64_t)n + 256;
+    return lim < BPE_MAX_IDS ? lim : BPE_MAX_IDS;
+}
+
 // Adds one vocabulary entry whose key is in GPT-2's printable alphabet. Keys with
 // characters outside it (only sensible for added tokens) are kept as raw UTF-8.
 static int bpe_load_vocab_entry_(BpeTokenizer *t, const char *file, const char *key, size_t klen, const JsonValue *v,
-                                 char *err, size_t errlen) {
+                                 int64_t id_limit, char *err, size_t errlen) {
     int64_t id;
-    if (json_int64(v, &id) || id < 0 || id >= BPE_MAX_IDS)
-        return bpe_err_(err, errlen, BPE_EFORMAT, "%s: token \"%.80s\" has an invalid id (not an integer in 0..%d)",
-                        file, key, BPE_MAX_IDS - 1);
+    if (json_int64(v, &id) || id < 0 || id >= id_limit)
+        return bpe_err_(err, errlen, BPE_EFORMAT, "%s: token \"%.80s\" has an invalid id (not an integer in 0..%lld)",
+                        file, key, (long long)id_limit - 1);
     char stack[256];
     char *buf = klen <= sizeof stack ? stack : (char *)malloc(klen);
     if (!buf) return bpe_err_(err, errlen, BPE_ENOMEM, "%s: out of memory", file);
@@ -729,12 +737,12 @@ static int bpe_load_vocab_entry_(BpeTokenizer *t, const char *file, const char *
     return rc;
 }
 
-static int bpe_load_vocab_json_(BpeTokenizer *t, const char *file, const JsonValue *obj, char *err, size_t errlen) {
+static int bpe_load_vocab_json_(BpeTokenizer *t, const char *file, const JsonValue *obj, int64_t id_limit, char *err, size_t errlen) {
     if (!obj || obj->type != JSON_OBJECT)
         return bpe_err_(err, errlen, BPE_EFORMAT, "%s: the vocabulary is not a JSON object of token -> id", file);
     if (obj->count == 0) return bpe_err_(err, errlen, BPE_EFORMAT, "%s: the vocabulary is empty", file);
     for (size_t i = 0; i < obj->count; i++) {
-        int rc = bpe_load_vocab_entry_(t, file, obj->keys[i], obj->key_lengths[i], &obj->items[i], err, errlen);
+        int rc = bpe_load_vocab_entry_(t, file, obj->keys[i], obj->key_lengths[i], &obj->items[i], id_limit, err, errlen);
         if (rc) return rc;
     }
     for (int b = 0; b < 256; b++) {
@@ -821,7 +829,7 @@ static int bpe_load_gpt2_buffers(BpeTokenizer **out, const char *vocab_path, con
     if (!t) rc = bpe_err_(err, errlen, BPE_ENOMEM, "out of memory");
     else if (json_parse(vtext, vlen, &doc)) rc = bpe_err_(err, errlen, BPE_EFORMAT, "%s: bad JSON: %s", vocab_path, doc.error);
     else {
-        rc = bpe_load_vocab_json_(t, vocab_path, doc.root, err, errlen);
+        rc = bpe_load_vocab_json_(t, vocab_path, doc.root, bpe_id_limit_(doc.root->count), err, errlen);
         json_free(&doc);
         if (!rc) rc = bpe_load_merges_text_(t, merges_path, mtext, mlen, err, errlen);
         if (!rc && bpe_mark_unmerged_specials_(t)) rc = bpe_err_(err, errlen, BPE_ENOMEM, "out of memory");
@@ -923,7 +931,9 @@ static int bpe_load_tokenizer_json_buffer(BpeTokenizer **out, const char *path, 
         else if (ur && ur->type == JSON_FALSE)
             rc = bpe_err_(err, errlen, BPE_EFORMAT, "%s: use_regex=false is not supported (GPT-2 uses the regex)", path);
     }
-    if (!rc) rc = bpe_load_vocab_json_(t, path, json_get(model, "vocab"), err, errlen);
+    const JsonValue *vocab = json_get(model, "vocab");
+    int64_t id_limit = bpe_id_limit_((vocab ? vocab->count : 0) + (added && added->type == JSON_ARRAY ? added->count : 0));
+    if (!rc) rc = bpe_load_vocab_json_(t, path, vocab, id_limit, err, errlen);
     for (size_t i = 0; !rc && i < merges->count; i++) {
         const JsonValue *m = &merges->items[i];
         if (m->type == JSON_STRING) {
@@ -945,8 +955,9 @@ static int bpe_load_tokenizer_json_buffer(BpeTokenizer **out, const char *path, 
         const JsonValue *a = &added->items[i];
         const JsonValue *c = json_get(a, "content");
         int64_t id;
-        if (!c || c->type != JSON_STRING || c->length == 0 || json_int64(json_get(a, "id"), &id) || id < 0 || id >= BPE_MAX_IDS) {
-            rc = bpe_err_(err, errlen, BPE_EFORMAT, "%s: added_tokens[%ld] needs an integer \"id\" and a non-empty \"content\"", path, (long)i);
+        if (!c || c->type != JSON_STRING || c->length == 0 || json_int64(json_get(a, "id"), &id) || id < 0 || id >= id_limit) {
+            rc = bpe_err_(err, errlen, BPE_EFORMAT, "%s: added_tokens[%ld] needs an integer \"id\" (0..%lld) and a non-empty \"content\"",
+                          path, (long)i, (long long)id_limit - 1);
             break;
         }
         if (id < t->n_ids && t->tok_len[id] >= 0) {
