@@ -115,7 +115,7 @@ train_sft test_sft chat tok test_tok prepare test_prepare make_tasks: .build_fla
 # `make fuzz_run FUZZ_SECONDS=N` runs each for N seconds from its seed corpus.
 FUZZ_CC ?= clang
 FUZZ_CFLAGS = -g -O1 -DSFT_FUZZ -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -Wall -Wextra -Wno-unused-function -Wno-unknown-pragmas
-FUZZ_HARNESSES = json datafile safetensors config state tok_gpt2 tok_json encode prepare evalset
+FUZZ_HARNESSES = json datafile safetensors config hf_model state tok_gpt2 tok_json encode prepare evalset
 FUZZ_BINS = $(FUZZ_HARNESSES:%=dev/fuzz/bin/fuzz_%)
 FUZZ_SECONDS ?= 20
 

@@ -239,33 +239,40 @@ static const StTensor *gpt2_hf_tensor(const SafeTensors *st, const GPT2Config *c
 // Allocates *mem (gpt2_num_parameters floats) only once every tensor is found with
 // its shape, so the parameters take at most twice the file's size (tensors do not
 // overlap; F16/BF16 widen to fp32), however large a model config.json describes.
+// gpt2_load_hf_opened is the second half: the parameters of the model cfg describes,
+// from an opened model.safetensors (closed here).
+static void gpt2_load_hf_opened(SafeTensors *st, const GPT2Config *cfg, float **mem, ParamTensors *p) {
+    const char *path = st->path;
+    for (int i = 0; i < NUM_PARAM_TENSORS; i++)
+        for (int l = 0; l < (PARAM_INFO[i].per_layer ? cfg->L : 1); l++) gpt2_hf_tensor(st, cfg, i, l);
+    *mem = (float *)xmalloc(gpt2_num_parameters(cfg) * sizeof(float));
+    param_pointers(cfg, *mem, p);
+    for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
+        int64_t shape[2];
+        size_t numel = (size_t)param_slice_shape(cfg, i, shape);
+        for (int l = 0; l < (PARAM_INFO[i].per_layer ? cfg->L : 1); l++) st_read_f32(st, gpt2_hf_tensor(st, cfg, i, l), p->t[i] + (size_t)l * numel);
+    }
+    const StTensor *head = st_find(st, "lm_head.weight");
+    if (head) {
+        size_t n = (size_t)cfg->V * cfg->C;
+        if (head->ndim != 2 || head->shape[0] != cfg->V || head->shape[1] != cfg->C)
+            fatal("%s: tensor lm_head.weight has the wrong shape (expected [%d, %d])", path, cfg->V, cfg->C);
+        float *tmp = (float *)xmalloc(n * sizeof(float));
+        st_read_f32(st, head, tmp);
+        if (memcmp(tmp, p->wte, n * sizeof(float)) != 0)
+            fatal("%s: lm_head.weight differs from wte.weight; untied output embeddings are not supported", path);
+        free(tmp);
+    }
+    st_close(st);
+}
+
 static void gpt2_load_hf(const char *dir, GPT2Config *cfg, float **mem, ParamTensors *p) {
     gpt2_read_hf_config(dir, cfg);
     char path[4096];
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
     SafeTensors st;
     st_open(&st, path);
-    for (int i = 0; i < NUM_PARAM_TENSORS; i++)
-        for (int l = 0; l < (PARAM_INFO[i].per_layer ? cfg->L : 1); l++) gpt2_hf_tensor(&st, cfg, i, l);
-    *mem = (float *)xmalloc(gpt2_num_parameters(cfg) * sizeof(float));
-    param_pointers(cfg, *mem, p);
-    for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
-        int64_t shape[2];
-        size_t numel = (size_t)param_slice_shape(cfg, i, shape);
-        for (int l = 0; l < (PARAM_INFO[i].per_layer ? cfg->L : 1); l++) st_read_f32(&st, gpt2_hf_tensor(&st, cfg, i, l), p->t[i] + (size_t)l * numel);
-    }
-    const StTensor *head = st_find(&st, "lm_head.weight");
-    if (head) {
-        size_t n = (size_t)cfg->V * cfg->C;
-        if (head->ndim != 2 || head->shape[0] != cfg->V || head->shape[1] != cfg->C)
-            fatal("%s: tensor lm_head.weight has the wrong shape (expected [%d, %d])", path, cfg->V, cfg->C);
-        float *tmp = (float *)xmalloc(n * sizeof(float));
-        st_read_f32(&st, head, tmp);
-        if (memcmp(tmp, p->wte, n * sizeof(float)) != 0)
-            fatal("%s: lm_head.weight differs from wte.weight; untied output embeddings are not supported", path);
-        free(tmp);
-    }
-    st_close(&st);
+    gpt2_load_hf_opened(&st, cfg, mem, p);
 }
 
 // ---- Hugging Face export: config.json + model.safetensors (F32, "transformer."

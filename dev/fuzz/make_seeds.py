@@ -72,6 +72,30 @@ tiny = dict(gpt2, n_embd=16, n_head=2, n_layer=1, n_positions=8, vocab_size=10, 
 put("config", "tiny", json.dumps(tiny))
 put("config", "huge", json.dumps(dict(gpt2, n_embd=65536, n_head=1, n_layer=1000, n_positions=1 << 20, vocab_size=2147483647)))
 
+# ---- hf_model: config.json, NUL, model.safetensors (the tiny config above, all F32)
+def hf_tensors(C, L, V, T, prefix):
+    shapes = [("wte.weight", [V, C]), ("wpe.weight", [T, C])]
+    for l in range(L):
+        h = "h.%d." % l
+        shapes += [(h + "ln_1.weight", [C]), (h + "ln_1.bias", [C]), (h + "attn.c_attn.weight", [C, 3 * C]),
+                   (h + "attn.c_attn.bias", [3 * C]), (h + "attn.c_proj.weight", [C, C]), (h + "attn.c_proj.bias", [C]),
+                   (h + "ln_2.weight", [C]), (h + "ln_2.bias", [C]), (h + "mlp.c_fc.weight", [C, 4 * C]),
+                   (h + "mlp.c_fc.bias", [4 * C]), (h + "mlp.c_proj.weight", [4 * C, C]), (h + "mlp.c_proj.bias", [C])]
+    shapes += [("ln_f.weight", [C]), ("ln_f.bias", [C])]
+    out = []
+    for name, shape in shapes:
+        n = 1
+        for d in shape:
+            n *= d
+        out.append((prefix + name, "F32", shape, struct.pack("<%df" % n, *[0.01 * (i % 7) for i in range(n)])))
+    return out
+
+tiny2 = dict(gpt2, n_embd=4, n_head=2, n_layer=1, n_positions=3, vocab_size=5)
+put("hf_model", "tiny", json.dumps(tiny2).encode() + b"\0" + safetensors(hf_tensors(4, 1, 5, 3, "transformer.")))
+put("hf_model", "tiny_unprefixed", json.dumps(tiny2).encode() + b"\0" + safetensors(hf_tensors(4, 1, 5, 3, ""), metadata=False))
+put("hf_model", "huge_config", json.dumps(dict(gpt2, n_embd=65536, n_head=1, n_layer=1000, n_positions=1 << 20,
+                                               vocab_size=2147483647)).encode() + b"\0" + safetensors(hf_tensors(4, 1, 5, 3, "")))
+
 # ---- state: optimizer state for the model of fuzz_state.c (L=1, NH=1, C=4, V=8, maxT=4)
 P = 8 * 4 + 4 * 4 + 4 + 4 + 4 * 12 + 12 + 16 + 4 + 4 + 4 + 4 * 16 + 16 + 16 * 4 + 4 + 4 + 4
 def state(step=5, adam_t=4, epoch=1, cursor=2):
