@@ -26,24 +26,26 @@
 #ifdef SFT_FUZZ
 #include <setjmp.h>
 static jmp_buf *sft_fatal_jump;
-static char sft_fatal_message[1024];
+static char sft_fatal_message[8192];
 #endif
 
+// Messages quote names and text from the input, which may hold line breaks: they are
+// printed as spaces, so the message stays one line.
 static void fatal(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
 static void fatal(const char *fmt, ...) {
+    char msg[8192];
     va_list ap;
     va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    for (char *c = msg; *c; c++) if (*c == '\n' || *c == '\r') *c = ' ';
 #ifdef SFT_FUZZ
     if (sft_fatal_jump) {
-        vsnprintf(sft_fatal_message, sizeof sft_fatal_message, fmt, ap);
-        va_end(ap);
+        snprintf(sft_fatal_message, sizeof sft_fatal_message, "%s", msg);
         longjmp(*sft_fatal_jump, 1);
     }
 #endif
-    fputs("error: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-    va_end(ap);
+    fprintf(stderr, "error: %s\n", msg);
     exit(1);
 }
 
