@@ -642,8 +642,9 @@ static void test_bad_inputs(void) {
     expect_bad("config_huge_small_file", flags, "wte.weight has shape [61, 16], expected [2147483647, 65536]");
     snprintf(dir, sizeof dir, "%s/m_overlap", tmp_root); make_dirs(dir);
     snprintf(p, sizeof p, "%s/config.json", dir); copy_file(p, REF_MODEL "/config.json");
-    {   // two tensors sharing bytes 4..8 (the format requires disjoint data)
-        const char h[] = "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+    {   // two tensors sharing bytes 4..8 (the format requires disjoint data); the first
+        // name holds a line break, which the one-line error prints as a space
+        const char h[] = "{\"a\\nz\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
                          "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]}}";
         char buf[256] = {0};
         uint64_t hl = sizeof h - 1;
@@ -653,7 +654,7 @@ static void test_bad_inputs(void) {
         write_file_atomic(p, buf, 8 + hl + 12);
     }
     snprintf(flags, sizeof flags, "-i %s -e %s", good, dir);
-    expect_bad("safetensors_overlapping_tensors", flags, "m_overlap/model.safetensors: tensors a and b overlap");
+    expect_bad("safetensors_overlapping_tensors", flags, "m_overlap/model.safetensors: tensors a z and b overlap");
     snprintf(dir, sizeof dir, "%s/m_config", tmp_root); make_dirs(dir);
     snprintf(p, sizeof p, "%s/config.json", dir);
     write_text(p, "{\"n_embd\":16,\"n_head\":2,\"n_layer\":2,\"vocab_size\":61,\"layer_norm_epsilon\":1e-5}");
