@@ -7,6 +7,18 @@ CC ?= gcc
 ARCHFLAGS ?= -march=native
 CFLAGS ?= -O3 $(ARCHFLAGS) -fopenmp -Wall -Wextra -Wno-unused-function -Wno-format-truncation -std=gnu11
 LDLIBS = -lm
+# `make test SAN=1`: the CPU programs with AddressSanitizer + UndefinedBehaviorSanitizer
+# (any report is fatal); the GPU parts are skipped (override: the CUDA block below
+# must not set them back). .build_flavor (below) rebuilds on a switch of flavor.
+ifdef SAN
+CFLAGS += -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
+override HAVE_NVCC :=
+override CUDA_TEST_CMDS = "echo skip gpu_trainer: not built with SAN=1"
+# A sanitizer report exits 99, never 1 (a clean error exit), so a test that expects a
+# program to fail with status 1 still catches one.
+export ASAN_OPTIONS ?= exitcode=99
+export UBSAN_OPTIONS ?= exitcode=99:print_stacktrace=1
+endif
 
 COMMON_H = $(wildcard common/*.h data/*.h tokenizer/*.h)
 
@@ -100,3 +112,32 @@ test: train_sft chat test_sft test_report tok test_tok prepare test_prepare cuda
 
 clean:
 	rm -f train_sft chat test_sft test_report tok test_tok prepare test_prepare make_tasks $(CUDA_TARGETS) dev/cuda/cpu_ref.o
+
+# ---- sanitizers: the build-flavor stamp (see SAN=1 at the top) ----
+BUILD_FLAVOR := $(if $(SAN),san,plain)
+.build_flavor: FORCE
+	@echo $(BUILD_FLAVOR) | cmp -s - $@ || echo $(BUILD_FLAVOR) > $@
+train_sft test_sft test_report chat tok test_tok prepare test_prepare make_tasks: .build_flavor
+.PHONY: FORCE
+# ---- end sanitizers ----
+
+# ---- fuzzing (dev/fuzz/, see dev/fuzz/README.md) ----
+# `make fuzz` builds one libFuzzer harness per parser with clang, ASan and UBSan;
+# `make fuzz_run FUZZ_SECONDS=N` runs each for N seconds from its seed corpus.
+FUZZ_CC ?= clang
+FUZZ_CFLAGS = -g -O1 -DSFT_FUZZ -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -Wall -Wextra -Wno-unused-function -Wno-unknown-pragmas
+FUZZ_HARNESSES = json datafile safetensors config hf_model state tok_gpt2 tok_json encode prepare evalset
+FUZZ_BINS = $(FUZZ_HARNESSES:%=dev/fuzz/bin/fuzz_%)
+FUZZ_SECONDS ?= 20
+
+fuzz: $(FUZZ_BINS)
+
+dev/fuzz/bin/fuzz_%: dev/fuzz/fuzz_%.c $(wildcard dev/fuzz/*.h) data/prepare.c $(DATA_DEPS)
+	@mkdir -p dev/fuzz/bin
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $< -lm
+
+fuzz_run: $(FUZZ_BINS)
+	bash dev/fuzz/run.sh $(FUZZ_SECONDS) $(FUZZ_HARNESSES)
+
+.PHONY: fuzz fuzz_run
+# ---- end fuzzing ----

@@ -725,6 +725,14 @@ static void test_bad_inputs(void) {
     snprintf(p, sizeof p, "%s/shortheader.bin", tmp_root);
     write_variant(p, good, 100, 0, NULL, 0);
     snprintf(flags, sizeof flags, "-i %s -e d1c16h2t24", p); expect_bad("short_header", flags, "shortheader.bin");
+    snprintf(p, sizeof p, "%s/hugevocab.bin", tmp_root);
+    {   // 4-byte tokens; a fresh model's embedding would be sized by this vocabulary
+        int64_t off[2] = {0, 3};
+        uint32_t toks[3] = {1, 2, 3};
+        uint8_t mask[3] = {0, 1, 1};
+        data_write(p, 4, ((int64_t)1 << 24) + 1, 0, 1, off, toks, mask);
+    }
+    snprintf(flags, sizeof flags, "-i %s -e d1c16h2t24", p); expect_bad("vocab_size_too_large", flags, "hugevocab.bin: vocabulary size 16777217 out of range");
     snprintf(p, sizeof p, "%s/badoffsets.bin", tmp_root);
     v = 2; write_variant(p, good, (size_t)-1, 1024 + 8 * 3, &v, 8);  // off[3] = 2 < off[2]
     snprintf(flags, sizeof flags, "-i %s -e d1c16h2t24", p); expect_bad("offsets_out_of_order", flags, "badoffsets.bin: document offsets");
@@ -782,6 +790,30 @@ static void test_bad_inputs(void) {
     write_text(p, "{\"model_type\":\"gpt2\",\"n_embd\":16,\"n_head\":2,\"n_layer\":3,\"n_positions\":24,\"vocab_size\":61,\"layer_norm_epsilon\":1e-5}");
     snprintf(p, sizeof p, "%s/model.safetensors", dir); copy_file(p, REF_MODEL "/model.safetensors");
     snprintf(flags, sizeof flags, "-i %s -e %s", good, dir); expect_bad("safetensors_missing_tensor", flags, "missing tensor transformer.h.2.ln_1.weight");
+    // config.json alone describes a model of terabytes: the tensors' shapes are checked
+    // against it before anything that large is allocated
+    snprintf(dir, sizeof dir, "%s/m_huge", tmp_root); make_dirs(dir);
+    snprintf(p, sizeof p, "%s/config.json", dir);
+    write_text(p, "{\"model_type\":\"gpt2\",\"n_embd\":65536,\"n_head\":1,\"n_layer\":1000,\"n_positions\":1048576,"
+                  "\"vocab_size\":2147483647,\"layer_norm_epsilon\":1e-5}");
+    snprintf(p, sizeof p, "%s/model.safetensors", dir); copy_file(p, REF_MODEL "/model.safetensors");
+    snprintf(flags, sizeof flags, "-i %s -e %s", good, dir);
+    expect_bad("config_huge_small_file", flags, "wte.weight has shape [61, 16], expected [2147483647, 65536]");
+    snprintf(dir, sizeof dir, "%s/m_overlap", tmp_root); make_dirs(dir);
+    snprintf(p, sizeof p, "%s/config.json", dir); copy_file(p, REF_MODEL "/config.json");
+    {   // two tensors sharing bytes 4..8 (the format requires disjoint data); the first
+        // name holds a line break, which the one-line error prints as a space
+        const char h[] = "{\"a\\nz\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+                         "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]}}";
+        char buf[256] = {0};
+        uint64_t hl = sizeof h - 1;
+        memcpy(buf, &hl, 8);
+        memcpy(buf + 8, h, hl);
+        snprintf(p, sizeof p, "%s/model.safetensors", dir);
+        write_file_atomic(p, buf, 8 + hl + 12);
+    }
+    snprintf(flags, sizeof flags, "-i %s -e %s", good, dir);
+    expect_bad("safetensors_overlapping_tensors", flags, "m_overlap/model.safetensors: tensors a z and b overlap");
     snprintf(dir, sizeof dir, "%s/m_config", tmp_root); make_dirs(dir);
     snprintf(p, sizeof p, "%s/config.json", dir);
     write_text(p, "{\"n_embd\":16,\"n_head\":2,\"n_layer\":2,\"vocab_size\":61,\"layer_norm_epsilon\":1e-5}");

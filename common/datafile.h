@@ -4,7 +4,7 @@
 // File layout (little-endian):
 //   header   128 x int64: [0] magic 20261130, [1] version 1, [2] bytes per token
 //            (2 = uint16, 4 = uint32), [3] vocabulary size the tokens were made
-//            with, [4] D = number of documents, [5] N = total tokens, [6] the
+//            with (at most 2^24), [4] D = number of documents, [5] N = total tokens, [6] the
 //            fingerprint of that tokenizer (bpe_fingerprint in tokenizer/bpe.h,
 //            with the chat tokens; stored as its 64 bits; 0 = unknown, as in files
 //            written before the field existed), rest 0
@@ -40,19 +40,20 @@ static inline uint32_t data_token(const DataFile *df, int64_t i) {
 
 static inline int64_t data_doc_length(const DataFile *df, int64_t d) { return df->offsets[d + 1] - df->offsets[d]; }
 
-// Loads and validates a data file; any problem is a fatal error naming the file.
-static void data_load(DataFile *df, const char *path) {
+// Validates the contents of a data file, buf[0..len) as read from path (buf is
+// malloc'ed and now owned by df); any problem is a fatal error naming the file.
+static void data_load_buffer(DataFile *df, const char *path, char *buf, size_t len) {
     memset(df, 0, sizeof *df);
     snprintf(df->path, sizeof df->path, "%s", path);
-    size_t len;
-    df->buf = read_whole_file(path, &len);
+    df->buf = buf;
     if (len < DATA_HEADER_INTS * 8) fatal("%s: file is %zu bytes, shorter than the 1024-byte header (not an SFT data file?)", path, len);
     int64_t h[DATA_HEADER_INTS];
     memcpy(h, df->buf, sizeof h);
     if (h[0] != DATA_MAGIC) fatal("%s: bad magic number %lld (expected %d): not an SFT data file", path, (long long)h[0], DATA_MAGIC);
     if (h[1] != DATA_VERSION) fatal("%s: unsupported version %lld (this program reads version %d)", path, (long long)h[1], DATA_VERSION);
     if (h[2] != 2 && h[2] != 4) fatal("%s: bytes per token is %lld, must be 2 or 4", path, (long long)h[2]);
-    if (h[3] <= 0 || h[3] > ((int64_t)1 << 31)) fatal("%s: vocabulary size %lld out of range", path, (long long)h[3]);
+    // at most 2^24, the tokenizer's limit (BPE_MAX_IDS): the trainers size the embedding by it
+    if (h[3] <= 0 || h[3] > ((int64_t)1 << 24)) fatal("%s: vocabulary size %lld out of range (1..16777216)", path, (long long)h[3]);
     if (h[2] == 2 && h[3] > 65536) fatal("%s: vocabulary size %lld does not fit 2-byte tokens", path, (long long)h[3]);
     if (h[4] <= 0) fatal("%s: the file has %lld documents; it needs at least one", path, (long long)h[4]);
     if (h[5] < h[4]) fatal("%s: %lld tokens cannot hold %lld non-empty documents", path, (long long)h[5], (long long)h[4]);
@@ -88,6 +89,13 @@ static void data_load(DataFile *df, const char *path) {
     if ((int64_t)mx >= df->vocab_size)
         fatal("%s: token id %u is not below the vocabulary size %lld in the header", path, mx, (long long)df->vocab_size);
     df->max_token = mx;
+}
+
+// Loads and validates a data file; any problem is a fatal error naming the file.
+static void data_load(DataFile *df, const char *path) {
+    size_t len;
+    char *buf = read_whole_file(path, &len);
+    data_load_buffer(df, path, buf, len);
 }
 
 static void data_free(DataFile *df) { free(df->offsets); free(df->buf); memset(df, 0, sizeof *df); }

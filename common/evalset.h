@@ -27,11 +27,11 @@ static char *evalset_strdup_(const char *s, size_t n) {
     return d;
 }
 
-// Loads path; with require_completion == 0, rows may omit "completion" (answers[i] = NULL).
-static void evalset_load(EvalSet *es, const char *path, BpeTokenizer *tok, const ChatTokens *ct, int max_prompt_len, int require_completion) {
+// Loads the rows of text[0..len), the contents of path (text is malloc'ed and freed
+// here); with require_completion == 0, rows may omit "completion" (answers[i] = NULL).
+static void evalset_load_buffer(EvalSet *es, const char *path, char *text, size_t len, BpeTokenizer *tok, const ChatTokens *ct,
+                                int max_prompt_len, int require_completion) {
     memset(es, 0, sizeof *es);
-    size_t len;
-    char *text = read_whole_file(path, &len);
     int cap = 0, line_no = 0;
     char err[BPE_ERR_LEN];
     for (char *line = text; line < text + len;) {
@@ -57,7 +57,7 @@ static void evalset_load(EvalSet *es, const char *path, BpeTokenizer *tok, const
             }
             ChatDoc d = {NULL, NULL, 0, 0};
             if (chat_render_prompt(tok, ct, &d, p->string, p->length, err, sizeof err)) fatal("%s:%d: %s", path, line_no, err);
-            if ((int)d.n > max_prompt_len) fatal("%s:%d: the prompt is %zu tokens, longer than the model's context", path, line_no, d.n);
+            if (d.n > (size_t)max_prompt_len) fatal("%s:%d: the prompt is %zu tokens, longer than the model's context", path, line_no, d.n);
             es->prompts[es->n] = (int *)xmalloc(d.n * sizeof(int));
             for (size_t i = 0; i < d.n; i++) es->prompts[es->n][i] = d.ids[i];
             es->prompt_lens[es->n] = (int)d.n;
@@ -71,6 +71,12 @@ static void evalset_load(EvalSet *es, const char *path, BpeTokenizer *tok, const
     }
     free(text);
     if (es->n == 0) fatal("%s: no evaluation rows", path);
+}
+
+static void evalset_load(EvalSet *es, const char *path, BpeTokenizer *tok, const ChatTokens *ct, int max_prompt_len, int require_completion) {
+    size_t len;
+    char *text = read_whole_file(path, &len);
+    evalset_load_buffer(es, path, text, len, tok, ct, max_prompt_len, require_completion);
 }
 
 static void evalset_free(EvalSet *es) {

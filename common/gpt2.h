@@ -176,11 +176,8 @@ static int json_field_int(const JsonValue *root, const char *key, const char *pa
     return (int)x;
 }
 
-static void gpt2_read_hf_config(const char *dir, GPT2Config *cfg) {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/config.json", dir);
-    size_t len;
-    char *text = read_whole_file(path, &len);
+// Reads a config.json's text[0..len) (path names it in errors).
+static void gpt2_parse_hf_config(const char *path, const char *text, size_t len, GPT2Config *cfg) {
     JsonDoc doc;
     if (json_parse(text, len, &doc) != 0) fatal("%s: invalid JSON: %s", path, doc.error);
     if (doc.root->type != JSON_OBJECT) fatal("%s: expected a JSON object", path);
@@ -203,56 +200,79 @@ static void gpt2_read_hf_config(const char *dir, GPT2Config *cfg) {
     if (eps->type != JSON_NUMBER) fatal("%s: field \"layer_norm_epsilon\" must be a number", path);
     cfg->eps = (float)eps->number;
     json_free(&doc);
-    free(text);
     gpt2_check_config(cfg, path);
+}
+
+static void gpt2_read_hf_config(const char *dir, GPT2Config *cfg) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    size_t len;
+    char *text = read_whole_file(path, &len);
+    gpt2_parse_hf_config(path, text, len, cfg);
+    free(text);
+}
+
+// Layer l's slice of parameter tensor i in st, checked against the shape cfg implies.
+static const StTensor *gpt2_hf_tensor(const SafeTensors *st, const GPT2Config *cfg, int i, int l) {
+    int64_t shape[2];
+    param_slice_shape(cfg, i, shape);
+    char name[256], prefixed[300];
+    snprintf(name, sizeof name, PARAM_INFO[i].hf_name, l);
+    snprintf(prefixed, sizeof prefixed, "transformer.%s", name);
+    const StTensor *t = st_find(st, prefixed);
+    if (!t) t = st_find(st, name);
+    if (!t) fatal("%s: missing tensor %s", st->path, prefixed);
+    int ok = t->ndim == PARAM_INFO[i].ndim;
+    for (int d = 0; ok && d < t->ndim; d++) ok = t->shape[d] == shape[d];
+    if (!ok) {
+        char got[128] = "", want[128] = "";
+        for (int d = 0; d < t->ndim; d++) snprintf(got + strlen(got), sizeof got - strlen(got), "%s%lld", d ? ", " : "", (long long)t->shape[d]);
+        for (int d = 0; d < PARAM_INFO[i].ndim; d++) snprintf(want + strlen(want), sizeof want - strlen(want), "%s%lld", d ? ", " : "", (long long)shape[d]);
+        fatal("%s: tensor %s has shape [%s], expected [%s] from config.json", st->path, t->name, got, want);
+    }
+    return t;
 }
 
 // Loads a Hugging Face GPT-2 directory: config.json + model.safetensors. Names may
 // carry the "transformer." prefix or not; attn.bias / attn.masked_bias buffers are
 // ignored; an lm_head.weight must equal wte (the output embedding is tied).
-// Allocates *mem (gpt2_num_parameters floats).
+// Allocates *mem (gpt2_num_parameters floats) only once every tensor is found with
+// its shape, so the parameters take at most twice the file's size (tensors do not
+// overlap; F16/BF16 widen to fp32), however large a model config.json describes.
+// gpt2_load_hf_opened is the second half: the parameters of the model cfg describes,
+// from an opened model.safetensors (closed here).
+static void gpt2_load_hf_opened(SafeTensors *st, const GPT2Config *cfg, float **mem, ParamTensors *p) {
+    const char *path = st->path;
+    for (int i = 0; i < NUM_PARAM_TENSORS; i++)
+        for (int l = 0; l < (PARAM_INFO[i].per_layer ? cfg->L : 1); l++) gpt2_hf_tensor(st, cfg, i, l);
+    *mem = (float *)xmalloc(gpt2_num_parameters(cfg) * sizeof(float));
+    param_pointers(cfg, *mem, p);
+    for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
+        int64_t shape[2];
+        size_t numel = (size_t)param_slice_shape(cfg, i, shape);
+        for (int l = 0; l < (PARAM_INFO[i].per_layer ? cfg->L : 1); l++) st_read_f32(st, gpt2_hf_tensor(st, cfg, i, l), p->t[i] + (size_t)l * numel);
+    }
+    const StTensor *head = st_find(st, "lm_head.weight");
+    if (head) {
+        size_t n = (size_t)cfg->V * cfg->C;
+        if (head->ndim != 2 || head->shape[0] != cfg->V || head->shape[1] != cfg->C)
+            fatal("%s: tensor lm_head.weight has the wrong shape (expected [%d, %d])", path, cfg->V, cfg->C);
+        float *tmp = (float *)xmalloc(n * sizeof(float));
+        st_read_f32(st, head, tmp);
+        if (memcmp(tmp, p->wte, n * sizeof(float)) != 0)
+            fatal("%s: lm_head.weight differs from wte.weight; untied output embeddings are not supported", path);
+        free(tmp);
+    }
+    st_close(st);
+}
+
 static void gpt2_load_hf(const char *dir, GPT2Config *cfg, float **mem, ParamTensors *p) {
     gpt2_read_hf_config(dir, cfg);
     char path[4096];
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
     SafeTensors st;
     st_open(&st, path);
-    *mem = (float *)xmalloc(gpt2_num_parameters(cfg) * sizeof(float));
-    param_pointers(cfg, *mem, p);
-    for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
-        int64_t shape[2];
-        int64_t numel = param_slice_shape(cfg, i, shape);
-        int layers = PARAM_INFO[i].per_layer ? cfg->L : 1;
-        for (int l = 0; l < layers; l++) {
-            char name[256], prefixed[300];
-            snprintf(name, sizeof name, PARAM_INFO[i].hf_name, l);
-            snprintf(prefixed, sizeof prefixed, "transformer.%s", name);
-            const StTensor *t = st_find(&st, prefixed);
-            if (!t) t = st_find(&st, name);
-            if (!t) fatal("%s: missing tensor %s", path, prefixed);
-            int ok = t->ndim == PARAM_INFO[i].ndim;
-            for (int d = 0; ok && d < t->ndim; d++) ok = t->shape[d] == shape[d];
-            if (!ok) {
-                char got[128] = "", want[128] = "";
-                for (int d = 0; d < t->ndim; d++) snprintf(got + strlen(got), sizeof got - strlen(got), "%s%lld", d ? ", " : "", (long long)t->shape[d]);
-                for (int d = 0; d < PARAM_INFO[i].ndim; d++) snprintf(want + strlen(want), sizeof want - strlen(want), "%s%lld", d ? ", " : "", (long long)shape[d]);
-                fatal("%s: tensor %s has shape [%s], expected [%s] from config.json", path, t->name, got, want);
-            }
-            st_read_f32(&st, t, p->t[i] + (size_t)l * (size_t)numel);
-        }
-    }
-    const StTensor *head = st_find(&st, "lm_head.weight");
-    if (head) {
-        size_t n = (size_t)cfg->V * cfg->C;
-        if (head->ndim != 2 || head->shape[0] != cfg->V || head->shape[1] != cfg->C)
-            fatal("%s: tensor lm_head.weight has the wrong shape (expected [%d, %d])", path, cfg->V, cfg->C);
-        float *tmp = (float *)xmalloc(n * sizeof(float));
-        st_read_f32(&st, head, tmp);
-        if (memcmp(tmp, p->wte, n * sizeof(float)) != 0)
-            fatal("%s: lm_head.weight differs from wte.weight; untied output embeddings are not supported", path);
-        free(tmp);
-    }
-    st_close(&st);
+    gpt2_load_hf_opened(&st, cfg, mem, p);
 }
 
 // ---- Hugging Face export: config.json + model.safetensors (F32, "transformer."

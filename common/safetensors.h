@@ -3,8 +3,9 @@
 // Format: 8-byte little-endian header length H, then H bytes of JSON mapping each
 // tensor name to {"dtype", "shape", "data_offsets": [begin, end]} (offsets relative
 // to the byte after the header; an optional "__metadata__" object of strings),
-// then the data. Readers here check every field against the file size, so a
-// truncated or hostile file is a clear error, never an out-of-bounds read.
+// then the data. Readers here check every field against the file size and that no
+// two tensors overlap, so a truncated or hostile file is a clear error, never an
+// out-of-bounds read or an allocation larger than the file.
 #ifndef SFT_SAFETENSORS_H
 #define SFT_SAFETENSORS_H
 
@@ -43,10 +44,18 @@ static int st_dtype_size(const char *name, int *code) {
     return 0;
 }
 
-static void st_open(SafeTensors *st, const char *path) {
+static int st_cmp_begin_(const void *a, const void *b) {
+    const StTensor *x = (const StTensor *)a, *y = (const StTensor *)b;
+    return (x->begin > y->begin) - (x->begin < y->begin);
+}
+
+// Parses and checks the header of buf[0..len), the contents of path (buf is
+// malloc'ed and now owned by st). Any problem is a fatal error naming the file.
+static void st_open_buffer(SafeTensors *st, const char *path, char *buf, size_t len) {
     memset(st, 0, sizeof *st);
     snprintf(st->path, sizeof st->path, "%s", path);
-    st->buf = read_whole_file(path, &st->len);
+    st->buf = buf;
+    st->len = len;
     if (st->len < 8) fatal("%s: file is %zu bytes, too short for a safetensors header", path, st->len);
     uint64_t hlen;
     memcpy(&hlen, st->buf, 8);
@@ -97,6 +106,23 @@ static void st_open(SafeTensors *st, const char *path) {
         st->count++;
     }
     json_free(&doc);
+    // no two tensors share bytes, so the tensors together are no larger than the file
+    StTensor *sorted = (StTensor *)xmalloc((size_t)(st->count ? st->count : 1) * sizeof(StTensor));
+    memcpy(sorted, st->tensors, (size_t)st->count * sizeof(StTensor));
+    qsort(sorted, (size_t)st->count, sizeof(StTensor), st_cmp_begin_);
+    for (int i = 1, prev = 0; i < st->count; i++) {
+        if (sorted[i].begin == sorted[i].end) continue;  // empty: holds no bytes
+        if (sorted[prev].end > sorted[i].begin)
+            fatal("%s: tensors %s and %s overlap in the data section", path, sorted[prev].name, sorted[i].name);
+        prev = i;
+    }
+    free(sorted);
+}
+
+static void st_open(SafeTensors *st, const char *path) {
+    size_t len;
+    char *buf = read_whole_file(path, &len);
+    st_open_buffer(st, path, buf, len);
 }
 
 static void st_close(SafeTensors *st) { free(st->buf); free(st->tensors); memset(st, 0, sizeof *st); }

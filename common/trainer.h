@@ -193,10 +193,10 @@ static void write_state_file(const char *path, const GPT2Config *cfg, const Trai
     atomic_commit(&af);
 }
 
-// Reads state.bin into s, m and v (P floats each), checking it belongs to cfg.
-static void read_state_file(const char *path, const GPT2Config *cfg, TrainState *s, float *m, float *v, size_t P) {
-    size_t len;
-    char *buf = read_whole_file(path, &len);
+// Reads the contents buf[0..len) of state.bin (path names it in errors) into s, m
+// and v (P floats each), checking it belongs to cfg.
+static void read_state_buffer(const char *path, const char *buf, size_t len, const GPT2Config *cfg, TrainState *s, float *m, float *v,
+                              size_t P) {
     int64_t h[32];
     if (len < sizeof h) fatal("%s: file too short for a training state header", path);
     memcpy(h, buf, sizeof h);
@@ -212,6 +212,12 @@ static void read_state_file(const char *path, const GPT2Config *cfg, TrainState 
         fatal("%s: corrupt counters in the training state", path);
     memcpy(m, buf + sizeof h, P * sizeof(float));
     memcpy(v, buf + sizeof h + P * sizeof(float), P * sizeof(float));
+}
+
+static void read_state_file(const char *path, const GPT2Config *cfg, TrainState *s, float *m, float *v, size_t P) {
+    size_t len;
+    char *buf = read_whole_file(path, &len);
+    read_state_buffer(path, buf, len, cfg, s, m, v, P);
     free(buf);
 }
 

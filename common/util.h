@@ -25,14 +25,34 @@
 static char fatal_cleanup_dir[4200];
 static void remove_flat_dir(const char *path);
 
+//
+// Fuzz builds (-DSFT_FUZZ, dev/fuzz/ only) keep the parser running in one process:
+// when a harness has set sft_fatal_jump, fatal() formats the message into
+// sft_fatal_message and longjmps there instead of exiting. Real programs never
+// define SFT_FUZZ.
+#ifdef SFT_FUZZ
+#include <setjmp.h>
+static jmp_buf *sft_fatal_jump;
+static char sft_fatal_message[8192];
+#endif
+
+// Messages quote names and text from the input, which may hold line breaks: they are
+// printed as spaces, so the message stays one line.
 static void fatal(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
 static void fatal(const char *fmt, ...) {
+    char msg[8192];
     va_list ap;
     va_start(ap, fmt);
-    fputs("error: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    for (char *c = msg; *c; c++) if (*c == '\n' || *c == '\r') *c = ' ';
+#ifdef SFT_FUZZ
+    if (sft_fatal_jump) {
+        snprintf(sft_fatal_message, sizeof sft_fatal_message, "%s", msg);
+        longjmp(*sft_fatal_jump, 1);
+    }
+#endif
+    fprintf(stderr, "error: %s\n", msg);
     if (fatal_cleanup_dir[0]) remove_flat_dir(fatal_cleanup_dir);
     exit(1);
 }

@@ -167,6 +167,7 @@ static int bad(char *why, size_t n, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(why, n, fmt, ap);
     va_end(ap);
+    for (char *c = why; *c; c++) if (*c == '\n' || *c == '\r') *c = ' ';  // quoted row text stays on one line
     return -1;
 }
 

@@ -725,14 +725,22 @@ static int bpe_decode(const BpeTokenizer *t, const int32_t *ids, size_t n, BpeBy
 
 // ---------------------------------------------------------------- loading
 
+// Ids may leave holes, but no id may reach this bound for a file of n tokens (the
+// id arrays are sized by the largest id, so a few bytes of JSON must not be able to
+// ask for hundreds of megabytes).
+static int64_t bpe_id_limit_(size_t n) {
+    int64_t lim = 2 * (int64_t)n + 256;
+    return lim < BPE_MAX_IDS ? lim : BPE_MAX_IDS;
+}
+
 // Adds one vocabulary entry whose key is in GPT-2's printable alphabet. Keys with
 // characters outside it (only sensible for added tokens) are kept as raw UTF-8.
 static int bpe_load_vocab_entry_(BpeTokenizer *t, const char *file, const char *key, size_t klen, const JsonValue *v,
-                                 char *err, size_t errlen) {
+                                 int64_t id_limit, char *err, size_t errlen) {
     int64_t id;
-    if (json_int64(v, &id) || id < 0 || id >= BPE_MAX_IDS)
-        return bpe_err_(err, errlen, BPE_EFORMAT, "%s: token \"%.80s\" has an invalid id (not an integer in 0..%d)",
-                        file, key, BPE_MAX_IDS - 1);
+    if (json_int64(v, &id) || id < 0 || id >= id_limit)
+        return bpe_err_(err, errlen, BPE_EFORMAT, "%s: token \"%.80s\" has an invalid id (not an integer in 0..%lld)",
+                        file, key, (long long)id_limit - 1);
     char stack[256];
     char *buf = klen <= sizeof stack ? stack : (char *)malloc(klen);
     if (!buf) return bpe_err_(err, errlen, BPE_ENOMEM, "%s: out of memory", file);
@@ -750,12 +758,12 @@ static int bpe_load_vocab_entry_(BpeTokenizer *t, const char *file, const char *
     return rc;
 }
 
-static int bpe_load_vocab_json_(BpeTokenizer *t, const char *file, const JsonValue *obj, char *err, size_t errlen) {
+static int bpe_load_vocab_json_(BpeTokenizer *t, const char *file, const JsonValue *obj, int64_t id_limit, char *err, size_t errlen) {
     if (!obj || obj->type != JSON_OBJECT)
         return bpe_err_(err, errlen, BPE_EFORMAT, "%s: the vocabulary is not a JSON object of token -> id", file);
     if (obj->count == 0) return bpe_err_(err, errlen, BPE_EFORMAT, "%s: the vocabulary is empty", file);
     for (size_t i = 0; i < obj->count; i++) {
-        int rc = bpe_load_vocab_entry_(t, file, obj->keys[i], obj->key_lengths[i], &obj->items[i], err, errlen);
+        int rc = bpe_load_vocab_entry_(t, file, obj->keys[i], obj->key_lengths[i], &obj->items[i], id_limit, err, errlen);
         if (rc) return rc;
     }
     for (int b = 0; b < 256; b++) {
@@ -830,6 +838,28 @@ static int bpe_mark_unmerged_specials_(BpeTokenizer *t) {
     return rc;
 }
 
+// The contents of a vocabulary (encoder.json / vocab.json) and a merges file
+// (vocab.bpe / merges.txt); the paths only name them in errors.
+static int bpe_load_gpt2_buffers(BpeTokenizer **out, const char *vocab_path, const char *vtext, size_t vlen, const char *merges_path,
+                                 const char *mtext, size_t mlen, char *err, size_t errlen) {
+    *out = NULL;
+    int rc = 0;
+    BpeTokenizer *t = bpe_new_();
+    JsonDoc doc;
+    memset(&doc, 0, sizeof doc);
+    if (!t) rc = bpe_err_(err, errlen, BPE_ENOMEM, "out of memory");
+    else if (json_parse(vtext, vlen, &doc)) rc = bpe_err_(err, errlen, BPE_EFORMAT, "%s: bad JSON: %s", vocab_path, doc.error);
+    else {
+        rc = bpe_load_vocab_json_(t, vocab_path, doc.root, bpe_id_limit_(doc.root->count), err, errlen);
+        json_free(&doc);
+        if (!rc) rc = bpe_load_merges_text_(t, merges_path, mtext, mlen, err, errlen);
+        if (!rc && bpe_mark_unmerged_specials_(t)) rc = bpe_err_(err, errlen, BPE_ENOMEM, "out of memory");
+    }
+    if (rc) { bpe_free(t); return rc; }
+    *out = t;
+    return 0;
+}
+
 static int bpe_load_gpt2_files(BpeTokenizer **out, const char *vocab_path, const char *merges_path, char *err, size_t errlen) {
     *out = NULL;
     char *vtext = NULL, *mtext = NULL;
@@ -837,22 +867,9 @@ static int bpe_load_gpt2_files(BpeTokenizer **out, const char *vocab_path, const
     int rc = bpe_read_file_(vocab_path, &vtext, &vlen, err, errlen);
     if (rc) return rc;
     rc = bpe_read_file_(merges_path, &mtext, &mlen, err, errlen);
-    if (rc) { free(vtext); return rc; }
-    BpeTokenizer *t = bpe_new_();
-    JsonDoc doc;
-    memset(&doc, 0, sizeof doc);
-    if (!t) rc = bpe_err_(err, errlen, BPE_ENOMEM, "out of memory");
-    else if (json_parse(vtext, vlen, &doc)) rc = bpe_err_(err, errlen, BPE_EFORMAT, "%s: bad JSON: %s", vocab_path, doc.error);
-    else {
-        rc = bpe_load_vocab_json_(t, vocab_path, doc.root, err, errlen);
-        json_free(&doc);
-        if (!rc) rc = bpe_load_merges_text_(t, merges_path, mtext, mlen, err, errlen);
-        if (!rc && bpe_mark_unmerged_specials_(t)) rc = bpe_err_(err, errlen, BPE_ENOMEM, "out of memory");
-    }
+    if (!rc) rc = bpe_load_gpt2_buffers(out, vocab_path, vtext, vlen, merges_path, mtext, mlen, err, errlen);
     free(vtext); free(mtext);
-    if (rc) { bpe_free(t); return rc; }
-    *out = t;
-    return 0;
+    return rc;
 }
 
 static int bpe_file_exists_(const char *path) { struct stat st; return stat(path, &st) == 0 && S_ISREG(st.st_mode); }
@@ -898,20 +915,18 @@ static int bpe_json_find_byte_level_(const JsonValue *pt, const JsonValue **bl) 
     return 0;
 }
 
-// A Hugging Face tokenizer.json of a byte-level BPE model (GPT-2's pre-tokenizer).
-static int bpe_load_tokenizer_json(BpeTokenizer **out, const char *path, char *err, size_t errlen) {
+// The text[0..len) of a Hugging Face tokenizer.json of a byte-level BPE model (GPT-2's
+// pre-tokenizer); path only names it in errors.
+static int bpe_load_tokenizer_json_buffer(BpeTokenizer **out, const char *path, const char *text, size_t len, char *err, size_t errlen) {
     *out = NULL;
-    char *text = NULL;
-    size_t len;
-    int rc = bpe_read_file_(path, &text, &len, err, errlen);
-    if (rc) return rc;
+    int rc = 0;
     BpeTokenizer *t = bpe_new_();
     JsonDoc doc;
     memset(&doc, 0, sizeof doc);
-    if (!t) { free(text); return bpe_err_(err, errlen, BPE_ENOMEM, "out of memory"); }
+    if (!t) return bpe_err_(err, errlen, BPE_ENOMEM, "out of memory");
     if (json_parse(text, len, &doc)) {
         rc = bpe_err_(err, errlen, BPE_EFORMAT, "%s: bad JSON: %s", path, doc.error);
-        free(text); bpe_free(t);
+        bpe_free(t);
         return rc;
     }
     const JsonValue *model = json_get(doc.root, "model");
@@ -937,7 +952,9 @@ static int bpe_load_tokenizer_json(BpeTokenizer **out, const char *path, char *e
         else if (ur && ur->type == JSON_FALSE)
             rc = bpe_err_(err, errlen, BPE_EFORMAT, "%s: use_regex=false is not supported (GPT-2 uses the regex)", path);
     }
-    if (!rc) rc = bpe_load_vocab_json_(t, path, json_get(model, "vocab"), err, errlen);
+    const JsonValue *vocab = json_get(model, "vocab");
+    int64_t id_limit = bpe_id_limit_((vocab ? vocab->count : 0) + (added && added->type == JSON_ARRAY ? added->count : 0));
+    if (!rc) rc = bpe_load_vocab_json_(t, path, vocab, id_limit, err, errlen);
     for (size_t i = 0; !rc && i < merges->count; i++) {
         const JsonValue *m = &merges->items[i];
         if (m->type == JSON_STRING) {
@@ -959,8 +976,9 @@ static int bpe_load_tokenizer_json(BpeTokenizer **out, const char *path, char *e
         const JsonValue *a = &added->items[i];
         const JsonValue *c = json_get(a, "content");
         int64_t id;
-        if (!c || c->type != JSON_STRING || c->length == 0 || json_int64(json_get(a, "id"), &id) || id < 0 || id >= BPE_MAX_IDS) {
-            rc = bpe_err_(err, errlen, BPE_EFORMAT, "%s: added_tokens[%ld] needs an integer \"id\" and a non-empty \"content\"", path, (long)i);
+        if (!c || c->type != JSON_STRING || c->length == 0 || json_int64(json_get(a, "id"), &id) || id < 0 || id >= id_limit) {
+            rc = bpe_err_(err, errlen, BPE_EFORMAT, "%s: added_tokens[%ld] needs an integer \"id\" (0..%lld) and a non-empty \"content\"",
+                          path, (long)i, (long long)id_limit - 1);
             break;
         }
         if (id < t->n_ids && t->tok_len[id] >= 0) {
@@ -980,10 +998,21 @@ static int bpe_load_tokenizer_json(BpeTokenizer **out, const char *path, char *e
         if (bpe_mark_special_(t, (int32_t)id)) rc = bpe_err_(err, errlen, BPE_ENOMEM, "out of memory");
     }
     json_free(&doc);
-    free(text);
     if (rc) { bpe_free(t); return rc; }
     *out = t;
     return 0;
+}
+
+// A Hugging Face tokenizer.json file.
+static int bpe_load_tokenizer_json(BpeTokenizer **out, const char *path, char *err, size_t errlen) {
+    *out = NULL;
+    char *text = NULL;
+    size_t len;
+    int rc = bpe_read_file_(path, &text, &len, err, errlen);
+    if (rc) return rc;
+    rc = bpe_load_tokenizer_json_buffer(out, path, text, len, err, errlen);
+    free(text);
+    return rc;
 }
 
 // A GPT-2 directory, or a tokenizer.json file.

@@ -353,6 +353,18 @@ static void test_errors(void) {
     expect_load_error("merge-result-unknown", tmp_path("unknown"), "not in the vocabulary");
     make_dir("unknown2", good, "#version: 0.2\nh e\nl xyz\n");
     expect_load_error("merge-unknown-token", tmp_path("unknown2"), "unknown token \"xyz\"");
+    // ids may leave holes, but none beyond 2 x (number of tokens) + 256: a few bytes of
+    // JSON must not size the id arrays to gigabytes (260 tokens here: ids up to 775)
+    char *sparse = tiny_vocab(", \"he\": 256, \"ll\": 257, \"hell\": 258, \"<|endoftext|>\": 775");
+    make_dir("sparse_ok", sparse, merges);
+    rc = bpe_load(&t, tmp_path("sparse_ok"), err, sizeof err);
+    CHECK("vocab-ids-with-holes", !rc && bpe_vocab_size(t) == 776, "rc %d %s", rc, err);
+    bpe_free(t);
+    free(sparse);
+    sparse = tiny_vocab(", \"he\": 256, \"ll\": 257, \"hell\": 258, \"<|endoftext|>\": 16000000");
+    make_dir("sparse_far", sparse, merges);
+    expect_load_error("vocab-id-far-beyond-size", tmp_path("sparse_far"), "\"<|endoftext|>\" has an invalid id (not an integer in 0..775)");
+    free(sparse);
     char *dup = tiny_vocab(", \"he\": 256, \"ll\": 256");
     make_dir("dupid", dup, merges);
     expect_load_error("duplicate-id", tmp_path("dupid"), "duplicate id 256");

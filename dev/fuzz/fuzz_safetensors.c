@@ -1,0 +1,28 @@
+// fuzz_safetensors: the safetensors reader (common/safetensors.h, st_open_buffer).
+// Properties: a rejected file gets one line naming it; every tensor of an accepted
+// one lies inside the file and its F32/F16/BF16 data converts without reading outside.
+#include "fuzz.h"
+#include "../../common/safetensors.h"
+
+#define NAME "fuzz.safetensors"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    SafeTensors st;
+    fz_begin();
+    if (setjmp(fz_jmp)) { fz_after_fatal(NAME); return 0; }
+    char *buf = (char *)xmalloc(size + 1);
+    memcpy(buf, data, size);
+    st_open_buffer(&st, NAME, buf, size);
+    for (int i = 0; i < st.count; i++) {
+        const StTensor *t = &st.tensors[i];
+        FZ_CHECK(t->begin <= t->end && t->end <= st.len, "tensor %s at [%zu, %zu) of %zu", t->name, t->begin, t->end, st.len);
+        FZ_CHECK(st_find(&st, t->name) != NULL, "st_find %s", t->name);
+        if (t->dtype == ST_OTHER) continue;
+        float *out = (float *)xmalloc((size_t)t->numel * sizeof(float));
+        st_read_f32(&st, t, out);
+        free(out);
+    }
+    st_close(&st);
+    fz_end();
+    return 0;
+}

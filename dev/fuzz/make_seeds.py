@@ -1,0 +1,170 @@
+#!/usr/bin/env python3
+"""Writes the seed corpora in dev/fuzz/corpus/<harness>/ (committed; rerun only to
+regenerate them). Each seed is a small valid input of the harness's format, plus a
+few near misses; crash reproducers found later are added by hand as crash-*."""
+import json, os, struct, sys
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus")
+
+def put(harness, name, data):
+    d = os.path.join(ROOT, harness)
+    os.makedirs(d, exist_ok=True)
+    if isinstance(data, str):
+        data = data.encode("utf-8")
+    with open(os.path.join(d, name), "wb") as f:
+        f.write(data)
+
+# ---- json: the cases of data/testdata/json_cases.txt, one seed each (valid and invalid)
+here = os.path.dirname(os.path.abspath(__file__))
+with open(os.path.join(here, "..", "..", "data", "testdata", "json_cases.txt"), "rb") as f:
+    for i, line in enumerate(f.read().split(b"\n")):
+        if line:
+            put("json", "case%03d" % i, line)
+put("json", "deep", "[" * 600 + "]" * 600)
+put("json", "dup_keys", '{"a": 1, "a": 2, "b": {"c": [true, false, null, -1.5e-3]}}')
+
+# ---- datafile: version 1 files (common/datafile.h)
+def datafile(token_bytes, vocab, docs, masks):
+    offs = [0]
+    for d in docs:
+        offs.append(offs[-1] + len(d))
+    h = [20261130, 1, token_bytes, vocab, len(docs), offs[-1]] + [0] * 122
+    out = struct.pack("<128q", *h) + struct.pack("<%dq" % len(offs), *offs)
+    fmt = "<H" if token_bytes == 2 else "<I"
+    for d in docs:
+        for t in d:
+            out += struct.pack(fmt, t)
+    for m in masks:
+        out += bytes(m)
+    return out
+
+put("datafile", "two_byte", datafile(2, 50, [[1, 2, 3], [4, 5], [6, 7, 8, 9, 10]], [[0, 1, 1], [0, 1], [0, 0, 1, 1, 1]]))
+put("datafile", "four_byte", datafile(4, 70000, [[69999, 1], [2, 3, 4, 5, 6, 7, 8, 9]], [[0, 1], [0, 1, 1, 1, 1, 1, 1, 1]]))
+put("datafile", "one_token_docs", datafile(2, 3, [[0], [1], [2]], [[0], [1], [1]]))
+put("datafile", "truncated", datafile(2, 50, [[1, 2, 3]], [[0, 1, 1]])[:-2])
+
+# ---- safetensors
+def safetensors(tensors, metadata=True):
+    header, data = {}, b""
+    if metadata:
+        header["__metadata__"] = {"format": "pt"}
+    for name, dtype, shape, raw in tensors:
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [len(data), len(data) + len(raw)]}
+        data += raw
+    h = json.dumps(header).encode()
+    h += b" " * (-len(h) % 8)
+    return struct.pack("<Q", len(h)) + h + data
+
+f32 = struct.pack("<6f", 1, -2, 3.5, 0, 1e-3, -7)
+put("safetensors", "f32", safetensors([("wte.weight", "F32", [2, 3], f32), ("ln_f.bias", "F32", [1], struct.pack("<f", 0.5))]))
+put("safetensors", "f16_bf16", safetensors([("a", "F16", [2, 2], struct.pack("<4H", 0x3c00, 0x0001, 0x7c00, 0x8000)),
+                                             ("b", "BF16", [3], struct.pack("<3H", 0x3f80, 0xff80, 0x0001)),
+                                             ("c", "I64", [1], struct.pack("<q", 5))], metadata=False))
+put("safetensors", "scalar_and_empty", safetensors([("s", "F32", [], struct.pack("<f", 2)), ("e", "F32", [0, 4], b"")]))
+put("safetensors", "bad_offsets", safetensors([("x", "F32", [2], f32[:8])])[:-4])
+
+# ---- config: Hugging Face GPT-2 config.json
+gpt2 = {"activation_function": "gelu_new", "architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", "n_ctx": 1024,
+        "n_embd": 768, "n_head": 12, "n_inner": None, "n_layer": 12, "n_positions": 1024, "layer_norm_epsilon": 1e-05,
+        "vocab_size": 50257, "tie_word_embeddings": True}
+put("config", "gpt2", json.dumps(gpt2, indent=2))
+tiny = dict(gpt2, n_embd=16, n_head=2, n_layer=1, n_positions=8, vocab_size=10, n_inner=64)
+put("config", "tiny", json.dumps(tiny))
+put("config", "huge", json.dumps(dict(gpt2, n_embd=65536, n_head=1, n_layer=1000, n_positions=1 << 20, vocab_size=2147483647)))
+
+# ---- hf_model: config.json, NUL, model.safetensors (the tiny config above, all F32)
+def hf_tensors(C, L, V, T, prefix):
+    shapes = [("wte.weight", [V, C]), ("wpe.weight", [T, C])]
+    for l in range(L):
+        h = "h.%d." % l
+        shapes += [(h + "ln_1.weight", [C]), (h + "ln_1.bias", [C]), (h + "attn.c_attn.weight", [C, 3 * C]),
+                   (h + "attn.c_attn.bias", [3 * C]), (h + "attn.c_proj.weight", [C, C]), (h + "attn.c_proj.bias", [C]),
+                   (h + "ln_2.weight", [C]), (h + "ln_2.bias", [C]), (h + "mlp.c_fc.weight", [C, 4 * C]),
+                   (h + "mlp.c_fc.bias", [4 * C]), (h + "mlp.c_proj.weight", [4 * C, C]), (h + "mlp.c_proj.bias", [C])]
+    shapes += [("ln_f.weight", [C]), ("ln_f.bias", [C])]
+    out = []
+    for name, shape in shapes:
+        n = 1
+        for d in shape:
+            n *= d
+        out.append((prefix + name, "F32", shape, struct.pack("<%df" % n, *[0.01 * (i % 7) for i in range(n)])))
+    return out
+
+tiny2 = dict(gpt2, n_embd=4, n_head=2, n_layer=1, n_positions=3, vocab_size=5)
+put("hf_model", "tiny", json.dumps(tiny2).encode() + b"\0" + safetensors(hf_tensors(4, 1, 5, 3, "transformer.")))
+put("hf_model", "tiny_unprefixed", json.dumps(tiny2).encode() + b"\0" + safetensors(hf_tensors(4, 1, 5, 3, ""), metadata=False))
+put("hf_model", "huge_config", json.dumps(dict(gpt2, n_embd=65536, n_head=1, n_layer=1000, n_positions=1 << 20,
+                                               vocab_size=2147483647)).encode() + b"\0" + safetensors(hf_tensors(4, 1, 5, 3, "")))
+
+# ---- state: optimizer state for the model of fuzz_state.c (L=1, NH=1, C=4, V=8, maxT=4)
+P = 8 * 4 + 4 * 4 + 4 + 4 + 4 * 12 + 12 + 16 + 4 + 4 + 4 + 4 * 16 + 16 + 16 * 4 + 4 + 4 + 4
+def state(step=5, adam_t=4, epoch=1, cursor=2):
+    h = [20261201, 1, 1, 1, 4, 8, 4, step, adam_t, epoch, cursor, 12345, 3, 10, 2, 4, 1, P] + [0] * 14
+    return struct.pack("<32q", *h) + struct.pack("<%df" % (2 * P), *[i * 0.01 for i in range(2 * P)])
+put("state", "valid", state())
+put("state", "bad_counters", state(step=1, adam_t=2))
+
+# ---- tokenizers: a byte-level vocabulary in GPT-2's printable alphabet
+def bytes_to_unicode():
+    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    cs = bs[:]
+    n = 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    return {b: chr(c) for b, c in zip(bs, cs)}
+
+b2u = bytes_to_unicode()
+vocab = {b2u[b]: i for i, b in enumerate(sorted(b2u, key=lambda b: list(b2u).index(b)))}
+merges = [("Ġ", "t"), ("h", "e"), ("Ġt", "he"), ("i", "n"), ("Ġ", "a"), ("e", "r"), ("Ġthe", "r")]
+for a, b in merges:
+    vocab[a + b] = len(vocab)
+vocab["<|endoftext|>"] = len(vocab)
+merges_txt = "#version: 0.2\n" + "".join("%s %s\n" % m for m in merges)
+put("tok_gpt2", "encoder_json_vocab_bpe", json.dumps(vocab) + "\0" + merges_txt)
+put("tok_gpt2", "vocab_json_merges_txt_crlf", json.dumps(vocab, ensure_ascii=False) + "\0" + merges_txt.replace("\n", "\r\n"))
+put("tok_gpt2", "unknown_merge", json.dumps(vocab) + "\0" + merges_txt + "x zz\n")
+
+def tokenizer_json(pair_merges, sequence):
+    bl = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}
+    pt = {"type": "Sequence", "pretokenizers": [bl]} if sequence else bl
+    m = [list(x) for x in merges] if pair_merges else ["%s %s" % x for x in merges]
+    v = {k: i for k, i in vocab.items() if k != "<|endoftext|>"}
+    return json.dumps({"version": "1.0", "added_tokens": [
+        {"id": len(v), "content": "<|endoftext|>", "special": True},
+        {"id": len(v) + 1, "content": "<|im_start|>", "special": True}],
+        "pre_tokenizer": pt, "model": {"type": "BPE", "vocab": v, "merges": m}}, ensure_ascii=False)
+put("tok_json", "string_merges", tokenizer_json(False, False))
+put("tok_json", "pair_merges_sequence", tokenizer_json(True, True))
+
+# ---- encode: first byte odd = parse special-token text
+texts = ["\x01Hello world! It's 2+2=4.\n\n  <|endoftext|><|im_start|>user\nhi<|im_end|>",
+         "\x00Grüße, 日本語, 🙂 and \xff\xfe invalid bytes",
+         "\x00    def f(x):\r\n\treturn x  # 's 't 're 've 'm 'll 'd"]
+for i, t in enumerate(texts):
+    put("encode", "text%d" % i, t.encode("utf-8", "surrogateescape") if isinstance(t, str) else t)
+put("encode", "raw_bytes", bytes([0]) + bytes(range(256)))
+
+# ---- prepare: every row shape, and some bad rows
+rows = [{"text": "Just some text."},
+        {"prompt": "What is 2+2?", "completion": " 4"},
+        {"prompt": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}],
+         "completion": [{"role": "assistant", "content": "Hello!"}]},
+        {"prompt": "Hi", "completion": [{"role": "assistant", "content": "Hey"}, {"role": "user", "content": "x"}]},
+        {"messages": [{"role": "user", "content": "Name a color"}, {"role": "assistant", "content": "Blue"}]},
+        {"conversations": [{"from": "system", "value": "s"}, {"from": "human", "value": "q"}, {"from": "gpt", "value": "a"}]},
+        {"instruction": "Add", "input": "1 and 2", "output": "3"},
+        {"instruction": "Say hi", "input": None, "output": "hi"}]
+for i, r in enumerate(rows):
+    put("prepare", "row%d" % i, json.dumps(r, ensure_ascii=False))
+put("prepare", "all_rows", "\n".join(json.dumps(r) for r in rows) + "\n")
+put("prepare", "bad_rows", '{"text": 1}\n{"prompt": "a"}\n{"messages": []}\n{"text": "a", "messages": []}\n'
+                           '{"messages": [{"role": "bot", "content": "x"}]}\n[1]\n{"instruction": "a", "input": 3, "output": "b"}\n')
+
+# ---- evalset
+put("evalset", "rows", '{"prompt": "What is 2+2?", "completion": "4"}\n\n{"prompt": "Capital of France?", "completion": " Paris "}\n')
+put("evalset", "no_completion", '{"prompt": "Tell me a story"}\n')
+put("evalset", "long_prompt", json.dumps({"prompt": "word " * 200, "completion": "x"}) + "\n")
+put("evalset", "bad", '{"prompt": 5, "completion": "x"}\n')

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Runs libFuzzer harnesses, each for a bounded time from its committed seed corpus.
+#   bash dev/fuzz/run.sh SECONDS HARNESS...      (make fuzz_run builds them first)
+# New corpus entries go to a temporary directory (the committed seeds are not
+# changed); a crash, leak, sanitizer report, timeout or too-large allocation stops
+# that harness, leaves its reproducer in dev/fuzz/artifacts/ and makes this script
+# fail. Prints one line per harness: executions, coverage (cov) and features (ft).
+set -u
+cd "$(dirname "$0")/../.."
+secs=$1; shift
+mkdir -p dev/fuzz/artifacts
+failed=0
+for h in "$@"; do
+    bin=dev/fuzz/bin/fuzz_$h
+    work=$(mktemp -d)
+    log=$work/log
+    # -malloc_limit_mb: one allocation above this is reported (inputs here are a few
+    # KB; no valid one needs more). -timeout: a single input taking over 10 s is a hang.
+    "$bin" "$work" "dev/fuzz/corpus/$h" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=512 \
+        -print_final_stats=1 -artifact_prefix="dev/fuzz/artifacts/$h-" >"$log" 2>&1
+    rc=$?
+    execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
+    covline=$(grep -E '^#[0-9]+' "$log" | tail -1)
+    cov=$(sed -n 's/.* cov: \([0-9]*\).*/\1/p' <<<"$covline"); ft=$(sed -n 's/.* ft: \([0-9]*\).*/\1/p' <<<"$covline")
+    if [ "$rc" -eq 0 ]; then
+        echo "ok fuzz_$h: ${secs}s, ${execs:-?} executions, cov ${cov:-?}, ft ${ft:-?}"
+    else
+        echo "FAIL fuzz_$h: exit $rc after ${execs:-?} executions; reproducer in dev/fuzz/artifacts/$h-*; log:"
+        grep -E 'ERROR|SUMMARY|property failed|fatal message|Test unit written' "$log" | head -20
+        failed=1
+    fi
+    rm -rf "$work"
+done
+exit $failed
