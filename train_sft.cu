@@ -6,8 +6,10 @@ dev/cuda/, and test_sftcu compares whole steps.
 
 Matrix products run through cuBLAS; everything else is our own kernels (the headers in cuda/).
 Precision is chosen at build time: bf16 (default) keeps weights, activations and
-gradients in bf16 for the matrix work with fp32 master weights, fp32 AdamW moments
-and fp32 reductions; `make train_sftcu PRECISION=FP32` computes in fp32 throughout.
+activation gradients in bf16 for the matrix work, with fp32 parameter gradients
+(cuBLAS writes the weight gradients in fp32; they accumulate over the micro-batches
+in fp32), fp32 master weights, fp32 AdamW moments and fp32 reductions;
+`make train_sftcu PRECISION=FP32` computes in fp32 throughout.
 -r sets gradient checkpointing: 0 stores every activation, 1 recomputes the LayerNorm
 and GELU outputs in backward, 2 keeps only each layer's input and recomputes the layer.
 Every kernel is deterministic (no float atomics), so a run is bit-identical run to run.
@@ -25,8 +27,8 @@ Every kernel is deterministic (no float atomics), so a run is bit-identical run 
 #include "cuda/optimizer.cuh"
 
 // ----------------------------------------------------------------------------
-// The model on the device. Parameters and gradients are floatX in one allocation
-// each, laid out as in common/gpt2.h; master weights and AdamW moments are fp32.
+// The model on the device. Parameters are floatX, their gradients fp32, in one
+// allocation each, laid out as in common/gpt2.h; master weights and AdamW moments are fp32.
 
 struct Acts {
     floatX *encoded;                   // (BT, C)
@@ -48,8 +50,10 @@ struct Acts {
 struct GpuModel {
     GPT2Config cfg;
     size_t num_params;
-    floatX *params, *grads;
-    floatX *p[NUM_PARAM_TENSORS], *g[NUM_PARAM_TENSORS];
+    floatX *params;                    // (num_params) the weights the kernels read
+    float *grads;                      // (num_params) gradients of the step's mean loss, accumulated in fp32
+    floatX *p[NUM_PARAM_TENSORS];      // each tensor's start in params
+    float *g[NUM_PARAM_TENSORS];       // each tensor's start in grads
     float *master, *m, *v;             // master == (float *)params in the fp32 build
     int B, T, recompute;
     Acts a;
@@ -81,7 +85,7 @@ static void gpu_model_build(GpuModel *M, const GPT2Config *cfg, const float *hos
     CUDA_CHECK(cudaStreamCreate(&M->stream));
     CUBLAS_CHECK(cublasCreate(&M->blas));
     M->params = (floatX *)dev_alloc(P * sizeof(floatX), NULL);
-    M->grads = (floatX *)dev_alloc(P * sizeof(floatX), NULL);
+    M->grads = (float *)dev_alloc(P * sizeof(float), NULL);
 #if defined(ENABLE_FP32)
     M->master = (float *)M->params;
 #else
@@ -169,6 +173,67 @@ static void gpu_model_free(GpuModel *M) {
     free(M->host_logits); free(M->host_row);
 }
 
+// ----------------------------------------------------------------------------
+// Per-kernel-class timing of one optimizer step, for the benchmark's breakdown:
+// with SFT_KERNEL_TIMES=k in the environment, step k (counted from 1 in this
+// process) records a cudaEvent at every kt_mark; the time between two marks goes
+// to the class of the earlier one, and the step ends with a "kernels|" line. The
+// events add a little time to that step; every other step runs without them.
+
+enum KernelClass { K_MATMUL, K_ATTENTION, K_LAYERNORM, K_ELEMENTWISE, K_CLASSIFIER, K_ENCODER, K_OPTIMIZER, K_OTHER, NUM_KCLASSES };
+static const char *KCLASS_NAME[NUM_KCLASSES] = {"matmul", "attention", "layernorm", "elementwise", "classifier", "encoder", "optimizer", "other"};
+
+struct KernelTimer {
+    int step_to_time;      // 0: never
+    int steps_seen;        // gpu_train_step calls so far
+    bool on;               // recording this step
+    int n, cap;            // marks recorded / events created
+    cudaEvent_t *ev;       // (cap) one event per mark
+    int *cls;              // (cap) the class that starts at each mark
+};
+static KernelTimer g_kt;
+
+static void kt_mark(cudaStream_t s, int cls) {
+    if (!g_kt.on) return;
+    if (g_kt.n == g_kt.cap) {
+        int cap = g_kt.cap ? 2 * g_kt.cap : 1024;
+        g_kt.ev = (cudaEvent_t *)realloc(g_kt.ev, cap * sizeof(cudaEvent_t));
+        g_kt.cls = (int *)realloc(g_kt.cls, cap * sizeof(int));
+        if (!g_kt.ev || !g_kt.cls) fatal("out of memory");
+        for (int i = g_kt.cap; i < cap; i++) CUDA_CHECK(cudaEventCreate(&g_kt.ev[i]));
+        g_kt.cap = cap;
+    }
+    CUDA_CHECK(cudaEventRecord(g_kt.ev[g_kt.n], s));
+    g_kt.cls[g_kt.n++] = cls;
+}
+
+static void kt_step_begin(void) {
+    if (g_kt.steps_seen == 0) {
+        const char *e = getenv("SFT_KERNEL_TIMES");
+        g_kt.step_to_time = e ? atoi(e) : 0;
+    }
+    g_kt.steps_seen++;
+    g_kt.on = g_kt.steps_seen == g_kt.step_to_time;
+    g_kt.n = 0;
+}
+
+static void kt_step_end(cudaStream_t s) {
+    if (!g_kt.on) return;
+    kt_mark(s, K_OTHER);
+    CUDA_CHECK(cudaStreamSynchronize(s));
+    double ms[NUM_KCLASSES] = {0}, total = 0.0;
+    for (int i = 0; i + 1 < g_kt.n; i++) {
+        float t;
+        CUDA_CHECK(cudaEventElapsedTime(&t, g_kt.ev[i], g_kt.ev[i + 1]));
+        ms[g_kt.cls[i]] += t;
+        total += t;
+    }
+    printf("kernels| step %d: %.2f ms on the GPU", g_kt.steps_seen, total);
+    for (int k = 0; k < NUM_KCLASSES; k++) printf(" | %s %.2f ms (%.1f%%)", KCLASS_NAME[k], ms[k], total > 0 ? 100.0 * ms[k] / total : 0.0);
+    printf("\n");
+    g_kt.on = false;
+}
+
 // Pointers to layer l's activations (index 0 where one layer's worth is reused).
 struct LayerActs {
     floatX *ln1, *qkv, *atty, *residual2, *ln2, *fch, *fch_gelu, *residual3;
@@ -203,15 +268,25 @@ static void layer_forward(GpuModel *M, int l, int B, int T) {
     cudaStream_t s = M->stream;
     LayerActs x = layer_acts(M, l, BT);
     floatX **p = M->p;
+    kt_mark(s, K_LAYERNORM);
     layernorm_forward(x.ln1, x.ln1_mean, x.ln1_rstd, x.input, p[P_LN1W] + l * C, p[P_LN1B] + l * C, BT, C, c->eps, s);
+    kt_mark(s, K_MATMUL);
     matmul_forward(M->blas, x.qkv, x.ln1, p[P_QKVW] + (size_t)l * C * 3 * C, p[P_QKVB] + l * 3 * C, BT, C, 3 * C, s);
+    kt_mark(s, K_ATTENTION);
     attention_forward(x.atty, x.lse, x.qkv, M->doc_start, B, T, C, NH, s);
+    kt_mark(s, K_MATMUL);
     matmul_forward(M->blas, x.residual2, x.atty, p[P_ATTPROJW] + (size_t)l * C * C, p[P_ATTPROJB] + l * C, BT, C, C, s);
+    kt_mark(s, K_ELEMENTWISE);
     add_inplace(x.residual2, x.input, (size_t)BT * C, s);
+    kt_mark(s, K_LAYERNORM);
     layernorm_forward(x.ln2, x.ln2_mean, x.ln2_rstd, x.residual2, p[P_LN2W] + l * C, p[P_LN2B] + l * C, BT, C, c->eps, s);
+    kt_mark(s, K_MATMUL);
     matmul_forward(M->blas, x.fch, x.ln2, p[P_FCW] + (size_t)l * C * 4 * C, p[P_FCB] + l * 4 * C, BT, C, 4 * C, s);
+    kt_mark(s, K_ELEMENTWISE);
     gelu_forward(x.fch_gelu, x.fch, (size_t)BT * 4 * C, s);
+    kt_mark(s, K_MATMUL);
     matmul_forward(M->blas, x.residual3, x.fch_gelu, p[P_FCPROJW] + (size_t)l * 4 * C * C, p[P_FCPROJB] + l * C, BT, 4 * C, C, s);
+    kt_mark(s, K_ELEMENTWISE);
     add_inplace(x.residual3, x.residual2, (size_t)BT * C, s);
 }
 
@@ -223,12 +298,17 @@ static void gpu_forward(GpuModel *M, int B, int T, bool with_targets, float grad
     int C = c->C, V = c->V, BT = B * T, L = c->L;
     cudaStream_t s = M->stream;
     Acts *a = &M->a;
+    kt_mark(s, K_ENCODER);
     encoder_forward(a->encoded, M->inputs, M->pos, M->p[P_WTE], M->p[P_WPE], BT, C, s);
     for (int l = 0; l < L; l++) layer_forward(M, l, B, T);
+    kt_mark(s, K_LAYERNORM);
     layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, a->residual3 + (size_t)(L - 1) * BT * C, M->p[P_LNFW], M->p[P_LNFB], BT, C, c->eps, s);
     if (M->num_rows == 0) return;
+    kt_mark(s, K_CLASSIFIER);
     gather_rows(a->x_sel, a->lnf, M->rows, M->num_rows, C, s);
+    kt_mark(s, K_CLASSIFIER);
     gemm_rm(M->blas, false, true, M->num_rows, V, C, a->x_sel, C, M->p[P_WTE], C, a->logits, V, 0.0f, s);
+    kt_mark(s, K_CLASSIFIER);
     if (with_targets) crossentropy_softmax(a->logits, a->losses, M->row_targets, M->num_rows, V, grad_scale, s);
 }
 
@@ -238,44 +318,67 @@ static void gpu_backward(GpuModel *M, int B, int T) {
     int C = c->C, V = c->V, NH = c->NH, BT = B * T, L = c->L, R = M->num_rows;
     cudaStream_t s = M->stream;
     Acts *a = &M->a;
-    floatX **p = M->p, **g = M->g;
+    floatX **p = M->p;
+    float **g = M->g;
     // classifier: dx = dlogits * wte, dwte += dlogits^T * x
+    kt_mark(s, K_CLASSIFIER);
     gemm_rm(M->blas, false, false, R, C, V, a->logits, V, p[P_WTE], C, a->dx_sel, C, 0.0f, s);
+    kt_mark(s, K_CLASSIFIER);
     gemm_rm(M->blas, true, false, V, C, R, a->logits, V, a->x_sel, C, g[P_WTE], C, 1.0f, s);
+    kt_mark(s, K_CLASSIFIER);
     scatter_rows_zero(a->dln, a->dx_sel, M->rows, R, BT, C, s);
+    kt_mark(s, K_OTHER);
     CUDA_CHECK(cudaMemsetAsync(a->dresidual, 0, (size_t)BT * C * sizeof(floatX), s));
+    kt_mark(s, K_LAYERNORM);
     layernorm_backward(a->dresidual, g[P_LNFW], g[P_LNFB], a->scratch, a->dln, a->residual3 + (size_t)(L - 1) * BT * C, p[P_LNFW],
                        a->lnf_mean, a->lnf_rstd, BT, C, s);
     for (int l = L - 1; l >= 0; l--) {
         LayerActs x = layer_acts(M, l, BT);
         if (M->recompute == 2) layer_forward(M, l, B, T);  // everything but the layer's input was dropped
         if (M->recompute == 1) {                            // LayerNorm and GELU outputs were dropped
+            kt_mark(s, K_LAYERNORM);
             layernorm_forward(x.ln2, x.ln2_mean, x.ln2_rstd, x.residual2, p[P_LN2W] + l * C, p[P_LN2B] + l * C, BT, C, c->eps, s);
+            kt_mark(s, K_ELEMENTWISE);
             gelu_forward(x.fch_gelu, x.fch, (size_t)BT * 4 * C, s);
         }
         // MLP: residual3 = residual2 + fcproj(gelu(fc(ln2(residual2))))
+        kt_mark(s, K_MATMUL);
         matmul_backward_data_weight(M->blas, a->dfch_gelu, g[P_FCPROJW] + (size_t)l * 4 * C * C, a->dresidual, x.fch_gelu,
                                     p[P_FCPROJW] + (size_t)l * 4 * C * C, BT, 4 * C, C, s);
+        kt_mark(s, K_ELEMENTWISE);
         bias_backward(g[P_FCPROJB] + l * C, a->scratch, a->dresidual, BT, C, s);
+        kt_mark(s, K_ELEMENTWISE);
         gelu_backward(a->dfch, x.fch, a->dfch_gelu, (size_t)BT * 4 * C, s);
+        kt_mark(s, K_MATMUL);
         matmul_backward_data_weight(M->blas, a->dln, g[P_FCW] + (size_t)l * C * 4 * C, a->dfch, x.ln2, p[P_FCW] + (size_t)l * C * 4 * C, BT, C,
                                     4 * C, s);
+        kt_mark(s, K_ELEMENTWISE);
         bias_backward(g[P_FCB] + l * 4 * C, a->scratch, a->dfch, BT, 4 * C, s);
+        kt_mark(s, K_LAYERNORM);
         layernorm_backward(a->dresidual, g[P_LN2W] + l * C, g[P_LN2B] + l * C, a->scratch, a->dln, x.residual2, p[P_LN2W] + l * C,
                            x.ln2_mean, x.ln2_rstd, BT, C, s);
         // attention: residual2 = input + attproj(attention(qkv(ln1(input))))
+        kt_mark(s, K_MATMUL);
         matmul_backward_data_weight(M->blas, a->datty, g[P_ATTPROJW] + (size_t)l * C * C, a->dresidual, x.atty, p[P_ATTPROJW] + (size_t)l * C * C,
                                     BT, C, C, s);
+        kt_mark(s, K_ELEMENTWISE);
         bias_backward(g[P_ATTPROJB] + l * C, a->scratch, a->dresidual, BT, C, s);
+        kt_mark(s, K_ATTENTION);
         attention_backward(a->dqkv, a->scratch, a->datty, x.atty, x.lse, x.qkv, M->doc_start, B, T, C, NH, s);
-        if (M->recompute == 1)
+        if (M->recompute == 1) {
+            kt_mark(s, K_LAYERNORM);
             layernorm_forward(x.ln1, x.ln1_mean, x.ln1_rstd, x.input, p[P_LN1W] + l * C, p[P_LN1B] + l * C, BT, C, c->eps, s);
+        }
+        kt_mark(s, K_MATMUL);
         matmul_backward_data_weight(M->blas, a->dln, g[P_QKVW] + (size_t)l * C * 3 * C, a->dqkv, x.ln1, p[P_QKVW] + (size_t)l * C * 3 * C, BT, C,
                                     3 * C, s);
+        kt_mark(s, K_ELEMENTWISE);
         bias_backward(g[P_QKVB] + l * 3 * C, a->scratch, a->dqkv, BT, 3 * C, s);
+        kt_mark(s, K_LAYERNORM);
         layernorm_backward(a->dresidual, g[P_LN1W] + l * C, g[P_LN1B] + l * C, a->scratch, a->dln, x.input, p[P_LN1W] + l * C, x.ln1_mean,
                            x.ln1_rstd, BT, C, s);
     }
+    kt_mark(s, K_ENCODER);
     encoder_backward(g[P_WTE], g[P_WPE], a->dresidual, M->inputs, M->pos, BT, C, s);
 }
 
@@ -340,17 +443,22 @@ static StepResult gpu_train_step(GpuModel *M, Loader *ld, StepBuffers *sb, int A
     }
     if (r.targets == 0) { r.skipped = 1; return r; }
     float inv_targets = 1.0f / (float)r.targets;
-    CUDA_CHECK(cudaMemsetAsync(M->grads, 0, M->num_params * sizeof(floatX), M->stream));
+    kt_step_begin();
+    kt_mark(M->stream, K_OTHER);
+    CUDA_CHECK(cudaMemsetAsync(M->grads, 0, M->num_params * sizeof(float), M->stream));
     double loss_sum = 0.0;
     for (int k = 0; k < A; k++) {
         if (sb->counts[k] == 0) continue;  // contributes nothing
         size_t o = (size_t)k * BT;
+        kt_mark(M->stream, K_OTHER);
         gpu_upload_batch(M, sb->inputs + o, sb->pos + o, sb->doc_start + o, sb->targets + o, BT, sb->rows, sb->row_targets);
         gpu_forward(M, B, T, true, inv_targets);
+        kt_mark(M->stream, K_OTHER);
         loss_sum += gpu_loss_sum(M, sb->losses);
         gpu_backward(M, B, T);
     }
     r.loss = loss_sum / (double)r.targets;
+    kt_mark(M->stream, K_OPTIMIZER);
     global_norm_squared(M->a.norm2, M->a.scratch, M->grads, M->num_params, M->stream);
     float norm2;
     CUDA_CHECK(cudaMemcpyAsync(&norm2, M->a.norm2, sizeof(float), cudaMemcpyDeviceToHost, M->stream));
@@ -371,6 +479,7 @@ static StepResult gpu_train_step(GpuModel *M, Loader *ld, StepBuffers *sb, int A
         off += n;
     }
     CUDA_CHECK(cudaStreamSynchronize(M->stream));  // `scale` lives on this stack frame
+    kt_step_end(M->stream);
     return r;
 }
 
@@ -477,7 +586,7 @@ int main(int argc, char **argv) {
     double MiB = 1048576.0;
     size_t master_bytes = sizeof(floatX) == sizeof(float) ? 0 : P * sizeof(float);
     printf("memory| parameters %.1f MiB (+%.1f MiB fp32 master), gradients %.1f MiB, AdamW %.1f MiB, activations %.1f MiB; "
-           "in use after setup %.1f MiB\n", P * sizeof(floatX) / MiB, master_bytes / MiB, P * sizeof(floatX) / MiB, 2.0 * P * sizeof(float) / MiB,
+           "in use after setup %.1f MiB\n", P * sizeof(floatX) / MiB, master_bytes / MiB, P * sizeof(float) / MiB, 2.0 * P * sizeof(float) / MiB,
            M.acts_bytes / MiB, (free0 - free1) / MiB);
 
     GpuGenerator gpu_gen;

@@ -113,5 +113,5 @@ __global__ void __launch_bounds__(CE_THREADS)
 void crossentropy_softmax(floatX* logits, float* losses, const int* targets, int R, int V, float grad_scale, cudaStream_t s) {
     if (R <= 0 || V <= 0) return;
     crossentropy_softmax_kernel<<<R, CE_THREADS, 0, s>>>(logits, losses, targets, V, grad_scale);
-    CUDA_CHECK(cudaGetLastError());
+    LAUNCH_CHECK();
 }

@@ -25,7 +25,7 @@ void encoder_forward(floatX* out, const int* inputs, const int* pos, const float
     bool vec = C % XVEC == 0 && is_aligned(out, 16) && is_aligned(wte, 16) && is_aligned(wpe, 16);
     if (vec) encoder_forward_kernel<XVEC><<<ceil_div(n, (long)block * XVEC), block, 0, s>>>(out, inputs, pos, wte, wpe, BT, C);
     else encoder_forward_kernel<1><<<ceil_div(n, block), block, 0, s>>>(out, inputs, pos, wte, wpe, BT, C);
-    CUDA_CHECK(cudaGetLastError());
+    LAUNCH_CHECK();
 }
 
 // ----------------------------------------------------------------------------
@@ -38,17 +38,17 @@ void encoder_forward(floatX* out, const int* inputs, const int* pos, const float
 // otherwise the matching j of the tile are compacted in increasing order into
 // shared memory (warp ballots + a prefix over the warps), and each thread, one
 // channel each, adds dout[j][c] for them into an fp32 sum. At the end the owner
-// adds the sum to the floatX gradient once. The order of the sum is the row order
+// adds the sum to the fp32 gradient once. The order of the sum is the row order
 // (as on the CPU), fixed whatever the grid.
 
 #define ENC_BWD_THREADS 256
 
 __global__ void __launch_bounds__(ENC_BWD_THREADS)
-    encoder_backward_kernel(floatX* dwte, floatX* dwpe, const floatX* dout, const int* inputs, const int* pos, int BT, int C) {
+    encoder_backward_kernel(float* dwte, float* dwpe, const floatX* dout, const int* inputs, const int* pos, int BT, int C) {
     __shared__ int match_rows[ENC_BWD_THREADS];
     __shared__ int warp_matches[ENC_BWD_THREADS / 32];
     const int* keys = blockIdx.z == 0 ? inputs : pos;
-    floatX* dst = blockIdx.z == 0 ? dwte : dwpe;
+    float* dst = blockIdx.z == 0 ? dwte : dwpe;
     const int i = blockIdx.x, lane = threadIdx.x % 32, warp = threadIdx.x / 32, nwarps = blockDim.x / 32;
     const int c = blockIdx.y * blockDim.x + threadIdx.x;
     const int key = keys[i];
@@ -73,14 +73,13 @@ __global__ void __launch_bounds__(ENC_BWD_THREADS)
             for (int k = 0; k < total; k++) acc += to_float(dout[(size_t)match_rows[k] * C + c]);
     }
     if (c < C) {
-        floatX* d = dst + (size_t)key * C + c;
-        *d = from_float<floatX>(to_float(*d) + acc);
+        dst[(size_t)key * C + c] += acc;
     }
 }
 
-void encoder_backward(floatX* dwte, floatX* dwpe, const floatX* dout, const int* inputs, const int* pos, int BT, int C, cudaStream_t s) {
+void encoder_backward(float* dwte, float* dwpe, const floatX* dout, const int* inputs, const int* pos, int BT, int C, cudaStream_t s) {
     if (BT <= 0 || C <= 0) return;
     dim3 grid(BT, ceil_div(C, ENC_BWD_THREADS), 2);
     encoder_backward_kernel<<<grid, ENC_BWD_THREADS, 0, s>>>(dwte, dwpe, dout, inputs, pos, BT, C);
-    CUDA_CHECK(cudaGetLastError());
+    LAUNCH_CHECK();
 }
