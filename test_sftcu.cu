@@ -88,14 +88,15 @@ static void test_step_against_cpu(const char *name, const GPT2Config *cfg, const
     void *cpu = ref_model_new(cfg, params, B, T);
     GpuModel M;
     gpu_model_build(&M, cfg, params, B, T, recompute);
-    int *rows = (int *)xmalloc(BT * sizeof(int)), *row_targets = (int *)xmalloc(BT * sizeof(int)), R = 0;
+    int *rows = (int *)xmalloc(BT * sizeof(int)), R = 0;
     for (int i = 0; i < BT; i++) rows[i] = i;
     // logits at every position
-    M.num_rows = BT;
-    gpu_upload_batch(&M, ld.inputs, ld.pos, ld.doc_start, NULL, BT, rows, row_targets);
+    gpu_upload_batch(&M, ld.inputs, ld.pos, ld.doc_start, NULL, BT, rows, BT);
     gpu_forward(&M, B, T, false, 1.0f);
-    float *gl = (float *)xmalloc((size_t)BT * V * sizeof(float));
-    download(gl, M.a.logits, (size_t)BT * V);
+    int Vp = M.cfg_dev.V;  // logit rows are Vp apart; the first V are the model's
+    float *gl = (float *)xmalloc((size_t)BT * Vp * sizeof(float));
+    download(gl, M.a.logits, (size_t)BT * Vp);
+    for (int r = 0; r < BT; r++) memmove(gl + (size_t)r * V, gl + (size_t)r * Vp, V * sizeof(float));
     const float *cl = ref_model_logits(cpu, ld.inputs, ld.pos, ld.doc_start, rows, BT, B, T);
     char full[128];
     snprintf(full, sizeof full, "%s_logits", name);
@@ -104,9 +105,9 @@ static void test_step_against_cpu(const char *name, const GPT2Config *cfg, const
     // loss and gradients of the mean loss
     int n_cpu;
     double cpu_loss = ref_model_mean_loss_and_grads(cpu, ld.inputs, ld.pos, ld.doc_start, ld.targets, B, T, &n_cpu);
-    CUDA_CHECK(cudaMemset(M.grads, 0, M.num_params * sizeof(*M.grads)));
-    gpu_upload_batch(&M, ld.inputs, ld.pos, ld.doc_start, ld.targets, BT, rows, row_targets);
-    R = M.num_rows;
+    CUDA_CHECK(cudaMemset(M.grads, 0, M.num_params_dev * sizeof(*M.grads)));
+    gpu_upload_batch(&M, ld.inputs, ld.pos, ld.doc_start, ld.targets, BT, NULL, 0);
+    R = M.b.num_rows;
     gpu_forward(&M, B, T, true, 1.0f / (float)R);
     float *losses = (float *)xmalloc(BT * sizeof(float));
     double gpu_loss = gpu_loss_sum(&M, losses) / R;
@@ -116,7 +117,7 @@ static void test_step_against_cpu(const char *name, const GPT2Config *cfg, const
     check(full, R == n_cpu && fabs(gpu_loss - cpu_loss) < TOL_LOSS * fabs(cpu_loss), "loss %.8f vs CPU %.8f, targets %d vs %d", gpu_loss,
           cpu_loss, R, n_cpu);
     float *gg = (float *)xmalloc(M.num_params * sizeof(float));
-    download(gg, M.grads, M.num_params);
+    params_to_host(&M, gg, M.grads);
     const float *cg = ref_model_grads(cpu);
     size_t off = 0;
     double worst = 0.0;
@@ -135,7 +136,7 @@ static void test_step_against_cpu(const char *name, const GPT2Config *cfg, const
     double elem = worst_tensor_error(cfg, gg, cg, &elem_name);
     snprintf(full, sizeof full, "%s_gradients", name);
     check(full, worst < TOL_GRAD, "worst error %.3g in %s; elementwise %.3g in %s", worst, worst_name, elem, elem_name);
-    free(gl); free(losses); free(gg); free(rows); free(row_targets);
+    free(gl); free(losses); free(gg); free(rows);
     gpu_model_free(&M);
     ref_model_free(cpu);
     loader_free(&ld);
@@ -165,26 +166,24 @@ static void test_accumulation(const char *name, const GPT2Config *cfg, const flo
         memcpy(doc_start + (size_t)k * BT, ld.doc_start, BT * sizeof(int)); memcpy(targets + (size_t)k * BT, ld.targets, BT * sizeof(int));
         N += ld.num_targets;
     }
-    int *rows = (int *)xmalloc(n * sizeof(int)), *row_targets = (int *)xmalloc(n * sizeof(int));
-    float *losses = (float *)xmalloc(n * sizeof(float));
     float *g_acc = (float *)xmalloc(P * sizeof(float)), *g_one = (float *)xmalloc(P * sizeof(float));
     GpuModel M;
     gpu_model_build(&M, cfg, params, B, T, 0);  // A micro-batches of B rows
-    CUDA_CHECK(cudaMemset(M.grads, 0, P * sizeof(*M.grads)));
+    CUDA_CHECK(cudaMemset(M.grads, 0, M.num_params_dev * sizeof(*M.grads)));
     for (int k = 0; k < A; k++) {
         size_t o = (size_t)k * BT;
-        gpu_upload_batch(&M, inputs + o, pos + o, doc_start + o, targets + o, BT, rows, row_targets);
+        gpu_upload_batch(&M, inputs + o, pos + o, doc_start + o, targets + o, BT, NULL, 0);
         gpu_forward(&M, B, T, true, 1.0f / (float)N);
         gpu_backward(&M, B, T);
     }
-    download(g_acc, M.grads, P);
+    params_to_host(&M, g_acc, M.grads);
     gpu_model_free(&M);
     gpu_model_build(&M, cfg, params, A * B, T, 0);  // one micro-batch of A*B rows
-    CUDA_CHECK(cudaMemset(M.grads, 0, P * sizeof(*M.grads)));
-    gpu_upload_batch(&M, inputs, pos, doc_start, targets, (int)n, rows, row_targets);
+    CUDA_CHECK(cudaMemset(M.grads, 0, M.num_params_dev * sizeof(*M.grads)));
+    gpu_upload_batch(&M, inputs, pos, doc_start, targets, (int)n, NULL, 0);
     gpu_forward(&M, A * B, T, true, 1.0f / (float)N);
     gpu_backward(&M, A * B, T);
-    download(g_one, M.grads, P);
+    params_to_host(&M, g_one, M.grads);
     gpu_model_free(&M);
     void *cpu = ref_model_new(cfg, params, A * B, T);
     int n_cpu;
@@ -200,7 +199,7 @@ static void test_accumulation(const char *name, const GPT2Config *cfg, const flo
     snprintf(full, sizeof full, "%s_accumulate_%dx%d_matches_cpu", name, A, B);
     check(full, e_cpu_acc < TOL_GRAD_ELEM, "worst elementwise error %.3g in %s (tolerance %.0e)", e_cpu_acc, w2, TOL_GRAD_ELEM);
     ref_model_free(cpu);
-    free(inputs); free(pos); free(doc_start); free(targets); free(rows); free(row_targets); free(losses); free(g_acc); free(g_one);
+    free(inputs); free(pos); free(doc_start); free(targets); free(g_acc); free(g_one);
     loader_free(&ld);
     data_free(&df);
 }
@@ -246,7 +245,8 @@ static void test_programs(void) {
     int rc3 = run(cmd);
     snprintf(path, sizeof path, "%s/gpu2/metrics.jsonl", tmp_root);
     int n2 = read_losses(path, gpu2, 16);
-    check("deterministic", rc3 == 0 && n2 == ng && !memcmp(gpu, gpu2, sizeof(double) * (size_t)ng), "two runs differ");
+    bool same = rc3 == 0 && n2 == ng && !memcmp(gpu, gpu2, sizeof(double) * (size_t)ng);
+    check("deterministic", same, "exit %d; %d and %d losses, %s", rc3, ng, n2, same ? "bit-identical" : "they differ");
     // recompute levels give the same numbers as level 0
     for (int r = 1; r <= 2; r++) {
         double rl[16];
@@ -256,7 +256,8 @@ static void test_programs(void) {
         int nr = read_losses(path, rl, 16);
         char name[64];
         snprintf(name, sizeof name, "recompute_%d_equals_0", r);
-        check(name, rc == 0 && nr == ng && !memcmp(rl, gpu, sizeof(double) * (size_t)ng), "exit %d; losses differ from level 0", rc);
+        same = rc == 0 && nr == ng && !memcmp(rl, gpu, sizeof(double) * (size_t)ng);
+        check(name, same, "exit %d; %d losses, %s level 0's", rc, nr, same ? "bit-identical to" : "different from");
     }
     // resume from step 4 reproduces steps 5..10 bit for bit
     snprintf(cmd, sizeof cmd, "./%s %s -n 4 -o %s/resumed > /dev/null && echo step_00000004 > %s/resumed/latest && ./%s %s -n 4 -y 1 -o %s/resumed > /dev/null",
@@ -264,7 +265,8 @@ static void test_programs(void) {
     int rc4 = run(cmd);
     snprintf(path, sizeof path, "%s/resumed/metrics.jsonl", tmp_root);
     int nres = read_losses(path, res, 16);
-    check("resume_bit_identical", rc4 == 0 && nres == ng && !memcmp(res, gpu, sizeof(double) * (size_t)ng), "exit %d, %d steps", rc4, nres);
+    same = rc4 == 0 && nres == ng && !memcmp(res, gpu, sizeof(double) * (size_t)ng);
+    check("resume_bit_identical", same, "exit %d; %d steps, %s the uninterrupted run's", rc4, nres, same ? "bit-identical to" : "different from");
 }
 
 int main(void) {

@@ -64,6 +64,23 @@ void global_norm_squared(float* out, float* scratch, const float* g, size_t n, c
     LAUNCH_CHECK();
 }
 
+// *scale = the factor that clips the gradients to norm max_norm (1 if max_norm <= 0 or
+// the norm is below it), from *norm2, on the device: no host round trip in the step.
+// The same float arithmetic as the CPU trainer's: coef = max_norm / (sqrt(norm2) + 1e-6).
+__global__ void grad_clip_scale_kernel(float* scale, const float* norm2, float max_norm) {
+    float s = 1.0f;
+    if (max_norm > 0.0f) {
+        float coef = max_norm / (sqrtf(*norm2) + 1e-6f);
+        if (coef < 1.0f) s = coef;
+    }
+    *scale = s;
+}
+
+void grad_clip_scale(float* scale, const float* norm2, float max_norm, cudaStream_t s) {
+    grad_clip_scale_kernel<<<1, 1, 0, s>>>(scale, norm2, max_norm);
+    LAUNCH_CHECK();
+}
+
 // ----------------------------------------------------------------------------
 // AdamW (torch semantics, as adamw_tensor): thread per group of N parameters.
 //   g = grad * (*grad_scale); p *= 1 - lr * wd; m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2;

@@ -459,6 +459,11 @@ cublasStatus_t cublasDestroy(cublasHandle_t h) {
     return CUBLAS_STATUS_SUCCESS;
 }
 cublasStatus_t cublasSetStream(cublasHandle_t, cudaStream_t) { return CUBLAS_STATUS_SUCCESS; }
+cublasStatus_t cublasSetWorkspace(cublasHandle_t h, void *w, size_t bytes) {  // not used by the loop below; checked only
+    if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
+    if (bytes && !in_device(w, bytes)) fail("cublasSetWorkspace: %p (+%zu) is not inside one device allocation", w, bytes);
+    return CUBLAS_STATUS_SUCCESS;
+}
 cublasStatus_t cublasSetMathMode(cublasHandle_t, cublasMath_t) { return CUBLAS_STATUS_SUCCESS; }
 
 static float load_el(const void *p, cudaDataType_t t, size_t i) {
