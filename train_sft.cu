@@ -233,8 +233,8 @@ static void gpu_model_free(GpuModel *M) {
 
 // ----------------------------------------------------------------------------
 // Per-kernel-class timing of one optimizer step, for the benchmark's breakdown:
-// with SFT_KERNEL_TIMES=k in the environment, step k (counted from 1 in this
-// process) records a cudaEvent at every kt_mark; the time between two marks goes
+// with SFT_KERNEL_TIMES=k in the environment, the k-th step of this process that
+// has targets records a cudaEvent at every kt_mark; the time between two marks goes
 // to the class of the earlier one, and the step ends with a "kernels|" line. The
 // events add a little time to that step; every other step runs without them.
 

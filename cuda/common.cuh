@@ -26,7 +26,7 @@
 #if defined(SYNC_LAUNCHES)
 #define LAUNCH_CHECK()                               \
     do {                                             \
-        LAUNCH_CHECK();              \
+        CUDA_CHECK(cudaGetLastError());              \
         CUDA_CHECK(cudaDeviceSynchronize());         \
     } while (0)
 #else

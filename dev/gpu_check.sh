@@ -8,7 +8,7 @@
 # (summary.json) under $OUT (default out/gpu_check). Each check is one row: ok, FAIL
 # or skip (with the reason). A non-zero exit, a crash, a time-out, a "CUDA error" /
 # "error: CUDA" / "FAIL" line in the log, or a missing result is a FAIL; the script keeps
-# going after a failure, and exits non-zero if any check failed. Every command runs
+# going after a failure; exit status 1 if any check failed, 2 if none ran. Every command runs
 # under `timeout`, so nothing hangs. Without a GPU every GPU check is a skip saying so.
 # --debug builds with -DSYNC_LAUNCHES -lineinfo: a device sync after every launch, so an
 # asynchronous error is reported at the kernel that caused it.
@@ -236,4 +236,6 @@ json_str() { printf '"%s"' "$(printf '%s' "$1" | sed 's/\\/\\\\/g; s/"/\\"/g')";
 } > "$OUT/summary.json"
 echo "== summary ($OUT/summary.txt, $OUT/summary.json)"
 cat "$OUT/summary.txt"
-[ "$nfail" -eq 0 ]
+[ "$nfail" -gt 0 ] && exit 1
+[ "$nok" -eq 0 ] && exit 2  # nothing ran (no GPU): not a pass either
+exit 0
