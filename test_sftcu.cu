@@ -17,21 +17,24 @@ Prints "ok NAME" / "FAIL NAME: why" / "skip NAME: why"; run from the repository 
 
 static int failures = 0;
 
+// prints "ok NAME (details)" or "FAIL NAME: details": the measured numbers either way
 static void check(const char *name, bool ok, const char *fmt, ...) {
-    if (ok) { printf("ok %s_%s\n", name, PRECISION_NAME); return; }
     va_list ap;
     va_start(ap, fmt);
-    printf("FAIL %s_%s: ", name, PRECISION_NAME);
+    if (ok) printf("ok %s_%s (", name, PRECISION_NAME);
+    else printf("FAIL %s_%s: ", name, PRECISION_NAME);
     vprintf(fmt, ap);
-    printf("\n");
+    printf(ok ? ")\n" : "\n");
     va_end(ap);
-    failures++;
+    if (!ok) failures++;
 }
 
 #if defined(ENABLE_FP32)
 static const double TOL_LOGITS = 1e-4, TOL_LOSS = 1e-5, TOL_GRAD = 1e-4, TOL_STEPS = 1e-4;
+static const double TOL_ACCUM = 1e-4, TOL_GRAD_ELEM = 1e-4;
 #else
 static const double TOL_LOGITS = 3e-2, TOL_LOSS = 1e-2, TOL_GRAD = 1e-2, TOL_STEPS = 2e-2;
+static const double TOL_ACCUM = 1e-4, TOL_GRAD_ELEM = 3e-2;
 #endif
 
 // max |a - b| / max |b|
@@ -53,11 +56,24 @@ static double norm(const float *a, size_t n) {
 }
 #endif
 
-static void download(float *dst, const floatX *src, size_t n) {
-    floatX *tmp = (floatX *)xmalloc(n * sizeof(floatX));
-    CUDA_CHECK(cudaMemcpy(tmp, src, n * sizeof(floatX), cudaMemcpyDeviceToHost));
+template <typename T> static void download(float *dst, const T *src, size_t n) {
+    T *tmp = (T *)xmalloc(n * sizeof(T));
+    CUDA_CHECK(cudaMemcpy(tmp, src, n * sizeof(T), cudaMemcpyDeviceToHost));
     for (size_t i = 0; i < n; i++) dst[i] = to_float(tmp[i]);
     free(tmp);
+}
+
+// worst over the parameter tensors of max |a - b| / max |b| (elementwise, relative to each tensor's scale)
+static double worst_tensor_error(const GPT2Config *cfg, const float *a, const float *b, const char **worst_name) {
+    size_t off = 0;
+    double worst = 0.0;
+    for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
+        size_t n = param_numel(cfg, i);
+        double e = rel_err(a + off, b + off, n);
+        if (!(e <= worst)) { worst = e; *worst_name = PARAM_INFO[i].hf_name; }
+        off += n;
+    }
+    return worst;
 }
 
 // One packed micro-batch with masks: logits, loss and every gradient, GPU against CPU.
@@ -72,14 +88,15 @@ static void test_step_against_cpu(const char *name, const GPT2Config *cfg, const
     void *cpu = ref_model_new(cfg, params, B, T);
     GpuModel M;
     gpu_model_build(&M, cfg, params, B, T, recompute);
-    int *rows = (int *)xmalloc(BT * sizeof(int)), *row_targets = (int *)xmalloc(BT * sizeof(int)), R = 0;
+    int *rows = (int *)xmalloc(BT * sizeof(int)), R = 0;
     for (int i = 0; i < BT; i++) rows[i] = i;
     // logits at every position
-    M.num_rows = BT;
-    gpu_upload_batch(&M, ld.inputs, ld.pos, ld.doc_start, NULL, BT, rows, row_targets);
+    gpu_upload_batch(&M, ld.inputs, ld.pos, ld.doc_start, NULL, BT, rows, BT);
     gpu_forward(&M, B, T, false, 1.0f);
-    float *gl = (float *)xmalloc((size_t)BT * V * sizeof(float));
-    download(gl, M.a.logits, (size_t)BT * V);
+    int Vp = M.cfg_dev.V;  // logit rows are Vp apart; the first V are the model's
+    float *gl = (float *)xmalloc((size_t)BT * Vp * sizeof(float));
+    download(gl, M.a.logits, (size_t)BT * Vp);
+    for (int r = 0; r < BT; r++) memmove(gl + (size_t)r * V, gl + (size_t)r * Vp, V * sizeof(float));
     const float *cl = ref_model_logits(cpu, ld.inputs, ld.pos, ld.doc_start, rows, BT, B, T);
     char full[128];
     snprintf(full, sizeof full, "%s_logits", name);
@@ -88,9 +105,9 @@ static void test_step_against_cpu(const char *name, const GPT2Config *cfg, const
     // loss and gradients of the mean loss
     int n_cpu;
     double cpu_loss = ref_model_mean_loss_and_grads(cpu, ld.inputs, ld.pos, ld.doc_start, ld.targets, B, T, &n_cpu);
-    CUDA_CHECK(cudaMemset(M.grads, 0, M.num_params * sizeof(floatX)));
-    gpu_upload_batch(&M, ld.inputs, ld.pos, ld.doc_start, ld.targets, BT, rows, row_targets);
-    R = M.num_rows;
+    CUDA_CHECK(cudaMemset(M.grads, 0, M.num_params_dev * sizeof(*M.grads)));
+    gpu_upload_batch(&M, ld.inputs, ld.pos, ld.doc_start, ld.targets, BT, NULL, 0);
+    R = M.b.num_rows;
     gpu_forward(&M, B, T, true, 1.0f / (float)R);
     float *losses = (float *)xmalloc(BT * sizeof(float));
     double gpu_loss = gpu_loss_sum(&M, losses) / R;
@@ -100,7 +117,7 @@ static void test_step_against_cpu(const char *name, const GPT2Config *cfg, const
     check(full, R == n_cpu && fabs(gpu_loss - cpu_loss) < TOL_LOSS * fabs(cpu_loss), "loss %.8f vs CPU %.8f, targets %d vs %d", gpu_loss,
           cpu_loss, R, n_cpu);
     float *gg = (float *)xmalloc(M.num_params * sizeof(float));
-    download(gg, M.grads, M.num_params);
+    params_to_host(&M, gg, M.grads);
     const float *cg = ref_model_grads(cpu);
     size_t off = 0;
     double worst = 0.0;
@@ -115,11 +132,74 @@ static void test_step_against_cpu(const char *name, const GPT2Config *cfg, const
         if (!(e <= worst)) { worst = e; worst_name = PARAM_INFO[i].hf_name; }
         off += n;
     }
+    const char *elem_name = "";
+    double elem = worst_tensor_error(cfg, gg, cg, &elem_name);
     snprintf(full, sizeof full, "%s_gradients", name);
-    check(full, worst < TOL_GRAD, "worst error %.3g in %s", worst, worst_name);
-    free(gl); free(losses); free(gg); free(rows); free(row_targets);
+    check(full, worst < TOL_GRAD, "worst error %.3g in %s; elementwise %.3g in %s", worst, worst_name, elem, elem_name);
+    free(gl); free(losses); free(gg); free(rows);
     gpu_model_free(&M);
     ref_model_free(cpu);
+    loader_free(&ld);
+    data_free(&df);
+}
+
+// Gradient accumulation: A micro-batches of B rows give the gradients of the mean loss
+// over all their targets, which must be those of ONE micro-batch of A*B rows holding the
+// same rows (rows are independent: activations per row are the same either way), and
+// close to the CPU trainer's on those A*B rows. Only the order of the fp32 sums over rows
+// differs between A and 1 micro-batches, so with fp32 gradient accumulation they agree
+// to a few fp32 ulps of the sums (TOL_ACCUM); bf16 accumulation (a rounding to 8 bits per
+// micro-batch) differs by ~2^-9 of the values and fails.
+static void test_accumulation(const char *name, const GPT2Config *cfg, const float *params, const char *data_path, int A, int B, int T) {
+    DataFile df;
+    data_load(&df, data_path);
+    Loader ld;
+    loader_init(&ld, &df, B, T, 0, 0, 1);
+    int BT = B * T;
+    size_t n = (size_t)A * BT, P = gpt2_num_parameters(cfg);
+    int *inputs = (int *)xmalloc(n * sizeof(int)), *pos = (int *)xmalloc(n * sizeof(int));
+    int *doc_start = (int *)xmalloc(n * sizeof(int)), *targets = (int *)xmalloc(n * sizeof(int));
+    int N = 0;
+    for (int k = 0; k < A; k++) {  // the A micro-batches, stacked: rows of one micro-batch of A*B
+        loader_next_batch(&ld);
+        memcpy(inputs + (size_t)k * BT, ld.inputs, BT * sizeof(int)); memcpy(pos + (size_t)k * BT, ld.pos, BT * sizeof(int));
+        memcpy(doc_start + (size_t)k * BT, ld.doc_start, BT * sizeof(int)); memcpy(targets + (size_t)k * BT, ld.targets, BT * sizeof(int));
+        N += ld.num_targets;
+    }
+    float *g_acc = (float *)xmalloc(P * sizeof(float)), *g_one = (float *)xmalloc(P * sizeof(float));
+    GpuModel M;
+    gpu_model_build(&M, cfg, params, B, T, 0);  // A micro-batches of B rows
+    CUDA_CHECK(cudaMemset(M.grads, 0, M.num_params_dev * sizeof(*M.grads)));
+    for (int k = 0; k < A; k++) {
+        size_t o = (size_t)k * BT;
+        gpu_upload_batch(&M, inputs + o, pos + o, doc_start + o, targets + o, BT, NULL, 0);
+        gpu_forward(&M, B, T, true, 1.0f / (float)N);
+        gpu_backward(&M, B, T);
+    }
+    params_to_host(&M, g_acc, M.grads);
+    gpu_model_free(&M);
+    gpu_model_build(&M, cfg, params, A * B, T, 0);  // one micro-batch of A*B rows
+    CUDA_CHECK(cudaMemset(M.grads, 0, M.num_params_dev * sizeof(*M.grads)));
+    gpu_upload_batch(&M, inputs, pos, doc_start, targets, (int)n, NULL, 0);
+    gpu_forward(&M, A * B, T, true, 1.0f / (float)N);
+    gpu_backward(&M, A * B, T);
+    params_to_host(&M, g_one, M.grads);
+    gpu_model_free(&M);
+    void *cpu = ref_model_new(cfg, params, A * B, T);
+    int n_cpu;
+    ref_model_mean_loss_and_grads(cpu, inputs, pos, doc_start, targets, A * B, T, &n_cpu);
+    const float *cg = ref_model_grads(cpu);
+    const char *w1 = "", *w2 = "", *w3 = "";
+    double e_acc = worst_tensor_error(cfg, g_acc, g_one, &w1);
+    double e_cpu_acc = worst_tensor_error(cfg, g_acc, cg, &w2), e_cpu_one = worst_tensor_error(cfg, g_one, cg, &w3);
+    char full[128];
+    snprintf(full, sizeof full, "%s_accumulate_%dx%d_equals_1x%d", name, A, B, A * B);
+    check(full, n_cpu == N && e_acc < TOL_ACCUM, "worst elementwise error %.3g in %s (tolerance %.0e); vs CPU: %.3g in %s (A=%d), %.3g in %s (A=1)", e_acc,
+          w1, TOL_ACCUM, e_cpu_acc, w2, A, e_cpu_one, w3);
+    snprintf(full, sizeof full, "%s_accumulate_%dx%d_matches_cpu", name, A, B);
+    check(full, e_cpu_acc < TOL_GRAD_ELEM, "worst elementwise error %.3g in %s (tolerance %.0e)", e_cpu_acc, w2, TOL_GRAD_ELEM);
+    ref_model_free(cpu);
+    free(inputs); free(pos); free(doc_start); free(targets); free(g_acc); free(g_one);
     loader_free(&ld);
     data_free(&df);
 }
@@ -165,7 +245,8 @@ static void test_programs(void) {
     int rc3 = run(cmd);
     snprintf(path, sizeof path, "%s/gpu2/metrics.jsonl", tmp_root);
     int n2 = read_losses(path, gpu2, 16);
-    check("deterministic", rc3 == 0 && n2 == ng && !memcmp(gpu, gpu2, sizeof(double) * (size_t)ng), "two runs differ");
+    bool same = rc3 == 0 && n2 == ng && !memcmp(gpu, gpu2, sizeof(double) * (size_t)ng);
+    check("deterministic", same, "exit %d; %d and %d losses, %s", rc3, ng, n2, same ? "bit-identical" : "they differ");
     // recompute levels give the same numbers as level 0
     for (int r = 1; r <= 2; r++) {
         double rl[16];
@@ -175,7 +256,8 @@ static void test_programs(void) {
         int nr = read_losses(path, rl, 16);
         char name[64];
         snprintf(name, sizeof name, "recompute_%d_equals_0", r);
-        check(name, rc == 0 && nr == ng && !memcmp(rl, gpu, sizeof(double) * (size_t)ng), "exit %d; losses differ from level 0", rc);
+        same = rc == 0 && nr == ng && !memcmp(rl, gpu, sizeof(double) * (size_t)ng);
+        check(name, same, "exit %d; %d losses, %s level 0's", rc, nr, same ? "bit-identical to" : "different from");
     }
     // resume from step 4 reproduces steps 5..10 bit for bit
     snprintf(cmd, sizeof cmd, "./%s %s -n 4 -o %s/resumed > /dev/null && echo step_00000004 > %s/resumed/latest && ./%s %s -n 4 -y 1 -o %s/resumed > /dev/null",
@@ -183,7 +265,8 @@ static void test_programs(void) {
     int rc4 = run(cmd);
     snprintf(path, sizeof path, "%s/resumed/metrics.jsonl", tmp_root);
     int nres = read_losses(path, res, 16);
-    check("resume_bit_identical", rc4 == 0 && nres == ng && !memcmp(res, gpu, sizeof(double) * (size_t)ng), "exit %d, %d steps", rc4, nres);
+    same = rc4 == 0 && nres == ng && !memcmp(res, gpu, sizeof(double) * (size_t)ng);
+    check("resume_bit_identical", same, "exit %d; %d steps, %s the uninterrupted run's", rc4, nres, same ? "bit-identical to" : "different from");
 }
 
 int main(void) {
@@ -213,6 +296,7 @@ int main(void) {
     param_pointers(&c2, params, &p);
     gpt2_init_random(&c2, &p, 7);
     test_step_against_cpu("d2c64", &c2, params, "dev/ref/tiny_train.bin", 3, 64, 0);
+    test_accumulation("d2c64", &c2, params, "dev/ref/tiny_train.bin", 8, 1, 64);
     free(params);
     test_programs();
     printf("test_sftcu_%s: %d failed\n", PRECISION_NAME, failures);

@@ -6,8 +6,10 @@ dev/cuda/, and test_sftcu compares whole steps.
 
 Matrix products run through cuBLAS; everything else is our own kernels (the headers in cuda/).
 Precision is chosen at build time: bf16 (default) keeps weights, activations and
-gradients in bf16 for the matrix work with fp32 master weights, fp32 AdamW moments
-and fp32 reductions; `make train_sftcu PRECISION=FP32` computes in fp32 throughout.
+activation gradients in bf16 for the matrix work, with fp32 parameter gradients
+(cuBLAS writes the weight gradients in fp32; they accumulate over the micro-batches
+in fp32), fp32 master weights, fp32 AdamW moments and fp32 reductions;
+`make train_sftcu PRECISION=FP32` computes in fp32 throughout.
 -r sets gradient checkpointing: 0 stores every activation, 1 recomputes the LayerNorm
 and GELU outputs in backward, 2 keeps only each layer's input and recomputes the layer.
 Every kernel is deterministic (no float atomics), so a run is bit-identical run to run.
@@ -25,8 +27,11 @@ Every kernel is deterministic (no float atomics), so a run is bit-identical run 
 #include "cuda/optimizer.cuh"
 
 // ----------------------------------------------------------------------------
-// The model on the device. Parameters and gradients are floatX in one allocation
-// each, laid out as in common/gpt2.h; master weights and AdamW moments are fp32.
+// The model on the device. Parameters are floatX, their gradients fp32, in one
+// allocation each, laid out as in common/gpt2.h but with the vocabulary padded to
+// Vp (a multiple of 128: aligned logit rows and whole tiles for cuBLAS); the padding
+// rows of wte are zero and stay zero (their logits get a zero gradient, so AdamW
+// leaves them at 0). Master weights and AdamW moments are fp32, padded the same way.
 
 struct Acts {
     floatX *encoded;                   // (BT, C)
@@ -38,29 +43,57 @@ struct Acts {
     floatX *residual3;                 // (L, BT, C): every layer's output, always kept
     floatX *lnf;                       // (BT, C)
     float *lnf_mean, *lnf_rstd;        // (BT)
-    floatX *x_sel, *logits;            // (BT, C), (BT, V): rows that go to the classifier
+    floatX *x_sel, *logits;            // (BT, C), (BT, Vp): rows that go to the classifier
     float *losses;                     // (BT)
     floatX *dresidual, *dln, *datty, *dqkv, *dfch, *dfch_gelu, *dx_sel;  // gradient scratch, one layer
     float *scratch;                    // reductions
     float *norm2, *grad_scale;         // one float each
 };
 
+// One micro-batch as the kernels read it. Its ints live in one block of
+// batch_ints(BT) ints (host or device, laid out by batch_layout), so that a step
+// uploads all its micro-batches in one copy.
+struct Batch {
+    int *inputs, *pos, *doc_start;     // (BT) tokens, positions, row position where the document starts
+    int *rows, *row_targets;           // (num_rows) positions that go to the classifier and their targets
+    EncoderPlan enc;                   // the rows of each distinct token and position, for encoder_backward
+    float *losses;                     // (num_rows) device: the classifier rows' losses
+    int num_rows;
+};
+
+static size_t batch_ints(int BT) { return 11 * (size_t)BT + 1; }
+
+// Points b's arrays into the block `base` of a micro-batch of BT positions.
+static void batch_layout(Batch *b, int *base, int BT) {
+    b->inputs = base; b->pos = base + BT; b->doc_start = base + 2 * (size_t)BT;
+    b->rows = base + 3 * (size_t)BT; b->row_targets = base + 4 * (size_t)BT;
+    b->enc.keys = base + 5 * (size_t)BT; b->enc.off = base + 7 * (size_t)BT; b->enc.rows = base + 9 * (size_t)BT + 1;
+}
+
 struct GpuModel {
-    GPT2Config cfg;
-    size_t num_params;
-    floatX *params, *grads;
-    floatX *p[NUM_PARAM_TENSORS], *g[NUM_PARAM_TENSORS];
+    GPT2Config cfg;                    // the model (V: the real vocabulary)
+    GPT2Config cfg_dev;                // the same with V = Vp: the layout on the device
+    size_t num_params;                 // parameters of cfg: the host's arrays (checkpoints)
+    size_t num_params_dev;             // parameters of cfg_dev: the device's arrays
+    floatX *params;                    // (num_params) the weights the kernels read
+    float *grads;                      // (num_params) gradients of the step's mean loss, accumulated in fp32
+    floatX *p[NUM_PARAM_TENSORS];      // each tensor's start in params
+    float *g[NUM_PARAM_TENSORS];       // each tensor's start in grads
     float *master, *m, *v;             // master == (float *)params in the fp32 build
     int B, T, recompute;
     Acts a;
     size_t acts_bytes, scratch_floats;
-    int *inputs, *pos, *doc_start, *rows, *row_targets;  // the micro-batch on the device
-    int num_rows;
+    Batch b;                           // the micro-batch the next forward/backward reads (device arrays)
+    int *host_block, *dev_block;       // (batch_ints(BT)) one micro-batch, pinned host and device, for gpu_upload_batch
+    int *slot_tok, *slot_pos;          // (V), (maxT) host scratch of encoder_backward_plan, -1 between calls
     cublasHandle_t blas;
+    void *blas_workspace;              // (BLAS_WORKSPACE bytes) cuBLAS's workspace, set once with the stream
     cudaStream_t stream;
     float *host_logits;                // one row, for generation
     floatX *host_row;
 };
+
+#define BLAS_WORKSPACE (32u << 20)  // cuBLAS's recommendation for Hopper
 
 static void *dev_alloc(size_t bytes, size_t *total) {
     void *p = NULL;
@@ -75,7 +108,8 @@ static bool stored_per_layer(int recompute, bool cheap_to_recompute) { return re
 
 // Activations for B x T at recompute level `recompute`: allocates them (allocate)
 // or only adds up their bytes (for the memory plan before anything is allocated).
-// *scratch_floats gets the size of the shared reduction scratch.
+// *scratch_floats gets the size of the shared reduction scratch. cfg is the device
+// configuration (vocabulary padded to VOCAB_PAD: the logits have Vp columns).
 static void *acts_take(size_t bytes, size_t *total, bool allocate) {
     *total += bytes;
     return allocate ? dev_alloc(bytes, NULL) : NULL;
@@ -127,15 +161,39 @@ static size_t gpu_acts_alloc(Acts *a, size_t *scratch_floats, const GPT2Config *
     return t;
 }
 
+#define VOCAB_PAD 128
+
+// Host layout (V rows of wte) to device layout (Vp rows, zero padding) and back, for
+// an fp32 array of the parameters' shape. wte is the first tensor, so the padding
+// is one gap after its V rows.
+static void params_to_device(const GpuModel *M, float *dev, const float *host) {
+    size_t head = (size_t)M->cfg.V * M->cfg.C, gap = (size_t)(M->cfg_dev.V - M->cfg.V) * M->cfg.C;
+    CUDA_CHECK(cudaMemcpy(dev, host, head * sizeof(float), cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemset(dev + head, 0, gap * sizeof(float)));
+    CUDA_CHECK(cudaMemcpy(dev + head + gap, host + head, (M->num_params - head) * sizeof(float), cudaMemcpyHostToDevice));
+}
+
+static void params_to_host(const GpuModel *M, float *host, const float *dev) {
+    size_t head = (size_t)M->cfg.V * M->cfg.C, gap = (size_t)(M->cfg_dev.V - M->cfg.V) * M->cfg.C;
+    CUDA_CHECK(cudaMemcpy(host, dev, head * sizeof(float), cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaMemcpy(host + head, dev + head + gap, (M->num_params - head) * sizeof(float), cudaMemcpyDeviceToHost));
+}
+
 static void gpu_model_build(GpuModel *M, const GPT2Config *cfg, const float *host_params, int B, int T, int recompute) {
     M->cfg = *cfg;
+    M->cfg_dev = *cfg;
+    M->cfg_dev.V = (cfg->V + VOCAB_PAD - 1) / VOCAB_PAD * VOCAB_PAD;
     M->B = B; M->T = T; M->recompute = recompute;
     M->num_params = gpt2_num_parameters(cfg);
-    size_t P = M->num_params, BT = (size_t)B * T, V = cfg->V;
+    M->num_params_dev = gpt2_num_parameters(&M->cfg_dev);
+    size_t P = M->num_params_dev, BT = (size_t)B * T, V = cfg->V;
     CUDA_CHECK(cudaStreamCreate(&M->stream));
     CUBLAS_CHECK(cublasCreate(&M->blas));
+    M->blas_workspace = dev_alloc(BLAS_WORKSPACE, NULL);
+    CUBLAS_CHECK(cublasSetStream(M->blas, M->stream));  // every product runs on this stream, with this workspace
+    CUBLAS_CHECK(cublasSetWorkspace(M->blas, M->blas_workspace, BLAS_WORKSPACE));
     M->params = (floatX *)dev_alloc(P * sizeof(floatX), NULL);
-    M->grads = (floatX *)dev_alloc(P * sizeof(floatX), NULL);
+    M->grads = (float *)dev_alloc(P * sizeof(float), NULL);
 #if defined(ENABLE_FP32)
     M->master = (float *)M->params;
 #else
@@ -146,22 +204,26 @@ static void gpu_model_build(GpuModel *M, const GPT2Config *cfg, const float *hos
     CUDA_CHECK(cudaMemset(M->m, 0, P * sizeof(float)));
     CUDA_CHECK(cudaMemset(M->v, 0, P * sizeof(float)));
     size_t off = 0;
-    for (int i = 0; i < NUM_PARAM_TENSORS; i++) { M->p[i] = M->params + off; M->g[i] = M->grads + off; off += param_numel(cfg, i); }
-    CUDA_CHECK(cudaMemcpy(M->master, host_params, P * sizeof(float), cudaMemcpyHostToDevice));
+    for (int i = 0; i < NUM_PARAM_TENSORS; i++) { M->p[i] = M->params + off; M->g[i] = M->grads + off; off += param_numel(&M->cfg_dev, i); }
+    params_to_device(M, M->master, host_params);
 #if !defined(ENABLE_FP32)
     {   // floatX copy of the master weights
+        float *tmp32 = (float *)xmalloc(P * sizeof(float));
         floatX *tmp = (floatX *)xmalloc(P * sizeof(floatX));
-        for (size_t i = 0; i < P; i++) tmp[i] = from_float<floatX>(host_params[i]);
+        CUDA_CHECK(cudaMemcpy(tmp32, M->master, P * sizeof(float), cudaMemcpyDeviceToHost));
+        for (size_t i = 0; i < P; i++) tmp[i] = from_float<floatX>(tmp32[i]);
+        free(tmp32);
         CUDA_CHECK(cudaMemcpy(M->params, tmp, P * sizeof(floatX), cudaMemcpyHostToDevice));
         free(tmp);
     }
 #endif
-    M->acts_bytes = gpu_acts_alloc(&M->a, &M->scratch_floats, cfg, B, T, recompute, true);
-    M->inputs = (int *)dev_alloc(BT * sizeof(int), NULL);
-    M->pos = (int *)dev_alloc(BT * sizeof(int), NULL);
-    M->doc_start = (int *)dev_alloc(BT * sizeof(int), NULL);
-    M->rows = (int *)dev_alloc(BT * sizeof(int), NULL);
-    M->row_targets = (int *)dev_alloc(BT * sizeof(int), NULL);
+    M->acts_bytes = gpu_acts_alloc(&M->a, &M->scratch_floats, &M->cfg_dev, B, T, recompute, true);
+    M->dev_block = (int *)dev_alloc(batch_ints((int)BT) * sizeof(int), NULL);
+    CUDA_CHECK(cudaMallocHost((void **)&M->host_block, batch_ints((int)BT) * sizeof(int)));
+    M->slot_tok = (int *)xmalloc(V * sizeof(int));
+    M->slot_pos = (int *)xmalloc(cfg->maxT * sizeof(int));
+    for (size_t i = 0; i < V; i++) M->slot_tok[i] = -1;
+    for (int i = 0; i < cfg->maxT; i++) M->slot_pos[i] = -1;
     M->host_logits = (float *)xmalloc(V * sizeof(float));
     M->host_row = (floatX *)xmalloc(V * sizeof(floatX));
 }
@@ -171,14 +233,76 @@ static void gpu_model_free(GpuModel *M) {
     void *ptrs[] = {M->params, M->grads, M->m, M->v, a->encoded, a->ln1, a->qkv, a->atty, a->lse, a->ln1_mean, a->ln1_rstd, a->residual2,
                     a->ln2, a->ln2_mean, a->ln2_rstd, a->fch, a->fch_gelu, a->residual3, a->lnf, a->lnf_mean, a->lnf_rstd, a->x_sel,
                     a->logits, a->losses, a->dresidual, a->dln, a->datty, a->dqkv, a->dfch, a->dfch_gelu, a->dx_sel, a->scratch, a->norm2,
-                    a->grad_scale, M->inputs, M->pos, M->doc_start, M->rows, M->row_targets};
+                    a->grad_scale, M->dev_block, M->blas_workspace};
     for (size_t i = 0; i < sizeof ptrs / sizeof ptrs[0]; i++) CUDA_CHECK(cudaFree(ptrs[i]));
 #if !defined(ENABLE_FP32)
     CUDA_CHECK(cudaFree(M->master));
 #endif
     CUBLAS_CHECK(cublasDestroy(M->blas));
     CUDA_CHECK(cudaStreamDestroy(M->stream));
-    free(M->host_logits); free(M->host_row);
+    CUDA_CHECK(cudaFreeHost(M->host_block));
+    free(M->host_logits); free(M->host_row); free(M->slot_tok); free(M->slot_pos);
+}
+
+// ----------------------------------------------------------------------------
+// Per-kernel-class timing of one optimizer step, for the benchmark's breakdown:
+// with SFT_KERNEL_TIMES=k in the environment, the k-th step of this process that
+// has targets records a cudaEvent at every kt_mark; the time between two marks goes
+// to the class of the earlier one, and the step ends with a "kernels|" line. The
+// events add a little time to that step; every other step runs without them.
+
+enum KernelClass { K_MATMUL, K_ATTENTION, K_LAYERNORM, K_ELEMENTWISE, K_CLASSIFIER, K_ENCODER, K_OPTIMIZER, K_OTHER, NUM_KCLASSES };
+static const char *KCLASS_NAME[NUM_KCLASSES] = {"matmul", "attention", "layernorm", "elementwise", "classifier", "encoder", "optimizer", "other"};
+
+struct KernelTimer {
+    int step_to_time;      // 0: never
+    int steps_seen;        // gpu_train_step calls so far
+    bool on;               // recording this step
+    int n, cap;            // marks recorded / events created
+    cudaEvent_t *ev;       // (cap) one event per mark
+    int *cls;              // (cap) the class that starts at each mark
+};
+static KernelTimer g_kt;
+
+static void kt_mark(cudaStream_t s, int cls) {
+    if (!g_kt.on) return;
+    if (g_kt.n == g_kt.cap) {
+        int cap = g_kt.cap ? 2 * g_kt.cap : 1024;
+        g_kt.ev = (cudaEvent_t *)realloc(g_kt.ev, cap * sizeof(cudaEvent_t));
+        g_kt.cls = (int *)realloc(g_kt.cls, cap * sizeof(int));
+        if (!g_kt.ev || !g_kt.cls) fatal("out of memory");
+        for (int i = g_kt.cap; i < cap; i++) CUDA_CHECK(cudaEventCreate(&g_kt.ev[i]));
+        g_kt.cap = cap;
+    }
+    CUDA_CHECK(cudaEventRecord(g_kt.ev[g_kt.n], s));
+    g_kt.cls[g_kt.n++] = cls;
+}
+
+static void kt_step_begin(void) {
+    if (g_kt.steps_seen == 0) {
+        const char *e = getenv("SFT_KERNEL_TIMES");
+        g_kt.step_to_time = e ? atoi(e) : 0;
+    }
+    g_kt.steps_seen++;
+    g_kt.on = g_kt.steps_seen == g_kt.step_to_time;
+    g_kt.n = 0;
+}
+
+static void kt_step_end(cudaStream_t s) {
+    if (!g_kt.on) return;
+    kt_mark(s, K_OTHER);
+    CUDA_CHECK(cudaStreamSynchronize(s));
+    double ms[NUM_KCLASSES] = {0}, total = 0.0;
+    for (int i = 0; i + 1 < g_kt.n; i++) {
+        float t;
+        CUDA_CHECK(cudaEventElapsedTime(&t, g_kt.ev[i], g_kt.ev[i + 1]));
+        ms[g_kt.cls[i]] += t;
+        total += t;
+    }
+    printf("kernels| step %d: %.2f ms on the GPU", g_kt.steps_seen, total);
+    for (int k = 0; k < NUM_KCLASSES; k++) printf(" | %s %.2f ms (%.1f%%)", KCLASS_NAME[k], ms[k], total > 0 ? 100.0 * ms[k] / total : 0.0);
+    printf("\n");
+    g_kt.on = false;
 }
 
 // Pointers to layer l's activations (index 0 where one layer's worth is reused).
@@ -215,105 +339,169 @@ static void layer_forward(GpuModel *M, int l, int B, int T) {
     cudaStream_t s = M->stream;
     LayerActs x = layer_acts(M, l, BT);
     floatX **p = M->p;
+    kt_mark(s, K_LAYERNORM);
     layernorm_forward(x.ln1, x.ln1_mean, x.ln1_rstd, x.input, p[P_LN1W] + l * C, p[P_LN1B] + l * C, BT, C, c->eps, s);
+    kt_mark(s, K_MATMUL);
     matmul_forward(M->blas, x.qkv, x.ln1, p[P_QKVW] + (size_t)l * C * 3 * C, p[P_QKVB] + l * 3 * C, BT, C, 3 * C, s);
-    attention_forward(x.atty, x.lse, x.qkv, M->doc_start, B, T, C, NH, s);
+    kt_mark(s, K_ATTENTION);
+    attention_forward(x.atty, x.lse, x.qkv, M->b.doc_start, B, T, C, NH, s);
+    kt_mark(s, K_MATMUL);
     matmul_forward(M->blas, x.residual2, x.atty, p[P_ATTPROJW] + (size_t)l * C * C, p[P_ATTPROJB] + l * C, BT, C, C, s);
+    kt_mark(s, K_ELEMENTWISE);
     add_inplace(x.residual2, x.input, (size_t)BT * C, s);
+    kt_mark(s, K_LAYERNORM);
     layernorm_forward(x.ln2, x.ln2_mean, x.ln2_rstd, x.residual2, p[P_LN2W] + l * C, p[P_LN2B] + l * C, BT, C, c->eps, s);
+    kt_mark(s, K_MATMUL);
     matmul_forward(M->blas, x.fch, x.ln2, p[P_FCW] + (size_t)l * C * 4 * C, p[P_FCB] + l * 4 * C, BT, C, 4 * C, s);
+    kt_mark(s, K_ELEMENTWISE);
     gelu_forward(x.fch_gelu, x.fch, (size_t)BT * 4 * C, s);
+    kt_mark(s, K_MATMUL);
     matmul_forward(M->blas, x.residual3, x.fch_gelu, p[P_FCPROJW] + (size_t)l * 4 * C * C, p[P_FCPROJB] + l * C, BT, 4 * C, C, s);
+    kt_mark(s, K_ELEMENTWISE);
     add_inplace(x.residual3, x.residual2, (size_t)BT * C, s);
 }
 
 // Forward over B rows of T positions (the micro-batch already on the device), then
-// the classifier on the M->num_rows rows listed in M->rows. With targets
-// (M->row_targets), the logits become the loss gradient scaled by grad_scale.
+// the classifier on the M->b.num_rows rows listed in M->b.rows. With targets
+// (M->b.row_targets), the losses go to M->b.losses and the logits become the loss
+// gradient scaled by grad_scale.
 static void gpu_forward(GpuModel *M, int B, int T, bool with_targets, float grad_scale) {
     const GPT2Config *c = &M->cfg;
-    int C = c->C, V = c->V, BT = B * T, L = c->L;
+    int C = c->C, V = c->V, Vp = M->cfg_dev.V, BT = B * T, L = c->L;
     cudaStream_t s = M->stream;
     Acts *a = &M->a;
-    encoder_forward(a->encoded, M->inputs, M->pos, M->p[P_WTE], M->p[P_WPE], BT, C, s);
+    kt_mark(s, K_ENCODER);
+    encoder_forward(a->encoded, M->b.inputs, M->b.pos, M->p[P_WTE], M->p[P_WPE], BT, C, s);
     for (int l = 0; l < L; l++) layer_forward(M, l, B, T);
+    kt_mark(s, K_LAYERNORM);
     layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, a->residual3 + (size_t)(L - 1) * BT * C, M->p[P_LNFW], M->p[P_LNFB], BT, C, c->eps, s);
-    if (M->num_rows == 0) return;
-    gather_rows(a->x_sel, a->lnf, M->rows, M->num_rows, C, s);
-    gemm_rm(M->blas, false, true, M->num_rows, V, C, a->x_sel, C, M->p[P_WTE], C, a->logits, V, 0.0f, s);
-    if (with_targets) crossentropy_softmax(a->logits, a->losses, M->row_targets, M->num_rows, V, grad_scale, s);
+    int R = M->b.num_rows;
+    if (R == 0) return;
+    kt_mark(s, K_CLASSIFIER);
+    gather_rows(a->x_sel, a->lnf, M->b.rows, R, C, s);
+    kt_mark(s, K_CLASSIFIER);
+    gemm_rm(M->blas, false, true, R, Vp, C, a->x_sel, C, M->p[P_WTE], C, a->logits, Vp, 0.0f);
+    kt_mark(s, K_CLASSIFIER);
+    if (with_targets) crossentropy_softmax(a->logits, M->b.losses, M->b.row_targets, R, V, Vp, grad_scale, s);
 }
 
 // Backward after gpu_forward with targets: adds the gradients to M->grads.
 static void gpu_backward(GpuModel *M, int B, int T) {
     const GPT2Config *c = &M->cfg;
-    int C = c->C, V = c->V, NH = c->NH, BT = B * T, L = c->L, R = M->num_rows;
+    int C = c->C, Vp = M->cfg_dev.V, NH = c->NH, BT = B * T, L = c->L, R = M->b.num_rows;
     cudaStream_t s = M->stream;
     Acts *a = &M->a;
-    floatX **p = M->p, **g = M->g;
-    // classifier: dx = dlogits * wte, dwte += dlogits^T * x
-    gemm_rm(M->blas, false, false, R, C, V, a->logits, V, p[P_WTE], C, a->dx_sel, C, 0.0f, s);
-    gemm_rm(M->blas, true, false, V, C, R, a->logits, V, a->x_sel, C, g[P_WTE], C, 1.0f, s);
-    scatter_rows_zero(a->dln, a->dx_sel, M->rows, R, BT, C, s);
+    floatX **p = M->p;
+    float **g = M->g;
+    // classifier (over the padded vocabulary; the padding's dlogits are 0): dx = dlogits * wte, dwte += dlogits^T * x
+    kt_mark(s, K_CLASSIFIER);
+    gemm_rm(M->blas, false, false, R, C, Vp, a->logits, Vp, p[P_WTE], C, a->dx_sel, C, 0.0f);
+    kt_mark(s, K_CLASSIFIER);
+    gemm_rm(M->blas, true, false, Vp, C, R, a->logits, Vp, a->x_sel, C, g[P_WTE], C, 1.0f);
+    kt_mark(s, K_CLASSIFIER);
+    scatter_rows_zero(a->dln, a->dx_sel, M->b.rows, R, BT, C, s);
+    kt_mark(s, K_OTHER);
     CUDA_CHECK(cudaMemsetAsync(a->dresidual, 0, (size_t)BT * C * sizeof(floatX), s));
+    kt_mark(s, K_LAYERNORM);
     layernorm_backward(a->dresidual, g[P_LNFW], g[P_LNFB], a->scratch, a->dln, a->residual3 + (size_t)(L - 1) * BT * C, p[P_LNFW],
                        a->lnf_mean, a->lnf_rstd, BT, C, s);
     for (int l = L - 1; l >= 0; l--) {
         LayerActs x = layer_acts(M, l, BT);
         if (M->recompute == 2) layer_forward(M, l, B, T);  // everything but the layer's input was dropped
         if (M->recompute == 1) {                            // LayerNorm and GELU outputs were dropped
+            kt_mark(s, K_LAYERNORM);
             layernorm_forward(x.ln2, x.ln2_mean, x.ln2_rstd, x.residual2, p[P_LN2W] + l * C, p[P_LN2B] + l * C, BT, C, c->eps, s);
+            kt_mark(s, K_ELEMENTWISE);
             gelu_forward(x.fch_gelu, x.fch, (size_t)BT * 4 * C, s);
         }
         // MLP: residual3 = residual2 + fcproj(gelu(fc(ln2(residual2))))
+        kt_mark(s, K_MATMUL);
         matmul_backward_data_weight(M->blas, a->dfch_gelu, g[P_FCPROJW] + (size_t)l * 4 * C * C, a->dresidual, x.fch_gelu,
-                                    p[P_FCPROJW] + (size_t)l * 4 * C * C, BT, 4 * C, C, s);
+                                    p[P_FCPROJW] + (size_t)l * 4 * C * C, BT, 4 * C, C);
+        kt_mark(s, K_ELEMENTWISE);
         bias_backward(g[P_FCPROJB] + l * C, a->scratch, a->dresidual, BT, C, s);
+        kt_mark(s, K_ELEMENTWISE);
         gelu_backward(a->dfch, x.fch, a->dfch_gelu, (size_t)BT * 4 * C, s);
+        kt_mark(s, K_MATMUL);
         matmul_backward_data_weight(M->blas, a->dln, g[P_FCW] + (size_t)l * C * 4 * C, a->dfch, x.ln2, p[P_FCW] + (size_t)l * C * 4 * C, BT, C,
-                                    4 * C, s);
+                                    4 * C);
+        kt_mark(s, K_ELEMENTWISE);
         bias_backward(g[P_FCB] + l * 4 * C, a->scratch, a->dfch, BT, 4 * C, s);
+        kt_mark(s, K_LAYERNORM);
         layernorm_backward(a->dresidual, g[P_LN2W] + l * C, g[P_LN2B] + l * C, a->scratch, a->dln, x.residual2, p[P_LN2W] + l * C,
                            x.ln2_mean, x.ln2_rstd, BT, C, s);
         // attention: residual2 = input + attproj(attention(qkv(ln1(input))))
+        kt_mark(s, K_MATMUL);
         matmul_backward_data_weight(M->blas, a->datty, g[P_ATTPROJW] + (size_t)l * C * C, a->dresidual, x.atty, p[P_ATTPROJW] + (size_t)l * C * C,
-                                    BT, C, C, s);
+                                    BT, C, C);
+        kt_mark(s, K_ELEMENTWISE);
         bias_backward(g[P_ATTPROJB] + l * C, a->scratch, a->dresidual, BT, C, s);
-        attention_backward(a->dqkv, a->scratch, a->datty, x.atty, x.lse, x.qkv, M->doc_start, B, T, C, NH, s);
-        if (M->recompute == 1)
+        kt_mark(s, K_ATTENTION);
+        attention_backward(a->dqkv, a->scratch, a->datty, x.atty, x.lse, x.qkv, M->b.doc_start, B, T, C, NH, s);
+        if (M->recompute == 1) {
+            kt_mark(s, K_LAYERNORM);
             layernorm_forward(x.ln1, x.ln1_mean, x.ln1_rstd, x.input, p[P_LN1W] + l * C, p[P_LN1B] + l * C, BT, C, c->eps, s);
+        }
+        kt_mark(s, K_MATMUL);
         matmul_backward_data_weight(M->blas, a->dln, g[P_QKVW] + (size_t)l * C * 3 * C, a->dqkv, x.ln1, p[P_QKVW] + (size_t)l * C * 3 * C, BT, C,
-                                    3 * C, s);
+                                    3 * C);
+        kt_mark(s, K_ELEMENTWISE);
         bias_backward(g[P_QKVB] + l * 3 * C, a->scratch, a->dqkv, BT, 3 * C, s);
+        kt_mark(s, K_LAYERNORM);
         layernorm_backward(a->dresidual, g[P_LN1W] + l * C, g[P_LN1B] + l * C, a->scratch, a->dln, x.input, p[P_LN1W] + l * C, x.ln1_mean,
                            x.ln1_rstd, BT, C, s);
     }
-    encoder_backward(g[P_WTE], g[P_WPE], a->dresidual, M->inputs, M->pos, BT, C, s);
+    kt_mark(s, K_ENCODER);
+    encoder_backward(g[P_WTE], g[P_WPE], a->dresidual, &M->b.enc, C, s);
 }
 
-// Copies a micro-batch to the device and lists its target rows (or, without
-// targets, takes the rows the caller set in host_rows).
-static void gpu_upload_batch(GpuModel *M, const int *inputs, const int *pos, const int *doc_start, const int *targets, int BT,
-                             int *host_rows, int *host_row_targets) {
-    CUDA_CHECK(cudaMemcpyAsync(M->inputs, inputs, BT * sizeof(int), cudaMemcpyHostToDevice, M->stream));
-    CUDA_CHECK(cudaMemcpyAsync(M->pos, pos, BT * sizeof(int), cudaMemcpyHostToDevice, M->stream));
-    CUDA_CHECK(cudaMemcpyAsync(M->doc_start, doc_start, BT * sizeof(int), cudaMemcpyHostToDevice, M->stream));
+// Fills the host block of a micro-batch (laid out as h): its positions, its
+// classifier rows (the targets' positions, or without targets the n_given rows
+// given) and, with targets, the encoder backward's plan.
+static void batch_fill(GpuModel *M, Batch *h, const int *inputs, const int *pos, const int *doc_start, const int *targets, int BT,
+                       const int *given_rows, int n_given) {
+    memcpy(h->inputs, inputs, BT * sizeof(int));
+    memcpy(h->pos, pos, BT * sizeof(int));
+    memcpy(h->doc_start, doc_start, BT * sizeof(int));
+    h->num_rows = 0;
+    h->enc.num_keys[0] = h->enc.num_keys[1] = 0;
     if (targets) {
-        M->num_rows = 0;
         for (int i = 0; i < BT; i++)
-            if (targets[i] >= 0) { host_rows[M->num_rows] = i; host_row_targets[M->num_rows++] = targets[i]; }
-        CUDA_CHECK(cudaMemcpyAsync(M->row_targets, host_row_targets, M->num_rows * sizeof(int), cudaMemcpyHostToDevice, M->stream));
+            if (targets[i] >= 0) { h->rows[h->num_rows] = i; h->row_targets[h->num_rows++] = targets[i]; }
+        encoder_backward_plan(&h->enc, inputs, pos, BT, M->slot_tok, M->slot_pos);
+    } else {
+        memcpy(h->rows, given_rows, n_given * sizeof(int));
+        h->num_rows = n_given;
     }
-    CUDA_CHECK(cudaMemcpyAsync(M->rows, host_rows, M->num_rows * sizeof(int), cudaMemcpyHostToDevice, M->stream));
-    CUDA_CHECK(cudaStreamSynchronize(M->stream));  // the host buffers are reused right away
+}
+
+// Makes the device block dev (a copy of host block h) the current micro-batch, its losses going to losses.
+static void batch_use(GpuModel *M, const Batch *h, int *dev, float *losses, int BT) {
+    batch_layout(&M->b, dev, BT);
+    M->b.num_rows = h->num_rows;
+    M->b.enc.num_keys[0] = h->enc.num_keys[0];
+    M->b.enc.num_keys[1] = h->enc.num_keys[1];
+    M->b.losses = losses;
+}
+
+// One micro-batch to the device as the current one (for evaluation, generation and
+// tests; a training step uploads all of its micro-batches at once instead).
+static void gpu_upload_batch(GpuModel *M, const int *inputs, const int *pos, const int *doc_start, const int *targets, int BT,
+                             const int *given_rows, int n_given) {
+    CUDA_CHECK(cudaStreamSynchronize(M->stream));  // the previous copy from the pinned block is done
+    Batch h;
+    batch_layout(&h, M->host_block, BT);
+    batch_fill(M, &h, inputs, pos, doc_start, targets, BT, given_rows, n_given);
+    CUDA_CHECK(cudaMemcpyAsync(M->dev_block, M->host_block, batch_ints(BT) * sizeof(int), cudaMemcpyHostToDevice, M->stream));
+    batch_use(M, &h, M->dev_block, M->a.losses, BT);
 }
 
 // Sum of the losses of the classifier rows, in row order in double (as on the CPU).
 static double gpu_loss_sum(GpuModel *M, float *host_losses) {
-    CUDA_CHECK(cudaMemcpyAsync(host_losses, M->a.losses, M->num_rows * sizeof(float), cudaMemcpyDeviceToHost, M->stream));
+    CUDA_CHECK(cudaMemcpyAsync(host_losses, M->b.losses, M->b.num_rows * sizeof(float), cudaMemcpyDeviceToHost, M->stream));
     CUDA_CHECK(cudaStreamSynchronize(M->stream));
     double sum = 0.0;
-    for (int r = 0; r < M->num_rows; r++) sum += host_losses[r];
+    for (int r = 0; r < M->b.num_rows; r++) sum += host_losses[r];
     return sum;
 }
 
@@ -322,19 +510,35 @@ static double gpu_loss_sum(GpuModel *M, float *host_losses) {
 // the number of targets N of the step is known and the loss gradient is scaled by
 // 1/N as it is formed: the gradients are those of the mean loss over the step.
 
-struct StepBuffers { int *inputs, *pos, *doc_start, *targets, *counts, *rows, *row_targets; float *losses; };
+// The host side is pinned, so the step's one upload (all micro-batches) and one
+// download (losses and gradient norm) are asynchronous copies; the step waits for
+// the device once, at its end.
+struct StepBuffers {
+    int A, BT;
+    int *host, *dev;                   // (A, batch_ints(BT)) the micro-batches' blocks, pinned host and device
+    Batch *batches;                    // (A) host views of the blocks
+    float *host_losses, *dev_losses;   // (A, BT) each micro-batch's row losses, pinned host and device
+    float *host_norm2;                 // (1) pinned: the squared gradient norm
+    float *losses;                     // (BT) pageable, for gpu_evaluate
+};
 
 static void step_buffers_init(StepBuffers *b, int A, int BT) {
-    size_t n = (size_t)A * BT;
-    b->inputs = (int *)xmalloc(n * sizeof(int)); b->pos = (int *)xmalloc(n * sizeof(int));
-    b->doc_start = (int *)xmalloc(n * sizeof(int)); b->targets = (int *)xmalloc(n * sizeof(int));
-    b->counts = (int *)xmalloc((size_t)A * sizeof(int));
-    b->rows = (int *)xmalloc((size_t)BT * sizeof(int)); b->row_targets = (int *)xmalloc((size_t)BT * sizeof(int));
+    size_t n = (size_t)A * batch_ints(BT);
+    b->A = A; b->BT = BT;
+    CUDA_CHECK(cudaMallocHost((void **)&b->host, n * sizeof(int)));
+    b->dev = (int *)dev_alloc(n * sizeof(int), NULL);
+    b->batches = (Batch *)xmalloc((size_t)A * sizeof(Batch));
+    for (int k = 0; k < A; k++) batch_layout(&b->batches[k], b->host + (size_t)k * batch_ints(BT), BT);
+    CUDA_CHECK(cudaMallocHost((void **)&b->host_losses, (size_t)A * BT * sizeof(float)));
+    b->dev_losses = (float *)dev_alloc((size_t)A * BT * sizeof(float), NULL);
+    CUDA_CHECK(cudaMallocHost((void **)&b->host_norm2, sizeof(float)));
     b->losses = (float *)xmalloc((size_t)BT * sizeof(float));
 }
 
 static void step_buffers_free(StepBuffers *b) {
-    free(b->inputs); free(b->pos); free(b->doc_start); free(b->targets); free(b->counts); free(b->rows); free(b->row_targets); free(b->losses);
+    CUDA_CHECK(cudaFreeHost(b->host)); CUDA_CHECK(cudaFree(b->dev)); free(b->batches);
+    CUDA_CHECK(cudaFreeHost(b->host_losses)); CUDA_CHECK(cudaFree(b->dev_losses)); CUDA_CHECK(cudaFreeHost(b->host_norm2));
+    free(b->losses);
 }
 
 struct StepResult {
@@ -347,55 +551,56 @@ struct StepResult {
 static StepResult gpu_train_step(GpuModel *M, Loader *ld, StepBuffers *sb, int A, float lr, float weight_decay, float grad_clip, int64_t *adam_t) {
     StepResult r = {0.0, 0.0f, 0, 0};
     int B = ld->B, T = ld->T, BT = B * T;
-    for (int k = 0; k < A; k++) {
+    size_t block = batch_ints(BT);
+    for (int k = 0; k < A; k++) {  // the previous step ended with a sync: the pinned blocks are free
         loader_next_batch(ld);
-        size_t o = (size_t)k * BT;
-        memcpy(sb->inputs + o, ld->inputs, BT * sizeof(int)); memcpy(sb->pos + o, ld->pos, BT * sizeof(int));
-        memcpy(sb->doc_start + o, ld->doc_start, BT * sizeof(int)); memcpy(sb->targets + o, ld->targets, BT * sizeof(int));
-        sb->counts[k] = ld->num_targets;
-        r.targets += ld->num_targets;
+        batch_fill(M, &sb->batches[k], ld->inputs, ld->pos, ld->doc_start, ld->targets, BT, NULL, 0);
+        r.targets += sb->batches[k].num_rows;
     }
     if (r.targets == 0) { r.skipped = STEP_NO_TARGETS; return r; }
     float inv_targets = 1.0f / (float)r.targets;
-    CUDA_CHECK(cudaMemsetAsync(M->grads, 0, M->num_params * sizeof(floatX), M->stream));
-    double loss_sum = 0.0;
+    kt_step_begin();
+    kt_mark(M->stream, K_OTHER);
+    CUDA_CHECK(cudaMemcpyAsync(sb->dev, sb->host, (size_t)A * block * sizeof(int), cudaMemcpyHostToDevice, M->stream));
+    CUDA_CHECK(cudaMemsetAsync(M->grads, 0, M->num_params_dev * sizeof(float), M->stream));
     for (int k = 0; k < A; k++) {
-        if (sb->counts[k] == 0) continue;  // contributes nothing
-        size_t o = (size_t)k * BT;
-        gpu_upload_batch(M, sb->inputs + o, sb->pos + o, sb->doc_start + o, sb->targets + o, BT, sb->rows, sb->row_targets);
+        if (sb->batches[k].num_rows == 0) continue;  // contributes nothing
+        batch_use(M, &sb->batches[k], sb->dev + (size_t)k * block, sb->dev_losses + (size_t)k * BT, BT);
         gpu_forward(M, B, T, true, inv_targets);
-        loss_sum += gpu_loss_sum(M, sb->losses);
         gpu_backward(M, B, T);
     }
-    r.loss = loss_sum / (double)r.targets;
-    if (poison_this_step == POISON_LOSS) r.loss = NAN;  // test hook (trainer.h)
-    if (poison_this_step == POISON_GRAD) {
-        floatX nan_x = from_float<floatX>(NAN);
-        CUDA_CHECK(cudaMemcpyAsync(M->grads, &nan_x, sizeof nan_x, cudaMemcpyHostToDevice, M->stream));
+    kt_mark(M->stream, K_OPTIMIZER);
+    if (poison_this_step == POISON_GRAD) {  // test hook (trainer.h)
+        float nan = NAN;
+        CUDA_CHECK(cudaMemcpyAsync(M->grads, &nan, sizeof nan, cudaMemcpyHostToDevice, M->stream));
         CUDA_CHECK(cudaStreamSynchronize(M->stream));
     }
-    global_norm_squared(M->a.norm2, M->a.scratch, M->grads, M->num_params, M->stream);
-    float norm2;
-    CUDA_CHECK(cudaMemcpyAsync(&norm2, M->a.norm2, sizeof(float), cudaMemcpyDeviceToHost, M->stream));
+    global_norm_squared(M->a.norm2, M->a.scratch, M->grads, M->num_params_dev, M->stream);
+    kt_mark(M->stream, K_OTHER);
+    CUDA_CHECK(cudaMemcpyAsync(sb->host_losses, sb->dev_losses, (size_t)A * BT * sizeof(float), cudaMemcpyDeviceToHost, M->stream));
+    CUDA_CHECK(cudaMemcpyAsync(sb->host_norm2, M->a.norm2, sizeof(float), cudaMemcpyDeviceToHost, M->stream));
+    // The step's one wait for the device: the loss and the gradient norm decide whether
+    // AdamW runs; AdamW itself then runs while the host prepares the next step.
     CUDA_CHECK(cudaStreamSynchronize(M->stream));
-    r.grad_norm = sqrtf(norm2);
+    double loss_sum = 0.0;  // in row order in double, as on the CPU
+    for (int k = 0; k < A; k++)
+        for (int q = 0; q < sb->batches[k].num_rows; q++) loss_sum += sb->host_losses[(size_t)k * BT + q];
+    r.loss = loss_sum / (double)r.targets;
+    if (poison_this_step == POISON_LOSS) r.loss = NAN;  // test hook (trainer.h)
+    r.grad_norm = sqrtf(*sb->host_norm2);
     // a NaN or Inf loss or gradient never reaches the weights or AdamW's moments and count
-    if (!isfinite(r.loss) || !isfinite(r.grad_norm)) { r.skipped = STEP_NONFINITE; return r; }
-    float scale = 1.0f;
-    if (grad_clip > 0.0f) {
-        float coef = grad_clip / (r.grad_norm + 1e-6f);
-        if (coef < 1.0f) scale = coef;
-    }
-    CUDA_CHECK(cudaMemcpyAsync(M->a.grad_scale, &scale, sizeof(float), cudaMemcpyHostToDevice, M->stream));
+    if (!isfinite(r.loss) || !isfinite(r.grad_norm)) { r.skipped = STEP_NONFINITE; kt_step_end(M->stream); return r; }
+    kt_mark(M->stream, K_OPTIMIZER);
+    grad_clip_scale(M->a.grad_scale, M->a.norm2, grad_clip, M->stream);
     *adam_t += 1;
     size_t off = 0;
     for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
-        size_t n = param_numel(&M->cfg, i);
+        size_t n = param_numel(&M->cfg_dev, i);
         adamw_update(M->master + off, M->params + off, M->grads + off, M->m + off, M->v + off, n, lr, 0.9f, 0.95f, 1e-8f,
                      PARAM_INFO[i].decay ? weight_decay : 0.0f, M->a.grad_scale, (int)*adam_t, M->stream);
         off += n;
     }
-    CUDA_CHECK(cudaStreamSynchronize(M->stream));  // `scale` lives on this stack frame
+    kt_step_end(M->stream);
     return r;
 }
 
@@ -407,7 +612,7 @@ static double gpu_evaluate(GpuModel *M, Loader *ld, StepBuffers *sb, int max_bat
     for (int k = 0; (max_batches < 0 || k < max_batches) && !ld->exhausted; k++) {
         loader_next_batch(ld);
         if (ld->num_targets == 0) continue;
-        gpu_upload_batch(M, ld->inputs, ld->pos, ld->doc_start, ld->targets, ld->B * ld->T, sb->rows, sb->row_targets);
+        gpu_upload_batch(M, ld->inputs, ld->pos, ld->doc_start, ld->targets, ld->B * ld->T, NULL, 0);
         gpu_forward(M, ld->B, ld->T, true, 1.0f);
         sum += gpu_loss_sum(M, sb->losses);
         n += ld->num_targets;
@@ -426,8 +631,7 @@ static const float *gpu_generator_next(void *self, const int *seq, int len) {
     GpuGenerator *g = (GpuGenerator *)self;
     GpuModel *M = g->M;
     int row = len - 1;
-    M->num_rows = 1;
-    gpu_upload_batch(M, seq, g->pos, g->start, NULL, len, &row, NULL);
+    gpu_upload_batch(M, seq, g->pos, g->start, NULL, len, &row, 1);
     gpu_forward(M, 1, len, false, 1.0f);
     CUDA_CHECK(cudaMemcpyAsync(M->host_row, M->a.logits, M->cfg.V * sizeof(floatX), cudaMemcpyDeviceToHost, M->stream));
     CUDA_CHECK(cudaStreamSynchronize(M->stream));
@@ -444,28 +648,35 @@ static void gpu_generator_init(GpuGenerator *g, Generator *gen, GpuModel *M) {
     gen->self = g; gen->reset = gpu_generator_reset; gen->next_logits = gpu_generator_next; gen->V = M->cfg.V; gen->cap = cap;
 }
 
-// Master weights and moments back to the host, for checkpoints.
+// Master weights and moments back to the host (host layout), for checkpoints.
 static void gpu_download_state(GpuModel *M, float *params, float *m, float *v) {
-    size_t bytes = M->num_params * sizeof(float);
-    CUDA_CHECK(cudaMemcpy(params, M->master, bytes, cudaMemcpyDeviceToHost));
-    CUDA_CHECK(cudaMemcpy(m, M->m, bytes, cudaMemcpyDeviceToHost));
-    CUDA_CHECK(cudaMemcpy(v, M->v, bytes, cudaMemcpyDeviceToHost));
+    params_to_host(M, params, M->master);
+    params_to_host(M, m, M->m);
+    params_to_host(M, v, M->v);
+}
+
+// AdamW moments from the host (host layout), for a resumed run.
+static void gpu_upload_moments(GpuModel *M, const float *m, const float *v) {
+    params_to_device(M, M->m, m);
+    params_to_device(M, M->v, v);
 }
 
 // ----------------------------------------------------------------------------
 // The device memory plan of gpu_model_build against what the device has free:
 // refuse before allocating rather than fail halfway through.
 static void check_device_memory(const GPT2Config *cfg, int B, int T, int recompute, size_t free_bytes) {
-    double P = (double)gpt2_num_parameters(cfg), BT = (double)B * T;
+    GPT2Config dev = *cfg;  // the device's layout: vocabulary padded as in gpu_model_build
+    dev.V = (cfg->V + VOCAB_PAD - 1) / VOCAB_PAD * VOCAB_PAD;
+    double P = (double)gpt2_num_parameters(&dev), BT = (double)B * T;
     Acts sizing;
     size_t scratch;
-    double acts = (double)gpu_acts_alloc(&sizing, &scratch, cfg, B, T, recompute, false) + 5 * BT * sizeof(int);
+    double acts = (double)gpu_acts_alloc(&sizing, &scratch, &dev, B, T, recompute, false) + (double)batch_ints((int)BT) * sizeof(int);
     double master = sizeof(floatX) == sizeof(float) ? 0.0 : 4 * P;
     MemTerm terms[] = {{"parameters", P * sizeof(floatX) + master, "use a smaller model (-e)"},
-                       {"gradients", P * sizeof(floatX), "use a smaller model (-e)"},
+                       {"gradients (fp32)", 4 * P, "use a smaller model (-e)"},
                        {"AdamW state", 8 * P, "use a smaller model (-e)"},
                        {"activations", acts, "lower -b (rows per micro-batch) or -t (row length), or raise -r (recompute in backward)"}};
-    check_memory_plan(terms, 4, (double)free_bytes, "free on the device, cudaMemGetInfo");
+    check_memory_plan(terms, 4, (double)free_bytes - (double)BLAS_WORKSPACE, "free on the device, cudaMemGetInfo, less the cuBLAS workspace");
 }
 
 #ifndef SFT_NO_MAIN
@@ -502,10 +713,7 @@ int main(int argc, char **argv) {
     Rng sample_rng;
     rng_seed(&sample_rng, (uint64_t)args.seed + 1);
     resume_state(&args, &run, &state, host_m, host_v, P, &loader, &sample_rng);
-    if (args.resume) {
-        CUDA_CHECK(cudaMemcpy(M.m, host_m, P * sizeof(float), cudaMemcpyHostToDevice));
-        CUDA_CHECK(cudaMemcpy(M.v, host_v, P * sizeof(float), cudaMemcpyHostToDevice));
-    }
+    if (args.resume) gpu_upload_moments(&M, host_m, host_v);
     char trainer[128];
     snprintf(trainer, sizeof trainer, "train_sftcu (GPU, %s, recompute level %d)", PRECISION_NAME, recompute);
     RunLog log;
@@ -522,7 +730,7 @@ int main(int argc, char **argv) {
     double MiB = 1048576.0;
     size_t master_bytes = sizeof(floatX) == sizeof(float) ? 0 : P * sizeof(float);
     printf("memory| parameters %.1f MiB (+%.1f MiB fp32 master), gradients %.1f MiB, AdamW %.1f MiB, activations %.1f MiB; "
-           "in use after setup %.1f MiB\n", P * sizeof(floatX) / MiB, master_bytes / MiB, P * sizeof(floatX) / MiB, 2.0 * P * sizeof(float) / MiB,
+           "in use after setup %.1f MiB\n", P * sizeof(floatX) / MiB, master_bytes / MiB, P * sizeof(float) / MiB, 2.0 * P * sizeof(float) / MiB,
            M.acts_bytes / MiB, (free0 - free1) / MiB);
 
     GpuGenerator gpu_gen;

@@ -403,7 +403,7 @@ void attention_forward_hs(floatX *out, float *lse, const floatX *qkv, const int 
     CUDA_CHECK(cudaFuncSetAttribute(attention_forward_kernel<HS>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     dim3 grid(ceil_div(T, ATT_TILE), NH, B);
     attention_forward_kernel<HS><<<grid, ATT_THREADS, smem, stream>>>(out, lse, qkv, doc_start, T, C, NH);
-    CUDA_CHECK(cudaGetLastError());
+    LAUNCH_CHECK();
 }
 
 template <int HS>
@@ -414,11 +414,11 @@ void attention_backward_hs(floatX *dqkv, const float *D, const floatX *dout, con
     CUDA_CHECK(cudaFuncSetAttribute(attention_backward_dkdv_kernel<HS>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     (int)smem_kv));
     attention_backward_dkdv_kernel<HS><<<grid, ATT_THREADS, smem_kv, stream>>>(dqkv, dout, lse, D, qkv, doc_start, T, C, NH);
-    CUDA_CHECK(cudaGetLastError());
+    LAUNCH_CHECK();
     size_t smem_q = (4 * (size_t)ATT_TILE * (HS + 1) + (size_t)ATT_TILE * ATT_PLD) * sizeof(float);
     CUDA_CHECK(cudaFuncSetAttribute(attention_backward_dq_kernel<HS>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_q));
     attention_backward_dq_kernel<HS><<<grid, ATT_THREADS, smem_q, stream>>>(dqkv, dout, lse, D, qkv, doc_start, T, C, NH);
-    CUDA_CHECK(cudaGetLastError());
+    LAUNCH_CHECK();
 }
 
 // out (B,T,C) floatX; lse (B,NH,T) float = log-sum-exp of each query's scaled scores.
@@ -445,7 +445,7 @@ inline void attention_backward(floatX *dqkv, float *scratch, const floatX *dout,
     int hs = attention_head_size(C, NH);
     long warps = (long)B * T * NH;
     attention_backward_d_kernel<<<ceil_div(warps * 32, 256), 256, 0, stream>>>(scratch, dout, out, B, T, C, NH);
-    CUDA_CHECK(cudaGetLastError());
+    LAUNCH_CHECK();
     switch (hs) {
 #define ATT_CASE(H)                                                                                                    \
     case H: attention_backward_hs<H>(dqkv, scratch, dout, lse, qkv, doc_start, B, T, C, NH, stream); break;

@@ -1,5 +1,6 @@
-// cuda/classifier.cuh: fused softmax cross-entropy over R rows of logits (R x V,
-// floatX, computed by cuBLAS). CPU twin: crossentropy_softmax in train_sft.c.
+// cuda/classifier.cuh: fused softmax cross-entropy over R rows of logits (R rows of
+// V classes, floatX, computed by cuBLAS; rows ld >= V apart: the vocabulary padded
+// to Vp, whose extra columns get a zero gradient). CPU twin: crossentropy_softmax in train_sft.c.
 //
 // One block of CE_THREADS per row. Pass 1: each thread keeps an online (max, sum of
 // exp(x - max)) over its elements in fp32; the block combines them in a fixed tree
@@ -69,10 +70,10 @@ __device__ inline void block_online_reduce(float& m, float& s) {
 }
 
 __global__ void __launch_bounds__(CE_THREADS)
-    crossentropy_softmax_kernel(floatX* logits, float* losses, const int* targets, int V, float grad_scale) {
+    crossentropy_softmax_kernel(floatX* logits, float* losses, const int* targets, int V, int ld, float grad_scale) {
     constexpr int N = XVEC;
     const int r = blockIdx.x;
-    floatX* row = logits + (size_t)r * V;
+    floatX* row = logits + (size_t)r * ld;
     const int target = targets[r];
     // row = [head: up to the first 16-byte boundary][npack groups of N][tail]
     int mis = (int)(((uintptr_t)row % 16) / sizeof(floatX));
@@ -106,12 +107,14 @@ __global__ void __launch_bounds__(CE_THREADS)
     }
     for (int v = tail0 + threadIdx.x; v < V; v += blockDim.x)
         row[v] = from_float<floatX>((expf(to_float(row[v]) - m) * inv - (v == target ? 1.0f : 0.0f)) * grad_scale);
+    for (int v = V + threadIdx.x; v < ld; v += blockDim.x) row[v] = from_float<floatX>(0.0f);  // padding: no gradient
 }
 
-// losses[r] = logsumexp(logits_r) - logits_r[targets[r]] (fp32; NaN if the target is
-// outside [0, V)); logits_r OVERWRITTEN with (softmax(logits_r) - onehot(targets[r])) * grad_scale.
-void crossentropy_softmax(floatX* logits, float* losses, const int* targets, int R, int V, float grad_scale, cudaStream_t s) {
+// With logits_r the first V values of row r (rows ld apart): losses[r] = logsumexp(logits_r)
+// - logits_r[targets[r]] (fp32; NaN if the target is outside [0, V)); logits_r OVERWRITTEN
+// with (softmax(logits_r) - onehot(targets[r])) * grad_scale, and the row's values V..ld-1 with 0.
+void crossentropy_softmax(floatX* logits, float* losses, const int* targets, int R, int V, int ld, float grad_scale, cudaStream_t s) {
     if (R <= 0 || V <= 0) return;
-    crossentropy_softmax_kernel<<<R, CE_THREADS, 0, s>>>(logits, losses, targets, V, grad_scale);
-    CUDA_CHECK(cudaGetLastError());
+    crossentropy_softmax_kernel<<<R, CE_THREADS, 0, s>>>(logits, losses, targets, V, ld, grad_scale);
+    LAUNCH_CHECK();
 }

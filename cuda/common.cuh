@@ -20,6 +20,19 @@
         }                                                                                                  \
     } while (0)
 
+// After every kernel launch: the launch error, and with -DSYNC_LAUNCHES (the debug
+// build of dev/gpu_check.sh --debug) a device sync, so that an error in the kernel
+// is reported at the launch that caused it instead of at a later call.
+#if defined(SYNC_LAUNCHES)
+#define LAUNCH_CHECK()                               \
+    do {                                             \
+        CUDA_CHECK(cudaGetLastError());              \
+        CUDA_CHECK(cudaDeviceSynchronize());         \
+    } while (0)
+#else
+#define LAUNCH_CHECK() CUDA_CHECK(cudaGetLastError())
+#endif
+
 #if defined(ENABLE_FP32)
 typedef float floatX;
 #define PRECISION_NAME "fp32"

@@ -5,7 +5,7 @@
 // Conventions of every kernel header: fp32 arithmetic inside, floatX storage;
 // deterministic results (no float atomics, reductions in a fixed order); backward
 // kernels add into their gradient outputs unless stated "overwrite"; each launcher
-// checks cudaGetLastError() after launching. CPU twins are in train_sft.c.
+// calls LAUNCH_CHECK() after launching. CPU twins are in train_sft.c.
 #pragma once
 #include <stdint.h>
 #include <string.h>
@@ -103,7 +103,7 @@ template <typename Op> void elementwise_launch(floatX* out, const floatX* a, con
     bool vec = is_aligned(out, 16) && is_aligned(a, 16) && (b == nullptr || is_aligned(b, 16));
     if (vec) elementwise_kernel<XVEC><<<ceil_div((long)n, (long)block * XVEC), block, 0, s>>>(out, a, b, n, op);
     else elementwise_kernel<1><<<ceil_div((long)n, block), block, 0, s>>>(out, a, b, n, op);
-    CUDA_CHECK(cudaGetLastError());
+    LAUNCH_CHECK();
 }
 
 // tanh-GELU ("gelu_new"): out = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
@@ -125,7 +125,7 @@ void scale_inplace(floatX* a, float scale, size_t N, cudaStream_t s) {
 // COLSUM_ROWS; pass 1 writes one fp32 partial sum per (chunk, column) to scratch
 // (thread per column, rows in order); pass 2 sums each column's partials in chunk
 // order and adds the total to the floatX output once. The result depends only on
-// N and OC, never on the grid or the device.
+// N and OC, never on the grid or the device. The output is an fp32 gradient.
 
 #define COLSUM_ROWS 32
 #define COLSUM_THREADS 256
@@ -147,25 +147,25 @@ __global__ void bias_backward_partial_kernel(float* partial, const floatX* dout,
 }
 
 // out[c] += sum over k < chunks of partial[k * OC + c], in order of k
-__global__ void colsum_final_kernel(floatX* out, const float* partial, int chunks, int OC) {
+__global__ void colsum_final_kernel(float* out, const float* partial, int chunks, int OC) {
     int c = blockIdx.x * blockDim.x + threadIdx.x;
     if (c >= OC) return;
     float s = 0.0f;
     for (int k = 0; k < chunks; k++) s += partial[(size_t)k * OC + c];
-    out[c] = from_float<floatX>(to_float(out[c]) + s);
+    out[c] += s;
 }
 
 size_t bias_backward_scratch_floats(int N, int OC) { return (size_t)colsum_chunks(N) * OC; }
 
 // dbias += column sums of dout (N x OC); scratch holds bias_backward_scratch_floats(N, OC) floats
-void bias_backward(floatX* dbias, float* scratch, const floatX* dout, int N, int OC, cudaStream_t s) {
+void bias_backward(float* dbias, float* scratch, const floatX* dout, int N, int OC, cudaStream_t s) {
     if (N <= 0 || OC <= 0) return;
     int chunks = colsum_chunks(N);
     dim3 grid(ceil_div(OC, COLSUM_THREADS), chunks < COLSUM_MAX_GRID_Y ? chunks : COLSUM_MAX_GRID_Y);
     bias_backward_partial_kernel<<<grid, COLSUM_THREADS, 0, s>>>(scratch, dout, N, OC);
-    CUDA_CHECK(cudaGetLastError());
+    LAUNCH_CHECK();
     colsum_final_kernel<<<ceil_div(OC, COLSUM_THREADS), COLSUM_THREADS, 0, s>>>(dbias, scratch, chunks, OC);
-    CUDA_CHECK(cudaGetLastError());
+    LAUNCH_CHECK();
 }
 
 // ----------------------------------------------------------------------------
@@ -186,7 +186,7 @@ inline void copy_rows_launch(floatX* dst, const floatX* src, const int* rows, in
     bool vec = is_aligned(dst, 16) && is_aligned(src, 16) && C % XVEC == 0;
     if (vec) copy_rows_kernel<XVEC><<<R, 128, 0, s>>>(dst, src, rows, C, gather);
     else copy_rows_kernel<1><<<R, 128, 0, s>>>(dst, src, rows, C, gather);
-    CUDA_CHECK(cudaGetLastError());
+    LAUNCH_CHECK();
 }
 
 // dst[r] = src[rows[r]] for r < R (rows of C values)

@@ -25,62 +25,70 @@ void encoder_forward(floatX* out, const int* inputs, const int* pos, const float
     bool vec = C % XVEC == 0 && is_aligned(out, 16) && is_aligned(wte, 16) && is_aligned(wpe, 16);
     if (vec) encoder_forward_kernel<XVEC><<<ceil_div(n, (long)block * XVEC), block, 0, s>>>(out, inputs, pos, wte, wpe, BT, C);
     else encoder_forward_kernel<1><<<ceil_div(n, block), block, 0, s>>>(out, inputs, pos, wte, wpe, BT, C);
-    CUDA_CHECK(cudaGetLastError());
+    LAUNCH_CHECK();
 }
 
 // ----------------------------------------------------------------------------
-// Backward: dwte[inputs[i]] += dout[i] and dwpe[pos[i]] += dout[i].
+// Backward: dwte[inputs[i]] += dout[i] and dwpe[pos[i]] += dout[i] (fp32 gradients).
 //
-// Deterministic without atomics or scratch: the row i that holds the FIRST
-// occurrence of a key (token or position) owns that key's gradient row. Block
-// (i, channel chunk y, table z) scans the keys in tiles of ENC_BWD_THREADS: if a
-// tile holds the key at some j < i, the block leaves (another block owns it);
-// otherwise the matching j of the tile are compacted in increasing order into
-// shared memory (warp ballots + a prefix over the warps), and each thread, one
-// channel each, adds dout[j][c] for them into an fp32 sum. At the end the owner
-// adds the sum to the floatX gradient once. The order of the sum is the row order
-// (as on the CPU), fixed whatever the grid.
+// Deterministic without atomics, in O(BT * C): the host groups the rows by key once
+// per micro-batch (encoder_backward_plan: the distinct tokens, then the distinct
+// positions, each with its rows in increasing order). Block (key j, channel chunk)
+// sums dout over key j's rows in that order in fp32, one thread per channel, and
+// adds the sum to the gradient row once. The order of the sum is the row order (as
+// on the CPU), fixed whatever the grid.
 
 #define ENC_BWD_THREADS 256
 
-__global__ void __launch_bounds__(ENC_BWD_THREADS)
-    encoder_backward_kernel(floatX* dwte, floatX* dwpe, const floatX* dout, const int* inputs, const int* pos, int BT, int C) {
-    __shared__ int match_rows[ENC_BWD_THREADS];
-    __shared__ int warp_matches[ENC_BWD_THREADS / 32];
-    const int* keys = blockIdx.z == 0 ? inputs : pos;
-    floatX* dst = blockIdx.z == 0 ? dwte : dwpe;
-    const int i = blockIdx.x, lane = threadIdx.x % 32, warp = threadIdx.x / 32, nwarps = blockDim.x / 32;
-    const int c = blockIdx.y * blockDim.x + threadIdx.x;
-    const int key = keys[i];
-    float acc = 0.0f;
-    for (int j0 = 0; j0 < BT; j0 += blockDim.x) {
-        int j = j0 + threadIdx.x;
-        bool match = j < BT && keys[j] == key;
-        // this barrier also ends the previous tile's reads of match_rows/warp_matches
-        if (__syncthreads_or(match && j < i)) return;  // uniform: an earlier row owns the key
-        unsigned ballot = __ballot_sync(0xffffffffu, match);
-        if (lane == 0) warp_matches[warp] = __popc(ballot);
-        __syncthreads();
-        int before = 0, total = 0;
-        for (int w = 0; w < nwarps; w++) {
-            int cnt = warp_matches[w];
-            before += w < warp ? cnt : 0;
-            total += cnt;
+// The grouping of one micro-batch: keys[j] (j < num_keys[0]: tokens, then positions)
+// has the rows rows[off[j]] .. rows[off[j + 1] - 1], increasing.
+// Capacities: keys 2 BT, off 2 BT + 1, rows 2 BT.
+struct EncoderPlan {
+    int *keys, *off, *rows;
+    int num_keys[2];  // distinct tokens, distinct positions
+};
+
+// Host: fills plan from the micro-batch's inputs and pos. slot_tok (V ints) and
+// slot_pos (maxT ints) must hold -1 everywhere; they do again on return.
+inline void encoder_backward_plan(EncoderPlan* plan, const int* inputs, const int* pos, int BT, int* slot_tok, int* slot_pos) {
+    int nk = 0;
+    plan->off[0] = 0;
+    for (int t = 0; t < 2; t++) {
+        const int* keys = t == 0 ? inputs : pos;
+        int* slot = t == 0 ? slot_tok : slot_pos;
+        int first = nk;
+        for (int i = 0; i < BT; i++) {  // distinct keys in order of first occurrence, counted in off
+            int k = keys[i];
+            if (slot[k] < 0) {
+                slot[k] = nk;
+                plan->keys[nk] = k;
+                plan->off[++nk] = 0;
+            }
+            plan->off[slot[k] + 1]++;
         }
-        if (match) match_rows[before + __popc(ballot & ((1u << lane) - 1u))] = j;
-        __syncthreads();
-        if (c < C)
-            for (int k = 0; k < total; k++) acc += to_float(dout[(size_t)match_rows[k] * C + c]);
-    }
-    if (c < C) {
-        floatX* d = dst + (size_t)key * C + c;
-        *d = from_float<floatX>(to_float(*d) + acc);
+        for (int j = first; j < nk; j++) plan->off[j + 1] += plan->off[j];
+        for (int j = first; j < nk; j++) slot[plan->keys[j]] = plan->off[j];  // now: the next free index of the key
+        for (int i = 0; i < BT; i++) plan->rows[slot[keys[i]]++] = i;
+        for (int j = first; j < nk; j++) slot[plan->keys[j]] = -1;
+        plan->num_keys[t] = nk - first;
     }
 }
 
-void encoder_backward(floatX* dwte, floatX* dwpe, const floatX* dout, const int* inputs, const int* pos, int BT, int C, cudaStream_t s) {
-    if (BT <= 0 || C <= 0) return;
-    dim3 grid(BT, ceil_div(C, ENC_BWD_THREADS), 2);
-    encoder_backward_kernel<<<grid, ENC_BWD_THREADS, 0, s>>>(dwte, dwpe, dout, inputs, pos, BT, C);
-    CUDA_CHECK(cudaGetLastError());
+__global__ void __launch_bounds__(ENC_BWD_THREADS) encoder_backward_kernel(float* dwte, float* dwpe, const floatX* dout, const int* keys,
+                                                                           const int* off, const int* rows, int num_tok_keys, int C) {
+    const int j = blockIdx.x, c = blockIdx.y * blockDim.x + threadIdx.x;
+    if (c >= C) return;
+    float* dst = j < num_tok_keys ? dwte : dwpe;
+    float acc = 0.0f;
+    for (int k = off[j]; k < off[j + 1]; k++) acc += to_float(dout[(size_t)rows[k] * C + c]);
+    dst[(size_t)keys[j] * C + c] += acc;
+}
+
+// plan: device copies of the arrays of a plan made by encoder_backward_plan (its num_keys as made)
+void encoder_backward(float* dwte, float* dwpe, const floatX* dout, const EncoderPlan* plan, int C, cudaStream_t s) {
+    int nk = plan->num_keys[0] + plan->num_keys[1];
+    if (nk <= 0 || C <= 0) return;
+    dim3 grid(nk, ceil_div(C, ENC_BWD_THREADS));
+    encoder_backward_kernel<<<grid, ENC_BWD_THREADS, 0, s>>>(dwte, dwpe, dout, plan->keys, plan->off, plan->rows, plan->num_keys[0], C);
+    LAUNCH_CHECK();
 }

@@ -4,7 +4,7 @@
 // Forward: one warp per row (8 rows per 256-thread block); the warp reads the row
 // three times (mean, variance, output; the re-reads hit L1), with 16-byte accesses
 // when C is a multiple of the vector width and the pointers are aligned.
-// Backward: dinp by one warp per row; dw and db (sums over rows) deterministically:
+// Backward: dinp by one warp per row; dw and db (fp32 gradients, sums over rows) deterministically:
 // fp32 partial sums per chunk of LN_BWD_ROWS rows into scratch (thread per channel,
 // rows in order), then a thread per channel sums the chunks in order and adds once.
 #pragma once
@@ -79,7 +79,7 @@ inline void layernorm_forward_launch(floatX* out, float* mean, float* rstd, floa
         if (vec) layernorm_forward_kernel<XVEC, false><<<grid, LN_THREADS, 0, s>>>(out, mean, rstd, nullptr, inp, nullptr, w, b, N, C, eps);
         else layernorm_forward_kernel<1, false><<<grid, LN_THREADS, 0, s>>>(out, mean, rstd, nullptr, inp, nullptr, w, b, N, C, eps);
     }
-    CUDA_CHECK(cudaGetLastError());
+    LAUNCH_CHECK();
 }
 
 // out (N x C) = layernorm of inp's rows; mean and rstd (N floats each) may be null
@@ -155,20 +155,20 @@ __global__ void layernorm_backward_partial_kernel(float* partial, const floatX* 
 size_t layernorm_backward_scratch_floats(int N, int C) { return 2 * (size_t)ceil_div(N, LN_BWD_ROWS) * C; }
 
 // dinp += ..., dw += sum_rows dy*n, db += sum_rows dy; scratch: layernorm_backward_scratch_floats(N, C) floats
-void layernorm_backward(floatX* dinp, floatX* dw, floatX* db, float* scratch, const floatX* dout, const floatX* inp, const floatX* w,
+void layernorm_backward(floatX* dinp, float* dw, float* db, float* scratch, const floatX* dout, const floatX* inp, const floatX* w,
                         const float* mean, const float* rstd, int N, int C, cudaStream_t s) {
     if (N <= 0 || C <= 0) return;
     bool vec = C % XVEC == 0 && is_aligned(dinp, 16) && is_aligned(dout, 16) && is_aligned(inp, 16) && is_aligned(w, 16);
     int grid = ceil_div(N, LN_THREADS / 32);
     if (vec) layernorm_backward_dinp_kernel<XVEC><<<grid, LN_THREADS, 0, s>>>(dinp, dout, inp, w, mean, rstd, N, C);
     else layernorm_backward_dinp_kernel<1><<<grid, LN_THREADS, 0, s>>>(dinp, dout, inp, w, mean, rstd, N, C);
-    CUDA_CHECK(cudaGetLastError());
+    LAUNCH_CHECK();
     int chunks = ceil_div(N, LN_BWD_ROWS);
     dim3 pgrid(ceil_div(C, COLSUM_THREADS), chunks < COLSUM_MAX_GRID_Y ? chunks : COLSUM_MAX_GRID_Y);
     layernorm_backward_partial_kernel<<<pgrid, COLSUM_THREADS, 0, s>>>(scratch, dout, inp, mean, rstd, N, C);
-    CUDA_CHECK(cudaGetLastError());
+    LAUNCH_CHECK();
     colsum_final_kernel<<<ceil_div(C, COLSUM_THREADS), COLSUM_THREADS, 0, s>>>(dw, scratch, chunks, C);
-    CUDA_CHECK(cudaGetLastError());
+    LAUNCH_CHECK();
     colsum_final_kernel<<<ceil_div(C, COLSUM_THREADS), COLSUM_THREADS, 0, s>>>(db, scratch + (size_t)chunks * C, chunks, C);
-    CUDA_CHECK(cudaGetLastError());
+    LAUNCH_CHECK();
 }

@@ -29,7 +29,7 @@ __device__ inline float block_sum_fixed(float v) {
     return t;
 }
 
-template <int N> __global__ void __launch_bounds__(NORM_THREADS) norm_partial_kernel(float* partial, const floatX* g, size_t n) {
+template <int N> __global__ void __launch_bounds__(NORM_THREADS) norm_partial_kernel(float* partial, const float* g, size_t n) {
     size_t ngroups = n / N, stride = (size_t)gridDim.x * blockDim.x;
     float acc = 0.0f;
     for (size_t p = (size_t)blockIdx.x * blockDim.x + threadIdx.x; p < ngroups; p += stride) {
@@ -39,7 +39,7 @@ template <int N> __global__ void __launch_bounds__(NORM_THREADS) norm_partial_ke
         for (int k = 0; k < N; k++) acc += x[k] * x[k];
     }
     if (blockIdx.x == 0 && threadIdx.x < n - ngroups * N) {  // the last n % N values
-        float x = to_float(g[ngroups * N + threadIdx.x]);
+        float x = g[ngroups * N + threadIdx.x];
         acc += x * x;
     }
     float total = block_sum_fixed(acc);
@@ -55,13 +55,30 @@ __global__ void __launch_bounds__(NORM_THREADS) norm_final_kernel(float* out, co
 
 size_t global_norm_scratch_floats(void) { return NORM_BLOCKS; }
 
-// *out (device float) = sum of g[i]^2 over n floatX values; scratch: global_norm_scratch_floats() floats
-void global_norm_squared(float* out, float* scratch, const floatX* g, size_t n, cudaStream_t s) {
-    if (is_aligned(g, 16)) norm_partial_kernel<XVEC><<<NORM_BLOCKS, NORM_THREADS, 0, s>>>(scratch, g, n);
+// *out (device float) = sum of g[i]^2 over n fp32 gradients; scratch: global_norm_scratch_floats() floats
+void global_norm_squared(float* out, float* scratch, const float* g, size_t n, cudaStream_t s) {
+    if (is_aligned(g, 16)) norm_partial_kernel<4><<<NORM_BLOCKS, NORM_THREADS, 0, s>>>(scratch, g, n);
     else norm_partial_kernel<1><<<NORM_BLOCKS, NORM_THREADS, 0, s>>>(scratch, g, n);
-    CUDA_CHECK(cudaGetLastError());
+    LAUNCH_CHECK();
     norm_final_kernel<<<1, NORM_THREADS, 0, s>>>(out, scratch, NORM_BLOCKS);
-    CUDA_CHECK(cudaGetLastError());
+    LAUNCH_CHECK();
+}
+
+// *scale = the factor that clips the gradients to norm max_norm (1 if max_norm <= 0 or
+// the norm is below it), from *norm2, on the device: no host round trip in the step.
+// The same float arithmetic as the CPU trainer's: coef = max_norm / (sqrt(norm2) + 1e-6).
+__global__ void grad_clip_scale_kernel(float* scale, const float* norm2, float max_norm) {
+    float s = 1.0f;
+    if (max_norm > 0.0f) {
+        float coef = max_norm / (sqrtf(*norm2) + 1e-6f);
+        if (coef < 1.0f) s = coef;
+    }
+    *scale = s;
+}
+
+void grad_clip_scale(float* scale, const float* norm2, float max_norm, cudaStream_t s) {
+    grad_clip_scale_kernel<<<1, 1, 0, s>>>(scale, norm2, max_norm);
+    LAUNCH_CHECK();
 }
 
 // ----------------------------------------------------------------------------
@@ -83,7 +100,7 @@ __device__ __forceinline__ float adamw_one(float p, float g, float& m, float& v,
 }
 
 template <int N>
-__global__ void adamw_kernel(float* master, floatX* params, const floatX* grads, float* m, float* v, size_t n, AdamWArgs a,
+__global__ void adamw_kernel(float* master, floatX* params, const float* grads, float* m, float* v, size_t n, AdamWArgs a,
                              const float* grad_scale) {
     size_t i = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * N;
     if (i >= n) return;
@@ -105,7 +122,7 @@ __global__ void adamw_kernel(float* master, floatX* params, const floatX* grads,
         for (size_t k = i; k < n; k++) {
             float p = master ? master[k] : to_float(params[k]);
             float mk = m[k], vk = v[k];
-            p = adamw_one(p, to_float(grads[k]) * gs, mk, vk, a);
+            p = adamw_one(p, grads[k] * gs, mk, vk, a);
             m[k] = mk;
             v[k] = vk;
             if (master) master[k] = p;
@@ -114,7 +131,7 @@ __global__ void adamw_kernel(float* master, floatX* params, const floatX* grads,
     }
 }
 
-void adamw_update(float* master, floatX* params, const floatX* grads, float* m, float* v, size_t n, float lr, float beta1, float beta2,
+void adamw_update(float* master, floatX* params, const float* grads, float* m, float* v, size_t n, float lr, float beta1, float beta2,
                   float eps, float weight_decay, const float* grad_scale, int t, cudaStream_t s) {
     if (n == 0) return;
     AdamWArgs a;
@@ -124,10 +141,10 @@ void adamw_update(float* master, floatX* params, const floatX* grads, float* m, 
     a.step_size = lr / (1.0f - powf(beta1, (float)t));
     a.bc2_sqrt = sqrtf(1.0f - powf(beta2, (float)t));
     a.decay = 1.0f - lr * weight_decay;
-    const int block = 256, N = 4;  // 4 values: 16 bytes of fp32 state, 8 (bf16) or 16 (fp32) bytes of params and grads
+    const int block = 256, N = 4;  // 4 values: 16 bytes of fp32 state and grads, 8 (bf16) or 16 (fp32) bytes of params
     bool vec = (master == nullptr || is_aligned(master, 16)) && is_aligned(m, 16) && is_aligned(v, 16) &&
-               is_aligned(params, N * sizeof(floatX)) && is_aligned(grads, N * sizeof(floatX));
+               is_aligned(params, N * sizeof(floatX)) && is_aligned(grads, 16);
     if (vec) adamw_kernel<N><<<ceil_div((long)n, (long)block * N), block, 0, s>>>(master, params, grads, m, v, n, a, grad_scale);
     else adamw_kernel<1><<<ceil_div((long)n, block), block, 0, s>>>(master, params, grads, m, v, n, a, grad_scale);
-    CUDA_CHECK(cudaGetLastError());
+    LAUNCH_CHECK();
 }

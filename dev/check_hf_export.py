@@ -25,7 +25,7 @@ from ref_gpt2 import forward_doc  # noqa: E402
 
 d = sys.argv[1]
 cfg = json.load(open(os.path.join(d, "config.json")))
-model = GPT2LMHeadModel.from_pretrained(d, torch_dtype=torch.float64).eval()
+model = GPT2LMHeadModel.from_pretrained(d, dtype=torch.float64).eval()
 P = {k.removeprefix("transformer."): v.double() for k, v in load_file(os.path.join(d, "model.safetensors")).items()}
 toks = [(i * 7919 + 13) % cfg["vocab_size"] for i in range(min(64, cfg["n_positions"]))]
 with torch.no_grad():

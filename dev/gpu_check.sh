@@ -1,51 +1,241 @@
 #!/usr/bin/env bash
-# Everything that needs a GPU, as one prepared run for a session lent one (see the
-# device tool): builds for sm_90, runs the GPU tests and the dev/cuda kernel checks,
-# checks that transformers loads our export, and benchmarks GPT-2 124M (12 layers,
-# 768 channels, T=1024, vocab 50257 padded to 50304, bf16) per recompute level
-# against PyTorch (torch.compile, fused AdamW, flash attention) on the same machine.
-# Prints a short table at the end. Usage: bash dev/gpu_check.sh [B] [STEPS]
-set -u
+# dev/gpu_check.sh: everything that needs a GPU, as one prepared run for a session lent
+# one (H200 in mind: it must finish, builds included, in under 8 minutes).
+#
+#   OUT=/path bash dev/gpu_check.sh [--debug] [B] [STEPS]
+#
+# Writes every log, a summary table (summary.txt) and a machine-readable summary
+# (summary.json) under $OUT (default out/gpu_check). Each check is one row: ok, FAIL
+# or skip (with the reason). A non-zero exit, a crash, a time-out, a "CUDA error" /
+# "error: CUDA" / "FAIL" line in the log, or a missing result is a FAIL; the script keeps
+# going after a failure; exit status 1 if any check failed, 2 if none ran. Every command runs
+# under `timeout`, so nothing hangs. Without a GPU every GPU check is a skip saying so.
+# --debug builds with -DSYNC_LAUNCHES -lineinfo: a device sync after every launch, so an
+# asynchronous error is reported at the kernel that caused it.
+#
+# Runs: the parallel build (timed); test_sftcu fp32 and bf16; every dev/cuda check in
+# both precisions; compute-sanitizer memcheck and racecheck on a tiny training run;
+# two identical GPT-2 124M runs (bit-identical losses); the 124M benchmark (B=16,
+# T=1024, bf16) per recompute level at V = 50257 and 50304 with tokens/s, ms/step,
+# MFU, peak memory and a per-kernel-class breakdown of one step (SFT_KERNEL_TIMES);
+# the first loss near ln V; GPT-2 XL (1.5B, T=1024, -r 2) for a few steps with its peak
+# memory; transformers loading our export; PyTorch (torch.compile) on the same shapes.
+set -u -o pipefail
 cd "$(dirname "$0")/.."
+debug=0
+if [ "${1:-}" = "--debug" ]; then debug=1; shift; fi
 B=${1:-16}
-steps=${2:-12}
+STEPS=${2:-12}
+OUT=${OUT:-out/gpu_check}
 py=${PYTHON:-python3}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-line() { printf '%s\n' "$*" | tee -a "$tmp/summary"; }
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
-echo "== build (sm_90)"
-make -s train_sft train_sftcu train_sftcu_fp32 test_sftcu test_sftcu_bf16 CUDA_ARCH=sm_90 || { echo "FAIL build"; exit 1; }
-echo "== GPU trainer against the CPU trainer"
-./test_sftcu 2>&1 | tee "$tmp/t1"; ./test_sftcu_bf16 2>&1 | tee "$tmp/t2"
-line "tests: $(cat "$tmp/t1" "$tmp/t2" | grep -c '^ok') ok, $(cat "$tmp/t1" "$tmp/t2" | grep -c '^FAIL') FAIL"
-if [ -f dev/cuda/Makefile ]; then
-    echo "== dev/cuda kernel checks"
-    for p in BF16 FP32; do
-        make -s -C dev/cuda ARCH=sm_90 PRECISION=$p run 2>&1 | tee -a "$tmp/k"
-    done
-    line "kernel checks: $(grep -c '^ok' "$tmp/k") ok, $(grep -c '^FAIL' "$tmp/k") FAIL"
+mkdir -p "$OUT/logs" "$OUT/runs"
+OUT=$(cd "$OUT" && pwd)
+rows="$OUT/rows.tsv"    # name, status, seconds, detail
+bench="$OUT/bench.tsv"  # run, V, recompute, ms/step, tokens/s, MFU %, peak MiB, kernel breakdown
+: > "$rows"
+: > "$bench"
+t_start=$(date +%s)
+
+# row NAME STATUS SECONDS DETAIL
+row() {
+    local detail=${4//$'\t'/ }
+    printf '%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "${detail//$'\n'/ }" >> "$rows"
+    printf '%-5s %-40s %6ss  %s\n' "$2" "$1" "$3" "$4"
+}
+
+# check NAME TIMEOUT_S COMMAND...: runs the command (log in $OUT/logs/NAME.log) and
+# records ok or FAIL. Returns 0 on ok.
+check() {
+    local name=$1 limit=$2 log="$OUT/logs/$1.log"
+    shift 2
+    local t0=$SECONDS rc
+    timeout --kill-after=10 "$limit" "$@" > "$log" 2>&1
+    rc=$?
+    local dt=$((SECONDS - t0)) why=""
+    if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then why="timed out after ${limit}s"
+    elif [ $rc -ne 0 ]; then why="exit status $rc"
+    fi
+    local nfail nerr
+    nfail=$(grep -c '^FAIL' "$log")
+    nerr=$(grep -c -E 'CUDA error|error: CUDA|error: cuBLAS|ERROR SUMMARY: [1-9]|RACECHECK SUMMARY: [1-9]' "$log")
+    [ "$nfail" -gt 0 ] && why="${why:+$why; }$nfail FAIL line(s): $(grep -m1 '^FAIL' "$log" | cut -c1-160)"
+    [ "$nerr" -gt 0 ] && why="${why:+$why; }$nerr error line(s): $(grep -m1 -E 'CUDA error|error: CUDA|error: cuBLAS|ERROR SUMMARY|RACECHECK SUMMARY' "$log" | cut -c1-160)"
+    if [ -n "$why" ]; then
+        row "$name" FAIL "$dt" "$why (log logs/$name.log)"
+        return 1
+    fi
+    local nok nskip
+    nok=$(grep -c '^ok' "$log")
+    nskip=$(grep -c '^skip' "$log")
+    if [ "$nok" -eq 0 ] && [ "$nskip" -gt 0 ]; then  # the program itself skipped: not a pass
+        row "$name" skip "$dt" "$(grep -m1 '^skip' "$log" | cut -c1-160)"
+        return 1
+    fi
+    local extra=""
+    [ "$nskip" -gt 0 ] && extra=", $nskip skip line(s)"
+    row "$name" ok "$dt" "$nok ok line(s)$extra"
+    return 0
+}
+skip() { row "$1" skip 0 "$2"; }
+fail() { row "$1" FAIL 0 "$2"; }
+
+# ---- what this machine has
+have_gpu=0
+gpu_why="nvidia-smi not found"
+if command -v nvidia-smi > /dev/null; then
+    if timeout 30 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader > "$OUT/logs/nvidia-smi.log" 2>&1; then
+        have_gpu=1
+        gpu_why=""
+    else
+        gpu_why="nvidia-smi finds no GPU: $(head -c 160 "$OUT/logs/nvidia-smi.log")"
+    fi
 fi
-echo "== Hugging Face export"
-./train_sftcu -i dev/ref/tiny_train.bin -e d2c64h2t32 -b 2 -t 32 -x 2 -o "$tmp/export" > /dev/null 2>&1 &&
-    $py dev/check_hf_export.py "$tmp/export/step_00000002" | tee -a "$tmp/summary"
-echo "== benchmark: GPT-2 124M, B=$B, T=1024, bf16, $steps steps (median after 2)"
-$py dev/bench_torch.py data "$tmp/bench.bin" 50304 $((B * (steps + 1))) 1024
-N=124475904   # parameters of GPT-2 124M with the vocabulary padded to 50304
-flops_per_token=$((6 * N + 6 * 12 * 768 * 1024))   # 6N + causal attention (6 L C T)
-peak=989e12
-printf '%-22s %10s %10s %8s %12s\n' "run" "ms/step" "tok/s" "MFU" "peak MiB" | tee -a "$tmp/summary"
-for r in 0 1 2; do
-    ./train_sftcu -i "$tmp/bench.bin" -e d12 -b "$B" -t 1024 -x "$steps" -S 0 -r $r -o "$tmp/b$r" > "$tmp/log$r" 2>&1 || { tail -3 "$tmp/log$r"; continue; }
-    ms=$(grep '^step' "$tmp/log$r" | tail -n +3 | sed 's/.*| \([0-9.]*\) ms |.*/\1/' | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
-    mem=$(grep 'peak in use' "$tmp/log$r" | sed 's/.*peak in use \([0-9.]*\) MiB.*/\1/')
-    tps=$(awk "BEGIN {print $B * 1024 * 1000 / $ms}")
-    printf '%-22s %10.1f %10.0f %7.1f%% %12s\n' "train_sftcu -r $r" "$ms" "$tps" "$(awk "BEGIN {print 100 * $tps * $flops_per_token / $peak}")" "$mem" | tee -a "$tmp/summary"
-    [ $r -eq 0 ] && ours=$tps
+have_nvcc=0
+command -v "${NVCC:-nvcc}" > /dev/null && have_nvcc=1
+echo "== gpu_check: $( [ $have_gpu = 1 ] && cat "$OUT/logs/nvidia-smi.log" || echo "no GPU ($gpu_why)"), B=$B, $STEPS steps, debug=$debug, logs in $OUT"
+
+# ---- build (parallel; timed)
+built=0
+if [ $have_nvcc = 0 ]; then
+    skip build "nvcc not found"
+elif [ $have_gpu = 0 ] && [ "${BUILD:-0}" != 1 ]; then
+    skip build "no GPU: nothing would run the binaries (BUILD=1 builds anyway)"
+else
+    nvcc_cmd=${NVCC:-nvcc}
+    [ $debug = 1 ] && nvcc_cmd="$nvcc_cmd -DSYNC_LAUNCHES -lineinfo"
+    jobs=$(nproc)
+    bt0=$SECONDS
+    if check build 420 bash -c "make -j$jobs -s train_sft train_sftcu train_sftcu_fp32 test_sftcu test_sftcu_bf16 CUDA_ARCH=sm_90 NVCC='$nvcc_cmd' &&
+            make -j$jobs -s -C dev/cuda ARCH=sm_90 NVCC='$nvcc_cmd' all &&
+            make -j$jobs -s -C dev/cuda ARCH=sm_90 NVCC='$nvcc_cmd' PRECISION=FP32 all"; then
+        built=1
+    fi
+    echo "build: $((SECONDS - bt0)) s with make -j$jobs" >> "$OUT/logs/build.log"
+fi
+
+gpu_ready() {  # gpu_ready NAME...: 0 if the checks can run, else records each as a skip
+    local why=""
+    if [ $have_gpu = 0 ]; then why="no GPU: $gpu_why"
+    elif [ $built = 0 ]; then why="not built (see the build row)"
+    else return 0; fi
+    for n in "$@"; do skip "$n" "$why"; done
+    return 1
+}
+
+# ---- correctness
+for t in test_sftcu test_sftcu_bf16; do
+    gpu_ready "$t" && check "$t" 300 "./$t"
 done
-tms=$($py dev/bench_torch.py gpu 12 12 768 50304 "$B" 1024 "$steps")
-ttps=$(awk "BEGIN {print $B * 1024 * 1000 / $tms}")
-printf '%-22s %10.1f %10.0f %7.1f%% %12s\n' "PyTorch (compile)" "$tms" "$ttps" "$(awk "BEGIN {print 100 * $ttps * $flops_per_token / $peak}")" "-" | tee -a "$tmp/summary"
-[ -n "${ours:-}" ] && line "ours / PyTorch tokens/s: $(awk "BEGIN {printf \"%.2f\", $ours / $ttps}")"
-echo "== summary"
-cat "$tmp/summary"
+for p in BF16 FP32; do
+    for src in dev/cuda/*.cu; do
+        n=$(basename "$src" .cu)
+        [ $p = FP32 ] && n=${n}_fp32
+        gpu_ready "dev_cuda_$n" && check "dev_cuda_$n" 180 "dev/cuda/$n"
+    done
+done
+tiny="-i dev/ref/tiny_train.bin -e d2c64h2t32 -b 2 -t 32 -x 2 -S 1"
+for tool in memcheck racecheck; do
+    if ! command -v compute-sanitizer > /dev/null; then skip "sanitizer_$tool" "compute-sanitizer not in this image"; continue; fi
+    gpu_ready "sanitizer_$tool" && check "sanitizer_$tool" 240 compute-sanitizer --tool "$tool" --error-exitcode 3 ./train_sftcu $tiny -o "$OUT/runs/san_$tool"
+done
+if gpu_ready hf_export_loads_in_transformers; then
+    if check hf_export_train 60 ./train_sftcu $tiny -o "$OUT/runs/export"; then
+        check hf_export_loads_in_transformers 120 "$py" dev/check_hf_export.py "$OUT/runs/export/step_00000002"
+    fi
+fi
+
+# ---- GPT-2 124M: data, determinism, benchmark per recompute level and vocabulary
+flops_per_token() {  # 6 N (N: parameters at the real vocabulary) + attention 6 L C T (causal)
+    local V=$1
+    echo $((6 * (V * 768 + 1024 * 768 + 12 * (12 * 768 * 768 + 13 * 768) + 2 * 768) + 6 * 12 * 768 * 1024))
+}
+median_ms() {  # median ms/step of a log's steps after the first two
+    grep '^step' "$1" | tail -n +3 | sed -n 's/.*| \([0-9.]*\) ms |.*/\1/p' | sort -n | awk '{a[NR]=$1} END {if (NR) print a[int((NR+1)/2)]}'
+}
+if gpu_ready determinism_124M bench_124M_V50257_r0 bench_124M_V50257_r1 bench_124M_V50257_r2 bench_124M_V50304_r0 \
+    bench_124M_V50304_r1 bench_124M_V50304_r2 first_loss_V50257 first_loss_V50304 pytorch_compile gpt2_xl_r2; then
+    for V in 50257 50304; do
+        check "bench_data_V$V" 120 "$py" dev/bench_torch.py data "$OUT/runs/bench_$V.bin" "$V" $((B * (STEPS + 1))) 1024
+    done
+    d12="-e d12 -b $B -t 1024 -S 0"
+    # two identical runs: bit-identical losses
+    if check determinism_run1 180 ./train_sftcu -i "$OUT/runs/bench_50304.bin" $d12 -x 6 -o "$OUT/runs/det1" &&
+        check determinism_run2 180 ./train_sftcu -i "$OUT/runs/bench_50304.bin" $d12 -x 6 -o "$OUT/runs/det2"; then
+        a=$(grep -o '"loss": [^,]*' "$OUT/runs/det1/metrics.jsonl"); b=$(grep -o '"loss": [^,]*' "$OUT/runs/det2/metrics.jsonl")
+        if [ -n "$a" ] && [ "$a" = "$b" ]; then row determinism_124M ok 0 "$(echo "$a" | wc -l) losses bit-identical"
+        else fail determinism_124M "losses differ or missing: $(echo $a | cut -c1-80) vs $(echo $b | cut -c1-80)"; fi
+    fi
+    for V in 50257 50304; do
+        flops=$(flops_per_token $V)
+        for r in 0 1 2; do
+            name="bench_124M_V${V}_r$r"
+            log="$OUT/logs/$name.log"
+            SFT_KERNEL_TIMES=4 check "$name" 240 ./train_sftcu -i "$OUT/runs/bench_$V.bin" $d12 -x "$STEPS" -r $r -o "$OUT/runs/$name"
+            ms=$(median_ms "$log")
+            mem=$(sed -n 's/.*peak in use \([0-9.]*\) MiB.*/\1/p' "$log")
+            kern=$(grep -m1 '^kernels|' "$log" | cut -d'|' -f2- | sed 's/^ //')
+            if [ $r = 0 ]; then  # random init: the first loss is about ln V
+                l1=$(sed -n 's/^step 1\/[0-9]* | loss \([0-9.]*\).*/\1/p' "$log")
+                if awk -v l="$l1" -v V="$V" 'BEGIN {exit !(l != "" && l - log(V) < 0.5 && log(V) - l < 0.5)}'; then
+                    row "first_loss_V$V" ok 0 "step 1 loss $l1, ln V = $(awk -v V="$V" 'BEGIN {printf "%.4f", log(V)}')"
+                else fail "first_loss_V$V" "step 1 loss '$l1' is not within 0.5 of ln V = $(awk -v V="$V" 'BEGIN {printf "%.4f", log(V)}')"; fi
+            fi
+            if [ -z "$ms" ] || [ -z "$mem" ]; then fail "${name}_result" "no ms/step or peak memory in the log"; continue; fi
+            tps=$(awk -v b="$B" -v ms="$ms" 'BEGIN {printf "%.0f", b * 1024 * 1000 / ms}')
+            mfu=$(awk -v t="$tps" -v f="$flops" 'BEGIN {printf "%.1f", 100 * t * f / 989e12}')
+            printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "train_sftcu" "$V" "$r" "$ms" "$tps" "$mfu" "$mem" "$kern" >> "$bench"
+        done
+    done
+    # PyTorch on the same shapes (bf16 autocast, torch.compile, fused AdamW, flash attention)
+    if check pytorch_compile 420 "$py" dev/bench_torch.py gpu 12 12 768 50304 "$B" 1024 "$STEPS"; then
+        tms=$(tail -1 "$OUT/logs/pytorch_compile.log" | tr -d ' \n')
+        if [[ "$tms" =~ ^[0-9.]+$ ]]; then
+            tps=$(awk -v b="$B" -v ms="$tms" 'BEGIN {printf "%.0f", b * 1024 * 1000 / ms}')
+            printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "pytorch_compile" 50304 - "$tms" "$tps" \
+                "$(awk -v t="$tps" -v f="$(flops_per_token 50304)" 'BEGIN {printf "%.1f", 100 * t * f / 989e12}')" - - >> "$bench"
+        else fail pytorch_compile_result "no ms/step on the last line of the log"; fi
+    fi
+    # GPT-2 XL (48 layers, 1600 channels, 25 heads): fits with -r 2 and trains a few steps
+    check data_xl 60 "$py" dev/bench_torch.py data "$OUT/runs/bench_xl.bin" 50257 $((4 * 4)) 1024 &&
+        check gpt2_xl_r2 420 ./train_sftcu -i "$OUT/runs/bench_xl.bin" -e d48c1600h25 -b 4 -t 1024 -x 3 -r 2 -S 0 -o "$OUT/runs/xl" &&
+        row gpt2_xl_peak_memory ok 0 "$(grep -m1 'peak in use' "$OUT/logs/gpt2_xl_r2.log" | sed 's/^memory| //')"
+fi
+
+# ---- summary: table and JSON
+total=$(($(date +%s) - t_start))
+nok=$(awk -F'\t' '$2 == "ok"' "$rows" | wc -l)
+nfail=$(awk -F'\t' '$2 == "FAIL"' "$rows" | wc -l)
+nskip=$(awk -F'\t' '$2 == "skip"' "$rows" | wc -l)
+{
+    echo "gpu_check: $nok ok, $nfail FAIL, $nskip skip in ${total}s (B=$B, $STEPS steps, debug=$debug)"
+    [ $have_gpu = 1 ] && echo "device: $(cat "$OUT/logs/nvidia-smi.log")" || echo "device: none ($gpu_why)"
+    awk -F'\t' '{printf "%-5s %-40s %6ss  %s\n", $2, $1, $3, $4}' "$rows"
+    if [ -s "$bench" ]; then
+        echo
+        printf '%-16s %6s %3s %9s %9s %6s %10s  %s\n' run V -r ms/step tok/s MFU% "peak MiB" "kernel time per class, one step"
+        awk -F'\t' '{printf "%-16s %6s %3s %9s %9s %6s %10s  %s\n", $1, $2, $3, $4, $5, $6, $7, $8}' "$bench"
+    fi
+} > "$OUT/summary.txt"
+json_str() { printf '"%s"' "$(printf '%s' "$1" | sed 's/\\/\\\\/g; s/"/\\"/g')"; }
+{
+    printf '{"ok": %d, "fail": %d, "skip": %d, "seconds": %d, "B": %d, "steps": %d, "debug": %d, "device": %s,\n "checks": [' \
+        "$nok" "$nfail" "$nskip" "$total" "$B" "$STEPS" "$debug" "$(json_str "$( [ $have_gpu = 1 ] && cat "$OUT/logs/nvidia-smi.log" || echo "none: $gpu_why")")"
+    sep=""
+    while IFS=$'\t' read -r n s t d; do
+        printf '%s\n  {"name": %s, "status": %s, "seconds": %s, "detail": %s}' "$sep" "$(json_str "$n")" "$(json_str "$s")" "$t" "$(json_str "$d")"
+        sep=","
+    done < "$rows"
+    printf '],\n "bench": ['
+    sep=""
+    while IFS=$'\t' read -r run V r ms tps mfu mem kern; do
+        printf '%s\n  {"run": %s, "V": %s, "recompute": %s, "ms_per_step": %s, "tokens_per_s": %s, "mfu_percent": %s, "peak_mib": %s, "kernels": %s}' \
+            "$sep" "$(json_str "$run")" "$V" "$(json_str "$r")" "$ms" "$tps" "$mfu" "$(json_str "$mem")" "$(json_str "$kern")"
+        sep=","
+    done < "$bench"
+    printf ']}\n'
+} > "$OUT/summary.json"
+echo "== summary ($OUT/summary.txt, $OUT/summary.json)"
+cat "$OUT/summary.txt"
+[ "$nfail" -gt 0 ] && exit 1
+[ "$nok" -eq 0 ] && exit 2  # nothing ran (no GPU): not a pass either
+exit 0

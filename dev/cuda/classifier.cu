@@ -20,9 +20,9 @@
 
 #define V1_THREADS 512
 
-__global__ void crossentropy_softmax_v1_kernel(floatX* logits, float* losses, const int* targets, int V, float grad_scale) {
+__global__ void crossentropy_softmax_v1_kernel(floatX* logits, float* losses, const int* targets, int V, int ld, float grad_scale) {
     __shared__ float sm[V1_THREADS], ss[V1_THREADS];
-    floatX* row = logits + (size_t)blockIdx.x * V;
+    floatX* row = logits + (size_t)blockIdx.x * ld;
     int target = targets[blockIdx.x], t = threadIdx.x;
     float target_logit = to_float(row[target]);
     float m = -INFINITY, s = 0.0f;
@@ -43,14 +43,15 @@ __global__ void crossentropy_softmax_v1_kernel(floatX* logits, float* losses, co
     if (t == 0) losses[blockIdx.x] = logf(s) + m - target_logit;
     for (int v = t; v < V; v += blockDim.x)
         row[v] = from_float<floatX>((expf(to_float(row[v]) - m) / s - (v == target ? 1.0f : 0.0f)) * grad_scale);
+    for (int v = V + t; v < ld; v += blockDim.x) row[v] = from_float<floatX>(0.0f);
 }
 
-static void crossentropy_softmax_v(int version, floatX* logits, float* losses, const int* targets, int R, int V, float grad_scale) {
+static void crossentropy_softmax_v(int version, floatX* logits, float* losses, const int* targets, int R, int V, int ld, float grad_scale) {
     if (version == 1) {
-        crossentropy_softmax_v1_kernel<<<R, V1_THREADS>>>(logits, losses, targets, V, grad_scale);
+        crossentropy_softmax_v1_kernel<<<R, V1_THREADS>>>(logits, losses, targets, V, ld, grad_scale);
         CUDA_CHECK(cudaGetLastError());
     } else {
-        crossentropy_softmax(logits, losses, targets, R, V, grad_scale, 0);
+        crossentropy_softmax(logits, losses, targets, R, V, ld, grad_scale, 0);
     }
 }
 
@@ -77,19 +78,24 @@ static void check_each(const char* name, const std::vector<float>& got, const st
     }
 }
 
-static void check_ce(int R, int V, float grad_scale) {
+// rows ld >= V apart (the padded vocabulary): the columns V..ld-1 start as garbage and must end 0
+static void check_ce(int R, int V, float grad_scale, int ld = 0) {
     char name[160];
-    size_t n = (size_t)R * V;
-    std::vector<float> logits = rand_x(n, 5.0f);
+    if (ld == 0) ld = V;
+    size_t n = (size_t)R * ld;
+    std::vector<float> logits = rand_x(n, 5.0f), packed((size_t)R * V);
     for (int r = 0; r < R; r += 3)  // some rows far from zero: needs the max subtracted
-        for (int v = 0; v < V; v++) logits[(size_t)r * V + v] = round_x(logits[(size_t)r * V + v] + 40.0f);
+        for (int v = 0; v < V; v++) logits[(size_t)r * ld + v] = round_x(logits[(size_t)r * ld + v] + 40.0f);
+    for (int r = 0; r < R; r++)
+        for (int v = 0; v < V; v++) packed[(size_t)r * V + v] = logits[(size_t)r * ld + v];
     std::vector<int> targets(R);
     for (int r = 0; r < R; r++) targets[r] = irand(V);
     targets[0] = 0;
     targets[R - 1] = V - 1;
-    std::vector<float> want = logits, want_loss(R);
-    ref_crossentropy_softmax(want.data(), want_loss.data(), targets.data(), R, V);
-    for (size_t i = 0; i < n; i++) want[i] *= grad_scale;
+    std::vector<float> want(n, 0.0f), want_loss(R);
+    ref_crossentropy_softmax(packed.data(), want_loss.data(), targets.data(), R, V);
+    for (int r = 0; r < R; r++)
+        for (int v = 0; v < V; v++) want[(size_t)r * ld + v] = packed[(size_t)r * V + v] * grad_scale;
     floatX* d_logits = dev_alloc<floatX>(n);
     float* d_losses = dev_alloc<float>(R);
     int* d_targets = dev_copy(targets);
@@ -98,15 +104,15 @@ static void check_ce(int R, int V, float grad_scale) {
         for (int rep = 0; rep < (v == 2 ? 2 : 1); rep++) {
             upload_x(d_logits, logits);
             poison(d_losses, R * sizeof(float));
-            crossentropy_softmax_v(v, d_logits, d_losses, d_targets, R, V, grad_scale);
+            crossentropy_softmax_v(v, d_logits, d_losses, d_targets, R, V, ld, grad_scale);
             std::vector<unsigned char> got[2] = {download_bytes(d_logits, n * sizeof(floatX)), download_bytes(d_losses, R * sizeof(float))};
             if (rep == 0) {
-                snprintf(name, sizeof name, "crossentropy_softmax_v%d R=%d V=%d scale=%g losses", v, R, V, grad_scale);
+                snprintf(name, sizeof name, "crossentropy_softmax_v%d R=%d V=%d ld=%d scale=%g losses", v, R, V, ld, grad_scale);
                 check(name, download(d_losses, R), want_loss, 1e-5f);
-                snprintf(name, sizeof name, "crossentropy_softmax_v%d R=%d V=%d scale=%g dlogits", v, R, V, grad_scale);
+                snprintf(name, sizeof name, "crossentropy_softmax_v%d R=%d V=%d ld=%d scale=%g dlogits", v, R, V, ld, grad_scale);
                 std::vector<float> g = download_x(d_logits, n);
                 check(name, g, want, TOL);
-                snprintf(name, sizeof name, "crossentropy_softmax_v%d R=%d V=%d scale=%g dlogits each", v, R, V, grad_scale);
+                snprintf(name, sizeof name, "crossentropy_softmax_v%d R=%d V=%d ld=%d scale=%g dlogits each", v, R, V, ld, grad_scale);
                 check_each(name, g, want, TOL);
                 first[0] = got[0];
                 first[1] = got[1];
@@ -136,7 +142,7 @@ static void timings(void) {
         fill_hash(logits, n, 5.0f, 1);  // later calls see gradients instead of logits: the same work
         // the row is read twice, but the second read should come from L2: count one read and one write
         snprintf(name, sizeof name, "crossentropy_softmax_v%d R=%d V=%d", v, R, V);
-        report_time(name, time_ms([&] { crossentropy_softmax_v(v, logits, losses, d_targets, R, V, 1.0f); }, 10), 2.0 * n * X);
+        report_time(name, time_ms([&] { crossentropy_softmax_v(v, logits, losses, d_targets, R, V, V, 1.0f); }, 10), 2.0 * n * X);
     }
     CUDA_CHECK(cudaFree(logits));
     CUDA_CHECK(cudaFree(losses));
@@ -150,6 +156,8 @@ int main(void) {
     check_ce(33, 1000, 1.0f);
     check_ce(5, 7, 1.0f);  // V smaller than the vector width and than a warp
     check_ce(3, 1, 1.0f);  // a single class: loss 0, gradient 0
+    check_ce(9, 50257, 1.0f, 50304);  // the padded GPT-2 vocabulary: aligned rows, 47 padding columns zeroed
+    check_ce(4, 61, 0.5f, 128);
     timings();
     CUDA_CHECK(cudaDeviceSynchronize());
     printf("classifier [%s]: %d failure(s)\n", PRECISION_NAME, g_failures);
