@@ -20,6 +20,8 @@
 static void usage(FILE *f) {
     fprintf(f,
 "usage: prepare --tokenizer PATH --out FILE [options] INPUT...\n"
+"       prepare --inspect FILE [--tokenizer PATH] [--doc I]\n"
+"         (what a data file holds; prepare --inspect -h for more)\n"
 "\n"
 "Turns rows of JSON into an SFT data file (token ids + a per-token training mask).\n"
 "An INPUT is JSON Lines (one row per line) or one JSON array of rows (if its first\n"
