@@ -4,7 +4,8 @@
 #   train.jsonl  12000 synthetic task conversations (make_tasks, seed 1)
 #   eval.jsonl   200 held-out {"task","prompt","completion"} pairs (prompts not in train.jsonl)
 #   tokenizer/   a small BPE tokenizer (./tok train) trained on the fixed wording of
-#                the training prompts, so digits and task letters stay single tokens
+#                the training prompts and answers, so digits and task letters stay
+#                single tokens
 #   train.bin, val.bin   ./prepare output (about 5% of the rows go to val.bin)
 # Usage: bash data/make_demo.sh [DIR]   (default data/demo; data/test_prepare.sh
 # regenerates into a temporary DIR and compares with the committed files)

@@ -4,11 +4,16 @@
 //   ./make_tasks --train-out train.jsonl --eval-out eval.jsonl [--corpus-out corpus.txt]
 //                [--n-train 3000] [--n-eval 200] [--seed 1] [--max-digits 2]
 //
-// Tasks (answers are exact strings):
-//   add      What is 48+7?                       -> 55
-//   reverse  Reverse "KQWZ".                     -> ZWQK
-//   sort     Sort the letters of "DCAB".         -> ABCD
-//   count    Count the letter "A" in "BANANA".   -> 3
+// Tasks (answers are exact strings; shares of the rows in brackets):
+//   add      What is 48+57?                      -> 8+7=15, 4+5+1=10, so 105      [25%]
+//   reverse  Reverse "KQWZ".                     -> ZWQK                          [15%]
+//   sort     Sort the letters of "DCAB".         -> ABCD                          [30%]
+//   count    Count the letter "A" in "BANANA".   -> B0 A1 N1 A2 N2 A3, so 3       [30%]
+// Addition and counting write out their working first (one digit column at a time
+// from the ones up, with the carry; each letter with the count so far), so that every
+// answer token needs only a small step from the tokens before it (with the bare sum
+// as the answer, the earlier demo model got 4 of 57 additions right).
+// An answer is right only if all of it, working included, is exact.
 // Task words are random upper-case letters, so the phrasing (mixed case) never
 // merges with them and a tokenizer trained on --corpus-out keeps their letters (and
 // all digits) as single tokens.
@@ -18,9 +23,10 @@
 // "completion": answer} and plain {"prompt": "...\n", "completion": answer}.
 // eval.jsonl holds {"task": NAME, "prompt": PROMPT, "completion": ANSWER}; its
 // prompts never occur in train.jsonl (and are distinct). corpus.txt is the text a
-// demo tokenizer is trained on: for each training row the role names and the fixed
+// demo tokenizer is trained on: for each training row the role names, the fixed
 // wording of its prompt, with each task word replaced by "X" and the numbers left
-// out (so no merge involving a digit or two capital letters is ever learned).
+// out, and the fixed words of its answer (", so"): no merge involving a digit or two
+// capital letters is ever learned.
 #include "../common/rng.h"
 #include "../common/util.h"
 
@@ -107,8 +113,9 @@ static void set_free(StrSet *st) {
 
 typedef struct {
     const char *task;
-    char prompt[128], answer[64];
-    const char *wording;  // the prompt without its numbers and task words
+    char prompt[128], answer[160];
+    const char *wording;         // the prompt without its numbers and task words
+    const char *answer_wording;  // the answer's fixed words and punctuation, for the tokenizer corpus
 } Example;
 
 static void random_word(Rng *r, char *w, int minlen, int maxlen) {
@@ -123,13 +130,27 @@ static void make_example(Rng *r, int max_digits, Example *e) {
     int64_t lim = 1;
     for (int i = 0; i < max_digits; i++) lim *= 10;
     char w[16];
-    switch (rng_below(r, 4)) {
+    // task shares (of 20): add 5, reverse 3 (learned fastest), sort 6, count 6
+    static const int TASK_OF[20] = {0, 0, 0, 0, 0, 1, 1, 1, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3};
+    switch (TASK_OF[rng_below(r, 20)]) {
     case 0: {
         int64_t a = (int64_t)rng_below(r, (uint64_t)lim), b = (int64_t)rng_below(r, (uint64_t)lim);
         e->task = "add";
         snprintf(e->prompt, sizeof e->prompt, "What is %lld+%lld?", (long long)a, (long long)b);
-        snprintf(e->answer, sizeof e->answer, "%lld", (long long)(a + b));
+        // the working, one column at a time from the ones up, then the sum:
+        // 48+57 -> "8+7=15, 4+5+1=10, so 105" (every column but the first adds its carry)
+        size_t n = 0;
+        int carry = 0;
+        int64_t x = a, y = b;
+        for (int col = 0; col < max_digits; col++, x /= 10, y /= 10) {
+            int dx = (int)(x % 10), dy = (int)(y % 10), s = dx + dy + carry;
+            if (col == 0) n += (size_t)snprintf(e->answer + n, sizeof e->answer - n, "%d+%d=%d, ", dx, dy, s);
+            else n += (size_t)snprintf(e->answer + n, sizeof e->answer - n, "%d+%d+%d=%d, ", dx, dy, carry, s);
+            carry = s / 10;
+        }
+        snprintf(e->answer + n, sizeof e->answer - n, "so %lld", (long long)(a + b));
         e->wording = "What is ?";
+        e->answer_wording = ", so";
         break;
     }
     case 1: {
@@ -140,6 +161,7 @@ static void make_example(Rng *r, int max_digits, Example *e) {
         for (int i = 0; i < n; i++) e->answer[i] = w[n - 1 - i];
         e->answer[n] = 0;
         e->wording = "Reverse \"X\".";
+        e->answer_wording = "";
         break;
     }
     case 2: {
@@ -149,6 +171,7 @@ static void make_example(Rng *r, int max_digits, Example *e) {
         qsort(w, strlen(w), 1, cmp_char);
         snprintf(e->answer, sizeof e->answer, "%s", w);
         e->wording = "Sort the letters of \"X\".";
+        e->answer_wording = "";
         break;
     }
     default: {
@@ -156,18 +179,25 @@ static void make_example(Rng *r, int max_digits, Example *e) {
         int n = (int)strlen(w);
         // the letter is one of the word's letters 3 times in 4, else any letter
         char L = rng_below(r, 4) ? w[rng_below(r, (uint64_t)n)] : (char)('A' + rng_below(r, 26));
-        int k = 0;
-        for (int i = 0; i < n; i++) k += w[i] == L;
         e->task = "count";
         snprintf(e->prompt, sizeof e->prompt, "Count the letter \"%c\" in \"%s\".", L, w);
-        snprintf(e->answer, sizeof e->answer, "%d", k);
+        // the working: each letter with the count so far, then the count:
+        // A in BANANA -> "B0 A1 N1 A2 N2 A3, so 3"
+        int k = 0;
+        size_t m = 0;
+        for (int i = 0; i < n; i++) {
+            k += w[i] == L;
+            m += (size_t)snprintf(e->answer + m, sizeof e->answer - m, "%s%c%d", i ? " " : "", w[i], k);
+        }
+        snprintf(e->answer + m, sizeof e->answer - m, ", so %d", k);
         e->wording = "Count the letter \"X\" in \"X\".";
+        e->answer_wording = ", so";
         break;
     }
     }
 }
 
-static const char *SYSTEM_PROMPT = "Answer with the result only.";
+static const char *SYSTEM_PROMPT = "Answer carefully.";
 
 static void message(Buf *b, const char *role, const char *content) {
     buf_str(b, "{\"role\":");
@@ -235,24 +265,24 @@ int main(int argc, char **argv) {
             buf_str(&tr, "{\"messages\":[");
             message(&tr, "user", e.prompt); buf_str(&tr, ",");
             message(&tr, "assistant", e.answer); buf_str(&tr, "]}\n");
-            buf_str(&co, "user\n"); buf_str(&co, e.wording); buf_str(&co, "\nassistant\n");
+            buf_str(&co, "user\n"); buf_str(&co, e.wording); buf_str(&co, "\nassistant\n"); buf_str(&co, e.answer_wording); buf_str(&co, "\n");
         } else if (shape < 80) {  // with a system message
             buf_str(&tr, "{\"messages\":[");
             message(&tr, "system", SYSTEM_PROMPT); buf_str(&tr, ",");
             message(&tr, "user", e.prompt); buf_str(&tr, ",");
             message(&tr, "assistant", e.answer); buf_str(&tr, "]}\n");
-            buf_str(&co, "system\n"); buf_str(&co, SYSTEM_PROMPT); buf_str(&co, "\nuser\n"); buf_str(&co, e.wording); buf_str(&co, "\nassistant\n");
+            buf_str(&co, "system\n"); buf_str(&co, SYSTEM_PROMPT); buf_str(&co, "\nuser\n"); buf_str(&co, e.wording); buf_str(&co, "\nassistant\n"); buf_str(&co, e.answer_wording); buf_str(&co, "\n");
         } else if (shape < 92) {  // prompt as a message list, completion as a string
             buf_str(&tr, "{\"prompt\":[");
             message(&tr, "user", e.prompt);
             buf_str(&tr, "],\"completion\":"); buf_json(&tr, e.answer); buf_str(&tr, "}\n");
-            buf_str(&co, "user\n"); buf_str(&co, e.wording); buf_str(&co, "\nassistant\n");
+            buf_str(&co, "user\n"); buf_str(&co, e.wording); buf_str(&co, "\nassistant\n"); buf_str(&co, e.answer_wording); buf_str(&co, "\n");
         } else {                  // plain prompt/completion strings (no chat tokens)
             char p[160];
             snprintf(p, sizeof p, "%s\n", e.prompt);
             buf_str(&tr, "{\"prompt\":"); buf_json(&tr, p);
             buf_str(&tr, ",\"completion\":"); buf_json(&tr, e.answer); buf_str(&tr, "}\n");
-            buf_str(&co, e.wording); buf_str(&co, "\n");
+            buf_str(&co, e.wording); buf_str(&co, "\n"); buf_str(&co, e.answer_wording); buf_str(&co, "\n");
         }
         k++;
     }
