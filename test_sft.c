@@ -877,7 +877,7 @@ static void test_vocab_consistency(void) {
     DataFile demo;
     data_load(&demo, DEMO_VAL);
     uint64_t fp = demo.fingerprint;
-    check("data_demo_has_fingerprint", demo.vocab_size == 321 && fp != 0, "vocab %lld fingerprint %016llx (regenerate with bash data/make_demo.sh)",
+    check("data_demo_has_fingerprint", demo.vocab_size == 316 && fp != 0, "vocab %lld fingerprint %016llx (regenerate with bash data/make_demo.sh)",
           (long long)demo.vocab_size, (unsigned long long)fp);
     data_free(&demo);
     // header field 6 is read as all 64 bits; field 7 must still be 0
@@ -917,11 +917,11 @@ static void test_vocab_consistency(void) {
     // validation against training data
     snprintf(flags, sizeof flags, "-i " DEMO_VAL " -j " REF_DATA " %s", train);
     expect_bad("val_vocab_size", flags, REF_DATA ": the validation data has a 61-token vocabulary but the data file " DEMO_VAL
-               " was made with a 321-token one: prepare both files with the same tokenizer");
+               " was made with a 316-token one: prepare both files with the same tokenizer");
     snprintf(flags, sizeof flags, "-i " DEMO_VAL " -j %s %s", other, train);
     char want[1024];
     snprintf(want, sizeof want, "other_fp.bin: the validation data has tokenizer fingerprint f123456789abcdef but the data file " DEMO_VAL
-             " was made with %016llx (both 321 tokens)", (unsigned long long)fp);
+             " was made with %016llx (both 316 tokens)", (unsigned long long)fp);
     expect_bad("val_fingerprint", flags, want);
     // the model after growth against the data: a model can grow, not shrink
     snprintf(p, sizeof p, "%s/small_vocab.bin", tmp_root);
@@ -935,7 +935,7 @@ static void test_vocab_consistency(void) {
     expect_bad("model_vocab_larger_than_data", flags, REF_MODEL ": the model has a 61-token vocabulary but the data file ");
     // the -k tokenizer against the data
     snprintf(flags, sizeof flags, "-i " REF_DATA " -k " DEMO_TOK " -e d1c16h2t24 -b 1 -t 16 -x 1");
-    expect_bad("tokenizer_vocab_size", flags, DEMO_TOK ": the tokenizer (with the chat tokens) has a 321-token vocabulary but the data file "
+    expect_bad("tokenizer_vocab_size", flags, DEMO_TOK ": the tokenizer (with the chat tokens) has a 316-token vocabulary but the data file "
                REF_DATA " was made with a 61-token one: pass with -k the tokenizer the data was prepared with");
     snprintf(flags, sizeof flags, "-i %s -k " DEMO_TOK " %s", other, train);
     snprintf(want, sizeof want, DEMO_TOK ": the tokenizer (with the chat tokens) has tokenizer fingerprint %016llx but the data file %s was made "
@@ -961,7 +961,7 @@ static void test_vocab_consistency(void) {
         snprintf(name, sizeof name, "vocab_consistent_%s_accepted", fine_names[k]);
         check(name, rc == 0, "exit %d: %s", rc, err);
     }
-    // ./chat: the tokenizer must be the model's (a model of 400 tokens against 321)
+    // ./chat: the tokenizer must be the model's (a model of 400 tokens against 316)
     if (!path_exists("./chat")) { printf("skip chat_tokenizer_vocab: ./chat not built (make chat)\n"); return; }
     snprintf(p, sizeof p, "%s/v400.bin", tmp_root);
     {
@@ -975,7 +975,7 @@ static void test_vocab_consistency(void) {
     int rc1 = run(cmd, err, sizeof err);
     snprintf(cmd, sizeof cmd, "./chat -e %s/v400/step_00000001 -k " DEMO_TOK " -p hi", tmp_root);
     int rc2 = run(cmd, err, sizeof err);
-    check("chat_tokenizer_vocab", rc1 == 0 && rc2 == 1 && strstr(err, DEMO_TOK ": the tokenizer (with the chat tokens) has 321 tokens but the model ") &&
+    check("chat_tokenizer_vocab", rc1 == 0 && rc2 == 1 && strstr(err, DEMO_TOK ": the tokenizer (with the chat tokens) has 316 tokens but the model ") &&
           strstr(err, "v400/step_00000001 has 400"), "exit %d %d: %s", rc1, rc2, err);
 }
 

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The demo: trains a small GPT-2 from scratch on the shipped synthetic tasks
-# (data/demo/, made by data/make_demo.sh: addition and counting a letter, both
-# with their working written out, reversing a word and sorting its letters, as
-# chat conversations), then scores the model on 200 held-out prompts before and
+# (data/demo/, made by data/make_demo.sh: addition and subtraction, both with
+# their working written out, reversing a word and sorting its letters, as chat
+# conversations), then scores the model on 200 held-out prompts before and
 # after training, per task, and asks it a few of them with ./chat.
 # A few minutes on 2 CPU cores.
 # Usage: bash data/demo.sh [OUTDIR [SEED]]   (default out/demo, seed 1337)
@@ -13,7 +13,7 @@ seed=${2:-1337}
 make -s train_sft chat
 D=data/demo
 MODEL=(-e d4c128h4t128 -z "$seed")
-TASKS="add reverse sort count"
+TASKS="add subtract reverse sort"
 
 # Per-task exact match of a model on the eval set, with ./chat: prints "TASK RIGHT TOTAL"
 # lines and "all RIGHT TOTAL". The eval rows carry their task; ./chat answers them in

@@ -10,7 +10,7 @@ ok() { echo "ok $1"; }
 fail() { echo "FAIL $1: $2"; fails=$((fails + 1)); }
 
 if [ ! -x ./prepare ] || [ ! -x ./tok ]; then make -s prepare tok || { echo "FAIL build: make prepare tok"; exit 1; }; fi
-TOK=data/demo/tokenizer   # 319 tokens (ids 0..255 the bytes in GPT-2's order, 318 <|endoftext|>) + 319 <|im_start|>, 320 <|im_end|>
+TOK=data/demo/tokenizer   # 314 tokens (ids 0..255 the bytes in GPT-2's order, 313 <|endoftext|>) + 314 <|im_start|>, 315 <|im_end|>
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 
@@ -26,7 +26,7 @@ u8() { local v; for v in "$@"; do printf "\\x$(printf %02x "$v")"; done; }
 # doc 1 (10 tokens): é(c3 a9) [[ \x00 TAB ]] \ DEL LF [[ H ]] U+0085(c2 85, a C1 control)
 # doc 2 (2 tokens): c3 [[ a9 ]]          (an é split by the mark: escaped byte by byte)
 # doc 3 (10 tokens): a [[ a a a a a a a a a ]]
-TOKS="318 39 72 0 320 318   127 102 188 197 59 221 198 39 126 227   127 102   64 64 64 64 64 64 64 64 64 64"
+TOKS="313 39 72 0 315 313   127 102 188 197 59 221 198 39 126 227   127 102   64 64 64 64 64 64 64 64 64 64"
 MASK="0 0 0 1 1 1           0 0 1 1 0 0 0 1 0 0                 0 1       0 1 1 1 1 1 1 1 1 1"
 # header: magic, version, 2 bytes per token, vocabulary, D, N, fingerprint (field 6), zeros
 write_file() {  # PATH VOCAB FINGERPRINT-BYTES-FILE
@@ -36,16 +36,16 @@ write_file() {  # PATH VOCAB FINGERPRINT-BYTES-FILE
 dd if=data/demo/val.bin of="$T/fp" bs=1 skip=48 count=8 2>/dev/null   # the demo tokenizer's fingerprint, as prepare wrote it
 head -c 8 /dev/zero > "$T/fp0"
 printf '\x01\x02\x03\x04\x05\x06\x07\x08' > "$T/fpx"
-write_file "$T/h.bin" 321 "$T/fp"
-write_file "$T/old.bin" 321 "$T/fp0"
-write_file "$T/other.bin" 321 "$T/fpx"
+write_file "$T/h.bin" 316 "$T/fp"
+write_file "$T/old.bin" 316 "$T/fp0"
+write_file "$T/other.bin" 316 "$T/fpx"
 fp=$(od -A n -t x8 "$T/fp" | tr -d ' ')
 
 if ./prepare --inspect "$T/h.bin" > "$T/out" 2> "$T/err"; then
     expect="file: $T/h.bin
-header: version 1, 2 bytes per token, vocabulary 321, tokenizer fingerprint $fp
+header: version 1, 2 bytes per token, vocabulary 316, tokenizer fingerprint $fp
 documents: 4
-tokens: 28 (trained 16, fraction 0.5714); largest token id 320
+tokens: 28 (trained 16, fraction 0.5714); largest token id 315
 document length: min 2, mean 7.0, max 10
 document length histogram (tokens: documents):
               2-3:        1 ####################
@@ -57,11 +57,11 @@ else fail inspect-summary-and-histogram "exit status $?: $(cat "$T/err")"; fi
 
 doc_of() { sed -n '/^--- document/,$p' "$T/out" | tail -n +2; }  # the rendering after the document line
 ./prepare --inspect "$T/h.bin" --doc 0 > "$T/out" 2>&1
-if [ "$(doc_of)" = "318 39 72 [[0 320 318]]" ] && grep -q '^--- document 0 of 4: 6 tokens, 3 trained' "$T/out"; then ok inspect-doc-ids
+if [ "$(doc_of)" = "313 39 72 [[0 315 313]]" ] && grep -q '^--- document 0 of 4: 6 tokens, 3 trained' "$T/out"; then ok inspect-doc-ids
 else fail inspect-doc-ids "got: $(cat "$T/out")"; fi
 ./prepare --inspect "$T/h.bin" --tokenizer $TOK --doc 0 > "$T/out" 2>&1
 if [ "$(doc_of)" = "<|endoftext|>Hi[[!<|im_end|><|endoftext|>]]" ] &&
-   grep -q "^tokenizer: $TOK (with the chat tokens): vocabulary 321, fingerprint $fp: matches the file$" "$T/out"; then ok inspect-doc-text
+   grep -q "^tokenizer: $TOK (with the chat tokens): vocabulary 316, fingerprint $fp: matches the file$" "$T/out"; then ok inspect-doc-text
 else fail inspect-doc-text "got: $(cat "$T/out")"; fi
 ./prepare --inspect "$T/h.bin" --tokenizer $TOK --doc 1 > "$T/out" 2>&1
 want=$(printf '%s\n%s' 'é[[\x00\t]]\\\x7f' '[[H]]\xc2\x85')
@@ -79,12 +79,12 @@ else fail inspect-doc-ends-trained "got: $(doc_of)"; fi
 if grep -q '^header: .*tokenizer fingerprint unknown' "$T/out" && grep -q 'same vocabulary size (the file has no fingerprint to compare)$' "$T/out"
 then ok inspect-old-file; else fail inspect-old-file "got: $(cat "$T/out")"; fi
 ./prepare --inspect "$T/other.bin" --tokenizer $TOK > "$T/out" 2>&1
-if grep -q "fingerprint $fp: DOES NOT MATCH the file (vocabulary 321, fingerprint 0807060504030201)" "$T/out"
+if grep -q "fingerprint $fp: DOES NOT MATCH the file (vocabulary 316, fingerprint 0807060504030201)" "$T/out"
 then ok inspect-fingerprint-mismatch; else fail inspect-fingerprint-mismatch "got: $(cat "$T/out")"; fi
-TOKS=${TOKS/318 39 72/318 350 72}   # doc 0 with an id the tokenizer lacks
+TOKS=${TOKS/313 39 72/313 350 72}   # doc 0 with an id the tokenizer lacks
 write_file "$T/big.bin" 400 "$T/fp0"
 ./prepare --inspect "$T/big.bin" --tokenizer $TOK --doc 0 > "$T/out" 2>&1
-if grep -q "vocabulary 321, fingerprint $fp: DOES NOT MATCH the file (vocabulary 400, fingerprint 0000000000000000)" "$T/out" &&
+if grep -q "vocabulary 316, fingerprint $fp: DOES NOT MATCH the file (vocabulary 400, fingerprint 0000000000000000)" "$T/out" &&
    [ "$(doc_of)" = "<|endoftext|><unknown id 350>i[[!<|im_end|><|endoftext|>]]" ]
 then ok inspect-vocabulary-mismatch; else fail inspect-vocabulary-mismatch "got: $(cat "$T/out")"; fi
 
@@ -103,10 +103,10 @@ head -c 1100 "$T/h.bin" > "$T/cut.bin"
 err_case truncated "cut.bin: file is 1100 bytes" "$T/cut.bin"
 
 # ---------------------------------------------------------------- ./tok decode of prepare's tokens
-if [ "$(echo "318 319 39 72 198 320" | ./tok decode --gpt2 $TOK)" = "$(printf '<|endoftext|><|im_start|>Hi\n<|im_end|>')" ]
-then ok tok-decode-chat-tokens; else fail tok-decode-chat-tokens "got: $(echo "318 319 39 72 198 320" | ./tok decode --gpt2 $TOK 2>&1)"; fi
-echo "319 321" | ./tok decode --gpt2 $TOK > /dev/null 2> "$T/err"; rc=$?
-if [ $rc -eq 1 ] && grep -q 'token id 321 is out of range (vocabulary size 321)' "$T/err"; then ok tok-decode-beyond-chat-tokens
+if [ "$(echo "313 314 39 72 198 315" | ./tok decode --gpt2 $TOK)" = "$(printf '<|endoftext|><|im_start|>Hi\n<|im_end|>')" ]
+then ok tok-decode-chat-tokens; else fail tok-decode-chat-tokens "got: $(echo "313 314 39 72 198 315" | ./tok decode --gpt2 $TOK 2>&1)"; fi
+echo "314 316" | ./tok decode --gpt2 $TOK > /dev/null 2> "$T/err"; rc=$?
+if [ $rc -eq 1 ] && grep -q 'token id 316 is out of range (vocabulary size 316)' "$T/err"; then ok tok-decode-beyond-chat-tokens
 else fail tok-decode-beyond-chat-tokens "exit $rc: $(cat "$T/err")"; fi
 # a prepared document, as ids (from the inspector), decoded by ./tok: the document's text
 printf '%s\n' '{"messages":[{"role":"user","content":"Hi"},{"role":"assistant","content":"Ok"}]}' > "$T/one.jsonl"

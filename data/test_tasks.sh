@@ -14,12 +14,14 @@ T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 
 # check_answers FILE MAX_DIGITS: prints "BAD line: why" for each row whose answer is
-# not the expected one, then "rows N add A reverse R sort S count C".
+# not the expected one, then "rows N add A subtract S reverse R sort S".
 # The expected answers, written out here from the task definitions in data/README.md:
 #   add      a+b: for each digit column from the ones up "x+y=s, " (the first column)
 #            or "x+y+c=s, " (c = the carry into it), MAX_DIGITS columns, then "so a+b"
-#   reverse  the word backwards;  sort  its letters in order
-#   count    each letter followed by the count of L so far, space-separated, then ", so k"
+#   subtract a-b with a >= b: for each digit column from the ones up "x-y=d, " (the first
+#            column) or "x-y-c=d, " (c = the borrow it lent), where x is the digit plus 10
+#            when the column borrows, MAX_DIGITS columns, then "so a-b"
+#   reverse  the word backwards;  sort  its letters in order (the word's letters are distinct)
 check_answers() {
     awk -v D="$2" '
     function rev(w,   i, r) { r = ""; for (i = length(w); i >= 1; i--) r = r substr(w, i, 1); return r }
@@ -27,10 +29,14 @@ check_answers() {
         n = length(w); for (i = 1; i <= n; i++) c[i] = substr(w, i, 1)
         for (i = 2; i <= n; i++) { t = c[i]; for (j = i - 1; j >= 1 && c[j] > t; j--) c[j + 1] = c[j]; c[j + 1] = t }
         r = ""; for (i = 1; i <= n; i++) r = r c[i]; return r }
-    function cnt(L, w,   i, k, r) {
-        r = ""; k = 0
-        for (i = 1; i <= length(w); i++) { if (substr(w, i, 1) == L) k++; r = r (i > 1 ? " " : "") substr(w, i, 1) k }
-        return r ", so " k }
+    function dup(w,   i) { for (i = 2; i <= length(w); i++) if (index(substr(w, 1, i - 1), substr(w, i, 1))) return 1; return 0 }
+    function subtr(a, b,   col, x, y, c, d, r) {
+        r = ""; c = 0
+        for (col = 0; col < D; col++) {
+            x = int(a / 10 ^ col) % 10; y = int(b / 10 ^ col) % 10; d = x - y - c
+            if (d < 0) { x += 10; d += 10 }
+            r = r (col ? x "-" y "-" c "=" d : x "-" y "=" d) ", "; c = (x > 9) }
+        return r "so " (a - b) }
     function add(a, b,   col, x, y, c, s, r) {
         r = ""; c = 0
         for (col = 0; col < D; col++) {
@@ -43,19 +49,22 @@ check_answers() {
         task = ""
         if (match($0, /What is [0-9]+\+[0-9]+\?/)) {
             task = "add"; p = substr($0, RSTART + 8, RLENGTH - 9); split(p, ab, "+"); want = add(ab[1] + 0, ab[2] + 0)
+        } else if (match($0, /What is [0-9]+-[0-9]+\?/)) {
+            task = "subtract"; p = substr($0, RSTART + 8, RLENGTH - 9); split(p, ab, "-")
+            if (ab[1] + 0 < ab[2] + 0) print "BAD " NR ": subtract " p " would be negative"
+            want = subtr(ab[1] + 0, ab[2] + 0)
         } else if (match($0, /Reverse \\"[A-Z]+\\"\./)) {
             task = "reverse"; want = rev(substr($0, RSTART + 10, RLENGTH - 13))
         } else if (match($0, /Sort the letters of \\"[A-Z]+\\"\./)) {
-            task = "sort"; want = srt(substr($0, RSTART + 22, RLENGTH - 25))
-        } else if (match($0, /Count the letter \\"[A-Z]\\" in \\"[A-Z]+\\"\./)) {
-            task = "count"; L = substr($0, RSTART + 19, 1); want = cnt(L, substr($0, RSTART + 28, RLENGTH - 31))
+            task = "sort"; w = substr($0, RSTART + 22, RLENGTH - 25); want = srt(w)
+            if (dup(w)) print "BAD " NR ": sort word " w " repeats a letter"
         }
         if (task == "") { print "BAD " NR ": no task prompt"; next }
         if (match($0, /^{"task":"[a-z]+"/) && substr($0, 10, RLENGTH - 10) != task) print "BAD " NR ": task tag is not " task
         if (got != want) print "BAD " NR ": " task " answer \"" got "\", expected \"" want "\""
         n[task]++
     }
-    END { printf "rows %d add %d reverse %d sort %d count %d\n", NR, n["add"], n["reverse"], n["sort"], n["count"] }' "$1"
+    END { printf "rows %d add %d subtract %d reverse %d sort %d\n", NR, n["add"], n["subtract"], n["reverse"], n["sort"] }' "$1"
 }
 
 # answers_case NAME FILE MAX_DIGITS ROWS: every row right, every task present
