@@ -5,6 +5,8 @@
 # changed); a crash, leak, sanitizer report, timeout or too-large allocation stops
 # that harness, leaves its reproducer in dev/fuzz/artifacts/ and makes this script
 # fail. Prints one line per harness: executions, coverage (cov) and features (ft).
+# The mutation seed is fixed (-seed=1, or FUZZ_SEED), so that a run can be repeated:
+# the long campaigns on a developer's machine use other seeds.
 set -u
 cd "$(dirname "$0")/../.."
 secs=$1; shift
@@ -17,7 +19,7 @@ for h in "$@"; do
     # -malloc_limit_mb: one allocation above this is reported (inputs here are a few
     # KB; no valid one needs more). -timeout: a single input taking over 10 s is a hang.
     "$bin" "$work" "dev/fuzz/corpus/$h" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=512 \
-        -print_final_stats=1 -artifact_prefix="dev/fuzz/artifacts/$h-" >"$log" 2>&1
+        -print_final_stats=1 -seed="${FUZZ_SEED:-1}" -artifact_prefix="dev/fuzz/artifacts/$h-" >"$log" 2>&1
     rc=$?
     execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
     covline=$(grep -E '^#[0-9]+' "$log" | tail -1)
@@ -26,7 +28,10 @@ for h in "$@"; do
         echo "ok fuzz_$h: ${secs}s, ${execs:-?} executions, cov ${cov:-?}, ft ${ft:-?}"
     else
         echo "FAIL fuzz_$h: exit $rc after ${execs:-?} executions; reproducer in dev/fuzz/artifacts/$h-*; log:"
-        grep -E 'ERROR|SUMMARY|property failed|fatal message|Test unit written' "$log" | head -20
+        # the harness's own messages (fuzz.h, properties) and libFuzzer's report; a crash
+        # outside an input (no unit written) shows the end of the log instead
+        grep -E 'ERROR|SUMMARY|property failed|fatal message|fuzz.h:|Test unit written' "$log" | head -20
+        grep -q 'Test unit written' "$log" || tail -n 30 "$log"
         failed=1
     fi
     rm -rf "$work"
