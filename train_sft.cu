@@ -75,8 +75,8 @@ struct GpuModel {
     GPT2Config cfg_dev;                // the same with V = Vp: the layout on the device
     size_t num_params;                 // parameters of cfg: the host's arrays (checkpoints)
     size_t num_params_dev;             // parameters of cfg_dev: the device's arrays
-    floatX *params;                    // (num_params) the weights the kernels read
-    float *grads;                      // (num_params) gradients of the step's mean loss, accumulated in fp32
+    floatX *params;                    // (num_params_dev) the weights the kernels read
+    float *grads;                      // (num_params_dev) gradients of the step's mean loss, accumulated in fp32
     floatX *p[NUM_PARAM_TENSORS];      // each tensor's start in params
     float *g[NUM_PARAM_TENSORS];       // each tensor's start in grads
     float *master, *m, *v;             // master == (float *)params in the fp32 build
@@ -95,10 +95,9 @@ struct GpuModel {
 
 #define BLAS_WORKSPACE (32u << 20)  // cuBLAS's recommendation for Hopper
 
-static void *dev_alloc(size_t bytes, size_t *total) {
+static void *dev_alloc(size_t bytes) {
     void *p = NULL;
     CUDA_CHECK(cudaMalloc(&p, bytes ? bytes : 1));
-    if (total) *total += bytes;
     return p;
 }
 
@@ -106,15 +105,16 @@ static void *dev_alloc(size_t bytes, size_t *total) {
 // single layer's worth is reused and recomputed in backward.
 static bool stored_per_layer(int recompute, bool cheap_to_recompute) { return recompute == 0 || (recompute == 1 && !cheap_to_recompute); }
 
+// Adds bytes to *total and allocates them on the device, or only counts them.
+static void *acts_take(size_t bytes, size_t *total, bool allocate) {
+    *total += bytes;
+    return allocate ? dev_alloc(bytes) : NULL;
+}
+
 // Activations for B x T at recompute level `recompute`: allocates them (allocate)
 // or only adds up their bytes (for the memory plan before anything is allocated).
 // *scratch_floats gets the size of the shared reduction scratch. cfg is the device
 // configuration (vocabulary padded to VOCAB_PAD: the logits have Vp columns).
-static void *acts_take(size_t bytes, size_t *total, bool allocate) {
-    *total += bytes;
-    return allocate ? dev_alloc(bytes, NULL) : NULL;
-}
-
 static size_t gpu_acts_alloc(Acts *a, size_t *scratch_floats, const GPT2Config *cfg, int B, int T, int recompute, bool allocate) {
     size_t L = cfg->L, C = cfg->C, BT = (size_t)B * T, V = cfg->V, NH = cfg->NH;
     size_t t = 0, X = sizeof(floatX), F = sizeof(float);
@@ -189,18 +189,18 @@ static void gpu_model_build(GpuModel *M, const GPT2Config *cfg, const float *hos
     size_t P = M->num_params_dev, BT = (size_t)B * T, V = cfg->V;
     CUDA_CHECK(cudaStreamCreate(&M->stream));
     CUBLAS_CHECK(cublasCreate(&M->blas));
-    M->blas_workspace = dev_alloc(BLAS_WORKSPACE, NULL);
+    M->blas_workspace = dev_alloc(BLAS_WORKSPACE);
     CUBLAS_CHECK(cublasSetStream(M->blas, M->stream));  // every product runs on this stream, with this workspace
     CUBLAS_CHECK(cublasSetWorkspace(M->blas, M->blas_workspace, BLAS_WORKSPACE));
-    M->params = (floatX *)dev_alloc(P * sizeof(floatX), NULL);
-    M->grads = (float *)dev_alloc(P * sizeof(float), NULL);
+    M->params = (floatX *)dev_alloc(P * sizeof(floatX));
+    M->grads = (float *)dev_alloc(P * sizeof(float));
 #if defined(ENABLE_FP32)
     M->master = (float *)M->params;
 #else
-    M->master = (float *)dev_alloc(P * sizeof(float), NULL);
+    M->master = (float *)dev_alloc(P * sizeof(float));
 #endif
-    M->m = (float *)dev_alloc(P * sizeof(float), NULL);
-    M->v = (float *)dev_alloc(P * sizeof(float), NULL);
+    M->m = (float *)dev_alloc(P * sizeof(float));
+    M->v = (float *)dev_alloc(P * sizeof(float));
     CUDA_CHECK(cudaMemset(M->m, 0, P * sizeof(float)));
     CUDA_CHECK(cudaMemset(M->v, 0, P * sizeof(float)));
     size_t off = 0;
@@ -218,7 +218,7 @@ static void gpu_model_build(GpuModel *M, const GPT2Config *cfg, const float *hos
     }
 #endif
     M->acts_bytes = gpu_acts_alloc(&M->a, &M->scratch_floats, &M->cfg_dev, B, T, recompute, true);
-    M->dev_block = (int *)dev_alloc(batch_ints((int)BT) * sizeof(int), NULL);
+    M->dev_block = (int *)dev_alloc(batch_ints((int)BT) * sizeof(int));
     CUDA_CHECK(cudaMallocHost((void **)&M->host_block, batch_ints((int)BT) * sizeof(int)));
     M->slot_tok = (int *)xmalloc(V * sizeof(int));
     M->slot_pos = (int *)xmalloc(cfg->maxT * sizeof(int));
@@ -512,7 +512,8 @@ static double gpu_loss_sum(GpuModel *M, float *host_losses) {
 
 // The host side is pinned, so the step's one upload (all micro-batches) and one
 // download (losses and gradient norm) are asynchronous copies; the step waits for
-// the device once, at its end.
+// the device once, after the gradient norm, since the loss and the norm decide
+// whether AdamW runs (the numerical guard); AdamW then runs while the host moves on.
 struct StepBuffers {
     int A, BT;
     int *host, *dev;                   // (A, batch_ints(BT)) the micro-batches' blocks, pinned host and device
@@ -526,11 +527,11 @@ static void step_buffers_init(StepBuffers *b, int A, int BT) {
     size_t n = (size_t)A * batch_ints(BT);
     b->A = A; b->BT = BT;
     CUDA_CHECK(cudaMallocHost((void **)&b->host, n * sizeof(int)));
-    b->dev = (int *)dev_alloc(n * sizeof(int), NULL);
+    b->dev = (int *)dev_alloc(n * sizeof(int));
     b->batches = (Batch *)xmalloc((size_t)A * sizeof(Batch));
     for (int k = 0; k < A; k++) batch_layout(&b->batches[k], b->host + (size_t)k * batch_ints(BT), BT);
     CUDA_CHECK(cudaMallocHost((void **)&b->host_losses, (size_t)A * BT * sizeof(float)));
-    b->dev_losses = (float *)dev_alloc((size_t)A * BT * sizeof(float), NULL);
+    b->dev_losses = (float *)dev_alloc((size_t)A * BT * sizeof(float));
     CUDA_CHECK(cudaMallocHost((void **)&b->host_norm2, sizeof(float)));
     b->losses = (float *)xmalloc((size_t)BT * sizeof(float));
 }
@@ -552,7 +553,7 @@ static StepResult gpu_train_step(GpuModel *M, Loader *ld, StepBuffers *sb, int A
     StepResult r = {0.0, 0.0f, 0, 0};
     int B = ld->B, T = ld->T, BT = B * T;
     size_t block = batch_ints(BT);
-    for (int k = 0; k < A; k++) {  // the previous step ended with a sync: the pinned blocks are free
+    for (int k = 0; k < A; k++) {  // the previous step's upload finished before its sync: the pinned blocks are free
         loader_next_batch(ld);
         batch_fill(M, &sb->batches[k], ld->inputs, ld->pos, ld->doc_start, ld->targets, BT, NULL, 0);
         r.targets += sb->batches[k].num_rows;

@@ -468,7 +468,6 @@ static void run_free(RunSetup *r) {
     if (r->tok) { evalset_free(&r->evalset); bpe_free(r->tok); }
 }
 
-
 // ---------------------------------------------------------------------------
 // Run safety: the output directory's lock, the memory plan, the non-finite guard,
 // targets lost to the cut at T, and runs that trained nothing. Exit statuses:
