@@ -50,6 +50,32 @@ static void inspect_print_text(const char *s, const uint8_t *flags, size_t n) {
     if (in_trained) fputs("]]", stdout);
 }
 
+// Tokens ids[0..n) decoded with tok, those with train[i] = 1 inside [[ ]], bytes
+// escaped as inspect_print_text does; an id the tokenizer lacks shows as
+// <unknown id N>. Shared by --inspect --doc and prepare's --show.
+static void print_marked_tokens(const BpeTokenizer *tok, const int32_t *ids, const uint8_t *train, size_t len) {
+    BpeBytes text = {0};
+    size_t cap = 0;
+    uint8_t *flags = NULL;
+    for (size_t i = 0; i < len; i++) {
+        uint32_t id = (uint32_t)ids[i];
+        size_t before = text.n, n;
+        const char *b = id < (uint32_t)bpe_vocab_size(tok) ? bpe_token_bytes(tok, (int32_t)id, &n) : NULL;
+        char unknown[48];
+        if (!b) { n = (size_t)snprintf(unknown, sizeof unknown, "<unknown id %u>", id); b = unknown; }
+        if (bpe_bytes_append(&text, b, n)) fatal("out of memory");
+        if (text.n > cap) {
+            cap = 2 * text.n;
+            flags = (uint8_t *)realloc(flags, cap);
+            if (!flags) fatal("out of memory");
+        }
+        memset(flags + before, train[i], text.n - before);
+    }
+    inspect_print_text(text.data, flags, text.n);
+    free(flags);
+    bpe_bytes_free(&text);
+}
+
 // Document d: decoded with tok (NULL: as token ids), trained tokens inside [[ ]].
 static void inspect_print_doc(const DataFile *df, int64_t d, const BpeTokenizer *tok) {
     int64_t off = df->offsets[d], len = data_doc_length(df, d), trained = 0;
@@ -69,27 +95,11 @@ static void inspect_print_doc(const DataFile *df, int64_t d, const BpeTokenizer 
         printf("%s\n", in_trained ? "]]" : "");
         return;
     }
-    BpeBytes text = {0};
-    size_t cap = 0;
-    uint8_t *flags = NULL;
-    for (int64_t i = 0; i < len; i++) {
-        uint32_t id = data_token(df, off + i);
-        size_t before = text.n, n;
-        const char *b = id < (uint32_t)bpe_vocab_size(tok) ? bpe_token_bytes(tok, (int32_t)id, &n) : NULL;
-        char unknown[48];
-        if (!b) { n = (size_t)snprintf(unknown, sizeof unknown, "<unknown id %u>", id); b = unknown; }
-        if (bpe_bytes_append(&text, b, n)) fatal("out of memory");
-        if (text.n > cap) {
-            cap = 2 * text.n;
-            flags = (uint8_t *)realloc(flags, cap);
-            if (!flags) fatal("out of memory");
-        }
-        memset(flags + before, df->mask[off + i], text.n - before);
-    }
-    inspect_print_text(text.data, flags, text.n);
+    int32_t *ids = (int32_t *)xmalloc((size_t)len * sizeof(int32_t));
+    for (int64_t i = 0; i < len; i++) ids[i] = (int32_t)data_token(df, off + i);
+    print_marked_tokens(tok, ids, df->mask + off, (size_t)len);
     printf("\n");
-    free(flags);
-    bpe_bytes_free(&text);
+    free(ids);
 }
 
 // Documents per length bin [2^k, 2^(k+1)-1], from the shortest to the longest

@@ -807,24 +807,14 @@ static void report_split(const char *name, const Split *s, int64_t T) {
     free(len);
 }
 
-// Prints one document: decoded text, trained spans inside [[ ]].
+// Prints one document: decoded text, trained spans inside [[ ]], non-printable
+// bytes escaped (print_marked_tokens in data/inspect.h, as --inspect --doc).
 static void show_doc(Ctx *c, const ChatDoc *d, int64_t k, const char *split, const char *where) {
     size_t trained = 0;
     for (size_t i = 0; i < d->n; i++) trained += d->train[i];
     printf("--- document %lld (%s; %s; %zu tokens, %zu trained) ---\n", (long long)k, split, where, d->n, trained);
-    BpeBytes out = {0};
-    for (size_t i = 0; i < d->n;) {
-        size_t j = i;
-        while (j < d->n && d->train[j] == d->train[i]) j++;
-        out.n = 0;
-        if (bpe_decode(c->tok, d->ids + i, j - i, &out, c->err, sizeof c->err)) fatal("%s", c->err);
-        if (d->train[i]) fputs("[[", stdout);
-        fwrite(out.data, 1, out.n, stdout);
-        if (d->train[i]) fputs("]]", stdout);
-        i = j;
-    }
+    print_marked_tokens(c->tok, d->ids, d->train, d->n);
     printf("\n");
-    bpe_bytes_free(&out);
 }
 
 // Which side of the split a row goes to: a hash of the seed and the row's bytes.
