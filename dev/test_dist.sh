@@ -17,8 +17,8 @@
 # - per-rank memory printed at start matches the ZeRO accounting (moments of ceil(P/W)
 #   parameters, P from the model's shape);
 # - -d not a multiple of B*T*W, and W ranks with fewer rows per step: one line and exit 1
-#   on each rank, before anything is written; ranks started with different flags: one
-#   line on every rank, non-zero exit;
+#   on each rank, before anything is written; ranks started with different flags, or
+#   the same flags and different starting weights: one line on every rank, non-zero exit;
 # - without MPI (./train_sft) and W > 1 from the environment: one line, exit 1.
 set -u
 cd "$(dirname "$0")/.."
@@ -183,4 +183,10 @@ name=dist_mismatched_flags_refused
 $launch -np 1 ./train_sft_mpi $base -d 64 -x 2 -l 1e-3 -o "$tmp/bad" : \
     -np 1 ./train_sft_mpi $base -d 64 -x 2 -l 2e-3 -o "$tmp/bad" > "$tmp/bad.log" 2>&1; rc=$?
 n=$(grep -c "the ranks disagree on the run's flags" "$tmp/bad.log")
+[ $rc -ne 0 ] && [ "$n" -eq 2 ] && ok $name || fail $name "exit $rc, $n of 2 ranks said so: $(head -c 300 "$tmp/bad.log")"
+# the same flags but different starting weights (a checkpoint of the same shape on rank 1)
+name=dist_different_weights_refused
+$launch -np 1 ./train_sft_mpi $base -d 64 -x 2 -o "$tmp/bad" : -np 1 ./train_sft_mpi $base -d 64 -x 2 -e "$tmp/one/$final" -o "$tmp/bad" \
+    > "$tmp/bad.log" 2>&1; rc=$?
+n=$(grep -c "the ranks disagree on the model's starting weights" "$tmp/bad.log")
 [ $rc -ne 0 ] && [ "$n" -eq 2 ] && ok $name || fail $name "exit $rc, $n of 2 ranks said so: $(head -c 300 "$tmp/bad.log")"
