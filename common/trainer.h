@@ -89,13 +89,15 @@ static void print_usage(const char *prog, const char *synopsis, const Flag *flag
 }
 
 static void usage_error(const char *prog, const char *fmt, ...) __attribute__((noreturn, format(printf, 2, 3)));
+// The line is written with one call, so that the lines of several ranks (mpirun
+// merges their stderr) do not interleave.
 static void usage_error(const char *prog, const char *fmt, ...) {
+    char msg[4096];
     va_list ap;
     va_start(ap, fmt);
-    fputs("error: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, " (run %s -h for help)\n", prog);
+    vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    fprintf(stderr, "error: %s (run %s -h for help)\n", msg, prog);
     exit(1);
 }
 

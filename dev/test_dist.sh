@@ -174,7 +174,7 @@ for bad in "48 is not a multiple of B\*T\*W = 1\*16\*2 = 32" "16 gives 1 rows pe
         [ $rc -eq 1 ] && [ "$(wc -l < "$tmp/bad.log")" -eq 1 ] && grep -q "^error: -d $bad" "$tmp/bad.log" || why="$why rank $r: exit $rc, $(head -c 200 "$tmp/bad.log")"
     done
     $mpi ./train_sft_mpi $base -d "$d" -x 2 -o "$tmp/bad" > "$tmp/bad.log" 2>&1; rc=$?
-    [ $rc -ne 0 ] && grep -q "^error: -d $bad" "$tmp/bad.log" || why="$why mpirun: exit $rc, $(head -c 200 "$tmp/bad.log")"
+    [ $rc -ne 0 ] && grep -q "error: -d $bad" "$tmp/bad.log" || why="$why mpirun: exit $rc, $(head -c 200 "$tmp/bad.log")"
     [ -e "$tmp/bad" ] && why="$why: $tmp/bad was created"
     [ -z "$why" ] && ok $name || fail $name "$why"
 done
