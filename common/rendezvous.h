@@ -341,7 +341,7 @@ static int rdzv_serve_readable(RdzvServer *s, RdzvConn *c, size_t blob_n, char *
     if (c->in_n < RDZV_MSG_BYTES) return 0;
     if (c->state == RDZV_C_HEADER) { rdzv_take_hello(s, c, blob_n); return c->fd < 0 ? -1 : 0; }
     RdzvMsg m;  // RDZV_C_ACK
-    if (rdzv_decode(c->in, &m) != 0 || m.kind != RDZV_ACK || m.rank != c->hello.rank || m.nonce != c->hello.nonce) {
+    if (rdzv_decode(c->in, &m) != 0 || m.kind != RDZV_ACK) {
         snprintf(err, err_n, "rank %u (%s) answered the id with something that is not its acknowledgement", c->hello.rank, c->peer);
         *failed = 1; return -1;
     }
@@ -601,8 +601,7 @@ static int rdzv_tcp_exchange(const RdzvJob *job, const char *host, int port, voi
 // Rank r writes DIR/rdzv-hello-<r> (its HELLO with a fresh nonce); rank 0 answers with
 // DIR/rdzv-answer-<r> (the ANSWER echoing that nonce, with rank 0's own fresh nonce0 and
 // the blob); rank r takes only an answer echoing its nonce and writes DIR/rdzv-ack-<r>
-// echoing both; rank 0 is done with r when the ack echoes the nonce it answered and its
-// own nonce0. Every file is written to a temporary name and renamed, so a reader sees a
+// echoing both; rank 0 is done with r when an ack echoes its own nonce0. Every file is written to a temporary name and renamed, so a reader sees a
 // whole file or none. Files left by an earlier run (a crash, another fingerprint, the
 // same one) are harmless: their nonces are not this run's, so an old answer is never
 // taken as the blob and an old ack never makes rank 0 believe a rank has the blob; a new
@@ -711,8 +710,7 @@ static int rdzv_file_serve(const RdzvJob *job, const char *dir, const void *blob
                 }
                 answered[r] = h.nonce; ok[r] = a.status == RDZV_OK;
             }
-            if (ok[r] && rdzv_read_file(dir, "rdzv-ack", r, &k, NULL, 0) >= 0 && k.kind == RDZV_ACK &&
-                k.nonce == answered[r] && k.nonce0 == nonce0) { done[r] = 1; ndone++; }
+            if (rdzv_read_file(dir, "rdzv-ack", r, &k, NULL, 0) >= 0 && k.kind == RDZV_ACK && k.nonce0 == nonce0) { done[r] = 1; ndone++; }
         }
         if (rc != 0 || ndone == W - 1) break;
         if (rdzv_now() >= deadline) {
