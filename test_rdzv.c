@@ -16,11 +16,13 @@
 // duplicate rank refused with the reason on both sides while the right ranks go on; a
 // rank that dies before the exchange replaced by a restarted one; a missing rank named
 // by rank 0 within the shortened deadline; a port answered by another service refused
-// by the rank; the same through files, with files left by an earlier run (another
+// by the rank; rank 0's open-file limit raised for a connection per rank, or named at
+// once; the same through files, with files left by an earlier run (another
 // fingerprint, the same one) in the directory; the port and timeout from the environment.
 #include "common/rendezvous.h"
 #include <dirent.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 
@@ -357,6 +359,34 @@ static void test_tcp_failures(void) {
           "exit %d after %.1f s: %s", r0.status, r0.ended, l0);
     CHECK("tcp_missing_rank_others_fail", r1.status == 1 && r1.ended < 4.0, "rank 1 exit %d after %.1f s", r1.status, r1.ended);
     free(l0);
+
+    // more ranks than rank 0 may open files for: said at once, not found out at the deadline
+    pid_t pid = fork();
+    if (pid == 0) {
+        struct rlimit rl = {100, 100};
+        setrlimit(RLIMIT_NOFILE, &rl);
+        RdzvJob job = {0, 200, FP, 5, 5};
+        unsigned char blob[BLOB_N] = {0};
+        char err[500];
+        int rc = rdzv_tcp_exchange(&job, "127.0.0.1", free_port(), blob, BLOB_N, err, sizeof err);
+        _exit(rc == -1 && strstr(err, "needs 327 open files for 200 ranks, the limit is 100") ? 0 : 1);
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    CHECK("tcp_open_file_limit_named", WIFEXITED(st) && WEXITSTATUS(st) == 0, "no message naming the open-file limit");
+    pid = fork();
+    if (pid == 0) {  // a soft limit below the need, a hard one above: raised (then a timeout: nobody joins)
+        struct rlimit rl = {100, 1000};
+        setrlimit(RLIMIT_NOFILE, &rl);
+        RdzvJob job = {0, 200, FP, 0.5, 0.5};
+        unsigned char blob[BLOB_N] = {0};
+        char err[500];
+        rdzv_tcp_exchange(&job, "127.0.0.1", free_port(), blob, BLOB_N, err, sizeof err);
+        getrlimit(RLIMIT_NOFILE, &rl);
+        _exit(rl.rlim_cur >= 327 && strstr(err, "timed out") ? 0 : 1);
+    }
+    waitpid(pid, &st, 0);
+    CHECK("tcp_open_file_limit_raised", WIFEXITED(st) && WEXITSTATUS(st) == 0, "the soft limit was not raised to fit 200 ranks");
 
     // something else on the port: a rank does not take its bytes for the id
     int ls = socket(AF_INET, SOCK_STREAM, 0), one = 1;

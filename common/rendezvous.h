@@ -31,6 +31,7 @@
 #include <unistd.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/types.h>
 
@@ -319,7 +320,7 @@ static int rdzv_serve_readable(RdzvServer *s, RdzvConn *c, size_t blob_n, char *
         ssize_t k = recv(c->fd, &b, 1, 0);
         if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return 0;
         if (c->state == RDZV_C_SENDING) {
-            snprintf(err, err_n, "rank %u (%s) left before it received the id", c->hello.rank, c->peer);
+            snprintf(err, err_n, "rendezvous: rank %u (%s) left before it received the id", c->hello.rank, c->peer);
             *failed = 1; return -1;
         }
         fprintf(stderr, "rendezvous: rank %u (%s) %s before the exchange; waiting for it to join again\n", c->hello.rank, c->peer,
@@ -331,7 +332,7 @@ static int rdzv_serve_readable(RdzvServer *s, RdzvConn *c, size_t blob_n, char *
     if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return 0;
     if (k <= 0) {
         if (c->state == RDZV_C_ACK) {
-            snprintf(err, err_n, "rank %u (%s) disconnected before acknowledging the id", c->hello.rank, c->peer);
+            snprintf(err, err_n, "rendezvous: rank %u (%s) disconnected before acknowledging the id", c->hello.rank, c->peer);
             *failed = 1; return -1;
         }
         rdzv_drop_stranger(s, c, c->in_n ? "closed in the middle of a header" : "closed without sending anything");
@@ -342,7 +343,7 @@ static int rdzv_serve_readable(RdzvServer *s, RdzvConn *c, size_t blob_n, char *
     if (c->state == RDZV_C_HEADER) { rdzv_take_hello(s, c, blob_n); return c->fd < 0 ? -1 : 0; }
     RdzvMsg m;  // RDZV_C_ACK
     if (rdzv_decode(c->in, &m) != 0 || m.kind != RDZV_ACK) {
-        snprintf(err, err_n, "rank %u (%s) answered the id with something that is not its acknowledgement", c->hello.rank, c->peer);
+        snprintf(err, err_n, "rendezvous: rank %u (%s) answered the id with something that is not its acknowledgement", c->hello.rank, c->peer);
         *failed = 1; return -1;
     }
     c->state = RDZV_C_DONE; s->nacked++;
@@ -402,8 +403,22 @@ static int rdzv_tcp_serve(const RdzvJob *job, int lfd, const char *where, const 
     s.joined = (char *)calloc((size_t)job->world, 1);
     struct pollfd *pf = (struct pollfd *)calloc((size_t)s.nconns + 1, sizeof *pf);
     int *which = (int *)calloc((size_t)s.nconns + 1, sizeof *which);
-    if (!s.conns || !s.joined || !pf || !which) { snprintf(err, err_n, "out of memory"); return -1; }
+    if (!s.conns || !s.joined || !pf || !which) { snprintf(err, err_n, "rendezvous: out of memory"); return -1; }
     for (int i = 0; i < s.nconns; i++) s.conns[i].fd = -1;
+    // rank 0 holds a connection per rank at once: raise the open-file limit to fit, up to
+    // the hard limit (else the ranks beyond it could never join)
+    struct rlimit rl;
+    rlim_t need = (rlim_t)s.nconns + 64;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < need) {
+        if (rl.rlim_max != RLIM_INFINITY && rl.rlim_max < need) {
+            snprintf(err, err_n, "rendezvous: rank 0 needs %llu open files for %d ranks, the limit is %llu (raise it: ulimit -n)",
+                     (unsigned long long)need, job->world, (unsigned long long)rl.rlim_max);
+            free(s.conns); free(s.joined); free(pf); free(which);
+            return -1;
+        }
+        rl.rlim_cur = need;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
     uint64_t nonce0 = rdzv_nonce();
     double deadline = rdzv_now() + job->timeout_s;
     int answering = 0, failed = 0;
@@ -417,7 +432,7 @@ static int rdzv_tcp_serve(const RdzvJob *job, int lfd, const char *where, const 
                 a.nonce = c->hello.nonce; a.nonce0 = nonce0;
                 c->out_n = RDZV_MSG_BYTES + blob_n; c->out_sent = 0;
                 c->out = (unsigned char *)malloc(c->out_n);
-                if (!c->out) { snprintf(err, err_n, "out of memory"); failed = 1; break; }
+                if (!c->out) { snprintf(err, err_n, "rendezvous: out of memory"); failed = 1; break; }
                 rdzv_encode(&a, c->out);
                 memcpy(c->out + RDZV_MSG_BYTES, blob, blob_n);
                 c->state = RDZV_C_SENDING;
@@ -457,7 +472,7 @@ static int rdzv_tcp_serve(const RdzvJob *job, int lfd, const char *where, const 
                 ssize_t k = send(c->fd, c->out + c->out_sent, c->out_n - c->out_sent, MSG_NOSIGNAL);
                 if (k > 0) c->out_sent += (size_t)k;
                 else if (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-                    snprintf(err, err_n, "rank %u (%s): sending the id failed: %s", c->hello.rank, c->peer, strerror(errno));
+                    snprintf(err, err_n, "rendezvous: sending the id to rank %u (%s) failed: %s", c->hello.rank, c->peer, strerror(errno));
                     failed = 1; break;
                 }
                 if (c->out_sent == c->out_n) { c->state = RDZV_C_ACK; c->in_n = 0; }
@@ -687,7 +702,7 @@ static int rdzv_file_serve(const RdzvJob *job, const char *dir, const void *blob
     uint64_t *answered = (uint64_t *)calloc((size_t)W, sizeof *answered);  // [W]: the HELLO nonce rank 0 last answered, 0 = none
     char *ok = (char *)calloc((size_t)W, 1), *done = (char *)calloc((size_t)W, 1);  // [W]: answered with the blob; acknowledged
     unsigned char *out = (unsigned char *)malloc(RDZV_MSG_BYTES + blob_n);
-    if (!answered || !ok || !done || !out) { snprintf(err, err_n, "out of memory"); rc = -1; }
+    if (!answered || !ok || !done || !out) { snprintf(err, err_n, "rendezvous: out of memory"); rc = -1; }
     double deadline = rdzv_now() + job->timeout_s;
     while (rc == 0 && ndone < W - 1) {
         for (int r = 1; r < W && rc == 0; r++) {
