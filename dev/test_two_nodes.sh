@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Two "nodes" on one machine: two network namespaces joined by a veth pair, each with
 # its own address (10.231.0.1 and 10.231.0.2; nothing outside them is used), one rank
-# per namespace, launched per node as a cluster would. Checks, each crossing the veth:
+# per namespace, launched per node as a cluster would. Checks (all but -f cross the veth):
 #   - the TCP rendezvous (./test_rdzv --rank R --world 2): rank 0 in node 0 at
-#     MASTER_ADDR=10.231.0.1, rank 1 in node 1;
+#     MASTER_ADDR=10.231.0.1, rank 1 in node 1; and through a directory both see (-f);
 #   - the same under torchrun --nnodes 2 --node_rank k in each node (torchrun's own
 #     agent holds MASTER_PORT on node 0; the rendezvous takes MASTER_PORT + 1);
 #   - the CPU trainer over Open MPI across the two addresses (train_sft_mpi; mpirun in
@@ -25,7 +25,7 @@ fails=0
 ok() { echo "ok $1"; }
 fail() { echo "FAIL $1: $2"; fails=$((fails + 1)); }
 skip() { echo "skip $1: $2"; }
-ALL="two_nodes_rdzv two_nodes_rdzv_torchrun two_nodes_mpi_train two_nodes_torchrun_gpu_train"
+ALL="two_nodes_rdzv two_nodes_rdzv_files two_nodes_rdzv_torchrun two_nodes_mpi_train two_nodes_torchrun_gpu_train"
 skip_all() { for t in $ALL; do skip "$t" "$1"; done; exit 0; }
 
 [ "$(id -u)" = 0 ] || skip_all "needs root (ip netns)"
@@ -65,6 +65,15 @@ echo $? > "$tmp/r1.rc"
 wait
 if [ "$(cat "$tmp/r0.rc")" = 0 ] && [ "$(cat "$tmp/r1.rc")" = 0 ] && grep -q '^ok rendezvous_rank_1$' "$tmp/r1.out"; then ok two_nodes_rdzv
 else fail two_nodes_rdzv "rank 0: $(cat "$tmp/r0.out"); rank 1: $(cat "$tmp/r1.out")"; fi
+
+# through a directory both nodes see (-f DIR)
+mkdir "$tmp/shared"
+(on0 env SFT_RDZV_TIMEOUT=30 ./test_rdzv --rank 0 --world 2 -f "$tmp/shared" > "$tmp/f0.out" 2>&1; echo $? > "$tmp/f0.rc") &
+on1 env SFT_RDZV_TIMEOUT=30 ./test_rdzv --rank 1 --world 2 -f "$tmp/shared" > "$tmp/f1.out" 2>&1
+echo $? > "$tmp/f1.rc"
+wait
+if [ "$(cat "$tmp/f0.rc")" = 0 ] && [ "$(cat "$tmp/f1.rc")" = 0 ] && grep -q '^ok rendezvous_rank_1$' "$tmp/f1.out"; then ok two_nodes_rdzv_files
+else fail two_nodes_rdzv_files "rank 0: $(cat "$tmp/f0.out"); rank 1: $(cat "$tmp/f1.out")"; fi
 
 # torchrun per node (Debian's python3-torch; --redirects/--tee: torch 1.13's default of
 # no redirection fails on Python 3.12); node 0's agent listens on MASTER_PORT itself
