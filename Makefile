@@ -113,8 +113,10 @@ make_tasks: data/make_tasks.c $(COMMON_H)
 check_headers_cxx: dev/headers_check.cpp $(COMMON_H)
 	$(CXX) -std=c++17 -Wall -Wextra -Wno-unused-function -Werror -fsyntax-only -I. dev/headers_check.cpp
 
-test: train_sft chat test_sft test_report tok test_tok prepare test_prepare make_tasks cuda
-	bash dev/run_tests.sh "make -s check_headers_cxx && echo ok shared_headers_are_valid_cxx" ./test_sft ./test_report "bash dev/test_report.sh" "bash dev/test_crash.sh 5" ./test_tok "bash tokenizer/test_exact.sh" ./test_prepare "bash data/test_prepare.sh" "bash data/test_inspect.sh" "bash data/test_tasks.sh" $(CUDA_TEST_CMDS)
+# the MPI trainer where mpicc is (dev/test_preempt.sh skips its MPI checks without it)
+HAVE_MPICC := $(shell command -v $(MPICC) 2>/dev/null)
+test: train_sft chat test_sft test_report tok test_tok prepare test_prepare make_tasks $(if $(HAVE_MPICC),train_sft_mpi) cuda
+	bash dev/run_tests.sh "make -s check_headers_cxx && echo ok shared_headers_are_valid_cxx" ./test_sft ./test_report "bash dev/test_report.sh" "bash dev/test_crash.sh 5" "bash dev/test_preempt.sh" ./test_tok "bash tokenizer/test_exact.sh" ./test_prepare "bash data/test_prepare.sh" "bash data/test_inspect.sh" "bash data/test_tasks.sh" $(CUDA_TEST_CMDS)
 
 clean:
 	rm -f train_sft train_sft_mpi chat test_sft test_report tok test_tok prepare test_prepare make_tasks $(CUDA_TARGETS) dev/cuda/cpu_ref.o
