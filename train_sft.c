@@ -887,20 +887,21 @@ int main(int argc, char **argv) {
     }
     if (stop) {  // the checkpoint of state.step is saved: no final validation, evaluation or export
         run_log_stopped(&log, state.step, steps, stop);
-    } else {
-        log_break(&log);
-        require_updates(&state);
-        if (run.have_val) {
-            int64_t n;
-            double vl = evaluate(&model, &val_loader, args.val_batches, &n);
-            log_validation(&log, state.step, vl, n);
-        }
-        generate_and_evaluate(&args, &run, &gen, state.step, 1, &log, &sample_rng);
-        state.epoch = loader.epoch; state.cursor = loader.cursor; state.rng = sample_rng.state;
-        save_checkpoint(args.out_dir, &model.cfg, &model.params, &state, model.m_mem, model.v_mem, model.num_params);
-        log_checkpoint(&log, state.step, 1);
-        run_log_close(&log, state.step);
+        dist_finish(&dist);
+        exit(0);
     }
+    log_break(&log);
+    require_updates(&state);
+    if (run.have_val) {
+        int64_t n;
+        double vl = evaluate(&model, &val_loader, args.val_batches, &n);
+        log_validation(&log, state.step, vl, n);
+    }
+    generate_and_evaluate(&args, &run, &gen, state.step, 1, &log, &sample_rng);
+    state.epoch = loader.epoch; state.cursor = loader.cursor; state.rng = sample_rng.state;
+    save_checkpoint(args.out_dir, &model.cfg, &model.params, &state, model.m_mem, model.v_mem, model.num_params);
+    log_checkpoint(&log, state.step, 1);
+    run_log_close(&log, state.step);
 
     loader_free(&loader);
     if (run.have_val) loader_free(&val_loader);

@@ -146,6 +146,18 @@ if [ "$rc" -ne 0 ]; then echo "FAIL preempt_sigint_stops: exit status $rc, expec
 elif [ -n "$why" ]; then echo "FAIL preempt_sigint_stops: $why"
 else echo "ok preempt_sigint_stops (at step $(stopped_step SIGINT "$tmp/int.log"), exit 0)"; fi
 
+# ---- the edge of "finished": a checkpoint one step before the end resumes; at or past the end it does not ----
+n=$(stopped_step SIGINT "$tmp/int.log")
+if [ -n "$n" ]; then
+    r1=$($trainer ${flags/-x $steps/-x $((n + 1))} -o "$out" -y 1 2>&1); rc1=$?
+    r2=$($trainer ${flags/-x $steps/-x $((n + 1))} -o "$out" -y 1 2>&1); rc2=$?
+    r3=$($trainer ${flags/-x $steps/-x $n} -o "$out" -y 1 2>&1); rc3=$?
+    if [ "$rc1" -ne 0 ] || ! grep -q "^done  | $((n + 1)) steps (1 in this run" <<< "$r1"; then echo "FAIL preempt_finished_edge: -x $((n + 1)) from the checkpoint of step $n did not train one step (exit $rc1): $(tail -1 <<< "$r1")"
+    elif [ "$rc2" -ne 0 ] || ! grep -q "^run already finished at step $((n + 1)) " <<< "$r2"; then echo "FAIL preempt_finished_edge: again with -x $((n + 1)): exit $rc2: $(tail -1 <<< "$r2")"
+    elif [ "$rc3" -ne 0 ] || ! grep -q "^run already finished at step $((n + 1)) " <<< "$r3"; then echo "FAIL preempt_finished_edge: with -x $n below the checkpoint: exit $rc3: $(tail -1 <<< "$r3")"
+    else echo "ok preempt_finished_edge (checkpoint at $n, -x $((n + 1)): one step; then finished, also for -x $n)"; fi
+fi
+
 # ---- a second SIGINT ends the process at once ----
 # Steps of about 0.3 s, so that the second signal arrives within the step the first one
 # let finish; the first is known to have arrived when its stderr line is there.
