@@ -775,10 +775,7 @@ int main(int argc, char **argv) {
             log_checkpoint(&log, state.step, 0);
         }
     }
-    if (stop) {  // the checkpoint of state.step is saved: no final validation, evaluation or export
-        run_log_stopped(&log, state.step, steps, stop);
-        exit(0);
-    }
+    if (stop) preempt_exit(&dist, &log, state.step, steps, stop);  // the checkpoint of state.step is saved
     log_break(&log);
     require_updates(&state);
     if (run.have_val) {

@@ -6,8 +6,8 @@
 // signal. After each optimizer step every rank calls preempt_poll, which ORs the
 // record across the ranks (one small collective per step), so all ranks stop after
 // the same step even when only one was signalled. The trainer then saves the usual
-// checkpoint of that step (rank 0 writes it, atomically), logs the stop and exits 0;
-// `-y 1` continues exactly where it stopped. A signal during the last step or after
+// checkpoint of that step (rank 0 writes it, atomically), logs the stop and exits
+// with 128 + the signal (preempt_exit_status); `-y 1` continues exactly where it stopped. A signal during the last step or after
 // it lets the run finish as usual (final validation, evaluation, checkpoint).
 //
 // A second SIGINT ends the process at once (a checkpoint write it cuts leaves the
@@ -63,17 +63,34 @@ static int preempt_poll(Dist *d) {
     return dist_any(d, sig == SIGTERM) ? SIGTERM : SIGINT;
 }
 
-// Ends the records of a run stopped by `sig` after `step` of `steps`, once the
-// checkpoint of `step` is saved: a line in metrics.jsonl, the report, and the line
-// that says how to continue.
-static void run_log_stopped(RunLog *log, int64_t step, int steps, int sig) {
-    log_break(log);
-    fprintf(log->metrics, "{\"step\": %lld, \"stopped\": \"%s\"}\n", (long long)step, preempt_signal_name(sig));
-    fclose(log->metrics);
-    log->metrics = NULL;
-    log_report(log);
-    printf("stop  | stopped by %s at step %lld of %d; resume with -y 1\n", preempt_signal_name(sig), (long long)step, steps);
-    fflush(stdout);
+// The exit status of a run stopped by `sig` (its checkpoint saved): 128 + sig, what a
+// shell reports for a process that a signal ended (143 SIGTERM, 130 SIGINT). Not 0,
+// because the run is not finished: a Kubernetes Job or restartPolicy OnFailure would
+// take 0 for done and neither restart it nor run it again, while 130 and 143 are
+// what Kubeflow's restartPolicy ExitCode retries, torchrun restarts, and a Slurm
+// script can test before `scontrol requeue`.
+static int preempt_exit_status(int sig) { return 128 + sig; }
+
+// Ends a run stopped by `sig` after `step` of `steps`, once every rank has called
+// save_checkpoint for `step` (rank 0 wrote it): waits for all ranks, so that none
+// leaves while rank 0 still writes (launchers end a job at its first non-zero exit);
+// then, where log is not NULL (the rank that logs), a line in metrics.jsonl, the
+// report and the line that says how to continue; ends the transport and exits.
+static void preempt_exit(Dist *d, RunLog *log, int64_t step, int steps, int sig) __attribute__((noreturn));
+static void preempt_exit(Dist *d, RunLog *log, int64_t step, int steps, int sig) {
+    dist_any(d, 0);  // a barrier
+    if (log) {
+        log_break(log);
+        fprintf(log->metrics, "{\"step\": %lld, \"stopped\": \"%s\"}\n", (long long)step, preempt_signal_name(sig));
+        fclose(log->metrics);
+        log->metrics = NULL;
+        log_report(log);
+        printf("stop  | stopped by %s at step %lld of %d; resume with -y 1 (exit status %d)\n", preempt_signal_name(sig), (long long)step,
+               steps, preempt_exit_status(sig));
+        fflush(stdout);
+    }
+    dist_finish(d);
+    exit(preempt_exit_status(sig));
 }
 
 // ---------------------------------------------------------------------------

@@ -6,14 +6,14 @@
 # the MPI checks skip, saying why, where it or mpirun is missing).
 #
 # Checks, one "ok/FAIL/skip NAME" line each:
-# - SIGTERM mid-run: exit 0, "stopped by SIGTERM at step N of M", the checkpoint of
+# - SIGTERM mid-run: exit 143, "stopped by SIGTERM at step N of M", the checkpoint of
 #   step N (the last step logged) named by `latest`, a "stopped" line in metrics.jsonl;
 #   `-y 1` then ends with the final model, optimizer state and losses of an
 #   uninterrupted run, bit for bit.
-# - SIGINT once: the same stop; a second SIGINT ends the process at once.
+# - SIGINT once: the same stop, exit 130; a second SIGINT ends the process at once.
 # - `-y 1` on a finished run: exit 0, "run already finished", nothing in -o changed.
 # - mpirun -np 2: SIGTERM to one rank's pid stops both after the same step, rank 0
-#   saves, every rank exits 0, and `-y 1` continues bit-identically; SIGTERM to mpirun
+#   saves, every rank exits 143, and `-y 1` continues bit-identically; SIGTERM to mpirun
 #   (which forwards it after odls_base_sigkill_timeout) stops the run the same way;
 #   kill -9 of one rank ends mpirun non-zero within the bound README states, with no
 #   process left and `latest` naming a complete checkpoint.
@@ -114,9 +114,9 @@ wait_steps "$out/metrics.jsonl" 20
 kill -TERM "$bg"
 wait "$bg"; rc=$?; bg=""
 why=$(check_stopped "$out" SIGTERM "$tmp/term.log")
-if [ "$rc" -ne 0 ]; then echo "FAIL preempt_sigterm_stops: exit status $rc, expected 0: $(tail -1 "$tmp/term.err")"
+if [ "$rc" -ne 143 ]; then echo "FAIL preempt_sigterm_stops: exit status $rc, expected 143: $(tail -1 "$tmp/term.err")"
 elif [ -n "$why" ]; then echo "FAIL preempt_sigterm_stops: $why"
-else echo "ok preempt_sigterm_stops (at step $(stopped_step SIGTERM "$tmp/term.log") of $steps, exit 0, checkpoint and metrics line)"; fi
+else echo "ok preempt_sigterm_stops (at step $(stopped_step SIGTERM "$tmp/term.log") of $steps, exit 143, checkpoint and metrics line)"; fi
 $trainer $flags -o "$out" -y 1 > "$tmp/term_resume.log" 2>&1; rc=$?
 why=$(same_as_reference "$out")
 if [ "$rc" -ne 0 ]; then echo "FAIL preempt_sigterm_resume: -y 1 exited $rc: $(tail -1 "$tmp/term_resume.log")"
@@ -142,9 +142,9 @@ wait_steps "$out/metrics.jsonl" 20
 kill -INT "$bg"
 wait "$bg"; rc=$?; bg=""
 why=$(check_stopped "$out" SIGINT "$tmp/int.log")
-if [ "$rc" -ne 0 ]; then echo "FAIL preempt_sigint_stops: exit status $rc, expected 0: $(tail -1 "$tmp/int.err")"
+if [ "$rc" -ne 130 ]; then echo "FAIL preempt_sigint_stops: exit status $rc, expected 130: $(tail -1 "$tmp/int.err")"
 elif [ -n "$why" ]; then echo "FAIL preempt_sigint_stops: $why"
-else echo "ok preempt_sigint_stops (at step $(stopped_step SIGINT "$tmp/int.log"), exit 0)"; fi
+else echo "ok preempt_sigint_stops (at step $(stopped_step SIGINT "$tmp/int.log"), exit 130)"; fi
 
 # ---- the edge of "finished": a checkpoint one step before the end resumes; at or past the end it does not ----
 n=$(stopped_step SIGINT "$tmp/int.log")
@@ -169,8 +169,8 @@ kill -INT "$bg"
 wait_text "$tmp/int2.err" "signal| SIGINT"
 kill -INT "$bg" 2>/dev/null
 wait "$bg"; rc=$?; bg=""
-if [ "$rc" -ne 130 ]; then echo "FAIL preempt_second_sigint: exit status $rc, expected 130 (ended by SIGINT): $(tail -1 "$tmp/int2.log")"
-elif grep -q "stopped by" "$tmp/int2.log"; then echo "FAIL preempt_second_sigint: the run stopped after its step instead of at once"
+if grep -q "stopped by" "$tmp/int2.log"; then echo "FAIL preempt_second_sigint: the run stopped after its step instead of at once"
+elif [ "$rc" -ne 130 ]; then echo "FAIL preempt_second_sigint: exit status $rc, expected 130 (ended by SIGINT): $(tail -1 "$tmp/int2.log")"
 else echo "ok preempt_second_sigint (ended by the second SIGINT before the step ended)"; fi
 
 # ---- several ranks (mpirun) ----
@@ -202,7 +202,7 @@ wait_rank_pid() {
 
 mpi -np 2 $mpi_trainer $flags -o "$tmp/mref" > "$tmp/mref.log" 2>&1 || { echo "FAIL preempt_mpi_reference_run: $(grep error "$tmp/mref.log" | head -1)"; exit 1; }
 
-# SIGTERM to rank 1 only: both stop after the same step, every rank exits 0 (so mpirun does)
+# SIGTERM to rank 1 only: both stop after the same step, every rank exits 143 (so mpirun does)
 out="$tmp/mterm"
 mpi -np 2 $mpi_trainer $flags -o "$out" > "$tmp/mterm.log" 2>&1 &
 bg=$!
@@ -210,9 +210,9 @@ wait_steps "$out/metrics.jsonl" 20
 kill -TERM "$(wait_rank_pid "$bg" 1)"
 wait "$bg"; rc=$?; bg=""
 why=$(check_stopped "$out" SIGTERM "$tmp/mterm.log")
-if [ "$rc" -ne 0 ]; then echo "FAIL preempt_mpi_sigterm_one_rank: mpirun exited $rc, expected 0: $(grep -m1 error "$tmp/mterm.log")"
+if [ "$rc" -ne 143 ]; then echo "FAIL preempt_mpi_sigterm_one_rank: mpirun exited $rc, expected 143: $(grep -m1 error "$tmp/mterm.log")"
 elif [ -n "$why" ]; then echo "FAIL preempt_mpi_sigterm_one_rank: $why"
-else echo "ok preempt_mpi_sigterm_one_rank (both ranks stopped at step $(stopped_step SIGTERM "$tmp/mterm.log"), exit 0)"; fi
+else echo "ok preempt_mpi_sigterm_one_rank (both ranks stopped at step $(stopped_step SIGTERM "$tmp/mterm.log"), mpirun exit 143)"; fi
 mpi -np 2 $mpi_trainer $flags -o "$out" -y 1 > "$tmp/mterm_resume.log" 2>&1; rc=$?
 why=$(same_as_reference "$out" "$tmp/mref")
 if [ "$rc" -ne 0 ]; then echo "FAIL preempt_mpi_sigterm_resume: -y 1 exited $rc: $(grep -m1 error "$tmp/mterm_resume.log")"
