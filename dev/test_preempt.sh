@@ -25,8 +25,10 @@ mpi_trainer=${MPI_TRAINER:-./train_sft_mpi}
 [ -x "$trainer" ] || { echo "FAIL preempt_setup: $trainer not found (make train_sft first)"; exit 1; }
 tmp=$(mktemp -d /tmp/test_preempt.XXXXXX)
 bg=""
+# Process $1 and all its descendants.
+tree() { local c; echo "$1"; for c in $(pgrep -P "$1"); do tree "$c"; done; }
 cleanup() {
-    [ -n "$bg" ] && kill -9 $bg 2>/dev/null
+    [ -n "$bg" ] && kill -9 $(tree "$bg") 2>/dev/null
     rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -180,13 +182,16 @@ fi
 if [ ! -x "$mpi_trainer" ]; then
     echo "skip preempt_mpi: $mpi_trainer not found (make train_sft_mpi)"; exit 0
 fi
-mpirun_flags="--oversubscribe"
-[ "$(id -u)" = 0 ] && mpirun_flags="$mpirun_flags --allow-run-as-root"
-mpi() { mpirun $mpirun_flags "$@"; }
-# The pid of rank $2 among the children of mpirun $1, or "".
+# A command, not a shell function (a background job's $! must be a process of it);
+# `timeout` ends a run that hangs (a rule broken so that ranks wait for each other).
+mpi="timeout -k 5 120 mpirun --oversubscribe"
+[ "$(id -u)" = 0 ] && mpi="$mpi --allow-run-as-root"
+# The mpirun started under timeout $1.
+mpirun_pid() { pgrep -P "$1" -x mpirun; }
+# The pid of rank $2 among the children of the mpirun that timeout $1 runs, or "".
 rank_pid() {
     local p
-    for p in $(pgrep -P "$1"); do
+    for p in $(pgrep -P "$(mpirun_pid "$1")"); do
         tr '\0' '\n' < /proc/$p/environ 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$2" && { echo "$p"; return; }
     done
 }
@@ -200,11 +205,11 @@ wait_rank_pid() {
     done
 }
 
-mpi -np 2 $mpi_trainer $flags -o "$tmp/mref" > "$tmp/mref.log" 2>&1 || { echo "FAIL preempt_mpi_reference_run: $(grep error "$tmp/mref.log" | head -1)"; exit 1; }
+$mpi -np 2 $mpi_trainer $flags -o "$tmp/mref" > "$tmp/mref.log" 2>&1 || { echo "FAIL preempt_mpi_reference_run: $(grep error "$tmp/mref.log" | head -1)"; exit 1; }
 
 # SIGTERM to rank 1 only: both stop after the same step, every rank exits 143 (so mpirun does)
 out="$tmp/mterm"
-mpi -np 2 $mpi_trainer $flags -o "$out" > "$tmp/mterm.log" 2>&1 &
+$mpi -np 2 $mpi_trainer $flags -o "$out" > "$tmp/mterm.log" 2>&1 &
 bg=$!
 wait_steps "$out/metrics.jsonl" 20
 kill -TERM "$(wait_rank_pid "$bg" 1)"
@@ -213,7 +218,7 @@ why=$(check_stopped "$out" SIGTERM "$tmp/mterm.log")
 if [ "$rc" -ne 143 ]; then echo "FAIL preempt_mpi_sigterm_one_rank: mpirun exited $rc, expected 143: $(grep -m1 error "$tmp/mterm.log")"
 elif [ -n "$why" ]; then echo "FAIL preempt_mpi_sigterm_one_rank: $why"
 else echo "ok preempt_mpi_sigterm_one_rank (both ranks stopped at step $(stopped_step SIGTERM "$tmp/mterm.log"), mpirun exit 143)"; fi
-mpi -np 2 $mpi_trainer $flags -o "$out" -y 1 > "$tmp/mterm_resume.log" 2>&1; rc=$?
+$mpi -np 2 $mpi_trainer $flags -o "$out" -y 1 > "$tmp/mterm_resume.log" 2>&1; rc=$?
 why=$(same_as_reference "$out" "$tmp/mref")
 if [ "$rc" -ne 0 ]; then echo "FAIL preempt_mpi_sigterm_resume: -y 1 exited $rc: $(grep -m1 error "$tmp/mterm_resume.log")"
 elif [ -n "$why" ]; then echo "FAIL preempt_mpi_sigterm_resume: $why"
@@ -223,10 +228,10 @@ else echo "ok preempt_mpi_sigterm_resume (2 ranks: final model and losses equal 
 # odls_base_sigkill_timeout seconds and SIGKILL after as many again; with 3 s the ranks
 # stop after their step and save. mpirun itself exits 1 after a signal, whatever the ranks do.
 out="$tmp/mrun"
-OMPI_MCA_odls_base_sigkill_timeout=3 mpi -np 2 $mpi_trainer ${flags/-x $steps/-x 100000} -o "$out" > "$tmp/mrun.log" 2>&1 &
+OMPI_MCA_odls_base_sigkill_timeout=3 $mpi -np 2 $mpi_trainer ${flags/-x $steps/-x 100000} -o "$out" > "$tmp/mrun.log" 2>&1 &
 bg=$!
 wait_steps "$out/metrics.jsonl" 5
-kill -TERM "$bg"
+kill -TERM "$(mpirun_pid "$bg")"
 wait "$bg"; rc=$?; bg=""
 n=$(grep -o "stopped by SIGTERM at step [0-9]*" "$tmp/mrun.log" | grep -o '[0-9]*$')
 why=$(check_checkpoints "$out")
@@ -235,23 +240,31 @@ elif [ "$(cat "$out/latest")" != "$(printf 'step_%08d' "$n")" ] || [ -n "$why" ]
 else echo "ok preempt_mpi_sigterm_mpirun (stopped at step $n with its checkpoint; mpirun exited $rc)"; fi
 
 # kill -9 of rank 1 (checkpoints every step, so rank 0 is often writing one): mpirun
-# ends the job and exits non-zero within the bound, and no rank is left running.
+# ends the job and exits non-zero within the bound, no rank is left running, and
+# `latest` names a checkpoint one process resumes from (-d 256: the 2-rank default B*T*W).
 out="$tmp/mkill"
-mpi -np 2 $mpi_trainer ${flags/-n 100/-n 1} -o "$out" > "$tmp/mkill.log" 2>&1 &
+$mpi -np 2 $mpi_trainer ${flags/-n 100/-n 1} -o "$out" > "$tmp/mkill.log" 2>&1 &
 bg=$!
 wait_steps "$out/metrics.jsonl" 20
 p0=$(rank_pid "$bg" 0)
 t0=$(date +%s%N)
 kill -9 "$(wait_rank_pid "$bg" 1)"
 wait "$bg"; rc=$?; bg=""
+for ((i = 0; i < 6000; i++)); do  # rank 0 gone (or a zombie waiting for init), 60 s at most
+    [ -n "$p0" ] && [ -e /proc/$p0 ] && [ "$(awk '{print $3}' /proc/$p0/stat 2>/dev/null)" != Z ] || break
+    sleep 0.01
+done
 ms=$(( ($(date +%s%N) - t0) / 1000000 ))
 why=$(check_checkpoints "$out")
 if [ "$rc" -eq 0 ]; then echo "FAIL preempt_mpi_rank_killed: mpirun exited 0"
 elif [ "$ms" -gt 60000 ]; then echo "FAIL preempt_mpi_rank_killed: mpirun took $ms ms to end, more than 60 s"
-elif [ -n "$p0" ] && kill -0 "$p0" 2>/dev/null; then echo "FAIL preempt_mpi_rank_killed: rank 0 (pid $p0) still runs"; kill -9 "$p0"
+elif [ -z "$p0" ]; then echo "FAIL preempt_mpi_rank_killed: rank 0's pid not found"
+elif [ -e /proc/$p0 ] && [ "$(awk '{print $3}' /proc/$p0/stat 2>/dev/null)" != Z ]; then echo "FAIL preempt_mpi_rank_killed: rank 0 (pid $p0) still runs"; kill -9 "$p0"
 elif [ -n "$why" ]; then echo "FAIL preempt_mpi_rank_killed: $why"
+elif ! n=$(cat "$out/latest" | grep -o '[1-9][0-9]*$') || ! $trainer ${flags/-x $steps/-x $((n + 1))} -d 256 -o "$out" -y 1 > "$tmp/mkill_resume.log" 2>&1; then
+    echo "FAIL preempt_mpi_rank_killed: one process could not resume from $(cat "$out/latest"): $(tail -1 "$tmp/mkill_resume.log")"
 elif ! grep -q "exited on signal 9" "$tmp/mkill.log"; then echo "FAIL preempt_mpi_rank_killed: no message naming the killed rank: $(tail -2 "$tmp/mkill.log" | tr '\n' ' ')"
-else echo "ok preempt_mpi_rank_killed (mpirun exited $rc after $ms ms, naming the killed rank; latest names a complete checkpoint)"; fi
+else echo "ok preempt_mpi_rank_killed (mpirun exited $rc and rank 0 was gone $ms ms after the kill; mpirun named the killed rank; latest names a complete checkpoint, resumed by one process)"; fi
 
 # ---- bad configurations: one line and exit 1 on every rank ----
 # Each rank runs under a shell that records its exit status and stderr, so that
@@ -261,7 +274,7 @@ bad() {
     local name=$1 want=$2 r rc lines msg
     shift 2
     rm -f "$tmp"/bad.*
-    mpi "$@" > "$tmp/bad.mpirun" 2>&1
+    $mpi "$@" > "$tmp/bad.mpirun" 2>&1
     for r in 0 1; do
         rc=$(cat "$tmp/bad.rc.$r" 2>/dev/null)
         lines=$(wc -l < "$tmp/bad.err.$r" 2>/dev/null)
