@@ -7,8 +7,9 @@
 // record across the ranks (one small collective per step), so all ranks stop after
 // the same step even when only one was signalled. The trainer then saves the usual
 // checkpoint of that step (rank 0 writes it, atomically), logs the stop and exits
-// with 128 + the signal (preempt_exit_status); `-y 1` continues exactly where it stopped. A signal during the last step or after
-// it lets the run finish as usual (final validation, evaluation, checkpoint).
+// with 128 + the signal (preempt_exit_status); `-y 1` continues exactly where it
+// stopped. A signal during the last step or after it lets the run finish as usual
+// (final validation, evaluation, checkpoint).
 //
 // A second SIGINT ends the process at once (a checkpoint write it cuts leaves the
 // previous checkpoint and `latest` intact, as after kill -9); further SIGTERMs change
@@ -72,13 +73,12 @@ static int preempt_poll(Dist *d) {
 static int preempt_exit_status(int sig) { return 128 + sig; }
 
 // Ends a run stopped by `sig` after `step` of `steps`, once every rank has called
-// save_checkpoint for `step` (rank 0 wrote it): waits for all ranks, so that none
-// leaves while rank 0 still writes (launchers end a job at its first non-zero exit);
-// then, where log is not NULL (the rank that logs), a line in metrics.jsonl, the
-// report and the line that says how to continue; ends the transport and exits.
+// save_checkpoint for `step` (rank 0 wrote it): where log is not NULL (the rank that
+// logs), a line in metrics.jsonl, the report and the line that says how to continue;
+// then waits for all ranks, so that none leaves while rank 0 still writes (launchers
+// end the whole job at its first non-zero exit), ends the transport and exits.
 static void preempt_exit(Dist *d, RunLog *log, int64_t step, int steps, int sig) __attribute__((noreturn));
 static void preempt_exit(Dist *d, RunLog *log, int64_t step, int steps, int sig) {
-    dist_any(d, 0);  // a barrier
     if (log) {
         log_break(log);
         fprintf(log->metrics, "{\"step\": %lld, \"stopped\": \"%s\"}\n", (long long)step, preempt_signal_name(sig));
@@ -89,6 +89,7 @@ static void preempt_exit(Dist *d, RunLog *log, int64_t step, int steps, int sig)
                steps, preempt_exit_status(sig));
         fflush(stdout);
     }
+    dist_any(d, 0);  // a barrier
     dist_finish(d);
     exit(preempt_exit_status(sig));
 }

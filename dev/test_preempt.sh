@@ -182,9 +182,11 @@ fi
 if [ ! -x "$mpi_trainer" ]; then
     echo "skip preempt_mpi: $mpi_trainer not found (make train_sft_mpi)"; exit 0
 fi
-# A command, not a shell function (a background job's $! must be a process of it);
-# `timeout` ends a run that hangs (a rule broken so that ranks wait for each other).
-mpi="timeout -k 5 120 mpirun --oversubscribe"
+# A command, not a shell function (a background job's $! must be a process of it:
+# env execs timeout); `timeout` ends a run that hangs (a rule broken so that ranks wait
+# for each other). Open MPI leaves its own allocations at exit: under SAN=1 no leak
+# check for the ranks.
+mpi="env ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0 timeout -k 5 120 mpirun --oversubscribe"
 [ "$(id -u)" = 0 ] && mpi="$mpi --allow-run-as-root"
 # The mpirun started under timeout $1.
 mpirun_pid() { pgrep -P "$1" -x mpirun; }
@@ -207,9 +209,11 @@ wait_rank_pid() {
 
 $mpi -np 2 $mpi_trainer $flags -o "$tmp/mref" > "$tmp/mref.log" 2>&1 || { echo "FAIL preempt_mpi_reference_run: $(grep error "$tmp/mref.log" | head -1)"; exit 1; }
 
-# SIGTERM to rank 1 only: both stop after the same step, every rank exits 143 (so mpirun does)
+# SIGTERM to rank 1 only: both stop after the same step, every rank exits 143 (so mpirun
+# does). odls_base_sigkill_timeout=0: mpirun kills the other ranks at once when the first
+# one exits, so rank 0 must have saved and logged before any rank leaves.
 out="$tmp/mterm"
-$mpi -np 2 $mpi_trainer $flags -o "$out" > "$tmp/mterm.log" 2>&1 &
+OMPI_MCA_odls_base_sigkill_timeout=0 $mpi -np 2 $mpi_trainer $flags -o "$out" > "$tmp/mterm.log" 2>&1 &
 bg=$!
 wait_steps "$out/metrics.jsonl" 20
 kill -TERM "$(wait_rank_pid "$bg" 1)"
