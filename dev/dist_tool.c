@@ -112,6 +112,7 @@ static int cmd_plan(char **argv) {
 }
 
 int main(int argc, char **argv) {
+    (void)poison_this_step;  // trainer.h's test hook: not used by this tool
     if (argc == 4 && !strcmp(argv[1], "diff")) return cmd_diff(argv[2], argv[3]);
     if (argc == 3 && !strcmp(argv[1], "mkdata")) return cmd_mkdata(argv[2]);
     if (argc == 10 && !strcmp(argv[1], "plan")) return cmd_plan(argv + 2);
