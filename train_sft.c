@@ -17,6 +17,7 @@ run reproduces an uninterrupted one bit for bit.
 #include "common/dist.h"
 #include "common/evalset.h"
 #include "common/generate.h"
+#include "common/preempt.h"
 #include "common/trainer.h"
 
 // ----------------------------------------------------------------------------
@@ -907,6 +908,7 @@ static void openmp_wait_description(char *buf, size_t n) {
 #ifndef SFT_NO_MAIN
 int main(int argc, char **argv) {
     openmp_wait_passively(argv);
+    preempt_install();
     TrainArgs args;
     train_args_defaults(&args);
     Flag flags[] = {COMMON_FLAGS(&args)};
@@ -923,6 +925,11 @@ int main(int argc, char **argv) {
     setup_run(argv[0], &args, &run);
     dist_start(&dist);
     dist_check_same(&dist, run_fingerprint(&args, &run), "the run's flags, data files and model shape");
+    if (run_already_finished(&args, &run, dist.rank == 0)) {  // a restarted job: nothing written
+        run_free(&run);
+        dist_finish(&dist);
+        return 0;
+    }
     RankMemory mem = rank_memory(&run.cfg, args.B, args.T, dist.world, dist.zero);
     check_host_memory(&mem);
     if (dist.rank == 0) {
@@ -966,7 +973,8 @@ int main(int argc, char **argv) {
     int steps = run.steps;
     NonfiniteGuard guard = {args.max_nonfinite, 0};
     double step_comm = 0;  // seconds of the steps spent in collectives
-    for (int64_t step = state.step; step < steps; step++) {
+    int stop = 0;  // the signal that stopped the run (preempt.h), 0 while it goes on
+    for (int64_t step = state.step; step < steps && !stop; step++) {
         if (run.have_val && args.val_every > 0 && step % args.val_every == 0) {
             int64_t n;
             double vl = evaluate(&model, &val_loader, args.val_batches, &n);
@@ -983,12 +991,14 @@ int main(int argc, char **argv) {
         state.step = step + 1;
         if (!nonfinite_guard(&guard, &log, state.step, r.skipped, r.loss, r.grad_norm))
             log_step(&log, state.step, r.skipped, r.loss, lr, r.grad_norm, r.targets, dt);
-        if (args.ckpt_every > 0 && state.step % args.ckpt_every == 0 && state.step < steps) {
+        if (state.step < steps) stop = preempt_poll(&dist);
+        if ((args.ckpt_every > 0 && state.step % args.ckpt_every == 0 && state.step < steps) || stop) {
             state.epoch = loader.epoch; state.cursor = loader.cursor; state.rng = sample_rng.state;
             checkpoint_dist(&args, &model, &state);
             log_checkpoint(&log, state.step, 0);
         }
     }
+    if (stop) preempt_exit(&dist, &log, state.step, steps, stop);  // the checkpoint of state.step is saved
     log_break(&log);
     require_updates(&state);
     if (run.have_val) {

@@ -14,8 +14,10 @@ in fp32), fp32 master weights, fp32 AdamW moments and fp32 reductions;
 and GELU outputs in backward, 2 keeps only each layer's input and recomputes the layer.
 Every kernel is deterministic (no float atomics), so a run is bit-identical run to run.
 */
+#include "common/dist.h"
 #include "common/evalset.h"
 #include "common/generate.h"
+#include "common/preempt.h"
 #include "common/trainer.h"
 #include "cuda/attention.cuh"
 #include "cuda/classifier.cuh"
@@ -682,6 +684,7 @@ static void check_device_memory(const GPT2Config *cfg, int B, int T, int recompu
 
 #ifndef SFT_NO_MAIN
 int main(int argc, char **argv) {
+    preempt_install();
     TrainArgs args;
     train_args_defaults(&args);
     int recompute = 0;
@@ -690,11 +693,17 @@ int main(int argc, char **argv) {
     parse_flags(argc, argv, "-i train.bin [flags]", flags, (int)(sizeof flags / sizeof flags[0]));
     check_train_args(argv[0], &args);
     if (recompute < 0 || recompute > 2) usage_error(argv[0], "-r must be 0, 1 or 2, got %d", recompute);
+    Dist dist;
+    dist_discover(&dist, argv[0], &args);
     int devices = 0;
     if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) fatal("no CUDA device found; use ./train_sft on the CPU");
 
     RunSetup run;
     setup_run(argv[0], &args, &run);
+    if (run_already_finished(&args, &run, dist.rank == 0)) {  // a restarted job: nothing written
+        run_free(&run);
+        return 0;
+    }
     GPT2Config cfg = run.cfg;
     int steps = run.steps, A = run.A, BT = args.B * args.T;
     size_t free0, total_mem;
@@ -739,7 +748,8 @@ int main(int argc, char **argv) {
     gpu_generator_init(&gpu_gen, &gen, &M);
     size_t min_free = free1;
     NonfiniteGuard guard = {args.max_nonfinite, 0};
-    for (int64_t step = state.step; step < steps; step++) {
+    int stop = 0;  // the signal that stopped the run (preempt.h), 0 while it goes on
+    for (int64_t step = state.step; step < steps && !stop; step++) {
         if (run.have_val && args.val_every > 0 && step % args.val_every == 0) {
             int64_t n;
             double vl = gpu_evaluate(&M, &val_loader, &sb, args.val_batches, &n);
@@ -757,13 +767,15 @@ int main(int argc, char **argv) {
         state.step = step + 1;
         if (!nonfinite_guard(&guard, &log, state.step, r.skipped, r.loss, r.grad_norm))
             log_step(&log, state.step, r.skipped, r.loss, lr, r.grad_norm, r.targets, dt);
-        if (args.ckpt_every > 0 && state.step % args.ckpt_every == 0 && state.step < steps) {
+        if (state.step < steps) stop = preempt_poll(&dist);
+        if ((args.ckpt_every > 0 && state.step % args.ckpt_every == 0 && state.step < steps) || stop) {
             gpu_download_state(&M, run.params, host_m, host_v);
             state.epoch = loader.epoch; state.cursor = loader.cursor; state.rng = sample_rng.state;
             save_checkpoint(args.out_dir, &cfg, &run.p, &state, host_m, host_v, P);
             log_checkpoint(&log, state.step, 0);
         }
     }
+    if (stop) preempt_exit(&dist, &log, state.step, steps, stop);  // the checkpoint of state.step is saved
     log_break(&log);
     require_updates(&state);
     if (run.have_val) {

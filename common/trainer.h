@@ -68,7 +68,7 @@ static void train_args_defaults(TrainArgs *a) {
     {'g', FLAG_INT, &(a)->sample_tokens, "tokens to generate when sampling (default 64)"},               \
     {'w', FLAG_FLOAT, &(a)->temperature, "sampling temperature; 0 = greedy (default 0)"},                \
     {'n', FLAG_INT, &(a)->ckpt_every, "checkpoint every N steps; 0 = only at the end (default 0)"},      \
-    {'y', FLAG_INT, &(a)->resume, "1 = resume from the latest checkpoint in -o (default 0)"},            \
+    {'y', FLAG_INT, &(a)->resume, "1 = resume from the latest checkpoint in -o; a finished run exits 0 (SIGTERM/SIGINT save one and exit 143/130) (default 0)"},            \
     {'z', FLAG_INT, &(a)->seed, "random seed: init, shuffling, sampling (default 1337)"},                \
     {'k', FLAG_STRING, &(a)->tokenizer_path, "tokenizer (GPT-2 dir or tokenizer.json): decode samples, run -E; must be the one the data was made with (checked)"}, \
     {'E', FLAG_STRING, &(a)->eval_path, "exact-match evaluation JSONL of {prompt, completion}; needs -k"},   \
