@@ -4,8 +4,8 @@ semantics, checkpoints and Hugging Face export as the CPU trainer (train_sft.c),
 which is its reference: every kernel in cuda/ has a CPU twin there, checked in
 dev/cuda/, and test_sftcu compares whole steps.
 
-Matrix products run through cuBLASLt (the layers', with bias, GELU and bias gradient in the
-product's epilogue) and cuBLAS (the classifier's); everything else is our own kernels (the
+Matrix products run through cuBLASLt (the layers', with bias, GELU, its derivative and the
+bias gradient in the product's epilogue) and cuBLAS (the classifier's); everything else is our own kernels (the
 headers in cuda/); each residual add is fused into the LayerNorm that follows it.
 Precision is chosen at build time: bf16 (default) keeps weights, activations and
 activation gradients in bf16 for the matrix work, with fp32 parameter gradients
@@ -48,7 +48,7 @@ struct Acts {
     float *lnf_mean, *lnf_rstd;        // (BT)
     floatX *x_sel, *logits;            // (BT, C), (BT, Vp): rows that go to the classifier
     float *losses;                     // (BT)
-    floatX *dresidual, *dln, *datty, *dqkv, *dfch, *dfch_gelu, *dx_sel;  // gradient scratch, one layer
+    floatX *dresidual, *dln, *datty, *dqkv, *dfch, *dx_sel;  // gradient scratch, one layer
     float *scratch;                    // reductions
     float *norm2, *grad_scale;         // one float each
 };
@@ -149,7 +149,6 @@ static size_t gpu_acts_alloc(Acts *a, size_t *scratch_floats, const GPT2Config *
     a->datty = (floatX *)acts_take(BT * C * X, &t, allocate);
     a->dqkv = (floatX *)acts_take(BT * 3 * C * X, &t, allocate);
     a->dfch = (floatX *)acts_take(BT * 4 * C * X, &t, allocate);
-    a->dfch_gelu = (floatX *)acts_take(BT * 4 * C * X, &t, allocate);
     a->dx_sel = (floatX *)acts_take(BT * C * X, &t, allocate);
     size_t s = layernorm_backward_scratch_floats((int)BT, (int)C);
     size_t s2 = 4 * C;  // the bias gradient of the widest product, before it is added
@@ -239,7 +238,7 @@ static void gpu_model_free(GpuModel *M) {
     Acts *a = &M->a;
     void *ptrs[] = {M->params, M->grads, M->m, M->v, a->encoded, a->ln1, a->qkv, a->atty, a->lse, a->ln1_mean, a->ln1_rstd, a->residual2,
                     a->ln2, a->ln2_mean, a->ln2_rstd, a->fch, a->fch_gelu, a->residual3, a->lnf, a->lnf_mean, a->lnf_rstd, a->x_sel,
-                    a->logits, a->losses, a->dresidual, a->dln, a->datty, a->dqkv, a->dfch, a->dfch_gelu, a->dx_sel, a->scratch, a->norm2,
+                    a->logits, a->losses, a->dresidual, a->dln, a->datty, a->dqkv, a->dfch, a->dx_sel, a->scratch, a->norm2,
                     a->grad_scale, M->dev_block, M->blas_workspace};
     for (size_t i = 0; i < sizeof ptrs / sizeof ptrs[0]; i++) CUDA_CHECK(cudaFree(ptrs[i]));
 #if !defined(ENABLE_FP32)
@@ -448,22 +447,21 @@ static void gpu_backward(GpuModel *M, int B, int T) {
             kt_mark(s, K_MATMUL);  // the forward's own call (same epilogue): bit-identical GELU input and output
             matmul_forward_gelu(&M->lt, x.fch_gelu, x.fch, x.ln2, p[P_FCW] + (size_t)l * C * 4 * C, p[P_FCB] + l * 4 * C, BT, C, 4 * C, s);
         }
-        // MLP: residual3 = residual2 + fcproj(gelu(fc(ln2(residual2)))); bias gradients from the weight gradients' products
+        // MLP: residual3 = residual2 + fcproj(gelu(fc(ln2(residual2)))); the GELU backward and
+        // the bias gradients in the products' epilogues
         kt_mark(s, K_MATMUL);
-        matmul_backward(&M->lt, a->dfch_gelu, g[P_FCPROJW] + (size_t)l * 4 * C * C, g[P_FCPROJB] + l * C, a->scratch, a->dresidual, x.fch_gelu,
-                        p[P_FCPROJW] + (size_t)l * 4 * C * C, BT, 4 * C, C, s);
-        kt_mark(s, K_ELEMENTWISE);
-        gelu_backward(a->dfch, x.fch, a->dfch_gelu, (size_t)BT * 4 * C, s);
+        matmul_backward(&M->lt, a->dfch, g[P_FCPROJW] + (size_t)l * 4 * C * C, g[P_FCPROJB] + l * C, a->scratch, a->dresidual, x.fch_gelu,
+                        p[P_FCPROJW] + (size_t)l * 4 * C * C, x.fch, BT, 4 * C, C, s);
         kt_mark(s, K_MATMUL);
         matmul_backward(&M->lt, a->dln, g[P_FCW] + (size_t)l * C * 4 * C, g[P_FCB] + l * 4 * C, a->scratch, a->dfch, x.ln2,
-                        p[P_FCW] + (size_t)l * C * 4 * C, BT, C, 4 * C, s);
+                        p[P_FCW] + (size_t)l * C * 4 * C, nullptr, BT, C, 4 * C, s);
         kt_mark(s, K_LAYERNORM);
         layernorm_backward(a->dresidual, g[P_LN2W] + l * C, g[P_LN2B] + l * C, a->scratch, a->dln, x.residual2, p[P_LN2W] + l * C,
                            x.ln2_mean, x.ln2_rstd, BT, C, s);
         // attention: residual2 = input + attproj(attention(qkv(ln1(input))))
         kt_mark(s, K_MATMUL);
         matmul_backward(&M->lt, a->datty, g[P_ATTPROJW] + (size_t)l * C * C, g[P_ATTPROJB] + l * C, a->scratch, a->dresidual, x.atty,
-                        p[P_ATTPROJW] + (size_t)l * C * C, BT, C, C, s);
+                        p[P_ATTPROJW] + (size_t)l * C * C, nullptr, BT, C, C, s);
         kt_mark(s, K_ATTENTION);
         attention_backward(a->dqkv, a->scratch, a->datty, x.atty, x.lse, x.qkv, M->b.doc_start, B, T, C, NH, s);
         if (M->recompute == 1) {
@@ -472,7 +470,7 @@ static void gpu_backward(GpuModel *M, int B, int T) {
         }
         kt_mark(s, K_MATMUL);
         matmul_backward(&M->lt, a->dln, g[P_QKVW] + (size_t)l * C * 3 * C, g[P_QKVB] + l * 3 * C, a->scratch, a->dqkv, x.ln1,
-                        p[P_QKVW] + (size_t)l * C * 3 * C, BT, C, 3 * C, s);
+                        p[P_QKVW] + (size_t)l * C * 3 * C, nullptr, BT, C, 3 * C, s);
         kt_mark(s, K_LAYERNORM);
         layernorm_backward(a->dresidual, g[P_LN1W] + l * C, g[P_LN1B] + l * C, a->scratch, a->dln, x.input, p[P_LN1W] + l * C, x.ln1_mean,
                            x.ln1_rstd, BT, C, s);

@@ -10,8 +10,9 @@
 // The layers' products go through cuBLASLt so that the work around them happens in the
 // product's epilogue, on the fp32 accumulator, instead of in separate passes over memory:
 //   forward:  + bias (BIAS); + bias then GELU, keeping the GELU input (GELU_AUX_BIAS);
-//   backward: the bias gradient = column sums of dout, read while the weight gradient's
-//             product reads dout anyway (BGRADA: the sums of cuBLASLt's A over k).
+//   backward: the GELU's derivative on the data gradient (DGELU, reading the GELU input
+//             kept in forward); the bias gradient = column sums of dout, read while the
+//             weight gradient's product reads dout anyway (BGRADA: cuBLASLt's A summed over k).
 // cuBLASLt stores the bias gradient (it cannot accumulate it), so it goes to an fp32
 // scratch of OC floats and a tiny kernel adds it to the fp32 gradient: one extra launch
 // over OC floats instead of a pass over the N x OC dout.
@@ -74,12 +75,13 @@ inline uint32_t ptr_alignment(const void* p) {
 // the epilogue `epi`, in row-major terms (cuBLASLt's A is our B and its m is our N):
 //   CUBLASLT_EPILOGUE_BIAS           D = x + bias[n]                       (bias: N values of D's type)
 //   CUBLASLT_EPILOGUE_GELU_AUX_BIAS  D = gelu(x + bias[n]), aux = x + bias (aux: M x N, row stride ldaux, a multiple of 8)
+//   CUBLASLT_EPILOGUE_DGELU          D = x * gelu'(aux)                    (aux read: the GELU input, as above)
 //   CUBLASLT_EPILOGUE_BGRADA         D = x, bias[n] = sum over k of op(B)[k, n] (stored, not added; D's type)
 //   CUBLASLT_EPILOGUE_DEFAULT        D = x
 // Exits with a message if cuBLASLt has no algorithm for the problem.
 inline void lt_matmul_rm(const BlasLt* lt, cublasLtEpilogue_t epi, bool trans_a, bool trans_b, int M, int N, int K, const floatX* A, int lda,
-                         const floatX* B, int ldb, void* D, cudaDataType_t dtype, int ldd, bool accumulate, void* bias, void* aux, int ldaux,
-                         cudaStream_t s) {
+                         const floatX* B, int ldb, void* D, cudaDataType_t dtype, int ldd, bool accumulate, void* bias, const void* aux,
+                         int ldaux, cudaStream_t s) {
     cublasLtMatmulDesc_t desc;
     CUBLAS_CHECK(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     int32_t opa = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, opb = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -148,10 +150,13 @@ __global__ void add_f32_kernel(float* out, const float* inp, int n) {
 }
 
 // dinp = dout * w^T (overwritten), dw += inp^T * dout and dbias += column sums of dout (both
-// fp32); bias_scratch: OC floats, where BGRADA stores the column sums before they are added
+// fp32); bias_scratch: OC floats, where BGRADA stores the column sums before they are added.
+// With gelu_pre (N x C: inp = gelu(gelu_pre), C a multiple of 8) the data gradient goes on
+// through the GELU: dinp = (dout * w^T) * gelu'(gelu_pre), the gradient of gelu_pre.
 inline void matmul_backward(const BlasLt* lt, floatX* dinp, float* dw, float* dbias, float* bias_scratch, const floatX* dout,
-                            const floatX* inp, const floatX* w, int N, int C, int OC, cudaStream_t s) {
-    lt_matmul_rm(lt, CUBLASLT_EPILOGUE_DEFAULT, false, true, N, C, OC, dout, OC, w, OC, dinp, CUBLAS_FLOATX, C, false, nullptr, nullptr, 0, s);
+                            const floatX* inp, const floatX* w, const floatX* gelu_pre, int N, int C, int OC, cudaStream_t s) {
+    lt_matmul_rm(lt, gelu_pre ? CUBLASLT_EPILOGUE_DGELU : CUBLASLT_EPILOGUE_DEFAULT, false, true, N, C, OC, dout, OC, w, OC, dinp, CUBLAS_FLOATX, C,
+                 false, nullptr, gelu_pre, C, s);
     lt_matmul_rm(lt, CUBLASLT_EPILOGUE_BGRADA, true, false, C, OC, N, inp, C, dout, OC, dw, CUDA_R_32F, OC, true, bias_scratch, nullptr, 0, s);
     add_f32_kernel<<<ceil_div(OC, 256), 256, 0, s>>>(dbias, bias_scratch, OC);
     LAUNCH_CHECK();

@@ -5,10 +5,11 @@
 //   D = alpha op(A) op(B) + beta C, then the epilogue on each element x of D (m x n):
 //   BIAS: x + bias[i] (bias: m values, the rows of D); GELU_BIAS: gelu(x + bias[i]);
 //   GELU_AUX_BIAS: the same, and aux(i, j) = x + bias[i] (the GELU input, D's type, leading
-//   dimension AUX_LD: at least m and a multiple of 8); BGRADA: bias[i] = sum over k of
+//   dimension AUX_LD: at least m and a multiple of 8); DGELU: x * gelu'(aux(i, j)) (aux: the
+//   GELU input, read, same type and ld rules); BGRADA: bias[i] = sum over k of
 //   op(A)(i, k) (m values); BGRADB: bias[j] = sum over k of op(B)(k, j) (n values). The
 //   bias gradient is stored (overwritten), not accumulated. Bias and aux have D's type.
-// GELU here is the tanh form, as the trainer's: the header and documentation say only
+// GELU here is the tanh form (and DGELU its derivative), as the trainer's: the header and documentation say only
 // "GELU", so which form the library computes is checked on a GPU by dev/cuda/matmul.cu.
 // What real cuBLASLt checks and this one reproduces: ld >= rows, layouts that match the
 // transposes, a missing bias/aux pointer, aux ld, types, and pointers less aligned than
@@ -54,6 +55,7 @@ uint32_t alignment_of(const void *p) {
 bool has_bias_in(int e) { return e == CUBLASLT_EPILOGUE_BIAS || e == CUBLASLT_EPILOGUE_GELU_BIAS || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS; }
 bool is_bgrad(int e) { return e == CUBLASLT_EPILOGUE_BGRADA || e == CUBLASLT_EPILOGUE_BGRADB; }
 bool is_gelu(int e) { return e == CUBLASLT_EPILOGUE_GELU_BIAS || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS; }
+bool has_aux(int e) { return e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS || e == CUBLASLT_EPILOGUE_DGELU; }
 
 cublasStatus_t reject(cublasStatus_t st, const char *why) {
     fprintf(stderr, "EMU cuBLASLt: %s\n", why);
@@ -80,14 +82,15 @@ cublasStatus_t check_problem(const Desc *d, const Layout *A, const Layout *B, co
     if (A->type != B->type || (A->type != CUDA_R_32F && A->type != CUDA_R_16BF) || (D->type != A->type && D->type != CUDA_R_32F))
         return reject(CUBLAS_STATUS_NOT_SUPPORTED, "type combination (A == B in {32F, 16BF}, D == A or 32F)");
     int e = d->epilogue;
-    if (e != CUBLASLT_EPILOGUE_DEFAULT && !has_bias_in(e) && !is_bgrad(e)) return reject(CUBLAS_STATUS_NOT_SUPPORTED, "epilogue not emulated");
-    if (e != CUBLASLT_EPILOGUE_DEFAULT) {
+    if (e != CUBLASLT_EPILOGUE_DEFAULT && e != CUBLASLT_EPILOGUE_DGELU && !has_bias_in(e) && !is_bgrad(e))
+        return reject(CUBLAS_STATUS_NOT_SUPPORTED, "epilogue not emulated");
+    if (has_bias_in(e) || is_bgrad(e)) {
         if (!d->bias) return reject(CUBLAS_STATUS_INVALID_VALUE, "epilogue needs BIAS_POINTER");
         if (d->bias_type != -1 && d->bias_type != D->type) return reject(CUBLAS_STATUS_NOT_SUPPORTED, "bias type other than D's");
         if (alignment_of(d->bias) < type_size(D->type)) return reject(CUBLAS_STATUS_INVALID_VALUE, "bias pointer not aligned to its type");
     }
-    if (e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS) {
-        if (!d->aux) return reject(CUBLAS_STATUS_INVALID_VALUE, "GELU_AUX needs EPILOGUE_AUX_POINTER");
+    if (has_aux(e)) {
+        if (!d->aux) return reject(CUBLAS_STATUS_INVALID_VALUE, "GELU_AUX/DGELU needs EPILOGUE_AUX_POINTER");
         if (d->aux_ld < (int64_t)D->rows || d->aux_ld % 8 != 0) return reject(CUBLAS_STATUS_INVALID_VALUE, "AUX_LD below the row count or not a multiple of 8");
         if (d->aux_type != -1 && d->aux_type != D->type) return reject(CUBLAS_STATUS_NOT_SUPPORTED, "aux type other than D's");
         if (alignment_of(d->aux) < type_size(D->type)) return reject(CUBLAS_STATUS_INVALID_VALUE, "aux pointer not aligned to its type");
@@ -104,6 +107,11 @@ void store(void *p, cudaDataType_t t, size_t i, float v) {
     else ((__nv_bfloat16 *)p)[i] = __float2bfloat16(v);
 }
 float gelu_tanh(float x) { return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x))); }
+float dgelu_tanh(float x) {
+    const float s = 0.7978845608028654f;
+    float th = tanhf(s * (x + 0.044715f * x * x * x));
+    return 0.5f * (1.0f + th) + 0.5f * x * (1.0f - th * th) * s * (1.0f + 3.0f * 0.044715f * x * x);
+}
 size_t extent(const Layout *l) { return l->rows && l->cols ? ((size_t)(l->cols - 1) * l->ld + l->rows) * type_size(l->type) : 0; }
 }  // namespace
 
@@ -237,8 +245,8 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t dd, const
         emu::fail("cublasLtMatmul: a matrix lies outside device memory");
     size_t es = type_size(D->type);
     size_t nbias = e == CUBLASLT_EPILOGUE_BGRADB ? n : m;
-    if (d->bias && e != CUBLASLT_EPILOGUE_DEFAULT && !emu::in_device(d->bias, nbias * es)) emu::fail("cublasLtMatmul: bias outside device memory");
-    if (e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS && !emu::in_device(d->aux, ((size_t)(n - 1) * d->aux_ld + m) * es))
+    if ((has_bias_in(e) || is_bgrad(e)) && !emu::in_device(d->bias, nbias * es)) emu::fail("cublasLtMatmul: bias outside device memory");
+    if (has_aux(e) && !emu::in_device(d->aux, ((size_t)(n - 1) * d->aux_ld + m) * es))
         emu::fail("cublasLtMatmul: aux outside device memory");
     if (workspace_bytes && !emu::in_device(workspace, workspace_bytes)) emu::fail("cublasLtMatmul: workspace outside device memory");
     float al = *(const float *)alpha, be = *(const float *)beta;
@@ -258,6 +266,7 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t dd, const
             if (be != 0.0f) r += be * load(Cp, C->type, ci);  // beta == 0: C is not read
             if (has_bias_in(e)) r += load(d->bias, D->type, i);
             if (e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS) store(d->aux, D->type, i + (size_t)j * d->aux_ld, r);
+            if (e == CUBLASLT_EPILOGUE_DGELU) r *= dgelu_tanh(load(d->aux, D->type, i + (size_t)j * d->aux_ld));
             store(Dp, D->type, ci, is_gelu(e) ? gelu_tanh(r) : r);
         }
     if (e == CUBLASLT_EPILOGUE_BGRADA)

@@ -41,6 +41,10 @@ static std::vector<float> download(const void *d, size_t n, cudaDataType_t t) {
     return v;
 }
 static double gelu(double x) { return 0.5 * x * (1.0 + tanh(sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x))); }
+static double dgelu(double x) {  // d/dx of gelu above, by a central difference (independent of the emulator's closed form)
+    const double h = 1e-4;
+    return (gelu(x + h) - gelu(x - h)) / (2 * h);
+}
 static bool close(const std::vector<float> &got, const std::vector<double> &want, double tol, char *msg) {
     double mx = 1e-30;
     for (double w : want) mx = fmax(mx, fabs(w));
@@ -84,14 +88,14 @@ int main() {
     cublasLtCreate(&h);
     const int m = 24, n = 10, k = 37;
     const cudaDataType_t tins[3] = {CUDA_R_32F, CUDA_R_16BF, CUDA_R_16BF}, touts[3] = {CUDA_R_32F, CUDA_R_16BF, CUDA_R_32F};
-    const int epis[6] = {CUBLASLT_EPILOGUE_DEFAULT, CUBLASLT_EPILOGUE_BIAS, CUBLASLT_EPILOGUE_GELU_BIAS, CUBLASLT_EPILOGUE_GELU_AUX_BIAS,
-                         CUBLASLT_EPILOGUE_BGRADA, CUBLASLT_EPILOGUE_BGRADB};
+    const int epis[7] = {CUBLASLT_EPILOGUE_DEFAULT, CUBLASLT_EPILOGUE_BIAS, CUBLASLT_EPILOGUE_GELU_BIAS, CUBLASLT_EPILOGUE_GELU_AUX_BIAS,
+                         CUBLASLT_EPILOGUE_DGELU, CUBLASLT_EPILOGUE_BGRADA, CUBLASLT_EPILOGUE_BGRADB};
     int cases = 0, bad = 0;
     char msg[200] = "", first[300] = "";
     for (int ty = 0; ty < 3; ty++)
         for (int ta = 0; ta < 2; ta++)
             for (int tb = 0; tb < 2; tb++)
-                for (int ei = 0; ei < 6; ei++)
+                for (int ei = 0; ei < 7; ei++)
                     for (int bi = 0; bi < 2; bi++) {
                         cudaDataType_t tin = tins[ty], tout = touts[ty];
                         int e = epis[ei];
@@ -104,18 +108,21 @@ int main() {
                         for (auto &x : bias) x = round_to(tout, frand());
                         size_t nb = e == CUBLASLT_EPILOGUE_BGRADB ? n : m;
                         void *dA = upload(a, tin), *dB = upload(b, tin), *dD = upload(c, tout);
-                        void *dbias = upload(bias, tout), *daux = upload(std::vector<float>((size_t)ldaux * n, 7.0f), tout);
+                        std::vector<float> aux0((size_t)ldaux * n);  // DGELU's input: a GELU input in [-3, 3)
+                        for (auto &x : aux0) x = round_to(tout, 3.0f * frand());
+                        void *dbias = upload(bias, tout), *daux = upload(aux0, tout);
                         Setup s = setup(tin, tout, ta ? CUBLAS_OP_T : CUBLAS_OP_N, tb ? CUBLAS_OP_T : CUBLAS_OP_N, m, n, k, lda, ldb, ldd);
                         cublasLtMatmulDescSetAttribute(s.d, CUBLASLT_MATMUL_DESC_EPILOGUE, &e, 4);
-                        if (e != CUBLASLT_EPILOGUE_DEFAULT) cublasLtMatmulDescSetAttribute(s.d, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &dbias, sizeof dbias);
-                        if (e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS) {
+                        if (e != CUBLASLT_EPILOGUE_DEFAULT && e != CUBLASLT_EPILOGUE_DGELU)
+                            cublasLtMatmulDescSetAttribute(s.d, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &dbias, sizeof dbias);
+                        if (e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS || e == CUBLASLT_EPILOGUE_DGELU) {
                             int64_t ld = ldaux;
                             cublasLtMatmulDescSetAttribute(s.d, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &daux, sizeof daux);
                             cublasLtMatmulDescSetAttribute(s.d, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld, 8);
                         }
                         cublasStatus_t st = run(h, s, dA, dB, dD, beta);
                         // the reference: element (i, j) of op(A), op(B) read straight from the column-major arrays
-                        std::vector<double> wd(c.begin(), c.end()), waux((size_t)ldaux * n, 7.0), wbias(nb);
+                        std::vector<double> wd(c.begin(), c.end()), waux(aux0.begin(), aux0.end()), wbias(nb);
                         for (int j = 0; j < n; j++)
                             for (int i = 0; i < m; i++) {
                                 double x = 0.0;
@@ -123,6 +130,7 @@ int main() {
                                 x += beta * c[i + (size_t)j * ldd];
                                 if (e == CUBLASLT_EPILOGUE_BIAS || e == CUBLASLT_EPILOGUE_GELU_BIAS || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS) x += bias[i];
                                 if (e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS) waux[i + (size_t)j * ldaux] = x;
+                                if (e == CUBLASLT_EPILOGUE_DGELU) x *= dgelu(aux0[i + (size_t)j * ldaux]);
                                 wd[i + (size_t)j * ldd] = (e == CUBLASLT_EPILOGUE_GELU_BIAS || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS) ? gelu(x) : x;
                             }
                         for (size_t i = 0; i < nb; i++) {
@@ -160,7 +168,7 @@ int main() {
     cublasLtMatmulDescSetAttribute(s.d, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &dD, sizeof dD);
     cublasLtMatmulDescSetAttribute(s.d, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld, 8);
     report(run(h, s, dA, dB, dD, 0.0f) == CUBLAS_STATUS_INVALID_VALUE, "aux_ld_not_multiple_of_8_is_invalid", "accepted");
-    e = CUBLASLT_EPILOGUE_DGELU;
+    e = CUBLASLT_EPILOGUE_DGELU_BGRAD;
     cublasLtMatmulDescSetAttribute(s.d, CUBLASLT_MATMUL_DESC_EPILOGUE, &e, 4);
     report(run(h, s, dA, dB, dD, 0.0f) == CUBLAS_STATUS_NOT_SUPPORTED, "unemulated_epilogue_not_supported", "accepted");
     // D one float past a 256-byte boundary, with the default promise of 256-byte alignment

@@ -1,5 +1,5 @@
 // emulated cuBLASLt: the subset the trainer uses (matmul with the BIAS, GELU_BIAS,
-// GELU_AUX_BIAS and BGRADA/BGRADB epilogues), as a plain loop; see ../cublaslt.cpp.
+// GELU_AUX_BIAS, DGELU and BGRADA/BGRADB epilogues), as a plain loop; see ../cublaslt.cpp.
 // Names, enum values and signatures are those of CUDA 13's cublasLt.h.
 #pragma once
 #include <stdint.h>
