@@ -4,14 +4,17 @@ semantics, checkpoints and Hugging Face export as the CPU trainer (train_sft.c),
 which is its reference: every kernel in cuda/ has a CPU twin there, checked in
 dev/cuda/, and test_sftcu compares whole steps.
 
-Matrix products run through cuBLAS; everything else is our own kernels (the headers in cuda/).
+Matrix products run through cuBLASLt (the layers', with bias, GELU, its derivative and the
+bias gradient in the product's epilogue) and cuBLAS (the classifier's); everything else is our own kernels (the
+headers in cuda/); each residual add is fused into the LayerNorm that follows it.
 Precision is chosen at build time: bf16 (default) keeps weights, activations and
 activation gradients in bf16 for the matrix work, with fp32 parameter gradients
-(cuBLAS writes the weight gradients in fp32; they accumulate over the micro-batches
-in fp32), fp32 master weights, fp32 AdamW moments and fp32 reductions;
+(cuBLASLt writes the weight and bias gradients in fp32; they accumulate over the
+micro-batches in fp32), fp32 master weights, fp32 AdamW moments and fp32 reductions;
 `make train_sftcu PRECISION=FP32` computes in fp32 throughout.
 -r sets gradient checkpointing: 0 stores every activation, 1 recomputes the LayerNorm
-and GELU outputs in backward, 2 keeps only each layer's input and recomputes the layer.
+outputs and the MLP's first product with its GELU in backward, 2 keeps only each layer's
+input and recomputes the layer.
 Every kernel is deterministic (no float atomics), so a run is bit-identical run to run.
 */
 #include "common/dist.h"
@@ -41,13 +44,13 @@ struct Acts {
     float *ln1_mean, *ln1_rstd, *lse;  // (L, BT), (L, BT), (L, NH, BT)
     floatX *residual2, *ln2;           // (BT, C)
     float *ln2_mean, *ln2_rstd;        // (L, BT)
-    floatX *fch, *fch_gelu;            // (BT, 4C)
+    floatX *fch, *fch_gelu;            // (BT, 4C) the MLP's GELU input and output, per layer at level 0
     floatX *residual3;                 // (L, BT, C): every layer's output, always kept
     floatX *lnf;                       // (BT, C)
     float *lnf_mean, *lnf_rstd;        // (BT)
     floatX *x_sel, *logits;            // (BT, C), (BT, Vp): rows that go to the classifier
     float *losses;                     // (BT)
-    floatX *dresidual, *dln, *datty, *dqkv, *dfch, *dfch_gelu, *dx_sel;  // gradient scratch, one layer
+    floatX *dresidual, *dln, *datty, *dqkv, *dfch, *dx_sel;  // gradient scratch, one layer
     float *scratch;                    // reductions
     float *norm2, *grad_scale;         // one float each
 };
@@ -89,6 +92,7 @@ struct GpuModel {
     int *host_block, *dev_block;       // (batch_ints(BT)) one micro-batch, pinned host and device, for gpu_upload_batch
     int *slot_tok, *slot_pos;          // (V), (maxT) host scratch of encoder_backward_plan, -1 between calls
     cublasHandle_t blas;
+    BlasLt lt;                         // cuBLASLt handle, sharing blas_workspace
     void *blas_workspace;              // (BLAS_WORKSPACE bytes) cuBLAS's workspace, set once with the stream
     cudaStream_t stream;
     float *host_logits;                // one row, for generation
@@ -120,8 +124,8 @@ static void *acts_take(size_t bytes, size_t *total, bool allocate) {
 static size_t gpu_acts_alloc(Acts *a, size_t *scratch_floats, const GPT2Config *cfg, int B, int T, int recompute, bool allocate) {
     size_t L = cfg->L, C = cfg->C, BT = (size_t)B * T, V = cfg->V, NH = cfg->NH;
     size_t t = 0, X = sizeof(floatX), F = sizeof(float);
-    size_t lay = stored_per_layer(recompute, true) ? L : 1;   // ln1, ln2, fch_gelu: cheap to recompute
-    size_t big = stored_per_layer(recompute, false) ? L : 1;  // qkv, atty, lse, residual2, fch: kept at level 1
+    size_t lay = stored_per_layer(recompute, true) ? L : 1;   // ln1, ln2, fch, fch_gelu: recomputed at level 1
+    size_t big = stored_per_layer(recompute, false) ? L : 1;  // qkv, atty, lse, residual2: kept at level 1
     a->encoded = (floatX *)acts_take(BT * C * X, &t, allocate);
     a->ln1 = (floatX *)acts_take(lay * BT * C * X, &t, allocate);
     a->qkv = (floatX *)acts_take(big * BT * 3 * C * X, &t, allocate);
@@ -133,7 +137,7 @@ static size_t gpu_acts_alloc(Acts *a, size_t *scratch_floats, const GPT2Config *
     a->ln2 = (floatX *)acts_take(lay * BT * C * X, &t, allocate);
     a->ln2_mean = (float *)acts_take(L * BT * F, &t, allocate);
     a->ln2_rstd = (float *)acts_take(L * BT * F, &t, allocate);
-    a->fch = (floatX *)acts_take(big * BT * 4 * C * X, &t, allocate);
+    a->fch = (floatX *)acts_take(lay * BT * 4 * C * X, &t, allocate);
     a->fch_gelu = (floatX *)acts_take(lay * BT * 4 * C * X, &t, allocate);
     a->residual3 = (floatX *)acts_take(L * BT * C * X, &t, allocate);
     a->lnf = (floatX *)acts_take(BT * C * X, &t, allocate);
@@ -147,10 +151,9 @@ static size_t gpu_acts_alloc(Acts *a, size_t *scratch_floats, const GPT2Config *
     a->datty = (floatX *)acts_take(BT * C * X, &t, allocate);
     a->dqkv = (floatX *)acts_take(BT * 3 * C * X, &t, allocate);
     a->dfch = (floatX *)acts_take(BT * 4 * C * X, &t, allocate);
-    a->dfch_gelu = (floatX *)acts_take(BT * 4 * C * X, &t, allocate);
     a->dx_sel = (floatX *)acts_take(BT * C * X, &t, allocate);
     size_t s = layernorm_backward_scratch_floats((int)BT, (int)C);
-    size_t s2 = bias_backward_scratch_floats((int)BT, (int)(4 * C));
+    size_t s2 = 4 * C;  // the bias gradient of the widest product, before it is added
     size_t s3 = attention_backward_scratch_floats(B, T, (int)C, (int)NH);
     size_t s4 = global_norm_scratch_floats();
     if (s2 > s) s = s2;
@@ -194,6 +197,9 @@ static void gpu_model_build(GpuModel *M, const GPT2Config *cfg, const float *hos
     M->blas_workspace = dev_alloc(BLAS_WORKSPACE);
     CUBLAS_CHECK(cublasSetStream(M->blas, M->stream));  // every product runs on this stream, with this workspace
     CUBLAS_CHECK(cublasSetWorkspace(M->blas, M->blas_workspace, BLAS_WORKSPACE));
+    CUBLAS_CHECK(cublasLtCreate(&M->lt.handle));
+    M->lt.workspace = M->blas_workspace;
+    M->lt.workspace_bytes = BLAS_WORKSPACE;
     M->params = (floatX *)dev_alloc(P * sizeof(floatX));
     M->grads = (float *)dev_alloc(P * sizeof(float));
 #if defined(ENABLE_FP32)
@@ -234,13 +240,14 @@ static void gpu_model_free(GpuModel *M) {
     Acts *a = &M->a;
     void *ptrs[] = {M->params, M->grads, M->m, M->v, a->encoded, a->ln1, a->qkv, a->atty, a->lse, a->ln1_mean, a->ln1_rstd, a->residual2,
                     a->ln2, a->ln2_mean, a->ln2_rstd, a->fch, a->fch_gelu, a->residual3, a->lnf, a->lnf_mean, a->lnf_rstd, a->x_sel,
-                    a->logits, a->losses, a->dresidual, a->dln, a->datty, a->dqkv, a->dfch, a->dfch_gelu, a->dx_sel, a->scratch, a->norm2,
+                    a->logits, a->losses, a->dresidual, a->dln, a->datty, a->dqkv, a->dfch, a->dx_sel, a->scratch, a->norm2,
                     a->grad_scale, M->dev_block, M->blas_workspace};
     for (size_t i = 0; i < sizeof ptrs / sizeof ptrs[0]; i++) CUDA_CHECK(cudaFree(ptrs[i]));
 #if !defined(ENABLE_FP32)
     CUDA_CHECK(cudaFree(M->master));
 #endif
     CUBLAS_CHECK(cublasDestroy(M->blas));
+    CUBLAS_CHECK(cublasLtDestroy(M->lt.handle));
     CUDA_CHECK(cudaStreamDestroy(M->stream));
     CUDA_CHECK(cudaFreeHost(M->host_block));
     free(M->host_logits); free(M->host_row); free(M->slot_tok); free(M->slot_pos);
@@ -325,7 +332,7 @@ static LayerActs layer_acts(const GpuModel *M, int l, int BT) {
     r.lse = a->lse + big * NH * BT;
     r.residual2 = a->residual2 + big * BT * C;
     r.ln2 = a->ln2 + lay * BT * C;
-    r.fch = a->fch + big * BT * 4 * C;
+    r.fch = a->fch + lay * BT * 4 * C;
     r.fch_gelu = a->fch_gelu + lay * BT * 4 * C;
     r.residual3 = a->residual3 + (size_t)l * BT * C;
     r.input = l == 0 ? a->encoded : a->residual3 + (size_t)(l - 1) * BT * C;
@@ -334,33 +341,51 @@ static LayerActs layer_acts(const GpuModel *M, int l, int BT) {
     return r;
 }
 
-// One transformer layer forward (as in train_sft.c's gpt2_forward).
+// One transformer layer forward (as in train_sft.c's gpt2_forward) from its ln1, already
+// computed, up to the MLP's GELU output; the layer's last product and residual add are
+// layer_output_forward's. The first residual add is fused into ln2.
 static void layer_forward(GpuModel *M, int l, int B, int T) {
     const GPT2Config *c = &M->cfg;
     int C = c->C, NH = c->NH, BT = B * T;
     cudaStream_t s = M->stream;
     LayerActs x = layer_acts(M, l, BT);
     floatX **p = M->p;
-    kt_mark(s, K_LAYERNORM);
-    layernorm_forward(x.ln1, x.ln1_mean, x.ln1_rstd, x.input, p[P_LN1W] + l * C, p[P_LN1B] + l * C, BT, C, c->eps, s);
     kt_mark(s, K_MATMUL);
-    matmul_forward(M->blas, x.qkv, x.ln1, p[P_QKVW] + (size_t)l * C * 3 * C, p[P_QKVB] + l * 3 * C, BT, C, 3 * C, s);
+    matmul_forward(&M->lt, x.qkv, x.ln1, p[P_QKVW] + (size_t)l * C * 3 * C, p[P_QKVB] + l * 3 * C, BT, C, 3 * C, s);
     kt_mark(s, K_ATTENTION);
     attention_forward(x.atty, x.lse, x.qkv, M->b.doc_start, B, T, C, NH, s);
     kt_mark(s, K_MATMUL);
-    matmul_forward(M->blas, x.residual2, x.atty, p[P_ATTPROJW] + (size_t)l * C * C, p[P_ATTPROJB] + l * C, BT, C, C, s);
-    kt_mark(s, K_ELEMENTWISE);
-    add_inplace(x.residual2, x.input, (size_t)BT * C, s);
+    // the attention projection goes to ln2's buffer: the fused kernel reads each row before it writes it
+    matmul_forward(&M->lt, x.ln2, x.atty, p[P_ATTPROJW] + (size_t)l * C * C, p[P_ATTPROJB] + l * C, BT, C, C, s);
     kt_mark(s, K_LAYERNORM);
-    layernorm_forward(x.ln2, x.ln2_mean, x.ln2_rstd, x.residual2, p[P_LN2W] + l * C, p[P_LN2B] + l * C, BT, C, c->eps, s);
+    fused_residual_layernorm_forward(x.residual2, x.ln2, x.ln2_mean, x.ln2_rstd, x.input, x.ln2, p[P_LN2W] + l * C, p[P_LN2B] + l * C, BT, C,
+                                     c->eps, s);
     kt_mark(s, K_MATMUL);
-    matmul_forward(M->blas, x.fch, x.ln2, p[P_FCW] + (size_t)l * C * 4 * C, p[P_FCB] + l * 4 * C, BT, C, 4 * C, s);
-    kt_mark(s, K_ELEMENTWISE);
-    gelu_forward(x.fch_gelu, x.fch, (size_t)BT * 4 * C, s);
+    matmul_forward_gelu(&M->lt, x.fch_gelu, x.fch, x.ln2, p[P_FCW] + (size_t)l * C * 4 * C, p[P_FCB] + l * 4 * C, BT, C, 4 * C, s);
+}
+
+// Layer l's last product and residual add (residual3 = residual2 + fcproj(fch_gelu)), fused
+// into the LayerNorm that follows: the next layer's ln1, or after the last layer lnf.
+static void layer_output_forward(GpuModel *M, int l, int B, int T) {
+    const GPT2Config *c = &M->cfg;
+    int C = c->C, BT = B * T;
+    cudaStream_t s = M->stream;
+    Acts *a = &M->a;
+    LayerActs x = layer_acts(M, l, BT);
+    floatX **p = M->p;
+    floatX *ln_out = a->lnf;
+    float *mean = a->lnf_mean, *rstd = a->lnf_rstd;
+    const floatX *w = p[P_LNFW], *b = p[P_LNFB];
+    if (l + 1 < c->L) {
+        LayerActs next = layer_acts(M, l + 1, BT);
+        ln_out = next.ln1; mean = next.ln1_mean; rstd = next.ln1_rstd;
+        w = p[P_LN1W] + (l + 1) * C; b = p[P_LN1B] + (l + 1) * C;
+    }
     kt_mark(s, K_MATMUL);
-    matmul_forward(M->blas, x.residual3, x.fch_gelu, p[P_FCPROJW] + (size_t)l * 4 * C * C, p[P_FCPROJB] + l * C, BT, 4 * C, C, s);
-    kt_mark(s, K_ELEMENTWISE);
-    add_inplace(x.residual3, x.residual2, (size_t)BT * C, s);
+    // into the LayerNorm's output buffer, which the fused kernel reads row by row before writing it
+    matmul_forward(&M->lt, ln_out, x.fch_gelu, p[P_FCPROJW] + (size_t)l * 4 * C * C, p[P_FCPROJB] + l * C, BT, 4 * C, C, s);
+    kt_mark(s, K_LAYERNORM);
+    fused_residual_layernorm_forward(x.residual3, ln_out, mean, rstd, x.residual2, ln_out, w, b, BT, C, c->eps, s);
 }
 
 // Forward over B rows of T positions (the micro-batch already on the device), then
@@ -374,9 +399,13 @@ static void gpu_forward(GpuModel *M, int B, int T, bool with_targets, float grad
     Acts *a = &M->a;
     kt_mark(s, K_ENCODER);
     encoder_forward(a->encoded, M->b.inputs, M->b.pos, M->p[P_WTE], M->p[P_WPE], BT, C, s);
-    for (int l = 0; l < L; l++) layer_forward(M, l, B, T);
+    LayerActs x0 = layer_acts(M, 0, BT);
     kt_mark(s, K_LAYERNORM);
-    layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, a->residual3 + (size_t)(L - 1) * BT * C, M->p[P_LNFW], M->p[P_LNFB], BT, C, c->eps, s);
+    layernorm_forward(x0.ln1, x0.ln1_mean, x0.ln1_rstd, a->encoded, M->p[P_LN1W], M->p[P_LN1B], BT, C, c->eps, s);
+    for (int l = 0; l < L; l++) {
+        layer_forward(M, l, B, T);
+        layer_output_forward(M, l, B, T);  // ends with the next layer's ln1, or lnf
+    }
     int R = M->b.num_rows;
     if (R == 0) return;
     kt_mark(s, K_CLASSIFIER);
@@ -409,35 +438,32 @@ static void gpu_backward(GpuModel *M, int B, int T) {
                        a->lnf_mean, a->lnf_rstd, BT, C, s);
     for (int l = L - 1; l >= 0; l--) {
         LayerActs x = layer_acts(M, l, BT);
-        if (M->recompute == 2) layer_forward(M, l, B, T);  // everything but the layer's input was dropped
-        if (M->recompute == 1) {                            // LayerNorm and GELU outputs were dropped
+        if (M->recompute == 2) {  // everything but the layer's input was dropped
+            kt_mark(s, K_LAYERNORM);
+            layernorm_forward(x.ln1, x.ln1_mean, x.ln1_rstd, x.input, p[P_LN1W] + l * C, p[P_LN1B] + l * C, BT, C, c->eps, s);
+            layer_forward(M, l, B, T);
+        }
+        if (M->recompute == 1) {  // the LayerNorm outputs and the MLP's first product were dropped
             kt_mark(s, K_LAYERNORM);
             layernorm_forward(x.ln2, x.ln2_mean, x.ln2_rstd, x.residual2, p[P_LN2W] + l * C, p[P_LN2B] + l * C, BT, C, c->eps, s);
-            kt_mark(s, K_ELEMENTWISE);
-            gelu_forward(x.fch_gelu, x.fch, (size_t)BT * 4 * C, s);
+            kt_mark(s, K_MATMUL);  // the forward's own call (same epilogue): bit-identical GELU input and output
+            matmul_forward_gelu(&M->lt, x.fch_gelu, x.fch, x.ln2, p[P_FCW] + (size_t)l * C * 4 * C, p[P_FCB] + l * 4 * C, BT, C, 4 * C, s);
         }
-        // MLP: residual3 = residual2 + fcproj(gelu(fc(ln2(residual2))))
+        // MLP: residual3 = residual2 + fcproj(gelu(fc(ln2(residual2)))); the GELU backward and
+        // the bias gradients in the products' epilogues
         kt_mark(s, K_MATMUL);
-        matmul_backward_data_weight(M->blas, a->dfch_gelu, g[P_FCPROJW] + (size_t)l * 4 * C * C, a->dresidual, x.fch_gelu,
-                                    p[P_FCPROJW] + (size_t)l * 4 * C * C, BT, 4 * C, C);
-        kt_mark(s, K_ELEMENTWISE);
-        bias_backward(g[P_FCPROJB] + l * C, a->scratch, a->dresidual, BT, C, s);
-        kt_mark(s, K_ELEMENTWISE);
-        gelu_backward(a->dfch, x.fch, a->dfch_gelu, (size_t)BT * 4 * C, s);
+        matmul_backward(&M->lt, a->dfch, g[P_FCPROJW] + (size_t)l * 4 * C * C, g[P_FCPROJB] + l * C, a->scratch, a->dresidual, x.fch_gelu,
+                        p[P_FCPROJW] + (size_t)l * 4 * C * C, x.fch, BT, 4 * C, C, s);
         kt_mark(s, K_MATMUL);
-        matmul_backward_data_weight(M->blas, a->dln, g[P_FCW] + (size_t)l * C * 4 * C, a->dfch, x.ln2, p[P_FCW] + (size_t)l * C * 4 * C, BT, C,
-                                    4 * C);
-        kt_mark(s, K_ELEMENTWISE);
-        bias_backward(g[P_FCB] + l * 4 * C, a->scratch, a->dfch, BT, 4 * C, s);
+        matmul_backward(&M->lt, a->dln, g[P_FCW] + (size_t)l * C * 4 * C, g[P_FCB] + l * 4 * C, a->scratch, a->dfch, x.ln2,
+                        p[P_FCW] + (size_t)l * C * 4 * C, nullptr, BT, C, 4 * C, s);
         kt_mark(s, K_LAYERNORM);
         layernorm_backward(a->dresidual, g[P_LN2W] + l * C, g[P_LN2B] + l * C, a->scratch, a->dln, x.residual2, p[P_LN2W] + l * C,
                            x.ln2_mean, x.ln2_rstd, BT, C, s);
         // attention: residual2 = input + attproj(attention(qkv(ln1(input))))
         kt_mark(s, K_MATMUL);
-        matmul_backward_data_weight(M->blas, a->datty, g[P_ATTPROJW] + (size_t)l * C * C, a->dresidual, x.atty, p[P_ATTPROJW] + (size_t)l * C * C,
-                                    BT, C, C);
-        kt_mark(s, K_ELEMENTWISE);
-        bias_backward(g[P_ATTPROJB] + l * C, a->scratch, a->dresidual, BT, C, s);
+        matmul_backward(&M->lt, a->datty, g[P_ATTPROJW] + (size_t)l * C * C, g[P_ATTPROJB] + l * C, a->scratch, a->dresidual, x.atty,
+                        p[P_ATTPROJW] + (size_t)l * C * C, nullptr, BT, C, C, s);
         kt_mark(s, K_ATTENTION);
         attention_backward(a->dqkv, a->scratch, a->datty, x.atty, x.lse, x.qkv, M->b.doc_start, B, T, C, NH, s);
         if (M->recompute == 1) {
@@ -445,10 +471,8 @@ static void gpu_backward(GpuModel *M, int B, int T) {
             layernorm_forward(x.ln1, x.ln1_mean, x.ln1_rstd, x.input, p[P_LN1W] + l * C, p[P_LN1B] + l * C, BT, C, c->eps, s);
         }
         kt_mark(s, K_MATMUL);
-        matmul_backward_data_weight(M->blas, a->dln, g[P_QKVW] + (size_t)l * C * 3 * C, a->dqkv, x.ln1, p[P_QKVW] + (size_t)l * C * 3 * C, BT, C,
-                                    3 * C);
-        kt_mark(s, K_ELEMENTWISE);
-        bias_backward(g[P_QKVB] + l * 3 * C, a->scratch, a->dqkv, BT, 3 * C, s);
+        matmul_backward(&M->lt, a->dln, g[P_QKVW] + (size_t)l * C * 3 * C, g[P_QKVB] + l * 3 * C, a->scratch, a->dqkv, x.ln1,
+                        p[P_QKVW] + (size_t)l * C * 3 * C, nullptr, BT, C, 3 * C, s);
         kt_mark(s, K_LAYERNORM);
         layernorm_backward(a->dresidual, g[P_LN1W] + l * C, g[P_LN1B] + l * C, a->scratch, a->dln, x.input, p[P_LN1W] + l * C, x.ln1_mean,
                            x.ln1_rstd, BT, C, s);

@@ -88,7 +88,9 @@ void layernorm_forward(floatX* out, float* mean, float* rstd, const floatX* inp,
     layernorm_forward_launch(out, mean, rstd, nullptr, inp, nullptr, w, b, N, C, eps, false, s);
 }
 
-// residual_out = a + b (stored as floatX), ln_out = layernorm(residual_out as stored)
+// residual_out = a + b (stored as floatX), ln_out = layernorm(residual_out as stored): bit for bit
+// layernorm_forward's output on residual_out. ln_out may be b (in place): each row's warp reads
+// the row of b before its warp_sum and writes ln_out only after it.
 void fused_residual_layernorm_forward(floatX* residual_out, floatX* ln_out, float* mean, float* rstd, const floatX* a, const floatX* b,
                                       const floatX* w, const floatX* bias, int N, int C, float eps, cudaStream_t s) {
     layernorm_forward_launch(ln_out, mean, rstd, residual_out, a, b, w, bias, N, C, eps, true, s);

@@ -146,7 +146,21 @@ static void check_forward(int N, int C) {
     check(name, download(d_mean, N), want_mean, 1e-4f);
     snprintf(name, sizeof name, "fused_residual_layernorm_forward N=%d C=%d rstd", N, C);
     check(name, download(d_rstd, N), want_rstd, 1e-4f);
-    for (floatX* p : {d_a, d_r, d_w, d_b, d_out, d_res, d_a2}) CUDA_CHECK(cudaFree(p));
+    // backward's recompute (-r 1, -r 2) runs the plain LayerNorm on the stored residual:
+    // it must give the fused kernel's output bit for bit
+    std::vector<unsigned char> fused_out = download_bytes(d_out, n * sizeof(floatX));
+    floatX* d_out2 = dev_alloc<floatX>(n);
+    poison(d_out2, n * sizeof(floatX));
+    layernorm_forward(d_out2, d_mean, d_rstd, d_res, d_w, d_b, N, C, EPS, 0);
+    snprintf(name, sizeof name, "fused_residual_layernorm_forward N=%d C=%d equals layernorm_forward of the residual", N, C);
+    check_bits(name, fused_out, download_bytes(d_out2, n * sizeof(floatX)));
+    // as train_sft.cu calls it: the product's output in ln_out's buffer (operand b is ln_out)
+    upload_x(d_out2, a2);
+    poison(d_res, n * sizeof(floatX));
+    fused_residual_layernorm_forward(d_res, d_out2, d_mean, d_rstd, d_r, d_out2, d_w, d_b, N, C, EPS, 0);
+    snprintf(name, sizeof name, "fused_residual_layernorm_forward N=%d C=%d in place (b is ln_out)", N, C);
+    check_bits(name, fused_out, download_bytes(d_out2, n * sizeof(floatX)));
+    for (floatX* p : {d_a, d_r, d_w, d_b, d_out, d_res, d_a2, d_out2}) CUDA_CHECK(cudaFree(p));
     CUDA_CHECK(cudaFree(d_mean));
     CUDA_CHECK(cudaFree(d_rstd));
 }

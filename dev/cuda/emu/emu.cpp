@@ -322,7 +322,7 @@ cudaError_t func_set_attribute(const void *f, cudaFuncAttribute a, int v) {
 static std::map<uintptr_t, size_t> allocs;
 static size_t allocated;
 
-static bool in_device(const void *p, size_t n) {
+bool in_device(const void *p, size_t n) {  // also used by cublaslt.cpp
     uintptr_t u = (uintptr_t)p;
     auto it = allocs.upper_bound(u);
     if (it == allocs.begin()) return false;

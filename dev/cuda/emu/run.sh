@@ -15,11 +15,12 @@ sed -i 's/^    timings();/    \/\/ timings(); (emulator: no timing)/; s/^    tim
 FLAGS="-std=c++17 -O2 -g -U_FORTIFY_SOURCE -D_FORTIFY_SOURCE=0 -fopenmp -Wall -Wno-unused-function -Wno-format-truncation -Wno-unknown-pragmas -Wno-sign-compare -I$here/include -I$src $SAN"
 mkdir -p "$work/obj"
 g++ $FLAGS -c -o "$work/obj/emu.o" "$here/emu.cpp"
+g++ $FLAGS -c -o "$work/obj/cublaslt.o" "$here/cublaslt.cpp"
 gcc -O2 -g -fopenmp -std=gnu11 -I"$src" $SAN -c -o "$work/obj/cpu_ref.o" "$src/dev/cuda/cpu_ref.c"
 build() {  # build OUT SRC [flags]
     local out=$1 f=$2
     shift 2
-    g++ $FLAGS "$@" -o "$out" -x c++ "$f" -x none "$work/obj/emu.o" "$work/obj/cpu_ref.o" -lm
+    g++ $FLAGS "$@" -o "$out" -x c++ "$f" -x none "$work/obj/emu.o" "$work/obj/cublaslt.o" "$work/obj/cpu_ref.o" -lm
 }
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_stack_use_after_return=0:detect_leaks=0}
 status=0
@@ -29,6 +30,8 @@ for t in $targets; do
     selftest)
         build "$work/selftest" dev/cuda/emu/selftest.cu
         "$work/selftest" 0 || status=1
+        build "$work/selftest_lt" dev/cuda/emu/selftest_lt.cu
+        "$work/selftest_lt" || status=1
         if sh -c '"$1" 1 > /dev/null 2>&1' _ "$work/selftest" 2> /dev/null; then echo "FAIL selftest 1: an exited lane at a warp op was not caught"; status=1; else echo "ok selftest 1: an exited lane at a warp op is caught"; fi
         ;;
     dev)
