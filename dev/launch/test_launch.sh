@@ -16,7 +16,7 @@ fail() { echo "FAIL $1"; status=1; }
 for f in dev/launch/*.sh dev/launch/*.sbatch; do
     if err=$(bash -n "$f" 2>&1); then echo "ok launch_bash_syntax $f"; else fail "launch_bash_syntax $f: $err"; fi
     if command -v shellcheck > /dev/null; then
-        if err=$(shellcheck -s bash "$f" 2>&1); then echo "ok launch_shellcheck $f"; else fail "launch_shellcheck $f: $(echo "$err" | head -n 5)"; fi
+        if err=$(shellcheck -s bash -f gcc "$f" 2>&1); then echo "ok launch_shellcheck $f"; else fail "launch_shellcheck $f: $(echo "$err" | head -n 3 | tr "\n" " ")"; fi
     fi
 done
 command -v shellcheck > /dev/null || echo "skip launch_shellcheck: shellcheck is not installed (bash -n only)"
