@@ -25,7 +25,10 @@ settings (mpirun -np, torchrun --nnodes x --nproc_per_node, #SBATCH --nodes x
   (-i -j -e -k -E -o -f) by the demo files and a temporary directory; -e by a fresh
   1-layer model with the file's context length, -d by B*T (one micro-batch) and -x by
   1 and 2, so each run is one small step. The values of every other flag are the
-  file's own.
+  file's own. For PyTorchJob and TrainJob the trainer runs in the environment the
+  operator gives the first pod (its variables as the operator's sources set them, for
+  a job of one pod, then the script's own exports), so the trainer's reading of that
+  environment is checked too.
 Prints one line per check: "ok NAME", "FAIL NAME: why" or "skip NAME: why".
 """
 import os
@@ -170,7 +173,8 @@ def pytorchjob(doc):
     need(doc.get("apiVersion") == "kubeflow.org/v1" and doc.get("kind") == "PyTorchJob", "not apiVersion kubeflow.org/v1, kind PyTorchJob")
     need((doc.get("metadata") or {}).get("name"), "no metadata.name")
     spec = doc.get("spec") or {}
-    need("nprocPerNode" not in spec, "nprocPerNode set: RANK would be the pod's index, not the process's (one process per pod here)")
+    # one process per pod; the operator's default "auto" would reach the trainer as PET_NPROC_PER_NODE=auto
+    need(spec.get("nprocPerNode") == "1", 'nprocPerNode must be "1" (one process per pod)')
     reps = spec.get("pytorchReplicaSpecs") or {}
     need(set(reps) == {"Master", "Worker"}, f"pytorchReplicaSpecs has {sorted(reps)}, expected Master and Worker")
     need(reps["Master"].get("replicas") == 1, "Master must have replicas: 1")
@@ -186,7 +190,10 @@ def pytorchjob(doc):
         scripts.append(script_of(c, name))
         world += n
     need(len(set(scripts)) == 1, "Master and Worker run different scripts")
-    return scripts[0], world
+    # what the operator sets in the Master's container (envvar.go), for a job of one pod
+    pod_env = {"RANK": "0", "WORLD_SIZE": "1", "PET_NODE_RANK": "0", "PET_NNODES": "1", "MASTER_ADDR": "127.0.0.1",
+               "MASTER_PORT": "23456", "PET_NPROC_PER_NODE": spec.get("nprocPerNode", "auto")}
+    return scripts[0], world, pod_env
 
 
 def trainjob(doc):
@@ -219,7 +226,10 @@ def trainjob(doc):
     cs = [c for c in pspec.get("containers") or [] if c.get("name") == "node"]
     need(len(cs) == 1, "runtimePatches must patch the container named node")
     check_volume(pspec, cs[0], "node")
-    return script, nodes * procs
+    # what the torch plugin sets in node 0's container (torch.go), for a job of one node
+    pod_env = {"PET_NNODES": "1", "PET_NODE_RANK": "0", "PET_NPROC_PER_NODE": str(procs), "PET_MASTER_ADDR": "127.0.0.1",
+               "PET_MASTER_PORT": "29500"}
+    return script, nodes * procs, pod_env
 
 
 def mpijob(doc):
@@ -244,7 +254,7 @@ def mpijob(doc):
          "Worker: must run /usr/sbin/sshd in the foreground (-D): mpirun reaches the workers over ssh")
     check_volume(lspec, lc, "Launcher")
     check_volume(wspec, wc, "Worker")
-    return script_of(lc, "Launcher"), workers * slots
+    return script_of(lc, "Launcher"), workers * slots, None  # the ranks' environment comes from mpirun
 
 
 MANIFESTS = {"PyTorchJob": pytorchjob, "TrainJob": trainjob, "MPIJob": mpijob}
@@ -294,9 +304,21 @@ def check_rendezvous(kind, text, launcher, flags):
 # ---------------------------------------------------------------------------
 # The trainer's command line, run by the CPU trainer.
 
-def run_trainer(name, flags, tmp):
-    """Fresh start (-y 0) then resume (-y 1), one step each, with the file's flags."""
+def pod_environment(text, pod_env):
+    """The launcher variables the trainer sees in a pod: the operator's (pod_env), after
+    the script's lines before the trainer's have run (they may export more)."""
+    lines = text[:text.index("train_sftcu")].rsplit("\n", 1)[0]
+    p = subprocess.run(["sh", "-c", lines + "\nenv"], env=dict(pod_env, PATH=os.environ["PATH"]), stdout=subprocess.PIPE, text=True)
+    need(p.returncode == 0, "the container's script fails before it reaches the trainer")
+    env = dict(l.split("=", 1) for l in p.stdout.splitlines() if "=" in l)
+    return {k: v for k, v in env.items() if LAUNCHER_ENV.search(k)}
+
+
+def run_trainer(flags, tmp, pod_env):
+    """Fresh start (-y 0) then resume (-y 1), one step each, with the file's flags, in
+    the pod's launcher environment when there is one (else none: one process)."""
     env = {k: v for k, v in os.environ.items() if not LAUNCHER_ENV.search(k)}
+    env.update(pod_env or {})
     env["OMP_NUM_THREADS"] = "1"
     out = os.path.join(tmp, "out")
     shutil.rmtree(out, ignore_errors=True)
@@ -316,7 +338,7 @@ def run_trainer(name, flags, tmp):
         need(f.read().strip() == "step_00000002", "the resumed run did not end at step 2")
 
 
-def check_command(path, text, env, world, kind, launcher, trainer, flags, tmp):
+def check_command(text, env, world, kind, launcher, trainer, flags, tmp, pod_env):
     raw = flag_pairs(flags)
     vals = {f: resolve(v, env) for f, v in raw.items()}
     need(trainer == "train_sftcu", f"runs {trainer}; the launch files run the GPU trainer train_sftcu")
@@ -328,11 +350,11 @@ def check_command(path, text, env, world, kind, launcher, trainer, flags, tmp):
     B, T, d = (int_value(vals.get(f), f) for f in ("-b", "-t", "-d"))
     need(d % (B * T * world) == 0, f"-d {d} is not a multiple of B*T*W = {B}*{T}*{world}")
     check_rendezvous(kind, text, [resolve(t, env) for t in launcher], vals)
-    run_trainer(os.path.basename(path), vals, tmp)
+    run_trainer(vals, tmp, pod_environment(text, pod_env) if pod_env else None)
     return B, T, d
 
 
-def check_file(path, text, world, launcher_of_script, helps, tmp):
+def check_file(path, text, world, launcher_of_script, helps, tmp, pod_env=None):
     """The trainer command line of one launch file (a script, or a manifest's script)."""
     name = os.path.basename(path)
     env = shell_vars(text)
@@ -343,8 +365,9 @@ def check_file(path, text, world, launcher_of_script, helps, tmp):
     elif [t for t in launcher if t != "exec"][:1] == ["mpirun"]:
         w, kind = world_of_script(path, text, launcher, env, helps)
         need(w == world, f"mpirun -np {w} but the job has {world} slots (Worker replicas x slotsPerWorker)")
-    B, T, d = check_command(path, text, env, world, kind, launcher, trainer, flags, tmp)
-    return f"W={world}, -d {d} = {B}*{T}*{world}*{d // (B * T * world)}; ./train_sft accepts the flags (fresh start and resume)"
+    B, T, d = check_command(text, env, world, kind, launcher, trainer, flags, tmp, pod_env)
+    where = " in the environment the operator gives rank 0" if pod_env else ""
+    return f"W={world}, -d {d} = {B}*{T}*{world}*{d // (B * T * world)}; ./train_sft accepts the flags{where} (fresh start and resume)"
 
 
 def main():
@@ -369,11 +392,11 @@ def main():
                     need(len(docs) == 1, f"{len(docs)} documents, expected 1")
                     check = MANIFESTS.get(docs[0].get("kind"))
                     need(check is not None, f"unknown kind {docs[0].get('kind')}")
-                    script, world = check(docs[0])
+                    script, world, pod_env = check(docs[0])
                     report(True, f"launch_manifest {f}: {docs[0]['kind']} {docs[0]['apiVersion']}, fields the operator needs")
                     sh = subprocess.run(["sh", "-n"], input=script, text=True, stderr=subprocess.PIPE)
                     need(sh.returncode == 0, f"the container's script is not valid sh: {sh.stderr.strip()}")
-                    report(True, f"launch_command {f}: " + check_file(path, script, world, False, helps, tmp))
+                    report(True, f"launch_command {f}: " + check_file(path, script, world, False, helps, tmp, pod_env))
                 elif (f.endswith(".sh") or f.endswith(".sbatch")) and f != "test_launch.sh":
                     report(True, f"launch_command {f}: " + check_file(path, text, 0, True, helps, tmp))
             except (Bad, KeyError, TypeError, ValueError, OSError, subprocess.TimeoutExpired) as e:
