@@ -263,7 +263,7 @@ MANIFESTS = {"PyTorchJob": pytorchjob, "TrainJob": trainjob, "MPIJob": mpijob}
 # ---------------------------------------------------------------------------
 # The launcher line of each script: how many ranks it starts, and its settings.
 
-def world_of_script(path, text, launcher, env, helps):
+def world_of_script(text, launcher, env, helps):
     """W the launcher starts, checking the launcher's own settings."""
     launcher = [resolve(t, env) for t in launcher]
     if launcher and launcher[0] == "exec":
@@ -354,16 +354,15 @@ def check_command(text, env, world, kind, launcher, trainer, flags, tmp, pod_env
     return B, T, d
 
 
-def check_file(path, text, world, launcher_of_script, helps, tmp, pod_env=None):
+def check_file(text, world, launcher_of_script, helps, tmp, pod_env=None):
     """The trainer command line of one launch file (a script, or a manifest's script)."""
-    name = os.path.basename(path)
     env = shell_vars(text)
     launcher, trainer, flags = trainer_command(text)
     kind = "pod"
     if launcher_of_script:
-        world, kind = world_of_script(path, text, launcher, env, helps)
+        world, kind = world_of_script(text, launcher, env, helps)
     elif [t for t in launcher if t != "exec"][:1] == ["mpirun"]:
-        w, kind = world_of_script(path, text, launcher, env, helps)
+        w, kind = world_of_script(text, launcher, env, helps)
         need(w == world, f"mpirun -np {w} but the job has {world} slots (Worker replicas x slotsPerWorker)")
     B, T, d = check_command(text, env, world, kind, launcher, trainer, flags, tmp, pod_env)
     where = " in the environment the operator gives rank 0" if pod_env else ""
@@ -396,9 +395,9 @@ def main():
                     report(True, f"launch_manifest {f}: {docs[0]['kind']} {docs[0]['apiVersion']}, fields the operator needs")
                     sh = subprocess.run(["sh", "-n"], input=script, text=True, stderr=subprocess.PIPE)
                     need(sh.returncode == 0, f"the container's script is not valid sh: {sh.stderr.strip()}")
-                    report(True, f"launch_command {f}: " + check_file(path, script, world, False, helps, tmp, pod_env))
+                    report(True, f"launch_command {f}: " + check_file(script, world, False, helps, tmp, pod_env))
                 elif (f.endswith(".sh") or f.endswith(".sbatch")) and f != "test_launch.sh":
-                    report(True, f"launch_command {f}: " + check_file(path, text, 0, True, helps, tmp))
+                    report(True, f"launch_command {f}: " + check_file(text, 0, True, helps, tmp))
             except (Bad, KeyError, TypeError, ValueError, OSError, subprocess.TimeoutExpired) as e:
                 report(False, f"launch {f}", str(e) or type(e).__name__)
     finally:
