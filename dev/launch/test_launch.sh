@@ -78,7 +78,7 @@ run_script() {  # NAME LAUNCHER MASTER_ADDR ARGS...: runs dev/launch/NAME twice 
         fi
         want="0 2 0 $addr:$port|1 2 1 $addr:$port"
         if [ "$(sort "$tmp/log" | cut -d' ' -f1-4 | paste -sd'|')" != "$want" ]; then
-            fail "launch_run $name: ranks got $(cut -d' ' -f1-4 "$tmp/log" | paste -sd'|'), expected $want (rank world local master)"; return
+            fail "launch_run $name: ranks got $(sort "$tmp/log" | cut -d' ' -f1-4 | paste -sd'|'), expected $want (rank world local master)"; return
         fi
         if [ "$(cut -d' ' -f5- "$tmp/log" | sort -u | wc -l)" != 1 ] || ! grep -q -- " -o $tmp/data/out .* -y $y\$" "$tmp/log"; then
             fail "launch_run $name: the ranks' flags differ or lack -o $tmp/data/out ... -y $y: $(head -n 1 "$tmp/log")"; return
