@@ -100,7 +100,9 @@ def trainer_command(text):
         toks = shlex.split(line, comments=True)
         for i, t in enumerate(toks):
             if os.path.basename(t) in TRAINERS:
-                found.append((toks[:i], os.path.basename(t), toks[i + 1:]))
+                rest = toks[i + 1:]
+                ends = [k for k, r in enumerate(rest) if r in ("||", "&&", ";", "|", "&") or r.startswith(">")]
+                found.append((toks[:i], os.path.basename(t), rest[:ends[0]] if ends else rest))  # up to a shell operator
                 break
     need(len(found) == 1, f"{len(found)} lines run a trainer, expected exactly 1")
     return found[0]
@@ -273,6 +275,9 @@ def world_of_script(text, launcher, env, helps):
         check_launcher_options(launcher[1:], prog, helps[prog])
     if prog == "mpirun":
         w = int_value(option(launcher, "-np", "-n"), "mpirun -np")
+        kill = [launcher[i + 2] for i in range(len(launcher) - 2) if launcher[i:i + 2] == ["--mca", "odls_base_sigkill_timeout"]]
+        need(kill and int_value(kill[0], "odls_base_sigkill_timeout") >= 30,
+             "mpirun needs --mca odls_base_sigkill_timeout 30 or more: its default, 1 s after passing on SIGTERM, leaves no time for a checkpoint")
         return w, "mpirun"
     if prog == "torchrun":
         need("--no_python" in launcher, "torchrun needs --no_python: the trainer is not a Python script")
@@ -284,6 +289,8 @@ def world_of_script(text, launcher, env, helps):
         sb = dict(re.findall(r"^#SBATCH\s+--([a-z-]+)(?:=(\S+))?", text, re.M))
         need(re.fullmatch(r"TERM@[0-9]+", sb.get("signal", "")) is not None, "#SBATCH --signal=TERM@SECONDS missing: no warning before the time limit")
         need("requeue" in sb, "#SBATCH --requeue missing: a preempted job would not come back")
+        need(re.search(r'^if \[ "\$status" -eq 143 \]; then scontrol requeue "\$SLURM_JOB_ID"; fi$', text, re.M),
+             "the script must requeue the job when srun ends with 143 (stopped by SIGTERM before the time limit)")
         nodes, tasks = int_value(sb.get("nodes"), "--nodes"), int_value(sb.get("ntasks-per-node"), "--ntasks-per-node")
         need(sb.get("gpus-per-node") == str(tasks) or sb.get("gpus-per-task") == "1", "one task per GPU: --gpus-per-node must equal --ntasks-per-node (or --gpus-per-task=1)")
         return nodes * tasks, "srun"

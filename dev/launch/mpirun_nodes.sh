@@ -18,6 +18,9 @@ MASTER_PORT=${MASTER_PORT:-29500}
 export MASTER_ADDR MASTER_PORT
 # -y 1 resumes from OUT/latest, and the trainer refuses it when there is no checkpoint yet
 RESUME=0; [ -f "$OUT/latest" ] && RESUME=1
-exec mpirun --hostfile "$HOSTFILE" -np "$NP" --bind-to none -x MASTER_ADDR -x MASTER_PORT -x PATH -x LD_LIBRARY_PATH \
+# On SIGTERM mpirun passes it on to the ranks, and kills them odls_base_sigkill_timeout
+# seconds later (default 1): 60 leaves them time to finish the step and write the
+# checkpoint (the trainer then exits 143, and -y 1 continues).
+exec mpirun --hostfile "$HOSTFILE" -np "$NP" --bind-to none --mca odls_base_sigkill_timeout 60 -x MASTER_ADDR -x MASTER_PORT -x PATH -x LD_LIBRARY_PATH \
     "$SFT/train_sftcu" -i "$DATA/train.bin" -j "$DATA/val.bin" -e "$DATA/gpt2" -k "$DATA/gpt2" -o "$OUT" \
     -b 8 -t 1024 -d 524288 -l 5e-5 -u 50 -c 0.1 -v 200 -n 200 -y "$RESUME"

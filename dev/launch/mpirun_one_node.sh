@@ -14,6 +14,9 @@ NGPU=${NGPU:-8}
 MASTER_PORT=${MASTER_PORT:-29500}   # the trainer's NCCL id exchange listens on MASTER_PORT + 1
 # -y 1 resumes from OUT/latest, and the trainer refuses it when there is no checkpoint yet
 RESUME=0; [ -f "$OUT/latest" ] && RESUME=1
-exec mpirun -np "$NGPU" --bind-to none -x MASTER_ADDR=127.0.0.1 -x MASTER_PORT="$MASTER_PORT" \
+# On SIGTERM mpirun passes it on to the ranks, and kills them odls_base_sigkill_timeout
+# seconds later (default 1): 60 leaves them time to finish the step and write the
+# checkpoint (the trainer then exits 143, and -y 1 continues).
+exec mpirun -np "$NGPU" --bind-to none --mca odls_base_sigkill_timeout 60 -x MASTER_ADDR=127.0.0.1 -x MASTER_PORT="$MASTER_PORT" \
     "$SFT/train_sftcu" -i "$DATA/train.bin" -j "$DATA/val.bin" -e "$DATA/gpt2" -k "$DATA/gpt2" -o "$OUT" \
     -b 8 -t 1024 -d 524288 -l 5e-5 -u 50 -c 0.1 -v 200 -n 200 -y "$RESUME"
