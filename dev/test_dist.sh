@@ -16,8 +16,9 @@
 #   a 2-rank checkpoint equals the 1-process one (W-independent files);
 # - per-rank memory printed at start matches the ZeRO accounting (moments of ceil(P/W)
 #   parameters, P from the model's shape);
-# - -d not a multiple of B*T*W, and W ranks with fewer rows per step: one line on every
-#   rank, non-zero exit; ranks started with different flags: one line on every rank;
+# - -d not a multiple of B*T*W, and W ranks with fewer rows per step: one line and exit 1
+#   on each rank, before anything is written; ranks started with different flags: one
+#   line on every rank, non-zero exit;
 # - without MPI (./train_sft) and W > 1 from the environment: one line, exit 1.
 set -u
 cd "$(dirname "$0")/.."
@@ -163,15 +164,21 @@ if run2 $flags -n 4 -y 1 -o "$tmp/r12"; then
     [ -z "$why" ] && ok $name || fail $name "$why"
 fi
 
-# ---- bad configurations: every rank says so in one line ----
-name=dist_batch_not_multiple_refused
-$mpi ./train_sft_mpi $base -d 48 -x 2 -o "$tmp/bad" > "$tmp/bad.log" 2>&1; rc=$?
-n=$(grep -c "error: -d 48 is not a multiple of B\*T\*W = 1\*16\*2 = 32" "$tmp/bad.log")
-[ $rc -ne 0 ] && [ "$n" -eq 2 ] && [ ! -e "$tmp/bad" ] && ok $name || fail $name "exit $rc, $n of 2 ranks said so: $(head -c 300 "$tmp/bad.log")"
-name=dist_fewer_rows_than_ranks_refused
-$mpi ./train_sft_mpi $base -d 16 -x 2 -o "$tmp/bad" > "$tmp/bad.log" 2>&1; rc=$?
-n=$(grep -c "error: -d 16 gives 1 rows per step, fewer than the 2 ranks" "$tmp/bad.log")
-[ $rc -ne 0 ] && [ "$n" -eq 2 ] && [ ! -e "$tmp/bad" ] && ok $name || fail $name "exit $rc, $n of 2 ranks said so: $(head -c 300 "$tmp/bad.log")"
+# ---- bad configurations: every rank refuses with one line ----
+# Each rank checks -d before MPI starts, so each is run alone here (-R r -W 2): under
+# mpirun the first rank to exit makes mpirun end the others, maybe before they print.
+for bad in "48 is not a multiple of B\*T\*W = 1\*16\*2 = 32" "16 gives 1 rows per step, fewer than the 2 ranks x B = 2 rows"; do
+    d=${bad%% *}; name=dist_batch_${d}_refused; why=""
+    for r in 0 1; do
+        ./train_sft $base -d "$d" -x 2 -R $r -W 2 -o "$tmp/bad" > "$tmp/bad.log" 2>&1; rc=$?
+        [ $rc -eq 1 ] && [ "$(wc -l < "$tmp/bad.log")" -eq 1 ] && grep -q "^error: -d $bad" "$tmp/bad.log" || why="$why rank $r: exit $rc, $(head -c 200 "$tmp/bad.log")"
+    done
+    $mpi ./train_sft_mpi $base -d "$d" -x 2 -o "$tmp/bad" > "$tmp/bad.log" 2>&1; rc=$?
+    [ $rc -ne 0 ] && grep -q "^error: -d $bad" "$tmp/bad.log" || why="$why mpirun: exit $rc, $(head -c 200 "$tmp/bad.log")"
+    [ -e "$tmp/bad" ] && why="$why: $tmp/bad was created"
+    [ -z "$why" ] && ok $name || fail $name "$why"
+done
+# ranks that disagree meet in the first collective: every rank says so, then all exit 1
 name=dist_mismatched_flags_refused
 $launch -np 1 ./train_sft_mpi $base -d 64 -x 2 -l 1e-3 -o "$tmp/bad" : \
     -np 1 ./train_sft_mpi $base -d 64 -x 2 -l 2e-3 -o "$tmp/bad" > "$tmp/bad.log" 2>&1; rc=$?
