@@ -1235,6 +1235,9 @@ static void test_dist_discovery(void) {
     setenv("RANK", "6", 1); setenv("WORLD_SIZE", "8", 1);
     DISCOVER(-1, -1, -1, -1);
     check("dist_pytorchjob_one_per_pod", IS("torchrun", 6, 8, 0, 1), SHOW);
+    setenv("PET_NPROC_PER_NODE", "auto", 1);  // the training operator's default
+    DISCOVER(-1, -1, -1, -1);
+    check("dist_pytorchjob_nproc_auto", IS("torchrun", 6, 8, 0, 1), SHOW);
     setenv("PET_NPROC_PER_NODE", "4", 1);
     DISCOVER(-1, -1, -1, -1);
     check("dist_pytorchjob_local_from_nproc", IS("torchrun", 6, 8, 2, 1), SHOW);

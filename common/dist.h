@@ -80,9 +80,13 @@ static void dist_discover(Dist *d, const char *prog, TrainArgs *a) {
     } else if (dist_env_int("WORLD_SIZE", &w) && dist_env_int("RANK", &r)) {
         d->launcher = "torchrun";
         if (!dist_env_int("LOCAL_RANK", &local)) {  // PyTorchJob: one pod per node, PET_NPROC_PER_NODE processes in it
-            int per_node = 0;
-            dist_env_int("PET_NPROC_PER_NODE", &per_node);
-            local = per_node > 0 ? r % per_node : 0;
+            // The training operator sets PET_NPROC_PER_NODE to "auto" when the job leaves
+            // nprocPerNode unset: anything but a positive number means one process per pod.
+            const char *s = getenv("PET_NPROC_PER_NODE");
+            char *end;
+            long per_node = s ? strtol(s, &end, 10) : 0;
+            if (!s || !*s || *end || per_node < 1 || per_node > INT_MAX) per_node = 0;
+            local = per_node > 0 ? r % (int)per_node : 0;
         }
     }
     if (w >= 0) { world = w; rank = r; }
