@@ -20,6 +20,7 @@ Every kernel is deterministic (no float atomics), so a run is bit-identical run 
 #include "cuda/attention.cuh"
 #include "cuda/classifier.cuh"
 #include "cuda/common.cuh"
+#include "cuda/dist.cuh"
 #include "cuda/elementwise.cuh"
 #include "cuda/encoder.cuh"
 #include "cuda/layernorm.cuh"
@@ -32,6 +33,9 @@ Every kernel is deterministic (no float atomics), so a run is bit-identical run 
 // Vp (a multiple of 128: aligned logit rows and whole tiles for cuBLAS); the padding
 // rows of wte are zero and stay zero (their logits get a zero gradient, so AdamW
 // leaves them at 0). Master weights and AdamW moments are fp32, padded the same way.
+// With ZeRO-1 over W ranks the flat array is cut into W equal shards (the last padded
+// with zeros): each rank keeps the master weights and moments of its own shard only,
+// and params and grads are W shards long so the collectives can work in place.
 
 struct Acts {
     floatX *encoded;                   // (BT, C)
@@ -79,7 +83,11 @@ struct GpuModel {
     float *grads;                      // (num_params_dev) gradients of the step's mean loss, accumulated in fp32
     floatX *p[NUM_PARAM_TENSORS];      // each tensor's start in params
     float *g[NUM_PARAM_TENSORS];       // each tensor's start in grads
-    float *master, *m, *v;             // master == (float *)params in the fp32 build
+    float *master, *m, *v;             // (shard) this rank's fp32 state, from element lo; master == (float *)params + lo in the fp32 build
+    GpuComm *comm;                     // the ranks (cuda/dist.cuh); world 1: no communication
+    int zero;                          // 1: ZeRO-1 (the state is sharded), 0: every rank holds all of it
+    size_t shard, lo;                  // elements in this rank's state and its first one (num_params_dev and 0 without ZeRO)
+    size_t padded;                     // elements of params and grads: W * shard with ZeRO-1, else num_params_dev
     int B, T, recompute;
     Acts a;
     size_t acts_bytes, scratch_floats;
@@ -179,7 +187,15 @@ static void params_to_host(const GpuModel *M, float *host, const float *dev) {
     CUDA_CHECK(cudaMemcpy(host + head, dev + head + gap, (M->num_params - head) * sizeof(float), cudaMemcpyDeviceToHost));
 }
 
-static void gpu_model_build(GpuModel *M, const GPT2Config *cfg, const float *host_params, int B, int T, int recompute) {
+// ZeRO-1's shard: ceil(P / W) rounded up to 64 elements, so that every shard starts
+// 256-byte aligned (the vector paths of the kernels); one rank or no ZeRO: all of P.
+static size_t zero_shard(size_t P, int world, int zero) {
+    if (!zero || world == 1) return P;
+    return (dist_shard_size(P, world) + 63) / 64 * 64;
+}
+
+static void gpu_model_build(GpuModel *M, const GPT2Config *cfg, const float *host_params, int B, int T, int recompute, GpuComm *comm,
+                            int zero) {
     M->cfg = *cfg;
     M->cfg_dev = *cfg;
     M->cfg_dev.V = (cfg->V + VOCAB_PAD - 1) / VOCAB_PAD * VOCAB_PAD;
@@ -187,36 +203,44 @@ static void gpu_model_build(GpuModel *M, const GPT2Config *cfg, const float *hos
     M->num_params = gpt2_num_parameters(cfg);
     M->num_params_dev = gpt2_num_parameters(&M->cfg_dev);
     size_t P = M->num_params_dev, BT = (size_t)B * T, V = cfg->V;
+    M->comm = comm;
+    M->zero = zero && comm->world > 1;
+    M->shard = zero_shard(P, comm->world, M->zero);
+    M->lo = M->zero ? (size_t)comm->rank * M->shard : 0;
+    M->padded = M->zero ? (size_t)comm->world * M->shard : P;
     CUDA_CHECK(cudaStreamCreate(&M->stream));
     CUBLAS_CHECK(cublasCreate(&M->blas));
     M->blas_workspace = dev_alloc(BLAS_WORKSPACE);
     CUBLAS_CHECK(cublasSetStream(M->blas, M->stream));  // every product runs on this stream, with this workspace
     CUBLAS_CHECK(cublasSetWorkspace(M->blas, M->blas_workspace, BLAS_WORKSPACE));
-    M->params = (floatX *)dev_alloc(P * sizeof(floatX));
-    M->grads = (float *)dev_alloc(P * sizeof(float));
+    size_t N = M->padded, S = M->shard;
+    M->params = (floatX *)dev_alloc(N * sizeof(floatX));
+    M->grads = (float *)dev_alloc(N * sizeof(float));
 #if defined(ENABLE_FP32)
-    M->master = (float *)M->params;
+    M->master = (float *)M->params + M->lo;
 #else
-    M->master = (float *)dev_alloc(P * sizeof(float));
+    M->master = (float *)dev_alloc(S * sizeof(float));
 #endif
-    M->m = (float *)dev_alloc(P * sizeof(float));
-    M->v = (float *)dev_alloc(P * sizeof(float));
-    CUDA_CHECK(cudaMemset(M->m, 0, P * sizeof(float)));
-    CUDA_CHECK(cudaMemset(M->v, 0, P * sizeof(float)));
+    M->m = (float *)dev_alloc(S * sizeof(float));
+    M->v = (float *)dev_alloc(S * sizeof(float));
+    CUDA_CHECK(cudaMemset(M->m, 0, S * sizeof(float)));
+    CUDA_CHECK(cudaMemset(M->v, 0, S * sizeof(float)));
     size_t off = 0;
     for (int i = 0; i < NUM_PARAM_TENSORS; i++) { M->p[i] = M->params + off; M->g[i] = M->grads + off; off += param_numel(&M->cfg_dev, i); }
-    params_to_device(M, M->master, host_params);
-#if !defined(ENABLE_FP32)
-    {   // floatX copy of the master weights
-        float *tmp32 = (float *)xmalloc(P * sizeof(float));
-        floatX *tmp = (floatX *)xmalloc(P * sizeof(floatX));
-        CUDA_CHECK(cudaMemcpy(tmp32, M->master, P * sizeof(float), cudaMemcpyDeviceToHost));
-        for (size_t i = 0; i < P; i++) tmp[i] = from_float<floatX>(tmp32[i]);
+    {   // all the weights in fp32 through grads (free until the first step), zero padding
+        CUDA_CHECK(cudaMemset(M->grads, 0, N * sizeof(float)));
+        params_to_device(M, M->grads, host_params);
+        float *tmp32 = (float *)xmalloc(N * sizeof(float));
+        floatX *tmp = (floatX *)xmalloc(N * sizeof(floatX));
+        CUDA_CHECK(cudaMemcpy(tmp32, M->grads, N * sizeof(float), cudaMemcpyDeviceToHost));
+        for (size_t i = 0; i < N; i++) tmp[i] = from_float<floatX>(tmp32[i]);
         free(tmp32);
-        CUDA_CHECK(cudaMemcpy(M->params, tmp, P * sizeof(floatX), cudaMemcpyHostToDevice));
+        CUDA_CHECK(cudaMemcpy(M->params, tmp, N * sizeof(floatX), cudaMemcpyHostToDevice));
         free(tmp);
-    }
+#if !defined(ENABLE_FP32)
+        CUDA_CHECK(cudaMemcpy(M->master, M->grads + M->lo, S * sizeof(float), cudaMemcpyDeviceToDevice));
 #endif
+    }
     M->acts_bytes = gpu_acts_alloc(&M->a, &M->scratch_floats, &M->cfg_dev, B, T, recompute, true);
     M->dev_block = (int *)dev_alloc(batch_ints((int)BT) * sizeof(int));
     CUDA_CHECK(cudaMallocHost((void **)&M->host_block, batch_ints((int)BT) * sizeof(int)));
@@ -506,9 +530,14 @@ static double gpu_loss_sum(GpuModel *M, float *host_losses) {
 }
 
 // ----------------------------------------------------------------------------
-// One optimizer step over A micro-batches. The micro-batches are made first, so
-// the number of targets N of the step is known and the loss gradient is scaled by
-// 1/N as it is formed: the gradients are those of the mean loss over the step.
+// One optimizer step over A*W micro-batches, W the number of ranks. Every rank makes
+// all of them with the same loader (so all know the step's number of targets N
+// without communication) and computes its own A (common/dist.h); the loss gradient
+// is scaled by 1/N as it is formed: the gradients are those of the global mean loss.
+// After the last micro-batch the gradients are summed across ranks once: an
+// all-reduce, or with ZeRO-1 a reduce-scatter (each rank gets the sum of its shard),
+// AdamW on the shard and an all-gather of the updated bf16 parameters. No overlap of
+// the communication with backward: it runs on the same stream after it.
 
 // The host side is pinned, so the step's one upload (all micro-batches) and one
 // download (losses and gradient norm) are asynchronous copies; the step waits for
@@ -551,19 +580,20 @@ struct StepResult {
 
 static StepResult gpu_train_step(GpuModel *M, Loader *ld, StepBuffers *sb, int A, float lr, float weight_decay, float grad_clip, int64_t *adam_t) {
     StepResult r = {0.0, 0.0f, 0, 0};
-    int B = ld->B, T = ld->T, BT = B * T;
+    int B = ld->B, T = ld->T, BT = B * T, W = M->comm->world;
     size_t block = batch_ints(BT);
-    for (int k = 0; k < A; k++) {  // the previous step's upload finished before its sync: the pinned blocks are free
+    for (int k = 0; k < A * W; k++) {  // the previous step's upload finished before its sync: the pinned blocks are free
         loader_next_batch(ld);
-        batch_fill(M, &sb->batches[k], ld->inputs, ld->pos, ld->doc_start, ld->targets, BT, NULL, 0);
-        r.targets += sb->batches[k].num_rows;
+        r.targets += ld->num_targets;
+        if (k / A == M->comm->rank)  // dist_owns_microbatch: this rank's contiguous block
+            batch_fill(M, &sb->batches[k % A], ld->inputs, ld->pos, ld->doc_start, ld->targets, BT, NULL, 0);
     }
     if (r.targets == 0) { r.skipped = STEP_NO_TARGETS; return r; }
     float inv_targets = 1.0f / (float)r.targets;
     kt_step_begin();
     kt_mark(M->stream, K_OTHER);
     CUDA_CHECK(cudaMemcpyAsync(sb->dev, sb->host, (size_t)A * block * sizeof(int), cudaMemcpyHostToDevice, M->stream));
-    CUDA_CHECK(cudaMemsetAsync(M->grads, 0, M->num_params_dev * sizeof(float), M->stream));
+    CUDA_CHECK(cudaMemsetAsync(M->grads, 0, M->padded * sizeof(float), M->stream));
     for (int k = 0; k < A; k++) {
         if (sb->batches[k].num_rows == 0) continue;  // contributes nothing
         batch_use(M, &sb->batches[k], sb->dev + (size_t)k * block, sb->dev_losses + (size_t)k * BT, BT);
@@ -576,16 +606,23 @@ static StepResult gpu_train_step(GpuModel *M, Loader *ld, StepBuffers *sb, int A
         CUDA_CHECK(cudaMemcpyAsync(M->grads, &nan, sizeof nan, cudaMemcpyHostToDevice, M->stream));
         CUDA_CHECK(cudaStreamSynchronize(M->stream));
     }
-    global_norm_squared(M->a.norm2, M->a.scratch, M->grads, M->num_params_dev, M->stream);
+    // the sum over ranks; with ZeRO-1 each rank's squared norm of its shard, then their sum
+    if (M->zero) comm_reduce_scatter_sum(M->comm, M->grads, M->shard);
+    else comm_allreduce_sum(M->comm, M->grads, M->num_params_dev);
+    global_norm_squared(M->a.norm2, M->a.scratch, M->grads + M->lo, M->zero ? M->shard : M->num_params_dev, M->stream);
+    if (M->zero) comm_allreduce_sum(M->comm, M->a.norm2, 1);
     kt_mark(M->stream, K_OTHER);
     CUDA_CHECK(cudaMemcpyAsync(sb->host_losses, sb->dev_losses, (size_t)A * BT * sizeof(float), cudaMemcpyDeviceToHost, M->stream));
     CUDA_CHECK(cudaMemcpyAsync(sb->host_norm2, M->a.norm2, sizeof(float), cudaMemcpyDeviceToHost, M->stream));
-    // The step's one wait for the device: the loss and the gradient norm decide whether
-    // AdamW runs; AdamW itself then runs while the host prepares the next step.
-    CUDA_CHECK(cudaStreamSynchronize(M->stream));
-    double loss_sum = 0.0;  // in row order in double, as on the CPU
+    // The step's one wait for the device (with several ranks: with comm_wait's deadline):
+    // the loss and the gradient norm decide whether AdamW runs; with one rank AdamW then
+    // runs while the host prepares the next step.
+    if (M->comm->comm) comm_wait(M->comm, "gradient reduction");
+    else CUDA_CHECK(cudaStreamSynchronize(M->stream));
+    double loss_sum = 0.0;  // in row order in double, as on the CPU; then summed over ranks
     for (int k = 0; k < A; k++)
         for (int q = 0; q < sb->batches[k].num_rows; q++) loss_sum += sb->host_losses[(size_t)k * BT + q];
+    if (M->comm->comm) ops_allreduce_f64(M->comm, &loss_sum, 1);
     r.loss = loss_sum / (double)r.targets;
     if (poison_this_step == POISON_LOSS) r.loss = NAN;  // test hook (trainer.h)
     r.grad_norm = sqrtf(*sb->host_norm2);
@@ -594,29 +631,43 @@ static StepResult gpu_train_step(GpuModel *M, Loader *ld, StepBuffers *sb, int A
     kt_mark(M->stream, K_OPTIMIZER);
     grad_clip_scale(M->a.grad_scale, M->a.norm2, grad_clip, M->stream);
     *adam_t += 1;
-    size_t off = 0;
+    // AdamW on this rank's part [lo, hi) of each tensor (all of it without ZeRO-1)
+    size_t off = 0, lo = M->lo, hi = M->lo + M->shard < M->num_params_dev ? M->lo + M->shard : M->num_params_dev;
     for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
         size_t n = param_numel(&M->cfg_dev, i);
-        adamw_update(M->master + off, M->params + off, M->grads + off, M->m + off, M->v + off, n, lr, 0.9f, 0.95f, 1e-8f,
-                     PARAM_INFO[i].decay ? weight_decay : 0.0f, M->a.grad_scale, (int)*adam_t, M->stream);
+        size_t a = off > lo ? off : lo, b = off + n < hi ? off + n : hi;
+        if (a < b)
+            adamw_update(M->master + (a - lo), M->params + a, M->grads + a, M->m + (a - lo), M->v + (a - lo), b - a, lr, 0.9f, 0.95f, 1e-8f,
+                         PARAM_INFO[i].decay ? weight_decay : 0.0f, M->a.grad_scale, (int)*adam_t, M->stream);
         off += n;
+    }
+    if (M->zero) {  // every rank's updated shard of the bf16 weights to every rank
+        comm_allgather(M->comm, M->params, M->shard);
+        comm_wait(M->comm, "parameter all-gather");
     }
     kt_step_end(M->stream);
     return r;
 }
 
 // Mean loss per target over up to max_batches micro-batches (-1: the whole file).
+// Rank r evaluates the micro-batches k with k % W == r; the sums are added over ranks.
 static double gpu_evaluate(GpuModel *M, Loader *ld, StepBuffers *sb, int max_batches, int64_t *targets_out) {
     loader_seek(ld, 0, 0);
     double sum = 0.0;
     int64_t n = 0;
     for (int k = 0; (max_batches < 0 || k < max_batches) && !ld->exhausted; k++) {
         loader_next_batch(ld);
-        if (ld->num_targets == 0) continue;
+        if (k % M->comm->world != M->comm->rank || ld->num_targets == 0) continue;
         gpu_upload_batch(M, ld->inputs, ld->pos, ld->doc_start, ld->targets, ld->B * ld->T, NULL, 0);
         gpu_forward(M, ld->B, ld->T, true, 1.0f);
         sum += gpu_loss_sum(M, sb->losses);
         n += ld->num_targets;
+    }
+    if (M->comm->comm) {
+        double sums[2] = {sum, (double)n};  // target counts are far below 2^53: exact in double
+        ops_allreduce_f64(M->comm, sums, 2);
+        sum = sums[0];
+        n = (int64_t)sums[1];
     }
     *targets_out = n;
     return n ? sum / (double)n : NAN;
@@ -649,17 +700,36 @@ static void gpu_generator_init(GpuGenerator *g, Generator *gen, GpuModel *M) {
     gen->self = g; gen->reset = gpu_generator_reset; gen->next_logits = gpu_generator_next; gen->V = M->cfg.V; gen->cap = cap;
 }
 
-// Master weights and moments back to the host (host layout), for checkpoints.
+// One fp32 state array (this rank's shard) to the host in the host layout, on
+// every rank; with ZeRO-1 the shards are first gathered into grads (free between steps).
+static void state_to_host(GpuModel *M, float *host, const float *state) {
+    if (!M->zero) { params_to_host(M, host, state); return; }
+    CUDA_CHECK(cudaMemcpyAsync(M->grads + M->lo, state, M->shard * sizeof(float), cudaMemcpyDeviceToDevice, M->stream));
+    comm_allgather(M->comm, M->grads, M->shard);
+    comm_wait(M->comm, "checkpoint gather");
+    params_to_host(M, host, M->grads);
+}
+
+// The host's full array (host layout) into this rank's shard of a state array.
+static void state_to_device(GpuModel *M, float *state, const float *host) {
+    if (!M->zero) { params_to_device(M, state, host); return; }
+    CUDA_CHECK(cudaMemset(M->grads, 0, M->padded * sizeof(float)));
+    params_to_device(M, M->grads, host);
+    CUDA_CHECK(cudaMemcpy(state, M->grads + M->lo, M->shard * sizeof(float), cudaMemcpyDeviceToDevice));
+}
+
+// Master weights and moments back to the host (host layout), for checkpoints: a
+// collective (every rank calls it); the same arrays as one process would write.
 static void gpu_download_state(GpuModel *M, float *params, float *m, float *v) {
-    params_to_host(M, params, M->master);
-    params_to_host(M, m, M->m);
-    params_to_host(M, v, M->v);
+    state_to_host(M, params, M->master);
+    state_to_host(M, m, M->m);
+    state_to_host(M, v, M->v);
 }
 
 // AdamW moments from the host (host layout), for a resumed run.
 static void gpu_upload_moments(GpuModel *M, const float *m, const float *v) {
-    params_to_device(M, M->m, m);
-    params_to_device(M, M->v, v);
+    state_to_device(M, M->m, m);
+    state_to_device(M, M->v, v);
 }
 
 // ----------------------------------------------------------------------------
