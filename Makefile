@@ -34,6 +34,12 @@ all: train_sft chat tok prepare $(if $(HAVE_GPU),cuda,no_gpu_note)
 train_sft: train_sft.c $(COMMON_H)
 	$(CC) $(CFLAGS) -o $@ train_sft.c $(LDLIBS)
 
+# The CPU trainer for several ranks over MPI (mpirun -np W ./train_sft_mpi ...); needs
+# Open MPI (apt install openmpi-bin libopenmpi-dev). train_sft itself needs no MPI.
+MPICC ?= mpicc
+train_sft_mpi: train_sft.c $(COMMON_H)
+	$(MPICC) $(CFLAGS) -DUSE_MPI -o $@ train_sft.c $(LDLIBS)
+
 test_sft: test_sft.c train_sft.c $(COMMON_H)
 	$(CC) $(CFLAGS) -o $@ test_sft.c $(LDLIBS)
 
@@ -111,13 +117,13 @@ test: train_sft chat test_sft test_report tok test_tok prepare test_prepare make
 	bash dev/run_tests.sh "make -s check_headers_cxx && echo ok shared_headers_are_valid_cxx" ./test_sft ./test_report "bash dev/test_report.sh" "bash dev/test_crash.sh 5" ./test_tok "bash tokenizer/test_exact.sh" ./test_prepare "bash data/test_prepare.sh" "bash data/test_inspect.sh" "bash data/test_tasks.sh" $(CUDA_TEST_CMDS)
 
 clean:
-	rm -f train_sft chat test_sft test_report tok test_tok prepare test_prepare make_tasks $(CUDA_TARGETS) dev/cuda/cpu_ref.o
+	rm -f train_sft train_sft_mpi chat test_sft test_report tok test_tok prepare test_prepare make_tasks $(CUDA_TARGETS) dev/cuda/cpu_ref.o
 
 # ---- sanitizers: the build-flavor stamp (see SAN=1 at the top) ----
 BUILD_FLAVOR := $(if $(SAN),san,plain)
 .build_flavor: FORCE
 	@echo $(BUILD_FLAVOR) | cmp -s - $@ || echo $(BUILD_FLAVOR) > $@
-train_sft test_sft test_report chat tok test_tok prepare test_prepare make_tasks: .build_flavor
+train_sft train_sft_mpi test_sft test_report chat tok test_tok prepare test_prepare make_tasks: .build_flavor
 .PHONY: FORCE
 # ---- end sanitizers ----
 

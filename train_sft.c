@@ -14,6 +14,7 @@ runs in a fixed order, so results do not depend on the thread count and a resume
 run reproduces an uninterrupted one bit for bit.
 */
 #include <omp.h>
+#include "common/dist.h"
 #include "common/evalset.h"
 #include "common/generate.h"
 #include "common/trainer.h"
@@ -814,10 +815,14 @@ int main(int argc, char **argv) {
     Flag flags[] = {COMMON_FLAGS(&args)};
     parse_flags(argc, argv, "-i train.bin [flags]", flags, (int)(sizeof flags / sizeof flags[0]));
     check_train_args(argv[0], &args);
+    Dist dist;
+    dist_discover(&dist, argv[0], &args);
 
     // inputs first, so a bad input fails before anything is written
     RunSetup run;
     setup_run(argv[0], &args, &run);
+    dist_start(&dist);
+    dist_check_same(&dist, run_fingerprint(&args, &run), "the run's flags, data files and model shape");
     check_host_memory(&run.cfg, args.B, args.T);
     warn_lost_targets(&run.train, args.T);
     open_output_dir(args.out_dir);
@@ -889,6 +894,7 @@ int main(int argc, char **argv) {
     kv_free(&cpu_gen.kv);
     gpt2_free(&model);
     run_free(&run);
+    dist_finish(&dist);
     return 0;
 }
 #endif

@@ -30,6 +30,9 @@ typedef struct {
     int print_every;          // -L: a step line every N steps when stdout is not a terminal
     float lr, final_lr_frac, weight_decay, grad_clip, temperature;
     int max_nonfinite;  // stop after this many consecutive steps with a non-finite loss or gradient norm
+    // data parallel (common/dist.h): -1 = from the environment (zero: -1 = 1 when world > 1)
+    int rank, world, local_rank, zero;
+    const char *rdzv_dir;     // -f: rendezvous through this shared directory instead of TCP ("" = TCP)
 } TrainArgs;
 
 static void train_args_defaults(TrainArgs *a) {
@@ -40,6 +43,7 @@ static void train_args_defaults(TrainArgs *a) {
     a->ckpt_every = 0; a->resume = 0; a->seed = 1337; a->print_every = 1;
     a->lr = 1e-4f; a->final_lr_frac = 0.1f; a->weight_decay = 0.0f; a->grad_clip = 1.0f; a->temperature = 0.0f;
     a->max_nonfinite = 5;
+    a->rank = -1; a->world = -1; a->local_rank = -1; a->zero = -1; a->rdzv_dir = "";
 }
 
 // The flags both trainers take; a trainer appends its own after these.
@@ -50,7 +54,7 @@ static void train_args_defaults(TrainArgs *a) {
     {'o', FLAG_STRING, &(a)->out_dir, "output directory for metrics, checkpoints, exports (default out)"}, \
     {'b', FLAG_INT, &(a)->B, "micro-batch rows B (default 4)"},                                          \
     {'t', FLAG_INT, &(a)->T, "row length T in tokens (default min(512, model context))"},               \
-    {'d', FLAG_INT, &(a)->total_batch, "tokens per optimizer step, a multiple of B*T (default B*T)"},    \
+    {'d', FLAG_INT, &(a)->total_batch, "tokens per optimizer step over all ranks, a multiple of B*T*W (default B*T*W)"}, \
     {'l', FLAG_FLOAT, &(a)->lr, "peak learning rate (default 1e-4)"},                                     \
     {'u', FLAG_INT, &(a)->warmup, "linear warmup steps (default 0)"},                                     \
     {'q', FLAG_FLOAT, &(a)->final_lr_frac, "final LR as a fraction of peak, cosine decay; 1 = constant (default 0.1)"}, \
@@ -70,7 +74,12 @@ static void train_args_defaults(TrainArgs *a) {
     {'E', FLAG_STRING, &(a)->eval_path, "exact-match evaluation JSONL of {prompt, completion}; needs -k"},   \
     {'a', FLAG_INT, &(a)->eval_every, "run -E every N steps; 0 = before and after training (default 0)"}, \
     {'K', FLAG_INT, &(a)->max_nonfinite, "stop (exit 2) after K consecutive steps with a NaN/Inf loss or gradient norm (default 5)"}, \
-    {'L', FLAG_INT, &(a)->print_every, "when stdout is not a terminal, print every Nth step line (default 1)"}
+    {'L', FLAG_INT, &(a)->print_every, "when stdout is not a terminal, print every Nth step line (default 1)"}, \
+    {'R', FLAG_INT, &(a)->rank, "data parallel: this process's rank (default: from mpirun/srun/torchrun's environment, else 0)"}, \
+    {'W', FLAG_INT, &(a)->world, "data parallel: number of ranks W (default: from the environment, else 1)"}, \
+    {'D', FLAG_INT, &(a)->local_rank, "data parallel: local rank, the GPU index on this node (default: from the environment)"}, \
+    {'Z', FLAG_INT, &(a)->zero, "ZeRO stage: 1 shards the AdamW state across ranks, 0 replicates it (default 1 when W > 1)"}, \
+    {'f', FLAG_STRING, &(a)->rdzv_dir, "GPU trainer: rendezvous through this shared directory instead of TCP to MASTER_ADDR"}
 
 // synopsis: what follows the program name in the usage line, e.g. "-i train.bin [flags]".
 static void print_usage(const char *prog, const char *synopsis, const Flag *flags, int nflags) {
@@ -143,6 +152,10 @@ static void check_train_args(const char *prog, const TrainArgs *a) {
     if (a->max_nonfinite < 1) usage_error(prog, "-K must be at least 1, got %d", a->max_nonfinite);
     if (a->print_every < 1) usage_error(prog, "-L must be at least 1, got %d", a->print_every);
     if (a->eval_path[0] && !a->tokenizer_path[0]) usage_error(prog, "-E needs the tokenizer the data was made with: pass -k");
+    if (a->rank < -1) usage_error(prog, "-R must be >= 0, got %d", a->rank);
+    if (a->world < -1 || a->world == 0) usage_error(prog, "-W must be at least 1, got %d", a->world);
+    if (a->local_rank < -1) usage_error(prog, "-D must be >= 0, got %d", a->local_rank);
+    if (a->zero < -1 || a->zero > 1) usage_error(prog, "-Z must be 0 or 1, got %d", a->zero);
 }
 
 // ---------------------------------------------------------------------------
@@ -173,7 +186,7 @@ typedef struct {
     int64_t epoch, cursor; // training loader position
     uint64_t rng;          // sampling RNG state
     int64_t data_docs, data_tokens;  // identity of the training file
-    int64_t B, T, A;
+    int64_t B, T, A;          // rows per micro-batch, row length, micro-batches per step over all ranks (A*W)
 } TrainState;
 
 static void checkpoint_dir_name(char *buf, size_t n, const char *out_dir, int64_t step) {
@@ -361,7 +374,8 @@ typedef struct {
     BpeTokenizer *tok;        // with -k, else NULL
     ChatTokens chat;
     EvalSet evalset;          // with -E
-    int A, steps;             // micro-batches per step, optimizer steps
+    int A, steps;             // micro-batches per step on each rank, optimizer steps
+    int world;                // ranks W: a step is A*W micro-batches
     int64_t rows_per_epoch, filled, train_targets;
 } RunSetup;
 
@@ -415,12 +429,21 @@ static void setup_run(const char *prog, TrainArgs *a, RunSetup *r) {
         if (a->eval_path[0]) evalset_load(&r->evalset, a->eval_path, r->tok, &r->chat, cfg->maxT, 1);
     }
     if ((int64_t)a->B * a->T > (1 << 24)) usage_error(prog, "-b %d x -t %d is too many positions per micro-batch", a->B, a->T);
-    int BT = a->B * a->T;
-    if (a->total_batch == 0) a->total_batch = BT;
-    if (a->total_batch % BT) usage_error(prog, "-d %d is not a multiple of B*T = %d", a->total_batch, BT);
-    r->A = a->total_batch / BT;
+    // W ranks (dist_discover resolved a->world; -1 = one process) share each step's A*W micro-batches
+    int BT = a->B * a->T, W = a->world > 0 ? a->world : 1;
+    if ((int64_t)BT * W > INT32_MAX) usage_error(prog, "-b %d x -t %d x %d ranks is too many positions per step", a->B, a->T, W);
+    if (a->total_batch == 0) a->total_batch = BT * W;
+    if (W > 1 && a->total_batch < BT * W)
+        usage_error(prog, "-d %d gives %d rows per step, fewer than the %d ranks x B = %d rows each needs (one micro-batch of B=%d rows per rank)",
+                    a->total_batch, a->total_batch / a->T, W, W * a->B, a->B);
+    if (a->total_batch % (BT * W)) {
+        if (W > 1) usage_error(prog, "-d %d is not a multiple of B*T*W = %d*%d*%d = %d", a->total_batch, a->B, a->T, W, BT * W);
+        usage_error(prog, "-d %d is not a multiple of B*T = %d", a->total_batch, BT);
+    }
+    r->world = W;
+    r->A = a->total_batch / (BT * W);
     r->rows_per_epoch = loader_rows_in_epoch(&r->train, a->T, a->shuffle, (uint64_t)a->seed, 0, &r->filled);
-    int64_t rows_per_step = (int64_t)a->B * r->A;
+    int64_t rows_per_step = (int64_t)a->B * r->A * W;
     r->steps = a->max_steps > 0 ? a->max_steps : (int)((r->rows_per_epoch + rows_per_step - 1) / rows_per_step);
     for (int64_t i = 0; i < r->train.num_tokens; i++) r->train_targets += r->train.mask[i];
 }
@@ -436,7 +459,7 @@ static void resume_state(const TrainArgs *a, const RunSetup *r, TrainState *s, f
         if (s->data_docs != r->train.num_docs || s->data_tokens != r->train.num_tokens)
             fatal("%s: the checkpoint was trained on a different data file (%lld documents, %lld tokens) than %s", path,
                   (long long)s->data_docs, (long long)s->data_tokens, r->train.path);
-        if (s->B != a->B || s->T != a->T || s->A != r->A)
+        if (s->B != a->B || s->T != a->T || s->A != (int64_t)r->A * r->world)
             fatal("%s: the checkpoint was written with -b %lld -t %lld and %lld micro-batches per step; resume with the same -b, -t and -d",
                   path, (long long)s->B, (long long)s->T, (long long)s->A);
         if (s->cursor >= r->train.num_docs) fatal("%s: data cursor %lld is past the end of %s", path, (long long)s->cursor, r->train.path);
@@ -444,7 +467,7 @@ static void resume_state(const TrainArgs *a, const RunSetup *r, TrainState *s, f
         loader_seek(ld, s->epoch, s->cursor);
         sample_rng->state = s->rng;
     }
-    s->data_docs = r->train.num_docs; s->data_tokens = r->train.num_tokens; s->B = a->B; s->T = a->T; s->A = r->A;
+    s->data_docs = r->train.num_docs; s->data_tokens = r->train.num_tokens; s->B = a->B; s->T = a->T; s->A = (int64_t)r->A * r->world;
 }
 
 // The start-of-run report shared by both trainers (each adds its memory line).
@@ -457,8 +480,10 @@ static void print_run_summary(const TrainArgs *a, const RunSetup *r, size_t num_
            (long long)r->rows_per_epoch, 100.0 * r->filled / ((double)r->rows_per_epoch * a->T));
     int64_t truncated = data_count_longer_than(&r->train, a->T);
     if (truncated) printf("data  | %lld documents longer than T=%d are cut to their first %d tokens\n", (long long)truncated, a->T, a->T);
-    printf("train | B=%d T=%d, %d micro-batches per step (%d tokens), %d steps, lr %.3g warmup %d final %.3g, wd %.3g, clip %.3g\n", a->B,
-           a->T, r->A, a->total_batch, r->steps, a->lr, a->warmup, a->final_lr_frac, a->weight_decay, a->grad_clip);
+    printf("train | B=%d T=%d, %d micro-batches per step", a->B, a->T, r->A);
+    if (r->world > 1) printf(" on each of %d ranks", r->world);
+    printf(" (%d tokens), %d steps, lr %.3g warmup %d final %.3g, wd %.3g, clip %.3g\n", a->total_batch, r->steps, a->lr, a->warmup,
+           a->final_lr_frac, a->weight_decay, a->grad_clip);
 }
 
 static void run_free(RunSetup *r) {
@@ -658,7 +683,8 @@ static void run_log_open(RunLog *log, const TrainArgs *a, const RunSetup *r, int
     if (r->evalset.n)
         report_config_add(ri, "exact-match evaluation (-E -a)", "%s: %d prompts, every %d steps (0 = before and after)", a->eval_path, r->evalset.n,
                           a->eval_every);
-    report_config_add(ri, "batch (-b -t -d)", "B=%d rows of T=%d, %d micro-batches per step, %d tokens per step", a->B, a->T, r->A, a->total_batch);
+    report_config_add(ri, "batch (-b -t -d)", "B=%d rows of T=%d, %d micro-batches per step on each of %d ranks, %d tokens per step", a->B, a->T,
+                      r->A, r->world, a->total_batch);
     report_config_add(ri, "steps (-x)", "%d", r->steps);
     report_config_add(ri, "learning rate (-l -u -q)", "peak %g, warmup %d steps, cosine to %g x peak", a->lr, a->warmup, a->final_lr_frac);
     report_config_add(ri, "AdamW", "weight decay (-c) %g, betas 0.9 0.95, eps 1e-8; clip (-G) %g", a->weight_decay, a->grad_clip);

@@ -1,6 +1,7 @@
 // The CUDA trainer (nvcc, C++) includes the headers shared with the C trainer, so
 // they must stay valid C++ as well as C. `make test` compiles this file to check.
 #include "common/datafile.h"
+#include "common/dist.h"
 #include "common/evalset.h"
 #include "common/generate.h"
 #include "common/gpt2.h"

@@ -1,0 +1,281 @@
+// dist.h: data-parallel training across W processes ("ranks"), shared by the CPU
+// and GPU trainers: who this process is (rank, world size, local rank) from the flags
+// or the launcher's environment, which micro-batches of a step are its own, the
+// ZeRO-1 shard layout, the run fingerprint every rank must agree on, and the
+// collectives (sums, reduce-scatter, all-gather, gather).
+//
+// Every rank builds all A*W micro-batches of a step with the same loader, so the
+// rows of a step, the loader state and the step's number of targets are the same
+// on every rank without communication; rank r computes forward/backward on
+// micro-batches r*A .. r*A+A-1 only. See README "Many GPUs and nodes".
+//
+// Collectives: the CPU trainer's come from MPI (built with -DUSE_MPI: make
+// train_sft_mpi); a trainer with another transport (the GPU trainer's NCCL) sets
+// Dist.ops itself. With one rank they are copies and no-ops.
+//
+// MPI errors stay fatal (MPI_ERRORS_ARE_FATAL, MPI's default on MPI_COMM_WORLD): a
+// failed collective means a rank died or the network broke mid-step, which no rank
+// can repair; aborting the job at once (mpirun ends every rank) leaves the last
+// checkpoint as the place to resume from, where returning error codes would only
+// add checks that end in the same exit.
+#ifndef SFT_DIST_H
+#define SFT_DIST_H
+
+#include <limits.h>
+#include "trainer.h"
+#ifdef USE_MPI
+#include <mpi.h>
+#endif
+
+// The collectives of a transport; ctx is its own state. Sums are elementwise.
+typedef struct {
+    void (*allreduce_sum_f32)(void *ctx, float *x, size_t n);
+    void (*allreduce_sum_f64)(void *ctx, double *x, size_t n);
+    void (*reduce_scatter_sum_f32)(void *ctx, const float *in, float *shard, size_t shard_n);
+    void (*allgather_f32)(void *ctx, const float *shard, float *out, size_t shard_n);
+    void (*gather_f32)(void *ctx, const float *shard, float *out_on_root, size_t shard_n);
+    void (*finish)(void *ctx);
+    void *ctx;
+} DistOps;
+
+typedef struct {
+    int rank, world, local_rank;  // this process; ranks in the job; its index on its node (GPU to use)
+    const char *launcher;         // where rank/world came from: "flags", "mpirun", "srun", "torchrun", "single"
+    int zero;                     // ZeRO stage in use (0 or 1)
+    int mpi;                      // 1 when MPI is initialized (MPI builds launched by mpirun/srun with MPI)
+    const DistOps *ops;           // the collectives (NULL: one rank, or not started yet)
+} Dist;
+
+// ---------------------------------------------------------------------------
+// Discovery: flags first, then the launcher's environment, first match wins.
+
+// Reads the integer environment variable `name` into *out; 0 when unset, fatal
+// (one line naming it) when set to something that is not a non-negative integer.
+static int dist_env_int(const char *name, int *out) {
+    const char *s = getenv(name);
+    if (!s) return 0;
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (!*s || *end || errno || v < 0 || v > INT_MAX) fatal("environment variable %s=%s: expected a non-negative integer", name, s);
+    *out = (int)v;
+    return 1;
+}
+
+// Fills d from the flags (a->rank, world, local_rank, zero; -1 = not given) and the
+// environment: Open MPI, then a Slurm job step, then torchrun/PyTorchJob/TrainJob,
+// else one process. Writes the resolved rank, world, local rank and ZeRO stage back
+// into a, so that setup_run sizes the step for W ranks. No communication.
+static void dist_discover(Dist *d, const char *prog, TrainArgs *a) {
+    memset(d, 0, sizeof *d);
+    int rank = 0, world = 1, local = -1, r = -1, w = -1;
+    d->launcher = "single";
+    if (dist_env_int("OMPI_COMM_WORLD_SIZE", &w) && dist_env_int("OMPI_COMM_WORLD_RANK", &r)) {
+        d->launcher = "mpirun";
+        dist_env_int("OMPI_COMM_WORLD_LOCAL_RANK", &local);
+    } else if ((getenv("SLURM_STEP_ID") || getenv("SLURM_STEPID")) && dist_env_int("SLURM_NTASKS", &w) && dist_env_int("SLURM_PROCID", &r)) {
+        d->launcher = "srun";  // a job step: a batch script alone also has SLURM_NTASKS but is one process
+        dist_env_int("SLURM_LOCALID", &local);
+    } else if (dist_env_int("WORLD_SIZE", &w) && dist_env_int("RANK", &r)) {
+        d->launcher = "torchrun";
+        if (!dist_env_int("LOCAL_RANK", &local)) {  // PyTorchJob: one pod per node, PET_NPROC_PER_NODE processes in it
+            int per_node = 0;
+            dist_env_int("PET_NPROC_PER_NODE", &per_node);
+            local = per_node > 0 ? r % per_node : 0;
+        }
+    }
+    if (w >= 0) { world = w; rank = r; }
+    if (a->world >= 0 || a->rank >= 0) d->launcher = "flags";
+    if (a->world >= 0) world = a->world;
+    if (a->rank >= 0) rank = a->rank;
+    if (a->local_rank >= 0) local = a->local_rank;
+    if (local < 0) local = strcmp(d->launcher, "flags") ? 0 : rank;  // started by hand: one node, one device per rank
+    if (world < 1) usage_error(prog, "world size %d (from %s): must be at least 1", world, d->launcher);
+    if (rank >= world) usage_error(prog, "rank %d is not below the world size %d (from %s)", rank, world, d->launcher);
+    d->rank = rank; d->world = world; d->local_rank = local;
+    d->zero = a->zero >= 0 ? a->zero : world > 1;
+    a->rank = rank; a->world = world; a->local_rank = local; a->zero = d->zero;
+}
+
+// ---------------------------------------------------------------------------
+// Work split and the ZeRO-1 shards.
+
+// Micro-batch k (0 <= k < A*W) of an optimizer step is computed by rank k / A:
+// rank r owns the contiguous block r*A .. r*A+A-1.
+static int dist_owns_microbatch(const Dist *d, int A, int k) { return k / A == d->rank; }
+
+// Validation micro-batch k is dealt round robin: rank k % W evaluates it.
+static int dist_owns_val_batch(const Dist *d, int k) { return k % d->world == d->rank; }
+
+// ZeRO-1 splits the flat parameter array (P floats) into W contiguous shards of
+// ceil(P/W) floats each; the last is padded at the end (arrays that take part in a
+// reduce-scatter or all-gather hold W*shard floats). Rank r owns [r*shard, r*shard+shard).
+static size_t dist_shard_size(size_t P, int world) { return (P + (size_t)world - 1) / (size_t)world; }
+
+// ---------------------------------------------------------------------------
+// Collectives. One rank: copies. Every rank must call them in the same order.
+
+static void dist_need_ops(const Dist *d, const char *what) {
+    if (!d->ops) fatal("%s across %d ranks without a transport (internal error: dist_start was not called)", what, d->world);
+}
+
+static void dist_allreduce_sum_f32(Dist *d, float *x, size_t n) {
+    if (d->world == 1) return;
+    dist_need_ops(d, "allreduce");
+    d->ops->allreduce_sum_f32(d->ops->ctx, x, n);
+}
+
+static void dist_allreduce_sum_f64(Dist *d, double *x, size_t n) {
+    if (d->world == 1) return;
+    dist_need_ops(d, "allreduce");
+    d->ops->allreduce_sum_f64(d->ops->ctx, x, n);
+}
+
+// in holds W*shard_n floats; shard gets the sum over ranks of in[rank*shard_n ..].
+static void dist_reduce_scatter_sum_f32(Dist *d, const float *in, float *shard, size_t shard_n) {
+    if (d->world == 1) { if (shard != in) memcpy(shard, in, shard_n * sizeof(float)); return; }
+    dist_need_ops(d, "reduce-scatter");
+    d->ops->reduce_scatter_sum_f32(d->ops->ctx, in, shard, shard_n);
+}
+
+// out (W*shard_n floats) gets every rank's shard in rank order; shard may be
+// out + rank*shard_n itself (in place).
+static void dist_allgather_f32(Dist *d, const float *shard, float *out, size_t shard_n) {
+    if (d->world == 1) { if (out != shard) memcpy(out, shard, shard_n * sizeof(float)); return; }
+    dist_need_ops(d, "all-gather");
+    d->ops->allgather_f32(d->ops->ctx, shard, out, shard_n);
+}
+
+// Like the all-gather, but only rank 0 receives (out_on_root: W*shard_n floats
+// there, ignored elsewhere).
+static void dist_gather_f32(Dist *d, const float *shard, float *out_on_root, size_t shard_n) {
+    if (d->world == 1) { if (out_on_root != shard) memcpy(out_on_root, shard, shard_n * sizeof(float)); return; }
+    dist_need_ops(d, "gather");
+    d->ops->gather_f32(d->ops->ctx, shard, out_on_root, shard_n);
+}
+
+// 1 on every rank when `local` is non-zero on any rank.
+static int dist_any(Dist *d, int local) {
+    double x = local != 0;
+    dist_allreduce_sum_f64(d, &x, 1);
+    return x > 0;
+}
+
+// ---------------------------------------------------------------------------
+// Start and end.
+
+#ifdef USE_MPI
+static void mpi_allreduce_f32(void *ctx, float *x, size_t n) {
+    (void)ctx;
+    for (size_t i = 0; i < n; i += INT_MAX) {  // MPI counts are int
+        size_t k = n - i < (size_t)INT_MAX ? n - i : (size_t)INT_MAX;
+        MPI_Allreduce(MPI_IN_PLACE, x + i, (int)k, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    }
+}
+static void mpi_allreduce_f64(void *ctx, double *x, size_t n) {
+    (void)ctx;
+    for (size_t i = 0; i < n; i += INT_MAX) {
+        size_t k = n - i < (size_t)INT_MAX ? n - i : (size_t)INT_MAX;
+        MPI_Allreduce(MPI_IN_PLACE, x + i, (int)k, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    }
+}
+// MPI counts are int: a shard must fit in one.
+static void mpi_check_count(size_t n) {
+    if (n > (size_t)INT_MAX) fatal("a ZeRO shard of %zu floats is more than MPI's int counts allow; use more ranks", n);
+}
+static void mpi_reduce_scatter_f32(void *ctx, const float *in, float *shard, size_t shard_n) {
+    (void)ctx;
+    mpi_check_count(shard_n);
+    MPI_Reduce_scatter_block(in, shard, (int)shard_n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+}
+static void mpi_allgather_f32(void *ctx, const float *shard, float *out, size_t shard_n) {
+    (void)ctx;
+    mpi_check_count(shard_n);
+    int rank;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    if (shard == out + (size_t)rank * shard_n) MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, out, (int)shard_n, MPI_FLOAT, MPI_COMM_WORLD);
+    else MPI_Allgather(shard, (int)shard_n, MPI_FLOAT, out, (int)shard_n, MPI_FLOAT, MPI_COMM_WORLD);
+}
+static void mpi_gather_f32(void *ctx, const float *shard, float *out_on_root, size_t shard_n) {
+    (void)ctx;
+    mpi_check_count(shard_n);
+    MPI_Gather(shard, (int)shard_n, MPI_FLOAT, out_on_root, (int)shard_n, MPI_FLOAT, 0, MPI_COMM_WORLD);
+}
+static void mpi_finish(void *ctx) { (void)ctx; MPI_Finalize(); }
+static const DistOps MPI_OPS = {mpi_allreduce_f32, mpi_allreduce_f64, mpi_reduce_scatter_f32, mpi_allgather_f32, mpi_gather_f32, mpi_finish, NULL};
+#endif
+
+// The CPU trainer's transport: MPI when W > 1. One line and exit 1 when W > 1
+// cannot be served: a build without MPI, or ranks not started by mpirun/srun.
+static void dist_start(Dist *d) {
+    if (d->world == 1) return;
+#ifdef USE_MPI
+    if (strcmp(d->launcher, "mpirun") && strcmp(d->launcher, "srun") && !getenv("OMPI_COMM_WORLD_SIZE"))
+        fatal("%d ranks from %s: the CPU trainer's ranks talk over MPI; start them with mpirun (or srun with MPI)", d->world, d->launcher);
+    MPI_Init(NULL, NULL);
+    int rank, world;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &world);
+    if (rank != d->rank || world != d->world)
+        fatal("rank %d of %d (from %s) but MPI says rank %d of %d: leave -R/-W out under mpirun", d->rank, d->world, d->launcher, rank, world);
+    d->mpi = 1;
+    d->ops = &MPI_OPS;
+#else
+    fatal("%d ranks (from %s) but this trainer was built without MPI: make train_sft_mpi", d->world, d->launcher);
+#endif
+}
+
+static void dist_finish(Dist *d) {
+    if (d->ops && d->ops->finish) d->ops->finish(d->ops->ctx);
+    d->ops = NULL;
+    d->mpi = 0;
+}
+
+// ---------------------------------------------------------------------------
+// Run consistency: every rank must train the same run.
+
+static uint64_t fnv1a(uint64_t h, const void *data, size_t n) {
+    const unsigned char *p = (const unsigned char *)data;
+    for (size_t i = 0; i < n; i++) { h ^= p[i]; h *= 0x100000001b3ull; }
+    return h;
+}
+
+static uint64_t fnv1a_int(uint64_t h, int64_t v) { return fnv1a(h, &v, sizeof v); }
+
+// Every rank checks that all ranks hold the same value (exact: the 64 bits are
+// summed as four 16-bit pieces and their squares, which match W times this rank's
+// only when all ranks agree). Otherwise every rank prints one line naming `what`
+// and exits 1 (after ending MPI, so that the launcher reports a plain exit).
+static void dist_check_same(Dist *d, uint64_t value, const char *what) {
+    if (d->world == 1) return;
+    double x[8];
+    for (int i = 0; i < 4; i++) { double piece = (double)((value >> (16 * i)) & 0xffff); x[i] = piece; x[4 + i] = piece * piece; }
+    double mine[8];
+    memcpy(mine, x, sizeof x);
+    dist_allreduce_sum_f64(d, x, 8);
+    int same = 1;
+    for (int i = 0; i < 8; i++) same &= x[i] == mine[i] * d->world;
+    if (same) return;
+    fprintf(stderr, "error: rank %d of %d: the ranks disagree on %s (this rank's is %016llx): start every rank with the same flags and files\n",
+            d->rank, d->world, what, (unsigned long long)value);
+    dist_finish(d);
+    exit(1);
+}
+
+// A hash of everything that must be the same on every rank: the flags that change
+// training or the order of collectives, the world size and ZeRO stage, and the
+// headers of the data files and the model's shape. Not the rank, not output paths.
+static uint64_t run_fingerprint(const TrainArgs *a, const RunSetup *r) {
+    uint64_t h = 0xcbf29ce484222325ull;
+    int64_t ints[] = {a->B, a->T, a->total_batch, a->max_steps, a->warmup, a->shuffle, a->sample_every, a->sample_tokens, a->val_every,
+                      a->val_batches, a->ckpt_every, a->resume, a->seed, a->eval_every, a->max_nonfinite, a->world, a->zero,
+                      r->A, r->steps, r->cfg.L, r->cfg.NH, r->cfg.C, r->cfg.V, r->cfg.maxT, r->have_val,
+                      r->train.num_docs, r->train.num_tokens, r->train.vocab_size, (int64_t)r->train.fingerprint, r->train_targets,
+                      r->have_val ? r->val.num_docs : 0, r->have_val ? r->val.num_tokens : 0};
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) h = fnv1a_int(h, ints[i]);
+    float floats[] = {a->lr, a->final_lr_frac, a->weight_decay, a->grad_clip, a->temperature};
+    h = fnv1a(h, floats, sizeof floats);
+    return h;
+}
+
+#endif
