@@ -734,20 +734,61 @@ static void gpu_upload_moments(GpuModel *M, const float *m, const float *v) {
 
 // ----------------------------------------------------------------------------
 // The device memory plan of gpu_model_build against what the device has free:
-// refuse before allocating rather than fail halfway through.
-static void check_device_memory(const GPT2Config *cfg, int B, int T, int recompute, size_t free_bytes) {
+// refuse before allocating rather than fail halfway through. Per rank, for Ψ
+// parameters: floatX weights (2Ψ in bf16) and fp32 gradients (4Ψ), both whole on
+// every rank, plus the fp32 master weights and two AdamW moments (12Ψ) divided by W
+// with ZeRO-1: 2Ψ + 4Ψ + 12Ψ/W bytes. (The ZeRO paper's 2Ψ + 2Ψ + 12Ψ/W keeps bf16
+// gradients; this trainer accumulates them in fp32.) The fp32 build has no separate
+// master copy: 4Ψ + 4Ψ + 8Ψ/W.
+struct MemPlan { double params, grads, state, acts; };
+
+static MemPlan memory_plan(const GPT2Config *cfg, int B, int T, int recompute, int world, int zero) {
     GPT2Config dev = *cfg;  // the device's layout: vocabulary padded as in gpu_model_build
     dev.V = (cfg->V + VOCAB_PAD - 1) / VOCAB_PAD * VOCAB_PAD;
-    double P = (double)gpt2_num_parameters(&dev), BT = (double)B * T;
+    size_t P = gpt2_num_parameters(&dev), S = zero_shard(P, world, zero), N = zero && world > 1 ? S * world : P;
     Acts sizing;
-    size_t scratch;
-    double acts = (double)gpu_acts_alloc(&sizing, &scratch, &dev, B, T, recompute, false) + (double)batch_ints((int)BT) * sizeof(int);
-    double master = sizeof(floatX) == sizeof(float) ? 0.0 : 4 * P;
-    MemTerm terms[] = {{"parameters", P * sizeof(floatX) + master, "use a smaller model (-e)"},
-                       {"gradients (fp32)", 4 * P, "use a smaller model (-e)"},
-                       {"AdamW state", 8 * P, "use a smaller model (-e)"},
-                       {"activations", acts, "lower -b (rows per micro-batch) or -t (row length), or raise -r (recompute in backward)"}};
+    size_t scratch, BT = (size_t)B * T;
+    MemPlan m;
+    m.params = (double)N * sizeof(floatX);
+    m.grads = 4.0 * N;
+    m.state = (sizeof(floatX) == sizeof(float) ? 8.0 : 12.0) * S;
+    m.acts = (double)gpu_acts_alloc(&sizing, &scratch, &dev, B, T, recompute, false) + (double)batch_ints((int)BT) * sizeof(int);
+    return m;
+}
+
+static void check_device_memory(const MemPlan *m, size_t free_bytes) {
+    MemTerm terms[] = {{"parameters (" PRECISION_NAME ")", m->params, "use a smaller model (-e)"},
+                       {"gradients (fp32)", m->grads, "use a smaller model (-e)"},
+                       {"master weights and AdamW state (fp32, this rank's ZeRO shard)", m->state, "use a smaller model (-e) or more ranks with -Z 1"},
+                       {"activations", m->acts, "lower -b (rows per micro-batch) or -t (row length), or raise -r (recompute in backward)"}};
     check_memory_plan(terms, 4, (double)free_bytes - (double)BLAS_WORKSPACE, "free on the device, cudaMemGetInfo, less the cuBLAS workspace");
+}
+
+// The NCCL unique id from rank 0 to every rank, through a file in the shared
+// directory -f DIR (written to a temporary name, then renamed).
+static void exchange_nccl_id(const Dist *d, const TrainArgs *a, ncclUniqueId *id) {
+    if (!a->rdzv_dir[0]) fatal("%d ranks: pass -f DIR, a directory every rank can read (the NCCL id is exchanged there)", d->world);
+    char path[4096], tmp[4200];
+    snprintf(path, sizeof path, "%s/nccl_id", a->rdzv_dir);
+    if (d->rank == 0) {
+        ncclResult_t r = ncclGetUniqueId(id);
+        if (r != ncclSuccess) fatal("ncclGetUniqueId: %s", ncclGetErrorString(r));
+        snprintf(tmp, sizeof tmp, "%s.tmp%d", path, (int)getpid());
+        FILE *f = fopen(tmp, "wb");
+        if (!f || fwrite(id, sizeof *id, 1, f) != 1 || fclose(f) != 0 || rename(tmp, path) != 0) fatal("%s: cannot write the NCCL id", path);
+        return;
+    }
+    double deadline = comm_now() + 60.0;
+    for (;;) {
+        FILE *f = fopen(path, "rb");
+        if (f) {
+            size_t got = fread(id, sizeof *id, 1, f);
+            fclose(f);
+            if (got == 1) return;
+        }
+        if (comm_now() > deadline) fatal("%s: no NCCL id from rank 0 within 60 s", path);
+        usleep(20000);
+    }
 }
 
 #ifndef SFT_NO_MAIN
@@ -760,20 +801,35 @@ int main(int argc, char **argv) {
     parse_flags(argc, argv, "-i train.bin [flags]", flags, (int)(sizeof flags / sizeof flags[0]));
     check_train_args(argv[0], &args);
     if (recompute < 0 || recompute > 2) usage_error(argv[0], "-r must be 0, 1 or 2, got %d", recompute);
+    Dist dist;
+    dist_discover(&dist, argv[0], &args);
+    int lead = dist.rank == 0;  // only rank 0 prints, writes metrics, samples, evaluates -E and saves checkpoints
     int devices = 0;
     if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) fatal("no CUDA device found; use ./train_sft on the CPU");
+    if (dist.local_rank >= devices)
+        fatal("rank %d: local rank %d needs GPU %d, but %d GPU(s) are visible (one process per GPU; -D sets the GPU)", dist.rank,
+              dist.local_rank, dist.local_rank, devices);
+    CUDA_CHECK(cudaSetDevice(dist.local_rank));  // before anything allocates on a device or NCCL looks at it
 
     RunSetup run;
     setup_run(argv[0], &args, &run);
     GPT2Config cfg = run.cfg;
     int steps = run.steps, A = run.A, BT = args.B * args.T;
+    GpuComm comm;
+    ncclUniqueId id;
+    memset(&id, 0, sizeof id);
+    if (dist.world > 1) exchange_nccl_id(&dist, &args, &id);
+    comm_start(&comm, &dist, &id, 0);
+    dist_check_same(&dist, run_fingerprint(&args, &run), "the run's flags, data files and model shape");
     size_t free0, total_mem;
     CUDA_CHECK(cudaMemGetInfo(&free0, &total_mem));
-    check_device_memory(&cfg, args.B, args.T, recompute, free0);
-    warn_lost_targets(&run.train, args.T);
-    open_output_dir(args.out_dir);
+    MemPlan plan = memory_plan(&cfg, args.B, args.T, recompute, dist.world, dist.zero);
+    check_device_memory(&plan, free0);
+    if (lead) warn_lost_targets(&run.train, args.T);
+    if (lead) open_output_dir(args.out_dir);
     GpuModel M;
-    gpu_model_build(&M, &cfg, run.params, args.B, args.T, recompute);
+    gpu_model_build(&M, &cfg, run.params, args.B, args.T, recompute, &comm, dist.zero);
+    comm.stream = M.stream;  // from now on the collectives run on the model's stream
     size_t P = M.num_params;
     float *host_m = (float *)xcalloc(P, sizeof(float)), *host_v = (float *)xcalloc(P, sizeof(float));
     Loader loader, val_loader;
@@ -785,24 +841,32 @@ int main(int argc, char **argv) {
     rng_seed(&sample_rng, (uint64_t)args.seed + 1);
     resume_state(&args, &run, &state, host_m, host_v, P, &loader, &sample_rng);
     if (args.resume) gpu_upload_moments(&M, host_m, host_v);
-    char trainer[128];
-    snprintf(trainer, sizeof trainer, "train_sftcu (GPU, %s, recompute level %d)", PRECISION_NAME, recompute);
+    char trainer[160];
+    if (dist.world > 1)
+        snprintf(trainer, sizeof trainer, "train_sftcu (%d GPUs over NCCL, ZeRO-%d, %s, recompute level %d)", dist.world, M.zero, PRECISION_NAME,
+                 recompute);
+    else snprintf(trainer, sizeof trainer, "train_sftcu (GPU, %s, recompute level %d)", PRECISION_NAME, recompute);
     RunLog log;
-    run_log_open(&log, &args, &run, state.step, trainer);
+    if (lead) run_log_open(&log, &args, &run, state.step, trainer);
     StepBuffers sb;
     step_buffers_init(&sb, A, BT);
 
     cudaDeviceProp prop;
-    CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+    CUDA_CHECK(cudaGetDeviceProperties(&prop, dist.local_rank));
     size_t free1;
     CUDA_CHECK(cudaMemGetInfo(&free1, &total_mem));
-    printf("device| %s, %.1f GiB, %s, recompute level %d\n", prop.name, total_mem / 1073741824.0, PRECISION_NAME, recompute);
-    print_run_summary(&args, &run, P);
-    double MiB = 1048576.0;
-    size_t master_bytes = sizeof(floatX) == sizeof(float) ? 0 : P * sizeof(float);
-    printf("memory| parameters %.1f MiB (+%.1f MiB fp32 master), gradients %.1f MiB, AdamW %.1f MiB, activations %.1f MiB; "
-           "in use after setup %.1f MiB\n", P * sizeof(floatX) / MiB, master_bytes / MiB, P * sizeof(float) / MiB, 2.0 * P * sizeof(float) / MiB,
-           M.acts_bytes / MiB, (free0 - free1) / MiB);
+    double MiB = 1048576.0, used = (double)(free0 - free1);
+    if (lead) {
+        printf("device| %s, %.1f GiB, %s, recompute level %d\n", prop.name, total_mem / 1073741824.0, PRECISION_NAME, recompute);
+        if (dist.world > 1) printf("ranks | %d (from %s), ZeRO-%d, NCCL\n", dist.world, dist.launcher, M.zero);
+        print_run_summary(&args, &run, P);
+    }
+    // every rank: its own memory, against the plan (the same on every rank)
+    printf("memory| rank %d: parameters %.1f MiB + gradients %.1f MiB + master weights and AdamW %.1f MiB (%s) + activations %.1f MiB "
+           "= %.1f MiB planned; in use after setup %.1f MiB\n", dist.rank, plan.params / MiB, plan.grads / MiB, plan.state / MiB,
+           sizeof(floatX) == sizeof(float) ? "4P + 4P + 8P/W" : "2P + 4P + 12P/W", plan.acts / MiB,
+           (plan.params + plan.grads + plan.state + plan.acts) / MiB, used / MiB);
+    fflush(stdout);
 
     GpuGenerator gpu_gen;
     Generator gen;
@@ -813,9 +877,9 @@ int main(int argc, char **argv) {
         if (run.have_val && args.val_every > 0 && step % args.val_every == 0) {
             int64_t n;
             double vl = gpu_evaluate(&M, &val_loader, &sb, args.val_batches, &n);
-            log_validation(&log, step, vl, n);
+            if (lead) log_validation(&log, step, vl, n);
         }
-        generate_and_evaluate(&args, &run, &gen, step, 0, &log, &sample_rng);
+        if (lead) generate_and_evaluate(&args, &run, &gen, step, 0, &log, &sample_rng);
         float lr = lr_at_step((int)step, steps, args.lr, args.warmup, args.final_lr_frac);
         double t0 = now_seconds();
         poison_this_step = test_poison_for_step(step + 1);
@@ -825,30 +889,43 @@ int main(int argc, char **argv) {
         CUDA_CHECK(cudaMemGetInfo(&free_now, &total_mem));
         if (free_now < min_free) min_free = free_now;
         state.step = step + 1;
-        if (!nonfinite_guard(&guard, &log, state.step, r.skipped, r.loss, r.grad_norm))
-            log_step(&log, state.step, r.skipped, r.loss, lr, r.grad_norm, r.targets, dt);
+        if (lead) {
+            if (!nonfinite_guard(&guard, &log, state.step, r.skipped, r.loss, r.grad_norm))
+                log_step(&log, state.step, r.skipped, r.loss, lr, r.grad_norm, r.targets, dt);
+        } else if (r.skipped != STEP_NONFINITE) {
+            guard.consecutive = 0;
+        } else if (++guard.consecutive >= guard.limit) {  // rank 0 says why and stops at the same step
+            exit(EXIT_NONFINITE);
+        }
         if (args.ckpt_every > 0 && state.step % args.ckpt_every == 0 && state.step < steps) {
-            gpu_download_state(&M, run.params, host_m, host_v);
-            state.epoch = loader.epoch; state.cursor = loader.cursor; state.rng = sample_rng.state;
-            save_checkpoint(args.out_dir, &cfg, &run.p, &state, host_m, host_v, P);
-            log_checkpoint(&log, state.step, 0);
+            gpu_download_state(&M, run.params, host_m, host_v);  // every rank: the shards meet
+            if (lead) {
+                state.epoch = loader.epoch; state.cursor = loader.cursor; state.rng = sample_rng.state;
+                save_checkpoint(args.out_dir, &cfg, &run.p, &state, host_m, host_v, P);
+                log_checkpoint(&log, state.step, 0);
+            }
         }
     }
-    log_break(&log);
+    if (lead) log_break(&log);
     require_updates(&state);
     if (run.have_val) {
         int64_t n;
         double vl = gpu_evaluate(&M, &val_loader, &sb, args.val_batches, &n);
-        log_validation(&log, state.step, vl, n);
+        if (lead) log_validation(&log, state.step, vl, n);
     }
-    generate_and_evaluate(&args, &run, &gen, state.step, 1, &log, &sample_rng);
-    log_break(&log);
-    printf("memory| peak in use %.1f MiB of %.1f MiB\n", (free0 - min_free) / MiB, total_mem / MiB);
+    if (lead) {
+        generate_and_evaluate(&args, &run, &gen, state.step, 1, &log, &sample_rng);
+        log_break(&log);
+    }
+    printf("memory| rank %d: peak in use %.1f MiB of %.1f MiB\n", dist.rank, (free0 - min_free) / MiB, total_mem / MiB);
     gpu_download_state(&M, run.params, host_m, host_v);
-    state.epoch = loader.epoch; state.cursor = loader.cursor; state.rng = sample_rng.state;
-    save_checkpoint(args.out_dir, &cfg, &run.p, &state, host_m, host_v, P);
-    log_checkpoint(&log, state.step, 1);
-    run_log_close(&log, state.step);
+    if (lead) {
+        state.epoch = loader.epoch; state.cursor = loader.cursor; state.rng = sample_rng.state;
+        save_checkpoint(args.out_dir, &cfg, &run.p, &state, host_m, host_v, P);
+        log_checkpoint(&log, state.step, 1);
+        run_log_close(&log, state.step);
+    }
+    comm_finish(&comm, &dist);
     step_buffers_free(&sb);
     loader_free(&loader);
     if (run.have_val) loader_free(&val_loader);

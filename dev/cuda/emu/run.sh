@@ -15,11 +15,12 @@ sed -i 's/^    timings();/    \/\/ timings(); (emulator: no timing)/; s/^    tim
 FLAGS="-std=c++17 -O2 -g -U_FORTIFY_SOURCE -D_FORTIFY_SOURCE=0 -fopenmp -Wall -Wno-unused-function -Wno-format-truncation -Wno-unknown-pragmas -Wno-sign-compare -I$here/include -I$src $SAN"
 mkdir -p "$work/obj"
 g++ $FLAGS -c -o "$work/obj/emu.o" "$here/emu.cpp"
+g++ $FLAGS -c -o "$work/obj/nccl.o" "$here/nccl.cpp"
 gcc -O2 -g -fopenmp -std=gnu11 -I"$src" $SAN -c -o "$work/obj/cpu_ref.o" "$src/dev/cuda/cpu_ref.c"
 build() {  # build OUT SRC [flags]
     local out=$1 f=$2
     shift 2
-    g++ $FLAGS "$@" -o "$out" -x c++ "$f" -x none "$work/obj/emu.o" "$work/obj/cpu_ref.o" -lm
+    g++ $FLAGS "$@" -o "$out" -x c++ "$f" -x none "$work/obj/emu.o" "$work/obj/nccl.o" "$work/obj/cpu_ref.o" -lm -lpthread
 }
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_stack_use_after_return=0:detect_leaks=0}
 status=0
