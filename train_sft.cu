@@ -862,10 +862,10 @@ int main(int argc, char **argv) {
         print_run_summary(&args, &run, P);
     }
     // every rank: its own memory, against the plan (the same on every rank)
-    printf("memory| rank %d: parameters %.1f MiB + gradients %.1f MiB + master weights and AdamW %.1f MiB (%s) + activations %.1f MiB "
-           "= %.1f MiB planned; in use after setup %.1f MiB\n", dist.rank, plan.params / MiB, plan.grads / MiB, plan.state / MiB,
-           sizeof(floatX) == sizeof(float) ? "4P + 4P + 8P/W" : "2P + 4P + 12P/W", plan.acts / MiB,
-           (plan.params + plan.grads + plan.state + plan.acts) / MiB, used / MiB);
+    printf("memory| rank %d of %d: parameters %.2f MiB + gradients %.2f MiB + master weights and AdamW %.2f MiB + activations %.2f MiB "
+           "= %.2f MiB planned (%s, P = %zu, ZeRO-%d); in use after setup %.2f MiB\n", dist.rank, dist.world, plan.params / MiB,
+           plan.grads / MiB, plan.state / MiB, plan.acts / MiB, (plan.params + plan.grads + plan.state + plan.acts) / MiB,
+           sizeof(floatX) == sizeof(float) ? "4P + 4P + 8P/W" : "2P + 4P + 12P/W", M.num_params_dev, M.zero, used / MiB);
     fflush(stdout);
 
     GpuGenerator gpu_gen;

@@ -1,6 +1,6 @@
 #!/bin/bash
 # dev/cuda/emu/run.sh: runs the GPU code on the CPU under the emulator (see README.md).
-#   dev/cuda/emu/run.sh [selftest] [dev] [test]     (default: selftest dev test)
+#   dev/cuda/emu/run.sh [selftest] [dev] [test] [dist]     (default: selftest dev test)
 # Environment: WORK (default /tmp/cuda_emu): where the converted copy and binaries go;
 #   EMU_ORDER=fwd|rev|rand: order of the threads of a block (and of the blocks, rev);
 #   SAN="-fsanitize=address" or "-fsanitize=undefined": sanitizer for the emulated code.
@@ -48,6 +48,11 @@ for t in $targets; do
         build test_sftcu test_sftcu.cu -DENABLE_FP32 && build test_sftcu_bf16 test_sftcu.cu
         ./test_sftcu || status=1
         ./test_sftcu_bf16 || status=1
+        ;;
+    dist)  # 2 ranks through the emulated NCCL (test_dist.sh); not in the default set
+        make -s train_sft > /dev/null
+        build "$work/train_sftcu_fp32" train_sft.cu -DENABLE_FP32 && build "$work/train_sftcu" train_sft.cu
+        bash dev/cuda/emu/test_dist.sh "$work" || status=1
         ;;
     *) echo "unknown target $t"; exit 2 ;;
     esac
