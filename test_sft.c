@@ -156,7 +156,7 @@ static void test_reference_forward_backward(void) {
     check("reference_loss", fabs(loss - ref_loss[0]) < 1e-5 * fabs(ref_loss[0]), "loss %.8f, reference %.8f", loss, ref_loss[0]);
     memset(m.grads_mem, 0, m.num_params * sizeof(float));
     gpt2_backward(&m, ld.inputs, ld.pos, ld.doc_start, 2, 16);
-    scale_gradients(&m, 1.0f / (float)ld.num_targets);
+    scale_gradients(m.grads_mem, m.num_params, 1.0f / (float)ld.num_targets);
     char worst_name[256] = "";
     double ge = compare_params(&m, &m.grads, "grad.", worst_name, sizeof worst_name, 0);
     check("reference_gradients", ge < 1e-4, "worst relative gradient error %.3g in %s", ge, worst_name);
@@ -1218,6 +1218,60 @@ static void test_memory_plan(void) {
     expect_bad("memory_plan", "-i " REF_DATA " -e d8c64h8t1024 -b 16384 -t 1024", "the largest term is activations: lower -b");
 }
 
+// Data parallel (common/dist.h): rank, world and local rank from the flags and the
+// launchers' environments in their order of precedence; the work split helpers.
+static void test_dist_discovery(void) {
+    const char *vars[] = {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_PROCID", "SLURM_NTASKS",
+                          "SLURM_LOCALID", "SLURM_STEP_ID", "SLURM_STEPID", "RANK", "WORLD_SIZE", "LOCAL_RANK", "PET_NPROC_PER_NODE"};
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) unsetenv(vars[i]);
+    TrainArgs a;
+    Dist d;
+#define DISCOVER(r, w, l, z) (train_args_defaults(&a), a.rank = (r), a.world = (w), a.local_rank = (l), a.zero = (z), dist_discover(&d, "test", &a))
+#define IS(launcher_, rank_, world_, local_, zero_) \
+    (!strcmp(d.launcher, launcher_) && d.rank == (rank_) && d.world == (world_) && d.local_rank == (local_) && d.zero == (zero_))
+#define SHOW "got %s rank %d of %d, local %d, ZeRO %d", d.launcher, d.rank, d.world, d.local_rank, d.zero
+    DISCOVER(-1, -1, -1, -1);
+    check("dist_single_process", IS("single", 0, 1, 0, 0) && a.world == 1 && a.zero == 0, SHOW);
+    setenv("RANK", "6", 1); setenv("WORLD_SIZE", "8", 1);
+    DISCOVER(-1, -1, -1, -1);
+    check("dist_pytorchjob_one_per_pod", IS("torchrun", 6, 8, 0, 1), SHOW);
+    setenv("PET_NPROC_PER_NODE", "4", 1);
+    DISCOVER(-1, -1, -1, -1);
+    check("dist_pytorchjob_local_from_nproc", IS("torchrun", 6, 8, 2, 1), SHOW);
+    setenv("LOCAL_RANK", "1", 1);
+    DISCOVER(-1, -1, -1, -1);
+    check("dist_torchrun", IS("torchrun", 6, 8, 1, 1), SHOW);
+    setenv("SLURM_PROCID", "3", 1); setenv("SLURM_NTASKS", "4", 1); setenv("SLURM_LOCALID", "3", 1);
+    DISCOVER(-1, -1, -1, -1);
+    check("dist_slurm_batch_script_is_not_a_step", IS("torchrun", 6, 8, 1, 1), SHOW);
+    setenv("SLURM_STEP_ID", "0", 1);
+    DISCOVER(-1, -1, -1, -1);
+    check("dist_srun_before_torchrun", IS("srun", 3, 4, 3, 1), SHOW);
+    setenv("OMPI_COMM_WORLD_RANK", "1", 1); setenv("OMPI_COMM_WORLD_SIZE", "2", 1); setenv("OMPI_COMM_WORLD_LOCAL_RANK", "0", 1);
+    DISCOVER(-1, -1, -1, 0);
+    check("dist_mpirun_first", IS("mpirun", 1, 2, 0, 0), SHOW);
+    DISCOVER(0, 3, -1, -1);
+    check("dist_flags_override", IS("flags", 0, 3, 0, 1) && a.rank == 0 && a.world == 3, SHOW);
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) unsetenv(vars[i]);
+    DISCOVER(2, 4, -1, -1);
+    check("dist_flags_local_rank_defaults_to_rank", IS("flags", 2, 4, 2, 1), SHOW);
+    DISCOVER(2, 4, 0, -1);
+    check("dist_flags_local_rank", IS("flags", 2, 4, 0, 1), SHOW);
+#undef DISCOVER
+#undef IS
+#undef SHOW
+    // A = 3 micro-batches per rank, W = 2: rank 1 computes 3, 4, 5; validation is dealt 1, 3, 5, ...
+    Dist r1;
+    memset(&r1, 0, sizeof r1);
+    r1.rank = 1; r1.world = 2;
+    int mine = 0, val = 0;
+    for (int k = 0; k < 6; k++) mine |= dist_owns_microbatch(&r1, 3, k) << k;
+    for (int k = 0; k < 6; k++) val |= dist_owns_val_batch(&r1, k) << k;
+    check("dist_microbatch_blocks", mine == 0x38 && val == 0x2a, "rank 1 owns micro-batch mask %#x, validation mask %#x", mine, val);
+    check("dist_shard_size", dist_shard_size(7, 2) == 4 && dist_shard_size(8, 2) == 4 && dist_shard_size(5, 1) == 5, "shards %zu %zu %zu",
+          dist_shard_size(7, 2), dist_shard_size(8, 2), dist_shard_size(5, 1));
+}
+
 int main(void) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     snprintf(tmp_root, sizeof tmp_root, "/tmp/test_sft.%d", (int)getpid());
@@ -1249,6 +1303,7 @@ int main(void) {
     test_checkpoint_never_nonfinite();
     test_lost_targets_and_nothing_trained();
     test_memory_plan();
+    test_dist_discovery();
     st_close(&expect);
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf %s", tmp_root);

@@ -414,7 +414,10 @@ typedef struct {
 typedef struct {
     GPT2Config cfg;
     size_t num_params;
-    float *params_mem, *grads_mem, *m_mem, *v_mem;
+    float *params_mem, *grads_mem, *m_mem, *v_mem;  // params and grads: `padded` floats; moments: opt_n
+    Dist *dist;               // the ranks training this model together (NULL: this process alone)
+    size_t padded;            // floats in params_mem and grads_mem: W*shard with ZeRO-1 (zeros past num_params), else num_params
+    size_t opt_lo, opt_n;     // the AdamW moments cover parameters [opt_lo, opt_lo + opt_n): all, or this rank's ZeRO-1 shard
     ParamTensors params, grads;
     int B, T;                 // activation capacity
     float *acts_mem;
@@ -446,6 +449,7 @@ static size_t gpt2_activation_floats(const GPT2Config *c, int B, int T) {
 static void gpt2_allocate(GPT2 *m, int B, int T) {
     const GPT2Config *c = &m->cfg;
     m->num_params = gpt2_num_parameters(c);
+    m->padded = m->opt_n = m->num_params;
     m->grads_mem = (float *)xcalloc(m->num_params, sizeof(float));
     m->m_mem = (float *)xcalloc(m->num_params, sizeof(float));
     m->v_mem = (float *)xcalloc(m->num_params, sizeof(float));
@@ -466,6 +470,26 @@ static void gpt2_allocate(GPT2 *m, int B, int T) {
     for (int i = 0; i < n; i++) { *ptrs[i] = p; p += sizes[i]; }
     m->rows = (int *)xmalloc(BT * sizeof(int));
     m->row_targets = (int *)xmalloc(BT * sizeof(int));
+}
+
+// Trains m on the ranks of d (after gpt2_allocate). With ZeRO-1 each rank keeps the
+// AdamW moments of one shard only, and parameters and gradients are padded to W
+// shards for the reduce-scatter and all-gather.
+static void gpt2_distribute(GPT2 *m, Dist *d) {
+    m->dist = d;
+    if (!d->zero) return;
+    size_t shard = dist_shard_size(m->num_params, d->world), P = m->num_params;
+    m->padded = shard * (size_t)d->world;
+    m->opt_lo = shard * (size_t)d->rank;
+    m->opt_n = m->opt_lo >= P ? 0 : P - m->opt_lo < shard ? P - m->opt_lo : shard;
+    float *params = (float *)xcalloc(m->padded, sizeof(float)), *grads = (float *)xcalloc(m->padded, sizeof(float));
+    memcpy(params, m->params_mem, P * sizeof(float));
+    free(m->params_mem); free(m->grads_mem); free(m->m_mem); free(m->v_mem);
+    m->params_mem = params; m->grads_mem = grads;
+    param_pointers(&m->cfg, m->params_mem, &m->params);
+    param_pointers(&m->cfg, m->grads_mem, &m->grads);
+    m->m_mem = (float *)xcalloc(shard, sizeof(float));
+    m->v_mem = (float *)xcalloc(shard, sizeof(float));
 }
 
 static void gpt2_free(GPT2 *m) {
@@ -557,26 +581,25 @@ static void gpt2_backward(GPT2 *m, const int *inputs, const int *pos, const int 
 #define ADAM_EPS 1e-8f
 #define REDUCE_CHUNKS 256
 
-static void scale_gradients(GPT2 *m, float s) {
-    float *g = m->grads_mem;
+static void scale_gradients(float *g, size_t n, float s) {
 #pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < m->num_params; i++) g[i] *= s;
+    for (size_t i = 0; i < n; i++) g[i] *= s;
 }
 
-// L2 norm of all gradients, summed in fixed chunks so the result is the same for any thread count.
-static float gradient_norm(const GPT2 *m) {
+// Sum of squares of g[0..n), in fixed chunks so the result is the same for any thread count.
+static double sum_of_squares(const float *g, size_t n) {
     double partial[REDUCE_CHUNKS];
-    size_t n = m->num_params, chunk = (n + REDUCE_CHUNKS - 1) / REDUCE_CHUNKS;
+    size_t chunk = (n + REDUCE_CHUNKS - 1) / REDUCE_CHUNKS;
 #pragma omp parallel for schedule(static)
     for (int k = 0; k < REDUCE_CHUNKS; k++) {
         size_t lo = (size_t)k * chunk, hi = lo + chunk < n ? lo + chunk : n;
         double s = 0.0;
-        for (size_t i = lo; i < hi; i++) s += (double)m->grads_mem[i] * m->grads_mem[i];
+        for (size_t i = lo; i < hi; i++) s += (double)g[i] * g[i];
         partial[k] = s;
     }
     double total = 0.0;
     for (int k = 0; k < REDUCE_CHUNKS; k++) total += partial[k];
-    return (float)sqrt(total);
+    return total;
 }
 
 // One AdamW step (update count t) on n parameters with weight decay wd.
@@ -592,13 +615,17 @@ static void adamw_tensor(float *p, const float *g, float *m, float *v, size_t n,
     }
 }
 
-static void adamw_update(GPT2 *m, float lr, float weight_decay, int64_t t) {
-    size_t off = 0;
+// AdamW on the parameters [m->opt_lo, m->opt_lo + m->opt_n) with their gradients
+// g[0..opt_n) and the moments. A ZeRO-1 shard may start or end inside a tensor, so
+// each tensor's overlap with the range gets that tensor's weight decay.
+static void adamw_update(GPT2 *m, const float *g, float lr, float weight_decay, int64_t t) {
+    size_t lo = m->opt_lo, hi = m->opt_lo + m->opt_n, off = 0;
     for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
-        size_t n = param_numel(&m->cfg, i);
-        adamw_tensor(m->params_mem + off, m->grads_mem + off, m->m_mem + off, m->v_mem + off, n, lr, ADAM_BETA1, ADAM_BETA2, ADAM_EPS,
-                     PARAM_INFO[i].decay ? weight_decay : 0.0f, t);
-        off += n;
+        size_t end = off + param_numel(&m->cfg, i), a = off > lo ? off : lo, b = end < hi ? end : hi;
+        if (a < b)
+            adamw_tensor(m->params_mem + a, g + (a - lo), m->m_mem + (a - lo), m->v_mem + (a - lo), b - a, lr, ADAM_BETA1, ADAM_BETA2, ADAM_EPS,
+                         PARAM_INFO[i].decay ? weight_decay : 0.0f, t);
+        off = end;
     }
 }
 
@@ -612,46 +639,67 @@ typedef struct {
     int skipped;        // STEP_UPDATED, or why no update: STEP_NO_TARGETS, STEP_NONFINITE
 } StepResult;
 
+// Data parallel (m->dist, W ranks): every rank makes all A*W micro-batches of the
+// step and computes only its own block of A (dist_owns_microbatch), so all know the
+// step's number of targets N. The gradient and loss sums meet once, after the last
+// micro-batch: summed everywhere (allreduce), or with ZeRO-1 each rank receives the
+// sum over its shard (reduce-scatter), updates that shard and all-gathers the
+// parameters. Norm and clipping are over the whole gradient either way.
 static StepResult train_step(GPT2 *m, Loader *ld, int A, float lr, float weight_decay, float grad_clip, int64_t *adam_t) {
     StepResult r = {0};
-    memset(m->grads_mem, 0, m->num_params * sizeof(float));
+    Dist *d = m->dist;
+    int W = d ? d->world : 1;
+    memset(m->grads_mem, 0, m->padded * sizeof(float));
     double loss_sum = 0.0;
-    for (int a = 0; a < A; a++) {
+    for (int k = 0; k < A * W; k++) {
         loader_next_batch(ld);
-        if (ld->num_targets == 0) continue;  // contributes nothing
+        r.targets += ld->num_targets;
+        if (ld->num_targets == 0 || (d && !dist_owns_microbatch(d, A, k))) continue;  // contributes nothing here
         loss_sum += gpt2_forward(m, ld->inputs, ld->pos, ld->doc_start, ld->targets, ld->B, ld->T);
         gpt2_backward(m, ld->inputs, ld->pos, ld->doc_start, ld->B, ld->T);
-        r.targets += ld->num_targets;
     }
-    if (r.targets == 0) { r.skipped = STEP_NO_TARGETS; return r; }
+    if (r.targets == 0) { r.skipped = STEP_NO_TARGETS; return r; }  // on every rank: N is the same everywhere
     if (poison_this_step == POISON_GRAD) m->grads_mem[0] = NAN;  // test hook (trainer.h)
-    scale_gradients(m, 1.0f / (float)r.targets);  // sum of losses -> mean over the step's targets
+    // g[0..opt_n): the summed gradient of the parameters this rank updates
+    float *g = m->grads_mem;
+    if (d && d->zero) dist_reduce_scatter_sum_f32(d, m->grads_mem, g, m->padded / (size_t)W);
+    else if (d) dist_allreduce_sum_f32(d, m->grads_mem, m->num_params);
+    if (d) dist_allreduce_sum_f64(d, &loss_sum, 1);
+    scale_gradients(g, m->opt_n, 1.0f / (float)r.targets);  // sum of losses -> mean over the step's targets
     r.loss = loss_sum / (double)r.targets;
     if (poison_this_step == POISON_LOSS) r.loss = NAN;
-    r.grad_norm = gradient_norm(m);
+    double sq = sum_of_squares(g, m->opt_n);
+    if (d && d->zero) dist_allreduce_sum_f64(d, &sq, 1);
+    r.grad_norm = (float)sqrt(sq);
     if (!isfinite(r.loss) || !isfinite(r.grad_norm)) { r.skipped = STEP_NONFINITE; return r; }  // never reaches the weights
     if (grad_clip > 0.0f) {
         float coef = grad_clip / (r.grad_norm + 1e-6f);
-        if (coef < 1.0f) scale_gradients(m, coef);
+        if (coef < 1.0f) scale_gradients(g, m->opt_n, coef);
     }
     *adam_t += 1;
-    adamw_update(m, lr, weight_decay, *adam_t);
+    adamw_update(m, g, lr, weight_decay, *adam_t);
+    if (d && d->zero) {
+        size_t shard = m->padded / (size_t)W;
+        dist_allgather_f32(d, m->params_mem + (size_t)d->rank * shard, m->params_mem, shard);
+    }
     return r;
 }
 
-// Mean loss per target over up to max_batches micro-batches (-1: the whole file) from the start.
+// Mean loss per target over up to max_batches micro-batches (-1: the whole file) from
+// the start. Data parallel: micro-batch k is evaluated by rank k % W, and the sums meet.
 static double evaluate(GPT2 *m, Loader *ld, int max_batches, int64_t *targets_out) {
     loader_seek(ld, 0, 0);
-    double sum = 0.0;
-    int64_t n = 0;
+    double sum[2] = {0.0, 0.0};  // loss, targets
     for (int k = 0; (max_batches < 0 || k < max_batches) && !ld->exhausted; k++) {
         loader_next_batch(ld);
-        if (ld->num_targets == 0) continue;
-        sum += gpt2_forward(m, ld->inputs, ld->pos, ld->doc_start, ld->targets, ld->B, ld->T);
-        n += ld->num_targets;
+        if (ld->num_targets == 0 || (m->dist && !dist_owns_val_batch(m->dist, k))) continue;
+        sum[0] += gpt2_forward(m, ld->inputs, ld->pos, ld->doc_start, ld->targets, ld->B, ld->T);
+        sum[1] += ld->num_targets;
     }
+    if (m->dist) dist_allreduce_sum_f64(m->dist, sum, 2);
+    int64_t n = (int64_t)sum[1];
     *targets_out = n;
-    return n ? sum / (double)n : NAN;
+    return n ? sum[0] / (double)n : NAN;
 }
 
 // ----------------------------------------------------------------------------
@@ -774,14 +822,63 @@ static void cpu_generator_init(CpuGenerator *g, Generator *gen, const GPT2 *m) {
 }
 
 // ----------------------------------------------------------------------------
+// Memory of one rank, in floats: parameters and gradients (padded to W shards with
+// ZeRO-1), the AdamW moments (two per parameter, or per parameter of its shard) and
+// one micro-batch's activations.
+typedef struct { size_t params, grads, adamw, acts; } RankMemory;
+
+static RankMemory rank_memory(const GPT2Config *c, int B, int T, int world, int zero) {
+    size_t P = gpt2_num_parameters(c), shard = dist_shard_size(P, world);
+    RankMemory r = {zero ? shard * world : P, zero ? shard * world : P, 2 * (zero ? shard : P), gpt2_activation_floats(c, B, T)};
+    return r;
+}
+
 // The memory plan of what main allocates after setup (the parameters are already
 // in memory): refuse now rather than be killed by the out-of-memory killer later.
-static void check_host_memory(const GPT2Config *c, int B, int T) {
-    double P = (double)gpt2_num_parameters(c) * sizeof(float);
-    MemTerm terms[] = {{"gradients", P, "use a smaller model (-e)"},
-                       {"AdamW state", 2 * P, "use a smaller model (-e)"},
-                       {"activations", (double)gpt2_activation_floats(c, B, T) * sizeof(float), "lower -b (rows per micro-batch) or -t (row length)"}};
+static void check_host_memory(const RankMemory *r) {
+    MemTerm terms[] = {{"gradients", 4.0 * r->grads, "use a smaller model (-e)"},
+                       {"AdamW state", 4.0 * r->adamw, "use a smaller model (-e), or more ranks with ZeRO-1 (-Z 1)"},
+                       {"activations", 4.0 * r->acts, "lower -b (rows per micro-batch) or -t (row length)"}};
     check_memory_plan(terms, 3, host_memory_available(), "MemAvailable in /proc/meminfo");
+}
+
+// A hash of the n floats of x, to check that every rank starts from the same weights.
+static uint64_t hash_floats(const float *x, size_t n) {
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t w;
+        memcpy(&w, &x[i], 4);
+        h = (h ^ w) * 0x100000001b3ull;
+    }
+    return h;
+}
+
+// Reads the AdamW moments of a -y 1 resume (resume_state): with ZeRO-1 the file's
+// full moments pass through a temporary and each rank keeps its shard.
+static void resume_dist(const TrainArgs *a, const RunSetup *r, GPT2 *m, TrainState *s, Loader *ld, Rng *sample_rng) {
+    size_t P = m->num_params;
+    if (m->opt_n == P && m->opt_lo == 0) { resume_state(a, r, s, m->m_mem, m->v_mem, P, ld, sample_rng); return; }
+    float *mf = (float *)xcalloc(P, sizeof(float)), *vf = (float *)xcalloc(P, sizeof(float));
+    resume_state(a, r, s, mf, vf, P, ld, sample_rng);
+    memcpy(m->m_mem, mf + m->opt_lo, m->opt_n * sizeof(float));
+    memcpy(m->v_mem, vf + m->opt_lo, m->opt_n * sizeof(float));
+    free(mf); free(vf);
+}
+
+// Rank 0 writes the checkpoint of s (the same files whatever W is); with ZeRO-1 the
+// moment shards are first gathered to it.
+static void checkpoint_dist(const TrainArgs *a, GPT2 *m, const TrainState *s) {
+    Dist *d = m->dist;
+    if (!d->zero) {
+        if (d->rank == 0) save_checkpoint(a->out_dir, &m->cfg, &m->params, s, m->m_mem, m->v_mem, m->num_params);
+        return;
+    }
+    size_t shard = m->padded / (size_t)d->world;
+    float *mf = d->rank == 0 ? (float *)xcalloc(m->padded, sizeof(float)) : NULL, *vf = d->rank == 0 ? (float *)xcalloc(m->padded, sizeof(float)) : NULL;
+    dist_gather_f32(d, m->m_mem, mf, shard);
+    dist_gather_f32(d, m->v_mem, vf, shard);
+    if (d->rank == 0) save_checkpoint(a->out_dir, &m->cfg, &m->params, s, mf, vf, m->num_params);
+    free(mf); free(vf);
 }
 
 // OpenMP threads that wait for work spin on their core (libgomp: 300000 spins
@@ -818,14 +915,20 @@ int main(int argc, char **argv) {
     Dist dist;
     dist_discover(&dist, argv[0], &args);
 
+    // ranks other than 0 train silently: rank 0 prints and records the run (errors still reach stderr)
+    if (dist.rank > 0 && !freopen("/dev/null", "w", stdout)) fatal("/dev/null: cannot open: %s", strerror(errno));
+
     // inputs first, so a bad input fails before anything is written
     RunSetup run;
     setup_run(argv[0], &args, &run);
     dist_start(&dist);
     dist_check_same(&dist, run_fingerprint(&args, &run), "the run's flags, data files and model shape");
-    check_host_memory(&run.cfg, args.B, args.T);
-    warn_lost_targets(&run.train, args.T);
-    open_output_dir(args.out_dir);
+    RankMemory mem = rank_memory(&run.cfg, args.B, args.T, dist.world, dist.zero);
+    check_host_memory(&mem);
+    if (dist.rank == 0) {
+        warn_lost_targets(&run.train, args.T);
+        open_output_dir(args.out_dir);
+    }
     GPT2 model;
     memset(&model, 0, sizeof model);
     model.cfg = run.cfg;
@@ -833,28 +936,36 @@ int main(int argc, char **argv) {
     model.params = run.p;
     run.params = NULL;  // the model owns them now
     gpt2_allocate(&model, args.B, args.T);
+    gpt2_distribute(&model, &dist);
+    dist_check_same(&dist, hash_floats(model.params_mem, model.num_params), "the model's starting weights (-e, or the checkpoint of -y 1)");
     Loader loader, val_loader;
     loader_init(&loader, &run.train, args.B, args.T, args.shuffle, (uint64_t)args.seed, 1);
     if (run.have_val) loader_init(&val_loader, &run.val, args.B, args.T, 0, 0, 0);
     TrainState state = {0};
     Rng sample_rng;
     rng_seed(&sample_rng, (uint64_t)args.seed + 1);
-    resume_state(&args, &run, &state, model.m_mem, model.v_mem, model.num_params, &loader, &sample_rng);
+    resume_dist(&args, &run, &model, &state, &loader, &sample_rng);
     char wait[128], trainer[256];
     openmp_wait_description(wait, sizeof wait);
-    snprintf(trainer, sizeof trainer, "train_sft (CPU, %d OpenMP threads, %s)", omp_get_max_threads(), wait);
+    snprintf(trainer, sizeof trainer, "train_sft (CPU, %d OpenMP threads, %s)%s", omp_get_max_threads(), wait,
+             dist.world > 1 ? (dist.zero ? ", data parallel with ZeRO-1 over MPI" : ", data parallel over MPI") : "");
     RunLog log;
     run_log_open(&log, &args, &run, state.step, trainer);
 
     print_run_summary(&args, &run, model.num_params);
-    printf("memory| parameters %.1f MB, gradients %.1f MB, AdamW state %.1f MB, activations %.1f MB; %d threads, %s\n", model.num_params * 4 / 1e6,
-           model.num_params * 4 / 1e6, model.num_params * 8 / 1e6, model.acts_floats * 4 / 1e6, omp_get_max_threads(), wait);
+    if (dist.world > 1)
+        printf("ranks | %d ranks (%s), ZeRO-%d: each rank computes %d of the %d micro-batches of a step%s\n", dist.world, dist.launcher, dist.zero,
+               run.A, run.A * dist.world, dist.zero ? " and updates 1/W of the parameters" : "");
+    printf("memory| per rank: parameters %.3f MB, gradients %.3f MB, AdamW state %.3f MB (moments of %zu of %zu parameters), activations %.3f MB; "
+           "%d threads, %s\n", mem.params * 4 / 1e6, mem.grads * 4 / 1e6, mem.adamw * 4 / 1e6, mem.adamw / 2, model.num_params,
+           mem.acts * 4 / 1e6, omp_get_max_threads(), wait);
 
     CpuGenerator cpu_gen;
     Generator gen;
     cpu_generator_init(&cpu_gen, &gen, &model);
     int steps = run.steps;
     NonfiniteGuard guard = {args.max_nonfinite, 0};
+    double step_comm = 0;  // seconds of the steps spent in collectives
     for (int64_t step = state.step; step < steps; step++) {
         if (run.have_val && args.val_every > 0 && step % args.val_every == 0) {
             int64_t n;
@@ -865,14 +976,16 @@ int main(int argc, char **argv) {
         float lr = lr_at_step((int)step, steps, args.lr, args.warmup, args.final_lr_frac);
         double t0 = now_seconds();
         poison_this_step = test_poison_for_step(step + 1);
+        double c0 = dist.comm_seconds;
         StepResult r = train_step(&model, &loader, run.A, lr, args.weight_decay, args.grad_clip, &state.adam_t);
         double dt = now_seconds() - t0;
+        step_comm += dist.comm_seconds - c0;
         state.step = step + 1;
         if (!nonfinite_guard(&guard, &log, state.step, r.skipped, r.loss, r.grad_norm))
             log_step(&log, state.step, r.skipped, r.loss, lr, r.grad_norm, r.targets, dt);
         if (args.ckpt_every > 0 && state.step % args.ckpt_every == 0 && state.step < steps) {
             state.epoch = loader.epoch; state.cursor = loader.cursor; state.rng = sample_rng.state;
-            save_checkpoint(args.out_dir, &model.cfg, &model.params, &state, model.m_mem, model.v_mem, model.num_params);
+            checkpoint_dist(&args, &model, &state);
             log_checkpoint(&log, state.step, 0);
         }
     }
@@ -885,9 +998,12 @@ int main(int argc, char **argv) {
     }
     generate_and_evaluate(&args, &run, &gen, state.step, 1, &log, &sample_rng);
     state.epoch = loader.epoch; state.cursor = loader.cursor; state.rng = sample_rng.state;
-    save_checkpoint(args.out_dir, &model.cfg, &model.params, &state, model.m_mem, model.v_mem, model.num_params);
+    checkpoint_dist(&args, &model, &state);
     log_checkpoint(&log, state.step, 1);
     run_log_close(&log, state.step);
+    if (dist.world > 1)
+        printf("ranks | %.1f%% of this run's step time was spent in collectives (%.3f s of %.3f s, waiting for the slowest rank included)\n",
+               100.0 * step_comm / log.step_seconds, step_comm, log.step_seconds);
 
     loader_free(&loader);
     if (run.have_val) loader_free(&val_loader);

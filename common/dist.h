@@ -44,6 +44,7 @@ typedef struct {
     int zero;                     // ZeRO stage in use (0 or 1)
     int mpi;                      // 1 when MPI is initialized (MPI builds launched by mpirun/srun with MPI)
     const DistOps *ops;           // the collectives (NULL: one rank, or not started yet)
+    double comm_seconds;          // time spent in the collectives so far (waiting for other ranks included)
 } Dist;
 
 // ---------------------------------------------------------------------------
@@ -122,20 +123,27 @@ static void dist_need_ops(const Dist *d, const char *what) {
 static void dist_allreduce_sum_f32(Dist *d, float *x, size_t n) {
     if (d->world == 1) return;
     dist_need_ops(d, "allreduce");
+    double t0 = now_seconds();
     d->ops->allreduce_sum_f32(d->ops->ctx, x, n);
+    d->comm_seconds += now_seconds() - t0;
 }
 
 static void dist_allreduce_sum_f64(Dist *d, double *x, size_t n) {
     if (d->world == 1) return;
     dist_need_ops(d, "allreduce");
+    double t0 = now_seconds();
     d->ops->allreduce_sum_f64(d->ops->ctx, x, n);
+    d->comm_seconds += now_seconds() - t0;
 }
 
 // in holds W*shard_n floats; shard gets the sum over ranks of in[rank*shard_n ..].
+// shard may be in itself: the sum then lands in in[0..shard_n) (the rest is left undefined).
 static void dist_reduce_scatter_sum_f32(Dist *d, const float *in, float *shard, size_t shard_n) {
     if (d->world == 1) { if (shard != in) memcpy(shard, in, shard_n * sizeof(float)); return; }
     dist_need_ops(d, "reduce-scatter");
+    double t0 = now_seconds();
     d->ops->reduce_scatter_sum_f32(d->ops->ctx, in, shard, shard_n);
+    d->comm_seconds += now_seconds() - t0;
 }
 
 // out (W*shard_n floats) gets every rank's shard in rank order; shard may be
@@ -143,7 +151,9 @@ static void dist_reduce_scatter_sum_f32(Dist *d, const float *in, float *shard, 
 static void dist_allgather_f32(Dist *d, const float *shard, float *out, size_t shard_n) {
     if (d->world == 1) { if (out != shard) memcpy(out, shard, shard_n * sizeof(float)); return; }
     dist_need_ops(d, "all-gather");
+    double t0 = now_seconds();
     d->ops->allgather_f32(d->ops->ctx, shard, out, shard_n);
+    d->comm_seconds += now_seconds() - t0;
 }
 
 // Like the all-gather, but only rank 0 receives (out_on_root: W*shard_n floats
@@ -151,7 +161,9 @@ static void dist_allgather_f32(Dist *d, const float *shard, float *out, size_t s
 static void dist_gather_f32(Dist *d, const float *shard, float *out_on_root, size_t shard_n) {
     if (d->world == 1) { if (out_on_root != shard) memcpy(out_on_root, shard, shard_n * sizeof(float)); return; }
     dist_need_ops(d, "gather");
+    double t0 = now_seconds();
     d->ops->gather_f32(d->ops->ctx, shard, out_on_root, shard_n);
+    d->comm_seconds += now_seconds() - t0;
 }
 
 // 1 on every rank when `local` is non-zero on any rank.
@@ -186,7 +198,7 @@ static void mpi_check_count(size_t n) {
 static void mpi_reduce_scatter_f32(void *ctx, const float *in, float *shard, size_t shard_n) {
     (void)ctx;
     mpi_check_count(shard_n);
-    MPI_Reduce_scatter_block(in, shard, (int)shard_n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    MPI_Reduce_scatter_block(in == shard ? MPI_IN_PLACE : in, shard, (int)shard_n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
 }
 static void mpi_allgather_f32(void *ctx, const float *shard, float *out, size_t shard_n) {
     (void)ctx;

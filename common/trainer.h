@@ -636,7 +636,8 @@ static void require_updates(const TrainState *s) {
 // own; elsewhere (a log file, CI) every step gets a line, or every -L-th step.
 
 typedef struct {
-    FILE *metrics;            // <out>/metrics.jsonl, appended to
+    FILE *metrics;            // <out>/metrics.jsonl, appended to (/dev/null on a silent rank)
+    int silent;               // a rank other than 0 of a data-parallel run: writes no file (rank 0 records the run)
     const TrainArgs *args;
     const RunSetup *run;
     ReportInfo report;        // the report's title and configuration table
@@ -651,15 +652,20 @@ typedef struct {
 
 // Redraws the report from metrics.jsonl.
 static void log_report(RunLog *log) {
+    if (log->silent) return;
     report_write(log->args->out_dir, &log->report, NULL);
     log->last_report = now_seconds();
 }
 
 // Opens metrics.jsonl (keeping the lines through first_step when resuming) and
 // writes a first report. trainer says which program runs and how (for the report).
+// Ranks other than 0 (a->rank > 0) log silently: they open nothing in the output
+// directory (their metrics lines go to /dev/null; the caller keeps their stdout quiet).
 static void run_log_open(RunLog *log, const TrainArgs *a, const RunSetup *r, int64_t first_step, const char *trainer) {
     memset(log, 0, sizeof *log);
-    log->metrics = open_metrics(a->out_dir, first_step);
+    log->silent = a->rank > 0;
+    log->metrics = log->silent ? fopen("/dev/null", "w") : open_metrics(a->out_dir, first_step);
+    if (!log->metrics) fatal("/dev/null: cannot open: %s", strerror(errno));
     log->args = a;
     log->run = r;
     log->tty = isatty(STDOUT_FILENO);
@@ -799,6 +805,7 @@ static int nonfinite_guard(NonfiniteGuard *g, RunLog *log, int64_t step, int ski
 // every -s steps and at the end.
 static void generate_and_evaluate(const TrainArgs *a, const RunSetup *r, const Generator *gen, int64_t step, int final, RunLog *log,
                                   Rng *sample_rng) {
+    if (log->silent) return;  // rank 0's job
     if (r->evalset.n && (final || step == 0 || (a->eval_every > 0 && step % a->eval_every == 0))) {
         log_break(log);
         double acc = evaluate_exact_match(gen, &r->evalset, r->tok, &r->chat, a->sample_tokens, final ? 5 : step == 0 ? 3 : 0);
@@ -817,6 +824,7 @@ static void run_log_close(RunLog *log, int64_t step) {
     log_break(log);
     fclose(log->metrics);
     log->metrics = NULL;
+    if (log->silent) return;
     RunMetrics m;
     report_write(a->out_dir, &log->report, &m);
     char took[32], tokens[32], dir[4096];

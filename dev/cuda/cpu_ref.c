@@ -63,7 +63,7 @@ double ref_model_mean_loss_and_grads(void *model, const int *inputs, const int *
     double loss = gpt2_forward(m, inputs, pos, doc_start, targets, B, T);
     gpt2_backward(m, inputs, pos, doc_start, B, T);
     *num_targets = m->num_rows;
-    if (m->num_rows) scale_gradients(m, 1.0f / (float)m->num_rows);
+    if (m->num_rows) scale_gradients(m->grads_mem, m->num_params, 1.0f / (float)m->num_rows);
     return m->num_rows ? loss / m->num_rows : 0.0;
 }
 const float *ref_model_grads(void *model) { return ((GPT2 *)model)->grads_mem; }

@@ -1,0 +1,119 @@
+// dev/dist_tool.c: helpers for dev/test_dist.sh (no Python in `make test`).
+//   dist_tool diff DIR_A DIR_B     compare two checkpoints: prints the largest difference of
+//                                  the weights and of the AdamW moments, per tensor relative to
+//                                  its largest magnitude in DIR_B, and whether the counters
+//                                  (step, updates, epoch, cursor, RNG, B, T, micro-batches) agree
+//   dist_tool mkdata OUT           writes the test's data file (below)
+//   dist_tool plan DATA T B A W STEPS SEED SHUFFLE
+//                                  replays the training loader and prints, per rank, how many
+//                                  of its micro-batches have no target, and how many steps have
+//                                  none at all (so the test knows its data hits those cases)
+#include "../common/trainer.h"
+
+static void usage(void) {
+    fprintf(stderr, "usage: dist_tool diff DIR_A DIR_B | mkdata OUT | plan DATA T B A W STEPS SEED SHUFFLE\n");
+    exit(1);
+}
+
+// The largest difference between a and b (P floats laid out as gpt2.h says),
+// relative to the largest magnitude of b's tensor, worst over the tensors; its
+// tensor's name goes to worst. The key bias is left out: its gradient is exactly 0
+// (softmax ignores a shift), so AdamW turns rounding noise there into steps of
+// +-lr of random sign (see test_sft.c, zero_key_bias).
+static double max_rel_diff(const GPT2Config *c, const float *a, const float *b, const char **worst) {
+    double result = 0;
+    size_t off = 0;
+    for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
+        size_t n = param_numel(c, i);
+        double diff = 0, scale = 0;
+        for (size_t k = 0; k < n; k++) {
+            if (i == P_QKVB && (k % (3 * (size_t)c->C)) / c->C == 1) continue;  // key bias
+            double d = fabs((double)a[off + k] - (double)b[off + k]);
+            if (!(d <= diff)) diff = d;  // NaN stays
+            if (fabs((double)b[off + k]) > scale) scale = fabs((double)b[off + k]);
+        }
+        double rel = scale > 0 ? diff / scale : diff;
+        if (!(rel <= result)) { result = rel; *worst = PARAM_INFO[i].hf_name; }
+        off += n;
+    }
+    return result;
+}
+
+static int cmd_diff(const char *da, const char *db) {
+    GPT2Config ca, cb;
+    float *pa, *pb;
+    ParamTensors ta, tb;
+    gpt2_load_hf(da, &ca, &pa, &ta);
+    gpt2_load_hf(db, &cb, &pb, &tb);
+    if (memcmp(&ca, &cb, sizeof ca)) fatal("%s and %s: different model shapes", da, db);
+    size_t P = gpt2_num_parameters(&ca);
+    float *ma = (float *)xmalloc(P * 4), *va = (float *)xmalloc(P * 4), *mb = (float *)xmalloc(P * 4), *vb = (float *)xmalloc(P * 4);
+    TrainState sa, sb;
+    char path[4200];
+    snprintf(path, sizeof path, "%s/state.bin", da);
+    read_state_file(path, &ca, &sa, ma, va, P);
+    snprintf(path, sizeof path, "%s/state.bin", db);
+    read_state_file(path, &cb, &sb, mb, vb, P);
+    int same = sa.step == sb.step && sa.adam_t == sb.adam_t && sa.epoch == sb.epoch && sa.cursor == sb.cursor && sa.rng == sb.rng &&
+               sa.B == sb.B && sa.T == sb.T && sa.A == sb.A && sa.data_docs == sb.data_docs && sa.data_tokens == sb.data_tokens;
+    const char *ww = "-", *wm = "-", *wv = "-";
+    double w = max_rel_diff(&ca, pa, pb, &ww), m = max_rel_diff(&ca, ma, mb, &wm), v = max_rel_diff(&ca, va, vb, &wv);
+    printf("weights %.3g moments %.3g counters %s (worst: weights %s, first moment %s, second moment %s)\n", w, m > v ? m : v,
+           same ? "same" : "differ", ww, wm, wv);
+    free(pa); free(pb); free(ma); free(va); free(mb); free(vb);
+    return 0;
+}
+
+// 48 documents over a 64-token vocabulary, from a fixed generator. Every third is
+// 16 tokens with no target at all: with -t 16 it fills a row of its own and makes
+// an empty micro-batch (-b 1). The first four documents are such rows, so with -S 0
+// and 4 micro-batches per step the first step has no target anywhere. The others
+// are 3..11 tokens (several share a row) with a prompt part left untrained.
+static int cmd_mkdata(const char *out) {
+    enum { DOCS = 48 };
+    int64_t offsets[DOCS + 1] = {0};
+    uint32_t tokens[DOCS * 16];
+    uint8_t mask[DOCS * 16];
+    Rng r;
+    rng_seed(&r, 42);
+    int64_t n = 0;
+    for (int d = 0; d < DOCS; d++) {
+        int empty = d < 4 || d % 3 == 0;
+        int len = empty ? 16 : 3 + (int)rng_below(&r, 9), prompt = empty ? len : 1 + (int)rng_below(&r, 2);
+        for (int j = 0; j < len; j++, n++) { tokens[n] = (uint32_t)rng_below(&r, 64); mask[n] = j >= prompt; }
+        offsets[d + 1] = n;
+    }
+    data_write(out, 2, 64, 0, DOCS, offsets, tokens, mask);
+    return 0;
+}
+
+static int cmd_plan(char **argv) {
+    DataFile df;
+    data_load(&df, argv[0]);
+    int T = atoi(argv[1]), B = atoi(argv[2]), A = atoi(argv[3]), W = atoi(argv[4]), steps = atoi(argv[5]);
+    Loader ld;
+    loader_init(&ld, &df, B, T, atoi(argv[7]), (uint64_t)atoll(argv[6]), 1);
+    int empty_mb[64] = {0}, empty_steps = 0;
+    if (W < 1 || W > 64) usage();
+    for (int s = 0; s < steps; s++) {
+        int n = 0;
+        for (int k = 0; k < A * W; k++) {
+            loader_next_batch(&ld);
+            n += ld.num_targets;
+            empty_mb[k / A] += ld.num_targets == 0;
+        }
+        empty_steps += n == 0;
+    }
+    for (int w = 0; w < W; w++) printf("rank %d empty micro-batches %d\n", w, empty_mb[w]);
+    printf("empty steps %d\n", empty_steps);
+    loader_free(&ld);
+    data_free(&df);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    if (argc == 4 && !strcmp(argv[1], "diff")) return cmd_diff(argv[2], argv[3]);
+    if (argc == 3 && !strcmp(argv[1], "mkdata")) return cmd_mkdata(argv[2]);
+    if (argc == 10 && !strcmp(argv[1], "plan")) return cmd_plan(argv + 2);
+    usage();
+}

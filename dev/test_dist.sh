@@ -1,0 +1,179 @@
+#!/usr/bin/env bash
+# dev/test_dist.sh: data-parallel training of the CPU trainer over MPI, through real
+# processes: `mpirun -np 2 ./train_sft_mpi` against `./train_sft` with the same -d.
+# Skipped (one "skip" line) where mpirun or train_sft_mpi is missing.
+#
+# Checks, one "ok/FAIL/skip NAME" line each:
+# - 2 ranks (ZeRO-1, the default) = 1 process: per-step loss and gradient norm within
+#   1e-6 relative, validation losses too, final weights and AdamW moments within 1e-5
+#   (fp sums in another order), the same counters, on a run with packing, masks,
+#   accumulation (2 micro-batches per rank), clipping, weight decay, -S 1 and micro-
+#   batches without targets on rank 1 (dev/dist_tool plan confirms the data has them);
+# - ZeRO-0 on 2 ranks equals ZeRO-1 and the single process within the same tolerances;
+# - a step whose micro-batches have no target on any rank is skipped everywhere;
+# - resuming a 2-rank run with 2 ranks is bit-identical to the uninterrupted run;
+#   resuming it with 1 rank, and a 1-process run with 2 ranks, continues within 1e-5;
+#   a 2-rank checkpoint equals the 1-process one (W-independent files);
+# - per-rank memory printed at start matches the ZeRO accounting (moments of ceil(P/W)
+#   parameters, P from the model's shape);
+# - -d not a multiple of B*T*W, and W ranks with fewer rows per step: one line on every
+#   rank, non-zero exit; ranks started with different flags: one line on every rank;
+# - without MPI (./train_sft) and W > 1 from the environment: one line, exit 1.
+set -u
+cd "$(dirname "$0")/.."
+for f in train_sft dev/dist_tool; do
+    [ -x "$f" ] || { echo "FAIL dist_setup: $f not built (make train_sft dev/dist_tool)"; exit 1; }
+done
+tmp=$(mktemp -d /tmp/test_dist.XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+export OMP_NUM_THREADS=1  # two ranks on a 2-core machine
+
+ok() { echo "ok $1"; }
+fail() { echo "FAIL $1: $2"; }
+
+# ---- without MPI: W > 1 from a launcher's environment is refused ----
+./dev/dist_tool mkdata "$tmp/data.bin"
+base="-i $tmp/data.bin -e d2c64h2t32 -b 1 -t 16"
+OMPI_COMM_WORLD_SIZE=2 OMPI_COMM_WORLD_RANK=0 ./train_sft $base -d 64 -x 2 -o "$tmp/nompi" > "$tmp/nompi.log" 2>&1
+rc=$?
+if [ $rc -eq 1 ] && [ "$(wc -l < "$tmp/nompi.log")" -eq 1 ] && grep -q "2 ranks (from mpirun) but this trainer was built without MPI: make train_sft_mpi" "$tmp/nompi.log" && [ ! -e "$tmp/nompi" ]; then
+    ok dist_without_mpi_refuses
+else
+    fail dist_without_mpi_refuses "exit $rc, output: $(head -c 300 "$tmp/nompi.log")"
+fi
+RANK=1 WORLD_SIZE=2 ./train_sft $base -d 64 -x 2 -o "$tmp/nompi" > "$tmp/nompi.log" 2>&1
+if grep -q "2 ranks (from torchrun)" "$tmp/nompi.log"; then ok dist_torchrun_environment_read; else fail dist_torchrun_environment_read "$(head -c 300 "$tmp/nompi.log")"; fi
+
+./train_sft $base -R 2 -W 2 -o "$tmp/nompi" > "$tmp/nompi.log" 2>&1; rc=$?
+if [ $rc -eq 1 ] && grep -q "rank 2 is not below the world size 2 (from flags)" "$tmp/nompi.log"; then ok dist_rank_beyond_world_refused
+else fail dist_rank_beyond_world_refused "exit $rc: $(head -c 300 "$tmp/nompi.log")"; fi
+
+if ! command -v mpirun > /dev/null; then echo "skip dist_mpi: mpirun not found (apt install openmpi-bin libopenmpi-dev)"; exit 0; fi
+if [ ! -x train_sft_mpi ]; then echo "skip dist_mpi: train_sft_mpi not built (make train_sft_mpi; needs mpicc)"; exit 0; fi
+# a rule broken so that ranks disagree on the collectives would hang: 120 s ends it
+# In a sanitizer build (make test SAN=1) LeakSanitizer reports Open MPI's own
+# allocations (in its dlopen'ed components) at exit: leaks are checked by the
+# single-process runs here and in test_sft, not under mpirun.
+launch="env ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0 timeout 120 mpirun --allow-run-as-root --oversubscribe"
+mpi="$launch -np 2"
+
+# ---- the run: packing, masks, 2 micro-batches per rank, clipping, decay, -S 1, validation dealt ----
+flags="$base -d 64 -x 8 -S 1 -l 1e-3 -u 2 -c 0.1 -G 0.5 -j $tmp/data.bin -v 4 -m 5"
+plan=$(./dev/dist_tool plan "$tmp/data.bin" 16 1 2 2 8 1337 1)
+empty1=$(echo "$plan" | sed -n 's/^rank 1 empty micro-batches //p')
+[ "${empty1:-0}" -gt 0 ] || fail dist_data_has_empty_microbatches "rank 1 has none: $plan"
+
+run1() { ./train_sft "$@" > "$tmp/last.log" 2>&1 || { fail "$name" "./train_sft exited $?: $(tail -1 "$tmp/last.log")"; return 1; }; }
+run2() { $mpi ./train_sft_mpi "$@" > "$tmp/last.log" 2>&1 || { fail "$name" "mpirun exited $?: $(grep -m1 error "$tmp/last.log")"; return 1; }; }
+# "key value" lines of a metrics file: loss, grad_norm, targets and validation records, and skipped steps
+series() { grep -o '"\(loss\|grad_norm\|targets\|val_loss\|val_targets\|skipped\)": [^,}]*' "$1" | tr -d '":,'; }
+# compares two series files within a relative tolerance; prints the first mismatch
+close_series() {
+    paste -d' ' "$1" "$2" | awk -v tol="$3" '
+        { if ($1 != $3) { print "line " NR ": " $1 " vs " $3; bad = 1; exit }
+          if ($2 == "true" || $4 == "true") { if ($2 != $4) { print "line " NR ": skipped " $2 " vs " $4; bad = 1; exit } next }
+          d = $2 - $4; if (d < 0) d = -d; s = $4 < 0 ? -$4 : $4;
+          if (d > tol * s) { print "line " NR ": " $1 " " $2 " vs " $4; bad = 1; exit } }
+        END { if (!bad && NR == 0) print "empty"; }'
+    [ "$(wc -l < "$1")" -eq "$(wc -l < "$2")" ] || echo "$(wc -l < "$1") vs $(wc -l < "$2") records"
+}
+# ok when the final checkpoints of two runs agree within 1e-5 with the same counters
+close_models() {
+    local r
+    r=$(./dev/dist_tool diff "$1" "$2")
+    echo "$r" | awk '{ exit !($2 <= 1e-5 && $4 <= 1e-5 && $6 == "same") }' || echo "$r"
+}
+final=$(printf 'step_%08d' 8)
+
+name=dist_two_ranks_equal_one_process
+if run1 $flags -o "$tmp/one" && run2 $flags -o "$tmp/two"; then
+    cp "$tmp/last.log" "$tmp/two.log"
+    series "$tmp/one/metrics.jsonl" > "$tmp/one.s"; series "$tmp/two/metrics.jsonl" > "$tmp/two.s"
+    why="$(close_series "$tmp/one.s" "$tmp/two.s" 1e-6)$(close_models "$tmp/two/$final" "$tmp/one/$final")"
+    grep -q val_loss "$tmp/one.s" || why="no validation record $why"
+    [ -z "$why" ] && ok $name || fail $name "$why"
+fi
+
+# rank 0 alone writes: the output holds what one process writes (no second lock owner, no stray files)
+name=dist_rank0_only_output
+if [ -f "$tmp/two/metrics.jsonl" ]; then
+    lines=$(grep -c '"loss"' "$tmp/two/metrics.jsonl")
+    if [ "$lines" -eq 8 ] && [ "$(ls "$tmp/two" | tr '\n' ' ')" = "$(ls "$tmp/one" | tr '\n' ' ')" ] && [ "$(grep -c '^done  | model' "$tmp/two.log")" -eq 1 ]; then ok $name
+    else fail $name "$lines loss records, files: $(ls "$tmp/two" | tr '\n' ' ')"; fi
+fi
+
+# per-rank memory: moments of ceil(P/W) parameters, P = V*C + maxT*C + L*(12C^2 + 13C) + 2C
+name=dist_memory_matches_zero_accounting
+read -r L C V maxT <<< "$(sed -n 's/^model | \([0-9]*\) layers, [0-9]* heads, \([0-9]*\) channels, vocab \([0-9]*\), context \([0-9]*\).*/\1 \2 \3 \4/p' "$tmp/two.log")"
+P=$(( V * C + maxT * C + L * (12 * C * C + 13 * C) + 2 * C )); shard=$(( (P + 1) / 2 ))
+want="AdamW state $(awk -v n=$shard 'BEGIN { printf "%.3f", 8 * n / 1e6 }') MB (moments of $shard of $P parameters)"
+want_grads="gradients $(awk -v n=$((2 * shard)) 'BEGIN { printf "%.3f", 4 * n / 1e6 }') MB"
+want1="AdamW state $(awk -v n=$P 'BEGIN { printf "%.3f", 8 * n / 1e6 }') MB (moments of $P of $P parameters)"
+if grep "^memory|" "$tmp/two.log" | grep -q "$want" && grep "^memory|" "$tmp/two.log" | grep -q "$want_grads"; then ok $name
+else fail $name "expected '$want' and '$want_grads' in: $(grep '^memory|' "$tmp/two.log")"; fi
+
+name=dist_zero0_equals_zero1
+if run2 $flags -Z 0 -o "$tmp/z0"; then
+    grep "^memory|" "$tmp/last.log" | grep -q "$want1" || fail dist_memory_zero0 "expected '$want1' in: $(grep '^memory|' "$tmp/last.log")"
+    series "$tmp/z0/metrics.jsonl" > "$tmp/z0.s"
+    why="$(close_series "$tmp/z0.s" "$tmp/two.s" 1e-6)$(close_models "$tmp/z0/$final" "$tmp/two/$final")$(close_models "$tmp/z0/$final" "$tmp/one/$final")"
+    [ -z "$why" ] && ok $name || fail $name "$why"
+fi
+
+# ---- a step with no target anywhere: -S 0 puts the data's first four empty rows in step 1 ----
+name=dist_empty_step_skipped_everywhere
+sflags="$base -d 64 -x 3 -S 0 -l 1e-3"
+if run1 $sflags -o "$tmp/s1" && run2 $sflags -o "$tmp/s2"; then
+    series "$tmp/s1/metrics.jsonl" > "$tmp/s1.s"; series "$tmp/s2/metrics.jsonl" > "$tmp/s2.s"
+    why=$(close_series "$tmp/s1.s" "$tmp/s2.s" 1e-6)
+    head -1 "$tmp/s2.s" | grep -q "skipped true" || why="step 1 not skipped: $(head -1 "$tmp/s2.s") $why"
+    [ -z "$why" ] && ok $name || fail $name "$why"
+fi
+
+# ---- resume ----
+# a copy of a run's output as it was after the checkpoint of step 4 (the later checkpoint removed)
+rewind() {
+    rm -rf "$2"; cp -r "$1" "$2"; rm -rf "$2/$final"; printf 'step_%08d\n' 4 > "$2/latest"
+}
+name=dist_resume_same_world_bit_identical
+if run2 $flags -n 4 -o "$tmp/r2"; then
+    rewind "$tmp/r2" "$tmp/r2b"
+    if run2 $flags -n 4 -y 1 -o "$tmp/r2b"; then
+        why=""
+        for f in model.safetensors state.bin config.json; do cmp -s "$tmp/r2/$final/$f" "$tmp/r2b/$final/$f" || why="$why $f differs"; done
+        cmp -s <(series "$tmp/r2/metrics.jsonl") <(series "$tmp/r2b/metrics.jsonl") || why="$why metrics differ"
+        [ -z "$why" ] && ok $name || fail $name "$why"
+    fi
+fi
+name=dist_checkpoint_independent_of_world
+if run1 $flags -n 4 -o "$tmp/r1"; then
+    why=$(close_models "$tmp/r2/step_00000004" "$tmp/r1/step_00000004")
+    [ -z "$why" ] && ok $name || fail $name "$why"
+fi
+name=dist_resume_two_ranks_with_one
+rewind "$tmp/r2" "$tmp/r21"
+if run1 $flags -n 4 -y 1 -o "$tmp/r21"; then
+    why=$(close_models "$tmp/r21/$final" "$tmp/r2/$final")
+    [ -z "$why" ] && ok $name || fail $name "$why"
+fi
+name=dist_resume_one_process_with_two
+rewind "$tmp/r1" "$tmp/r12"
+if run2 $flags -n 4 -y 1 -o "$tmp/r12"; then
+    why=$(close_models "$tmp/r12/$final" "$tmp/r1/$final")
+    [ -z "$why" ] && ok $name || fail $name "$why"
+fi
+
+# ---- bad configurations: every rank says so in one line ----
+name=dist_batch_not_multiple_refused
+$mpi ./train_sft_mpi $base -d 48 -x 2 -o "$tmp/bad" > "$tmp/bad.log" 2>&1; rc=$?
+n=$(grep -c "error: -d 48 is not a multiple of B\*T\*W = 1\*16\*2 = 32" "$tmp/bad.log")
+[ $rc -ne 0 ] && [ "$n" -eq 2 ] && [ ! -e "$tmp/bad" ] && ok $name || fail $name "exit $rc, $n of 2 ranks said so: $(head -c 300 "$tmp/bad.log")"
+name=dist_fewer_rows_than_ranks_refused
+$mpi ./train_sft_mpi $base -d 16 -x 2 -o "$tmp/bad" > "$tmp/bad.log" 2>&1; rc=$?
+n=$(grep -c "error: -d 16 gives 1 rows per step, fewer than the 2 ranks" "$tmp/bad.log")
+[ $rc -ne 0 ] && [ "$n" -eq 2 ] && [ ! -e "$tmp/bad" ] && ok $name || fail $name "exit $rc, $n of 2 ranks said so: $(head -c 300 "$tmp/bad.log")"
+name=dist_mismatched_flags_refused
+$launch -np 1 ./train_sft_mpi $base -d 64 -x 2 -l 1e-3 -o "$tmp/bad" : \
+    -np 1 ./train_sft_mpi $base -d 64 -x 2 -l 2e-3 -o "$tmp/bad" > "$tmp/bad.log" 2>&1; rc=$?
+n=$(grep -c "the ranks disagree on the run's flags" "$tmp/bad.log")
+[ $rc -ne 0 ] && [ "$n" -eq 2 ] && ok $name || fail $name "exit $rc, $n of 2 ranks said so: $(head -c 300 "$tmp/bad.log")"
