@@ -16,6 +16,7 @@ Every kernel is deterministic (no float atomics), so a run is bit-identical run 
 */
 #include "common/evalset.h"
 #include "common/generate.h"
+#include "common/rendezvous.h"
 #include "common/trainer.h"
 #include "cuda/attention.cuh"
 #include "cuda/classifier.cuh"
@@ -764,31 +765,18 @@ static void check_device_memory(const MemPlan *m, size_t free_bytes) {
     check_memory_plan(terms, 4, (double)free_bytes - (double)BLAS_WORKSPACE, "free on the device, cudaMemGetInfo, less the cuBLAS workspace");
 }
 
-// The NCCL unique id from rank 0 to every rank, through a file in the shared
-// directory -f DIR (written to a temporary name, then renamed).
-static void exchange_nccl_id(const Dist *d, const TrainArgs *a, ncclUniqueId *id) {
-    if (!a->rdzv_dir[0]) fatal("%d ranks: pass -f DIR, a directory every rank can read (the NCCL id is exchanged there)", d->world);
-    char path[4096], tmp[4200];
-    snprintf(path, sizeof path, "%s/nccl_id", a->rdzv_dir);
+// The NCCL unique id from rank 0 to every rank: over MPI would need an MPI build of
+// this trainer (not made), so always through common/rendezvous.h: TCP to MASTER_ADDR,
+// or files in the shared directory -f DIR. Ranks of another run are refused there.
+static void exchange_nccl_id(const Dist *d, const TrainArgs *a, uint64_t fingerprint, ncclUniqueId *id) {
+    char err[512];
+    RdzvJob job;
+    if (rdzv_job_init(&job, d->rank, d->world, fingerprint, err, sizeof err) != 0) fatal("%s", err);
     if (d->rank == 0) {
         ncclResult_t r = ncclGetUniqueId(id);
         if (r != ncclSuccess) fatal("ncclGetUniqueId: %s", ncclGetErrorString(r));
-        snprintf(tmp, sizeof tmp, "%s.tmp%d", path, (int)getpid());
-        FILE *f = fopen(tmp, "wb");
-        if (!f || fwrite(id, sizeof *id, 1, f) != 1 || fclose(f) != 0 || rename(tmp, path) != 0) fatal("%s: cannot write the NCCL id", path);
-        return;
     }
-    double deadline = comm_now() + 60.0;
-    for (;;) {
-        FILE *f = fopen(path, "rb");
-        if (f) {
-            size_t got = fread(id, sizeof *id, 1, f);
-            fclose(f);
-            if (got == 1) return;
-        }
-        if (comm_now() > deadline) fatal("%s: no NCCL id from rank 0 within 60 s", path);
-        usleep(20000);
-    }
+    if (rdzv_exchange(&job, a->rdzv_dir, id, sizeof *id, err, sizeof err) != 0) fatal("rank %d of %d: %s", d->rank, d->world, err);
 }
 
 #ifndef SFT_NO_MAIN
@@ -804,6 +792,8 @@ int main(int argc, char **argv) {
     Dist dist;
     dist_discover(&dist, argv[0], &args);
     int lead = dist.rank == 0;  // only rank 0 prints, writes metrics, samples, evaluates -E and saves checkpoints
+    // ranks other than 0 train silently (errors still reach stderr); their log is silent too (trainer.h)
+    if (!lead && !freopen("/dev/null", "w", stdout)) fatal("/dev/null: cannot open: %s", strerror(errno));
     int devices = 0;
     if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) fatal("no CUDA device found; use ./train_sft on the CPU");
     if (dist.local_rank >= devices)
@@ -818,9 +808,11 @@ int main(int argc, char **argv) {
     GpuComm comm;
     ncclUniqueId id;
     memset(&id, 0, sizeof id);
-    if (dist.world > 1) exchange_nccl_id(&dist, &args, &id);
+    if (dist.world > 1) exchange_nccl_id(&dist, &args, run_fingerprint(&args, &run), &id);
     comm_start(&comm, &dist, &id, 0);
     dist_check_same(&dist, run_fingerprint(&args, &run), "the run's flags, data files and model shape");
+    dist_check_same(&dist, fnv1a(0xcbf29ce484222325ull, run.params, gpt2_num_parameters(&run.cfg) * sizeof(float)),
+                    "the model's starting weights (-e, or the checkpoint of -y 1)");
     size_t free0, total_mem;
     CUDA_CHECK(cudaMemGetInfo(&free0, &total_mem));
     MemPlan plan = memory_plan(&cfg, args.B, args.T, recompute, dist.world, dist.zero);
@@ -847,7 +839,7 @@ int main(int argc, char **argv) {
                  recompute);
     else snprintf(trainer, sizeof trainer, "train_sftcu (GPU, %s, recompute level %d)", PRECISION_NAME, recompute);
     RunLog log;
-    if (lead) run_log_open(&log, &args, &run, state.step, trainer);
+    run_log_open(&log, &args, &run, state.step, trainer);
     StepBuffers sb;
     step_buffers_init(&sb, A, BT);
 
@@ -855,17 +847,20 @@ int main(int argc, char **argv) {
     CUDA_CHECK(cudaGetDeviceProperties(&prop, dist.local_rank));
     size_t free1;
     CUDA_CHECK(cudaMemGetInfo(&free1, &total_mem));
-    double MiB = 1048576.0, used = (double)(free0 - free1);
-    if (lead) {
-        printf("device| %s, %.1f GiB, %s, recompute level %d\n", prop.name, total_mem / 1073741824.0, PRECISION_NAME, recompute);
-        if (dist.world > 1) printf("ranks | %d (from %s), ZeRO-%d, NCCL\n", dist.world, dist.launcher, M.zero);
-        print_run_summary(&args, &run, P);
-    }
-    // every rank: its own memory, against the plan (the same on every rank)
-    printf("memory| rank %d of %d: parameters %.2f MiB + gradients %.2f MiB + master weights and AdamW %.2f MiB + activations %.2f MiB "
-           "= %.2f MiB planned (%s, P = %zu, ZeRO-%d); in use after setup %.2f MiB\n", dist.rank, dist.world, plan.params / MiB,
-           plan.grads / MiB, plan.state / MiB, plan.acts / MiB, (plan.params + plan.grads + plan.state + plan.acts) / MiB,
-           sizeof(floatX) == sizeof(float) ? "4P + 4P + 8P/W" : "2P + 4P + 12P/W", M.num_params_dev, M.zero, used / MiB);
+    double MiB = 1048576.0;
+    printf("device| %s, %.1f GiB, %s, recompute level %d\n", prop.name, total_mem / 1073741824.0, PRECISION_NAME, recompute);
+    if (dist.world > 1) printf("ranks | %d (from %s), ZeRO-%d, NCCL\n", dist.world, dist.launcher, M.zero);
+    print_run_summary(&args, &run, P);
+    // every rank's device memory in use, printed by rank 0, against the plan (the same on every rank)
+    double *used = (double *)xcalloc((size_t)dist.world, sizeof(double));
+    used[dist.rank] = (double)(free0 - free1);
+    if (comm.comm) ops_allreduce_f64(&comm, used, (size_t)dist.world);
+    printf("memory| per rank: parameters %.2f MiB + gradients %.2f MiB + master weights and AdamW %.2f MiB + activations %.2f MiB "
+           "= %.2f MiB planned (%s, P = %zu, W = %d, ZeRO-%d)\n", plan.params / MiB, plan.grads / MiB, plan.state / MiB, plan.acts / MiB,
+           (plan.params + plan.grads + plan.state + plan.acts) / MiB, sizeof(floatX) == sizeof(float) ? "4P + 4P + 8P/W" : "2P + 4P + 12P/W",
+           M.num_params_dev, dist.world, M.zero);
+    for (int r = 0; r < dist.world; r++) printf("memory| rank %d: in use after setup %.2f MiB\n", r, used[r] / MiB);
+    free(used);
     fflush(stdout);
 
     GpuGenerator gpu_gen;
@@ -877,7 +872,7 @@ int main(int argc, char **argv) {
         if (run.have_val && args.val_every > 0 && step % args.val_every == 0) {
             int64_t n;
             double vl = gpu_evaluate(&M, &val_loader, &sb, args.val_batches, &n);
-            if (lead) log_validation(&log, step, vl, n);
+            log_validation(&log, step, vl, n);
         }
         if (lead) generate_and_evaluate(&args, &run, &gen, step, 0, &log, &sample_rng);
         float lr = lr_at_step((int)step, steps, args.lr, args.warmup, args.final_lr_frac);
@@ -889,42 +884,30 @@ int main(int argc, char **argv) {
         CUDA_CHECK(cudaMemGetInfo(&free_now, &total_mem));
         if (free_now < min_free) min_free = free_now;
         state.step = step + 1;
-        if (lead) {
-            if (!nonfinite_guard(&guard, &log, state.step, r.skipped, r.loss, r.grad_norm))
-                log_step(&log, state.step, r.skipped, r.loss, lr, r.grad_norm, r.targets, dt);
-        } else if (r.skipped != STEP_NONFINITE) {
-            guard.consecutive = 0;
-        } else if (++guard.consecutive >= guard.limit) {  // rank 0 says why and stops at the same step
-            exit(EXIT_NONFINITE);
-        }
+        if (!nonfinite_guard(&guard, &log, state.step, r.skipped, r.loss, r.grad_norm))  // every rank: all stop at the same step
+            log_step(&log, state.step, r.skipped, r.loss, lr, r.grad_norm, r.targets, dt);
         if (args.ckpt_every > 0 && state.step % args.ckpt_every == 0 && state.step < steps) {
             gpu_download_state(&M, run.params, host_m, host_v);  // every rank: the shards meet
-            if (lead) {
-                state.epoch = loader.epoch; state.cursor = loader.cursor; state.rng = sample_rng.state;
-                save_checkpoint(args.out_dir, &cfg, &run.p, &state, host_m, host_v, P);
-                log_checkpoint(&log, state.step, 0);
-            }
+            state.epoch = loader.epoch; state.cursor = loader.cursor; state.rng = sample_rng.state;
+            if (lead) save_checkpoint(args.out_dir, &cfg, &run.p, &state, host_m, host_v, P);
+            log_checkpoint(&log, state.step, 0);
         }
     }
-    if (lead) log_break(&log);
+    log_break(&log);
     require_updates(&state);
     if (run.have_val) {
         int64_t n;
         double vl = gpu_evaluate(&M, &val_loader, &sb, args.val_batches, &n);
-        if (lead) log_validation(&log, state.step, vl, n);
+        log_validation(&log, state.step, vl, n);
     }
-    if (lead) {
-        generate_and_evaluate(&args, &run, &gen, state.step, 1, &log, &sample_rng);
-        log_break(&log);
-    }
-    printf("memory| rank %d: peak in use %.1f MiB of %.1f MiB\n", dist.rank, (free0 - min_free) / MiB, total_mem / MiB);
+    if (lead) generate_and_evaluate(&args, &run, &gen, state.step, 1, &log, &sample_rng);
+    log_break(&log);
+    printf("memory| peak in use %.1f MiB of %.1f MiB (rank 0)\n", (free0 - min_free) / MiB, total_mem / MiB);
     gpu_download_state(&M, run.params, host_m, host_v);
-    if (lead) {
-        state.epoch = loader.epoch; state.cursor = loader.cursor; state.rng = sample_rng.state;
-        save_checkpoint(args.out_dir, &cfg, &run.p, &state, host_m, host_v, P);
-        log_checkpoint(&log, state.step, 1);
-        run_log_close(&log, state.step);
-    }
+    state.epoch = loader.epoch; state.cursor = loader.cursor; state.rng = sample_rng.state;
+    if (lead) save_checkpoint(args.out_dir, &cfg, &run.p, &state, host_m, host_v, P);
+    log_checkpoint(&log, state.step, 1);
+    run_log_close(&log, state.step);
     comm_finish(&comm, &dist);
     step_buffers_free(&sb);
     loader_free(&loader);

@@ -60,6 +60,9 @@ def fail(why):
     sys.exit(1)
 
 
+for run in (run_a, run_b):
+    if not os.path.exists(os.path.join(run, 'metrics.jsonl')) or not os.path.exists(os.path.join(run, 'latest')):
+        fail(f'{run}: no metrics.jsonl or no final checkpoint (the run failed?)')
 ma, mb = metrics(run_a), metrics(run_b)
 if sorted(ma, key=str) != sorted(mb, key=str) or not ma:
     fail(f'different logged steps: {sorted(ma, key=str)} vs {sorted(mb, key=str)}')
