@@ -849,7 +849,11 @@ int main(int argc, char **argv) {
     CUDA_CHECK(cudaMemGetInfo(&free1, &total_mem));
     double MiB = 1048576.0;
     printf("device| %s, %.1f GiB, %s, recompute level %d\n", prop.name, total_mem / 1073741824.0, PRECISION_NAME, recompute);
-    if (dist.world > 1) printf("ranks | %d (from %s), ZeRO-%d, NCCL\n", dist.world, dist.launcher, M.zero);
+    if (dist.world > 1) {
+        int v = 0;
+        ncclGetVersion(&v);  // since NCCL 2.9: major * 10000 + minor * 100 + patch
+        printf("ranks | %d (from %s), ZeRO-%d, NCCL %d.%d.%d\n", dist.world, dist.launcher, M.zero, v / 10000, v / 100 % 100, v % 100);
+    }
     print_run_summary(&args, &run, P);
     // every rank's device memory in use, printed by rank 0, against the plan (the same on every rank)
     double *used = (double *)xcalloc((size_t)dist.world, sizeof(double));

@@ -37,7 +37,8 @@ static double comm_now(void) {
 }
 
 [[noreturn]] static void comm_die(GpuComm *g, const char *what, const char *why) {
-    fprintf(stderr, "error: rank %d of %d: %s: %s\n", g->rank, g->world, what, why);
+    const char *detail = g->comm ? ncclGetLastError(g->comm) : "";
+    fprintf(stderr, "error: rank %d of %d: %s: %s%s%s\n", g->rank, g->world, what, why, detail && *detail ? ": " : "", detail ? detail : "");
     fflush(stderr);
     if (g->comm) ncclCommAbort(g->comm);  // frees NCCL's resources without waiting for the peers
     g->comm = NULL;
@@ -129,10 +130,7 @@ static void comm_start(GpuComm *g, Dist *d, const ncclUniqueId *id, cudaStream_t
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 0;
     ncclResult_t r = ncclCommInitRankConfig(&g->comm, d->world, *id, d->rank, &config);
-    if (r != ncclSuccess && r != ncclInProgress) {
-        fprintf(stderr, "error: rank %d of %d: NCCL communicator init: %s\n", d->rank, d->world, ncclGetErrorString(r));
-        exit(1);
-    }
+    if (r != ncclSuccess && r != ncclInProgress) comm_die(g, "NCCL communicator init", ncclGetErrorString(r));
     comm_wait(g, "NCCL communicator init (are all ranks started, with the same world size?)");
     CUDA_CHECK(cudaMalloc((void **)&g->staging, STAGING_DOUBLES * sizeof(double)));
     g->ops.allreduce_sum_f32 = ops_allreduce_f32;

@@ -3,8 +3,8 @@
 # emulator, as real processes talking through the emulated NCCL (run by `run.sh dist`
 # from the converted copy of the repository, with BIN_DIR holding train_sftcu and
 # train_sftcu_fp32 built for the emulator). One `ok/FAIL/skip NAME` line per check:
-# - 2 ranks launched by torchrun (Debian's python3-torch) against 1 process with the same
-#   -d, in fp32 with ZeRO-1 and -Z 0, and in bf16: per-step losses, gradient norms and
+# - 2 ranks launched by torchrun (Debian's python3-torch; the NCCL id over TCP, -Z 0 through
+#   -f DIR) against 1 process with the same -d, in fp32 with ZeRO-1 and -Z 0, and in bf16: per-step losses, gradient norms and
 #   validation losses, the final weights, AdamW moments and counters (cmp_runs.py; the
 #   tolerances are float rounding: only the order of the gradient sums differs);
 # - the CPU trainer on the same flags (its kernels sum in other orders, and AdamW turns
@@ -34,15 +34,16 @@ cmp_runs() { $py "$here/cmp_runs.py" "$@" || status=1; }
 
 F="-i dev/ref/tiny_train.bin -j dev/ref/tiny_val.bin -v 2 -m -1 -e d2c64h2t32 -b 2 -t 16 -x 4 -n 2 -S 1 -l 1e-2 -d 128"
 port=$((29500 + RANDOM % 400))
-# torchrun NAME BINARY FLAGS...: 2 ranks on this machine, the NCCL id through a directory.
+# torchrun2 NAME BINARY FLAGS...: 2 ranks on this machine; the NCCL id over TCP to torchrun's
+# MASTER_ADDR at MASTER_PORT + 1, or with RDZV=dir through a directory (-f)
 # (--redirects/--tee 2: torch 1.13's default of "no redirection" fails on Python 3.12)
 torchrun2() {
-    local name=$1 b=$2
+    local name=$1 b=$2 f=""
     shift 2
-    mkdir -p "$tmp/$name.rdzv"
+    [ "${RDZV:-tcp}" = dir ] && { mkdir -p "$tmp/$name.rdzv"; f="-f $tmp/$name.rdzv"; }
     port=$((port + 2))
     timeout 300 $py -m torch.distributed.run --redirects 2 --tee 2 --log_dir "$tmp/$name.tlogs" --no_python --nproc_per_node 2 \
-        --master_port $port "$b" $F -o "$tmp/$name" -f "$tmp/$name.rdzv" "$@" > "$tmp/$name.log" 2>&1
+        --master_port $port "$b" $F -o "$tmp/$name" $f "$@" > "$tmp/$name.log" 2>&1
 }
 single() {
     local name=$1 b=$2
@@ -56,7 +57,7 @@ ran() {  # ran NAME STATUS: a run that must have succeeded
 # ---- 2 ranks vs 1 (fp32) ----
 single one "$bin/train_sftcu_fp32"; ran one $? || exit 1
 torchrun2 z1 "$bin/train_sftcu_fp32"; ran z1 $? && cmp_runs dist_torchrun_zero1_equals_1_rank "$tmp/one" "$tmp/z1" 1e-6 1e-5
-torchrun2 z0 "$bin/train_sftcu_fp32" -Z 0; ran z0 $? && cmp_runs dist_torchrun_zero0_equals_1_rank "$tmp/one" "$tmp/z0" 1e-6 1e-5
+RDZV=dir torchrun2 z0 "$bin/train_sftcu_fp32" -Z 0; ran z0 $? && cmp_runs dist_torchrun_zero0_equals_1_rank "$tmp/one" "$tmp/z0" 1e-6 1e-5
 [ -d "$tmp/z0" ] && [ -d "$tmp/z1" ] && cmp_runs dist_zero1_equals_zero0 "$tmp/z0" "$tmp/z1" 1e-6 1e-5
 if grep -q '^ranks | 2 (from torchrun), ZeRO-1' "$tmp/z1.log"; then ok dist_torchrun_discovered "2 ranks from torchrun's environment, ZeRO-1 by default"
 else fail dist_torchrun_discovered "no 'ranks | 2 (from torchrun), ZeRO-1' line"; fi
