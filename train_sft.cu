@@ -13,6 +13,9 @@ in fp32), fp32 master weights, fp32 AdamW moments and fp32 reductions;
 -r sets gradient checkpointing: 0 stores every activation, 1 recomputes the LayerNorm
 and GELU outputs in backward, 2 keeps only each layer's input and recomputes the layer.
 Every kernel is deterministic (no float atomics), so a run is bit-identical run to run.
+Data parallel: W processes, one per GPU, as in common/dist.h; the gradients meet once per
+step over NCCL (cuda/dist.cuh), with ZeRO-1 sharding the fp32 master weights and AdamW
+moments by default when W > 1.
 */
 #include "common/evalset.h"
 #include "common/generate.h"
@@ -80,8 +83,8 @@ struct GpuModel {
     GPT2Config cfg_dev;                // the same with V = Vp: the layout on the device
     size_t num_params;                 // parameters of cfg: the host's arrays (checkpoints)
     size_t num_params_dev;             // parameters of cfg_dev: the device's arrays
-    floatX *params;                    // (num_params_dev) the weights the kernels read
-    float *grads;                      // (num_params_dev) gradients of the step's mean loss, accumulated in fp32
+    floatX *params;                    // (padded) the weights the kernels read (num_params_dev of them)
+    float *grads;                      // (padded) gradients of the step's mean loss, accumulated in fp32; with ZeRO-1 only this rank's shard is summed over ranks
     floatX *p[NUM_PARAM_TENSORS];      // each tensor's start in params
     float *g[NUM_PARAM_TENSORS];       // each tensor's start in grads
     float *master, *m, *v;             // (shard) this rank's fp32 state, from element lo; master == (float *)params + lo in the fp32 build

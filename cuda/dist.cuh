@@ -66,9 +66,22 @@ static void comm_wait(GpuComm *g, const char *what) {
     }
 }
 
-// A collective's return value: ncclInProgress (non-blocking) is waited out later by comm_wait.
+// A collective's return value. On a non-blocking communicator ncclInProgress means the
+// call is still being enqueued: NCCL must not be called again until the communicator
+// leaves that state, so wait for it here (with the deadline); the collective itself
+// then completes on the stream, which comm_wait waits for.
 static void comm_issued(GpuComm *g, ncclResult_t r, const char *what) {
-    if (r != ncclSuccess && r != ncclInProgress) comm_die(g, what, ncclGetErrorString(r));
+    if (r == ncclSuccess) return;
+    if (r != ncclInProgress) comm_die(g, what, ncclGetErrorString(r));
+    double deadline = comm_now() + g->timeout_s;
+    for (;;) {
+        ncclResult_t e;
+        ncclCommGetAsyncError(g->comm, &e);
+        if (e == ncclSuccess) return;
+        if (e != ncclInProgress) comm_die(g, what, ncclGetErrorString(e));
+        if (comm_now() > deadline) comm_die(g, what, "still being enqueued after SFT_NCCL_TIMEOUT seconds");
+        usleep(50);
+    }
 }
 
 #if defined(ENABLE_FP32)
