@@ -794,7 +794,7 @@ int main(int argc, char **argv) {
     if (recompute < 0 || recompute > 2) usage_error(argv[0], "-r must be 0, 1 or 2, got %d", recompute);
     Dist dist;
     dist_discover(&dist, argv[0], &args);
-    int lead = dist.rank == 0;  // only rank 0 prints, writes metrics, samples, evaluates -E and saves checkpoints
+    int lead = dist.rank == 0;  // only rank 0 prints, writes metrics and saves checkpoints
     // ranks other than 0 train silently (errors still reach stderr); their log is silent too (trainer.h)
     if (!lead && !freopen("/dev/null", "w", stdout)) fatal("/dev/null: cannot open: %s", strerror(errno));
     int devices = 0;
@@ -875,13 +875,15 @@ int main(int argc, char **argv) {
     gpu_generator_init(&gpu_gen, &gen, &M);
     size_t min_free = free1;
     NonfiniteGuard guard = {args.max_nonfinite, 0};
+    const char *ct = getenv("SFT_CKPT_TIMEOUT");  // how long the other ranks wait for rank 0 to write a checkpoint
+    double ckpt_timeout = ct && atof(ct) > 0 ? atof(ct) : 1800.0;
     for (int64_t step = state.step; step < steps; step++) {
         if (run.have_val && args.val_every > 0 && step % args.val_every == 0) {
             int64_t n;
             double vl = gpu_evaluate(&M, &val_loader, &sb, args.val_batches, &n);
             log_validation(&log, step, vl, n);
         }
-        if (lead) generate_and_evaluate(&args, &run, &gen, step, 0, &log, &sample_rng);
+        generate_and_evaluate(&args, &run, &gen, step, 0, &log, &sample_rng);  // every rank: they stay in step (output: rank 0's)
         float lr = lr_at_step((int)step, steps, args.lr, args.warmup, args.final_lr_frac);
         double t0 = now_seconds();
         poison_this_step = test_poison_for_step(step + 1);
@@ -897,6 +899,7 @@ int main(int argc, char **argv) {
             gpu_download_state(&M, run.params, host_m, host_v);  // every rank: the shards meet
             state.epoch = loader.epoch; state.cursor = loader.cursor; state.rng = sample_rng.state;
             if (lead) save_checkpoint(args.out_dir, &cfg, &run.p, &state, host_m, host_v, P);
+            comm_barrier(&comm, "waiting for rank 0's checkpoint (SFT_CKPT_TIMEOUT)", ckpt_timeout);
             log_checkpoint(&log, state.step, 0);
         }
     }
@@ -907,7 +910,7 @@ int main(int argc, char **argv) {
         double vl = gpu_evaluate(&M, &val_loader, &sb, args.val_batches, &n);
         log_validation(&log, state.step, vl, n);
     }
-    if (lead) generate_and_evaluate(&args, &run, &gen, state.step, 1, &log, &sample_rng);
+    generate_and_evaluate(&args, &run, &gen, state.step, 1, &log, &sample_rng);
     log_break(&log);
     printf("memory| peak in use %.1f MiB of %.1f MiB (rank 0)\n", (free0 - min_free) / MiB, total_mem / MiB);
     gpu_download_state(&M, run.params, host_m, host_v);

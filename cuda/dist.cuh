@@ -11,7 +11,8 @@
 // waits forever. After each phase that issued collectives the host polls the stream
 // and ncclCommGetAsyncError; an error, or SFT_NCCL_TIMEOUT seconds (default 60)
 // without the phase finishing, aborts the communicator and exits 1 with one line.
-// A dead peer thus ends every other rank within that bound instead of hanging.
+// A dead peer thus ends every other rank within that bound instead of hanging. The one
+// longer wait is comm_barrier's, after rank 0 alone wrote a checkpoint.
 #pragma once
 #include <nccl.h>
 #include <time.h>
@@ -126,6 +127,19 @@ static void comm_host_allreduce(GpuComm *g, void *x, size_t n, ncclDataType_t t,
 }
 static void ops_allreduce_f32(void *ctx, float *x, size_t n) { comm_host_allreduce((GpuComm *)ctx, x, n, ncclFloat, sizeof(float)); }
 static void ops_allreduce_f64(void *ctx, double *x, size_t n) { comm_host_allreduce((GpuComm *)ctx, x, n, ncclDouble, sizeof(double)); }
+
+// Every rank waits here for the others, up to timeout_s instead of the usual deadline:
+// after work only rank 0 does (writing a checkpoint can take minutes), so that the
+// other ranks' next collective does not hit SFT_NCCL_TIMEOUT while rank 0 is busy.
+static void comm_barrier(GpuComm *g, const char *what, double timeout_s) {
+    if (!g->comm) return;
+    double usual = g->timeout_s, x = 0.0;
+    g->timeout_s = timeout_s;
+    CUDA_CHECK(cudaMemcpyAsync(g->staging, &x, sizeof x, cudaMemcpyHostToDevice, g->stream));
+    comm_issued(g, ncclAllReduce(g->staging, g->staging, 1, ncclDouble, ncclSum, g->comm, g->stream), what);
+    comm_wait(g, what);
+    g->timeout_s = usual;
+}
 
 // ----------------------------------------------------------------------------
 // Start and end.
