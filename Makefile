@@ -63,7 +63,9 @@ chat: chat.c train_sft.c $(COMMON_H)
 # for other GPUs. train_sftcu_fp32 computes in fp32 (for comparison with the CPU).
 CUDA_ARCH ?= sm_90
 NVCCFLAGS ?= -std=c++17 -O3 -arch=$(CUDA_ARCH) -Xcompiler -fopenmp,-Wall,-Wno-unused-function,-Wno-format-truncation -I.
-CUDA_LIBS = -lcublas -lcublasLt -lgomp -lm
+# NCCL (data parallel across GPUs, cuda/dist.cuh): nccl.h and libnccl from the CUDA
+# toolkit's directories where it ships them, else the libnccl-dev package.
+CUDA_LIBS = -lcublas -lcublasLt -lnccl -lgomp -lm
 CUDA_DEPS = train_sft.cu $(wildcard cuda/*.cuh) $(COMMON_H)
 CUDA_TARGETS = train_sftcu train_sftcu_fp32 test_sftcu test_sftcu_bf16
 

@@ -87,7 +87,9 @@ static void test_step_against_cpu(const char *name, const GPT2Config *cfg, const
     int BT = B * T, V = cfg->V;
     void *cpu = ref_model_new(cfg, params, B, T);
     GpuModel M;
-    gpu_model_build(&M, cfg, params, B, T, recompute);
+    GpuComm one;
+    comm_single(&one);
+    gpu_model_build(&M, cfg, params, B, T, recompute, &one, 0);
     int *rows = (int *)xmalloc(BT * sizeof(int)), R = 0;
     for (int i = 0; i < BT; i++) rows[i] = i;
     // logits at every position
@@ -168,7 +170,9 @@ static void test_accumulation(const char *name, const GPT2Config *cfg, const flo
     }
     float *g_acc = (float *)xmalloc(P * sizeof(float)), *g_one = (float *)xmalloc(P * sizeof(float));
     GpuModel M;
-    gpu_model_build(&M, cfg, params, B, T, 0);  // A micro-batches of B rows
+    GpuComm one;
+    comm_single(&one);
+    gpu_model_build(&M, cfg, params, B, T, 0, &one, 0);  // A micro-batches of B rows
     CUDA_CHECK(cudaMemset(M.grads, 0, M.num_params_dev * sizeof(*M.grads)));
     for (int k = 0; k < A; k++) {
         size_t o = (size_t)k * BT;
@@ -178,7 +182,7 @@ static void test_accumulation(const char *name, const GPT2Config *cfg, const flo
     }
     params_to_host(&M, g_acc, M.grads);
     gpu_model_free(&M);
-    gpu_model_build(&M, cfg, params, A * B, T, 0);  // one micro-batch of A*B rows
+    gpu_model_build(&M, cfg, params, A * B, T, 0, &one, 0);  // one micro-batch of A*B rows
     CUDA_CHECK(cudaMemset(M.grads, 0, M.num_params_dev * sizeof(*M.grads)));
     gpu_upload_batch(&M, inputs, pos, doc_start, targets, (int)n, NULL, 0);
     gpu_forward(&M, A * B, T, true, 1.0f / (float)N);

@@ -16,15 +16,20 @@ micro-batches in fp32), fp32 master weights, fp32 AdamW moments and fp32 reducti
 outputs and the MLP's first product with its GELU in backward, 2 keeps only each layer's
 input and recomputes the layer.
 Every kernel is deterministic (no float atomics), so a run is bit-identical run to run.
+Data parallel: W processes, one per GPU, as in common/dist.h; the gradients meet once per
+step over NCCL (cuda/dist.cuh), with ZeRO-1 sharding the fp32 master weights and AdamW
+moments by default when W > 1.
 */
 #include "common/dist.h"
 #include "common/evalset.h"
 #include "common/generate.h"
 #include "common/preempt.h"
+#include "common/rendezvous.h"
 #include "common/trainer.h"
 #include "cuda/attention.cuh"
 #include "cuda/classifier.cuh"
 #include "cuda/common.cuh"
+#include "cuda/dist.cuh"
 #include "cuda/elementwise.cuh"
 #include "cuda/encoder.cuh"
 #include "cuda/layernorm.cuh"
@@ -37,6 +42,9 @@ Every kernel is deterministic (no float atomics), so a run is bit-identical run 
 // Vp (a multiple of 128: aligned logit rows and whole tiles for cuBLAS); the padding
 // rows of wte are zero and stay zero (their logits get a zero gradient, so AdamW
 // leaves them at 0). Master weights and AdamW moments are fp32, padded the same way.
+// With ZeRO-1 over W ranks the flat array is cut into W equal shards (the last padded
+// with zeros): each rank keeps the master weights and moments of its own shard only,
+// and params and grads are W shards long so the collectives can work in place.
 
 struct Acts {
     floatX *encoded;                   // (BT, C)
@@ -80,11 +88,15 @@ struct GpuModel {
     GPT2Config cfg_dev;                // the same with V = Vp: the layout on the device
     size_t num_params;                 // parameters of cfg: the host's arrays (checkpoints)
     size_t num_params_dev;             // parameters of cfg_dev: the device's arrays
-    floatX *params;                    // (num_params_dev) the weights the kernels read
-    float *grads;                      // (num_params_dev) gradients of the step's mean loss, accumulated in fp32
+    floatX *params;                    // (padded) the weights the kernels read (num_params_dev of them)
+    float *grads;                      // (padded) gradients of the step's mean loss, accumulated in fp32; with ZeRO-1 only this rank's shard is summed over ranks
     floatX *p[NUM_PARAM_TENSORS];      // each tensor's start in params
     float *g[NUM_PARAM_TENSORS];       // each tensor's start in grads
-    float *master, *m, *v;             // master == (float *)params in the fp32 build
+    float *master, *m, *v;             // (shard) this rank's fp32 state, from element lo; master == (float *)params + lo in the fp32 build
+    GpuComm *comm;                     // the ranks (cuda/dist.cuh); world 1: no communication
+    int zero;                          // 1: ZeRO-1 (the state is sharded), 0: every rank holds all of it
+    size_t shard, lo;                  // elements in this rank's state and its first one (num_params_dev and 0 without ZeRO)
+    size_t padded;                     // elements of params and grads: W * shard with ZeRO-1, else num_params_dev
     int B, T, recompute;
     Acts a;
     size_t acts_bytes, scratch_floats;
@@ -184,7 +196,15 @@ static void params_to_host(const GpuModel *M, float *host, const float *dev) {
     CUDA_CHECK(cudaMemcpy(host + head, dev + head + gap, (M->num_params - head) * sizeof(float), cudaMemcpyDeviceToHost));
 }
 
-static void gpu_model_build(GpuModel *M, const GPT2Config *cfg, const float *host_params, int B, int T, int recompute) {
+// ZeRO-1's shard: ceil(P / W) rounded up to 64 elements, so that every shard starts
+// 256-byte aligned (the vector paths of the kernels); one rank or no ZeRO: all of P.
+static size_t zero_shard(size_t P, int world, int zero) {
+    if (!zero || world == 1) return P;
+    return (dist_shard_size(P, world) + 63) / 64 * 64;
+}
+
+static void gpu_model_build(GpuModel *M, const GPT2Config *cfg, const float *host_params, int B, int T, int recompute, GpuComm *comm,
+                            int zero) {
     M->cfg = *cfg;
     M->cfg_dev = *cfg;
     M->cfg_dev.V = (cfg->V + VOCAB_PAD - 1) / VOCAB_PAD * VOCAB_PAD;
@@ -192,6 +212,11 @@ static void gpu_model_build(GpuModel *M, const GPT2Config *cfg, const float *hos
     M->num_params = gpt2_num_parameters(cfg);
     M->num_params_dev = gpt2_num_parameters(&M->cfg_dev);
     size_t P = M->num_params_dev, BT = (size_t)B * T, V = cfg->V;
+    M->comm = comm;
+    M->zero = zero && comm->world > 1;
+    M->shard = zero_shard(P, comm->world, M->zero);
+    M->lo = M->zero ? (size_t)comm->rank * M->shard : 0;
+    M->padded = M->zero ? (size_t)comm->world * M->shard : P;
     CUDA_CHECK(cudaStreamCreate(&M->stream));
     CUBLAS_CHECK(cublasCreate(&M->blas));
     M->blas_workspace = dev_alloc(BLAS_WORKSPACE);
@@ -200,31 +225,34 @@ static void gpu_model_build(GpuModel *M, const GPT2Config *cfg, const float *hos
     CUBLAS_CHECK(cublasLtCreate(&M->lt.handle));
     M->lt.workspace = M->blas_workspace;
     M->lt.workspace_bytes = BLAS_WORKSPACE;
-    M->params = (floatX *)dev_alloc(P * sizeof(floatX));
-    M->grads = (float *)dev_alloc(P * sizeof(float));
+    size_t N = M->padded, S = M->shard;
+    M->params = (floatX *)dev_alloc(N * sizeof(floatX));
+    M->grads = (float *)dev_alloc(N * sizeof(float));
 #if defined(ENABLE_FP32)
-    M->master = (float *)M->params;
+    M->master = (float *)M->params + M->lo;
 #else
-    M->master = (float *)dev_alloc(P * sizeof(float));
+    M->master = (float *)dev_alloc(S * sizeof(float));
 #endif
-    M->m = (float *)dev_alloc(P * sizeof(float));
-    M->v = (float *)dev_alloc(P * sizeof(float));
-    CUDA_CHECK(cudaMemset(M->m, 0, P * sizeof(float)));
-    CUDA_CHECK(cudaMemset(M->v, 0, P * sizeof(float)));
+    M->m = (float *)dev_alloc(S * sizeof(float));
+    M->v = (float *)dev_alloc(S * sizeof(float));
+    CUDA_CHECK(cudaMemset(M->m, 0, S * sizeof(float)));
+    CUDA_CHECK(cudaMemset(M->v, 0, S * sizeof(float)));
     size_t off = 0;
     for (int i = 0; i < NUM_PARAM_TENSORS; i++) { M->p[i] = M->params + off; M->g[i] = M->grads + off; off += param_numel(&M->cfg_dev, i); }
-    params_to_device(M, M->master, host_params);
-#if !defined(ENABLE_FP32)
-    {   // floatX copy of the master weights
-        float *tmp32 = (float *)xmalloc(P * sizeof(float));
-        floatX *tmp = (floatX *)xmalloc(P * sizeof(floatX));
-        CUDA_CHECK(cudaMemcpy(tmp32, M->master, P * sizeof(float), cudaMemcpyDeviceToHost));
-        for (size_t i = 0; i < P; i++) tmp[i] = from_float<floatX>(tmp32[i]);
+    {   // all the weights in fp32 through grads (free until the first step), zero padding
+        CUDA_CHECK(cudaMemset(M->grads, 0, N * sizeof(float)));
+        params_to_device(M, M->grads, host_params);
+        float *tmp32 = (float *)xmalloc(N * sizeof(float));
+        floatX *tmp = (floatX *)xmalloc(N * sizeof(floatX));
+        CUDA_CHECK(cudaMemcpy(tmp32, M->grads, N * sizeof(float), cudaMemcpyDeviceToHost));
+        for (size_t i = 0; i < N; i++) tmp[i] = from_float<floatX>(tmp32[i]);
         free(tmp32);
-        CUDA_CHECK(cudaMemcpy(M->params, tmp, P * sizeof(floatX), cudaMemcpyHostToDevice));
+        CUDA_CHECK(cudaMemcpy(M->params, tmp, N * sizeof(floatX), cudaMemcpyHostToDevice));
         free(tmp);
-    }
+#if !defined(ENABLE_FP32)
+        CUDA_CHECK(cudaMemcpy(M->master, M->grads + M->lo, S * sizeof(float), cudaMemcpyDeviceToDevice));
 #endif
+    }
     M->acts_bytes = gpu_acts_alloc(&M->a, &M->scratch_floats, &M->cfg_dev, B, T, recompute, true);
     M->dev_block = (int *)dev_alloc(batch_ints((int)BT) * sizeof(int));
     CUDA_CHECK(cudaMallocHost((void **)&M->host_block, batch_ints((int)BT) * sizeof(int)));
@@ -532,9 +560,14 @@ static double gpu_loss_sum(GpuModel *M, float *host_losses) {
 }
 
 // ----------------------------------------------------------------------------
-// One optimizer step over A micro-batches. The micro-batches are made first, so
-// the number of targets N of the step is known and the loss gradient is scaled by
-// 1/N as it is formed: the gradients are those of the mean loss over the step.
+// One optimizer step over A*W micro-batches, W the number of ranks. Every rank makes
+// all of them with the same loader (so all know the step's number of targets N
+// without communication) and computes its own A (common/dist.h); the loss gradient
+// is scaled by 1/N as it is formed: the gradients are those of the global mean loss.
+// After the last micro-batch the gradients are summed across ranks once: an
+// all-reduce, or with ZeRO-1 a reduce-scatter (each rank gets the sum of its shard),
+// AdamW on the shard and an all-gather of the updated bf16 parameters. No overlap of
+// the communication with backward: it runs on the same stream after it.
 
 // The host side is pinned, so the step's one upload (all micro-batches) and one
 // download (losses and gradient norm) are asynchronous copies; the step waits for
@@ -577,19 +610,20 @@ struct StepResult {
 
 static StepResult gpu_train_step(GpuModel *M, Loader *ld, StepBuffers *sb, int A, float lr, float weight_decay, float grad_clip, int64_t *adam_t) {
     StepResult r = {0.0, 0.0f, 0, 0};
-    int B = ld->B, T = ld->T, BT = B * T;
+    int B = ld->B, T = ld->T, BT = B * T, W = M->comm->world;
     size_t block = batch_ints(BT);
-    for (int k = 0; k < A; k++) {  // the previous step's upload finished before its sync: the pinned blocks are free
+    for (int k = 0; k < A * W; k++) {  // the previous step's upload finished before its sync: the pinned blocks are free
         loader_next_batch(ld);
-        batch_fill(M, &sb->batches[k], ld->inputs, ld->pos, ld->doc_start, ld->targets, BT, NULL, 0);
-        r.targets += sb->batches[k].num_rows;
+        r.targets += ld->num_targets;
+        if (k / A == M->comm->rank)  // dist_owns_microbatch: this rank's contiguous block
+            batch_fill(M, &sb->batches[k % A], ld->inputs, ld->pos, ld->doc_start, ld->targets, BT, NULL, 0);
     }
     if (r.targets == 0) { r.skipped = STEP_NO_TARGETS; return r; }
     float inv_targets = 1.0f / (float)r.targets;
     kt_step_begin();
     kt_mark(M->stream, K_OTHER);
     CUDA_CHECK(cudaMemcpyAsync(sb->dev, sb->host, (size_t)A * block * sizeof(int), cudaMemcpyHostToDevice, M->stream));
-    CUDA_CHECK(cudaMemsetAsync(M->grads, 0, M->num_params_dev * sizeof(float), M->stream));
+    CUDA_CHECK(cudaMemsetAsync(M->grads, 0, M->padded * sizeof(float), M->stream));
     for (int k = 0; k < A; k++) {
         if (sb->batches[k].num_rows == 0) continue;  // contributes nothing
         batch_use(M, &sb->batches[k], sb->dev + (size_t)k * block, sb->dev_losses + (size_t)k * BT, BT);
@@ -602,16 +636,23 @@ static StepResult gpu_train_step(GpuModel *M, Loader *ld, StepBuffers *sb, int A
         CUDA_CHECK(cudaMemcpyAsync(M->grads, &nan, sizeof nan, cudaMemcpyHostToDevice, M->stream));
         CUDA_CHECK(cudaStreamSynchronize(M->stream));
     }
-    global_norm_squared(M->a.norm2, M->a.scratch, M->grads, M->num_params_dev, M->stream);
+    // the sum over ranks; with ZeRO-1 each rank's squared norm of its shard, then their sum
+    if (M->zero) comm_reduce_scatter_sum(M->comm, M->grads, M->shard);
+    else comm_allreduce_sum(M->comm, M->grads, M->num_params_dev);
+    global_norm_squared(M->a.norm2, M->a.scratch, M->grads + M->lo, M->zero ? M->shard : M->num_params_dev, M->stream);
+    if (M->zero) comm_allreduce_sum(M->comm, M->a.norm2, 1);
     kt_mark(M->stream, K_OTHER);
     CUDA_CHECK(cudaMemcpyAsync(sb->host_losses, sb->dev_losses, (size_t)A * BT * sizeof(float), cudaMemcpyDeviceToHost, M->stream));
     CUDA_CHECK(cudaMemcpyAsync(sb->host_norm2, M->a.norm2, sizeof(float), cudaMemcpyDeviceToHost, M->stream));
-    // The step's one wait for the device: the loss and the gradient norm decide whether
-    // AdamW runs; AdamW itself then runs while the host prepares the next step.
-    CUDA_CHECK(cudaStreamSynchronize(M->stream));
-    double loss_sum = 0.0;  // in row order in double, as on the CPU
+    // The step's one wait for the device (with several ranks: with comm_wait's deadline):
+    // the loss and the gradient norm decide whether AdamW runs; with one rank AdamW then
+    // runs while the host prepares the next step.
+    if (M->comm->comm) comm_wait(M->comm, "gradient reduction");
+    else CUDA_CHECK(cudaStreamSynchronize(M->stream));
+    double loss_sum = 0.0;  // in row order in double, as on the CPU; then summed over ranks
     for (int k = 0; k < A; k++)
         for (int q = 0; q < sb->batches[k].num_rows; q++) loss_sum += sb->host_losses[(size_t)k * BT + q];
+    if (M->comm->comm) ops_allreduce_f64(M->comm, &loss_sum, 1);
     r.loss = loss_sum / (double)r.targets;
     if (poison_this_step == POISON_LOSS) r.loss = NAN;  // test hook (trainer.h)
     r.grad_norm = sqrtf(*sb->host_norm2);
@@ -620,29 +661,43 @@ static StepResult gpu_train_step(GpuModel *M, Loader *ld, StepBuffers *sb, int A
     kt_mark(M->stream, K_OPTIMIZER);
     grad_clip_scale(M->a.grad_scale, M->a.norm2, grad_clip, M->stream);
     *adam_t += 1;
-    size_t off = 0;
+    // AdamW on this rank's part [lo, hi) of each tensor (all of it without ZeRO-1)
+    size_t off = 0, lo = M->lo, hi = M->lo + M->shard < M->num_params_dev ? M->lo + M->shard : M->num_params_dev;
     for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
         size_t n = param_numel(&M->cfg_dev, i);
-        adamw_update(M->master + off, M->params + off, M->grads + off, M->m + off, M->v + off, n, lr, 0.9f, 0.95f, 1e-8f,
-                     PARAM_INFO[i].decay ? weight_decay : 0.0f, M->a.grad_scale, (int)*adam_t, M->stream);
+        size_t a = off > lo ? off : lo, b = off + n < hi ? off + n : hi;
+        if (a < b)
+            adamw_update(M->master + (a - lo), M->params + a, M->grads + a, M->m + (a - lo), M->v + (a - lo), b - a, lr, 0.9f, 0.95f, 1e-8f,
+                         PARAM_INFO[i].decay ? weight_decay : 0.0f, M->a.grad_scale, (int)*adam_t, M->stream);
         off += n;
+    }
+    if (M->zero) {  // every rank's updated shard of the bf16 weights to every rank
+        comm_allgather(M->comm, M->params, M->shard);
+        comm_wait(M->comm, "parameter all-gather");
     }
     kt_step_end(M->stream);
     return r;
 }
 
 // Mean loss per target over up to max_batches micro-batches (-1: the whole file).
+// Rank r evaluates the micro-batches k with k % W == r; the sums are added over ranks.
 static double gpu_evaluate(GpuModel *M, Loader *ld, StepBuffers *sb, int max_batches, int64_t *targets_out) {
     loader_seek(ld, 0, 0);
     double sum = 0.0;
     int64_t n = 0;
     for (int k = 0; (max_batches < 0 || k < max_batches) && !ld->exhausted; k++) {
         loader_next_batch(ld);
-        if (ld->num_targets == 0) continue;
+        if (k % M->comm->world != M->comm->rank || ld->num_targets == 0) continue;
         gpu_upload_batch(M, ld->inputs, ld->pos, ld->doc_start, ld->targets, ld->B * ld->T, NULL, 0);
         gpu_forward(M, ld->B, ld->T, true, 1.0f);
         sum += gpu_loss_sum(M, sb->losses);
         n += ld->num_targets;
+    }
+    if (M->comm->comm) {
+        double sums[2] = {sum, (double)n};  // target counts are far below 2^53: exact in double
+        ops_allreduce_f64(M->comm, sums, 2);
+        sum = sums[0];
+        n = (int64_t)sums[1];
     }
     *targets_out = n;
     return n ? sum / (double)n : NAN;
@@ -675,35 +730,82 @@ static void gpu_generator_init(GpuGenerator *g, Generator *gen, GpuModel *M) {
     gen->self = g; gen->reset = gpu_generator_reset; gen->next_logits = gpu_generator_next; gen->V = M->cfg.V; gen->cap = cap;
 }
 
-// Master weights and moments back to the host (host layout), for checkpoints.
+// One fp32 state array (this rank's shard) to the host in the host layout, on
+// every rank; with ZeRO-1 the shards are first gathered into grads (free between steps).
+static void state_to_host(GpuModel *M, float *host, const float *state) {
+    if (!M->zero) { params_to_host(M, host, state); return; }
+    CUDA_CHECK(cudaMemcpyAsync(M->grads + M->lo, state, M->shard * sizeof(float), cudaMemcpyDeviceToDevice, M->stream));
+    comm_allgather(M->comm, M->grads, M->shard);
+    comm_wait(M->comm, "checkpoint gather");
+    params_to_host(M, host, M->grads);
+}
+
+// The host's full array (host layout) into this rank's shard of a state array.
+static void state_to_device(GpuModel *M, float *state, const float *host) {
+    if (!M->zero) { params_to_device(M, state, host); return; }
+    CUDA_CHECK(cudaMemset(M->grads, 0, M->padded * sizeof(float)));
+    params_to_device(M, M->grads, host);
+    CUDA_CHECK(cudaMemcpy(state, M->grads + M->lo, M->shard * sizeof(float), cudaMemcpyDeviceToDevice));
+}
+
+// Master weights and moments back to the host (host layout), for checkpoints: a
+// collective (every rank calls it); the same arrays as one process would write.
 static void gpu_download_state(GpuModel *M, float *params, float *m, float *v) {
-    params_to_host(M, params, M->master);
-    params_to_host(M, m, M->m);
-    params_to_host(M, v, M->v);
+    state_to_host(M, params, M->master);
+    state_to_host(M, m, M->m);
+    state_to_host(M, v, M->v);
 }
 
 // AdamW moments from the host (host layout), for a resumed run.
 static void gpu_upload_moments(GpuModel *M, const float *m, const float *v) {
-    params_to_device(M, M->m, m);
-    params_to_device(M, M->v, v);
+    state_to_device(M, M->m, m);
+    state_to_device(M, M->v, v);
 }
 
 // ----------------------------------------------------------------------------
 // The device memory plan of gpu_model_build against what the device has free:
-// refuse before allocating rather than fail halfway through.
-static void check_device_memory(const GPT2Config *cfg, int B, int T, int recompute, size_t free_bytes) {
+// refuse before allocating rather than fail halfway through. Per rank, for Ψ
+// parameters: floatX weights (2Ψ in bf16) and fp32 gradients (4Ψ), both whole on
+// every rank, plus the fp32 master weights and two AdamW moments (12Ψ) divided by W
+// with ZeRO-1: 2Ψ + 4Ψ + 12Ψ/W bytes. (The ZeRO paper's 2Ψ + 2Ψ + 12Ψ/W keeps bf16
+// gradients; this trainer accumulates them in fp32.) The fp32 build has no separate
+// master copy: 4Ψ + 4Ψ + 8Ψ/W.
+struct MemPlan { double params, grads, state, acts; };
+
+static MemPlan memory_plan(const GPT2Config *cfg, int B, int T, int recompute, int world, int zero) {
     GPT2Config dev = *cfg;  // the device's layout: vocabulary padded as in gpu_model_build
     dev.V = (cfg->V + VOCAB_PAD - 1) / VOCAB_PAD * VOCAB_PAD;
-    double P = (double)gpt2_num_parameters(&dev), BT = (double)B * T;
+    size_t P = gpt2_num_parameters(&dev), S = zero_shard(P, world, zero), N = zero && world > 1 ? S * world : P;
     Acts sizing;
-    size_t scratch;
-    double acts = (double)gpu_acts_alloc(&sizing, &scratch, &dev, B, T, recompute, false) + (double)batch_ints((int)BT) * sizeof(int);
-    double master = sizeof(floatX) == sizeof(float) ? 0.0 : 4 * P;
-    MemTerm terms[] = {{"parameters", P * sizeof(floatX) + master, "use a smaller model (-e)"},
-                       {"gradients (fp32)", 4 * P, "use a smaller model (-e)"},
-                       {"AdamW state", 8 * P, "use a smaller model (-e)"},
-                       {"activations", acts, "lower -b (rows per micro-batch) or -t (row length), or raise -r (recompute in backward)"}};
+    size_t scratch, BT = (size_t)B * T;
+    MemPlan m;
+    m.params = (double)N * sizeof(floatX);
+    m.grads = 4.0 * N;
+    m.state = (sizeof(floatX) == sizeof(float) ? 8.0 : 12.0) * S;
+    m.acts = (double)gpu_acts_alloc(&sizing, &scratch, &dev, B, T, recompute, false) + (double)batch_ints((int)BT) * sizeof(int);
+    return m;
+}
+
+static void check_device_memory(const MemPlan *m, size_t free_bytes) {
+    MemTerm terms[] = {{"parameters (" PRECISION_NAME ")", m->params, "use a smaller model (-e)"},
+                       {"gradients (fp32)", m->grads, "use a smaller model (-e)"},
+                       {"master weights and AdamW state (fp32, this rank's ZeRO shard)", m->state, "use a smaller model (-e) or more ranks with -Z 1"},
+                       {"activations", m->acts, "lower -b (rows per micro-batch) or -t (row length), or raise -r (recompute in backward)"}};
     check_memory_plan(terms, 4, (double)free_bytes - (double)BLAS_WORKSPACE, "free on the device, cudaMemGetInfo, less the cuBLAS workspace");
+}
+
+// The NCCL unique id from rank 0 to every rank: over MPI would need an MPI build of
+// this trainer (not made), so always through common/rendezvous.h: TCP to MASTER_ADDR,
+// or files in the shared directory -f DIR. Ranks of another run are refused there.
+static void exchange_nccl_id(const Dist *d, const TrainArgs *a, uint64_t fingerprint, ncclUniqueId *id) {
+    char err[512];
+    RdzvJob job;
+    if (rdzv_job_init(&job, d->rank, d->world, fingerprint, err, sizeof err) != 0) fatal("%s", err);
+    if (d->rank == 0) {
+        ncclResult_t r = ncclGetUniqueId(id);
+        if (r != ncclSuccess) fatal("ncclGetUniqueId: %s", ncclGetErrorString(r));
+    }
+    if (rdzv_exchange(&job, a->rdzv_dir, id, sizeof *id, err, sizeof err) != 0) fatal("rank %d of %d: %s", d->rank, d->world, err);
 }
 
 #ifndef SFT_NO_MAIN
@@ -719,8 +821,15 @@ int main(int argc, char **argv) {
     if (recompute < 0 || recompute > 2) usage_error(argv[0], "-r must be 0, 1 or 2, got %d", recompute);
     Dist dist;
     dist_discover(&dist, argv[0], &args);
+    int lead = dist.rank == 0;  // only rank 0 prints, writes metrics and saves checkpoints
+    // ranks other than 0 train silently (errors still reach stderr); their log is silent too (trainer.h)
+    if (!lead && !freopen("/dev/null", "w", stdout)) fatal("/dev/null: cannot open: %s", strerror(errno));
     int devices = 0;
     if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) fatal("no CUDA device found; use ./train_sft on the CPU");
+    if (dist.local_rank >= devices)
+        fatal("rank %d: local rank %d needs GPU %d, but %d GPU(s) are visible (one process per GPU; -D sets the GPU)", dist.rank,
+              dist.local_rank, dist.local_rank, devices);
+    CUDA_CHECK(cudaSetDevice(dist.local_rank));  // before anything allocates on a device or NCCL looks at it
 
     RunSetup run;
     setup_run(argv[0], &args, &run);
@@ -730,13 +839,23 @@ int main(int argc, char **argv) {
     }
     GPT2Config cfg = run.cfg;
     int steps = run.steps, A = run.A, BT = args.B * args.T;
+    GpuComm comm;
+    ncclUniqueId id;
+    memset(&id, 0, sizeof id);
+    if (dist.world > 1) exchange_nccl_id(&dist, &args, run_fingerprint(&args, &run), &id);
+    comm_start(&comm, &dist, &id, 0);
+    dist_check_same(&dist, run_fingerprint(&args, &run), "the run's flags, data files and model shape");
+    dist_check_same(&dist, fnv1a(0xcbf29ce484222325ull, run.params, gpt2_num_parameters(&run.cfg) * sizeof(float)),
+                    "the model's starting weights (-e, or the checkpoint of -y 1)");
     size_t free0, total_mem;
     CUDA_CHECK(cudaMemGetInfo(&free0, &total_mem));
-    check_device_memory(&cfg, args.B, args.T, recompute, free0);
-    warn_lost_targets(&run.train, args.T);
-    open_output_dir(args.out_dir);
+    MemPlan plan = memory_plan(&cfg, args.B, args.T, recompute, dist.world, dist.zero);
+    check_device_memory(&plan, free0);
+    if (lead) warn_lost_targets(&run.train, args.T);
+    if (lead) open_output_dir(args.out_dir);
     GpuModel M;
-    gpu_model_build(&M, &cfg, run.params, args.B, args.T, recompute);
+    gpu_model_build(&M, &cfg, run.params, args.B, args.T, recompute, &comm, dist.zero);
+    comm.stream = M.stream;  // from now on the collectives run on the model's stream
     size_t P = M.num_params;
     float *host_m = (float *)xcalloc(P, sizeof(float)), *host_v = (float *)xcalloc(P, sizeof(float));
     Loader loader, val_loader;
@@ -748,30 +867,47 @@ int main(int argc, char **argv) {
     rng_seed(&sample_rng, (uint64_t)args.seed + 1);
     resume_state(&args, &run, &state, host_m, host_v, P, &loader, &sample_rng);
     if (args.resume) gpu_upload_moments(&M, host_m, host_v);
-    char trainer[128];
-    snprintf(trainer, sizeof trainer, "train_sftcu (GPU, %s, recompute level %d)", PRECISION_NAME, recompute);
+    char trainer[160];
+    if (dist.world > 1)
+        snprintf(trainer, sizeof trainer, "train_sftcu (%d GPUs over NCCL, ZeRO-%d, %s, recompute level %d)", dist.world, M.zero, PRECISION_NAME,
+                 recompute);
+    else snprintf(trainer, sizeof trainer, "train_sftcu (GPU, %s, recompute level %d)", PRECISION_NAME, recompute);
     RunLog log;
     run_log_open(&log, &args, &run, state.step, trainer);
     StepBuffers sb;
     step_buffers_init(&sb, A, BT);
 
     cudaDeviceProp prop;
-    CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+    CUDA_CHECK(cudaGetDeviceProperties(&prop, dist.local_rank));
     size_t free1;
     CUDA_CHECK(cudaMemGetInfo(&free1, &total_mem));
-    printf("device| %s, %.1f GiB, %s, recompute level %d\n", prop.name, total_mem / 1073741824.0, PRECISION_NAME, recompute);
-    print_run_summary(&args, &run, P);
     double MiB = 1048576.0;
-    size_t master_bytes = sizeof(floatX) == sizeof(float) ? 0 : P * sizeof(float);
-    printf("memory| parameters %.1f MiB (+%.1f MiB fp32 master), gradients %.1f MiB, AdamW %.1f MiB, activations %.1f MiB; "
-           "in use after setup %.1f MiB\n", P * sizeof(floatX) / MiB, master_bytes / MiB, P * sizeof(float) / MiB, 2.0 * P * sizeof(float) / MiB,
-           M.acts_bytes / MiB, (free0 - free1) / MiB);
+    printf("device| %s, %.1f GiB, %s, recompute level %d\n", prop.name, total_mem / 1073741824.0, PRECISION_NAME, recompute);
+    if (dist.world > 1) {
+        int v = 0;
+        ncclGetVersion(&v);  // since NCCL 2.9: major * 10000 + minor * 100 + patch
+        printf("ranks | %d (from %s), ZeRO-%d, NCCL %d.%d.%d\n", dist.world, dist.launcher, M.zero, v / 10000, v / 100 % 100, v % 100);
+    }
+    print_run_summary(&args, &run, P);
+    // every rank's device memory in use, printed by rank 0, against the plan (the same on every rank)
+    double *used = (double *)xcalloc((size_t)dist.world, sizeof(double));
+    used[dist.rank] = (double)(free0 - free1);
+    if (comm.comm) ops_allreduce_f64(&comm, used, (size_t)dist.world);
+    printf("memory| per rank: parameters %.2f MiB + gradients %.2f MiB + master weights and AdamW %.2f MiB + activations %.2f MiB "
+           "= %.2f MiB planned (%s, P = %zu, W = %d, ZeRO-%d)\n", plan.params / MiB, plan.grads / MiB, plan.state / MiB, plan.acts / MiB,
+           (plan.params + plan.grads + plan.state + plan.acts) / MiB, sizeof(floatX) == sizeof(float) ? "4P + 4P + 8P/W" : "2P + 4P + 12P/W",
+           M.num_params_dev, dist.world, M.zero);
+    for (int r = 0; r < dist.world; r++) printf("memory| rank %d: in use after setup %.2f MiB\n", r, used[r] / MiB);
+    free(used);
+    fflush(stdout);
 
     GpuGenerator gpu_gen;
     Generator gen;
     gpu_generator_init(&gpu_gen, &gen, &M);
     size_t min_free = free1;
     NonfiniteGuard guard = {args.max_nonfinite, 0};
+    const char *ct = getenv("SFT_CKPT_TIMEOUT");  // how long the other ranks wait for rank 0 to write a checkpoint
+    double ckpt_timeout = ct && atof(ct) > 0 ? atof(ct) : 1800.0;
     int stop = 0;  // the signal that stopped the run (preempt.h), 0 while it goes on
     for (int64_t step = state.step; step < steps && !stop; step++) {
         if (run.have_val && args.val_every > 0 && step % args.val_every == 0) {
@@ -779,7 +915,7 @@ int main(int argc, char **argv) {
             double vl = gpu_evaluate(&M, &val_loader, &sb, args.val_batches, &n);
             log_validation(&log, step, vl, n);
         }
-        generate_and_evaluate(&args, &run, &gen, step, 0, &log, &sample_rng);
+        generate_and_evaluate(&args, &run, &gen, step, 0, &log, &sample_rng);  // every rank: they stay in step (output: rank 0's)
         float lr = lr_at_step((int)step, steps, args.lr, args.warmup, args.final_lr_frac);
         double t0 = now_seconds();
         poison_this_step = test_poison_for_step(step + 1);
@@ -789,13 +925,14 @@ int main(int argc, char **argv) {
         CUDA_CHECK(cudaMemGetInfo(&free_now, &total_mem));
         if (free_now < min_free) min_free = free_now;
         state.step = step + 1;
-        if (!nonfinite_guard(&guard, &log, state.step, r.skipped, r.loss, r.grad_norm))
+        if (!nonfinite_guard(&guard, &log, state.step, r.skipped, r.loss, r.grad_norm))  // every rank: all stop at the same step
             log_step(&log, state.step, r.skipped, r.loss, lr, r.grad_norm, r.targets, dt);
         if (state.step < steps) stop = preempt_poll(&dist);
         if ((args.ckpt_every > 0 && state.step % args.ckpt_every == 0 && state.step < steps) || stop) {
-            gpu_download_state(&M, run.params, host_m, host_v);
+            gpu_download_state(&M, run.params, host_m, host_v);  // every rank: the shards meet
             state.epoch = loader.epoch; state.cursor = loader.cursor; state.rng = sample_rng.state;
-            save_checkpoint(args.out_dir, &cfg, &run.p, &state, host_m, host_v, P);
+            if (lead) save_checkpoint(args.out_dir, &cfg, &run.p, &state, host_m, host_v, P);
+            comm_barrier(&comm, "waiting for rank 0's checkpoint (SFT_CKPT_TIMEOUT)", ckpt_timeout);
             log_checkpoint(&log, state.step, 0);
         }
     }
@@ -809,12 +946,13 @@ int main(int argc, char **argv) {
     }
     generate_and_evaluate(&args, &run, &gen, state.step, 1, &log, &sample_rng);
     log_break(&log);
-    printf("memory| peak in use %.1f MiB of %.1f MiB\n", (free0 - min_free) / MiB, total_mem / MiB);
+    printf("memory| peak in use %.1f MiB of %.1f MiB (rank 0)\n", (free0 - min_free) / MiB, total_mem / MiB);
     gpu_download_state(&M, run.params, host_m, host_v);
     state.epoch = loader.epoch; state.cursor = loader.cursor; state.rng = sample_rng.state;
-    save_checkpoint(args.out_dir, &cfg, &run.p, &state, host_m, host_v, P);
+    if (lead) save_checkpoint(args.out_dir, &cfg, &run.p, &state, host_m, host_v, P);
     log_checkpoint(&log, state.step, 1);
     run_log_close(&log, state.step);
+    comm_finish(&comm, &dist);
     step_buffers_free(&sb);
     loader_free(&loader);
     if (run.have_val) loader_free(&val_loader);

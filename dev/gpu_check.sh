@@ -18,8 +18,10 @@
 # two identical GPT-2 124M runs (bit-identical losses); the 124M benchmark (B=16,
 # T=1024, bf16) per recompute level at V = 50257 and 50304 with tokens/s, ms/step,
 # MFU, peak memory and a per-kernel-class breakdown of one step (SFT_KERNEL_TIMES);
-# the first loss near ln V; GPT-2 XL (1.5B, T=1024, -r 2) for a few steps with its peak
-# memory; transformers loading our export; PyTorch (torch.compile) on the same shapes.
+# the first loss near ln V; 2 ranks on the one GPU over NCCL (NCCL_MULTI_RANK_GPU_ENABLE=1:
+# which case happened, NCCL >= 2.30 running it or <= 2.29 refusing, is the row); the data-
+# parallel scaling efficiency where the machine has several GPUs; GPT-2 XL (1.5B, T=1024,
+# -r 2) for a few steps with its peak memory; transformers loading our export; PyTorch (torch.compile) on the same shapes.
 set -u -o pipefail
 cd "$(dirname "$0")/.."
 debug=0
@@ -144,6 +146,41 @@ if gpu_ready hf_export_loads_in_transformers; then
     fi
 fi
 
+# ---- data parallel on the one GPU: 2 ranks (-R -W, both -D 0) against 1 process, same -d.
+# NCCL 2.30 allows several ranks per GPU with NCCL_MULTI_RANK_GPU_ENABLE=1 (experimental);
+# NCCL <= 2.29 refuses with "Duplicate GPU detected": recorded as a skip saying so.
+# Every rank runs under timeout, so a hang is a FAIL, never a stuck script.
+if gpu_ready dist_2_ranks_one_gpu; then
+    d="$OUT/runs/dist"
+    rm -rf "$d" && mkdir -p "$d/rdzv"
+    dflags="$tiny -x 4 -d 128 -S 1 -l 1e-2"
+    t0=$SECONDS
+    timeout 120 ./train_sftcu_fp32 $dflags -o "$d/one" > "$OUT/logs/dist_1_rank.log" 2>&1
+    rc1=$?
+    for r in 0 1; do
+        NCCL_MULTI_RANK_GPU_ENABLE=1 NCCL_DEBUG=WARN SFT_NCCL_TIMEOUT=60 timeout --kill-after=10 150 \
+            ./train_sftcu_fp32 $dflags -o "$d/two" -f "$d/rdzv" -R $r -W 2 -D 0 > "$OUT/logs/dist_2_ranks_r$r.log" 2>&1 &
+        eval "p$r=$!"
+    done
+    wait "$p0"; rc0=$?
+    wait "$p1"; rcb=$?
+    dt=$((SECONDS - t0))
+    ver=$(sed -n 's/^ranks | .*NCCL \([0-9.]*\).*/\1/p' "$OUT/logs/dist_2_ranks_r0.log")
+    if grep -qi 'Duplicate GPU' "$OUT"/logs/dist_2_ranks_r*.log; then
+        row dist_2_ranks_one_gpu skip "$dt" "NCCL ${ver:-<= 2.29} refuses 2 ranks on one GPU (Duplicate GPU detected); NCCL >= 2.30 with NCCL_MULTI_RANK_GPU_ENABLE=1 allows it"
+    elif [ $rc0 -eq 124 ] || [ $rcb -eq 124 ] || [ $rc0 -eq 137 ] || [ $rcb -eq 137 ]; then
+        fail dist_2_ranks_one_gpu "timed out (exit statuses $rc0, $rcb; logs logs/dist_2_ranks_r*.log)"
+    elif [ $rc1 -ne 0 ] || [ $rc0 -ne 0 ] || [ $rcb -ne 0 ]; then
+        fail dist_2_ranks_one_gpu "exit statuses: 1 rank $rc1, 2 ranks $rc0 and $rcb: $(grep -h -m1 error "$OUT"/logs/dist_*.log | head -1 | cut -c1-160)"
+    else  # fp32: only the order of the gradient sums differs (dev/cuda/emu/test_dist.sh: 1e-6 there)
+        a=$(grep -o '"loss": [^,]*' "$d/one/metrics.jsonl" | cut -d' ' -f2); b=$(grep -o '"loss": [^,]*' "$d/two/metrics.jsonl" | cut -d' ' -f2)
+        worst=$(paste <(echo "$a") <(echo "$b") | awk '{d = $1 - $2; if (d < 0) d = -d; d /= $1; if (d > w) w = d} END {if (NR == 4) printf "%.2e", w; else print "missing"}')
+        if [ "$worst" != missing ] && awk -v w="$worst" 'BEGIN {exit !(w <= 1e-5)}'; then
+            row dist_2_ranks_one_gpu ok "$dt" "NCCL $ver, NCCL_MULTI_RANK_GPU_ENABLE=1: 4 losses of 2 ranks within $worst of 1 rank"
+        else fail dist_2_ranks_one_gpu "losses of 2 ranks vs 1: largest relative difference $worst (> 1e-5 or missing)"; fi
+    fi
+fi
+
 # ---- GPT-2 124M: data, determinism, benchmark per recompute level and vocabulary
 flops_per_token() {  # 6 N (N: parameters at the real vocabulary) + attention 6 L C T (causal)
     local V=$1
@@ -186,6 +223,23 @@ if gpu_ready determinism_124M bench_124M_V50257_r0 bench_124M_V50257_r1 bench_12
             printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "train_sftcu" "$V" "$r" "$ms" "$tps" "$mfu" "$mem" "$kern" >> "$bench"
         done
     done
+    # scaling over every GPU of this machine (one rank per GPU, ZeRO-1): tokens/s against
+    # W times the 1-GPU run's (bench_124M_V50304_r0); needs at least 2 GPUs
+    ngpu=$(nvidia-smi -L 2> /dev/null | grep -c '^GPU')
+    if [ "$ngpu" -lt 2 ]; then skip dist_scaling "one GPU: no scaling measurement (needs 2 or more)"
+    elif [ ! -s "$OUT/logs/bench_124M_V50304_r0.log" ]; then skip dist_scaling "no 1-GPU benchmark to compare with"
+    else
+        mkdir -p "$OUT/runs/scaling_rdzv"
+        sname="dist_scaling_${ngpu}gpu"
+        check "$sname" 300 "$py" -m torch.distributed.run --redirects 2 --tee 2 --log_dir "$OUT/runs/scaling_tlogs" --no_python \
+            --nproc_per_node "$ngpu" ./train_sftcu -i "$OUT/runs/bench_50304.bin" $d12 -d $((B * 1024 * ngpu)) -x "$STEPS" -o "$OUT/runs/scaling"
+        ms1=$(median_ms "$OUT/logs/bench_124M_V50304_r0.log"); msw=$(median_ms "$OUT/logs/$sname.log")
+        if [ -n "$ms1" ] && [ -n "$msw" ]; then
+            row dist_scaling_efficiency ok 0 "$(awk -v w="$ngpu" -v a="$ms1" -v b="$msw" -v B="$B" 'BEGIN {
+                t1 = B * 1024 * 1000 / a; tw = w * B * 1024 * 1000 / b
+                printf "%d GPUs: %.0f tok/s = %.1f%% of %d x %.0f tok/s (1 GPU)", w, tw, 100 * tw / (w * t1), w, t1}')"
+        else fail dist_scaling_efficiency "no ms/step in the logs"; fi
+    fi
     # PyTorch on the same shapes (bf16 autocast, torch.compile, fused AdamW, flash attention)
     if check pytorch_compile 420 "$py" dev/bench_torch.py gpu 12 12 768 50304 "$B" 1024 "$STEPS"; then
         tms=$(tail -1 "$OUT/logs/pytorch_compile.log" | tr -d ' \n')

@@ -354,11 +354,17 @@ cudaError_t cudaGetLastError(void) {
     return e;
 }
 cudaError_t cudaPeekAtLastError(void) { return last_error; }
+// EMU_DEVICES=n: n devices (default 1), all the same host memory: lets each rank of
+// a multi-process test select "its" device as on a node with several GPUs
+static int device_count(void) {
+    const char *e = getenv("EMU_DEVICES");
+    return e && atoi(e) > 0 ? atoi(e) : 1;
+}
 cudaError_t cudaGetDeviceCount(int *n) {
-    *n = 1;
+    *n = device_count();
     return cudaSuccess;
 }
-cudaError_t cudaSetDevice(int) { return cudaSuccess; }
+cudaError_t cudaSetDevice(int d) { return d >= 0 && d < device_count() ? cudaSuccess : cudaErrorInvalidDevice; }
 cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int) {
     memset(p, 0, sizeof *p);
     snprintf(p->name, sizeof p->name, "CPU emulation of a CUDA device");
@@ -428,6 +434,7 @@ cudaError_t cudaStreamDestroy(cudaStream_t s) {
     return cudaSuccess;
 }
 cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
+cudaError_t cudaStreamQuery(cudaStream_t) { return cudaSuccess; }  // streams are synchronous: always done
 cudaError_t cudaEventCreate(cudaEvent_t *e) {
     *e = (cudaEvent_t)malloc(sizeof(double));
     return cudaSuccess;

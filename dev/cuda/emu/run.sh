@@ -1,6 +1,6 @@
 #!/bin/bash
 # dev/cuda/emu/run.sh: runs the GPU code on the CPU under the emulator (see README.md).
-#   dev/cuda/emu/run.sh [selftest] [dev] [test]     (default: selftest dev test)
+#   dev/cuda/emu/run.sh [selftest] [dev] [test] [dist]     (default: selftest dev test)
 # Environment: WORK (default /tmp/cuda_emu): where the converted copy and binaries go;
 #   EMU_ORDER=fwd|rev|rand: order of the threads of a block (and of the blocks, rev);
 #   SAN="-fsanitize=address" or "-fsanitize=undefined": sanitizer for the emulated code.
@@ -16,11 +16,12 @@ FLAGS="-std=c++17 -O2 -g -U_FORTIFY_SOURCE -D_FORTIFY_SOURCE=0 -fopenmp -Wall -W
 mkdir -p "$work/obj"
 g++ $FLAGS -c -o "$work/obj/emu.o" "$here/emu.cpp"
 g++ $FLAGS -c -o "$work/obj/cublaslt.o" "$here/cublaslt.cpp"
+g++ $FLAGS -c -o "$work/obj/nccl.o" "$here/nccl.cpp"
 gcc -O2 -g -fopenmp -std=gnu11 -I"$src" $SAN -c -o "$work/obj/cpu_ref.o" "$src/dev/cuda/cpu_ref.c"
 build() {  # build OUT SRC [flags]
     local out=$1 f=$2
     shift 2
-    g++ $FLAGS "$@" -o "$out" -x c++ "$f" -x none "$work/obj/emu.o" "$work/obj/cublaslt.o" "$work/obj/cpu_ref.o" -lm
+    g++ $FLAGS "$@" -o "$out" -x c++ "$f" -x none "$work/obj/emu.o" "$work/obj/cublaslt.o" "$work/obj/nccl.o" "$work/obj/cpu_ref.o" -lm -lpthread
 }
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_stack_use_after_return=0:detect_leaks=0}
 status=0
@@ -50,6 +51,11 @@ for t in $targets; do
         build test_sftcu test_sftcu.cu -DENABLE_FP32 && build test_sftcu_bf16 test_sftcu.cu
         ./test_sftcu || status=1
         ./test_sftcu_bf16 || status=1
+        ;;
+    dist)  # 2 ranks through the emulated NCCL (test_dist.sh); not in the default set
+        make -s train_sft > /dev/null
+        build "$work/train_sftcu_fp32" train_sft.cu -DENABLE_FP32 && build "$work/train_sftcu" train_sft.cu
+        bash dev/cuda/emu/test_dist.sh "$work" || status=1
         ;;
     *) echo "unknown target $t"; exit 2 ;;
     esac

@@ -2,7 +2,8 @@
 #pragma once
 #include "emu.h"
 enum cudaError_t { cudaSuccess = 0, cudaErrorInvalidValue = 1, cudaErrorMemoryAllocation = 2, cudaErrorInvalidConfiguration = 9,
-                   cudaErrorNoDevice = 100, cudaErrorLaunchFailure = 719 };
+                   cudaErrorNoDevice = 100, cudaErrorInvalidDevice = 101, cudaErrorNotReady = 600,
+                   cudaErrorLaunchFailure = 719 };
 typedef cudaError_t cudaError;
 enum cudaMemcpyKind { cudaMemcpyHostToHost = 0, cudaMemcpyHostToDevice = 1, cudaMemcpyDeviceToHost = 2, cudaMemcpyDeviceToDevice = 3,
                       cudaMemcpyDefault = 4 };
@@ -32,6 +33,7 @@ cudaError_t cudaDeviceSynchronize(void);
 cudaError_t cudaStreamCreate(cudaStream_t *s);
 cudaError_t cudaStreamDestroy(cudaStream_t s);
 cudaError_t cudaStreamSynchronize(cudaStream_t s);
+cudaError_t cudaStreamQuery(cudaStream_t s);
 cudaError_t cudaEventCreate(cudaEvent_t *e);
 cudaError_t cudaEventDestroy(cudaEvent_t e);
 cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s = 0);

@@ -1,0 +1,182 @@
+// cuda/dist.cuh: the GPU trainer's communication across ranks over NCCL (one process
+// per GPU): the communicator's start, the collectives on device arrays that the step
+// issues on the model's stream, and common/dist.h's DistOps for small host arrays
+// (staged through a device buffer), so dist_check_same and dist_any work here too.
+//
+// It is not a scheduler: collectives run on the compute stream, after the kernels they
+// depend on, with no overlap with backward. Every rank must issue the same
+// collectives in the same order (the trainer's step does so by construction).
+//
+// Failures: the communicator is non-blocking (config.blocking = 0), so no NCCL call
+// waits forever. After each phase that issued collectives the host polls the stream
+// and ncclCommGetAsyncError; an error, or SFT_NCCL_TIMEOUT seconds (default 60)
+// without the phase finishing, aborts the communicator and exits 1 with one line.
+// A dead peer thus ends every other rank within that bound instead of hanging. The one
+// longer wait is comm_barrier's, after rank 0 alone wrote a checkpoint.
+#pragma once
+#include <nccl.h>
+#include <time.h>
+#include <unistd.h>
+#include "../common/dist.h"
+#include "common.cuh"
+
+struct GpuComm {
+    ncclComm_t comm;      // NULL with one rank: every collective is then a copy or nothing
+    int rank, world;
+    cudaStream_t stream;  // where the collectives run: the model's stream
+    double timeout_s;     // SFT_NCCL_TIMEOUT: a phase that makes no progress this long is fatal
+    double *staging;      // (STAGING_DOUBLES) device buffer for the host-array DistOps
+    DistOps ops;          // dist.h's interface to these collectives (host arrays)
+};
+
+#define STAGING_DOUBLES 64  // the host arrays are a few numbers (losses, counts, dist_check_same's 8)
+
+static double comm_now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec + 1e-9 * t.tv_nsec;
+}
+
+[[noreturn]] static void comm_die(GpuComm *g, const char *what, const char *why) {
+    const char *detail = g->comm ? ncclGetLastError(g->comm) : "";
+    fprintf(stderr, "error: rank %d of %d: %s: %s%s%s\n", g->rank, g->world, what, why, detail && *detail ? ": " : "", detail ? detail : "");
+    fflush(stderr);
+    if (g->comm) ncclCommAbort(g->comm);  // frees NCCL's resources without waiting for the peers
+    g->comm = NULL;
+    exit(1);
+}
+
+// The host waits for `what` (everything issued so far on the stream, and the
+// communicator's own state) with the deadline; any NCCL error is fatal.
+static void comm_wait(GpuComm *g, const char *what) {
+    if (!g->comm) return;
+    double deadline = comm_now() + g->timeout_s;
+    for (;;) {
+        ncclResult_t e;
+        ncclCommGetAsyncError(g->comm, &e);
+        if (e != ncclSuccess && e != ncclInProgress) comm_die(g, what, ncclGetErrorString(e));
+        cudaError_t q = e == ncclSuccess ? cudaStreamQuery(g->stream) : cudaErrorNotReady;
+        if (q == cudaSuccess) return;
+        if (q != cudaErrorNotReady) comm_die(g, what, cudaGetErrorString(q));
+        if (comm_now() > deadline) {
+            char why[96];
+            snprintf(why, sizeof why, "no progress for %.0f s (a rank died or hangs?; SFT_NCCL_TIMEOUT)", g->timeout_s);
+            comm_die(g, what, why);
+        }
+        usleep(200);
+    }
+}
+
+// A collective's return value. On a non-blocking communicator ncclInProgress means the
+// call is still being enqueued: NCCL must not be called again until the communicator
+// leaves that state, so wait for it here (with the deadline); the collective itself
+// then completes on the stream, which comm_wait waits for.
+static void comm_issued(GpuComm *g, ncclResult_t r, const char *what) {
+    if (r == ncclSuccess) return;
+    if (r != ncclInProgress) comm_die(g, what, ncclGetErrorString(r));
+    double deadline = comm_now() + g->timeout_s;
+    for (;;) {
+        ncclResult_t e;
+        ncclCommGetAsyncError(g->comm, &e);
+        if (e == ncclSuccess) return;
+        if (e != ncclInProgress) comm_die(g, what, ncclGetErrorString(e));
+        if (comm_now() > deadline) comm_die(g, what, "still being enqueued after SFT_NCCL_TIMEOUT seconds");
+        usleep(50);
+    }
+}
+
+#if defined(ENABLE_FP32)
+#define NCCL_FLOATX ncclFloat
+#else
+#define NCCL_FLOATX ncclBfloat16
+#endif
+
+// ----------------------------------------------------------------------------
+// Collectives on device arrays, on g->stream. Sums; in place where marked.
+
+static void comm_allreduce_sum(GpuComm *g, float *x, size_t n) {
+    if (g->comm) comm_issued(g, ncclAllReduce(x, x, n, ncclFloat, ncclSum, g->comm, g->stream), "gradient all-reduce");
+}
+
+// x holds world*shard floats; rank r's shard x + r*shard gets the sum over ranks (in place).
+static void comm_reduce_scatter_sum(GpuComm *g, float *x, size_t shard) {
+    if (g->comm) comm_issued(g, ncclReduceScatter(x, x + (size_t)g->rank * shard, shard, ncclFloat, ncclSum, g->comm, g->stream),
+                             "gradient reduce-scatter");
+}
+
+// x holds world*shard values; every rank's shard x + r*shard goes to every rank (in place).
+template <typename T> static void comm_allgather(GpuComm *g, T *x, size_t shard) {
+    if (!g->comm) return;
+    ncclDataType_t t = sizeof(T) == sizeof(float) ? ncclFloat : NCCL_FLOATX;
+    comm_issued(g, ncclAllGather(x + (size_t)g->rank * shard, x, shard, t, g->comm, g->stream), "all-gather");
+}
+
+// ----------------------------------------------------------------------------
+// dist.h's DistOps on host arrays: through the staging buffer, waited for at once.
+
+static void comm_host_allreduce(GpuComm *g, void *x, size_t n, ncclDataType_t t, size_t es) {
+    for (size_t i = 0; i < n;) {
+        size_t k = n - i < STAGING_DOUBLES * sizeof(double) / es ? n - i : STAGING_DOUBLES * sizeof(double) / es;
+        char *p = (char *)x + i * es;
+        CUDA_CHECK(cudaMemcpyAsync(g->staging, p, k * es, cudaMemcpyHostToDevice, g->stream));
+        comm_issued(g, ncclAllReduce(g->staging, g->staging, k, t, ncclSum, g->comm, g->stream), "all-reduce");
+        CUDA_CHECK(cudaMemcpyAsync(p, g->staging, k * es, cudaMemcpyDeviceToHost, g->stream));
+        comm_wait(g, "all-reduce of host values");
+        i += k;
+    }
+}
+static void ops_allreduce_f32(void *ctx, float *x, size_t n) { comm_host_allreduce((GpuComm *)ctx, x, n, ncclFloat, sizeof(float)); }
+static void ops_allreduce_f64(void *ctx, double *x, size_t n) { comm_host_allreduce((GpuComm *)ctx, x, n, ncclDouble, sizeof(double)); }
+
+// Every rank waits here for the others, up to timeout_s instead of the usual deadline:
+// after work only rank 0 does (writing a checkpoint can take minutes), so that the
+// other ranks' next collective does not hit SFT_NCCL_TIMEOUT while rank 0 is busy.
+static void comm_barrier(GpuComm *g, const char *what, double timeout_s) {
+    if (!g->comm) return;
+    double usual = g->timeout_s, x = 0.0;
+    g->timeout_s = timeout_s;
+    CUDA_CHECK(cudaMemcpyAsync(g->staging, &x, sizeof x, cudaMemcpyHostToDevice, g->stream));
+    comm_issued(g, ncclAllReduce(g->staging, g->staging, 1, ncclDouble, ncclSum, g->comm, g->stream), what);
+    comm_wait(g, what);
+    g->timeout_s = usual;
+}
+
+// ----------------------------------------------------------------------------
+// Start and end.
+
+// Starts the communicator of d->world ranks from the unique id rank 0 made (the
+// caller exchanged it); the device must already be set. With one rank: nothing.
+static void comm_start(GpuComm *g, Dist *d, const ncclUniqueId *id, cudaStream_t stream) {
+    memset(g, 0, sizeof *g);
+    g->rank = d->rank;
+    g->world = d->world;
+    g->stream = stream;
+    const char *t = getenv("SFT_NCCL_TIMEOUT");
+    g->timeout_s = t && atof(t) > 0 ? atof(t) : 60.0;
+    if (d->world == 1) return;
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    ncclResult_t r = ncclCommInitRankConfig(&g->comm, d->world, *id, d->rank, &config);
+    if (r != ncclSuccess && r != ncclInProgress) comm_die(g, "NCCL communicator init", ncclGetErrorString(r));
+    comm_wait(g, "NCCL communicator init (are all ranks started, with the same world size?)");
+    CUDA_CHECK(cudaMalloc((void **)&g->staging, STAGING_DOUBLES * sizeof(double)));
+    g->ops.allreduce_sum_f32 = ops_allreduce_f32;
+    g->ops.allreduce_sum_f64 = ops_allreduce_f64;
+    g->ops.ctx = g;
+    d->ops = &g->ops;
+}
+
+// One process alone (tests): no communicator, every collective a no-op.
+static void comm_single(GpuComm *g) {
+    memset(g, 0, sizeof *g);
+    g->world = 1;
+}
+
+static void comm_finish(GpuComm *g, Dist *d) {
+    if (!g->comm) return;
+    comm_wait(g, "the last collectives");
+    ncclCommDestroy(g->comm);
+    g->comm = NULL;
+    CUDA_CHECK(cudaFree(g->staging));
+    d->ops = NULL;
+}

@@ -1,0 +1,181 @@
+#!/usr/bin/env bash
+# dev/cuda/emu/test_dist.sh BIN_DIR: the GPU trainer's data parallelism under the CUDA
+# emulator, as real processes talking through the emulated NCCL (run by `run.sh dist`
+# from the converted copy of the repository, with BIN_DIR holding train_sftcu and
+# train_sftcu_fp32 built for the emulator). One `ok/FAIL/skip NAME` line per check:
+# - 2 ranks launched by torchrun (Debian's python3-torch; the NCCL id over TCP, -Z 0 through
+#   -f DIR) against 1 process with the same -d, in fp32 with ZeRO-1 and -Z 0, and in bf16: per-step losses, gradient norms and
+#   validation losses, the final weights, AdamW moments and counters (cmp_runs.py; the
+#   tolerances are float rounding: only the order of the gradient sums differs);
+# - the CPU trainer on the same flags (its kernels sum in other orders, and AdamW turns
+#   the small relative differences of tiny gradients into larger ones: weights to 1e-3) (one process, and mpirun -np 2 ./train_sft_mpi where
+#   Open MPI and that target are present);
+# - checkpoints do not depend on W: a 2-rank run's step-2 checkpoint resumed by 1 process
+#   (and the other way round) ends where the uninterrupted run ends;
+# - per-rank memory: the ZeRO-1 state is 8P/W bytes (fp32) and what is allocated follows
+#   the plan; a rank killed with -9 ends the other with an error line within 30 s; ranks
+#   started with different flags refuse with one line.
+set -u
+bin=$(cd "$1" && pwd)
+here=$(cd "$(dirname "$0")" && pwd)
+py=/usr/bin/python3
+tmp=$(mktemp -d /tmp/test_dist.XXXXXX)
+pids=""
+cleanup() {
+    for p in $pids; do kill -9 "$p" 2> /dev/null; done
+    rm -rf "$tmp"
+}
+trap cleanup EXIT
+export OMP_NUM_THREADS=1 EMU_DEVICES=2 SFT_NCCL_TIMEOUT=30
+status=0
+ok() { echo "ok $1${2:+: $2}"; }
+fail() { echo "FAIL $1: $2"; status=1; }
+cmp_runs() { $py "$here/cmp_runs.py" "$@" || status=1; }
+
+F="-i dev/ref/tiny_train.bin -j dev/ref/tiny_val.bin -v 2 -m -1 -e d2c64h2t32 -b 2 -t 16 -x 4 -n 2 -S 1 -l 1e-2 -d 128"
+port=$((29500 + RANDOM % 400))
+# torchrun2 NAME BINARY FLAGS...: 2 ranks on this machine; the NCCL id over TCP to torchrun's
+# MASTER_ADDR at MASTER_PORT + 1, or with RDZV=dir through a directory (-f)
+# (--redirects/--tee 2: torch 1.13's default of "no redirection" fails on Python 3.12)
+torchrun2() {
+    local name=$1 b=$2 f=""
+    shift 2
+    [ "${RDZV:-tcp}" = dir ] && { mkdir -p "$tmp/$name.rdzv"; f="-f $tmp/$name.rdzv"; }
+    port=$((port + 2))
+    timeout 300 $py -m torch.distributed.run --redirects 2 --tee 2 --log_dir "$tmp/$name.tlogs" --no_python --nproc_per_node 2 \
+        --master_port $port "$b" $F -o "$tmp/$name" $f "$@" > "$tmp/$name.log" 2>&1
+}
+single() {
+    local name=$1 b=$2
+    shift 2
+    timeout 300 "$b" $F -o "$tmp/$name" "$@" > "$tmp/$name.log" 2>&1
+}
+ran() {  # ran NAME STATUS: a run that must have succeeded
+    if [ "$2" -ne 0 ]; then fail "$1" "exit status $2; log: $(grep -m2 -i 'error' "$tmp/$1.log" | tr '\n' ' ')"; return 1; fi
+}
+
+# ---- 2 ranks vs 1 (fp32) ----
+single one "$bin/train_sftcu_fp32"; ran one $? || exit 1
+torchrun2 z1 "$bin/train_sftcu_fp32"; ran z1 $? && cmp_runs dist_torchrun_zero1_equals_1_rank "$tmp/one" "$tmp/z1" 1e-6 1e-5
+RDZV=dir torchrun2 z0 "$bin/train_sftcu_fp32" -Z 0; ran z0 $? && cmp_runs dist_torchrun_zero0_equals_1_rank "$tmp/one" "$tmp/z0" 1e-6 1e-5
+[ -d "$tmp/z0" ] && [ -d "$tmp/z1" ] && cmp_runs dist_zero1_equals_zero0 "$tmp/z0" "$tmp/z1" 1e-6 1e-5
+if grep -q '^ranks | 2 (from torchrun), ZeRO-1' "$tmp/z1.log"; then ok dist_torchrun_discovered "2 ranks from torchrun's environment, ZeRO-1 by default"
+else fail dist_torchrun_discovered "no 'ranks | 2 (from torchrun), ZeRO-1' line"; fi
+n0=$(grep -c '^step ' "$tmp/z1.log")
+if [ "$n0" -eq 4 ]; then ok dist_only_rank0_prints "4 step lines from 2 ranks"; else fail dist_only_rank0_prints "$n0 step lines, expected 4 (rank 0's)"; fi
+
+# ---- the CPU trainer on the same flags ----
+if [ -x ./train_sft ]; then
+    single cpu ./train_sft; ran cpu $? && cmp_runs dist_gpu_2_ranks_equals_cpu "$tmp/cpu" "$tmp/z1" 1e-5 1e-3
+else echo "skip dist_gpu_2_ranks_equals_cpu: ./train_sft not built"; fi
+if command -v mpirun > /dev/null && make -s train_sft_mpi > /dev/null 2>&1; then
+    timeout 300 mpirun --allow-run-as-root --oversubscribe -np 2 ./train_sft_mpi $F -o "$tmp/cpu_mpi" > "$tmp/cpu_mpi.log" 2>&1
+    ran cpu_mpi $? && cmp_runs dist_gpu_2_ranks_equals_cpu_mpirun_2_ranks "$tmp/cpu_mpi" "$tmp/z1" 1e-5 1e-3
+else echo "skip dist_gpu_2_ranks_equals_cpu_mpirun_2_ranks: no mpirun or no train_sft_mpi target"; fi
+
+# ---- bf16: 2 ranks (bf16 all-gather of the weights) vs 1 ----
+single one_bf16 "$bin/train_sftcu"; ran one_bf16 $? &&
+    { torchrun2 z1_bf16 "$bin/train_sftcu"; ran z1_bf16 $? && cmp_runs dist_bf16_zero1_equals_1_rank "$tmp/one_bf16" "$tmp/z1_bf16" 1e-4 1e-3; }
+
+# ---- checkpoints do not depend on W ----
+# resume RUN W NAME: RUN's step-2 checkpoint continued to the end by W ranks as NAME
+resume() {
+    local from=$1 w=$2 name=$3
+    cp -r "$tmp/$from" "$tmp/$name"
+    rm -rf "$tmp/$name"/step_00000004
+    echo step_00000002 > "$tmp/$name/latest"
+    if [ "$w" -eq 1 ]; then single "$name" "$bin/train_sftcu_fp32" -y 1
+    else torchrun2 "$name" "$bin/train_sftcu_fp32" -y 1; fi
+}
+if [ -d "$tmp/z1/step_00000002" ]; then
+    resume z1 1 res21; ran res21 $? && cmp_runs dist_checkpoint_of_2_ranks_resumed_by_1 "$tmp/one" "$tmp/res21" 1e-6 1e-5
+    resume one 2 res12; ran res12 $? && cmp_runs dist_checkpoint_of_1_rank_resumed_by_2 "$tmp/one" "$tmp/res12" 1e-6 1e-5
+else fail dist_checkpoint_resume "no step-2 checkpoint from the 2-rank run"; fi
+
+# ---- per-rank memory against the ZeRO accounting (the emulator counts exact bytes) ----
+# mem LOG: P, the planned state and total MiB, then every rank's MiB in use, from rank 0's memory lines
+mem() {
+    sed -n 's/^memory| per rank: .*master weights and AdamW \([0-9.]*\) MiB.*= \([0-9.]*\) MiB planned.*P = \([0-9]*\),.*/\3 \1 \2/p' "$1"
+    sed -n 's/^memory| rank [0-9]*: in use after setup \([0-9.]*\) MiB/\1/p' "$1"
+}
+$py - "$(mem "$tmp/one.log")" "$(mem "$tmp/z1.log")" "$(mem "$tmp/z0.log")" <<'EOF' || status=1
+import sys
+def parse(text):
+    words = text.split()
+    return int(words[0]), float(words[1]), float(words[2]), [float(u) for u in words[3:]]
+(P, s1, t1, u1), (_, sz1, tz1, uz1), (_, sz0, tz0, uz0) = [parse(a) for a in sys.argv[1:4]]
+MiB = 1048576
+shard = ((P + 1) // 2 + 63) // 64 * 64  # ceil(P/2) rounded up to 64 elements, as in train_sft.cu
+expect1, expect2 = 8 * P / MiB, 8 * shard / MiB  # fp32 build: master weights are the parameters; m and v
+problems = []
+if len(u1) != 1 or len(uz1) != 2 or len(uz0) != 2: problems.append(f'in-use lines per run: {len(u1)}, {len(uz1)}, {len(uz0)}')
+if abs(s1 - expect1) > 0.006: problems.append(f'1 rank: state {s1} MiB, expected 8P = {expect1:.3f}')
+if abs(sz0 - expect1) > 0.006: problems.append(f'-Z 0: state {sz0} MiB, expected 8P = {expect1:.3f}')
+if abs(sz1 - expect2) > 0.006: problems.append(f'ZeRO-1, 2 ranks: state {sz1} MiB, expected 8P/2 = {expect2:.3f}')
+# what is allocated beyond the plan (cuBLAS workspace, step buffers) must be the same for every rank and W
+extra = [u - t1 for u in u1] + [u - tz1 for u in uz1] + [u - tz0 for u in uz0]
+if max(extra) - min(extra) > 0.02: problems.append(f'in use minus planned differs: {extra} MiB')
+if problems:
+    print('FAIL dist_memory_zero_accounting: ' + '; '.join(problems))
+    sys.exit(1)
+print(f'ok dist_memory_zero_accounting: P = {P}: state {s1} MiB on 1 rank, {sz1} MiB per rank with ZeRO-1 on 2, {sz0} MiB with -Z 0; '
+      f'every rank allocated {min(extra):.2f} MiB beyond the plan')
+EOF
+
+# ---- a rank that dies, and ranks that disagree ----
+# two ranks started by hand (-R -W), so that the test, not torchrun, kills one
+kill_test() {
+    local victim=$1 name=dist_rank_${1}_killed_ends_the_other
+    local survivor=$((1 - victim)) d="$tmp/kill$victim"
+    mkdir -p "$d/rdzv"
+    local p0 p1
+    "$bin/train_sftcu_fp32" $F -x 1000 -o "$d/out" -f "$d/rdzv" -R 0 -W 2 > "$d/r0.log" 2>&1 & p0=$!
+    "$bin/train_sftcu_fp32" $F -x 1000 -o "$d/out" -f "$d/rdzv" -R 1 -W 2 > "$d/r1.log" 2>&1 & p1=$!
+    pids="$pids $p0 $p1"
+    local t=0
+    until grep -q '^step 2/' "$d/r0.log" 2> /dev/null || [ $t -ge 600 ]; do sleep 0.2; t=$((t + 1)); done
+    local pv=$p0 ps=$p1
+    [ "$victim" -eq 1 ] && { pv=$p1; ps=$p0; }
+    kill -9 $pv
+    { wait $pv; } 2> /dev/null
+    local t0=$SECONDS rc
+    ( sleep 30; kill -9 $ps 2> /dev/null ) & local guard=$!
+    wait $ps; rc=$?
+    kill $guard 2> /dev/null
+    local dt=$((SECONDS - t0)) line
+    line=$(grep -m1 "^error: rank $survivor of 2" "$d/r$survivor.log")
+    if [ $rc -ne 0 ] && [ $rc -ne 137 ] && [ -n "$line" ]; then ok "$name" "rank $survivor exited $rc after ${dt}s: $line"
+    else fail "$name" "rank $survivor: exit status $rc after ${dt}s (137: still running after 30 s), error line '${line}'"; fi
+}
+kill_test 1
+kill_test 0
+
+# a rank that stops (SIGSTOP: alive, silent) ends the other once the emulated NCCL's
+# receive times out (NCCL_EMU_TIMEOUT; real NCCL: the trainer's SFT_NCCL_TIMEOUT deadline)
+d="$tmp/stop"
+mkdir -p "$d/rdzv"
+"$bin/train_sftcu_fp32" $F -x 1000 -o "$d/out" -f "$d/rdzv" -R 1 -W 2 > "$d/r1.log" 2>&1 & p1=$!
+pids="$pids $p1"
+NCCL_EMU_TIMEOUT=5 timeout 120 "$bin/train_sftcu_fp32" $F -x 1000 -o "$d/out" -f "$d/rdzv" -R 0 -W 2 > "$d/r0.log" 2>&1 & p0=$!
+t=0
+until grep -q '^step 2/' "$d/r0.log" 2> /dev/null || [ $t -ge 600 ]; do sleep 0.2; t=$((t + 1)); done
+kill -STOP $p1
+t0=$SECONDS
+wait $p0; rc=$?
+kill -9 $p1; { wait $p1; } 2> /dev/null
+line=$(grep -m1 '^error: rank 0 of 2' "$d/r0.log")
+if [ $rc -eq 1 ] && [ -n "$line" ] && [ $((SECONDS - t0)) -le 30 ]; then ok dist_stopped_rank_times_out "after $((SECONDS - t0))s: $line"
+else fail dist_stopped_rank_times_out "rank 0: exit status $rc after $((SECONDS - t0))s (124: not ended within 120 s), error line '$line'"; fi
+
+# ranks with different flags: the rendezvous refuses rank 1 at once (one line, exit 1);
+# rank 0 keeps waiting for a right rank 1 until SFT_RDZV_TIMEOUT, then exits 1
+d="$tmp/disagree"
+mkdir -p "$d/rdzv"
+"$bin/train_sftcu_fp32" $F -o "$d/out" -f "$d/rdzv" -R 1 -W 2 -l 2e-2 > "$d/r1.log" 2>&1 & p1=$!
+pids="$pids $p1"
+SFT_RDZV_TIMEOUT=5 timeout 60 "$bin/train_sftcu_fp32" $F -o "$d/out" -f "$d/rdzv" -R 0 -W 2 > "$d/r0.log" 2>&1; rc0=$?
+wait $p1; rc1=$?
+if [ $rc0 -eq 1 ] && [ $rc1 -eq 1 ] && grep -q '^error: rank 1 of 2: .*fingerprint' "$d/r1.log" && grep -q '^error: rank 0 of 2' "$d/r0.log"; then
+    ok dist_ranks_with_different_flags_refuse "$(grep -m1 '^error' "$d/r1.log" | cut -c1-120)"
+else fail dist_ranks_with_different_flags_refuse "exit statuses $rc0 and $rc1; $(cat "$d/r0.log" "$d/r1.log" | grep -m2 error)"; fi
+exit $status
