@@ -30,6 +30,8 @@ for t in $targets; do
         build "$work/selftest" dev/cuda/emu/selftest.cu
         "$work/selftest" 0 || status=1
         if sh -c '"$1" 1 > /dev/null 2>&1' _ "$work/selftest" 2> /dev/null; then echo "FAIL selftest 1: an exited lane at a warp op was not caught"; status=1; else echo "ok selftest 1: an exited lane at a warp op is caught"; fi
+        build "$work/mma" dev/cuda/mma.cu  # the mma fragment layouts (also a dev check)
+        "$work/mma" || status=1
         ;;
     dev)
         for f in dev/cuda/*.cu; do
