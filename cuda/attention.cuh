@@ -801,14 +801,14 @@ void attention_backward_fma_hs(floatX *dqkv, const float *D, const floatX *dout,
 #if !defined(ENABLE_FP32)
 // shared bytes of the tensor-core kernels: untransposed [64][HS+8] and transposed
 // [HS][64+8] bf16 tiles
-inline size_t att_tc_smem(int hs, int tiles, int transposed) {
+inline size_t att_tc_smem_bytes(int hs, int tiles, int transposed) {
     return ((size_t)tiles * ATT_TILE * (hs + ATT_TC_PAD) + (size_t)transposed * hs * ATT_TC_LDT) * sizeof(__nv_bfloat16);
 }
 
 template <int HS>
 void attention_forward_tc_hs(floatX *out, float *lse, const floatX *qkv, const int *doc_start, int B, int T, int C, int NH,
                              cudaStream_t stream) {
-    size_t smem = att_tc_smem(HS, 2, 1); // Q, K; V transposed
+    size_t smem = att_tc_smem_bytes(HS, 2, 1); // Q, K; V transposed
     CUDA_CHECK(cudaFuncSetAttribute(attention_forward_tc_kernel<HS>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     dim3 grid(ceil_div(T, ATT_TILE), NH, B);
     attention_forward_tc_kernel<HS><<<grid, ATT_TC_THREADS, smem, stream>>>(out, lse, qkv, doc_start, T, C, NH);
@@ -819,12 +819,12 @@ template <int HS>
 void attention_backward_tc_hs(floatX *dqkv, const float *D, const floatX *dout, const float *lse, const floatX *qkv,
                               const int *doc_start, int B, int T, int C, int NH, cudaStream_t stream) {
     dim3 grid(ceil_div(T, ATT_TILE), NH, B);
-    size_t smem_kv = att_tc_smem(HS, 4, 2); // K, V, Q, dout; Q and dout transposed
+    size_t smem_kv = att_tc_smem_bytes(HS, 4, 2); // K, V, Q, dout; Q and dout transposed
     CUDA_CHECK(cudaFuncSetAttribute(attention_backward_dkdv_tc_kernel<HS>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     (int)smem_kv));
     attention_backward_dkdv_tc_kernel<HS><<<grid, ATT_TC_THREADS, smem_kv, stream>>>(dqkv, dout, lse, D, qkv, doc_start, T, C, NH);
     LAUNCH_CHECK();
-    size_t smem_q = att_tc_smem(HS, 4, 1); // Q, dout, K, V; K transposed
+    size_t smem_q = att_tc_smem_bytes(HS, 4, 1); // Q, dout, K, V; K transposed
     CUDA_CHECK(cudaFuncSetAttribute(attention_backward_dq_tc_kernel<HS>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     (int)smem_q));
     attention_backward_dq_tc_kernel<HS><<<grid, ATT_TC_THREADS, smem_q, stream>>>(dqkv, dout, lse, D, qkv, doc_start, T, C, NH);
