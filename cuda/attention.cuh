@@ -6,7 +6,12 @@
 // query at position t attends to keys s with doc_start[b*T+t] <= s <= t; scores are
 // q.k / sqrt(hs), softmax over those keys, out_t = sum_s p_s v_s.
 //
-// Algorithm (all arithmetic in fp32; tiles held in shared memory as float):
+// Two sets of kernels with the same tiling and skipping: the tensor-core kernels at the
+// end of this file (bf16 build, head sizes that are multiples of 16: what the trainer uses
+// there) and the fp32-FMA kernels described here (the fp32 build, other head sizes).
+// attention_forward / attention_backward choose (AttKernels).
+//
+// FMA kernels (all arithmetic in fp32; tiles held in shared memory as float):
 //  - Tiles of 64 queries x 64 keys, 256 threads as a 16 x 16 grid (ty, tx). In every
 //    64 x 64 product a thread owns rows ty + 16i and columns tx + 16j (i, j < 4); in every
 //    64 x hs accumulator it owns rows ty + 16i and channels tx + 16c. A row's 16 threads
@@ -393,6 +398,8 @@ __global__ void __launch_bounds__(ATT_THREADS)
 //  - Scores S and dP stay in registers in fp32; P and dS are rounded to bf16 and become,
 //    in place, the A fragments of the next product (see cuda/mma.cuh). Accumulators (O,
 //    dQ, dK, dV), the online softmax (m, l) and lse are fp32.
+//  - The backward computes S and dP in both of its kernels: 7 tile products where one
+//    kernel with atomic dQ updates would need 5 (1.4x the FLOPs), the price of no atomics.
 //  - Shared tiles are bf16 with rows padded by 8 elements (16 bytes), so the 8 rows one
 //    fragment load touches start in different banks. The operands whose contiguous index
 //    must be the other one (V in O = P V, K in dQ = dS K, Q and dout in dK, dV) are stored
