@@ -6,7 +6,12 @@
 // query at position t attends to keys s with doc_start[b*T+t] <= s <= t; scores are
 // q.k / sqrt(hs), softmax over those keys, out_t = sum_s p_s v_s.
 //
-// Algorithm (all arithmetic in fp32; tiles held in shared memory as float):
+// Two sets of kernels with the same tiling and skipping: the tensor-core kernels at the
+// end of this file (bf16 build, head sizes that are multiples of 16: what the trainer uses
+// there) and the fp32-FMA kernels described here (the fp32 build, other head sizes).
+// attention_forward / attention_backward choose (AttKernels).
+//
+// FMA kernels (all arithmetic in fp32; tiles held in shared memory as float):
 //  - Tiles of 64 queries x 64 keys, 256 threads as a 16 x 16 grid (ty, tx). In every
 //    64 x 64 product a thread owns rows ty + 16i and columns tx + 16j (i, j < 4); in every
 //    64 x hs accumulator it owns rows ty + 16i and channels tx + 16c. A row's 16 threads
@@ -27,6 +32,7 @@
 #include <limits.h>
 #include <math.h>
 #include "common.cuh"
+#include "mma.cuh"
 
 #define ATT_TILE 64     // queries per query tile and keys per key tile
 #define ATT_THREADS 256 // 16 x 16 threads
@@ -382,10 +388,367 @@ __global__ void __launch_bounds__(ATT_THREADS)
 }
 
 // ---------------------------------------------------------------------------------------
+// Tensor-core kernels (bf16 build only: they read bf16 Q, K, V, dout). Same semantics,
+// 64 x 64 tiles, tile skipping and kernel split as the kernels above, but every matrix
+// product of a tile is mma.sync m16n8k16 bf16 x bf16 -> fp32 (cuda/mma.cuh):
+//  - 128 threads, 4 warps; warp w owns rows 16w .. 16w+15 of the block's 64-row tile
+//    (queries in the forward and dQ kernels, keys in the dK, dV kernel). Each lane holds
+//    two of those rows (g and g + 8) of a 16 x 64 score block as C fragments; a row's
+//    reductions are 2 shuffles among its 4 lanes.
+//  - Scores S and dP stay in registers in fp32; P and dS are rounded to bf16 and become,
+//    in place, the A fragments of the next product (see cuda/mma.cuh). Accumulators (O,
+//    dQ, dK, dV), the online softmax (m, l) and lse are fp32.
+//  - The backward computes S and dP in both of its kernels: 7 tile products where one
+//    kernel with atomic dQ updates would need 5 (1.4x the FLOPs), the price of no atomics.
+//  - Shared tiles are bf16 with rows padded by 8 elements (16 bytes), so the 8 rows one
+//    fragment load touches start in different banks. The operands whose contiguous index
+//    must be the other one (V in O = P V, K in dQ = dS K, Q and dout in dK, dV) are stored
+//    transposed, [HS][64 + 8].
+//  - Rows past T are zero in every tile: a masked probability (0) times a padded row must
+//    stay 0, not NaN.
+#if !defined(ENABLE_FP32)
+#define ATT_TC_THREADS 128
+#define ATT_TC_PAD 8                        // padding of a shared tile row, in bf16 elements
+#define ATT_TC_LDT (ATT_TILE + ATT_TC_PAD)  // row stride of a transposed [HS][64] tile
+
+// Rows row0 .. row0+63 (HS channels) of a (T, stride) bf16 matrix into a shared [64][HS+8]
+// tile dst and/or its transpose dstT [HS][ATT_TC_LDT] (either may be null); rows at or past
+// T are zero. 16-byte loads: HS, the stride and the head offset are multiples of 8.
+template <int HS>
+__device__ inline void att_tc_load_tile(__nv_bfloat16 *dst, __nv_bfloat16 *dstT, const __nv_bfloat16 *src, int row0, int T,
+                                        size_t stride) {
+    constexpr int LD = HS + ATT_TC_PAD, CHUNKS = HS / 8;
+    for (int idx = threadIdx.x; idx < ATT_TILE * CHUNKS; idx += ATT_TC_THREADS) {
+        int r = idx / CHUNKS, c = (idx % CHUNKS) * 8;
+        int t = row0 + r;
+        uint4 v = {0u, 0u, 0u, 0u};
+        if (t < T) v = mma_ld<uint4>(src + (size_t)t * stride + c);
+        if (dst) mma_st<uint4>(dst + r * LD + c, v);
+        if (dstT) {
+            __nv_bfloat16 e[8];
+            memcpy(e, &v, sizeof e);
+#pragma unroll
+            for (int i = 0; i < 8; i++) dstT[(c + i) * ATT_TC_LDT + r] = e[i];
+        }
+    }
+}
+
+// s = A Bm^T over HS channels for one warp: rows r0..r0+15 of the shared [..][HS+8] tile A
+// times rows 0..63 of the tile Bm, a 16 x 64 block as 8 C fragments (8 columns each).
+template <int HS>
+__device__ inline void att_tc_scores(float (&s)[8][4], const __nv_bfloat16 *A, int r0, const __nv_bfloat16 *Bm) {
+    constexpr int LD = HS + ATT_TC_PAD;
+#pragma unroll
+    for (int n = 0; n < 8; n++)
+#pragma unroll
+        for (int i = 0; i < 4; i++) s[n][i] = 0.0f;
+#pragma unroll
+    for (int kc = 0; kc < HS / 16; kc++) {
+        uint32_t a[4];
+        mma_load_a(a, A, LD, r0, kc * 16);
+#pragma unroll
+        for (int n = 0; n < 8; n++) {
+            uint32_t bb[2];
+            mma_load_b(bb, Bm, LD, n * 8, kc * 16);
+            mma_m16n8k16_bf16(s[n], a, bb, s[n]);
+        }
+    }
+}
+
+// acc += P M for one warp: P a 16 x 64 block in C fragments (fp32, rounded here to bf16),
+// M (64 x HS) given transposed as the shared tile Mt [HS][ATT_TC_LDT]; acc is 16 x HS.
+template <int HS>
+__device__ inline void att_tc_accumulate(float (&acc)[HS / 8][4], const float (&p)[8][4], const __nv_bfloat16 *Mt) {
+#pragma unroll
+    for (int kc = 0; kc < 4; kc++) {
+        uint32_t a[4];
+        a[0] = pack_bf16x2(p[2 * kc][0], p[2 * kc][1]);
+        a[1] = pack_bf16x2(p[2 * kc][2], p[2 * kc][3]);
+        a[2] = pack_bf16x2(p[2 * kc + 1][0], p[2 * kc + 1][1]);
+        a[3] = pack_bf16x2(p[2 * kc + 1][2], p[2 * kc + 1][3]);
+#pragma unroll
+        for (int c = 0; c < HS / 8; c++) {
+            uint32_t bb[2];
+            mma_load_b(bb, Mt, ATT_TC_LDT, c * 8, kc * 16);
+            mma_m16n8k16_bf16(acc[c], a, bb, acc[c]);
+        }
+    }
+}
+
+// Reductions over the 4 lanes holding one row of a C fragment (lanes 4g .. 4g+3).
+__device__ inline float att_tc_row_max(float v) {
+    v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
+    return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
+}
+__device__ inline float att_tc_row_sum(float v) {
+    v += __shfl_xor_sync(0xffffffffu, v, 1);
+    return v + __shfl_xor_sync(0xffffffffu, v, 2);
+}
+
+// Stores a warp's 16 x HS fp32 accumulator (C fragments) times mul as bf16 into rows
+// row0 .. row0+15 (those < T) of a (T, stride) matrix.
+template <int HS>
+__device__ inline void att_tc_store_rows(__nv_bfloat16 *dst, size_t stride, int row0, int T, const float (&acc)[HS / 8][4],
+                                         const float (&mul)[2]) {
+    int lane = threadIdx.x % 32, g = lane / 4, t4 = lane % 4;
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        int t = row0 + g + 8 * r;
+        if (t >= T) continue;
+        __nv_bfloat16 *row = dst + (size_t)t * stride;
+#pragma unroll
+        for (int c = 0; c < HS / 8; c++)
+            mma_st<uint32_t>(row + c * 8 + 2 * t4, pack_bf16x2(acc[c][2 * r] * mul[r], acc[c][2 * r + 1] * mul[r]));
+    }
+}
+
+// Forward. Grid (query tiles, NH, B); the last query tiles (most keys) start first.
+template <int HS>
+__global__ void __launch_bounds__(ATT_TC_THREADS)
+    attention_forward_tc_kernel(__nv_bfloat16 *out, float *lse, const __nv_bfloat16 *qkv, const int *doc_start, int T, int C,
+                                int NH) {
+    constexpr int LD = HS + ATT_TC_PAD;
+    extern __shared__ float4 att_tc_smem[]; // 16-byte aligned
+    __nv_bfloat16 *Qs = (__nv_bfloat16 *)att_tc_smem; // [64][LD]
+    __nv_bfloat16 *Ks = Qs + ATT_TILE * LD;            // [64][LD]
+    __nv_bfloat16 *Vt = Ks + ATT_TILE * LD;            // [HS][ATT_TC_LDT], V transposed
+    __shared__ int ds_s[ATT_TILE];
+    __shared__ int kmin_s;
+
+    const int q0 = (gridDim.x - 1 - blockIdx.x) * ATT_TILE;
+    const int h = blockIdx.y, b = blockIdx.z;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t4 = lane % 4;
+    const size_t C3 = 3 * (size_t)C;
+    const __nv_bfloat16 *base = qkv + (size_t)b * T * C3 + (size_t)h * HS;
+    const float scale_log2 = ATT_LOG2E / sqrtf((float)HS);
+
+    att_tc_load_tile<HS>(Qs, nullptr, base, q0, T, C3);
+    att_load_doc_start(ds_s, &kmin_s, doc_start + (size_t)b * T, q0, T); // its barriers also publish Qs
+    const int kmin = kmin_s;
+    const int qlast = min(q0 + ATT_TILE, T) - 1;
+
+    // this lane's rows of the tile: 16 warp + g (r = 0) and 16 warp + g + 8 (r = 1)
+    int rowq[2], rowds[2];
+    float m[2], l[2], o[HS / 8][4];
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        rowq[r] = q0 + 16 * warp + g + 8 * r;
+        rowds[r] = ds_s[16 * warp + g + 8 * r];
+        m[r] = -INFINITY;
+        l[r] = 0.0f;
+    }
+#pragma unroll
+    for (int c = 0; c < HS / 8; c++)
+#pragma unroll
+        for (int i = 0; i < 4; i++) o[c][i] = 0.0f;
+
+    for (int k0 = (kmin / ATT_TILE) * ATT_TILE; k0 <= qlast; k0 += ATT_TILE) {
+        __syncthreads(); // every warp is done with the previous Ks, Vt
+        att_tc_load_tile<HS>(Ks, nullptr, base + C, k0, T, C3);
+        att_tc_load_tile<HS>(nullptr, Vt, base + 2 * (size_t)C, k0, T, C3);
+        __syncthreads();
+        float s[8][4];
+        att_tc_scores<HS>(s, Qs, 16 * warp, Ks);
+        float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+        for (int n = 0; n < 8; n++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                int r = i / 2, key = k0 + 8 * n + 2 * t4 + i % 2;
+                bool ok = key >= rowds[r] && key <= rowq[r];
+                s[n][i] = ok ? s[n][i] * scale_log2 : -INFINITY;
+                mx[r] = fmaxf(mx[r], s[n][i]);
+            }
+        float mref[2], rs[2] = {0.0f, 0.0f};
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            float mnew = fmaxf(m[r], att_tc_row_max(mx[r]));
+            mref[r] = mnew == -INFINITY ? 0.0f : mnew; // nothing seen yet: every p is 0
+            float corr = exp2f(m[r] - mref[r]);        // 0 when m[r] == -inf
+            m[r] = mnew;
+            l[r] *= corr;
+#pragma unroll
+            for (int c = 0; c < HS / 8; c++) {
+                o[c][2 * r] *= corr;
+                o[c][2 * r + 1] *= corr;
+            }
+        }
+#pragma unroll
+        for (int n = 0; n < 8; n++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                s[n][i] = exp2f(s[n][i] - mref[i / 2]); // 0 for masked (-inf) scores
+                rs[i / 2] += s[n][i];
+            }
+        l[0] += att_tc_row_sum(rs[0]);
+        l[1] += att_tc_row_sum(rs[1]);
+        att_tc_accumulate<HS>(o, s, Vt);
+    }
+
+    // every real query sees at least itself, so l >= 1; rows past T are not stored
+    float inv[2] = {rowq[0] < T ? 1.0f / l[0] : 0.0f, rowq[1] < T ? 1.0f / l[1] : 0.0f};
+    att_tc_store_rows<HS>(out + (size_t)b * T * C + (size_t)h * HS, (size_t)C, q0 + 16 * warp, T, o, inv);
+#pragma unroll
+    for (int r = 0; r < 2; r++)
+        if (t4 == 0 && rowq[r] < T) lse[((size_t)b * NH + h) * T + rowq[r]] = (m[r] + log2f(l[r])) * ATT_LN2;
+}
+
+// Backward dK, dV of one key tile, looping over the query tiles that see it (warp w owns
+// keys 16w .. 16w+15). Grid (key tiles, NH, B). Works on transposed blocks: S^T = K Q^T,
+// dP^T = V dout^T; dV += P^T dout, dK += dS^T Q.
+template <int HS>
+__global__ void __launch_bounds__(ATT_TC_THREADS)
+    attention_backward_dkdv_tc_kernel(__nv_bfloat16 *dqkv, const __nv_bfloat16 *dout, const float *lse, const float *D,
+                                      const __nv_bfloat16 *qkv, const int *doc_start, int T, int C, int NH) {
+    constexpr int LD = HS + ATT_TC_PAD;
+    extern __shared__ float4 att_tc_smem[]; // 16-byte aligned
+    __nv_bfloat16 *Ks = (__nv_bfloat16 *)att_tc_smem; // [64][LD] keys of this block
+    __nv_bfloat16 *Vs = Ks + ATT_TILE * LD;            // [64][LD]
+    __nv_bfloat16 *Qs = Vs + ATT_TILE * LD;            // [64][LD] current query tile
+    __nv_bfloat16 *dOs = Qs + ATT_TILE * LD;           // [64][LD]
+    __nv_bfloat16 *Qt = dOs + ATT_TILE * LD;           // [HS][ATT_TC_LDT] Q transposed
+    __nv_bfloat16 *dOt = Qt + HS * ATT_TC_LDT;         // [HS][ATT_TC_LDT] dout transposed
+    __shared__ int ds_s[ATT_TILE];
+    __shared__ float lse2_s[ATT_TILE], D_s[ATT_TILE];
+    __shared__ int qmin_s;
+
+    const int k0 = blockIdx.x * ATT_TILE;
+    const int h = blockIdx.y, b = blockIdx.z;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t4 = lane % 4;
+    const size_t C3 = 3 * (size_t)C;
+    const __nv_bfloat16 *base = qkv + (size_t)b * T * C3 + (size_t)h * HS;
+    const __nv_bfloat16 *dbase = dout + (size_t)b * T * C + (size_t)h * HS;
+    const float *lse_bh = lse + ((size_t)b * NH + h) * T;
+    const float *D_bh = D + ((size_t)b * NH + h) * T;
+    const int *ds_b = doc_start + (size_t)b * T;
+    const float scale = 1.0f / sqrtf((float)HS);
+    const float scale_log2 = ATT_LOG2E * scale;
+    const int klast = min(k0 + ATT_TILE, T) - 1;
+
+    att_tc_load_tile<HS>(Ks, nullptr, base + C, k0, T, C3);
+    att_tc_load_tile<HS>(Vs, nullptr, base + 2 * (size_t)C, k0, T, C3);
+
+    float dk[HS / 8][4], dv[HS / 8][4];
+#pragma unroll
+    for (int c = 0; c < HS / 8; c++)
+#pragma unroll
+        for (int i = 0; i < 4; i++) dk[c][i] = dv[c][i] = 0.0f;
+    int key[2];
+    key[0] = k0 + 16 * warp + g;
+    key[1] = key[0] + 8;
+
+    // queries before k0 cannot see these keys (causal)
+    for (int q0 = k0; q0 < T; q0 += ATT_TILE) {
+        __syncthreads(); // every warp is done with the previous query tile
+        att_load_doc_start(ds_s, &qmin_s, ds_b, q0, T);
+        if (qmin_s > klast) continue; // no query of this tile reaches back to our keys (uniform)
+        att_tc_load_tile<HS>(Qs, Qt, base, q0, T, C3);
+        att_tc_load_tile<HS>(dOs, dOt, dbase, q0, T, (size_t)C);
+        if (threadIdx.x < ATT_TILE) {
+            int t = q0 + threadIdx.x;
+            lse2_s[threadIdx.x] = t < T ? lse_bh[t] * ATT_LOG2E : 0.0f;
+            D_s[threadIdx.x] = t < T ? D_bh[t] : 0.0f;
+        }
+        __syncthreads();
+        float p[8][4], ds[8][4];
+        att_tc_scores<HS>(p, Ks, 16 * warp, Qs);  // S^T: p[n][i] = k_(row) . q_(8n + 2 t4 + i % 2)
+        att_tc_scores<HS>(ds, Vs, 16 * warp, dOs); // dP^T
+#pragma unroll
+        for (int n = 0; n < 8; n++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                int qr = 8 * n + 2 * t4 + i % 2, kk = key[i / 2];
+                bool ok = kk >= ds_s[qr] && kk <= q0 + qr;
+                p[n][i] = ok ? exp2f(p[n][i] * scale_log2 - lse2_s[qr]) : 0.0f;
+                ds[n][i] = p[n][i] * (ds[n][i] - D_s[qr]);
+            }
+        att_tc_accumulate<HS>(dv, p, dOt);
+        att_tc_accumulate<HS>(dk, ds, Qt);
+    }
+
+    const float mul_k[2] = {scale, scale}, mul_v[2] = {1.0f, 1.0f};
+    __nv_bfloat16 *drow = dqkv + (size_t)b * T * C3 + (size_t)h * HS;
+    att_tc_store_rows<HS>(drow + C, C3, k0 + 16 * warp, T, dk, mul_k);
+    att_tc_store_rows<HS>(drow + 2 * (size_t)C, C3, k0 + 16 * warp, T, dv, mul_v);
+}
+
+// Backward dQ of one query tile, looping over its key tiles: S = Q K^T, dP = dout V^T,
+// dQ += dS K. Grid (query tiles, NH, B); the last query tiles (most keys) start first.
+template <int HS>
+__global__ void __launch_bounds__(ATT_TC_THREADS)
+    attention_backward_dq_tc_kernel(__nv_bfloat16 *dqkv, const __nv_bfloat16 *dout, const float *lse, const float *D,
+                                    const __nv_bfloat16 *qkv, const int *doc_start, int T, int C, int NH) {
+    constexpr int LD = HS + ATT_TC_PAD;
+    extern __shared__ float4 att_tc_smem[]; // 16-byte aligned
+    __nv_bfloat16 *Qs = (__nv_bfloat16 *)att_tc_smem; // [64][LD]
+    __nv_bfloat16 *dOs = Qs + ATT_TILE * LD;           // [64][LD]
+    __nv_bfloat16 *Ks = dOs + ATT_TILE * LD;           // [64][LD]
+    __nv_bfloat16 *Vs = Ks + ATT_TILE * LD;            // [64][LD]
+    __nv_bfloat16 *Kt = Vs + ATT_TILE * LD;            // [HS][ATT_TC_LDT] K transposed
+    __shared__ int ds_s[ATT_TILE];
+    __shared__ int kmin_s;
+
+    const int q0 = (gridDim.x - 1 - blockIdx.x) * ATT_TILE;
+    const int h = blockIdx.y, b = blockIdx.z;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t4 = lane % 4;
+    const size_t C3 = 3 * (size_t)C;
+    const __nv_bfloat16 *base = qkv + (size_t)b * T * C3 + (size_t)h * HS;
+    const float scale = 1.0f / sqrtf((float)HS);
+    const float scale_log2 = ATT_LOG2E * scale;
+
+    att_tc_load_tile<HS>(Qs, nullptr, base, q0, T, C3);
+    att_tc_load_tile<HS>(dOs, nullptr, dout + (size_t)b * T * C + (size_t)h * HS, q0, T, (size_t)C);
+    att_load_doc_start(ds_s, &kmin_s, doc_start + (size_t)b * T, q0, T); // its barriers also publish Qs, dOs
+    const int kmin = kmin_s;
+    const int qlast = min(q0 + ATT_TILE, T) - 1;
+
+    int rowq[2], rowds[2];
+    float rowlse2[2], rowD[2], dq[HS / 8][4];
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        rowq[r] = q0 + 16 * warp + g + 8 * r;
+        rowds[r] = ds_s[16 * warp + g + 8 * r];
+        bool valid = rowq[r] < T;
+        rowlse2[r] = valid ? lse[((size_t)b * NH + h) * T + rowq[r]] * ATT_LOG2E : 0.0f;
+        rowD[r] = valid ? D[((size_t)b * NH + h) * T + rowq[r]] : 0.0f;
+    }
+#pragma unroll
+    for (int c = 0; c < HS / 8; c++)
+#pragma unroll
+        for (int i = 0; i < 4; i++) dq[c][i] = 0.0f;
+
+    for (int k0 = (kmin / ATT_TILE) * ATT_TILE; k0 <= qlast; k0 += ATT_TILE) {
+        __syncthreads(); // every warp is done with the previous Ks, Vs, Kt
+        att_tc_load_tile<HS>(Ks, Kt, base + C, k0, T, C3);
+        att_tc_load_tile<HS>(Vs, nullptr, base + 2 * (size_t)C, k0, T, C3);
+        __syncthreads();
+        float p[8][4], ds[8][4];
+        att_tc_scores<HS>(p, Qs, 16 * warp, Ks);   // S
+        att_tc_scores<HS>(ds, dOs, 16 * warp, Vs); // dP
+#pragma unroll
+        for (int n = 0; n < 8; n++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                int r = i / 2, kk = k0 + 8 * n + 2 * t4 + i % 2;
+                bool ok = kk >= rowds[r] && kk <= rowq[r];
+                p[n][i] = ok ? exp2f(p[n][i] * scale_log2 - rowlse2[r]) : 0.0f;
+                ds[n][i] = p[n][i] * (ds[n][i] - rowD[r]);
+            }
+        att_tc_accumulate<HS>(dq, ds, Kt);
+    }
+
+    const float mul[2] = {scale, scale};
+    att_tc_store_rows<HS>(dqkv + (size_t)b * T * C3 + (size_t)h * HS, C3, q0 + 16 * warp, T, dq, mul);
+}
+#endif // !ENABLE_FP32
+
+// ---------------------------------------------------------------------------------------
 // Host launchers.
 
-// Head sizes with kernels: multiples of 8 up to 128.
+// Head sizes with kernels: multiples of 8 up to 128 (fp32 FMA kernels); the tensor-core
+// kernels take the multiples of 16 (one mma k step is 16 channels).
 #define ATT_HEAD_SIZES(X) X(8) X(16) X(24) X(32) X(40) X(48) X(56) X(64) X(72) X(80) X(88) X(96) X(104) X(112) X(120) X(128)
+#define ATT_TC_HEAD_SIZES(X) X(16) X(32) X(48) X(64) X(80) X(96) X(112) X(128)
 
 inline int attention_head_size(int C, int NH) {
     int hs = NH > 0 ? C / NH : 0;
@@ -396,9 +759,30 @@ inline int attention_head_size(int C, int NH) {
     return hs;
 }
 
+// Which kernels run: ATT_AUTO is the tensor-core kernels where they exist (bf16 build, head
+// size a multiple of 16), else the fp32-FMA ones; dev/cuda/attention.cu picks one directly.
+enum AttKernels { ATT_AUTO, ATT_FMA, ATT_TC };
+
+inline bool attention_tc_supported(int hs) {
+#if defined(ENABLE_FP32)
+    (void)hs;
+    return false;
+#else
+    return hs % 16 == 0;
+#endif
+}
+
+inline bool attention_use_tc(int hs, AttKernels which) {
+    if (which == ATT_TC && !attention_tc_supported(hs)) {
+        fprintf(stderr, "error: attention: no tensor-core kernels for head size %d in the %s build\n", hs, PRECISION_NAME);
+        exit(1);
+    }
+    return which == ATT_TC || (which == ATT_AUTO && attention_tc_supported(hs));
+}
+
 template <int HS>
-void attention_forward_hs(floatX *out, float *lse, const floatX *qkv, const int *doc_start, int B, int T, int C, int NH,
-                          cudaStream_t stream) {
+void attention_forward_fma_hs(floatX *out, float *lse, const floatX *qkv, const int *doc_start, int B, int T, int C, int NH,
+                              cudaStream_t stream) {
     size_t smem = (3 * (size_t)ATT_TILE * (HS + 1) + (size_t)ATT_TILE * ATT_PLD) * sizeof(float);
     CUDA_CHECK(cudaFuncSetAttribute(attention_forward_kernel<HS>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     dim3 grid(ceil_div(T, ATT_TILE), NH, B);
@@ -407,8 +791,8 @@ void attention_forward_hs(floatX *out, float *lse, const floatX *qkv, const int 
 }
 
 template <int HS>
-void attention_backward_hs(floatX *dqkv, const float *D, const floatX *dout, const float *lse, const floatX *qkv,
-                           const int *doc_start, int B, int T, int C, int NH, cudaStream_t stream) {
+void attention_backward_fma_hs(floatX *dqkv, const float *D, const floatX *dout, const float *lse, const floatX *qkv,
+                               const int *doc_start, int B, int T, int C, int NH, cudaStream_t stream) {
     dim3 grid(ceil_div(T, ATT_TILE), NH, B);
     size_t smem_kv = (4 * (size_t)ATT_TILE * (HS + 1) + 2 * (size_t)ATT_TILE * ATT_PLD) * sizeof(float);
     CUDA_CHECK(cudaFuncSetAttribute(attention_backward_dkdv_kernel<HS>, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -421,13 +805,60 @@ void attention_backward_hs(floatX *dqkv, const float *D, const floatX *dout, con
     LAUNCH_CHECK();
 }
 
+#if !defined(ENABLE_FP32)
+// shared bytes of the tensor-core kernels: untransposed [64][HS+8] and transposed
+// [HS][64+8] bf16 tiles
+inline size_t att_tc_smem_bytes(int hs, int tiles, int transposed) {
+    return ((size_t)tiles * ATT_TILE * (hs + ATT_TC_PAD) + (size_t)transposed * hs * ATT_TC_LDT) * sizeof(__nv_bfloat16);
+}
+
+template <int HS>
+void attention_forward_tc_hs(floatX *out, float *lse, const floatX *qkv, const int *doc_start, int B, int T, int C, int NH,
+                             cudaStream_t stream) {
+    size_t smem = att_tc_smem_bytes(HS, 2, 1); // Q, K; V transposed
+    CUDA_CHECK(cudaFuncSetAttribute(attention_forward_tc_kernel<HS>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    dim3 grid(ceil_div(T, ATT_TILE), NH, B);
+    attention_forward_tc_kernel<HS><<<grid, ATT_TC_THREADS, smem, stream>>>(out, lse, qkv, doc_start, T, C, NH);
+    LAUNCH_CHECK();
+}
+
+template <int HS>
+void attention_backward_tc_hs(floatX *dqkv, const float *D, const floatX *dout, const float *lse, const floatX *qkv,
+                              const int *doc_start, int B, int T, int C, int NH, cudaStream_t stream) {
+    dim3 grid(ceil_div(T, ATT_TILE), NH, B);
+    size_t smem_kv = att_tc_smem_bytes(HS, 4, 2); // K, V, Q, dout; Q and dout transposed
+    CUDA_CHECK(cudaFuncSetAttribute(attention_backward_dkdv_tc_kernel<HS>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    (int)smem_kv));
+    attention_backward_dkdv_tc_kernel<HS><<<grid, ATT_TC_THREADS, smem_kv, stream>>>(dqkv, dout, lse, D, qkv, doc_start, T, C, NH);
+    LAUNCH_CHECK();
+    size_t smem_q = att_tc_smem_bytes(HS, 4, 1); // Q, dout, K, V; K transposed
+    CUDA_CHECK(cudaFuncSetAttribute(attention_backward_dq_tc_kernel<HS>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    (int)smem_q));
+    attention_backward_dq_tc_kernel<HS><<<grid, ATT_TC_THREADS, smem_q, stream>>>(dqkv, dout, lse, D, qkv, doc_start, T, C, NH);
+    LAUNCH_CHECK();
+}
+#endif
+
 // out (B,T,C) floatX; lse (B,NH,T) float = log-sum-exp of each query's scaled scores.
 inline void attention_forward(floatX *out, float *lse, const floatX *qkv, const int *doc_start, int B, int T, int C, int NH,
-                              cudaStream_t stream) {
+                              cudaStream_t stream, AttKernels which = ATT_AUTO) {
     int hs = attention_head_size(C, NH);
+#if !defined(ENABLE_FP32)
+    if (attention_use_tc(hs, which)) {
+        switch (hs) {
+#define ATT_CASE(H)                                                                                                    \
+    case H: attention_forward_tc_hs<H>(out, lse, qkv, doc_start, B, T, C, NH, stream); break;
+            ATT_TC_HEAD_SIZES(ATT_CASE)
+#undef ATT_CASE
+        }
+        return;
+    }
+#else
+    attention_use_tc(hs, which); // fails for ATT_TC
+#endif
     switch (hs) {
 #define ATT_CASE(H)                                                                                                    \
-    case H: attention_forward_hs<H>(out, lse, qkv, doc_start, B, T, C, NH, stream); break;
+    case H: attention_forward_fma_hs<H>(out, lse, qkv, doc_start, B, T, C, NH, stream); break;
         ATT_HEAD_SIZES(ATT_CASE)
 #undef ATT_CASE
     }
@@ -441,14 +872,29 @@ inline size_t attention_backward_scratch_floats(int B, int T, int C, int NH) {
 
 // dqkv (B,T,3C) floatX is overwritten (not accumulated). Deterministic: no atomics.
 inline void attention_backward(floatX *dqkv, float *scratch, const floatX *dout, const floatX *out, const float *lse,
-                               const floatX *qkv, const int *doc_start, int B, int T, int C, int NH, cudaStream_t stream) {
+                               const floatX *qkv, const int *doc_start, int B, int T, int C, int NH, cudaStream_t stream,
+                               AttKernels which = ATT_AUTO) {
     int hs = attention_head_size(C, NH);
+    bool tc = attention_use_tc(hs, which);
     long warps = (long)B * T * NH;
     attention_backward_d_kernel<<<ceil_div(warps * 32, 256), 256, 0, stream>>>(scratch, dout, out, B, T, C, NH);
     LAUNCH_CHECK();
+#if !defined(ENABLE_FP32)
+    if (tc) {
+        switch (hs) {
+#define ATT_CASE(H)                                                                                                    \
+    case H: attention_backward_tc_hs<H>(dqkv, scratch, dout, lse, qkv, doc_start, B, T, C, NH, stream); break;
+            ATT_TC_HEAD_SIZES(ATT_CASE)
+#undef ATT_CASE
+        }
+        return;
+    }
+#else
+    (void)tc;
+#endif
     switch (hs) {
 #define ATT_CASE(H)                                                                                                    \
-    case H: attention_backward_hs<H>(dqkv, scratch, dout, lse, qkv, doc_start, B, T, C, NH, stream); break;
+    case H: attention_backward_fma_hs<H>(dqkv, scratch, dout, lse, qkv, doc_start, B, T, C, NH, stream); break;
         ATT_HEAD_SIZES(ATT_CASE)
 #undef ATT_CASE
     }

@@ -8,7 +8,11 @@
 //   1: the simplest correct kernels. Forward: one block per (query, head, row) with the
 //      query's scores in shared memory. Backward: one thread per (query, head) for dq and
 //      one thread per (key, head) for dk, dv, each looping over the positions it touches.
-//   2: cuda/attention.cuh, the kernels the trainer uses (tiled, online softmax).
+//   2: cuda/attention.cuh's fp32-FMA kernels (tiled, online softmax): what the fp32 build
+//      and head sizes that are not a multiple of 16 use.
+//   3: cuda/attention.cuh's tensor-core kernels (mma.sync bf16 -> fp32): what the bf16
+//      build uses for head sizes that are multiples of 16. bf16 build only (skipped in the
+//      fp32 build and for other head sizes).
 // Every version is checked against the CPU trainer's attention (dev/cuda/cpu_ref.c) on
 // random inputs with packed documents (random boundaries, length-1 documents, padding),
 // with outputs filled with NaN before each run. Then forward and backward are timed for
@@ -161,7 +165,7 @@ static void forward_version(int version, floatX *out, float *lse, const floatX *
         attention_forward_v1_kernel<<<dim3(T, NH, B), 128, smem>>>(out, lse, qkv, doc_start, T, C, NH);
         CUDA_CHECK(cudaGetLastError());
     } else {
-        attention_forward(out, lse, qkv, doc_start, B, T, C, NH, 0);
+        attention_forward(out, lse, qkv, doc_start, B, T, C, NH, 0, version == 2 ? ATT_FMA : ATT_TC);
     }
 }
 
@@ -174,11 +178,14 @@ static void backward_version(int version, floatX *dqkv, float *scratch, const fl
         attention_backward_v1_dkdv_kernel<<<ceil_div(n, 128), 128>>>(dqkv, dout, out, lse, qkv, doc_start, B, T, C, NH);
         CUDA_CHECK(cudaGetLastError());
     } else {
-        attention_backward(dqkv, scratch, dout, out, lse, qkv, doc_start, B, T, C, NH, 0);
+        attention_backward(dqkv, scratch, dout, out, lse, qkv, doc_start, B, T, C, NH, 0, version == 2 ? ATT_FMA : ATT_TC);
     }
 }
 
-#define NUM_VERSIONS 2
+#define NUM_VERSIONS 3
+
+// whether version v has kernels for head size hs in this build
+static bool version_available(int v, int hs) { return v != 3 || attention_tc_supported(hs); }
 
 // ---------------------------------------------------------------------------------------
 // Inputs.
@@ -259,6 +266,13 @@ static bool check_tensor(const char *name, const float *got, const float *ref, s
     return true;
 }
 
+// bf16 build: inputs are exact bf16 on both sides; the outputs are rounded to bf16 (2^-9
+// relative, ~2e-3 of max |ref|: what versions 1 and 2 show), and version 3 also rounds each
+// P and dS to bf16 before its second product, adding at most 2^-9 of each term |p v| (|dS q|
+// ...) of the sum: of the same size again. Under the emulator the largest errors are 4.6e-3
+// (v2) and 5.3e-3 (v3) of max |ref|; 2e-2 leaves room for other inputs and the hardware's
+// summation order inside the mma (fp32, far smaller). A wrong mask, scale, fragment or
+// skipped tile gives errors of order 1 (see the mutations in the report of the change).
 #ifdef ENABLE_FP32
 static const float TOL = 1e-4f;
 #else
@@ -340,8 +354,13 @@ static int check_config(const Config &cf, int only_version) {
     char name[256];
     for (int v = 1; v <= NUM_VERSIONS; v++) {
         if (only_version && v != only_version) continue;
+        if (!version_available(v, hs)) {
+            printf("skip v%d B=%d T=%d C=%d NH=%d hs=%d: no kernels for this head size in the %s build\n", v, B, T, C, NH, hs,
+                   PRECISION_NAME);
+            continue;
+        }
         std::vector<float> out1, dqkv1;
-        for (int rep = 0; rep < (v == NUM_VERSIONS ? 2 : 1); rep++) {
+        for (int rep = 0; rep < (v >= 2 ? 2 : 1); rep++) {
             // poison: all-ones bytes are NaN in float and in bf16
             CUDA_CHECK(cudaMemset(d_out, 0xFF, nout * sizeof(floatX)));
             CUDA_CHECK(cudaMemset(d_lse, 0xFF, nlse * sizeof(float)));
@@ -428,6 +447,7 @@ static void time_config(int B, int T, int C, int NH, int mode, int only_version)
     CUDA_CHECK(cudaEventCreate(&e1));
     for (int v = 1; v <= NUM_VERSIONS; v++) {
         if (only_version && v != only_version) continue;
+        if (!version_available(v, hs)) continue;
         int reps = v == 1 ? 2 : 20;
         float ms_f = 0.0f, ms_b = 0.0f;
         forward_version(v, d_out, d_lse, d_qkv, d_ds, B, T, C, NH); // warm-up
@@ -480,12 +500,14 @@ int main(int argc, char **argv) {
 
     const Config configs[] = {
         {2, 64, 64, 2, 1, 2.0f},    // hs 32, one tile
+        {3, 160, 128, 4, 1, 2.0f},  // hs 32, documents across tiles, an all-padding row
         {3, 200, 256, 4, 1, 2.0f},  // hs 64, T not a multiple of 64, an all-padding row
         {2, 256, 128, 2, 0, 2.0f},  // hs 64, one document per row
         {2, 256, 128, 2, 0, 5.0f},  // sharp softmax: exercises the online rescaling
         {2, 300, 256, 4, 2, 2.0f},  // hs 64, ~128-token documents
         {2, 130, 96, 4, 1, 2.0f},   // hs 24: channel groups only partly used
-        {1, 150, 256, 2, 1, 2.0f},  // hs 128
+        {3, 150, 256, 2, 1, 2.0f},  // hs 128, an all-padding row
+        {2, 97, 32, 2, 1, 2.0f},    // hs 16
         {2, 97, 16, 2, 1, 2.0f},    // hs 8
         {4, 1, 64, 2, 0, 2.0f},     // T = 1
     };

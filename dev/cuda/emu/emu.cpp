@@ -62,6 +62,8 @@ struct Warp {
     uint64_t gen;
     uint64_t in[32], out[32];
     int src[32];
+    uint32_t mma_a[32][4], mma_b[32][2];  // each lane's mma operand registers
+    float mma_c[32][4], mma_d[32][4];      // each lane's accumulator in and result out
 };
 
 static std::vector<Fiber> fibers;
@@ -173,30 +175,26 @@ int syncthreads_or(int p) { syncthreads_impl(p); return blk_res_or; }
 int syncthreads_and(int p) { syncthreads_impl(p); return blk_res_and; }
 int syncthreads_count(int p) { syncthreads_impl(p); return blk_res_cnt; }
 
-uint64_t warp_op(int kind, unsigned mask, uint64_t value, int src) {
-    int lane = cur->lin % 32, w = cur->lin / 32;
+// The rendezvous of the 32 lanes of the calling fiber's warp at a warp op of `kind`: each lane
+// has stored its inputs in the Warp before calling; the last lane to arrive checks that all
+// lanes are at the same op and runs `all` (which computes every lane's output); the others
+// wait for it. Returns the warp, whose outputs are then ready.
+static Warp &warp_meet(int kind, unsigned mask, void (*all)(Warp &, int kind)) {
+    int w = cur->lin / 32;
     if (mask != 0xffffffffu) fail("warp op with mask %08x (only full masks are emulated)", mask);
     if (w * 32 + 32 > nthreads) fail("warp op in a partial warp (blockDim %d)", nthreads);
     Warp &W = warps[w];
     for (int l = 0; l < 32; l++)
         if (fibers[w * 32 + l].state == F_DONE) fail("warp op (full mask) while lane %d of the warp has exited", l);
-    W.in[lane] = value;
-    W.src[lane] = src;
     cur->warp_kind = kind;
     if (++W.arrived == 32) {
         for (int l = 0; l < 32; l++) {
             const Fiber &f = fibers[w * 32 + l];
             if (f.warp_kind != kind || f.warp_count != cur->warp_count)
                 fail("divergent warp ops: lane %d at op #%llu kind %d, lane %d at op #%llu kind %d", l, (unsigned long long)f.warp_count,
-                     f.warp_kind, lane, (unsigned long long)cur->warp_count, kind);
+                     f.warp_kind, cur->lin % 32, (unsigned long long)cur->warp_count, kind);
         }
-        if (kind == 0) {
-            for (int l = 0; l < 32; l++) W.out[l] = W.in[W.src[l]];
-        } else {
-            uint64_t b = 0;
-            for (int l = 0; l < 32; l++) b |= (W.in[l] ? 1ull : 0ull) << l;
-            for (int l = 0; l < 32; l++) W.out[l] = b;
-        }
+        all(W, kind);
         W.arrived = 0;
         W.gen++;
     } else {
@@ -206,7 +204,74 @@ uint64_t warp_op(int kind, unsigned mask, uint64_t value, int src) {
         switch_to_sched();
     }
     cur->warp_count++;
-    return W.out[lane];
+    return W;
+}
+
+static void shuffle_or_ballot(Warp &W, int kind) {
+    if (kind == 0) {
+        for (int l = 0; l < 32; l++) W.out[l] = W.in[W.src[l]];
+    } else {
+        uint64_t b = 0;
+        for (int l = 0; l < 32; l++) b |= (W.in[l] ? 1ull : 0ull) << l;
+        for (int l = 0; l < 32; l++) W.out[l] = b;
+    }
+}
+
+uint64_t warp_op(int kind, unsigned mask, uint64_t value, int src) {
+    int lane = cur->lin % 32;
+    Warp &W0 = warps[cur->lin / 32];
+    W0.in[lane] = value;
+    W0.src[lane] = src;
+    return warp_meet(kind, mask, shuffle_or_ballot).out[lane];
+}
+
+// m16n8k16 with bf16 A (16x16, row-major) and B (16x8, column-major), fp32 C and D (16x8).
+// Fragment layouts of the PTX ISA ("Matrix Fragments for mma.m16n8k16 with floating point
+// type"), with g = lane / 4 and t = lane % 4; a register holds two bf16, the lower-numbered
+// element in its low 16 bits:
+//   A: a[r] holds a_{2r}, a_{2r+1}; element a_i is at row g + 8 (r % 2), column 2t + i % 2 + 8 (r / 2)
+//   B: b[r] holds b_{2r}, b_{2r+1}; element b_i is at row (k) 2t + i % 2 + 8 r, column (n) g
+//   C, D: c_i is at row g + 8 (i / 2), column 2t + i % 2
+// D = A B + C in fp32: the products of two bf16 are exact in fp32; they are added to C one by
+// one in k order 0..15, each addition rounded to fp32. The hardware's internal order and
+// rounding of that sum are not reproduced.
+static void mma_all(Warp &W, int) {
+    float A[16][16], B[16][8], Cm[16][8];
+    for (int l = 0; l < 32; l++) {
+        int g = l / 4, t = l % 4;
+        for (int r = 0; r < 4; r++)
+            for (int h = 0; h < 2; h++) {
+                __nv_bfloat16 x;
+                x.__x = (unsigned short)(W.mma_a[l][r] >> (16 * h));
+                A[g + 8 * (r % 2)][2 * t + h + 8 * (r / 2)] = __bfloat162float(x);
+            }
+        for (int r = 0; r < 2; r++)
+            for (int h = 0; h < 2; h++) {
+                __nv_bfloat16 x;
+                x.__x = (unsigned short)(W.mma_b[l][r] >> (16 * h));
+                B[2 * t + h + 8 * r][g] = __bfloat162float(x);
+            }
+        for (int i = 0; i < 4; i++) Cm[g + 8 * (i / 2)][2 * t + i % 2] = W.mma_c[l][i];
+    }
+    for (int l = 0; l < 32; l++) {
+        int g = l / 4, t = l % 4;
+        for (int i = 0; i < 4; i++) {
+            int m = g + 8 * (i / 2), n = 2 * t + i % 2;
+            float acc = Cm[m][n];
+            for (int k = 0; k < 16; k++) acc += A[m][k] * B[k][n];
+            W.mma_d[l][i] = acc;
+        }
+    }
+}
+
+void mma_m16n8k16_bf16(float d[4], const uint32_t a[4], const uint32_t b[2], const float c[4]) {
+    int lane = cur->lin % 32;
+    Warp &W0 = warps[cur->lin / 32];
+    memcpy(W0.mma_a[lane], a, sizeof W0.mma_a[lane]);
+    memcpy(W0.mma_b[lane], b, sizeof W0.mma_b[lane]);
+    memcpy(W0.mma_c[lane], c, sizeof W0.mma_c[lane]);
+    Warp &W = warp_meet(2, 0xffffffffu, mma_all);
+    memcpy(d, W.mma_d[lane], sizeof W.mma_d[lane]);
 }
 
 static std::map<const void *, int> func_smem;

@@ -3,7 +3,9 @@
 #   dev/cuda/emu/run.sh [selftest] [dev] [test] [dist]     (default: selftest dev test)
 # Environment: WORK (default /tmp/cuda_emu): where the converted copy and binaries go;
 #   EMU_ORDER=fwd|rev|rand: order of the threads of a block (and of the blocks, rev);
-#   SAN="-fsanitize=address" or "-fsanitize=undefined": sanitizer for the emulated code.
+#   SAN="-fsanitize=address" or "-fsanitize=undefined": sanitizer for the emulated code;
+#   DEV="attention mma" (default: all): which dev/cuda checks the dev target runs;
+#   PRECS="bf16" (default "fp32 bf16"): which builds of them.
 set -e
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../../.." && pwd)
@@ -34,12 +36,18 @@ for t in $targets; do
         build "$work/selftest_lt" dev/cuda/emu/selftest_lt.cu
         "$work/selftest_lt" || status=1
         if sh -c '"$1" 1 > /dev/null 2>&1' _ "$work/selftest" 2> /dev/null; then echo "FAIL selftest 1: an exited lane at a warp op was not caught"; status=1; else echo "ok selftest 1: an exited lane at a warp op is caught"; fi
+        build "$work/mma" dev/cuda/mma.cu  # the mma fragment layouts (also a dev check)
+        "$work/mma" || status=1
         ;;
     dev)
-        for f in dev/cuda/*.cu; do
-            n=$(basename "$f" .cu)
-            build "$work/${n}_fp32" "$f" -DENABLE_FP32 && build "$work/$n" "$f"
-            for b in "$work/${n}_fp32" "$work/$n"; do
+        for n in ${DEV:-$(cd dev/cuda && ls *.cu | sed 's/\.cu$//')}; do
+            f=dev/cuda/$n.cu
+            bins=
+            for p in ${PRECS:-fp32 bf16}; do
+                if [ "$p" = fp32 ]; then build "$work/${n}_fp32" "$f" -DENABLE_FP32; bins="$bins $work/${n}_fp32"
+                else build "$work/$n" "$f"; bins="$bins $work/$n"; fi
+            done
+            for b in $bins; do
                 if "$b" > "$b.log" 2>&1; then r=ok; else r=FAIL; status=1; fi
                 echo "$r $(basename "$b"): $(grep -c '^ok' "$b.log") ok lines, $(grep -c 'FAIL' "$b.log") FAIL lines (log $b.log)"
             done

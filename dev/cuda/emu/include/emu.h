@@ -6,6 +6,9 @@
 // section that is filled with 0xFF (float NaN, int -1) before every block; dynamic
 // shared memory is a fresh malloc of the launch size, also 0xFF (NaN).
 #pragma once
+// defined in the emulated build only: code with an inline-PTX body (cuda/mma.cuh) selects its
+// emulated body with it
+#define CUDA_EMU 1
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -58,6 +61,8 @@ int syncthreads_and(int pred);
 int syncthreads_count(int pred);
 uint64_t warp_op(int kind, unsigned mask, uint64_t value, int src_lane);  // kind: 0 shfl (value from src_lane), 1 ballot
 int lane_id();
+// mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 as a rendezvous of the warp (emu.cpp)
+void mma_m16n8k16_bf16(float d[4], const uint32_t a[4], const uint32_t b[2], const float c[4]);
 [[noreturn]] void fail(const char *fmt, ...);
 }  // namespace emu
 
