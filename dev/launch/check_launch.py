@@ -175,7 +175,7 @@ def pytorchjob(doc):
     need(doc.get("apiVersion") == "kubeflow.org/v1" and doc.get("kind") == "PyTorchJob", "not apiVersion kubeflow.org/v1, kind PyTorchJob")
     need((doc.get("metadata") or {}).get("name"), "no metadata.name")
     spec = doc.get("spec") or {}
-    # one process per pod; the operator's default "auto" would reach the trainer as PET_NPROC_PER_NODE=auto
+    # one process per pod, said explicitly (the operator's default "auto" means the same to the trainer)
     need(spec.get("nprocPerNode") == "1", 'nprocPerNode must be "1" (one process per pod)')
     reps = spec.get("pytorchReplicaSpecs") or {}
     need(set(reps) == {"Master", "Worker"}, f"pytorchReplicaSpecs has {sorted(reps)}, expected Master and Worker")
