@@ -74,8 +74,12 @@ if command -v mpirun > /dev/null && make -s train_sft_mpi > /dev/null 2>&1; then
 else echo "skip dist_gpu_2_ranks_equals_cpu_mpirun_2_ranks: no mpirun or no train_sft_mpi target"; fi
 
 # ---- bf16: 2 ranks (bf16 all-gather of the weights) vs 1 ----
+# The fp32 sums of the two runs differ in order; once that flips the bf16 rounding of a
+# weight (one bf16 step is 2^-8 = 3.9e-3 relative), the runs differ at bf16 precision,
+# so the weights and moments are held to 4e-3 of each tensor's largest value (a missing
+# reduction or gather differs by order 1).
 single one_bf16 "$bin/train_sftcu"; ran one_bf16 $? &&
-    { torchrun2 z1_bf16 "$bin/train_sftcu"; ran z1_bf16 $? && cmp_runs dist_bf16_zero1_equals_1_rank "$tmp/one_bf16" "$tmp/z1_bf16" 1e-4 1e-3; }
+    { torchrun2 z1_bf16 "$bin/train_sftcu"; ran z1_bf16 $? && cmp_runs dist_bf16_zero1_equals_1_rank "$tmp/one_bf16" "$tmp/z1_bf16" 1e-4 4e-3; }
 
 # ---- checkpoints do not depend on W ----
 # resume RUN W NAME: RUN's step-2 checkpoint continued to the end by W ranks as NAME
