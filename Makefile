@@ -70,7 +70,7 @@ CUDA_DEPS = train_sft.cu $(wildcard cuda/*.cuh) $(COMMON_H)
 CUDA_TARGETS = train_sftcu train_sftcu_fp32 test_sftcu test_sftcu_bf16
 
 ifdef HAVE_NVCC
-cuda: $(CUDA_TARGETS)
+cuda: $(CUDA_TARGETS) $(if $(HAVE_MPICC),train_sftcu_mpi)
 CUDA_TEST_CMDS = ./test_sftcu ./test_sftcu_bf16 "make -s -C dev/cuda run" "make -s -C dev/cuda PRECISION=FP32 run"
 else
 cuda:
@@ -86,6 +86,13 @@ train_sftcu: $(CUDA_DEPS)
 
 train_sftcu_fp32: $(CUDA_DEPS)
 	$(NVCC) $(NVCCFLAGS) -DENABLE_FP32 -o $@ train_sft.cu $(CUDA_LIBS)
+
+# The GPU trainer for mpirun (or srun with MPI): the NCCL unique id goes over MPI
+# (MPI_Bcast) instead of the TCP/-f rendezvous; started otherwise (torchrun), it uses
+# the rendezvous like train_sftcu. nvcc compiles and links the host code with mpicxx.
+MPICXX ?= mpicxx
+train_sftcu_mpi: $(CUDA_DEPS)
+	$(NVCC) $(NVCCFLAGS) -ccbin $(MPICXX) -DUSE_MPI -o $@ train_sft.cu $(CUDA_LIBS)
 
 dev/cuda/cpu_ref.o: dev/cuda/cpu_ref.c dev/cuda/cpu_ref.h train_sft.c $(COMMON_H)
 	$(CC) $(CFLAGS) -c -o $@ dev/cuda/cpu_ref.c
@@ -128,7 +135,7 @@ test: train_sft $(if $(HAVE_MPICC),train_sft_mpi) dev/dist_tool chat test_sft te
 	bash dev/run_tests.sh "make -s check_headers_cxx && echo ok shared_headers_are_valid_cxx" ./test_sft "bash dev/test_dist.sh" ./test_rdzv "bash dev/test_two_nodes.sh" ./test_report "bash dev/test_report.sh" "bash dev/test_crash.sh 5" "bash dev/test_preempt.sh" ./test_tok "bash tokenizer/test_exact.sh" ./test_prepare "bash data/test_prepare.sh" "bash data/test_inspect.sh" "bash data/test_tasks.sh" "bash dev/launch/test_launch.sh" $(CUDA_TEST_CMDS)
 
 clean:
-	rm -f train_sft train_sft_mpi dev/dist_tool chat test_sft test_report test_rdzv tok test_tok prepare test_prepare make_tasks $(CUDA_TARGETS) dev/cuda/cpu_ref.o
+	rm -f train_sft train_sft_mpi dev/dist_tool chat test_sft test_report test_rdzv tok test_tok prepare test_prepare make_tasks $(CUDA_TARGETS) train_sftcu_mpi dev/cuda/cpu_ref.o
 
 # ---- sanitizers: the build-flavor stamp (see SAN=1 at the top) ----
 BUILD_FLAVOR := $(if $(SAN),san,plain)

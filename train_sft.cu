@@ -794,17 +794,26 @@ static void check_device_memory(const MemPlan *m, size_t free_bytes) {
     check_memory_plan(terms, 4, (double)free_bytes - (double)BLAS_WORKSPACE, "free on the device, cudaMemGetInfo, less the cuBLAS workspace");
 }
 
-// The NCCL unique id from rank 0 to every rank: over MPI would need an MPI build of
-// this trainer (not made), so always through common/rendezvous.h: TCP to MASTER_ADDR,
-// or files in the shared directory -f DIR. Ranks of another run are refused there.
-static void exchange_nccl_id(const Dist *d, const TrainArgs *a, uint64_t fingerprint, ncclUniqueId *id) {
-    char err[512];
-    RdzvJob job;
-    if (rdzv_job_init(&job, d->rank, d->world, fingerprint, err, sizeof err) != 0) fatal("%s", err);
+// The NCCL unique id from rank 0 to every rank. Built with MPI (make train_sftcu_mpi)
+// and started by mpirun (or srun with MPI): MPI_Bcast, MPI ended by dist_finish.
+// Otherwise through common/rendezvous.h: TCP to MASTER_ADDR, or files in the shared
+// directory -f DIR, where ranks of another run are refused (over MPI, the
+// dist_check_same calls after comm_start refuse them).
+static void exchange_nccl_id(Dist *d, const TrainArgs *a, uint64_t fingerprint, ncclUniqueId *id) {
     if (d->rank == 0) {
         ncclResult_t r = ncclGetUniqueId(id);
         if (r != ncclSuccess) fatal("ncclGetUniqueId: %s", ncclGetErrorString(r));
     }
+#ifdef USE_MPI
+    if (dist_mpi_launched(d)) {
+        dist_mpi_init(d);
+        MPI_Bcast(id, (int)sizeof *id, MPI_BYTE, 0, MPI_COMM_WORLD);
+        return;
+    }
+#endif
+    char err[512];
+    RdzvJob job;
+    if (rdzv_job_init(&job, d->rank, d->world, fingerprint, err, sizeof err) != 0) fatal("%s", err);
     if (rdzv_exchange(&job, a->rdzv_dir, id, sizeof *id, err, sizeof err) != 0) fatal("rank %d of %d: %s", d->rank, d->world, err);
 }
 
@@ -952,7 +961,7 @@ int main(int argc, char **argv) {
     if (lead) save_checkpoint(args.out_dir, &cfg, &run.p, &state, host_m, host_v, P);
     log_checkpoint(&log, state.step, 1);
     run_log_close(&log, state.step);
-    comm_finish(&comm, &dist);
+    dist_finish(&dist);  // NCCL's communicator, then MPI where it carried the id
     step_buffers_free(&sb);
     loader_free(&loader);
     if (run.have_val) loader_free(&val_loader);

@@ -221,13 +221,15 @@ static void mpi_finish(void *ctx) { (void)ctx; MPI_Finalize(); }
 static const DistOps MPI_OPS = {mpi_allreduce_f32, mpi_allreduce_f64, mpi_reduce_scatter_f32, mpi_allgather_f32, mpi_gather_f32, mpi_finish, NULL};
 #endif
 
-// The CPU trainer's transport: MPI when W > 1. One line and exit 1 when W > 1
-// cannot be served: a build without MPI, or ranks not started by mpirun/srun.
-static void dist_start(Dist *d) {
-    if (d->world == 1) return;
 #ifdef USE_MPI
-    if (strcmp(d->launcher, "mpirun") && strcmp(d->launcher, "srun") && !getenv("OMPI_COMM_WORLD_SIZE"))
-        fatal("%d ranks from %s: the CPU trainer's ranks talk over MPI; start them with mpirun (or srun with MPI)", d->world, d->launcher);
+// 1 when mpirun (or srun with MPI) started this process as one of d->world > 1 ranks,
+// so that MPI_Init finds its peers.
+static int dist_mpi_launched(const Dist *d) {
+    return d->world > 1 && (!strcmp(d->launcher, "mpirun") || !strcmp(d->launcher, "srun") || getenv("OMPI_COMM_WORLD_SIZE"));
+}
+
+// MPI_Init, and a check that MPI's rank and size are the ones d was given.
+static void dist_mpi_init(Dist *d) {
     MPI_Init(NULL, NULL);
     int rank, world;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -235,6 +237,17 @@ static void dist_start(Dist *d) {
     if (rank != d->rank || world != d->world)
         fatal("rank %d of %d (from %s) but MPI says rank %d of %d: leave -R/-W out under mpirun", d->rank, d->world, d->launcher, rank, world);
     d->mpi = 1;
+}
+#endif
+
+// The CPU trainer's transport: MPI when W > 1. One line and exit 1 when W > 1
+// cannot be served: a build without MPI, or ranks not started by mpirun/srun.
+static void dist_start(Dist *d) {
+    if (d->world == 1) return;
+#ifdef USE_MPI
+    if (!dist_mpi_launched(d))
+        fatal("%d ranks from %s: the CPU trainer's ranks talk over MPI; start them with mpirun (or srun with MPI)", d->world, d->launcher);
+    dist_mpi_init(d);
     d->ops = &MPI_OPS;
 #else
     fatal("%d ranks (from %s) but this trainer was built without MPI: make train_sft_mpi", d->world, d->launcher);

@@ -26,7 +26,8 @@ struct GpuComm {
     cudaStream_t stream;  // where the collectives run: the model's stream
     double timeout_s;     // SFT_NCCL_TIMEOUT: a phase that makes no progress this long is fatal
     double *staging;      // (STAGING_DOUBLES) device buffer for the host-array DistOps
-    DistOps ops;          // dist.h's interface to these collectives (host arrays)
+    DistOps ops;          // dist.h's interface to these collectives (host arrays), and the end
+    int mpi;              // 1 when MPI carried the unique id (train_sftcu_mpi under mpirun): finalized at the end
 };
 
 #define STAGING_DOUBLES 64  // the host arrays are a few numbers (losses, counts, dist_check_same's 8)
@@ -144,6 +145,20 @@ static void comm_barrier(GpuComm *g, const char *what, double timeout_s) {
 // ----------------------------------------------------------------------------
 // Start and end.
 
+// DistOps.finish, called once by dist_finish (the normal end, preempt_exit and
+// dist_check_same's refusal): waits for the last collectives, destroys the
+// communicator, then ends MPI where it carried the unique id.
+static void ops_finish(void *ctx) {
+    GpuComm *g = (GpuComm *)ctx;
+    comm_wait(g, "the last collectives");
+    ncclCommDestroy(g->comm);
+    g->comm = NULL;
+    CUDA_CHECK(cudaFree(g->staging));
+#ifdef USE_MPI
+    if (g->mpi) MPI_Finalize();
+#endif
+}
+
 // Starts the communicator of d->world ranks from the unique id rank 0 made (the
 // caller exchanged it); the device must already be set. With one rank: nothing.
 static void comm_start(GpuComm *g, Dist *d, const ncclUniqueId *id, cudaStream_t stream) {
@@ -162,7 +177,9 @@ static void comm_start(GpuComm *g, Dist *d, const ncclUniqueId *id, cudaStream_t
     CUDA_CHECK(cudaMalloc((void **)&g->staging, STAGING_DOUBLES * sizeof(double)));
     g->ops.allreduce_sum_f32 = ops_allreduce_f32;
     g->ops.allreduce_sum_f64 = ops_allreduce_f64;
+    g->ops.finish = ops_finish;
     g->ops.ctx = g;
+    g->mpi = d->mpi;
     d->ops = &g->ops;
 }
 
@@ -170,13 +187,4 @@ static void comm_start(GpuComm *g, Dist *d, const ncclUniqueId *id, cudaStream_t
 static void comm_single(GpuComm *g) {
     memset(g, 0, sizeof *g);
     g->world = 1;
-}
-
-static void comm_finish(GpuComm *g, Dist *d) {
-    if (!g->comm) return;
-    comm_wait(g, "the last collectives");
-    ncclCommDestroy(g->comm);
-    g->comm = NULL;
-    CUDA_CHECK(cudaFree(g->staging));
-    d->ops = NULL;
 }

@@ -11,6 +11,9 @@ For every launch file, scripts and manifests alike: the one trainer command line
 found in it, the number of ranks W it starts is worked out from the launcher's own
 settings (mpirun -np, torchrun --nnodes x --nproc_per_node, #SBATCH --nodes x
 --ntasks-per-node, the replicas of a manifest), and then:
+- the GPU trainer suits the launcher: train_sftcu_mpi under mpirun (it takes the NCCL id
+  over MPI, so the line passes no MASTER_ADDR and no -f), train_sftcu elsewhere (under
+  srun with MASTER_ADDR exported or -f DIR);
 - -d is a multiple of B*T*W (the trainer refuses anything else; the script checks it
   here because it runs the trainer as one process);
 - the first start, with no checkpoint yet, runs with -y 0 and every later start with
@@ -42,7 +45,7 @@ import tempfile
 import yaml
 
 HERE = "dev/launch"
-TRAINERS = ("train_sftcu", "train_sft_mpi", "train_sft")
+TRAINERS = ("train_sftcu", "train_sftcu_mpi", "train_sft_mpi", "train_sft")
 PATH_FLAGS = ("-i", "-j", "-e", "-k", "-E", "-o", "-f")
 # the launch environment of the runs below is cleared of these, so the trainer runs as one process
 LAUNCHER_ENV = re.compile(r"^(OMPI_|PMI|PMIX_|SLURM_|PET_)|^(RANK|WORLD_SIZE|LOCAL_RANK|MASTER_ADDR|MASTER_PORT|SFT_RDZV_PORT)$")
@@ -298,13 +301,12 @@ def world_of_script(text, launcher, env, helps):
 
 
 def check_rendezvous(kind, text, launcher, flags):
-    """Ranks started by mpirun or srun find the NCCL id at MASTER_ADDR, or in -f DIR."""
-    if kind not in ("mpirun", "srun") or "-f" in flags:
-        return
+    """How the ranks get the NCCL id: under mpirun over MPI (train_sftcu_mpi), so the line
+    sets up no rendezvous it would not use; under srun at MASTER_ADDR, or in -f DIR."""
     if kind == "mpirun":
-        need(any(t.startswith("MASTER_ADDR") for i, t in enumerate(launcher) if i > 0 and launcher[i - 1] == "-x"),
-             "mpirun does not pass MASTER_ADDR to the ranks (-x MASTER_ADDR), and there is no -f DIR")
-    else:
+        need("-f" not in flags and not any(t.startswith("MASTER_ADDR") for t in launcher),
+             "under mpirun train_sftcu_mpi sends the NCCL id over MPI: no -x MASTER_ADDR, no -f DIR")
+    elif kind == "srun" and "-f" not in flags:
         need(re.search(r"^\s*export\s+[^\n]*\bMASTER_ADDR\b", text, re.M), "MASTER_ADDR is not exported for the ranks, and there is no -f DIR")
 
 
@@ -314,7 +316,7 @@ def check_rendezvous(kind, text, launcher, flags):
 def pod_environment(text, pod_env):
     """The launcher variables the trainer sees in a pod: the operator's (pod_env), after
     the script's lines before the trainer's have run (they may export more)."""
-    lines = text[:text.index("train_sftcu")].rsplit("\n", 1)[0]
+    lines = text[:text.index("train_sftcu")].rsplit("\n", 1)[0]  # (also finds train_sftcu_mpi)
     p = subprocess.run(["sh", "-c", lines + "\nenv"], env=dict(pod_env, PATH=os.environ["PATH"]), stdout=subprocess.PIPE, text=True)
     need(p.returncode == 0, "the container's script fails before it reaches the trainer")
     env = dict(l.split("=", 1) for l in p.stdout.splitlines() if "=" in l)
@@ -348,7 +350,8 @@ def run_trainer(flags, tmp, pod_env):
 def check_command(text, env, world, kind, launcher, trainer, flags, tmp, pod_env):
     raw = flag_pairs(flags)
     vals = {f: resolve(v, env) for f, v in raw.items()}
-    need(trainer == "train_sftcu", f"runs {trainer}; the launch files run the GPU trainer train_sftcu")
+    gpu = "train_sftcu_mpi" if kind == "mpirun" else "train_sftcu"  # mpirun: the build that takes the NCCL id over MPI
+    need(trainer == gpu, f"runs {trainer}; under {kind} the launch files run the GPU trainer {gpu}")
     for f, v in vals.items():
         if f not in PATH_FLAGS and f != "-y":
             need("$" not in v, f"{f} {raw[f]}: only paths may come from variables, so the values checked here are the ones used")

@@ -41,10 +41,12 @@ elif err=$(make -n "${targets[@]}" 2>&1 > /dev/null); then echo "ok launch_docke
 else fail "launch_docker_make: make -n ${targets[*]}: $(echo "$err" | tail -n 1)"; fi
 
 # The mpirun and torchrun scripts run for real, with 2 ranks, from a copy of this folder
-# beside a stand-in train_sftcu that records what each rank was given (its rank, world
-# size and local rank as the launcher set them, MASTER_ADDR/PORT, its flags): every rank
-# 0..W-1 started once, all with the same flags, -y 0 on the first start and -y 1 once
-# OUT/latest exists.
+# beside stand-ins for train_sftcu and train_sftcu_mpi that record what each rank was
+# given (its rank, world size and local rank as the launcher set them, MASTER_ADDR/PORT,
+# its flags): every rank 0..W-1 started once, all with the same flags, -y 0 on the first
+# start and -y 1 once OUT/latest exists. The mpirun scripts run without MASTER_ADDR and
+# MASTER_PORT in the environment and must not set them (train_sftcu_mpi: the NCCL id
+# goes over MPI), so their ranks must see none.
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 mkdir -p "$tmp/dev/launch" "$tmp/data/out"
@@ -54,6 +56,7 @@ cat > "$tmp/train_sftcu" <<'STUB'
 echo "${OMPI_COMM_WORLD_RANK:-$RANK} ${OMPI_COMM_WORLD_SIZE:-$WORLD_SIZE} ${OMPI_COMM_WORLD_LOCAL_RANK:-$LOCAL_RANK} $MASTER_ADDR:$MASTER_PORT $*" >> "$STUB_LOG"
 STUB
 chmod +x "$tmp/train_sftcu"
+cp "$tmp/train_sftcu" "$tmp/train_sftcu_mpi"
 echo "localhost slots=2" > "$tmp/hosts"
 # Debian's torchrun (torch 1.13 under Python 3.11) fails on its default stream settings
 # ("0" is not found among the Std flags): the scripts' torchrun is this wrapper, which
@@ -66,14 +69,16 @@ if command -v torchrun > /dev/null; then
 fi
 # Open MPI: as root only with these, and 2 ranks even on a 1-core machine
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-run_script() {  # NAME LAUNCHER MASTER_ADDR ARGS...: runs dev/launch/NAME twice (fresh, then with OUT/latest)
-    local name=$1 launcher=$2 addr=$3 port=$((20000 + RANDOM % 20000)) y want err
+run_script() {  # NAME LAUNCHER MASTER_ADDR ARGS...: runs dev/launch/NAME twice (fresh, then with OUT/latest); MASTER_ADDR "": none
+    local name=$1 launcher=$2 addr=$3 port=$((20000 + RANDOM % 20000)) y want err got="MASTER_ADDR/PORT"
+    local unset=() master=("MASTER_PORT=$port" NNODES=1 NODE_RANK=0 MASTER_ADDR=127.0.0.1)
     shift 3
+    if [ -z "$addr" ]; then unset=(-u MASTER_ADDR -u MASTER_PORT); master=(); port=; got="no MASTER_ADDR/PORT"; fi
     if ! command -v "$launcher" > /dev/null; then echo "skip launch_run $name: $launcher is not installed"; return; fi
     rm -f "$tmp/data/out/latest"
     for y in 0 1; do
         : > "$tmp/log"
-        if ! err=$(PATH=$tmp/bin:$PATH STUB_LOG=$tmp/log DATA=$tmp/data MASTER_PORT=$port NGPU=2 NP=2 NNODES=1 NODE_RANK=0 MASTER_ADDR=127.0.0.1             timeout 120 bash "$tmp/dev/launch/$name" "$@" 2>&1); then
+        if ! err=$(env "${unset[@]}" PATH="$tmp/bin:$PATH" STUB_LOG="$tmp/log" DATA="$tmp/data" NGPU=2 NP=2 "${master[@]}" timeout 120 bash "$tmp/dev/launch/$name" "$@" 2>&1); then
             fail "launch_run $name: exited non-zero: $(echo "$err" | tail -n 2 | tr '\n' ' ')"; return
         fi
         want="0 2 0 $addr:$port|1 2 1 $addr:$port"
@@ -85,10 +90,10 @@ run_script() {  # NAME LAUNCHER MASTER_ADDR ARGS...: runs dev/launch/NAME twice 
         fi
         echo step_00000001 > "$tmp/data/out/latest"
     done
-    echo "ok launch_run $name: 2 ranks started by $launcher with their rank, local rank and MASTER_ADDR/PORT, -y 0 then -y 1"
+    echo "ok launch_run $name: 2 ranks started by $launcher with their rank, local rank and $got, -y 0 then -y 1"
 }
-run_script mpirun_one_node.sh mpirun 127.0.0.1
-run_script mpirun_nodes.sh mpirun localhost "$tmp/hosts"   # MASTER_ADDR: the hostfile's first host
+run_script mpirun_one_node.sh mpirun ""
+run_script mpirun_nodes.sh mpirun "" "$tmp/hosts"
 run_script torchrun_one_node.sh torchrun 127.0.0.1
 run_script torchrun_nodes.sh torchrun 127.0.0.1
 

@@ -20,10 +20,10 @@ g++ $FLAGS -c -o "$work/obj/emu.o" "$here/emu.cpp"
 g++ $FLAGS -c -o "$work/obj/cublaslt.o" "$here/cublaslt.cpp"
 g++ $FLAGS -c -o "$work/obj/nccl.o" "$here/nccl.cpp"
 gcc -O2 -g -fopenmp -std=gnu11 -I"$src" $SAN -c -o "$work/obj/cpu_ref.o" "$src/dev/cuda/cpu_ref.c"
-build() {  # build OUT SRC [flags]
+build() {  # build OUT SRC [flags]; BUILD_CXX=mpicxx for an MPI build
     local out=$1 f=$2
     shift 2
-    g++ $FLAGS "$@" -o "$out" -x c++ "$f" -x none "$work/obj/emu.o" "$work/obj/cublaslt.o" "$work/obj/nccl.o" "$work/obj/cpu_ref.o" -lm -lpthread
+    ${BUILD_CXX:-g++} $FLAGS "$@" -o "$out" -x c++ "$f" -x none "$work/obj/emu.o" "$work/obj/cublaslt.o" "$work/obj/nccl.o" "$work/obj/cpu_ref.o" -lm -lpthread
 }
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_stack_use_after_return=0:detect_leaks=0}
 status=0
@@ -63,6 +63,8 @@ for t in $targets; do
     dist)  # 2 ranks through the emulated NCCL (test_dist.sh); not in the default set
         make -s train_sft > /dev/null
         build "$work/train_sftcu_fp32" train_sft.cu -DENABLE_FP32 && build "$work/train_sftcu" train_sft.cu
+        rm -f "$work/train_sftcu_fp32_mpi"  # the NCCL id over MPI under mpirun (test_dist.sh skips its check without mpicxx)
+        if command -v mpicxx > /dev/null; then BUILD_CXX=mpicxx build "$work/train_sftcu_fp32_mpi" train_sft.cu -DENABLE_FP32 -DUSE_MPI; fi
         bash dev/cuda/emu/test_dist.sh "$work" || status=1
         ;;
     *) echo "unknown target $t"; exit 2 ;;

@@ -7,6 +7,8 @@
 #   -f DIR) against 1 process with the same -d, in fp32 with ZeRO-1 and -Z 0, and in bf16: per-step losses, gradient norms and
 #   validation losses, the final weights, AdamW moments and counters (cmp_runs.py; the
 #   tolerances are float rounding: only the order of the gradient sums differs);
+# - 2 ranks launched by mpirun with the MPI build (train_sftcu_fp32_mpi: the NCCL id by
+#   MPI_Bcast; no MASTER_ADDR, no -f, so the rendezvous cannot have carried it) against 1;
 # - the CPU trainer on the same flags (its kernels sum in other orders, and AdamW turns
 #   the small relative differences of tiny gradients into larger ones: weights to 1e-3) (one process, and mpirun -np 2 ./train_sft_mpi where
 #   Open MPI and that target are present);
@@ -63,6 +65,16 @@ if grep -q '^ranks | 2 (from torchrun), ZeRO-1' "$tmp/z1.log"; then ok dist_torc
 else fail dist_torchrun_discovered "no 'ranks | 2 (from torchrun), ZeRO-1' line"; fi
 n0=$(grep -c '^step ' "$tmp/z1.log")
 if [ "$n0" -eq 4 ]; then ok dist_only_rank0_prints "4 step lines from 2 ranks"; else fail dist_only_rank0_prints "$n0 step lines, expected 4 (rank 0's)"; fi
+
+# ---- 2 ranks from mpirun: the NCCL id over MPI (train_sftcu_fp32_mpi), no MASTER_ADDR, no -f ----
+if [ -x "$bin/train_sftcu_fp32_mpi" ] && command -v mpirun > /dev/null; then
+    ( unset MASTER_ADDR MASTER_PORT SFT_RDZV_PORT
+      timeout 300 mpirun --allow-run-as-root --oversubscribe -np 2 "$bin/train_sftcu_fp32_mpi" $F -o "$tmp/mpi" > "$tmp/mpi.log" 2>&1 )
+    if ran mpi $?; then
+        if grep -q '^ranks | 2 (from mpirun), ZeRO-1' "$tmp/mpi.log"; then cmp_runs dist_mpirun_nccl_id_over_mpi_equals_1_rank "$tmp/one" "$tmp/mpi" 1e-6 1e-5
+        else fail dist_mpirun_nccl_id_over_mpi_equals_1_rank "no 'ranks | 2 (from mpirun), ZeRO-1' line"; fi
+    fi
+else echo "skip dist_mpirun_nccl_id_over_mpi_equals_1_rank: no mpirun or no train_sftcu_fp32_mpi (mpicxx) built"; fi
 
 # ---- the CPU trainer on the same flags ----
 if [ -x ./train_sft ]; then
