@@ -288,8 +288,8 @@ static void gpu_model_free(GpuModel *M) {
 // to the class of the earlier one, and the step ends with a "kernels|" line. The
 // events add a little time to that step; every other step runs without them.
 
-enum KernelClass { K_MATMUL, K_ATTENTION, K_LAYERNORM, K_ELEMENTWISE, K_CLASSIFIER, K_ENCODER, K_OPTIMIZER, K_OTHER, NUM_KCLASSES };
-static const char *KCLASS_NAME[NUM_KCLASSES] = {"matmul", "attention", "layernorm", "elementwise", "classifier", "encoder", "optimizer", "other"};
+enum KernelClass { K_MATMUL, K_ATTENTION, K_LAYERNORM, K_CLASSIFIER, K_ENCODER, K_OPTIMIZER, K_OTHER, NUM_KCLASSES };
+static const char *KCLASS_NAME[NUM_KCLASSES] = {"matmul", "attention", "layernorm", "classifier", "encoder", "optimizer", "other"};
 
 struct KernelTimer {
     int step_to_time;      // 0: never
@@ -824,7 +824,7 @@ int main(int argc, char **argv) {
     train_args_defaults(&args);
     int recompute = 0;
     Flag flags[] = {COMMON_FLAGS(&args),
-                    {'r', FLAG_INT, &recompute, "recompute in backward: 0 none, 1 LayerNorm+GELU outputs, 2 whole layers (default 0)"}};
+                    {'r', FLAG_INT, &recompute, "recompute in backward: 0 none, 1 LayerNorms and the MLP's first product, 2 whole layers (default 0)"}};
     parse_flags(argc, argv, "-i train.bin [flags]", flags, (int)(sizeof flags / sizeof flags[0]));
     check_train_args(argv[0], &args);
     if (recompute < 0 || recompute > 2) usage_error(argv[0], "-r must be 0, 1 or 2, got %d", recompute);
