@@ -1268,8 +1268,8 @@ static void test_dist_discovery(void) {
     memset(&r1, 0, sizeof r1);
     r1.rank = 1; r1.world = 2;
     int mine = 0, val = 0;
-    for (int k = 0; k < 6; k++) mine |= dist_owns_microbatch(&r1, 3, k) << k;
-    for (int k = 0; k < 6; k++) val |= dist_owns_val_batch(&r1, k) << k;
+    for (int k = 0; k < 6; k++) mine |= dist_owns_microbatch(r1.rank, 3, k) << k;
+    for (int k = 0; k < 6; k++) val |= dist_owns_val_batch(r1.rank, r1.world, k) << k;
     check("dist_microbatch_blocks", mine == 0x38 && val == 0x2a, "rank 1 owns micro-batch mask %#x, validation mask %#x", mine, val);
     check("dist_shard_size", dist_shard_size(7, 2) == 4 && dist_shard_size(8, 2) == 4 && dist_shard_size(5, 1) == 5, "shards %zu %zu %zu",
           dist_shard_size(7, 2), dist_shard_size(8, 2), dist_shard_size(5, 1));

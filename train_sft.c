@@ -655,7 +655,7 @@ static StepResult train_step(GPT2 *m, Loader *ld, int A, float lr, float weight_
     for (int k = 0; k < A * W; k++) {
         loader_next_batch(ld);
         r.targets += ld->num_targets;
-        if (ld->num_targets == 0 || (d && !dist_owns_microbatch(d, A, k))) continue;  // contributes nothing here
+        if (ld->num_targets == 0 || (d && !dist_owns_microbatch(d->rank, A, k))) continue;  // contributes nothing here
         loss_sum += gpt2_forward(m, ld->inputs, ld->pos, ld->doc_start, ld->targets, ld->B, ld->T);
         gpt2_backward(m, ld->inputs, ld->pos, ld->doc_start, ld->B, ld->T);
     }
@@ -693,7 +693,7 @@ static double evaluate(GPT2 *m, Loader *ld, int max_batches, int64_t *targets_ou
     double sum[2] = {0.0, 0.0};  // loss, targets
     for (int k = 0; (max_batches < 0 || k < max_batches) && !ld->exhausted; k++) {
         loader_next_batch(ld);
-        if (ld->num_targets == 0 || (m->dist && !dist_owns_val_batch(m->dist, k))) continue;
+        if (ld->num_targets == 0 || (m->dist && !dist_owns_val_batch(m->dist->rank, m->dist->world, k))) continue;
         sum[0] += gpt2_forward(m, ld->inputs, ld->pos, ld->doc_start, ld->targets, ld->B, ld->T);
         sum[1] += ld->num_targets;
     }

@@ -615,7 +615,7 @@ static StepResult gpu_train_step(GpuModel *M, Loader *ld, StepBuffers *sb, int A
     for (int k = 0; k < A * W; k++) {  // the previous step's upload finished before its sync: the pinned blocks are free
         loader_next_batch(ld);
         r.targets += ld->num_targets;
-        if (k / A == M->comm->rank)  // dist_owns_microbatch: this rank's contiguous block
+        if (dist_owns_microbatch(M->comm->rank, A, k))
             batch_fill(M, &sb->batches[k % A], ld->inputs, ld->pos, ld->doc_start, ld->targets, BT, NULL, 0);
     }
     if (r.targets == 0) { r.skipped = STEP_NO_TARGETS; return r; }
@@ -687,7 +687,7 @@ static double gpu_evaluate(GpuModel *M, Loader *ld, StepBuffers *sb, int max_bat
     int64_t n = 0;
     for (int k = 0; (max_batches < 0 || k < max_batches) && !ld->exhausted; k++) {
         loader_next_batch(ld);
-        if (k % M->comm->world != M->comm->rank || ld->num_targets == 0) continue;
+        if (!dist_owns_val_batch(M->comm->rank, M->comm->world, k) || ld->num_targets == 0) continue;
         gpu_upload_batch(M, ld->inputs, ld->pos, ld->doc_start, ld->targets, ld->B * ld->T, NULL, 0);
         gpu_forward(M, ld->B, ld->T, true, 1.0f);
         sum += gpu_loss_sum(M, sb->losses);

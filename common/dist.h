@@ -106,11 +106,12 @@ static void dist_discover(Dist *d, const char *prog, TrainArgs *a) {
 // Work split and the ZeRO-1 shards.
 
 // Micro-batch k (0 <= k < A*W) of an optimizer step is computed by rank k / A:
-// rank r owns the contiguous block r*A .. r*A+A-1.
-static int dist_owns_microbatch(const Dist *d, int A, int k) { return k / A == d->rank; }
+// rank r owns the contiguous block r*A .. r*A+A-1. (Ranks and world size as ints: the
+// GPU trainer asks with its communicator's.)
+static int dist_owns_microbatch(int rank, int A, int k) { return k / A == rank; }
 
 // Validation micro-batch k is dealt round robin: rank k % W evaluates it.
-static int dist_owns_val_batch(const Dist *d, int k) { return k % d->world == d->rank; }
+static int dist_owns_val_batch(int rank, int world, int k) { return k % world == rank; }
 
 // ZeRO-1 splits the flat parameter array (P floats) into W contiguous shards of
 // ceil(P/W) floats each; the last is padded at the end (arrays that take part in a
