@@ -100,14 +100,13 @@ static void preempt_exit(Dist *d, RunLog *log, int64_t step, int steps, int sig)
 // The step a checkpoint's state.bin was written at, from its header alone
 // (resume_state reads and checks the whole file).
 static int64_t state_file_step(const char *path) {
+    char buf[32 * sizeof(int64_t)];
     int64_t h[32];
     FILE *f = fopen(path, "rb");
     if (!f) fatal("%s: cannot open: %s", path, strerror(errno));
-    size_t n = fread(h, 1, sizeof h, f);
+    size_t n = fread(buf, 1, sizeof buf, f);
     fclose(f);
-    if (n != sizeof h) fatal("%s: file too short for a training state header", path);
-    if (h[0] != STATE_MAGIC) fatal("%s: bad magic number: not a training state file", path);
-    if (h[1] != STATE_VERSION) fatal("%s: unsupported training state version %lld", path, (long long)h[1]);
+    read_state_header(path, buf, n, h);
     return h[7];
 }
 

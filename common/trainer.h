@@ -210,13 +210,19 @@ static void write_state_file(const char *path, const GPT2Config *cfg, const Trai
 
 // Reads the contents buf[0..len) of state.bin (path names it in errors) into s, m
 // and v (P floats each), checking it belongs to cfg.
+// The 32-value header of a state file from the len bytes at buf, its magic number and
+// version checked (the rest is checked by the reader that needs it).
+static void read_state_header(const char *path, const char *buf, size_t len, int64_t h[32]) {
+    if (len < 32 * sizeof(int64_t)) fatal("%s: file too short for a training state header", path);
+    memcpy(h, buf, 32 * sizeof(int64_t));
+    if (h[0] != STATE_MAGIC) fatal("%s: bad magic number: not a training state file", path);
+    if (h[1] != STATE_VERSION) fatal("%s: unsupported training state version %lld", path, (long long)h[1]);
+}
+
 static void read_state_buffer(const char *path, const char *buf, size_t len, const GPT2Config *cfg, TrainState *s, float *m, float *v,
                               size_t P) {
     int64_t h[32];
-    if (len < sizeof h) fatal("%s: file too short for a training state header", path);
-    memcpy(h, buf, sizeof h);
-    if (h[0] != STATE_MAGIC) fatal("%s: bad magic number: not a training state file", path);
-    if (h[1] != STATE_VERSION) fatal("%s: unsupported training state version %lld", path, (long long)h[1]);
+    read_state_header(path, buf, len, h);
     if (h[2] != cfg->L || h[3] != cfg->NH || h[4] != cfg->C || h[5] != cfg->V || h[6] != cfg->maxT || h[17] != (int64_t)P)
         fatal("%s: optimizer state is for a different model shape than model.safetensors beside it", path);
     if (len != sizeof h + 2 * P * sizeof(float))
