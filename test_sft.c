@@ -70,6 +70,7 @@ static double compare_params(const GPT2 *m, const ParamTensors *p, const char *p
     for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
         int64_t shape[2];
         int64_t numel = param_slice_shape(&m->cfg, i, shape);
+        if (numel == 0) continue;
         for (int l = 0; l < (PARAM_INFO[i].per_layer ? m->cfg.L : 1); l++) {
             char name[256], full[300];
             snprintf(name, sizeof name, PARAM_INFO[i].hf_name, l);
