@@ -85,8 +85,12 @@ Writes (OUTDIR is dev/ref for the committed copy):
                            loading tiny_llama_bf16 must give. A file of its own: with
                            them, tiny_llama_expect would pass 200 KB.
 
-Checked while writing (the script stops otherwise): the llama3 scaling changes the
-logits by far more than test_sft's tolerance; clipping is active at every step; and
+Checked while writing (the script stops otherwise): the llama3 frequencies equal
+values worked by hand; the model agrees to rounding with a second formulation in
+Meta's original layout (q/k rows permuted to interleaved pairs rotated as complex
+numbers, kv heads repeated, attention one query at a time); the llama3 scaling
+changes the logits by far more than test_sft's tolerance; clipping is active at every
+step; and
 the whole computation redone in float32 lands within a fifth of test_sft's tolerances
 of the float64 expectations, except final.*.k_proj.bias (Qwen2). AdamW divides by
 sqrt(v) + 1e-8, so a gradient entry that clipping leaves near 1e-8 turns float32
@@ -111,7 +115,7 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ref_common import V, B, CLIP, row_stream, rows_loss, write_safetensors, reference_expect  # noqa: E402
+from ref_common import V, B, CLIP, docs, row_stream, rows_loss, write_safetensors, reference_expect  # noqa: E402
 
 LLAMA_CONFIG = {
     "architectures": ["LlamaForCausalLM"],
@@ -279,6 +283,64 @@ def forward_doc(P, toks, cfg):
     return x @ head.T
 
 
+# ---- checks of the model itself ---------------------------------------------------
+def check_llama3_frequencies():
+    """tiny_llama's inv_freq against values worked by hand: theta 5e5, hs 8 gives
+    1, 5e5^-0.25 = 0.037606031, 5e5^-0.5 = 0.0014142136 (wavelength 4442.883: between
+    2048 and 8192, so s = (8192/4442.883 - 1)/3 = 0.2812823 and f * ((1 - s)/8 + s) =
+    f * 0.3711220) and 5e5^-0.75 / 8 = 5.318296e-5 / 8 (wavelength 118143 > 8192)."""
+    hand = [1.0, 3.760603e-02, 5.248461e-04, 6.647870e-06]
+    got = rope_inv_freq(LLAMA_CONFIG).tolist()
+    assert all(abs(g - h) < 1e-6 * h for g, h in zip(got, hand)), "llama3 inv_freq %s, by hand %s" % (got, hand)
+
+
+def forward_doc_meta_layout(P, toks, cfg):
+    """forward_doc written a second way: q/k rows permuted from the half-split layout
+    to interleaved pairs (Meta's original layout), rotated as complex numbers; kv heads
+    repeated per group; attention one query at a time; F.linear. Agreement to
+    rounding shows the rotate_half convention, the kv-head grouping, the norms and
+    the head are what they claim to be."""
+    F = torch.nn.functional
+    n, NH, KVH, hs, eps = len(toks), cfg["num_attention_heads"], cfg["num_key_value_heads"], head_dim(cfg), cfg["rms_norm_eps"]
+    turn = torch.polar(torch.ones(n, hs // 2, dtype=torch.float64), torch.outer(torch.arange(n, dtype=torch.float64), rope_inv_freq(cfg)))
+
+    def rms(x, w):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w
+
+    def heads(p, name, h, nh, rotate):
+        w, b = P[p + name + ".weight"], P.get(p + name + ".bias")
+        if rotate:                 # row (head, half, i) -> row (head, i, half)
+            w = w.view(nh, 2, hs // 2, -1).transpose(1, 2).reshape(nh * hs, -1)
+            b = None if b is None else b.view(nh, 2, hs // 2).transpose(1, 2).reshape(-1)
+        y = F.linear(h, w, b).view(n, nh, hs)
+        if rotate:
+            y = torch.view_as_real(torch.view_as_complex(y.view(n, nh, hs // 2, 2).contiguous()) * turn[:, None, :]).view(n, nh, hs)
+        return y
+
+    x = F.embedding(torch.tensor(toks), P["model.embed_tokens.weight"])
+    for l in range(cfg["num_hidden_layers"]):
+        p = "model.layers.%d." % l
+        h = rms(x, P[p + "input_layernorm.weight"])
+        q = heads(p, "self_attn.q_proj", h, NH, True)
+        k = heads(p, "self_attn.k_proj", h, KVH, True).repeat_interleave(NH // KVH, dim=1)
+        v = heads(p, "self_attn.v_proj", h, KVH, False).repeat_interleave(NH // KVH, dim=1)
+        y = torch.stack([torch.einsum("hj,jhd->hd", torch.softmax(torch.einsum("hd,jhd->hj", q[i], k[:i + 1]) / math.sqrt(hs), dim=-1), v[:i + 1])
+                         for i in range(n)])
+        x = x + F.linear(y.reshape(n, NH * hs), P[p + "self_attn.o_proj.weight"], P.get(p + "self_attn.o_proj.bias"))
+        h = rms(x, P[p + "post_attention_layernorm.weight"])
+        x = x + F.linear(F.silu(F.linear(h, P[p + "mlp.gate_proj.weight"])) * F.linear(h, P[p + "mlp.up_proj.weight"]), P[p + "mlp.down_proj.weight"])
+    return F.linear(rms(x, P["model.norm.weight"]), P.get("lm_head.weight", P["model.embed_tokens.weight"]))
+
+
+def check_two_layouts_agree(params, cfg, name):
+    P = {k: v.double() for k, v in params.items()}
+    with torch.no_grad():
+        worst = max(((forward_doc(P, toks, cfg) - forward_doc_meta_layout(P, toks, cfg)).abs().max() /
+                     forward_doc(P, toks, cfg).abs().max()).item() for toks, _ in docs)
+    assert worst < 1e-12, "%s: the two formulations differ by %.3g" % (name, worst)
+    print("%s: the Meta-layout formulation agrees to %.3g on every training document" % (name, worst))
+
+
 # ---- files ---------------------------------------------------------------------
 ST_METADATA = {"format": "pt"}         # what the safetensors library writes for torch
 
@@ -369,13 +431,16 @@ def main():
     write_safetensors(os.path.join(d, "model.safetensors"), {k: v.bfloat16() for k, v in llama.items()}, metadata=ST_METADATA)
     write_safetensors(os.path.join(out, "tiny_llama_bf16_expect.safetensors"),
                       {"bf16." + k: v.bfloat16().float() for k, v in llama.items()})
+    check_llama3_frequencies()
     check_rope_scaling_matters(llama, LLAMA_CONFIG)
+    check_two_layouts_agree(llama, LLAMA_CONFIG, "tiny_llama")
     write_model_reference(out, "tiny_llama", LLAMA_CONFIG, llama)
 
     qwen2 = init_params(QWEN2_CONFIG, 4331)
     d = os.path.join(out, "tiny_qwen2")
     write_config(d, QWEN2_CONFIG)
     write_safetensors(os.path.join(d, "model.safetensors"), qwen2, metadata=ST_METADATA)
+    check_two_layouts_agree(qwen2, QWEN2_CONFIG, "tiny_qwen2")
     write_model_reference(out, "tiny_qwen2", QWEN2_CONFIG, qwen2)
 
 
