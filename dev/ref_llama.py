@@ -42,7 +42,7 @@ num_attention_heads where config.json has no head_dim):
         < L0/high_freq_factor stay, those with wavelength > L0/low_freq_factor are
         divided by factor, and between, s = (L0/wavelength - low_freq_factor) /
         (high_freq_factor - low_freq_factor) and inv_freq -> (1-s)*inv_freq/factor +
-        s*inv_freq. Other types are refused.
+        s*inv_freq. rope_type "default" is no scaling; other types are refused.
 
 Writes (OUTDIR is dev/ref for the committed copy):
   tiny_llama/        LlamaForCausalLM: config.json; model-00001-of-00002.safetensors,
@@ -209,7 +209,7 @@ def init_params(cfg, seed):
     return P
 
 
-# ---- the model, one document at a time, float64 -----------------------------------
+# ---- the model, one document at a time (float64 for the reference) ---------------
 def rope_inv_freq(cfg):
     """inv_freq [hs/2], float64, with Llama 3's frequency-dependent scaling if asked."""
     hs = head_dim(cfg)
@@ -218,6 +218,8 @@ def rope_inv_freq(cfg):
     if rs is None:
         return inv
     kind = rs.get("rope_type", rs.get("type"))
+    if kind == "default":                  # what some configs write for no scaling
+        return inv
     if kind != "llama3":
         raise ValueError("rope_scaling type %r is not supported (only llama3)" % kind)
     factor, lo, hi = rs["factor"], rs["low_freq_factor"], rs["high_freq_factor"]
