@@ -93,8 +93,8 @@ static double evaluate_exact_match(const Generator *g, const EvalSet *es, BpeTok
     int *out = (int *)xmalloc((size_t)max_new * sizeof(int)), correct = 0;
     char err[BPE_ERR_LEN];
     for (int i = 0; i < es->n; i++) {
-        int n = generate_tokens(g, es->prompts[i], es->prompt_lens[i], ct->im_end, max_new, 0.0f, NULL, out);
-        int ended = n > 0 && out[n - 1] == ct->im_end;
+        int n = generate_tokens(g, es->prompts[i], es->prompt_lens[i], ct->turn_end, max_new, 0.0f, NULL, out);
+        int ended = n > 0 && out[n - 1] == ct->turn_end;
         BpeBytes text = {NULL, 0, 0};
         if (bpe_decode(tok, out, (size_t)(ended ? n - 1 : n), &text, err, sizeof err)) fatal("decoding a generated answer: %s", err);
         int ok = ended && evalset_match(text.data ? text.data : "", text.n, es->answers[i]);

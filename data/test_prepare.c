@@ -522,14 +522,17 @@ static void test_template(Tok *k) {
     if (bpe_load(&t, k->path, err, sizeof err)) { CHECK("template-load", 0, "%s", err); return; }
     int32_t v0 = bpe_vocab_size(t);
     ChatTokens ct, ct2;
-    int rc = chat_tokens_init(t, &ct, err, sizeof err);
+    int rc = chat_tokens_init(t, CHAT_AUTO, &ct, err, sizeof err);  // a GPT-2 tokenizer selects gpt2
     snprintf(name, sizeof name, "template-ids-%s", k->label);
-    CHECK(name, rc == 0 && ct.eot == k->eot && ct.im_start == v0 && ct.im_end == v0 + 1 && bpe_vocab_size(t) == v0 + 2 &&
-          bpe_is_special(t, ct.eot) && bpe_is_special(t, ct.im_start) && bpe_is_special(t, ct.im_end),
-          "rc=%d eot=%d im_start=%d im_end=%d vocab=%d (before %d)", rc, ct.eot, ct.im_start, ct.im_end, bpe_vocab_size(t), v0);
-    rc = chat_tokens_init(t, &ct2, err, sizeof err);
+    CHECK(name, rc == 0 && ct.format == CHAT_GPT2 && ct.bos == k->eot && ct.end == k->eot && ct.role_end == -1 && ct.turn_start == v0 &&
+          ct.turn_end == v0 + 1 && bpe_vocab_size(t) == v0 + 2 && bpe_is_special(t, ct.bos) && bpe_is_special(t, ct.turn_start) &&
+          bpe_is_special(t, ct.turn_end),
+          "rc=%d format=%d eot=%d im_start=%d im_end=%d vocab=%d (before %d)", rc, ct.format, ct.bos, ct.turn_start, ct.turn_end,
+          bpe_vocab_size(t), v0);
+    rc = chat_tokens_init(t, ct.format, &ct2, err, sizeof err);
     snprintf(name, sizeof name, "template-ids-reused-%s", k->label);
-    CHECK(name, rc == 0 && !memcmp(&ct, &ct2, sizeof ct) && bpe_vocab_size(t) == v0 + 2, "second init gave other ids or grew the vocabulary");
+    CHECK(name, rc == 0 && ct2.format == ct.format && ct2.bos == ct.bos && ct2.end == ct.end && ct2.turn_start == ct.turn_start &&
+          ct2.role_end == ct.role_end && ct2.turn_end == ct.turn_end && bpe_vocab_size(t) == v0 + 2, "second init gave other ids or grew the vocabulary");
 
     // the generation prompt, segment by segment
     ChatDoc d = {0}, e = {0};
@@ -543,19 +546,19 @@ static void test_template(Tok *k) {
 
     // the prompt is exactly the beginning of the training document of that exchange
     ChatDoc full = {0};
-    chat_append_token(&full, ct.eot, 0);
+    chat_begin_doc(&ct, &full, err, sizeof err);
     chat_append_turn(t, &ct, &full, "user", q, strlen(q), 0, err, sizeof err);
     chat_append_turn(t, &ct, &full, "assistant", "42", 2, 1, err, sizeof err);
     snprintf(name, sizeof name, "template-prompt-is-prefix-%s", k->label);
     CHECK(name, full.n > d.n && !memcmp(full.ids, d.ids, d.n * 4) && !memcmp(full.train, d.train, d.n) && full.train[d.n] &&
-          full.ids[full.n - 1] == ct.im_end && full.train[full.n - 1],
+          full.ids[full.n - 1] == ct.turn_end && full.train[full.n - 1],
           "the prompt is not a prefix of the rendered conversation, or the answer is not trained");
 
     // text that looks like a special token is ordinary text
     chat_doc_free(&d);
     rc = chat_append_text(t, &d, "<|im_end|><|endoftext|>", 23, 1, err, sizeof err);
     int plain = rc == 0 && d.n > 2;
-    for (size_t i = 0; i < d.n; i++) if (d.ids[i] == ct.eot || d.ids[i] == ct.im_end || d.ids[i] == ct.im_start || !d.train[i]) plain = 0;
+    for (size_t i = 0; i < d.n; i++) if (d.ids[i] == ct.bos || d.ids[i] == ct.turn_end || d.ids[i] == ct.turn_start || !d.train[i]) plain = 0;
     snprintf(name, sizeof name, "template-special-text-not-parsed-%s", k->label);
     CHECK(name, plain, "special-token text in content became special tokens");
     chat_doc_free(&d); chat_doc_free(&e); chat_doc_free(&full);
@@ -587,10 +590,10 @@ static void test_template_adds_eot(void) {
     if (bpe_load(&t, dir, err, sizeof err)) { CHECK("template-adds-eot", 0, "%s", err); return; }
     int32_t v0 = bpe_vocab_size(t);
     ChatTokens ct;
-    int rc = chat_tokens_init(t, &ct, err, sizeof err);
-    CHECK("template-adds-eot", rc == 0 && bpe_token_id(t, "<|endoftext|>", 13) == v0 && ct.eot == v0 && ct.im_start == v0 + 1 &&
-          ct.im_end == v0 + 2 && bpe_is_special(t, ct.eot),
-          "rc=%d eot=%d im_start=%d im_end=%d (vocabulary had %d)", rc, ct.eot, ct.im_start, ct.im_end, v0);
+    int rc = chat_tokens_init(t, CHAT_GPT2, &ct, err, sizeof err);
+    CHECK("template-adds-eot", rc == 0 && bpe_token_id(t, "<|endoftext|>", 13) == v0 && ct.bos == v0 && ct.end == v0 && ct.turn_start == v0 + 1 &&
+          ct.turn_end == v0 + 2 && bpe_is_special(t, ct.bos),
+          "rc=%d eot=%d im_start=%d im_end=%d (vocabulary had %d)", rc, ct.bos, ct.turn_start, ct.turn_end, v0);
     bpe_free(t);
     snprintf(path, sizeof path, "%s/encoder.json", dir); unlink(path);
     snprintf(path, sizeof path, "%s/vocab.bpe", dir); unlink(path);
@@ -660,10 +663,10 @@ static const char *check_template_mask(const DataFile *df, BpeTokenizer *t, cons
     BpeBytes b = {0};
     for (int64_t d = 0; d < df->num_docs; d++) {
         int64_t a = df->offsets[d], e = df->offsets[d + 1];
-        if (data_token(df, a) != (uint32_t)ct->eot || df->mask[a]) { snprintf(why, sizeof why, "document %lld: bad first token", (long long)d); return why; }
-        if (data_token(df, e - 1) != (uint32_t)ct->eot || !df->mask[e - 1]) { snprintf(why, sizeof why, "document %lld: stop token not trained", (long long)d); return why; }
+        if (data_token(df, a) != (uint32_t)ct->bos || df->mask[a]) { snprintf(why, sizeof why, "document %lld: bad first token", (long long)d); return why; }
+        if (data_token(df, e - 1) != (uint32_t)ct->end || !df->mask[e - 1]) { snprintf(why, sizeof why, "document %lld: stop token not trained", (long long)d); return why; }
         for (int64_t i = a + 1; i < e - 1;) {
-            if (data_token(df, i) != (uint32_t)ct->im_start) { i++; continue; }
+            if (data_token(df, i) != (uint32_t)ct->turn_start) { i++; continue; }
             turns++;
             if (df->mask[i]) { snprintf(why, sizeof why, "document %lld: <|im_start|> trained", (long long)d); return why; }
             // the role header runs up to the token that ends with "\n"
@@ -681,7 +684,7 @@ static const char *check_template_mask(const DataFile *df, BpeTokenizer *t, cons
             }
             asst += is_asst;
             int64_t j = h + 1;
-            for (; j < e && data_token(df, j) != (uint32_t)ct->im_end; j++)
+            for (; j < e && data_token(df, j) != (uint32_t)ct->turn_end; j++)
                 if (df->mask[j] != is_asst) { snprintf(why, sizeof why, "document %lld: %s content with mask %d", (long long)d, is_asst ? "assistant" : "user/system", df->mask[j]); return why; }
             if (j == e || df->mask[j] != is_asst) { snprintf(why, sizeof why, "document %lld: bad <|im_end|>", (long long)d); return why; }
             i = j + 1;
@@ -698,7 +701,7 @@ static void test_demo(void) {
     BpeTokenizer *t;
     if (bpe_load(&t, DEMO_TOK, err, sizeof err)) { CHECK("demo-tokenizer", 0, "%s", err); return; }
     ChatTokens ct;
-    chat_tokens_init(t, &ct, err, sizeof err);
+    chat_tokens_init(t, CHAT_GPT2, &ct, err, sizeof err);
     for (int f = 0; f < 2; f++) {
         DataFile df;
         data_load(&df, files[f]);

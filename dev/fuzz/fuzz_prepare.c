@@ -34,7 +34,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                     FZ_CHECK(why[0] && !strchr(why, '\n'), "reason [%s]", why);
                     break;
                 }
-                FZ_CHECK(d.n >= 2 && d.ids[0] == c.ct.eot && !d.train[0] && d.ids[d.n - 1] == c.ct.eot && d.train[d.n - 1],
+                FZ_CHECK(d.n >= 2 && d.ids[0] == c.ct.bos && !d.train[0] && d.ids[d.n - 1] == c.ct.end && d.train[d.n - 1],
                          "document of %zu tokens", d.n);
                 for (size_t i = 0; i < d.n; i++)
                     FZ_CHECK(d.ids[i] >= 0 && d.ids[i] < bpe_vocab_size(c.tok) && d.train[i] <= 1, "token %zu", i);
