@@ -982,6 +982,36 @@ static void test_vocab_consistency(void) {
           strstr(err, "v400/step_00000001 has 400"), "exit %d %d: %s", rc1, rc2, err);
 }
 
+// The chat format is the data file's (header field 7), not the -k tokenizer's guess:
+// data prepared with --chat-format llama3 and the demo (GPT-2 style) tokenizer has
+// the five Llama 3 tokens added (319 tokens), so a trainer or ./chat that took the
+// tokenizer's own format (gpt2: 316 tokens) would refuse the vocabulary. Validation
+// data in another format than the training data is refused.
+static void test_chat_format_from_data(void) {
+    if (!path_exists("./prepare")) { printf("skip chat_format_from_data: ./prepare not built (make prepare)\n"); return; }
+    char data[600], cmd[4096], err[4096], flags[2048], mixed[600];
+    snprintf(data, sizeof data, "%s/llama3.bin", tmp_root);
+    snprintf(cmd, sizeof cmd, "./prepare --tokenizer " DEMO_TOK " --chat-format llama3 --out %s data/demo/eval.jsonl", data);
+    int rc0 = run(cmd, err, sizeof err);
+    snprintf(cmd, sizeof cmd, "./train_sft -i %s -k " DEMO_TOK " -E data/demo/eval.jsonl -e d1c16h2t64 -b 2 -t 64 -x 1 -v 1 -m 1 -o %s/llama3",
+             data, tmp_root);
+    int rc1 = run(cmd, err, sizeof err);
+    check("chat_format_from_data_file", rc0 == 0 && rc1 == 0, "exit %d %d: %s", rc0, rc1, err);
+    snprintf(mixed, sizeof mixed, "%s/chatml_val.bin", tmp_root);
+    int64_t chatml = 1;
+    write_variant(mixed, DEMO_VAL, (size_t)-1, 56, &chatml, 8);
+    snprintf(flags, sizeof flags, "-i " DEMO_VAL " -j %s -e d1c16h2t64 -b 2 -t 64 -x 1", mixed);
+    expect_bad("chat_format_val_differs", flags, "chatml_val.bin: the validation data was rendered in chat format chatml but the data file "
+               DEMO_VAL " in gpt2: prepare both with the same --chat-format");
+    if (!path_exists("./chat")) { printf("skip chat_format_flag: ./chat not built (make chat)\n"); return; }
+    snprintf(cmd, sizeof cmd, "./chat -e %s/llama3/step_00000001 -k " DEMO_TOK " -g 2 -p hi", tmp_root);
+    int rc2 = run(cmd, err, sizeof err);
+    snprintf(cmd, sizeof cmd, "./chat -e %s/llama3/step_00000001 -k " DEMO_TOK " -c llama3 -g 2 -p hi", tmp_root);
+    int rc3 = run(cmd, err, sizeof err);
+    check("chat_format_flag", rc2 == 1 && rc3 == 0, "./chat exit %d without -c (expected 1: 316 tokens against 319), %d with -c llama3: %s",
+          rc2, rc3, err);
+}
+
 // Data with a larger vocabulary than a pretrained model grows the embedding: old
 // rows unchanged, new rows the mean of the old ones, the export has the new size.
 static void test_vocab_growth(void) {
@@ -1304,6 +1334,7 @@ int main(void) {
     test_resume_sampling();
     test_bad_inputs();
     test_vocab_consistency();
+    test_chat_format_from_data();
     test_nonfinite_step_skipped();
     test_nonfinite_guard_run();
     test_checkpoint_never_nonfinite();
