@@ -10,13 +10,14 @@ chat.c: talk to a trained model on the CPU.
 Prompts are rendered in a chat format of data/chat_template.h: the one the
 tokenizer's special tokens select (llama3, chatml, else gpt2), or -c; it must be
 the format the model's data was prepared in (prepare prints it). The model answers
-until the format's end-of-turn token (<|im_end|>, <|eot_id|>), generating with a KV cache (O(length) per token).
+until the format's end-of-turn token (<|im_end|>, <|eot_id|>); -s gives each
+conversation the system message that prepare --system gave the training data, generating with a KV cache (O(length) per token).
 It reuses the model code of train_sft.c.
 */
 #define SFT_NO_MAIN
 #include "train_sft.c"
 
-typedef struct { const char *model, *tokenizer, *prompt, *file, *format; int max_new, seed; float temperature; } ChatArgs;
+typedef struct { const char *model, *tokenizer, *prompt, *file, *format, *system; int max_new, seed; float temperature; } ChatArgs;
 
 // Generates one assistant answer after the tokens of `conv`, prints it, and appends
 // it (with its end-of-turn token and the format's turn separator) to conv.
@@ -41,11 +42,12 @@ static void answer(const Generator *g, BpeTokenizer *tok, const ChatTokens *ct, 
 
 int main(int argc, char **argv) {
     openmp_wait_passively(argv);
-    ChatArgs a = {"", "", "", "", "", 256, 1337, 0.0f};
+    ChatArgs a = {"", "", "", "", "", "", 256, 1337, 0.0f};
     Flag flags[] = {
         {'e', FLAG_STRING, &a.model, "model: checkpoint or Hugging Face GPT-2 directory (required)"},
         {'k', FLAG_STRING, &a.tokenizer, "tokenizer the data was prepared with: GPT-2 dir or tokenizer.json (required)"},
         {'c', FLAG_STRING, &a.format, "chat format: gpt2, chatml or llama3 (default: from the tokenizer's special tokens)"},
+        {'s', FLAG_STRING, &a.system, "system message of each conversation (the model's data: prepare --system; default none)"},
         {'p', FLAG_STRING, &a.prompt, "one prompt to answer"},
         {'f', FLAG_STRING, &a.file, "JSONL of {\"prompt\"[, \"completion\"]} rows to answer (and score)"},
         {'g', FLAG_INT, &a.max_new, "most tokens per answer (default 256)"},
@@ -68,6 +70,7 @@ int main(int argc, char **argv) {
     ChatTokens ct;
     char err[BPE_ERR_LEN];
     if (bpe_load(&tok, a.tokenizer, err, sizeof err) || chat_tokens_init(tok, format, &ct, err, sizeof err)) fatal("%s", err);
+    if (a.system[0]) ct.default_system = a.system;
     if (bpe_vocab_size(tok) != m.cfg.V)
         fatal("%s: the tokenizer (with the chat tokens) has %d tokens but the model %s has %d: pass with -k the tokenizer the model's "
               "data was prepared with", a.tokenizer, bpe_vocab_size(tok), a.model, m.cfg.V);

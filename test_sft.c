@@ -225,7 +225,7 @@ static void write_docs(const char *path, int V, int D, const int *lens, const ui
     int64_t *off = (int64_t *)xmalloc(8 * (size_t)(D + 1));
     off[0] = 0;
     for (int d = 0; d < D; d++) off[d + 1] = off[d] + lens[d];
-    data_write(path, 2, V, 0, 0, D, off, tokens, mask);
+    data_write(path, 2, V, 0, 0, NULL, D, off, tokens, mask);
     free(off);
 }
 
@@ -730,7 +730,7 @@ static void test_bad_inputs(void) {
         int64_t off[2] = {0, 3};
         uint32_t toks[3] = {1, 2, 3};
         uint8_t mask[3] = {0, 1, 1};
-        data_write(p, 4, ((int64_t)1 << 24) + 1, 0, 0, 1, off, toks, mask);
+        data_write(p, 4, ((int64_t)1 << 24) + 1, 0, 0, NULL, 1, off, toks, mask);
     }
     snprintf(flags, sizeof flags, "-i %s -e d1c16h2t24", p); expect_bad("vocab_size_too_large", flags, "hugevocab.bin: vocabulary size 16777217 out of range");
     snprintf(p, sizeof p, "%s/badoffsets.bin", tmp_root);
@@ -895,19 +895,22 @@ static void test_vocab_consistency(void) {
     check("data_fingerprint_field", got_other == 0xF123456789ABCDEFull && df.fingerprint == 0, "read %016llx and %016llx",
           (unsigned long long)got_other, (unsigned long long)df.fingerprint);
     data_free(&df);
-    // field 7 is the chat format (0, 1 or 2); fields 8.. must still be 0
-    int64_t three = 3, one = 1;
+    // field 7 is the chat format (0, 1 or 2); field 8 the length of the default system
+    // message that follows it from byte 72 (at most 952 bytes); the rest must be 0
+    int64_t three = 3, one = 1, big = 953;
     write_variant(f7, DEMO_VAL, (size_t)-1, 56, &three, 8);
     snprintf(flags, sizeof flags, "-i %s -e d1c16h2t24", f7);
     expect_bad("header_field_7", flags, "field7.bin: header field 7 (the chat format) is 3, must be 0 (gpt2), 1 (chatml) or 2 (llama3)");
-    write_variant(f7, DEMO_VAL, (size_t)-1, 64, &one, 8);
-    expect_bad("header_field_8", flags, "field7.bin: header field 8 is 1, must be 0");
+    write_variant(f7, DEMO_VAL, (size_t)-1, 64, &big, 8);
+    expect_bad("header_field_8", flags, "field7.bin: header field 8 (the default system message's length) is 953, must be 0..952");
+    write_variant(f7, DEMO_VAL, (size_t)-1, 72, &one, 8);
+    expect_bad("header_after_system_message", flags, "field7.bin: header byte 72 is 1, must be 0 in version 1");
     {   // data_write puts the fingerprint in bytes 48..55, little-endian
         uint32_t toks[2] = {1, 2};
         uint8_t mask[2] = {0, 1};
         int64_t off[2] = {0, 2};
         snprintf(p, sizeof p, "%s/written_fp.bin", tmp_root);
-        data_write(p, 2, 10, 0x0102030405060708ull, 0, 1, off, toks, mask);
+        data_write(p, 2, 10, 0x0102030405060708ull, 0, NULL, 1, off, toks, mask);
         size_t n;
         unsigned char *b = (unsigned char *)read_whole_file(p, &n);
         int ok = n > 56;

@@ -39,8 +39,12 @@
 // The same in chatml:
 //   <|im_start|> user \n What is 2+2? <|im_end|> \n <|im_start|> assistant \n [4] [<|im_end|>] \n
 //
+// Default system message (ct.default_system, prepare --system, recorded in the data
+// file): a system turn, untrained, at the start of every conversation whose first
+// message is not a system message (as Qwen2.5's and SmolLM2's templates insert theirs).
+//
 // A generation prompt (chat_render_prompt) is the beginning of such a document up to
-// the assistant's content: begin-of-document, turn(user, prompt, 0), then the
+// the assistant's content: begin-of-document, [default system turn], turn(user, prompt, 0), then the
 // assistant's header (<|im_start|>assistant\n; llama3:
 // <|start_header_id|>assistant<|end_header_id|>\n\n). The model then writes the answer
 // and the format's stop token (ChatTokens.turn_end).
@@ -80,6 +84,7 @@ typedef struct {
     int format;                // CHAT_GPT2, CHAT_CHATML or CHAT_LLAMA3
     const ChatFormat *f;       // &chat_formats[format]
     int32_t bos, end, turn_start, role_end, turn_end;
+    const char *default_system;  // system message of conversations that have none (prepare --system); NULL: none
 } ChatTokens;
 
 static int chat_has_token_(const BpeTokenizer *t, const char *s) { return bpe_token_id(t, s, strlen(s)) >= 0; }
@@ -110,6 +115,7 @@ static int chat_tokens_init(BpeTokenizer *t, int format, ChatTokens *ct, char *e
     if (format < 0 || format >= CHAT_NFORMATS) return bpe_err_(err, errlen, BPE_EINVAL, "unknown chat format %d", format);
     ct->format = format;
     ct->f = &chat_formats[format];
+    ct->default_system = NULL;
     int rc = chat_token_(t, ct->f->bos, &ct->bos, err, errlen);
     if (!rc) rc = chat_token_(t, ct->f->end, &ct->end, err, errlen);
     if (!rc) rc = chat_token_(t, ct->f->turn_start, &ct->turn_start, err, errlen);
@@ -215,10 +221,18 @@ static int chat_append_turn(BpeTokenizer *t, const ChatTokens *ct, ChatDoc *d, c
     return rc;
 }
 
-// A generation prompt: begin-of-document + user turn + the assistant's header, all
-// untrained. The model then writes the answer and ct->turn_end.
+// The default system turn (ct->default_system), untrained, unless the conversation
+// has a system message of its own (has_system) or there is no default.
+static int chat_append_default_system(BpeTokenizer *t, const ChatTokens *ct, ChatDoc *d, int has_system, char *err, size_t errlen) {
+    if (has_system || !ct->default_system) return 0;
+    return chat_append_turn(t, ct, d, "system", ct->default_system, strlen(ct->default_system), 0, err, errlen);
+}
+
+// A generation prompt: begin-of-document + [default system turn] + user turn + the
+// assistant's header, all untrained. The model then writes the answer and ct->turn_end.
 static int chat_render_prompt(BpeTokenizer *t, const ChatTokens *ct, ChatDoc *d, const char *user, size_t len, char *err, size_t errlen) {
     int rc = chat_begin_doc(ct, d, err, errlen);
+    if (!rc) rc = chat_append_default_system(t, ct, d, 0, err, errlen);
     if (!rc) rc = chat_append_turn(t, ct, d, "user", user, len, 0, err, errlen);
     if (!rc) rc = chat_append_header(t, ct, d, "assistant", err, errlen);
     return rc;

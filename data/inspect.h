@@ -176,6 +176,14 @@ static int inspect_main(int argc, char **argv) {
     if (df.fingerprint) printf("%016llx\n", (unsigned long long)df.fingerprint);
     else printf("unknown (0: the file was written without one)\n");
     printf("chat format: %s\n", chat_formats[df.chat_format].name);
+    if (df.default_system[0]) {
+        size_t n = strlen(df.default_system);
+        uint8_t *none = (uint8_t *)xcalloc(n, 1);
+        printf("default system message: ");
+        inspect_print_text(df.default_system, none, n);
+        printf("\n");
+        free(none);
+    }
     printf("documents: %lld\n", (long long)df.num_docs);
     printf("tokens: %lld (trained %lld, fraction %.4f); largest token id %u\n", (long long)df.num_tokens, (long long)trained,
            (double)trained / (double)df.num_tokens, df.max_token);

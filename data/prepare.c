@@ -51,6 +51,8 @@ static void usage(FILE *f) {
 "  --chat-format F      gpt2, chatml or llama3 (default: llama3 if the tokenizer has\n"
 "                       <|start_header_id|> and <|eot_id|>, else chatml if it has\n"
 "                       <|im_start|> and <|im_end|>, else gpt2); recorded in the file\n"
+"  --system TEXT        a system message for every conversation that does not start\n"
+"                       with one (untrained; recorded in the file for the evaluation)\n"
 "  -o, --out FILE       output data file (required)\n"
 "  --train-on-prompt    train on every token except the first of each document\n"
 "  --max-len N          limit documents to N tokens (default: no limit)\n"
@@ -74,6 +76,7 @@ static void usage(FILE *f) {
 
 typedef struct {
     const char *tokenizer, *out, *val_out;
+    const char *system;           // --system: the default system message, or NULL
     int train_on_prompt, skip_bad, strict, policy_drop;
     int chat_format;              // CHAT_* of data/chat_template.h; CHAT_AUTO: from the tokenizer
     int64_t max_len, show, pack_T;
@@ -112,6 +115,10 @@ static void parse_args(int argc, char **argv, Opts *o) {
         if (!strcmp(a, "--tokenizer")) o->tokenizer = v;
         else if (!strcmp(a, "-o") || !strcmp(a, "--out")) o->out = v;
         else if (!strcmp(a, "--val-out")) o->val_out = v;
+        else if (!strcmp(a, "--system")) {
+            if (!v[0] || strlen(v) > DATA_SYSTEM_MAX) fatal("--system: the message must be 1 to %d bytes", DATA_SYSTEM_MAX);
+            o->system = v;
+        }
         else if (!strcmp(a, "--chat-format")) {
             o->chat_format = chat_format_by_name(v);
             if (o->chat_format < 0) fatal("--chat-format: '%s' is not one of gpt2, chatml, llama3", v);
@@ -294,6 +301,14 @@ static int render_history(Ctx *c, ChatDoc *d, RowInfo *info, const JsonValue *h,
     return 0;
 }
 
+// Whether a list of messages starts with a system message ("role" or ShareGPT's "from").
+static int starts_with_system(const JsonValue *list) {
+    if (list->type != JSON_ARRAY || list->count == 0) return 0;
+    const JsonValue *r = json_get(&list->items[0], "role");
+    if (!r) r = json_get(&list->items[0], "from");
+    return r && r->type == JSON_STRING && !strcmp(r->string, "system");
+}
+
 // The shape keys; a row must have the keys of exactly one shape.
 enum { SHAPE_TEXT, SHAPE_PC, SHAPE_MESSAGES, SHAPE_SHAREGPT, SHAPE_ALPACA, NSHAPES };
 static const char *shape_names[NSHAPES] = {"text", "prompt/completion", "messages", "conversations", "instruction/output"};
@@ -341,6 +356,7 @@ static int render_row(Ctx *c, const JsonValue *row, int train_on_prompt, ChatDoc
             break;
         }
         info->chat = 1;
+        check_bpe(c, chat_append_default_system(c->tok, &c->ct, d, starts_with_system(a), c->err, sizeof c->err));
         if (a->type == JSON_STRING)
             check_bpe(c, chat_append_turn(c->tok, &c->ct, d, "user", a->string, a->length, 0, c->err, sizeof c->err));
         else if (render_messages(c, d, info, a, "prompt", 0, 0, why, wn)) return -1;
@@ -351,7 +367,9 @@ static int render_row(Ctx *c, const JsonValue *row, int train_on_prompt, ChatDoc
         break;
     case SHAPE_MESSAGES:
         info->chat = 1;
-        if (render_messages(c, d, info, json_get(row, "messages"), "messages", 1, 0, why, wn)) return -1;
+        a = json_get(row, "messages");
+        check_bpe(c, chat_append_default_system(c->tok, &c->ct, d, starts_with_system(a), c->err, sizeof c->err));
+        if (render_messages(c, d, info, a, "messages", 1, 0, why, wn)) return -1;
         break;
     case SHAPE_SHAREGPT:
         info->chat = 1;
@@ -364,7 +382,7 @@ static int render_row(Ctx *c, const JsonValue *row, int train_on_prompt, ChatDoc
                 if (r && r->type == JSON_STRING && !strcmp(r->string, "system"))
                     return bad(why, wn, "both a \"system\" field and a system message (conversations[%zu])", i);
             }
-        }
+        } else check_bpe(c, chat_append_default_system(c->tok, &c->ct, d, starts_with_system(a), c->err, sizeof c->err));
         if (render_messages(c, d, info, a, "conversations", 1, 1, why, wn)) return -1;
         break;
     case SHAPE_ALPACA: {
@@ -374,6 +392,7 @@ static int render_row(Ctx *c, const JsonValue *row, int train_on_prompt, ChatDoc
         if (in && in->type != JSON_STRING && in->type != JSON_NULL)
             return bad(why, wn, "\"input\" must be a string (or null), got %s", type_name(in));
         if (sys) check_bpe(c, chat_append_turn(c->tok, &c->ct, d, "system", sys->string, sys->length, 0, c->err, sizeof c->err));
+        else check_bpe(c, chat_append_default_system(c->tok, &c->ct, d, 0, c->err, sizeof c->err));
         if (render_history(c, d, info, json_get(row, "history"), why, wn)) return -1;
         size_t il = in && in->type == JSON_STRING ? in->length : 0;
         char *user = (char *)xmalloc(a->length + 2 + il + 1);
@@ -848,6 +867,7 @@ int main(int argc, char **argv) {
     Ctx c;
     if (bpe_load(&c.tok, o.tokenizer, c.err, sizeof c.err)) fatal("%s", c.err);
     check_bpe(&c, chat_tokens_init(c.tok, o.chat_format, &c.ct, c.err, sizeof c.err));
+    c.ct.default_system = o.system;
     int64_t vocab = bpe_vocab_size(c.tok);
     int token_bytes = vocab <= 65536 ? 2 : 4;
 
@@ -891,8 +911,8 @@ int main(int argc, char **argv) {
 
     // all checks passed: write (validation first, so a failure leaves --out untouched)
     uint64_t fingerprint = bpe_fingerprint(c.tok);  // of the vocabulary with the chat tokens
-    if (o.val_out) data_write(o.val_out, token_bytes, vocab, fingerprint, c.ct.format, (int64_t)va.ndocs, va.offsets, va.tokens, va.mask);
-    data_write(o.out, token_bytes, vocab, fingerprint, c.ct.format, (int64_t)tr.ndocs, tr.offsets, tr.tokens, tr.mask);
+    if (o.val_out) data_write(o.val_out, token_bytes, vocab, fingerprint, c.ct.format, o.system, (int64_t)va.ndocs, va.offsets, va.tokens, va.mask);
+    data_write(o.out, token_bytes, vocab, fingerprint, c.ct.format, o.system, (int64_t)tr.ndocs, tr.offsets, tr.tokens, tr.mask);
 
     printf("rows read: %lld (%d file%s)\n", (long long)k.rows, o.n_inputs, o.n_inputs == 1 ? "" : "s");
     printf("documents written: %zu (train %zu, val %zu)\n", tr.ndocs + va.ndocs, tr.ndocs, va.ndocs);
@@ -902,7 +922,8 @@ int main(int argc, char **argv) {
     printf("warnings: %s %lld, %s %lld, %s %lld (documents written with each)\n", warn_names[0], (long long)k.warned[0], warn_names[1],
            (long long)k.warned[1], warn_names[2], (long long)k.warned[2]);
     printf("vocab size: %lld (%d bytes per token)\n", (long long)vocab, token_bytes);
-    printf("chat format: %s (%s)\n", c.ct.f->name, o.chat_format == CHAT_AUTO ? "from the tokenizer's special tokens" : "--chat-format");
+    printf("chat format: %s (%s); default system message: %s\n", c.ct.f->name,
+           o.chat_format == CHAT_AUTO ? "from the tokenizer's special tokens" : "--chat-format", o.system ? "--system" : "none");
     report_split("train", &tr, o.pack_T);
     report_split("val", &va, o.pack_T);
     printf("wrote %s", o.out);

