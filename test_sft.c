@@ -1006,6 +1006,10 @@ static void test_chat_format_from_data(void) {
     snprintf(flags, sizeof flags, "-i " DEMO_VAL " -j %s -e d1c16h2t64 -b 2 -t 64 -x 1", mixed);
     expect_bad("chat_format_val_differs", flags, "chatml_val.bin: the validation data was rendered in chat format chatml but the data file "
                DEMO_VAL " in gpt2: prepare both with the same --chat-format");
+    char sys[16] = {1, 0, 0, 0, 0, 0, 0, 0, 'x'};  // header field 8 = 1, byte 72 = 'x': the default system message "x"
+    write_variant(mixed, DEMO_VAL, (size_t)-1, 64, sys, 9);
+    expect_bad("default_system_val_differs", flags, "chatml_val.bin: the validation data has another default system message than the data file "
+               DEMO_VAL ": prepare both with the same --system");
     if (!path_exists("./chat")) { printf("skip chat_format_flag: ./chat not built (make chat)\n"); return; }
     snprintf(cmd, sizeof cmd, "./chat -e %s/llama3/step_00000001 -k " DEMO_TOK " -g 2 -p hi", tmp_root);
     int rc2 = run(cmd, err, sizeof err);
