@@ -727,6 +727,16 @@ static void test_format_case(const FmtCase *fc) {
             if (!ok) snprintf(why, sizeof why, "%lld documents, chat format %d, vocabulary %lld; expected %d, %d, %lld", (long long)df.num_docs,
                               df.chat_format, (long long)df.vocab_size, want_docs, fc->format, (long long)fc->vocab);
             for (int i = 0; ok && i < want_docs; i++) ok = doc_equals(&df, i, &e[i], SIZE_MAX, top, why, sizeof why);
+            // the trainers' sample: the prompt is the conversation up to the answer, the stop token the last trained one
+            size_t first = 1, last = e[0].n - 1;
+            while (!e[0].train[first]) first++;
+            while (!e[0].train[last]) last--;
+            int stop;
+            int64_t k = ok && !top ? sample_prompt(&df, 0, 1000, &stop) : 0;
+            if (ok && !top && (k != (int64_t)first || stop != e[0].ids[last])) {
+                ok = 0;
+                snprintf(why, sizeof why, "sample prompt of %lld tokens, stop token %d; expected %zu, %d", (long long)k, stop, first, e[0].ids[last]);
+            }
             data_free(&df);
         }
         if (ok && !top) {  // the conversation without an assistant turn is dropped and counted (gpt2 trains its final <|endoftext|>)
