@@ -13,6 +13,7 @@
 //   llama3  (Llama 3.x Instruct)
 //     document = <|begin_of_text|> body
 //     turn     = <|start_header_id|> role <|end_header_id|> "\n\n" content <|eot_id|>
+//                (content without whitespace at either end, as Llama 3's templates trim it)
 //
 // Special tokens: each format's are looked up in the tokenizer and added as special
 // tokens when it lacks them, in the order bos, end, turn start, role end, turn end
@@ -71,12 +72,13 @@ typedef struct {
     const char *turn_end;      // special token after the content: the assistant's stop token
     const char *turn_sep;      // text after turn_end, never trained ("" = none)
     int end_chats;             // 1: conversations end with `end` too (trained)
+    int trim;                  // 1: whitespace at both ends of a message's content is left out (Llama 3's templates trim it)
 } ChatFormat;
 
 static const ChatFormat chat_formats[CHAT_NFORMATS] = {
-    {"gpt2", "<|endoftext|>", "<|endoftext|>", "<|im_start|>", NULL, "\n", "<|im_end|>", "", 1},
-    {"chatml", NULL, "<|endoftext|>", "<|im_start|>", NULL, "\n", "<|im_end|>", "\n", 0},
-    {"llama3", "<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "\n\n", "<|eot_id|>", "", 0},
+    {"gpt2", "<|endoftext|>", "<|endoftext|>", "<|im_start|>", NULL, "\n", "<|im_end|>", "", 1, 0},
+    {"chatml", NULL, "<|endoftext|>", "<|im_start|>", NULL, "\n", "<|im_end|>", "\n", 0, 0},
+    {"llama3", "<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "\n\n", "<|eot_id|>", "", 0, 1},
 };
 
 // A format and the ids of its special tokens in one tokenizer (-1 where the format has none).
@@ -210,10 +212,18 @@ static int chat_append_turn_sep(BpeTokenizer *t, const ChatTokens *ct, ChatDoc *
     return n ? chat_append_text(t, d, ct->f->turn_sep, n, 0, err, errlen) : 0;
 }
 
-// One turn: the header (never trained), then content and the turn's end token (both
-// with flag `train`), then the turn separator (never trained).
+// The ASCII characters Python's str.strip() removes (what Jinja's trim filter calls):
+// tab, LF, VT, FF, CR, the separators 0x1C..0x1F and space.
+static int chat_is_trimmed_(char c) { return c == ' ' || (c >= '\t' && c <= '\r') || (c >= 0x1c && c <= 0x1f); }
+
+// One turn: the header (never trained), then content (trimmed if the format says so)
+// and the turn's end token (both with flag `train`), then the turn separator (never trained).
 static int chat_append_turn(BpeTokenizer *t, const ChatTokens *ct, ChatDoc *d, const char *role, const char *content, size_t len,
                             int train, char *err, size_t errlen) {
+    if (ct->f->trim) {
+        while (len && chat_is_trimmed_(content[0])) { content++; len--; }
+        while (len && chat_is_trimmed_(content[len - 1])) len--;
+    }
     int rc = chat_append_header(t, ct, d, role, err, errlen);
     if (!rc) rc = chat_append_text(t, d, content, len, train, err, errlen);
     if (!rc) rc = chat_append_special_(d, ct->turn_end, train, err, errlen);

@@ -648,7 +648,7 @@ static void hand_doc(const HSeg *s, int byte0, ChatDoc *d) {
 // dropped, except with --train-on-prompt).
 static const char *FMT_ROWS[5] = {
     "{\"messages\":[{\"role\":\"system\",\"content\":\"Be brief.\"},{\"role\":\"user\",\"content\":\"Hi\"},{\"role\":\"assistant\",\"content\":\"Yo\"}]}",
-    "{\"conversations\":[{\"from\":\"human\",\"value\":\"A\"},{\"from\":\"gpt\",\"value\":\"B\"},{\"from\":\"human\",\"value\":\"C\"},{\"from\":\"gpt\",\"value\":\"D\"}]}",
+    "{\"conversations\":[{\"from\":\"human\",\"value\":\" A\\n\"},{\"from\":\"gpt\",\"value\":\"B \\t\"},{\"from\":\"human\",\"value\":\"C\"},{\"from\":\"gpt\",\"value\":\"D\"}]}",
     "{\"text\":\"Hey\"}",
     "{\"prompt\":\"Q\",\"completion\":\"R\"}",
     "{\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}]}",
@@ -660,7 +660,7 @@ static const FmtCase FMT_CASES[] = {
     {"chatml", CHATML_TOK, "", CHAT_CHATML, ML_BYTE0, 259,
      {{SP(ML_IMS, 0), BY("system\n", 0), BY("Be brief.", 0), SP(ML_IME, 0), BY("\n", 0), SP(ML_IMS, 0), BY("user\n", 0), BY("Hi", 0),
        SP(ML_IME, 0), BY("\n", 0), SP(ML_IMS, 0), BY("assistant\n", 0), BY("Yo", 1), SP(ML_IME, 1), BY("\n", 0), HEND},
-      {SP(ML_IMS, 0), BY("user\n", 0), BY("A", 0), SP(ML_IME, 0), BY("\n", 0), SP(ML_IMS, 0), BY("assistant\n", 0), BY("B", 1), SP(ML_IME, 1),
+      {SP(ML_IMS, 0), BY("user\n", 0), BY(" A\n", 0), SP(ML_IME, 0), BY("\n", 0), SP(ML_IMS, 0), BY("assistant\n", 0), BY("B \t", 1), SP(ML_IME, 1),
        BY("\n", 0), SP(ML_IMS, 0), BY("user\n", 0), BY("C", 0), SP(ML_IME, 0), BY("\n", 0), SP(ML_IMS, 0), BY("assistant\n", 0), BY("D", 1),
        SP(ML_IME, 1), BY("\n", 0), HEND},
       {BY("H", 0), BY("ey", 1), SP(ML_EOT, 1), HEND},
@@ -684,7 +684,7 @@ static const FmtCase FMT_CASES[] = {
     {"gpt2-forced-on-chatml-tokenizer", CHATML_TOK, "--chat-format gpt2", CHAT_GPT2, ML_BYTE0, 259,
      {{SP(ML_EOT, 0), SP(ML_IMS, 0), BY("system\n", 0), BY("Be brief.", 0), SP(ML_IME, 0), SP(ML_IMS, 0), BY("user\n", 0), BY("Hi", 0),
        SP(ML_IME, 0), SP(ML_IMS, 0), BY("assistant\n", 0), BY("Yo", 1), SP(ML_IME, 1), SP(ML_EOT, 1), HEND},
-      {SP(ML_EOT, 0), SP(ML_IMS, 0), BY("user\n", 0), BY("A", 0), SP(ML_IME, 0), SP(ML_IMS, 0), BY("assistant\n", 0), BY("B", 1), SP(ML_IME, 1),
+      {SP(ML_EOT, 0), SP(ML_IMS, 0), BY("user\n", 0), BY(" A\n", 0), SP(ML_IME, 0), SP(ML_IMS, 0), BY("assistant\n", 0), BY("B \t", 1), SP(ML_IME, 1),
        SP(ML_IMS, 0), BY("user\n", 0), BY("C", 0), SP(ML_IME, 0), SP(ML_IMS, 0), BY("assistant\n", 0), BY("D", 1), SP(ML_IME, 1),
        SP(ML_EOT, 1), HEND},
       {SP(ML_EOT, 0), BY("Hey", 1), SP(ML_EOT, 1), HEND},
