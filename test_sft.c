@@ -992,12 +992,13 @@ static void test_vocab_consistency(void) {
 // data in another format than the training data is refused.
 static void test_chat_format_from_data(void) {
     if (!path_exists("./prepare")) { printf("skip chat_format_from_data: ./prepare not built (make prepare)\n"); return; }
-    char data[600], cmd[4096], err[4096], flags[2048], mixed[600];
+    char data[600], eval[600], cmd[4096], err[4096], flags[2048], mixed[600];
     snprintf(data, sizeof data, "%s/llama3.bin", tmp_root);
-    snprintf(cmd, sizeof cmd, "./prepare --tokenizer " DEMO_TOK " --chat-format llama3 --out %s data/demo/eval.jsonl", data);
+    snprintf(eval, sizeof eval, "%s/llama3_eval.jsonl", tmp_root);
+    write_text(eval, "{\"prompt\":\"What is 1+2?\",\"completion\":\"3\"}\n{\"prompt\":\"Reverse \\\"AB\\\".\",\"completion\":\"BA\"}\n");
+    snprintf(cmd, sizeof cmd, "./prepare --tokenizer " DEMO_TOK " --chat-format llama3 --out %s %s", data, eval);
     int rc0 = run(cmd, err, sizeof err);
-    snprintf(cmd, sizeof cmd, "./train_sft -i %s -k " DEMO_TOK " -E data/demo/eval.jsonl -e d1c16h2t64 -b 2 -t 64 -x 1 -v 1 -m 1 -o %s/llama3",
-             data, tmp_root);
+    snprintf(cmd, sizeof cmd, "./train_sft -i %s -k " DEMO_TOK " -E %s -e d1c16h2t64 -b 2 -t 64 -x 1 -v 1 -m 1 -o %s/llama3", data, eval, tmp_root);
     int rc1 = run(cmd, err, sizeof err);
     check("chat_format_from_data_file", rc0 == 0 && rc1 == 0, "exit %d %d: %s", rc0, rc1, err);
     snprintf(mixed, sizeof mixed, "%s/chatml_val.bin", tmp_root);
