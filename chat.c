@@ -9,10 +9,10 @@ chat.c: talk to a trained model on the CPU.
 
 Prompts are rendered in a chat format of data/chat_template.h: the one the
 tokenizer's special tokens select (llama3, chatml, else gpt2), or -c; it must be
-the format the model's data was prepared in (prepare prints it). The model answers
-until the format's end-of-turn token (<|im_end|>, <|eot_id|>); -s gives each
-conversation the system message that prepare --system gave the training data, generating with a KV cache (O(length) per token).
-It reuses the model code of train_sft.c.
+the format the model's data was prepared in (prepare prints it), and -s the system
+message prepare --system gave that data. The model answers until the format's
+end-of-turn token (<|im_end|>, <|eot_id|>), generating with a KV cache (O(length)
+per token). It reuses the model code of train_sft.c.
 */
 #define SFT_NO_MAIN
 #include "train_sft.c"

@@ -5,8 +5,9 @@
 // A file whose first non-space byte is '[' is one JSON array of rows, read element by
 // element; any other file is JSON Lines, each non-blank line one row. A row's shape
 // is detected from its keys (text, prompt+completion, messages, conversations,
-// instruction+output), it is rendered with a chat format of data/chat_template.h
-// (detected from the tokenizer or chosen by --chat-format) segment by segment, and the token ids with their train flags become one document.
+// instruction+output), it is rendered segment by segment in a chat format of
+// data/chat_template.h (chosen from the tokenizer's special tokens or by
+// --chat-format), and the token ids with their train flags become one document.
 // Bad rows stop the program with "FILE:LINE: reason" (exit 1, nothing written)
 // unless --skip-bad; rows that would train badly (an empty reply, no assistant turn,
 // a duplicate) are warned about, or are errors with --strict. Outputs are written
