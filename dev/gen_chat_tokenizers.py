@@ -9,9 +9,13 @@ Both are byte-level BPE tokenizer.json files (GPT-2's ByteLevel pre-tokenizer) w
 merges, so every byte of text is one token and the tests can write the expected ids by
 hand; the special tokens are added_tokens, as the models ship them.
 
-    /usr/bin/python3 dev/gen_chat_tokenizers.py
+    /usr/bin/python3 dev/gen_chat_tokenizers.py [OUTDIR]      (default: data/testdata)
 """
 import json
+import os
+import sys
+
+OUT = sys.argv[1] if len(sys.argv) > 1 else "data/testdata"
 
 
 def byte_tokens():
@@ -40,8 +44,8 @@ def write(path, first_byte_id, added):
         f.write("\n")
 
 
-write("data/testdata/chatml_tokenizer.json", 3, [(0, "<|endoftext|>"), (1, "<|im_start|>"), (2, "<|im_end|>")])
+write(os.path.join(OUT, "chatml_tokenizer.json"), 3, [(0, "<|endoftext|>"), (1, "<|im_start|>"), (2, "<|im_end|>")])
 LLAMA3 = ["<|begin_of_text|>", "<|end_of_text|>", "<|reserved_special_token_0|>", "<|reserved_special_token_1|>",
           "<|finetune_right_pad_id|>", "<|reserved_special_token_2|>", "<|start_header_id|>", "<|end_header_id|>",
           "<|eom_id|>", "<|eot_id|>"]
-write("data/testdata/llama3_tokenizer.json", 0, [(256 + k, name) for k, name in enumerate(LLAMA3)])
+write(os.path.join(OUT, "llama3_tokenizer.json"), 0, [(256 + k, name) for k, name in enumerate(LLAMA3)])
