@@ -118,4 +118,15 @@ if cmp -s "$T/text" <(printf '<|endoftext|><|im_start|>user\nHi<|im_end|><|im_st
     ok tok-decode-prepared-document
 else fail tok-decode-prepared-document "got: $(cat "$T/text" "$T/err")"; fi
 
+# ---------------------------------------------------------------- the chat format and default system message
+# llama3 with the demo tokenizer: its five tokens are added after the 314 (314..318);
+# the inspector reads the format from the header, so with the tokenizer they decode
+./prepare --tokenizer $TOK --chat-format llama3 --system "$(printf 'Be\tbrief.')" --out "$T/l3.bin" "$T/one.jsonl" > /dev/null
+./prepare --inspect "$T/l3.bin" --tokenizer $TOK --doc 0 > "$T/out" 2>&1
+want=$(printf '%s\n\n%s\n\n%s\n\n%s' '<|begin_of_text|><|start_header_id|>system<|end_header_id|>' \
+    'Be\tbrief.<|eot_id|><|start_header_id|>user<|end_header_id|>' 'Hi<|eot_id|><|start_header_id|>assistant<|end_header_id|>' '[[Ok<|eot_id|>]]')
+if grep -qx 'chat format: llama3' "$T/out" && grep -qx 'default system message: Be\\tbrief\.' "$T/out" &&
+   grep -q 'vocabulary 319, fingerprint .*: matches the file' "$T/out" && [ "$(doc_of)" = "$want" ]; then ok inspect-chat-format-and-system
+else fail inspect-chat-format-and-system "got: $(cat "$T/out")"; fi
+
 [ $fails -eq 0 ]
