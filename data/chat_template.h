@@ -45,8 +45,8 @@
 // message is not a system message (as Qwen2.5's and SmolLM2's templates insert theirs).
 //
 // A generation prompt (chat_render_prompt) is the beginning of such a document up to
-// the assistant's content: begin-of-document, [default system turn], turn(user, prompt, 0), then the
-// assistant's header (<|im_start|>assistant\n; llama3:
+// the assistant's content: begin-of-document, [default system turn], turn(user,
+// prompt, 0), then the assistant's header (<|im_start|>assistant\n; llama3:
 // <|start_header_id|>assistant<|end_header_id|>\n\n). The model then writes the answer
 // and the format's stop token (ChatTokens.turn_end).
 //
