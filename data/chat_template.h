@@ -8,7 +8,7 @@
 //     document = <|endoftext|> body <|endoftext|>
 //     turn     = <|im_start|> role "\n" content <|im_end|>
 //   chatml  (SmolLM2-Instruct, Qwen2.5-Instruct: ChatML as their templates write it)
-//     document = body                    (no begin-of-document token: these models have none)
+//     document = body                    (no begin-of-document token: their templates write none)
 //     turn     = <|im_start|> role "\n" content <|im_end|> "\n"
 //   llama3  (Llama 3.x Instruct)
 //     document = <|begin_of_text|> body
