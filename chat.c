@@ -7,30 +7,34 @@ chat.c: talk to a trained model on the CPU.
   ./chat -e MODEL -k TOKENIZER                     interactive: each line is your next turn
                                                    in one conversation; an empty line starts over
 
-Prompts are rendered with the chat template (data/chat_template.h) and the model
-answers until its end-of-turn token, generating with a KV cache (O(length) per token).
-It reuses the model code of train_sft.c.
+Prompts are rendered in a chat format of data/chat_template.h: the one the
+tokenizer's special tokens select (llama3, chatml, else gpt2), or -c; it must be
+the format the model's data was prepared in (prepare prints it), and -s the system
+message prepare --system gave that data. The model answers until the format's
+end-of-turn token (<|im_end|>, <|eot_id|>), generating with a KV cache (O(length)
+per token). It reuses the model code of train_sft.c.
 */
 #define SFT_NO_MAIN
 #include "train_sft.c"
 
-typedef struct { const char *model, *tokenizer, *prompt, *file; int max_new, seed; float temperature; } ChatArgs;
+typedef struct { const char *model, *tokenizer, *prompt, *file, *format, *system; int max_new, seed; float temperature; } ChatArgs;
 
 // Generates one assistant answer after the tokens of `conv`, prints it, and appends
-// it (with its end-of-turn token) to conv.
+// it (with its end-of-turn token and the format's turn separator) to conv.
 static void answer(const Generator *g, BpeTokenizer *tok, const ChatTokens *ct, ChatDoc *conv, const ChatArgs *a, Rng *rng,
                    char **text_out) {
     int *prompt = (int *)xmalloc(conv->n * sizeof(int)), *out = (int *)xmalloc((size_t)a->max_new * sizeof(int));
     for (size_t i = 0; i < conv->n; i++) prompt[i] = conv->ids[i];
-    int n = generate_tokens(g, prompt, (int)conv->n, ct->im_end, a->max_new, a->temperature, rng, out);
-    int ended = n > 0 && out[n - 1] == ct->im_end;
+    int n = generate_tokens(g, prompt, (int)conv->n, ct->turn_end, a->max_new, a->temperature, rng, out);
+    int ended = n > 0 && out[n - 1] == ct->turn_end;
     char err[BPE_ERR_LEN];
     BpeBytes text = {0};
     if (bpe_decode(tok, out, (size_t)(ended ? n - 1 : n), &text, err, sizeof err)) fatal("decoding the answer: %s", err);
     printf("%.*s%s\n", (int)text.n, text.data ? text.data : "", ended ? "" : " [no end-of-turn: length or context limit]");
     fflush(stdout);
     for (int i = 0; i < n; i++) chat_append_token(conv, out[i], 0);
-    if (!ended) chat_append_token(conv, ct->im_end, 0);
+    if (!ended) chat_append_token(conv, ct->turn_end, 0);
+    if (chat_append_turn_sep(tok, ct, conv, err, sizeof err)) fatal("%s", err);
     if (text_out) { *text_out = (char *)xmalloc(text.n + 1); memcpy(*text_out, text.data ? text.data : "", text.n); (*text_out)[text.n] = 0; }
     bpe_bytes_free(&text);
     free(prompt); free(out);
@@ -38,10 +42,12 @@ static void answer(const Generator *g, BpeTokenizer *tok, const ChatTokens *ct, 
 
 int main(int argc, char **argv) {
     openmp_wait_passively(argv);
-    ChatArgs a = {"", "", "", "", 256, 1337, 0.0f};
+    ChatArgs a = {"", "", "", "", "", "", 256, 1337, 0.0f};
     Flag flags[] = {
         {'e', FLAG_STRING, &a.model, "model: checkpoint or Hugging Face GPT-2 directory (required)"},
         {'k', FLAG_STRING, &a.tokenizer, "tokenizer the data was prepared with: GPT-2 dir or tokenizer.json (required)"},
+        {'c', FLAG_STRING, &a.format, "chat format: gpt2, chatml or llama3 (default: from the tokenizer's special tokens)"},
+        {'s', FLAG_STRING, &a.system, "system message of each conversation (the model's data: prepare --system; default none)"},
         {'p', FLAG_STRING, &a.prompt, "one prompt to answer"},
         {'f', FLAG_STRING, &a.file, "JSONL of {\"prompt\"[, \"completion\"]} rows to answer (and score)"},
         {'g', FLAG_INT, &a.max_new, "most tokens per answer (default 256)"},
@@ -53,6 +59,8 @@ int main(int argc, char **argv) {
     if (!a.model[0] || !a.tokenizer[0]) usage_error(argv[0], "pass a model with -e and its tokenizer with -k");
     if (a.max_new < 1) usage_error(argv[0], "-g must be at least 1");
     if (!(a.temperature >= 0)) usage_error(argv[0], "-w must be >= 0");
+    int format = a.format[0] ? chat_format_by_name(a.format) : CHAT_AUTO;
+    if (format < 0 && a.format[0]) usage_error(argv[0], "-c %s: not one of gpt2, chatml, llama3", a.format);
     if (!is_directory(a.model)) fatal("%s: not a directory; -e takes a checkpoint or Hugging Face GPT-2 directory", a.model);
 
     GPT2 m;
@@ -61,7 +69,8 @@ int main(int argc, char **argv) {
     BpeTokenizer *tok;
     ChatTokens ct;
     char err[BPE_ERR_LEN];
-    if (bpe_load(&tok, a.tokenizer, err, sizeof err) || chat_tokens_init(tok, &ct, err, sizeof err)) fatal("%s", err);
+    if (bpe_load(&tok, a.tokenizer, err, sizeof err) || chat_tokens_init(tok, format, &ct, err, sizeof err)) fatal("%s", err);
+    if (a.system[0]) ct.default_system = a.system;
     if (bpe_vocab_size(tok) != m.cfg.V)
         fatal("%s: the tokenizer (with the chat tokens) has %d tokens but the model %s has %d: pass with -k the tokenizer the model's "
               "data was prepared with", a.tokenizer, bpe_vocab_size(tok), a.model, m.cfg.V);
@@ -108,8 +117,7 @@ int main(int argc, char **argv) {
             if (n == 0) { chat_doc_free(&conv); memset(&conv, 0, sizeof conv); printf("(new conversation)\n> "); fflush(stdout); continue; }
             int rc = conv.n == 0 ? chat_render_prompt(tok, &ct, &conv, line, n, err, sizeof err)
                                  : (chat_append_turn(tok, &ct, &conv, "user", line, n, 0, err, sizeof err) ||
-                                    chat_append_token(&conv, ct.im_start, 0) ||
-                                    chat_append_text(tok, &conv, "assistant\n", 10, 0, err, sizeof err));
+                                    chat_append_header(tok, &ct, &conv, "assistant", err, sizeof err));
             if (rc) fatal("%s", err);
             if ((int)conv.n >= m.cfg.maxT) { printf("(the conversation is longer than the context; starting over)\n> "); chat_doc_free(&conv); memset(&conv, 0, sizeof conv); fflush(stdout); continue; }
             answer(&gen, tok, &ct, &conv, &a, &rng, NULL);

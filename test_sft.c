@@ -226,7 +226,7 @@ static void write_docs(const char *path, int V, int D, const int *lens, const ui
     int64_t *off = (int64_t *)xmalloc(8 * (size_t)(D + 1));
     off[0] = 0;
     for (int d = 0; d < D; d++) off[d + 1] = off[d] + lens[d];
-    data_write(path, 2, V, 0, D, off, tokens, mask);
+    data_write(path, 2, V, 0, 0, NULL, D, off, tokens, mask);
     free(off);
 }
 
@@ -731,7 +731,7 @@ static void test_bad_inputs(void) {
         int64_t off[2] = {0, 3};
         uint32_t toks[3] = {1, 2, 3};
         uint8_t mask[3] = {0, 1, 1};
-        data_write(p, 4, ((int64_t)1 << 24) + 1, 0, 1, off, toks, mask);
+        data_write(p, 4, ((int64_t)1 << 24) + 1, 0, 0, NULL, 1, off, toks, mask);
     }
     snprintf(flags, sizeof flags, "-i %s -e d1c16h2t24", p); expect_bad("vocab_size_too_large", flags, "hugevocab.bin: vocabulary size 16777217 out of range");
     snprintf(p, sizeof p, "%s/badoffsets.bin", tmp_root);
@@ -881,7 +881,7 @@ static void test_vocab_consistency(void) {
     check("data_demo_has_fingerprint", demo.vocab_size == 316 && fp != 0, "vocab %lld fingerprint %016llx (regenerate with bash data/make_demo.sh)",
           (long long)demo.vocab_size, (unsigned long long)fp);
     data_free(&demo);
-    // header field 6 is read as all 64 bits; field 7 must still be 0
+    // header field 6 is read as all 64 bits
     char other[600], old[600], f7[600];
     snprintf(other, sizeof other, "%s/other_fp.bin", tmp_root);
     snprintf(old, sizeof old, "%s/old_fp.bin", tmp_root);
@@ -896,16 +896,22 @@ static void test_vocab_consistency(void) {
     check("data_fingerprint_field", got_other == 0xF123456789ABCDEFull && df.fingerprint == 0, "read %016llx and %016llx",
           (unsigned long long)got_other, (unsigned long long)df.fingerprint);
     data_free(&df);
-    int64_t one = 1;
-    write_variant(f7, DEMO_VAL, (size_t)-1, 56, &one, 8);
+    // field 7 is the chat format (0, 1 or 2); field 8 the length of the default system
+    // message that follows it from byte 72 (at most 952 bytes); the rest must be 0
+    int64_t three = 3, one = 1, big = 953;
+    write_variant(f7, DEMO_VAL, (size_t)-1, 56, &three, 8);
     snprintf(flags, sizeof flags, "-i %s -e d1c16h2t24", f7);
-    expect_bad("header_field_7", flags, "field7.bin: header field 7 is 1, must be 0");
+    expect_bad("header_field_7", flags, "field7.bin: header field 7 (the chat format) is 3, must be 0 (gpt2), 1 (chatml) or 2 (llama3)");
+    write_variant(f7, DEMO_VAL, (size_t)-1, 64, &big, 8);
+    expect_bad("header_field_8", flags, "field7.bin: header field 8 (the default system message's length) is 953, must be 0..952");
+    write_variant(f7, DEMO_VAL, (size_t)-1, 72, &one, 8);
+    expect_bad("header_after_system_message", flags, "field7.bin: header byte 72 is 1, must be 0 in version 1");
     {   // data_write puts the fingerprint in bytes 48..55, little-endian
         uint32_t toks[2] = {1, 2};
         uint8_t mask[2] = {0, 1};
         int64_t off[2] = {0, 2};
         snprintf(p, sizeof p, "%s/written_fp.bin", tmp_root);
-        data_write(p, 2, 10, 0x0102030405060708ull, 1, off, toks, mask);
+        data_write(p, 2, 10, 0x0102030405060708ull, 0, NULL, 1, off, toks, mask);
         size_t n;
         unsigned char *b = (unsigned char *)read_whole_file(p, &n);
         int ok = n > 56;
@@ -978,6 +984,41 @@ static void test_vocab_consistency(void) {
     int rc2 = run(cmd, err, sizeof err);
     check("chat_tokenizer_vocab", rc1 == 0 && rc2 == 1 && strstr(err, DEMO_TOK ": the tokenizer (with the chat tokens) has 316 tokens but the model ") &&
           strstr(err, "v400/step_00000001 has 400"), "exit %d %d: %s", rc1, rc2, err);
+}
+
+// The chat format is the data file's (header field 7), not the -k tokenizer's guess:
+// data prepared with --chat-format llama3 and the demo (GPT-2 style) tokenizer has
+// the five Llama 3 tokens added (319 tokens), so a trainer or ./chat that took the
+// tokenizer's own format (gpt2: 316 tokens) would refuse the vocabulary. Validation
+// data in another format than the training data is refused.
+static void test_chat_format_from_data(void) {
+    if (!path_exists("./prepare")) { printf("skip chat_format_from_data: ./prepare not built (make prepare)\n"); return; }
+    char data[600], eval[600], cmd[4096], err[4096], flags[2048], mixed[600];
+    snprintf(data, sizeof data, "%s/llama3.bin", tmp_root);
+    snprintf(eval, sizeof eval, "%s/llama3_eval.jsonl", tmp_root);
+    write_text(eval, "{\"prompt\":\"What is 1+2?\",\"completion\":\"3\"}\n{\"prompt\":\"Reverse \\\"AB\\\".\",\"completion\":\"BA\"}\n");
+    snprintf(cmd, sizeof cmd, "./prepare --tokenizer " DEMO_TOK " --chat-format llama3 --out %s %s", data, eval);
+    int rc0 = run(cmd, err, sizeof err);
+    snprintf(cmd, sizeof cmd, "./train_sft -i %s -k " DEMO_TOK " -E %s -e d1c16h2t64 -b 2 -t 64 -x 1 -v 1 -m 1 -o %s/llama3", data, eval, tmp_root);
+    int rc1 = run(cmd, err, sizeof err);
+    check("chat_format_from_data_file", rc0 == 0 && rc1 == 0, "exit %d %d: %s", rc0, rc1, err);
+    snprintf(mixed, sizeof mixed, "%s/chatml_val.bin", tmp_root);
+    int64_t chatml = 1;
+    write_variant(mixed, DEMO_VAL, (size_t)-1, 56, &chatml, 8);
+    snprintf(flags, sizeof flags, "-i " DEMO_VAL " -j %s -e d1c16h2t64 -b 2 -t 64 -x 1", mixed);
+    expect_bad("chat_format_val_differs", flags, "chatml_val.bin: the validation data was rendered in chat format chatml but the data file "
+               DEMO_VAL " in gpt2: prepare both with the same --chat-format");
+    char sys[16] = {1, 0, 0, 0, 0, 0, 0, 0, 'x'};  // header field 8 = 1, byte 72 = 'x': the default system message "x"
+    write_variant(mixed, DEMO_VAL, (size_t)-1, 64, sys, 9);
+    expect_bad("default_system_val_differs", flags, "chatml_val.bin: the validation data has another default system message than the data file "
+               DEMO_VAL ": prepare both with the same --system");
+    if (!path_exists("./chat")) { printf("skip chat_format_flag: ./chat not built (make chat)\n"); return; }
+    snprintf(cmd, sizeof cmd, "./chat -e %s/llama3/step_00000001 -k " DEMO_TOK " -g 2 -p hi", tmp_root);
+    int rc2 = run(cmd, err, sizeof err);
+    snprintf(cmd, sizeof cmd, "./chat -e %s/llama3/step_00000001 -k " DEMO_TOK " -c llama3 -g 2 -p hi", tmp_root);
+    int rc3 = run(cmd, err, sizeof err);
+    check("chat_format_flag", rc2 == 1 && rc3 == 0, "./chat exit %d without -c (expected 1: 316 tokens against 319), %d with -c llama3: %s",
+          rc2, rc3, err);
 }
 
 // Data with a larger vocabulary than a pretrained model grows the embedding: old
@@ -1302,6 +1343,7 @@ int main(void) {
     test_resume_sampling();
     test_bad_inputs();
     test_vocab_consistency();
+    test_chat_format_from_data();
     test_nonfinite_step_skipped();
     test_nonfinite_guard_run();
     test_checkpoint_never_nonfinite();

@@ -7,7 +7,12 @@
 //            with (at most 2^24), [4] D = number of documents, [5] N = total tokens, [6] the
 //            fingerprint of that tokenizer (bpe_fingerprint in tokenizer/bpe.h,
 //            with the chat tokens; stored as its 64 bits; 0 = unknown, as in files
-//            written before the field existed), rest 0
+//            written before the field existed), [7] the chat format the documents
+//            were rendered with (CHAT_* in data/chat_template.h: 0 gpt2, also
+//            every file written before the field existed; 1 chatml; 2 llama3), [8] L =
+//            the length in bytes of the default system message (prepare --system;
+//            0 = none), then its L bytes from byte 72 on (at most DATA_SYSTEM_MAX, no
+//            NUL), rest 0
 //   offsets  D+1 x int64: off[0] = 0, off[D] = N, strictly increasing
 //   tokens   N x uint16 or uint32
 //   mask     N x uint8: 1 = the token is a training target, 0 = it is not
@@ -21,11 +26,14 @@
 #define DATA_MAGIC 20261130
 #define DATA_VERSION 1
 #define DATA_HEADER_INTS 128
+#define DATA_SYSTEM_MAX (1024 - 72)   // the default system message fills header bytes 72.. at most
 
 typedef struct {
     char path[1024];
     int64_t token_bytes, vocab_size, num_docs, num_tokens;
     uint64_t fingerprint;      // tokenizer fingerprint from header [6]; 0 = unknown
+    int chat_format;           // header [7]: 0 gpt2, 1 chatml, 2 llama3 (data/chat_template.h)
+    char default_system[DATA_SYSTEM_MAX + 1];  // header [8] and bytes 72..: the system message of conversations without one; "" = none
     int64_t *offsets;          // num_docs + 1 entries
     const uint8_t *tokens;     // num_tokens entries of token_bytes each
     const uint8_t *mask;       // num_tokens entries
@@ -57,10 +65,18 @@ static void data_load_buffer(DataFile *df, const char *path, char *buf, size_t l
     if (h[2] == 2 && h[3] > 65536) fatal("%s: vocabulary size %lld does not fit 2-byte tokens", path, (long long)h[3]);
     if (h[4] <= 0) fatal("%s: the file has %lld documents; it needs at least one", path, (long long)h[4]);
     if (h[5] < h[4]) fatal("%s: %lld tokens cannot hold %lld non-empty documents", path, (long long)h[5], (long long)h[4]);
-    for (int i = 7; i < DATA_HEADER_INTS; i++)
-        if (h[i] != 0) fatal("%s: header field %d is %lld, must be 0 in version 1", path, i, (long long)h[i]);
+    if (h[7] < 0 || h[7] > 2) fatal("%s: header field 7 (the chat format) is %lld, must be 0 (gpt2), 1 (chatml) or 2 (llama3)", path, (long long)h[7]);
+    if (h[8] < 0 || h[8] > DATA_SYSTEM_MAX)
+        fatal("%s: header field 8 (the default system message's length) is %lld, must be 0..%d", path, (long long)h[8], DATA_SYSTEM_MAX);
+    const char *sys = df->buf + 72;
+    if (memchr(sys, 0, (size_t)h[8])) fatal("%s: the default system message in the header holds a NUL byte", path);
+    for (int64_t i = h[8]; i < DATA_SYSTEM_MAX; i++)
+        if (sys[i] != 0) fatal("%s: header byte %lld is %d, must be 0 in version 1", path, (long long)(72 + i), (unsigned char)sys[i]);
     df->token_bytes = h[2]; df->vocab_size = h[3]; df->num_docs = h[4]; df->num_tokens = h[5];
     memcpy(&df->fingerprint, &h[6], 8);
+    df->chat_format = (int)h[7];
+    memcpy(df->default_system, sys, (size_t)h[8]);
+    df->default_system[h[8]] = 0;
     // expected size, computed with overflow checks (a hostile header could wrap it)
     const uint64_t limit = (uint64_t)1 << 62;
     if ((uint64_t)df->num_docs >= limit / 8 || (uint64_t)df->num_tokens >= limit / 8)
@@ -101,13 +117,20 @@ static void data_load(DataFile *df, const char *path) {
 static void data_free(DataFile *df) { free(df->offsets); free(df->buf); memset(df, 0, sizeof *df); }
 
 // Writes a data file atomically. tokens/mask hold offsets[num_docs] entries;
-// fingerprint is the tokenizer's (0 = unknown).
-static void data_write(const char *path, int token_bytes, int64_t vocab_size, uint64_t fingerprint, int64_t num_docs,
+// fingerprint is the tokenizer's (0 = unknown), chat_format header field 7,
+// default_system the system message of conversations without one (NULL or "" = none;
+// at most DATA_SYSTEM_MAX bytes, no NUL).
+static void data_write(const char *path, int token_bytes, int64_t vocab_size, uint64_t fingerprint, int chat_format,
+                       const char *default_system, int64_t num_docs,
                        const int64_t *offsets, const uint32_t *tokens, const uint8_t *mask) {
     int64_t n = offsets[num_docs];
     int64_t h[DATA_HEADER_INTS] = {0};
     h[0] = DATA_MAGIC; h[1] = DATA_VERSION; h[2] = token_bytes; h[3] = vocab_size; h[4] = num_docs; h[5] = n;
     memcpy(&h[6], &fingerprint, 8);
+    h[7] = chat_format;
+    h[8] = default_system ? (int64_t)strlen(default_system) : 0;
+    if (h[8] > DATA_SYSTEM_MAX) fatal("%s: the default system message is %lld bytes, more than %d", path, (long long)h[8], DATA_SYSTEM_MAX);
+    if (h[8]) memcpy((char *)h + 72, default_system, (size_t)h[8]);
     AtomicFile af;
     atomic_open(&af, path);
     atomic_write(&af, h, sizeof h);

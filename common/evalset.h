@@ -1,16 +1,26 @@
 // evalset.h: exact-match evaluation sets, shared by the trainers and ./chat.
 //
 // An evaluation file is JSON Lines of {"prompt": "...", "completion": "..."}. Each
-// prompt is rendered with the chat template as a generation prompt (see
-// data/chat_template.h); the model's greedy answer up to its end-of-turn token is
+// prompt is rendered in the training data's chat format (and with its default system
+// message) as a generation prompt (see data/chat_template.h); the model's greedy answer up to its end-of-turn token is
 // decoded and compared with the completion. A match is exact after removing ASCII
 // whitespace at both ends of both strings.
 #ifndef SFT_EVALSET_H
 #define SFT_EVALSET_H
 
 #include "../data/chat_template.h"
+#include "datafile.h"
 #include "json.h"
 #include "util.h"
+
+// The chat setup a data file was made with: its chat format (header field 7) with
+// the token ids in t (added where t lacks them), and its default system message
+// (pointing into df, which must outlive ct). Returns 0 or a BPE_E* code with err set.
+static int chat_tokens_for_data(BpeTokenizer *t, const DataFile *df, ChatTokens *ct, char *err, size_t errlen) {
+    int rc = chat_tokens_init(t, df->chat_format, ct, err, errlen);
+    if (!rc && df->default_system[0]) ct->default_system = df->default_system;
+    return rc;
+}
 
 typedef struct {
     int n;

@@ -93,8 +93,8 @@ static double evaluate_exact_match(const Generator *g, const EvalSet *es, BpeTok
     int *out = (int *)xmalloc((size_t)max_new * sizeof(int)), correct = 0;
     char err[BPE_ERR_LEN];
     for (int i = 0; i < es->n; i++) {
-        int n = generate_tokens(g, es->prompts[i], es->prompt_lens[i], ct->im_end, max_new, 0.0f, NULL, out);
-        int ended = n > 0 && out[n - 1] == ct->im_end;
+        int n = generate_tokens(g, es->prompts[i], es->prompt_lens[i], ct->turn_end, max_new, 0.0f, NULL, out);
+        int ended = n > 0 && out[n - 1] == ct->turn_end;
         BpeBytes text = {NULL, 0, 0};
         if (bpe_decode(tok, out, (size_t)(ended ? n - 1 : n), &text, err, sizeof err)) fatal("decoding a generated answer: %s", err);
         int ok = ended && evalset_match(text.data ? text.data : "", text.n, es->answers[i]);
@@ -127,15 +127,27 @@ static void print_tokens(const BpeTokenizer *tok, const int *ids, int n, size_t 
     for (int i = first; i < n; i++) printf("%s%d", i > first ? " " : first ? "... " : "", ids[i]);
 }
 
-// The sample prompt: a document's tokens before its first target; the stop token
-// is the document's last token when that is a target (the trained stop token).
-static void sample_and_print(const Generator *g, const DataFile *df, const BpeTokenizer *tok, int max_new, float temperature, Rng *rng) {
-    int64_t off = df->offsets[0], len = data_doc_length(df, 0);
+// The sample prompt of document d: its tokens before its first target (at most cap - 1;
+// half the document if nothing is trained), returned as a length; *stop is its last
+// trained token, the stop token the model learned (gpt2: the final <|endoftext|>;
+// chatml, llama3: the last <|im_end|> or <|eot_id|>, which untrained text may follow),
+// or -1 if nothing is trained.
+static int64_t sample_prompt(const DataFile *df, int64_t d, int cap, int *stop) {
+    int64_t off = df->offsets[d], len = data_doc_length(df, d);
     int64_t k = 1;
     while (k < len && !df->mask[off + k]) k++;
+    int64_t last = len - 1;
+    while (last > 0 && !df->mask[off + last]) last--;
+    *stop = last > 0 ? (int)data_token(df, off + last) : -1;
     if (k >= len) k = len > 1 ? len / 2 : 1;
-    if (k > g->cap - 1) k = g->cap - 1;
-    int stop = df->mask[off + len - 1] && len > 1 ? (int)data_token(df, off + len - 1) : -1;
+    if (k > cap - 1) k = cap - 1;
+    return k;
+}
+
+// Samples a continuation of the first document's prompt (sample_prompt) and prints both.
+static void sample_and_print(const Generator *g, const DataFile *df, const BpeTokenizer *tok, int max_new, float temperature, Rng *rng) {
+    int stop;
+    int64_t off = df->offsets[0], k = sample_prompt(df, 0, g->cap, &stop);
     int *prompt = (int *)xmalloc((size_t)k * sizeof(int)), *out = (int *)xcalloc((size_t)max_new, sizeof(int));
     for (int64_t i = 0; i < k; i++) prompt[i] = (int)data_token(df, off + i);
     int n = generate_tokens(g, prompt, (int)k, stop, max_new, temperature, rng, out);

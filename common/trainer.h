@@ -380,7 +380,7 @@ typedef struct {
     ParamTensors p;
     char resume_dir[4096];    // the checkpoint resumed from, or ""
     BpeTokenizer *tok;        // with -k, else NULL
-    ChatTokens chat;
+    ChatTokens chat;          // with -k: the chat format and default system message of the training data (its header), the token ids
     EvalSet evalset;          // with -E
     int A, steps;             // micro-batches per step on each rank, optimizer steps
     int world;                // ranks W: a step is A*W micro-batches
@@ -408,6 +408,12 @@ static void setup_run(const char *prog, TrainArgs *a, RunSetup *r) {
         data_load(&r->val, a->val_path);
         check_same_vocabulary(r->val.path, "the validation data", r->val.vocab_size, r->val.fingerprint, &r->train,
                               "prepare both files with the same tokenizer");
+        if (strcmp(r->val.default_system, r->train.default_system))
+            fatal("%s: the validation data has another default system message than the data file %s: prepare both with the same --system",
+                  r->val.path, r->train.path);
+        if (r->val.chat_format != r->train.chat_format)
+            fatal("%s: the validation data was rendered in chat format %s but the data file %s in %s: prepare both with the same "
+                  "--chat-format", r->val.path, chat_formats[r->val.chat_format].name, r->train.path, chat_formats[r->train.chat_format].name);
     }
     if (a->resume) {
         latest_checkpoint(a->out_dir, r->resume_dir, sizeof r->resume_dir);
@@ -429,7 +435,8 @@ static void setup_run(const char *prog, TrainArgs *a, RunSetup *r) {
     if (a->T > cfg->maxT) usage_error(prog, "-t %d is larger than the model's context of %d positions", a->T, cfg->maxT);
     if (a->tokenizer_path[0]) {
         char err[BPE_ERR_LEN];
-        if (bpe_load(&r->tok, a->tokenizer_path, err, sizeof err) || chat_tokens_init(r->tok, &r->chat, err, sizeof err)) fatal("%s", err);
+        if (bpe_load(&r->tok, a->tokenizer_path, err, sizeof err) || chat_tokens_for_data(r->tok, &r->train, &r->chat, err, sizeof err))
+            fatal("%s", err);
         // the fingerprint to compare with: the training file's, else the validation file's
         const DataFile *known = !r->train.fingerprint && r->have_val && r->val.fingerprint ? &r->val : &r->train;
         check_same_vocabulary(a->tokenizer_path, "the tokenizer (with the chat tokens)", bpe_vocab_size(r->tok), bpe_fingerprint(r->tok),

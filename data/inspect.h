@@ -160,7 +160,7 @@ static int inspect_main(int argc, char **argv) {
     if (tok_path) {
         char err[BPE_ERR_LEN];
         ChatTokens ct;
-        if (bpe_load(&tok, tok_path, err, sizeof err) || chat_tokens_init(tok, &ct, err, sizeof err)) fatal("%s", err);
+        if (bpe_load(&tok, tok_path, err, sizeof err) || chat_tokens_init(tok, df.chat_format, &ct, err, sizeof err)) fatal("%s", err);
     }
 
     int64_t trained = 0, shortest = INT64_MAX, longest = 0;
@@ -175,6 +175,15 @@ static int inspect_main(int argc, char **argv) {
            (long long)df.token_bytes, (long long)df.vocab_size);
     if (df.fingerprint) printf("%016llx\n", (unsigned long long)df.fingerprint);
     else printf("unknown (0: the file was written without one)\n");
+    printf("chat format: %s\n", chat_formats[df.chat_format].name);
+    if (df.default_system[0]) {
+        size_t n = strlen(df.default_system);
+        uint8_t *none = (uint8_t *)xcalloc(n, 1);
+        printf("default system message: ");
+        inspect_print_text(df.default_system, none, n);
+        printf("\n");
+        free(none);
+    }
     printf("documents: %lld\n", (long long)df.num_docs);
     printf("tokens: %lld (trained %lld, fraction %.4f); largest token id %u\n", (long long)df.num_tokens, (long long)trained,
            (double)trained / (double)df.num_tokens, df.max_token);

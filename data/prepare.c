@@ -5,8 +5,9 @@
 // A file whose first non-space byte is '[' is one JSON array of rows, read element by
 // element; any other file is JSON Lines, each non-blank line one row. A row's shape
 // is detected from its keys (text, prompt+completion, messages, conversations,
-// instruction+output), it is rendered with the chat template of data/chat_template.h
-// segment by segment, and the token ids with their train flags become one document.
+// instruction+output), it is rendered segment by segment in a chat format of
+// data/chat_template.h (chosen from the tokenizer's special tokens or by
+// --chat-format), and the token ids with their train flags become one document.
 // Bad rows stop the program with "FILE:LINE: reason" (exit 1, nothing written)
 // unless --skip-bad; rows that would train badly (an empty reply, no assistant turn,
 // a duplicate) are warned about, or are errors with --strict. Outputs are written
@@ -37,13 +38,22 @@ static void usage(FILE *f) {
 "   \"system\": S (optional)}     (ShareGPT; {\"role\", \"content\"} messages work too)\n"
 "  {\"instruction\": S, \"input\": S (optional), \"output\": S, \"system\": S (optional),\n"
 "   \"history\": [[S, S], ..] (optional: earlier instructions and responses)}     (Alpaca)\n"
-"Only assistant content (and its <|im_end|>) and the final <|endoftext|> are trained.\n"
+"Chat format (--chat-format; data/README.md): gpt2 <|endoftext|><|im_start|>user\\n..<|im_end|>..\n"
+"<|endoftext|>; chatml <|im_start|>user\\n..<|im_end|>\\n; llama3 <|begin_of_text|>\n"
+"<|start_header_id|>user<|end_header_id|>\\n\\n..<|eot_id|>. Only assistant content and its\n"
+"end-of-turn token (<|im_end|>, <|eot_id|>) are trained, and the end token of plain text\n"
+"(gpt2: of every document). A document with no trained token is dropped and counted.\n"
 "Warnings (listed on stderr, counted in the report): an empty reply (or empty text), a\n"
 "conversation without an assistant turn, a duplicate document (same tokens and mask).\n"
 "\n"
 "options:\n"
 "  --tokenizer PATH     GPT-2 tokenizer: a directory (encoder.json + vocab.bpe, or\n"
 "                       vocab.json + merges.txt) or a tokenizer.json (required)\n"
+"  --chat-format F      gpt2, chatml or llama3 (default: llama3 if the tokenizer has\n"
+"                       <|start_header_id|> and <|eot_id|>, else chatml if it has\n"
+"                       <|im_start|> and <|im_end|>, else gpt2); recorded in the file\n"
+"  --system TEXT        a system message for every conversation that does not start\n"
+"                       with one (untrained; recorded in the file for the evaluation)\n"
 "  -o, --out FILE       output data file (required)\n"
 "  --train-on-prompt    train on every token except the first of each document\n"
 "  --max-len N          limit documents to N tokens (default: no limit)\n"
@@ -67,7 +77,9 @@ static void usage(FILE *f) {
 
 typedef struct {
     const char *tokenizer, *out, *val_out;
+    const char *system;           // --system: the default system message, or NULL
     int train_on_prompt, skip_bad, strict, policy_drop;
+    int chat_format;              // CHAT_* of data/chat_template.h; CHAT_AUTO: from the tokenizer
     int64_t max_len, show, pack_T;
     double val_fraction;
     uint64_t seed;
@@ -88,6 +100,7 @@ static int64_t parse_int_arg(const char *flag, const char *s, int64_t lo, int64_
 static void parse_args(int argc, char **argv, Opts *o) {
     memset(o, 0, sizeof *o);
     o->pack_T = 1024;
+    o->chat_format = CHAT_AUTO;
     o->inputs = (const char **)xcalloc((size_t)argc, sizeof(char *));
     int only_files = 0;
     for (int i = 1; i < argc; i++) {
@@ -103,6 +116,14 @@ static void parse_args(int argc, char **argv, Opts *o) {
         if (!strcmp(a, "--tokenizer")) o->tokenizer = v;
         else if (!strcmp(a, "-o") || !strcmp(a, "--out")) o->out = v;
         else if (!strcmp(a, "--val-out")) o->val_out = v;
+        else if (!strcmp(a, "--system")) {
+            if (!v[0] || strlen(v) > DATA_SYSTEM_MAX) fatal("--system: the message must be 1 to %d bytes", DATA_SYSTEM_MAX);
+            o->system = v;
+        }
+        else if (!strcmp(a, "--chat-format")) {
+            o->chat_format = chat_format_by_name(v);
+            if (o->chat_format < 0) fatal("--chat-format: '%s' is not one of gpt2, chatml, llama3", v);
+        }
         else if (!strcmp(a, "--max-len")) o->max_len = parse_int_arg(a, v, 2, INT64_MAX / 2);
         else if (!strcmp(a, "--show")) o->show = parse_int_arg(a, v, 0, INT64_MAX / 2);
         else if (!strcmp(a, "--pack-T")) o->pack_T = parse_int_arg(a, v, 2, 1 << 24);
@@ -281,6 +302,14 @@ static int render_history(Ctx *c, ChatDoc *d, RowInfo *info, const JsonValue *h,
     return 0;
 }
 
+// Whether a list of messages starts with a system message ("role" or ShareGPT's "from").
+static int starts_with_system(const JsonValue *list) {
+    if (list->type != JSON_ARRAY || list->count == 0) return 0;
+    const JsonValue *r = json_get(&list->items[0], "role");
+    if (!r) r = json_get(&list->items[0], "from");
+    return r && r->type == JSON_STRING && !strcmp(r->string, "system");
+}
+
 // The shape keys; a row must have the keys of exactly one shape.
 enum { SHAPE_TEXT, SHAPE_PC, SHAPE_MESSAGES, SHAPE_SHAREGPT, SHAPE_ALPACA, NSHAPES };
 static const char *shape_names[NSHAPES] = {"text", "prompt/completion", "messages", "conversations", "instruction/output"};
@@ -308,7 +337,7 @@ static int render_row(Ctx *c, const JsonValue *row, int train_on_prompt, ChatDoc
         return bad(why, wn, "a \"system\" field is only read with instruction/output and conversations rows, not with %s rows "
                             "(a system message belongs in the list of messages)", shape_names[shape]);
 
-    check_bpe(c, chat_append_token(d, c->ct.eot, 0) ? bpe_err_(c->err, sizeof c->err, BPE_ENOMEM, "out of memory") : 0);
+    check_bpe(c, chat_begin_doc(&c->ct, d, c->err, sizeof c->err));
     switch (shape) {
     case SHAPE_TEXT:
         if (get_string(row, "text", &a, why, wn)) return -1;
@@ -328,6 +357,7 @@ static int render_row(Ctx *c, const JsonValue *row, int train_on_prompt, ChatDoc
             break;
         }
         info->chat = 1;
+        check_bpe(c, chat_append_default_system(c->tok, &c->ct, d, starts_with_system(a), c->err, sizeof c->err));
         if (a->type == JSON_STRING)
             check_bpe(c, chat_append_turn(c->tok, &c->ct, d, "user", a->string, a->length, 0, c->err, sizeof c->err));
         else if (render_messages(c, d, info, a, "prompt", 0, 0, why, wn)) return -1;
@@ -338,7 +368,9 @@ static int render_row(Ctx *c, const JsonValue *row, int train_on_prompt, ChatDoc
         break;
     case SHAPE_MESSAGES:
         info->chat = 1;
-        if (render_messages(c, d, info, json_get(row, "messages"), "messages", 1, 0, why, wn)) return -1;
+        a = json_get(row, "messages");
+        check_bpe(c, chat_append_default_system(c->tok, &c->ct, d, starts_with_system(a), c->err, sizeof c->err));
+        if (render_messages(c, d, info, a, "messages", 1, 0, why, wn)) return -1;
         break;
     case SHAPE_SHAREGPT:
         info->chat = 1;
@@ -351,7 +383,7 @@ static int render_row(Ctx *c, const JsonValue *row, int train_on_prompt, ChatDoc
                 if (r && r->type == JSON_STRING && !strcmp(r->string, "system"))
                     return bad(why, wn, "both a \"system\" field and a system message (conversations[%zu])", i);
             }
-        }
+        } else check_bpe(c, chat_append_default_system(c->tok, &c->ct, d, starts_with_system(a), c->err, sizeof c->err));
         if (render_messages(c, d, info, a, "conversations", 1, 1, why, wn)) return -1;
         break;
     case SHAPE_ALPACA: {
@@ -361,6 +393,7 @@ static int render_row(Ctx *c, const JsonValue *row, int train_on_prompt, ChatDoc
         if (in && in->type != JSON_STRING && in->type != JSON_NULL)
             return bad(why, wn, "\"input\" must be a string (or null), got %s", type_name(in));
         if (sys) check_bpe(c, chat_append_turn(c->tok, &c->ct, d, "system", sys->string, sys->length, 0, c->err, sizeof c->err));
+        else check_bpe(c, chat_append_default_system(c->tok, &c->ct, d, 0, c->err, sizeof c->err));
         if (render_history(c, d, info, json_get(row, "history"), why, wn)) return -1;
         size_t il = in && in->type == JSON_STRING ? in->length : 0;
         char *user = (char *)xmalloc(a->length + 2 + il + 1);
@@ -375,7 +408,7 @@ static int render_row(Ctx *c, const JsonValue *row, int train_on_prompt, ChatDoc
         break;
     }
     }
-    check_bpe(c, chat_append_token(d, c->ct.eot, 1) ? bpe_err_(c->err, sizeof c->err, BPE_ENOMEM, "out of memory") : 0);
+    check_bpe(c, chat_end_doc(&c->ct, d, info->chat, c->err, sizeof c->err));
     if (train_on_prompt) for (size_t i = 1; i < d->n; i++) d->train[i] = 1;
     d->train[0] = 0;  // the first token of a document is never a target
     return 0;
@@ -625,7 +658,7 @@ static const DupSlot *dup_insert(DupSet *s, const ChatDoc *d, int file, int64_t 
 // applies; returns how many apply. Duplicates are of written documents (the same ids
 // and mask, after --max-len); with --strict a document with another warning is not
 // written, so it is not looked up or added.
-static int row_warnings(DupSet *dups, const Opts *o, const RowInfo *info, const ChatDoc *d, int file, int64_t line,
+static int row_warnings(DupSet *dups, const Opts *o, int end_chats, const RowInfo *info, const ChatDoc *d, int file, int64_t line,
                         char msg[NWARN][256]) {
     int n = 0;
     for (int k = 0; k < NWARN; k++) msg[k][0] = 0;
@@ -635,7 +668,8 @@ static int row_warnings(DupSet *dups, const Opts *o, const RowInfo *info, const 
         n++;
     }
     if (info->chat && info->trained_replies == 0) {
-        snprintf(msg[WARN_NO_ASSISTANT], 256, "conversation without an assistant turn: only the final <|endoftext|> is trained");
+        snprintf(msg[WARN_NO_ASSISTANT], 256, "conversation without an assistant turn: only %s",
+                 end_chats ? "the final <|endoftext|> is trained" : "--train-on-prompt trains it");
         n++;
     }
     if (n && o->strict) return n;
@@ -718,13 +752,14 @@ static int take_row(Ctx *c, const Opts *o, DupSet *dups, Counts *k, const Row *r
         if (o->max_len && (int64_t)d->n > o->max_len) {
             if (o->policy_drop) { k->too_long++; return 0; }
             d->n = (size_t)o->max_len;
-            size_t trained = 0;
-            for (size_t i = 0; i < d->n; i++) trained += d->train[i];
-            if (trained == 0) { k->no_trained++; return 0; }
             cut = 1;
         }
+        // cut to no trained token, or (chatml, llama3) a conversation without an assistant turn
+        size_t trained = 0;
+        for (size_t i = 0; i < d->n; i++) trained += d->train[i];
+        if (trained == 0) { k->no_trained++; return 0; }
         char msg[NWARN][256];
-        if (row_warnings(dups, o, &info, d, file, row->line, msg)) {
+        if (row_warnings(dups, o, c->ct.f->end_chats, &info, d, file, row->line, msg)) {
             for (int w = 0; w < NWARN && rc == 0; w++) {
                 if (!msg[w][0]) continue;
                 if (o->strict) { rc = -1; snprintf(why, sizeof why, "%s (--strict)", msg[w]); break; }
@@ -832,7 +867,8 @@ int main(int argc, char **argv) {
     parse_args(argc, argv, &o);
     Ctx c;
     if (bpe_load(&c.tok, o.tokenizer, c.err, sizeof c.err)) fatal("%s", c.err);
-    check_bpe(&c, chat_tokens_init(c.tok, &c.ct, c.err, sizeof c.err));
+    check_bpe(&c, chat_tokens_init(c.tok, o.chat_format, &c.ct, c.err, sizeof c.err));
+    c.ct.default_system = o.system;
     int64_t vocab = bpe_vocab_size(c.tok);
     int token_bytes = vocab <= 65536 ? 2 : 4;
 
@@ -844,8 +880,7 @@ int main(int argc, char **argv) {
     int64_t done_bytes = 0, shown = 0;  // bytes of the inputs read before the current one
     ChatDoc d = {0};
     if (o.show) printf("Showing the first %lld documents. Text inside [[ ]] is trained (a loss target); the rest is context only.\n"
-                       "Special tokens are shown as their text (%s %s %s).\n",
-                       (long long)o.show, CHAT_EOT_TEXT, CHAT_IM_START_TEXT, CHAT_IM_END_TEXT);
+                       "Special tokens are shown as their text (chat format %s).\n", (long long)o.show, c.ct.f->name);
     for (int f = 0; f < o.n_inputs; f++) {
         RowReader rd;
         Row row;
@@ -877,8 +912,8 @@ int main(int argc, char **argv) {
 
     // all checks passed: write (validation first, so a failure leaves --out untouched)
     uint64_t fingerprint = bpe_fingerprint(c.tok);  // of the vocabulary with the chat tokens
-    if (o.val_out) data_write(o.val_out, token_bytes, vocab, fingerprint, (int64_t)va.ndocs, va.offsets, va.tokens, va.mask);
-    data_write(o.out, token_bytes, vocab, fingerprint, (int64_t)tr.ndocs, tr.offsets, tr.tokens, tr.mask);
+    if (o.val_out) data_write(o.val_out, token_bytes, vocab, fingerprint, c.ct.format, o.system, (int64_t)va.ndocs, va.offsets, va.tokens, va.mask);
+    data_write(o.out, token_bytes, vocab, fingerprint, c.ct.format, o.system, (int64_t)tr.ndocs, tr.offsets, tr.tokens, tr.mask);
 
     printf("rows read: %lld (%d file%s)\n", (long long)k.rows, o.n_inputs, o.n_inputs == 1 ? "" : "s");
     printf("documents written: %zu (train %zu, val %zu)\n", tr.ndocs + va.ndocs, tr.ndocs, va.ndocs);
@@ -888,6 +923,8 @@ int main(int argc, char **argv) {
     printf("warnings: %s %lld, %s %lld, %s %lld (documents written with each)\n", warn_names[0], (long long)k.warned[0], warn_names[1],
            (long long)k.warned[1], warn_names[2], (long long)k.warned[2]);
     printf("vocab size: %lld (%d bytes per token)\n", (long long)vocab, token_bytes);
+    printf("chat format: %s (%s); default system message: %s\n", c.ct.f->name,
+           o.chat_format == CHAT_AUTO ? "from the tokenizer's special tokens" : "--chat-format", o.system ? "--system" : "none");
     report_split("train", &tr, o.pack_T);
     report_split("val", &va, o.pack_T);
     printf("wrote %s", o.out);

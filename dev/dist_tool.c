@@ -83,7 +83,7 @@ static int cmd_mkdata(const char *out) {
         for (int j = 0; j < len; j++, n++) { tokens[n] = (uint32_t)rng_below(&r, 64); mask[n] = j >= prompt; }
         offsets[d + 1] = n;
     }
-    data_write(out, 2, 64, 0, DOCS, offsets, tokens, mask);
+    data_write(out, 2, 64, 0, 0, NULL, DOCS, offsets, tokens, mask);
     return 0;
 }
 

@@ -7,8 +7,9 @@
 // encode prints the ids on one line separated by single spaces. --special makes
 // special-token text such as "<|endoftext|>" in the input become that token (by
 // default it is encoded as ordinary text). decode also knows the chat tokens that
-// prepare adds after the vocabulary (<|im_start|>, <|im_end|>; data/chat_template.h),
-// so it decodes any data file prepare wrote with this tokenizer. train writes
+// prepare adds after the vocabulary for the chat format the tokenizer selects
+// (<|im_start|>, <|im_end|> for gpt2; data/chat_template.h), so it decodes any data
+// file prepare wrote with this tokenizer (without --chat-format). train writes
 // DIR/encoder.json, DIR/vocab.bpe and DIR/tokenizer.json. Any error: one line on
 // stderr, exit status 1.
 #include <time.h>
@@ -106,7 +107,7 @@ int main(int argc, char **argv) {
     int rc = gpt2 ? bpe_load_gpt2_dir(&t, gpt2, err, sizeof err) : bpe_load(&t, tokfile, err, sizeof err);
     if (rc) die(err);
     ChatTokens ct;
-    if (!strcmp(cmd, "decode") && chat_tokens_init(t, &ct, err, sizeof err)) die(err);
+    if (!strcmp(cmd, "decode") && chat_tokens_init(t, CHAT_AUTO, &ct, err, sizeof err)) die(err);
     size_t len;
     char *in = read_stdin(&len);
     if (!strcmp(cmd, "encode")) {

@@ -51,7 +51,7 @@ static BpeTokenizer *fz_tokenizer_new(ChatTokens *ct) {
     BpeTokenizer *t;
     ChatTokens chat;
     if (bpe_load_gpt2_buffers(&t, "encoder.json", vocab, vocab_n, "vocab.bpe", merges, merges_n, err, sizeof err) ||
-        chat_tokens_init(t, &chat, err, sizeof err)) {
+        chat_tokens_init(t, CHAT_GPT2, &chat, err, sizeof err)) {
         fprintf(stderr, "cannot load the fuzz tokenizer: %s\n", err);
         abort();
     }
