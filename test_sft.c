@@ -550,11 +550,13 @@ static void loss_lines(const char *metrics, char *out, size_t n) {
     }
 }
 
-static void test_resume_bit_identical(void) {
-    char cmd[2048], a[512], b[512], err[4096];
-    snprintf(a, sizeof a, "%s/run_full", tmp_root);
-    snprintf(b, sizeof b, "%s/run_resumed", tmp_root);
-    const char *common = "./train_sft -i " REF_DATA " -j " REF_DATA " -v 2 -m 2 -s 3 -g 4 -w 0.8 -e d2c16h2t24 -b 2 -t 16 -d 64 -x 7 -l 1e-2 -u 2 -c 0.1 -S 1";
+// For a fresh model of descriptor `desc`; check names start with `tag`.
+static void test_resume_bit_identical(const char *tag, const char *desc) {
+    char cmd[2048], a[512], b[512], err[4096], common[512], name[128];
+    snprintf(a, sizeof a, "%s/run_full_%s", tmp_root, desc);
+    snprintf(b, sizeof b, "%s/run_resumed_%s", tmp_root, desc);
+    snprintf(common, sizeof common, "./train_sft -i " REF_DATA " -j " REF_DATA " -v 2 -m 2 -s 3 -g 4 -w 0.8 -e %s -b 2 -t 16 -d 64 -x 7 -l 1e-2 -u 2 -c 0.1 -S 1",
+             desc);
     snprintf(cmd, sizeof cmd, "%s -o %s", common, a);
     int rc1 = run(cmd, err, sizeof err);
     snprintf(cmd, sizeof cmd, "%s -n 3 -o %s", common, b);
@@ -577,7 +579,8 @@ static void test_resume_bit_identical(void) {
     int steps = 0, vals = 0;
     for (char *p = la; (p = strstr(p, "\"loss\"")); p++) steps++;
     for (char *p = la; (p = strstr(p, "val_loss")); p++) vals++;
-    check("resume_losses_bit_identical", rc1 == 0 && rc2 == 0 && rc3 == 0 && !strcmp(la, lb) && steps == 7 && vals == 5,
+    snprintf(name, sizeof name, "%sresume_losses_bit_identical", tag);
+    check(name, rc1 == 0 && rc2 == 0 && rc3 == 0 && !strcmp(la, lb) && steps == 7 && vals == 5,
           "exit codes %d %d %d, %d steps, %d validations; full run %s vs resumed %s", rc1, rc2, rc3, steps, vals, la, lb);
     snprintf(path, sizeof path, "%s/step_00000007/model.safetensors", a);
     char *fa = NULL, *fb = NULL;
@@ -585,7 +588,8 @@ static void test_resume_bit_identical(void) {
     if (path_exists(path)) fa = read_whole_file(path, &na);
     snprintf(path, sizeof path, "%s/step_00000007/model.safetensors", b);
     if (path_exists(path)) fb = read_whole_file(path, &nb);
-    check("resume_final_model_bit_identical", fa && fb && na == nb && !memcmp(fa, fb, na), "final exports differ or are missing");
+    snprintf(name, sizeof name, "%sresume_final_model_bit_identical", tag);
+    check(name, fa && fb && na == nb && !memcmp(fa, fb, na), "final exports differ or are missing");
     free(ma); free(mb); free(fa); free(fb);
 }
 
@@ -1069,24 +1073,30 @@ static void test_vocab_growth(void) {
     free(orig.params_mem); free(grown.params_mem);
 }
 
-// The KV-cache decoder gives the same logits as the full forward pass.
+// The KV-cache decoder gives the same logits as the full forward pass, for GPT-2 and
+// both Llama-family references (RoPE at the cache position, grouped-query heads,
+// biases, untied head). The cache starts with room for 5 positions and grows.
 static void test_kv_cache_decode(void) {
-    GPT2 m;
-    model_from_dir(&m, REF_MODEL, 1, 24);
-    int toks[24], pos[24], start[24] = {0};
-    for (int i = 0; i < 24; i++) { toks[i] = (i * 17 + 3) % m.cfg.V; pos[i] = i; m.rows[i] = i; }
-    m.num_rows = 24;
-    gpt2_forward(&m, toks, pos, start, NULL, 1, 24);
-    KVCache kv;
-    kv_init(&kv, &m.cfg, 24);
-    double worst = 0.0;
-    for (int i = 0; i < 24; i++) {
-        const float *l = gpt2_decode_step(&m, &kv, toks[i]);
-        worst = fmax(worst, rel_err(l, m.acts.logits + (size_t)i * m.cfg.V, (size_t)m.cfg.V, 1.0));
+    const char *dirs[] = {REF_MODEL, REF_LLAMA, REF_QWEN2}, *names[] = {"kv_cache_decode_matches_forward", "llama_kv_cache_decode_matches_forward",
+                                                                          "qwen2_kv_cache_decode_matches_forward"};
+    for (int k = 0; k < 3; k++) {
+        GPT2 m;
+        model_from_dir(&m, dirs[k], 1, 24);
+        int toks[24], pos[24], start[24] = {0};
+        for (int i = 0; i < 24; i++) { toks[i] = (i * 17 + 3) % m.cfg.V; pos[i] = i; m.rows[i] = i; }
+        m.num_rows = 24;
+        gpt2_forward(&m, toks, pos, start, NULL, 1, 24);
+        KVCache kv;
+        kv_init(&kv, &m.cfg, 5);
+        double worst = 0.0;
+        for (int i = 0; i < 24; i++) {
+            const float *l = gpt2_decode_step(&m, &kv, toks[i]);
+            worst = fmax(worst, rel_err(l, m.acts.logits + (size_t)i * m.cfg.V, (size_t)m.cfg.V, 1.0));
+        }
+        check(names[k], worst < 1e-5 && kv.cap >= 24 && kv.cap < 48, "max relative logit error %.3g, cache for %d positions", worst, kv.cap);
+        kv_free(&kv);
+        gpt2_free(&m);
     }
-    check("kv_cache_decode_matches_forward", worst < 1e-5, "max relative logit error %.3g", worst);
-    kv_free(&kv);
-    gpt2_free(&m);
 }
 
 // A checkpoint over an existing one is replaced whole, and latest points at it.
@@ -1230,6 +1240,64 @@ static void test_checkpoint_never_nonfinite(void) {
     gpt2_free(&m);
 }
 
+// Exit status of read_state_file(path) for cfg in a child process (fatal: 1).
+static int read_state_status(const char *path, const GPT2Config *cfg) {
+    size_t P = gpt2_num_parameters(cfg);
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        atexit(exit_without_leak_check);  // as in test_checkpoint_never_nonfinite
+        freopen("/dev/null", "w", stderr);
+        TrainState st;
+        float *mv = (float *)xmalloc(2 * P * sizeof(float));
+        read_state_file(path, cfg, &st, mv, mv + P, P);
+        _exit(0);
+    }
+    int status;
+    waitpid(pid, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+// state.bin records the model's family and Llama sizes: a model with the same
+// parameter count but other key/value heads and MLP width is refused (l2c32h4k1f64
+// has 48 fewer q|k|v rows per layer than l2c32h4k4f48 and 16 more MLP units of 3 x 32
+// weights: the same count); a file written before those fields (zeros there) is a
+// GPT-2 model's, so it resumes a GPT-2 model but not a Llama of the same count.
+static void test_state_model_fields(void) {
+    GPT2Config a, b, g;
+    gpt2_parse_descriptor("l2c32h4k4f48", &a);
+    gpt2_parse_descriptor("l2c32h4k1f64", &b);
+    gpt2_parse_descriptor("d2c32h4", &g);
+    a.V = b.V = g.V = 61;
+    size_t P = gpt2_num_parameters(&a), PG = gpt2_num_parameters(&g);
+    float *zeros = (float *)xcalloc(2 * (P > PG ? P : PG), sizeof(float));
+    TrainState st;
+    memset(&st, 0, sizeof st);
+    char path[600], old_path[600];
+    snprintf(path, sizeof path, "%s/state_llama.bin", tmp_root);
+    write_state_file(path, &a, &st, zeros, zeros + P, P);
+    // state files as written before fields 18..23 existed, for the GPT-2 and the Llama
+    int old_status[2];
+    for (int k = 0; k < 2; k++) {
+        const GPT2Config *c = k == 0 ? &g : &a;
+        size_t Pk = gpt2_num_parameters(c);
+        snprintf(old_path, sizeof old_path, "%s/state_old_%d.bin", tmp_root, k);
+        write_state_file(old_path, c, &st, zeros, zeros + Pk, Pk);
+        size_t n;
+        char *buf = read_whole_file(old_path, &n);
+        memset(buf + 18 * sizeof(int64_t), 0, 6 * sizeof(int64_t));
+        write_file_atomic(old_path, buf, n);
+        free(buf);
+        old_status[k] = read_state_status(old_path, c);
+    }
+    int same = read_state_status(path, &a), other = read_state_status(path, &b), old_gpt2 = old_status[0], old_llama = old_status[1];
+    check("state_checks_llama_sizes", P == gpt2_num_parameters(&b) && same == 0 && other == 1,
+          "same parameter count %d, same model exit %d (want 0), other kv heads/MLP exit %d (want 1)", P == gpt2_num_parameters(&b), same, other);
+    check("state_before_family_fields_is_gpt2", old_gpt2 == 0 && old_llama == 1, "old file read as GPT-2: exit %d (want 0), as Llama: exit %d (want 1)",
+          old_gpt2, old_llama);
+    free(zeros);
+}
+
 // Documents whose targets lie beyond -t: a warning with the counts at start, and a run
 // that trained nothing ends with exit 3 and no checkpoint.
 static void test_lost_targets_and_nothing_trained(void) {
@@ -1354,7 +1422,9 @@ int main(void) {
     test_checkpoint_atomic();
     test_vocab_growth();
     test_kv_cache_decode();
-    test_resume_bit_identical();
+    test_resume_bit_identical("", "d2c16h2t24");
+    test_resume_bit_identical("llama_", "l2c32h4k2f48ut24");  // untied head, grouped-query
+    test_resume_bit_identical("qwen2_", "l2c32h4k1bt24");     // q/k/v biases
     test_thread_count_independent();
     test_shuffle_orders();
     test_validation_reference();
@@ -1364,6 +1434,7 @@ int main(void) {
     test_nonfinite_step_skipped();
     test_nonfinite_guard_run();
     test_checkpoint_never_nonfinite();
+    test_state_model_fields();
     test_lost_targets_and_nothing_trained();
     test_memory_plan();
     test_dist_discovery();
