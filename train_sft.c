@@ -1,5 +1,5 @@
 /*
-train_sft.c: supervised fine-tuning of GPT-2 on the CPU, in C with OpenMP.
+train_sft.c: supervised fine-tuning of GPT-2 and Llama-family models on the CPU, in C with OpenMP.
 
 This is the reference trainer: every other implementation is checked against it.
 The model is GPT-2 as Hugging Face's GPT2LMHeadModel computes it (pre-LayerNorm,
