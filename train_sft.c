@@ -7,10 +7,11 @@ causal self-attention, tanh-GELU MLP, tied output embedding, no dropout), or a
 Llama-family model as LlamaForCausalLM / Qwen2ForCausalLM compute it: the same
 blocks with RMSNorm, rotary positions on q and k, grouped-query attention, a
 SwiGLU MLP, nn.Linear [out, in] weights and a tied or untied output head (see
-common/gpt2.h). The configuration picks the layer functions; the trainer is one. Training
-packs whole documents into rows; a token attends only to earlier tokens of its own
-document, and only tokens whose mask byte is 1 are targets. The loss of a step is
-the sum of cross-entropy over all its targets divided by their number.
+common/gpt2.h). The configuration picks the layer functions; the trainer is one.
+
+Training packs whole documents into rows; a token attends only to earlier tokens
+of its own document, and only tokens whose mask byte is 1 are targets. The loss of a
+step is the sum of cross-entropy over all its targets divided by their number.
 
 Layer functions come in forward/backward pairs. Backward functions ADD into their
 gradient outputs, so the caller zeroes what must start at zero. Every reduction
