@@ -33,7 +33,8 @@ static double max_rel_diff(const GPT2Config *c, const float *a, const float *b, 
             if (fabs((double)b[off + k]) > scale) scale = fabs((double)b[off + k]);
         }
         double rel = scale > 0 ? diff / scale : diff;
-        if (!(rel <= result)) { result = rel; *worst = PARAM_INFO[i].hf_name; }
+        HfPart parts[3];
+        if (!(rel <= result)) { result = rel; *worst = param_hf_parts(c, i, parts) ? parts[0].name : PARAM_INFO[i].hf_name; }
         off += n;
     }
     return result;
