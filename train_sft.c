@@ -950,6 +950,7 @@ static void kv_init(KVCache *kv, const GPT2Config *c, int cap) {
 // capped at the context; each layer's cached rows move to the new layout.
 static void kv_reserve(KVCache *kv, const GPT2Config *c, int n) {
     if (n <= kv->cap) return;
+    if (n > c->maxT) fatal("generation: position %d is beyond the model's context of %d positions", n - 1, c->maxT);
     int cap = 2 * kv->cap > n ? 2 * kv->cap : n;
     if (cap > c->maxT) cap = c->maxT;
     size_t lc = (size_t)c->L * cap * kv->kvw, row = (size_t)kv->kvw;
