@@ -150,7 +150,7 @@ static void test_round_trips(void) {
     // Llama, untied, grouped-query, Llama 3 rope scaling, one file
     fresh_model("l2c64h4k2f96ut32", 50, &c, &mem, &p);
     c.rope_theta = 500000.0f; c.rope_factor = 32.0f; c.rope_low_freq = 1.0f; c.rope_high_freq = 4.0f; c.rope_orig_maxT = 16;
-    c.bos_id = 1; c.eos_id = 2; c.eps = 1e-5f;
+    c.bos_id = 1; c.eos_id = 2; c.eps = 1.2345678e-5f;  // needs 8 significant digits to come back the same
     check("llama_untied_round_trip", round_trip("llama", &c, mem, &p, 5000000000ull, dir, sizeof dir), "export -> import differs");
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
     check("llama_single_file", path_exists(path) && count_files(dir, "model-") == 0, "no model.safetensors, or shards written");
@@ -177,7 +177,7 @@ static void test_round_trips(void) {
     char *text = read_whole_file(path, &len);
     check("llama_export_config_fields",
           strstr(text, "\"architectures\": [\n    \"LlamaForCausalLM\"\n  ]") && strstr(text, "\"model_type\": \"llama\"") &&
-              strstr(text, "\"num_key_value_heads\": 2,") && strstr(text, "\"rms_norm_eps\": 1e-05,") && strstr(text, "\"rope_theta\": 500000.0,") &&
+              strstr(text, "\"num_key_value_heads\": 2,") && strstr(text, "\"rms_norm_eps\": 1.2345678e-05,") && strstr(text, "\"rope_theta\": 500000.0,") &&
               strstr(text, "\"rope_type\": \"llama3\"") && strstr(text, "\"tie_word_embeddings\": false,") && strstr(text, "\"head_dim\": 16,") &&
               strstr(text, "\"torch_dtype\": \"float32\"") && strstr(text, "\"eos_token_id\": 2,"),
           "%s", text);
