@@ -181,6 +181,29 @@ static void param_pointers(const GPT2Config *cfg, float *mem, ParamTensors *p) {
 // The output head: wte when tied, else lm_head. (V, C) either way.
 static float *output_head(const GPT2Config *c, const ParamTensors *p) { return c->tied ? p->wte : p->lmhead; }
 
+// Rotary frequencies of a Llama-family model: out[i] = rope_theta^(-2i/HS) for
+// i < HS/2 (in double, stored as float), then Llama 3's rope_scaling when
+// rope_factor != 0: with wavelen = 2 pi / out[i] and the original context orig,
+// wavelengths longer than orig / low_freq are divided by factor, shorter than
+// orig / high_freq kept, and the band between blends the two by
+// smooth = (orig / wavelen - low_freq) / (high_freq - low_freq).
+static void rope_inv_freq(const GPT2Config *c, float *out /* HS/2 */) {
+    const double pi = 3.14159265358979323846;
+    for (int i = 0; i < c->HS / 2; i++) {
+        double f = pow((double)c->rope_theta, -2.0 * i / c->HS);
+        if (c->rope_factor != 0) {
+            double wavelen = 2 * pi / f, orig = c->rope_orig_maxT;
+            double low_wavelen = orig / c->rope_low_freq, high_wavelen = orig / c->rope_high_freq;
+            if (wavelen > low_wavelen) f /= c->rope_factor;
+            else if (wavelen >= high_wavelen) {
+                double smooth = (orig / wavelen - c->rope_low_freq) / (c->rope_high_freq - c->rope_low_freq);
+                f = (1 - smooth) * f / c->rope_factor + smooth * f;
+            }
+        }
+        out[i] = (float)f;
+    }
+}
+
 // GPT-2's derived sizes (KVH = NH, HS = C/NH, FF = 4C, biases, tied head), set by
 // everything that makes a GPT-2 configuration.
 static void gpt2_config_defaults(GPT2Config *c) {
