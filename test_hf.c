@@ -219,7 +219,8 @@ static void test_round_trips(void) {
     text = read_whole_file(path, &len);
     check("qwen2_export_config_fields",
           strstr(text, "\"Qwen2ForCausalLM\"") && strstr(text, "\"model_type\": \"qwen2\"") && !strstr(text, "attention_bias") &&
-              strstr(text, "\"use_sliding_window\": false,") && strstr(text, "\"bos_token_id\": null,") && strstr(text, "\"rope_scaling\": null,") &&
+              strstr(text, "\"use_sliding_window\": false,") && strstr(text, "\"bos_token_id\": null,") && !strstr(text, "head_dim") &&
+              strstr(text, "\"sliding_window\": null,") && strstr(text, "\"rope_scaling\": null,") &&
               strstr(text, "\"rms_norm_eps\": 1e-06,") && strstr(text, "\"tie_word_embeddings\": true,"),
           "%s", text);
     free(text);
@@ -437,6 +438,69 @@ static void test_tied_with_lm_head(void) {
     free(rmem); free(mem);
 }
 
+// dev/ref's Llama and Qwen2 directories (written by dev/ref_llama.py in Python, not by
+// this code): import -> export gives config.json byte for byte (keys, order, number
+// formats as Python's json writes them) and every tensor under the same name, shape
+// and values, and no other tensor.
+static void test_reference_dirs(void) {
+    const char *refs[] = {"dev/ref/tiny_llama", "dev/ref/tiny_llama_bf16", "dev/ref/tiny_qwen2"};
+    for (int k = 0; k < 3; k++) {
+        char name[100], dir[512], path[700], refpath[700];
+        snprintf(name, sizeof name, "reference_export_%s", refs[k] + 8);
+        snprintf(refpath, sizeof refpath, "%s/config.json", refs[k]);
+        if (!path_exists(refpath)) { printf("skip %s: %s missing (dev/ref_llama.py writes it)\n", name, refs[k]); continue; }
+        GPT2Config c;
+        float *mem;
+        ParamTensors p;
+        gpt2_load_hf(refs[k], &c, &mem, &p);
+        snprintf(dir, sizeof dir, "%s/ref%d", tmp_root, k);
+        make_dirs(dir);
+        gpt2_save_hf_sharded(dir, &c, &p, k == 0 ? 20000 : 5000000000ull);
+        free(mem);
+        size_t la, lb;
+        snprintf(path, sizeof path, "%s/config.json", dir);
+        char *a = read_whole_file(refpath, &la), *b = read_whole_file(path, &lb);
+        const char *bf16 = "\"torch_dtype\": \"bfloat16\"";
+        char *dtype = strstr(a, bf16);  // the export is F32 whatever the source
+        if (dtype) {
+            char *t = (char *)xmalloc(la + 1);
+            snprintf(t, la + 1, "%.*s\"torch_dtype\": \"float32\"%s", (int)(dtype - a), a, dtype + strlen(bf16));
+            free(a);
+            a = t;
+            la = strlen(a);
+        }
+        int same_config = la == lb && !memcmp(a, b, la);
+        free(a); free(b);
+        HfWeights want, got;
+        hf_weights_open(refs[k], &want);
+        hf_weights_open(dir, &got);
+        int ntensors = 0, nexported = 0, bad = 0;
+        const char *bad_name = "";
+        for (int f = 0; f < want.nfiles; f++)
+            for (int t = 0; t < want.files[f].count; t++) {
+                const StTensor *w = &want.files[f].tensors[t];
+                const SafeTensors *gf;
+                const StTensor *g = hf_find(&got, w->name, &gf);
+                ntensors++;
+                int ok = g && g->ndim == w->ndim && g->numel == w->numel;
+                for (int d = 0; ok && d < w->ndim; d++) ok = g->shape[d] == w->shape[d];
+                if (ok) {
+                    float *x = (float *)xmalloc((size_t)w->numel * 4), *y = (float *)xmalloc((size_t)w->numel * 4);
+                    st_read_f32(&want.files[f], w, x);
+                    st_read_f32(gf, g, y);
+                    ok = !memcmp(x, y, (size_t)w->numel * 4);
+                    free(x); free(y);
+                }
+                if (!ok && !bad++) bad_name = w->name;
+            }
+        for (int f = 0; f < got.nfiles; f++) nexported += got.files[f].count;
+        check(name, same_config && !bad && nexported == ntensors, "config.json %s; %d of %d tensors differ (first %s); %d exported",
+              same_config ? "equal" : "differs", bad, ntensors, bad_name, nexported);
+        hf_weights_close(&want);
+        hf_weights_close(&got);
+    }
+}
+
 static void test_shard_size_env(void) {
     setenv("SFT_MAX_SHARD_SIZE", "200MB", 1);
     uint64_t mb = hf_max_shard_bytes();
@@ -456,6 +520,7 @@ int main(void) {
     test_half_import();
     test_refusals();
     test_tied_with_lm_head();
+    test_reference_dirs();
     test_shard_size_env();
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf %s", tmp_root);

@@ -743,7 +743,7 @@ static void hf_write_config(const char *dir, const GPT2Config *c) {
     hf_kv(json, sizeof json, &len, "attention_dropout", "0.0");
     hf_kv(json, sizeof json, &len, "bos_token_id", "%s", bos);
     hf_kv(json, sizeof json, &len, "eos_token_id", "%s", eos);
-    hf_kv(json, sizeof json, &len, "head_dim", "%d", c->HS);
+    if (!qwen || c->HS * c->NH != c->C) hf_kv(json, sizeof json, &len, "head_dim", "%d", c->HS);  // Qwen2Config: only if not hidden/heads
     hf_kv(json, sizeof json, &len, "hidden_act", "\"silu\"");
     hf_kv(json, sizeof json, &len, "hidden_size", "%d", c->C);
     hf_kv(json, sizeof json, &len, "initializer_range", "0.02");
@@ -759,7 +759,7 @@ static void hf_write_config(const char *dir, const GPT2Config *c) {
     hf_kv(json, sizeof json, &len, "rms_norm_eps", "%s", eps);
     hf_kv(json, sizeof json, &len, "rope_scaling", "%s", scaling);
     hf_kv(json, sizeof json, &len, "rope_theta", "%s", theta);
-    if (qwen) hf_kv(json, sizeof json, &len, "sliding_window", "%d", c->maxT);
+    if (qwen) hf_kv(json, sizeof json, &len, "sliding_window", "null");  // what Qwen2Config keeps without use_sliding_window
     hf_kv(json, sizeof json, &len, "tie_word_embeddings", c->tied ? "true" : "false");
     hf_kv(json, sizeof json, &len, "torch_dtype", "\"float32\"");
     hf_kv(json, sizeof json, &len, "use_cache", "true");
