@@ -39,3 +39,7 @@ run "GPT-2 124M, B=4 T=64" 12 12 768 50257 4 64
 run "d4 C=256 V=8192, B=8 T=256" 4 4 256 8192 8 256
 run_llama "SmolLM2-135M shape, B=4 T=64" 30 9 3 576 1536 49152 4 64
 echo "ours ran with $(grep '^memory' "$tmp/log" | sed 's/.*; //'); PyTorch with torch.set_num_threads($(nproc))"
+# PyTorch's CPU matrix products are only as fast as the BLAS it loads: netlib's reference
+# libblas (Debian's default without libopenblas0-pthread) is about 10x slower than OpenBLAS
+blas=$(ldd "$($py -c 'import os, torch; print(os.path.join(os.path.dirname(torch.__file__), "lib", "libtorch_cpu.so"))')" | sed -n 's/.*libblas.so.3 => \([^ ]*\).*/\1/p')
+echo "PyTorch's libblas.so.3: $(readlink -f "$blas")"
