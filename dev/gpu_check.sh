@@ -21,7 +21,8 @@
 # the first loss near ln V; 2 ranks on the one GPU over NCCL (NCCL_MULTI_RANK_GPU_ENABLE=1:
 # which case happened, NCCL >= 2.30 running it or <= 2.29 refusing, is the row); the data-
 # parallel scaling efficiency where the machine has several GPUs; GPT-2 XL (1.5B, T=1024,
-# -r 2) for a few steps with its peak memory; transformers loading our export; PyTorch (torch.compile) on the same shapes;
+# -r 2) for a few steps with its peak memory; transformers loading our export and the
+# Llama-family references (dev/ref/tiny_llama*, tiny_qwen2); PyTorch (torch.compile) on the same shapes;
 # the Llama family's benchmark: SmolLM2-360M's and Llama-3.2-1B's shapes per recompute level
 # (B=LLAMA_B, default 8, T=1024) with tokens/s, MFU and peak memory, and PyTorch on the 360M shape.
 set -u -o pipefail
@@ -147,6 +148,12 @@ if gpu_ready hf_export_loads_in_transformers; then
         check hf_export_loads_in_transformers 120 "$py" dev/check_hf_export.py "$OUT/runs/export/step_00000002"
     fi
 fi
+# The Llama-family reference directories are Hugging Face directories: transformers'
+# LlamaForCausalLM / Qwen2ForCausalLM against dev/ref_llama.py's float64 forward (needs
+# transformers, not the GPU; a skip where it is missing).
+for m in tiny_llama tiny_llama_bf16 tiny_qwen2; do
+    check "ref_${m}_in_transformers" 120 "$py" dev/check_hf_export.py "dev/ref/$m"
+done
 
 # ---- data parallel on the one GPU: 2 ranks (-R -W, both -D 0) against 1 process, same -d.
 # NCCL 2.30 allows several ranks per GPU with NCCL_MULTI_RANK_GPU_ENABLE=1 (experimental);
