@@ -770,9 +770,9 @@ static void hf_write_config(const char *dir, const GPT2Config *c) {
     write_file_atomic(path, json, len);
 }
 
-// The tensors of the export in transformers' names, in state-dict order: embeddings,
-// then layer by layer, then the final norm and lm_head. Returns the count; *out is
-// allocated.
+// The tensors of the export in transformers' names: the embeddings, then layer by
+// layer (so shards, filled in this order, split between layers mostly), then the final
+// norm and lm_head. Returns the count; *out is allocated.
 static int hf_export_tensors(const GPT2Config *cfg, const ParamTensors *p, StOut **out) {
     int cap = 3 * NUM_PARAM_TENSORS * (cfg->L + 1), count = 0;
     StOut *outs = (StOut *)xcalloc((size_t)cap, sizeof(StOut));

@@ -282,7 +282,8 @@ if gpu_ready bench_smollm2_360M_r0 bench_smollm2_360M_r1 bench_smollm2_360M_r2 b
             name="bench_${sname}_r$r"
             log="$OUT/logs/$name.log"
             SFT_KERNEL_TIMES=4 check "$name" 300 ./train_sftcu -i "$OUT/runs/bench_$sname.bin" -e "l${L}c${C}h${NH}k${KVH}f${FF}t1024" \
-                -b "$LB" -t 1024 -S 0 -x "$STEPS" -r $r -o "$OUT/runs/$name" || continue
+                -b "$LB" -t 1024 -S 0 -x "$STEPS" -r $r -o "$OUT/runs/$name" || { rm -rf "$OUT/runs/$name"; continue; }
+            rm -rf "$OUT/runs/$name"  # its final checkpoint: 15 GB for the 1B shape (F32 export + AdamW state)
             ms=$(median_ms "$log")
             mem=$(sed -n 's/.*peak in use \([0-9.]*\) MiB.*/\1/p' "$log")
             kern=$(grep -m1 '^kernels|' "$log" | cut -d'|' -f2- | sed 's/^ //')
