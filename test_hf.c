@@ -72,11 +72,12 @@ static void test_published_configs(void) {
     parse_config("{\"model_type\": \"llama\", \"hidden_size\": 64, \"intermediate_size\": 96, \"num_hidden_layers\": 2,"
                  "\"num_attention_heads\": 4, \"max_position_embeddings\": 32, \"vocab_size\": 50}", &c);
     check("config_llama_defaults", c.KVH == 4 && c.HS == 16 && c.eps == 1e-6f && c.rope_theta == 10000.0f && c.tied == 0 &&
-              c.bos_id == -1 && c.eos_id == -1 && c.rope_factor == 0,
+              c.bos_id == 1 && c.eos_id == 2 && c.rope_factor == 0,
           "KVH %d HS %d eps %g theta %g tied %d", c.KVH, c.HS, (double)c.eps, (double)c.rope_theta, c.tied);
     parse_config("{\"model_type\": \"qwen2\", \"hidden_size\": 64, \"intermediate_size\": 96, \"num_hidden_layers\": 2,"
                  "\"num_attention_heads\": 4, \"num_key_value_heads\": null, \"max_position_embeddings\": 32, \"vocab_size\": 50}", &c);
-    check("config_qwen2_defaults", c.KVH == 4 && c.tied == 0 && c.qkv_bias == 1, "KVH %d tied %d bias %d", c.KVH, c.tied, c.qkv_bias);
+    check("config_qwen2_defaults", c.KVH == 4 && c.tied == 0 && c.qkv_bias == 1 && c.bos_id == -1 && c.eos_id == -1, "KVH %d tied %d bias %d bos %d eos %d",
+          c.KVH, c.tied, c.qkv_bias, c.bos_id, c.eos_id);
     // transformers 5.x: rope_theta and the scaling in rope_parameters
     parse_config("{\"model_type\": \"llama\", \"hidden_size\": 64, \"intermediate_size\": 96, \"num_hidden_layers\": 2,"
                  "\"num_attention_heads\": 4, \"max_position_embeddings\": 32, \"vocab_size\": 50, \"rope_parameters\": {\"rope_type\":"
