@@ -44,7 +44,7 @@ int main(int argc, char **argv) {
     openmp_wait_passively(argv);
     ChatArgs a = {"", "", "", "", "", "", 256, 1337, 0.0f};
     Flag flags[] = {
-        {'e', FLAG_STRING, &a.model, "model: checkpoint or Hugging Face GPT-2 directory (required)"},
+        {'e', FLAG_STRING, &a.model, "model: checkpoint or Hugging Face GPT-2, Llama or Qwen2 directory (required)"},
         {'k', FLAG_STRING, &a.tokenizer, "tokenizer the data was prepared with: GPT-2 dir or tokenizer.json (required)"},
         {'c', FLAG_STRING, &a.format, "chat format: gpt2, chatml or llama3 (default: from the tokenizer's special tokens)"},
         {'s', FLAG_STRING, &a.system, "system message of each conversation (the model's data: prepare --system; default none)"},
@@ -61,7 +61,7 @@ int main(int argc, char **argv) {
     if (!(a.temperature >= 0)) usage_error(argv[0], "-w must be >= 0");
     int format = a.format[0] ? chat_format_by_name(a.format) : CHAT_AUTO;
     if (format < 0 && a.format[0]) usage_error(argv[0], "-c %s: not one of gpt2, chatml, llama3", a.format);
-    if (!is_directory(a.model)) fatal("%s: not a directory; -e takes a checkpoint or Hugging Face GPT-2 directory", a.model);
+    if (!is_directory(a.model)) fatal("%s: not a directory; -e takes a checkpoint or Hugging Face GPT-2, Llama or Qwen2 directory", a.model);
 
     GPT2 m;
     memset(&m, 0, sizeof m);

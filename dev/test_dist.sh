@@ -105,7 +105,7 @@ fi
 
 # per-rank memory: moments of ceil(P/W) parameters, P = V*C + maxT*C + L*(12C^2 + 13C) + 2C
 name=dist_memory_matches_zero_accounting
-read -r L C V maxT <<< "$(sed -n 's/^model | \([0-9]*\) layers, [0-9]* heads, \([0-9]*\) channels, vocab \([0-9]*\), context \([0-9]*\).*/\1 \2 \3 \4/p' "$tmp/two.log")"
+read -r L C V maxT <<< "$(sed -n 's/^model | GPT-2, \([0-9]*\) layers, [0-9]* heads, \([0-9]*\) channels, vocab \([0-9]*\), context \([0-9]*\).*/\1 \2 \3 \4/p' "$tmp/two.log")"
 P=$(( V * C + maxT * C + L * (12 * C * C + 13 * C) + 2 * C )); shard=$(( (P + 1) / 2 ))
 want="AdamW state $(awk -v n=$shard 'BEGIN { printf "%.3f", 8 * n / 1e6 }') MB (moments of $shard of $P parameters)"
 want_grads="gradients $(awk -v n=$((2 * shard)) 'BEGIN { printf "%.3f", 4 * n / 1e6 }') MB"
@@ -118,6 +118,17 @@ if run2 $flags -Z 0 -o "$tmp/z0"; then
     grep "^memory|" "$tmp/last.log" | grep -q "$want1" || fail dist_memory_zero0 "expected '$want1' in: $(grep '^memory|' "$tmp/last.log")"
     series "$tmp/z0/metrics.jsonl" > "$tmp/z0.s"
     why="$(close_series "$tmp/z0.s" "$tmp/two.s" 1e-6)$(close_models "$tmp/z0/$final" "$tmp/two/$final")$(close_models "$tmp/z0/$final" "$tmp/one/$final")"
+    [ -z "$why" ] && ok $name || fail $name "$why"
+fi
+
+# a Llama-family model (untied head, grouped-query attention, q/k/v biases): ZeRO-1 over 2
+# ranks equals one process (the sharding is over the flat parameters, whatever the family)
+name=dist_llama_zero1_equals_one_process
+lflags="${flags/d2c64h2t32/l2c32h4k2ubt32}"
+if run1 $lflags -o "$tmp/l1" && run2 $lflags -Z 1 -o "$tmp/l2"; then
+    series "$tmp/l1/metrics.jsonl" > "$tmp/l1.s"; series "$tmp/l2/metrics.jsonl" > "$tmp/l2.s"
+    why="$(close_series "$tmp/l1.s" "$tmp/l2.s" 1e-6)$(close_models "$tmp/l2/$final" "$tmp/l1/$final")"
+    grep -q "^model | Qwen2, 2 layers, 4 heads (2 key/value heads)" "$tmp/last.log" || why="not the Qwen2 model: $(grep -m1 '^model' "$tmp/last.log") $why"
     [ -z "$why" ] && ok $name || fail $name "$why"
 fi
 
