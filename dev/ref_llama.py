@@ -424,7 +424,7 @@ def write_model_reference(out, name, cfg, params):
 
 def main():
     out = sys.argv[1] if len(sys.argv) > 1 else "dev/ref"
-    llama = init_params(LLAMA_CONFIG, 4321)
+    llama = init_params(LLAMA_CONFIG, 4325)
     d = os.path.join(out, "tiny_llama")
     write_config(d, LLAMA_CONFIG)
     write_sharded(d, llama, "model.layers.1.mlp.gate_proj.weight")
