@@ -791,40 +791,33 @@ static int bpe_encode_word_(BpeTokenizer *t, const unsigned char *s, size_t n, B
     return 0;
 }
 
-// SmolLM2's split: every \p{N} character is a pre-token of its own, and the text
-// between two of them is split by GPT-2's pattern as if it were the whole text.
-static int bpe_encode_digit_split_(BpeTokenizer *t, const unsigned char *s, size_t n, BpeIds *out) {
-    size_t start = 0, p = 0;
-    int rc = 0;
-    while (!rc) {
-        int cls = BPE_NUMBER, l = 0;
-        if (p < n) l = bpe_char_at_(s, n, p, &cls);
-        if (cls != BPE_NUMBER) { p += (size_t)l; continue; }
-        for (size_t i = start; i < p && !rc;) {  // the piece before the digit (or the end)
-            size_t j = bpe_pretoken_end(s, p, i);
-            rc = bpe_encode_word_(t, s + i, j - i, out);
-            i = j;
+// End of the pre-token at s[i] (i < n) under splitting rule kind (BPE_PRE_*). *piece
+// carries SmolLM2's state from one call to the next over a text (start it at 0): the
+// end of the stretch without \p{N} characters that GPT-2's pattern is splitting.
+static size_t bpe_pretoken_next(int kind, const unsigned char *s, size_t n, size_t i, size_t *piece) {
+    int cls, l;
+    switch (kind) {
+    case BPE_PRE_CL100K: return bpe_pretoken_end_cl100k(s, n, i, 3);
+    case BPE_PRE_QWEN2: return bpe_pretoken_end_cl100k(s, n, i, 1);
+    case BPE_PRE_O200K: return bpe_pretoken_end_o200k(s, n, i);
+    case BPE_PRE_GPT2_DIGITS:  // each \p{N} character alone; GPT-2's pattern on the text between
+        if (i >= *piece) {
+            l = bpe_char_at_(s, n, i, &cls);
+            if (cls == BPE_NUMBER) return *piece = i + (size_t)l;
+            size_t p = i + (size_t)l;
+            while (p < n && (l = bpe_char_at_(s, n, p, &cls), cls != BPE_NUMBER)) p += (size_t)l;
+            *piece = p;
         }
-        if (p == n) break;
-        if (!rc) rc = bpe_encode_word_(t, s + p, (size_t)l, out);
-        p += (size_t)l;
-        start = p;
+        return bpe_pretoken_end(s, *piece, i);
+    default: return bpe_pretoken_end(s, n, i);
     }
-    return rc;
 }
 
 static int bpe_encode_plain_(BpeTokenizer *t, const unsigned char *s, size_t n, BpeIds *out) {
-    if (t->pretok == BPE_PRE_GPT2_DIGITS) return bpe_encode_digit_split_(t, s, n, out);
-    size_t i = 0;
+    size_t i = 0, piece = 0;
     int rc = 0;
     while (i < n && !rc) {
-        size_t j;
-        switch (t->pretok) {
-        case BPE_PRE_CL100K: j = bpe_pretoken_end_cl100k(s, n, i, 3); break;
-        case BPE_PRE_QWEN2: j = bpe_pretoken_end_cl100k(s, n, i, 1); break;
-        case BPE_PRE_O200K: j = bpe_pretoken_end_o200k(s, n, i); break;
-        default: j = bpe_pretoken_end(s, n, i); break;
-        }
+        size_t j = bpe_pretoken_next(t->pretok, s, n, i, &piece);
         rc = bpe_encode_word_(t, s + i, j - i, out);
         i = j;
     }
@@ -1315,7 +1308,8 @@ static int bpe_save_gpt2_dir(const BpeTokenizer *t, const char *dir, char *err, 
     return rc;
 }
 
-// A Hugging Face tokenizer.json (byte-level BPE, GPT-2 settings).
+// A Hugging Face tokenizer.json (byte-level BPE) with this tokenizer's pre-tokenizer,
+// ignore_merges and added tokens.
 static int bpe_save_tokenizer_json(const BpeTokenizer *t, const char *path, char *err, size_t errlen) {
     char *buf = (char *)malloc(4 * (size_t)bpe_max_token_len_(t) + 8);
     if (!buf) return bpe_err_(err, errlen, BPE_ENOMEM, "out of memory");
@@ -1326,14 +1320,27 @@ static int bpe_save_tokenizer_json(const BpeTokenizer *t, const char *path, char
         int32_t id = t->specials[k];
         fprintf(f, "%s\n  {\"id\": %d, \"content\": ", k ? "," : "", (int)id);
         bpe_json_write_string_(f, t->tok_data + t->tok_off[id], (size_t)t->tok_len[id]);
-        fputs(", \"single_word\": false, \"lstrip\": false, \"rstrip\": false, \"normalized\": false, \"special\": true}", f);
+        fprintf(f, ", \"single_word\": false, \"lstrip\": false, \"rstrip\": false, \"normalized\": false, \"special\": %s}",
+                t->tok_special[id] == 1 ? "true" : "false");
     }
-    fputs("],\n\"normalizer\": null,\n"
-          "\"pre_tokenizer\": {\"type\": \"ByteLevel\", \"add_prefix_space\": false, \"trim_offsets\": true, \"use_regex\": true},\n"
-          "\"post_processor\": {\"type\": \"ByteLevel\", \"add_prefix_space\": true, \"trim_offsets\": false, \"use_regex\": true},\n"
-          "\"decoder\": {\"type\": \"ByteLevel\", \"add_prefix_space\": true, \"trim_offsets\": true, \"use_regex\": true},\n"
-          "\"model\": {\"type\": \"BPE\", \"dropout\": null, \"unk_token\": null, \"continuing_subword_prefix\": \"\", "
-          "\"end_of_word_suffix\": \"\", \"fuse_unk\": false, \"byte_fallback\": false,\n\"vocab\": ", f);
+    fputs("],\n\"normalizer\": null,\n\"pre_tokenizer\": ", f);
+    const char *re = t->pretok == BPE_PRE_CL100K ? BPE_RE_CL100K : t->pretok == BPE_PRE_QWEN2 ? BPE_RE_QWEN2
+                   : t->pretok == BPE_PRE_O200K ? BPE_RE_O200K : NULL;
+    if (re) {
+        fputs("{\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Split\", \"pattern\": {\"Regex\": ", f);
+        bpe_json_write_string_(f, re, strlen(re));
+        fputs("}, \"behavior\": \"Isolated\", \"invert\": false}, "
+              "{\"type\": \"ByteLevel\", \"add_prefix_space\": false, \"trim_offsets\": true, \"use_regex\": false}]},\n", f);
+    } else {
+        fputs(t->pretok == BPE_PRE_GPT2_DIGITS ? "{\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Digits\", \"individual_digits\": true}, " : "", f);
+        fputs("{\"type\": \"ByteLevel\", \"add_prefix_space\": false, \"trim_offsets\": true, \"use_regex\": true}", f);
+        fputs(t->pretok == BPE_PRE_GPT2_DIGITS ? "]},\n" : ",\n", f);
+    }
+    fprintf(f, "\"post_processor\": {\"type\": \"ByteLevel\", \"add_prefix_space\": true, \"trim_offsets\": false, \"use_regex\": true},\n"
+               "\"decoder\": {\"type\": \"ByteLevel\", \"add_prefix_space\": true, \"trim_offsets\": true, \"use_regex\": true},\n"
+               "\"model\": {\"type\": \"BPE\", \"dropout\": null, \"unk_token\": null, \"continuing_subword_prefix\": \"\", "
+               "\"end_of_word_suffix\": \"\", \"fuse_unk\": false, \"byte_fallback\": false, \"ignore_merges\": %s,\n\"vocab\": ",
+            t->ignore_merges ? "true" : "false");
     bpe_write_vocab_object_(t, f, buf, 1);
     fputs(",\n\"merges\": [", f);
     for (int32_t r = 0; r < t->n_merges; r++) {
