@@ -1,9 +1,9 @@
-// bpe.h: GPT-2 byte-level BPE tokenizer (header-only, no dependencies beyond libc
-// and common/json.h).
+// bpe.h: byte-level BPE tokenizer of GPT-2, Llama 3, Qwen2 and SmolLM2 (header-only,
+// no dependencies beyond libc and common/json.h).
 //
 //   char err[BPE_ERR_LEN];
 //   BpeTokenizer *t;
-//   if (bpe_load(&t, "gpt2_dir_or_tokenizer.json", err, sizeof err)) { puts(err); ... }
+//   if (bpe_load(&t, "model_dir_or_tokenizer.json", err, sizeof err)) { puts(err); ... }
 //   int32_t im_start; bpe_add_special(t, "<|im_start|>", 12, &im_start, err, sizeof err);
 //   BpeIds ids = {0};
 //   bpe_encode(t, text, len, /*parse_special=*/0, &ids, err, sizeof err);   // appends to ids
@@ -20,7 +20,10 @@
 // is mapped byte by byte to GPT-2's printable byte alphabet and merged by rank.
 // Invalid UTF-8 is not rejected: each byte that is not part of a valid UTF-8 sequence
 // is treated as one character of class "other" (like punctuation), so every byte
-// string is encoded and decodes back to itself.
+// string is encoded and decodes back to itself. A tokenizer.json may instead name
+// SmolLM2's digit split or the Split regexes of Llama 3 (= cl100k_base), Qwen2 and
+// o200k_base (BPE_PRE_*, scanned by hand like GPT-2's; tokenizer/README.md), and
+// ignore_merges (a pre-token that is a vocabulary token is that token).
 //
 // A tokenizer keeps a cache of encoded pre-tokens, so bpe_encode modifies it: one
 // tokenizer must not be used for encoding by two threads at once. Decoding is
