@@ -27,8 +27,8 @@ static void usage(void) {
     fprintf(stderr,
             "usage: tok encode (--gpt2 DIR | --tokenizer PATH) [--special] < text\n"
             "       tok decode (--gpt2 DIR | --tokenizer PATH) < ids\n"
-            "       PATH: a tokenizer.json (GPT-2, Llama 3, Qwen2, SmolLM2) or a directory with one\n"
-            "       tok train --vocab-size N --out DIR FILE...\n");
+            "       tok train --vocab-size N --out DIR FILE...\n"
+            "PATH: a tokenizer.json (GPT-2, Llama 3, Qwen2, SmolLM2) or a directory with one\n");
     exit(1);
 }
 
