@@ -1341,8 +1341,8 @@ static int bpe_save_tokenizer_json(const BpeTokenizer *t, const char *path, char
     fprintf(f, "\"post_processor\": {\"type\": \"ByteLevel\", \"add_prefix_space\": true, \"trim_offsets\": false, \"use_regex\": true},\n"
                "\"decoder\": {\"type\": \"ByteLevel\", \"add_prefix_space\": true, \"trim_offsets\": true, \"use_regex\": true},\n"
                "\"model\": {\"type\": \"BPE\", \"dropout\": null, \"unk_token\": null, \"continuing_subword_prefix\": \"\", "
-               "\"end_of_word_suffix\": \"\", \"fuse_unk\": false, \"byte_fallback\": false, \"ignore_merges\": %s,\n\"vocab\": ",
-            t->ignore_merges ? "true" : "false");
+               "\"end_of_word_suffix\": \"\", \"fuse_unk\": false, \"byte_fallback\": false,%s\n\"vocab\": ",
+            t->ignore_merges ? " \"ignore_merges\": true," : "");  // GPT-2 style files stay as they were
     bpe_write_vocab_object_(t, f, buf, 1);
     fputs(",\n\"merges\": [", f);
     for (int32_t r = 0; r < t->n_merges; r++) {
