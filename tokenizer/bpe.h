@@ -1,9 +1,9 @@
-// bpe.h: GPT-2 byte-level BPE tokenizer (header-only, no dependencies beyond libc
-// and common/json.h).
+// bpe.h: byte-level BPE tokenizer of GPT-2, Llama 3, Qwen2 and SmolLM2 (header-only,
+// no dependencies beyond libc and common/json.h).
 //
 //   char err[BPE_ERR_LEN];
 //   BpeTokenizer *t;
-//   if (bpe_load(&t, "gpt2_dir_or_tokenizer.json", err, sizeof err)) { puts(err); ... }
+//   if (bpe_load(&t, "model_dir_or_tokenizer.json", err, sizeof err)) { puts(err); ... }
 //   int32_t im_start; bpe_add_special(t, "<|im_start|>", 12, &im_start, err, sizeof err);
 //   BpeIds ids = {0};
 //   bpe_encode(t, text, len, /*parse_special=*/0, &ids, err, sizeof err);   // appends to ids
@@ -20,7 +20,10 @@
 // is mapped byte by byte to GPT-2's printable byte alphabet and merged by rank.
 // Invalid UTF-8 is not rejected: each byte that is not part of a valid UTF-8 sequence
 // is treated as one character of class "other" (like punctuation), so every byte
-// string is encoded and decodes back to itself.
+// string is encoded and decodes back to itself. A tokenizer.json may instead name
+// SmolLM2's digit split or the Split regexes of Llama 3 (= cl100k_base), Qwen2 and
+// o200k_base (BPE_PRE_*, scanned by hand like GPT-2's; tokenizer/README.md), and
+// ignore_merges (a pre-token that is a vocabulary token is that token).
 //
 // A tokenizer keeps a cache of encoded pre-tokens, so bpe_encode modifies it: one
 // tokenizer must not be used for encoding by two threads at once. Decoding is
@@ -58,7 +61,7 @@ typedef struct BpeTokenizer {
     int32_t cap_ids;
     int64_t *tok_off;         // token bytes: tok_data + tok_off[id], tok_len[id] bytes
     int32_t *tok_len;
-    uint8_t *tok_special;     // 1 for special (added) tokens
+    uint8_t *tok_special;     // added tokens: 1 special, 2 not special (matched in any text); 0 others
     char *tok_data;
     size_t tok_data_n, tok_data_cap;
     int32_t byte_id[256];     // id of the single-byte token for each byte
@@ -69,9 +72,11 @@ typedef struct BpeTokenizer {
     uint64_t *pmap_keys;      // (left << 32 | right) -> rank; UINT64_MAX empty
     int32_t *pmap_rank;
     size_t pmap_cap;
-    int32_t *specials;        // ids of special tokens, in the order they were added
+    int32_t *specials;        // ids of added tokens (special or not), in the order they were added
     int32_t n_specials, cap_specials;
-    uint8_t special_first[256];
+    uint8_t special_first[256]; // bit 0/1: some special / non-special added token starts with this byte
+    int pretok;               // BPE_PRE_*: how text is split into pre-tokens
+    int ignore_merges;        // 1: a pre-token that is a vocabulary token is that one id (tiktoken, Llama 3)
     // pre-token cache
     BpeCacheEntry_ *cache;
     size_t cache_n, cache_cap;
@@ -231,18 +236,42 @@ static size_t bpe_map_(const char *s, size_t n, char *out) {
 // ---------------------------------------------------------------- pre-tokenization
 
 enum { BPE_OTHER = 0, BPE_LETTER = 1, BPE_NUMBER = 2, BPE_SPACE = 3 };
+enum { BPE_UPPERISH = 4, BPE_LOWERISH = 8 };  // o200k_base's letter groups (unicode_tables.h)
 
-static inline int bpe_class_of_cp_(uint32_t cp) { return uc_stage2[uc_stage1[cp >> 8]][cp & 255]; }
+// The splitting rule of a tokenizer: each is one known regex, scanned by hand.
+enum {
+    BPE_PRE_GPT2 = 0,    // GPT-2's pattern (above)
+    BPE_PRE_GPT2_DIGITS, // SmolLM2: every \p{N} character alone, GPT-2's pattern between them
+    BPE_PRE_CL100K,      // Llama 3 = cl100k_base: (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|...
+    BPE_PRE_QWEN2,       // Qwen2: cl100k_base's with \p{N} instead of \p{N}{1,3}
+    BPE_PRE_O200K,       // o200k_base: words split at lower-to-upper case changes
+};
 
-// Class and length of the character at s[i]; an invalid UTF-8 byte is one "other" character.
-static inline int bpe_char_at_(const unsigned char *s, size_t n, size_t i, int *cls) {
+static inline int bpe_class_of_cp_(uint32_t cp) { return uc_stage2[uc_stage1[cp >> 8]][cp & 255] & 3; }
+
+// Table entry (class | letter-group flags) and length of the character at s[i]; an
+// invalid UTF-8 byte is one "other" character.
+static inline int bpe_char_bits_at_(const unsigned char *s, size_t n, size_t i, int *bits) {
     unsigned c = s[i];
-    if (c < 0x80) { *cls = uc_stage2[uc_stage1[0]][c]; return 1; }
+    if (c < 0x80) { *bits = uc_stage2[uc_stage1[0]][c]; return 1; }
     uint32_t cp;
     int l = utf8_decode(s + i, n - i, &cp);
-    if (!l) { *cls = BPE_OTHER; return 1; }
-    *cls = bpe_class_of_cp_(cp);
+    if (!l) { *bits = BPE_OTHER; return 1; }
+    *bits = uc_stage2[uc_stage1[cp >> 8]][cp & 255];
     return l;
+}
+// Class (BPE_OTHER...BPE_SPACE) and length of the character at s[i].
+static inline int bpe_char_at_(const unsigned char *s, size_t n, size_t i, int *cls) {
+    int l = bpe_char_bits_at_(s, n, i, cls);
+    *cls &= 3;
+    return l;
+}
+
+// End of the run of characters of class cls starting at j.
+static size_t bpe_run_end_(const unsigned char *s, size_t n, size_t j, int cls) {
+    int c2;
+    while (j < n) { int k = bpe_char_at_(s, n, j, &c2); if (c2 != cls) break; j += (size_t)k; }
+    return j;
 }
 
 // End of the GPT-2 pre-token that starts at s[i] (i < n).
@@ -257,33 +286,131 @@ static size_t bpe_pretoken_end(const unsigned char *s, size_t n, size_t i) {
         }
     }
     int cls, k;
-    size_t j = i;
     if (c == ' ' && i + 1 < n) {  // " ?\p{L}+", " ?\p{N}+", " ?[^\s\p{L}\p{N}]+"
         k = bpe_char_at_(s, n, i + 1, &cls);
-        if (cls != BPE_SPACE) {
-            j = i + 1 + (size_t)k;
-            int c2;
-            while (j < n) { k = bpe_char_at_(s, n, j, &c2); if (c2 != cls) break; j += (size_t)k; }
-            return j;
-        }
+        if (cls != BPE_SPACE) return bpe_run_end_(s, n, i + 1 + (size_t)k, cls);
     }
     k = bpe_char_at_(s, n, i, &cls);
-    j = i + (size_t)k;
-    if (cls != BPE_SPACE) {
-        int c2;
-        while (j < n) { k = bpe_char_at_(s, n, j, &c2); if (c2 != cls) break; j += (size_t)k; }
+    if (cls != BPE_SPACE) return bpe_run_end_(s, n, i + (size_t)k, cls);
+    // whitespace: "\s+(?!\S)" then "\s+"
+    size_t j = bpe_run_end_(s, n, i, BPE_SPACE), last = i;
+    for (size_t p = i; p < j; p += (size_t)bpe_char_at_(s, n, p, &cls)) last = p;
+    if (j == n || last == i) return j;
+    return last;  // leave the last whitespace character to the next pre-token
+}
+
+// cl100k_base / Qwen2 / o200k_base contraction at s[i], ASCII case-insensitive
+// ('s 't 're 've 'm 'll 'd, also 'S 'Re 'LL...): its end, or i if there is none.
+static size_t bpe_contraction_end_(const unsigned char *s, size_t n, size_t i) {
+    if (i + 1 >= n || s[i] != '\'') return i;
+    unsigned d = s[i + 1] | 0x20;  // ASCII lower case (maps no other byte onto a letter below)
+    if (d == 's' || d == 't' || d == 'm' || d == 'd') return i + 2;
+    if (i + 2 < n) {
+        unsigned e = s[i + 2] | 0x20;
+        if ((d == 'r' && e == 'e') || (d == 'v' && e == 'e') || (d == 'l' && e == 'l')) return i + 3;
+    }
+    return i;
+}
+
+// The whitespace alternatives shared by cl100k_base, Qwen2 and o200k_base, at a
+// whitespace character s[i]: "\s*[\r\n]+", then "\s+(?!\S)", then "\s+".
+static size_t bpe_space_end_(const unsigned char *s, size_t n, size_t i) {
+    int cls;
+    size_t j = bpe_run_end_(s, n, i, BPE_SPACE), last = i, newline = 0;
+    for (size_t p = i; p < j; p += (size_t)bpe_char_at_(s, n, p, &cls)) {
+        last = p;
+        if (s[p] == '\r' || s[p] == '\n') newline = p + 1;
+    }
+    if (newline) return newline;  // up to the run's last \r or \n
+    if (j == n || last == i) return j;
+    return last;
+}
+
+// "[^\s\p{L}\p{N}]+" from j, then any of the bytes in tail ("\r\n", or o200k_base's
+// "\r\n/": a '/' after the newlines).
+static size_t bpe_punct_end_(const unsigned char *s, size_t n, size_t j, const char *tail) {
+    j = bpe_run_end_(s, n, j, BPE_OTHER);
+    while (j < n && s[j] && strchr(tail, s[j])) j++;
+    return j;
+}
+
+// End of the cl100k_base (max_digits 3) or Qwen2 (max_digits 1) pre-token at s[i]:
+// (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
+static size_t bpe_pretoken_end_cl100k(const unsigned char *s, size_t n, size_t i, int max_digits) {
+    size_t j = bpe_contraction_end_(s, n, i);
+    if (j > i) return j;
+    int cls, c2;
+    int k = bpe_char_at_(s, n, i, &cls);
+    if (cls == BPE_LETTER) return bpe_run_end_(s, n, i + (size_t)k, BPE_LETTER);
+    if (cls == BPE_NUMBER) {
+        j = i + (size_t)k;
+        for (int d = 1; d < max_digits && j < n; d++) {
+            int l = bpe_char_at_(s, n, j, &c2);
+            if (c2 != BPE_NUMBER) break;
+            j += (size_t)l;
+        }
         return j;
     }
-    // whitespace: "\s+(?!\S)" then "\s+"
-    size_t last = i, count = 1;
-    while (j < n) {
-        int c2;
-        k = bpe_char_at_(s, n, j, &c2);
-        if (c2 != BPE_SPACE) break;
-        last = j; j += (size_t)k; count++;
+    if (s[i] != '\r' && s[i] != '\n' && i + (size_t)k < n) {  // one non-letter, non-digit prefix before letters
+        int l = bpe_char_at_(s, n, i + (size_t)k, &c2);
+        if (c2 == BPE_LETTER) return bpe_run_end_(s, n, i + (size_t)k + (size_t)l, BPE_LETTER);
+        if (s[i] == ' ' && c2 == BPE_OTHER) return bpe_punct_end_(s, n, i + 1, "\r\n");
     }
-    if (j == n || count == 1) return j;
-    return last;  // leave the last whitespace character to the next pre-token
+    if (cls == BPE_OTHER) return bpe_punct_end_(s, n, i, "\r\n");
+    return bpe_space_end_(s, n, i);
+}
+
+// o200k_base's words from s[k]: "[Upper]*[lower]+" (upper_first 0) or "[Upper]+[lower]*"
+// (upper_first 1), where Upper = [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}] and lower =
+// [\p{Ll}\p{Lm}\p{Lo}\p{M}] overlap on Lm, Lo and M. Returns the end, or k if no match.
+static size_t bpe_o200k_word_(const unsigned char *s, size_t n, size_t k, int upper_first) {
+    int bits;
+    size_t a = k, last_lower = k;  // end of the Upper run; end of its last lower character
+    while (a < n) {
+        int l = bpe_char_bits_at_(s, n, a, &bits);
+        if (!(bits & BPE_UPPERISH)) break;
+        a += (size_t)l;
+        if (bits & BPE_LOWERISH) last_lower = a;
+    }
+    size_t e = a;  // the lower run after the Upper run
+    while (e < n) {
+        int l = bpe_char_bits_at_(s, n, e, &bits);
+        if (!(bits & BPE_LOWERISH)) break;
+        e += (size_t)l;
+    }
+    if (upper_first) return a > k ? e : k;
+    if (e > a) return e;
+    return last_lower;  // the regex gives back Upper characters until one is lower too
+}
+
+// End of the o200k_base pre-token at s[i]:
+// [^\r\n\p{L}\p{N}]?[Upper]*[lower]+(?i:'s|...)?|[^\r\n\p{L}\p{N}]?[Upper]+[lower]*(?i:'s|...)?|
+// \p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+
+static size_t bpe_pretoken_end_o200k(const unsigned char *s, size_t n, size_t i) {
+    int cls, c2;
+    int k = bpe_char_at_(s, n, i, &cls);
+    // a prefix: one character that is not \r, \n, a letter or a digit (marks are "other")
+    size_t after = (cls != BPE_LETTER && cls != BPE_NUMBER && s[i] != '\r' && s[i] != '\n') ? i + (size_t)k : i;
+    for (int upper_first = 0; upper_first < 2; upper_first++) {
+        size_t e = after > i ? bpe_o200k_word_(s, n, after, upper_first) : after;
+        if (e == after) e = bpe_o200k_word_(s, n, i, upper_first);  // without the prefix
+        if (e > i) return bpe_contraction_end_(s, n, e);
+    }
+    if (cls == BPE_NUMBER) {
+        size_t j = i + (size_t)k;
+        for (int d = 1; d < 3 && j < n; d++) {
+            int l = bpe_char_at_(s, n, j, &c2);
+            if (c2 != BPE_NUMBER) break;
+            j += (size_t)l;
+        }
+        return j;
+    }
+    if (s[i] == ' ' && i + 1 < n) {
+        bpe_char_at_(s, n, i + 1, &c2);
+        if (c2 == BPE_OTHER) return bpe_punct_end_(s, n, i + 1, "\r\n/");
+    }
+    if (cls == BPE_OTHER) return bpe_punct_end_(s, n, i, "\r\n/");
+    return bpe_space_end_(s, n, i);
 }
 
 // ---------------------------------------------------------------- tokenizer construction
@@ -428,8 +555,9 @@ static int bpe_add_merge_(BpeTokenizer *t, int32_t a, int32_t b, int32_t r) {
     return 0;
 }
 
-static int bpe_mark_special_(BpeTokenizer *t, int32_t id) {
-    if (t->tok_special[id]) return 0;
+// Makes id an added token: kind 1 special, 2 not special.
+static int bpe_mark_added_(BpeTokenizer *t, int32_t id, int kind) {
+    if (t->tok_special[id]) { t->tok_special[id] = (uint8_t)kind; return 0; }
     if (t->n_specials == t->cap_specials) {
         int32_t nc = t->cap_specials ? t->cap_specials * 2 : 8;
         int32_t *s = (int32_t *)realloc(t->specials, (size_t)nc * sizeof(int32_t));
@@ -437,11 +565,12 @@ static int bpe_mark_special_(BpeTokenizer *t, int32_t id) {
         t->specials = s; t->cap_specials = nc;
     }
     t->specials[t->n_specials++] = id;
-    t->tok_special[id] = 1;
-    if (t->tok_len[id] > 0) t->special_first[(unsigned char)t->tok_data[t->tok_off[id]]] = 1;
+    t->tok_special[id] = (uint8_t)kind;
+    if (t->tok_len[id] > 0) t->special_first[(unsigned char)t->tok_data[t->tok_off[id]]] |= (uint8_t)kind;
     bpe_cache_clear_(t);
     return 0;
 }
+static int bpe_mark_special_(BpeTokenizer *t, int32_t id) { return bpe_mark_added_(t, id, 1); }
 
 // ---------------------------------------------------------------- public queries
 
@@ -478,8 +607,10 @@ static uint64_t bpe_fingerprint(const BpeTokenizer *t) {
     return h ? h : 1;
 }
 
+// 1 for special tokens (added tokens marked "special": true, tokens added by
+// bpe_add_special); 0 for the rest, including added tokens marked "special": false.
 static int bpe_is_special(const BpeTokenizer *t, int32_t id) {
-    return id >= 0 && id < t->n_ids && t->tok_special[id];
+    return id >= 0 && id < t->n_ids && t->tok_special[id] == 1;
 }
 
 // Registers s[0..n) (non-empty UTF-8) as a special token and returns its id in *id: the
@@ -603,6 +734,10 @@ static int bpe_merge_word_(BpeTokenizer *t, const unsigned char *s, size_t n, Bp
 
 static int bpe_encode_word_(BpeTokenizer *t, const unsigned char *s, size_t n, BpeIds *out) {
     if (n == 1) return bpe_ids_push(out, t->byte_id[s[0]]);
+    if (t->ignore_merges) {
+        int32_t id = bpe_vmap_find_(t, (const char *)s, n);
+        if (id >= 0) return bpe_ids_push(out, id);
+    }
     if (n > BPE_CACHE_MAX_KEY) return bpe_merge_word_(t, s, n, out);
     uint64_t h = bpe_hash_(s, n);
     if (!t->cache_slots_cap) {
@@ -660,24 +795,46 @@ static int bpe_encode_word_(BpeTokenizer *t, const unsigned char *s, size_t n, B
     return 0;
 }
 
-static int bpe_encode_plain_(BpeTokenizer *t, const unsigned char *s, size_t n, BpeIds *out) {
-    size_t i = 0;
-    while (i < n) {
-        size_t j = bpe_pretoken_end(s, n, i);
-        int rc = bpe_encode_word_(t, s + i, j - i, out);
-        if (rc) return rc;
-        i = j;
+// End of the pre-token at s[i] (i < n) under splitting rule kind (BPE_PRE_*). *piece
+// carries SmolLM2's state from one call to the next over a text (start it at 0): the
+// end of the stretch without \p{N} characters that GPT-2's pattern is splitting.
+static size_t bpe_pretoken_next(int kind, const unsigned char *s, size_t n, size_t i, size_t *piece) {
+    int cls, l;
+    switch (kind) {
+    case BPE_PRE_CL100K: return bpe_pretoken_end_cl100k(s, n, i, 3);
+    case BPE_PRE_QWEN2: return bpe_pretoken_end_cl100k(s, n, i, 1);
+    case BPE_PRE_O200K: return bpe_pretoken_end_o200k(s, n, i);
+    case BPE_PRE_GPT2_DIGITS:  // each \p{N} character alone; GPT-2's pattern on the text between
+        if (i >= *piece) {     // the stretch from s[i] to the next \p{N} character after it (so
+            size_t p = i + (size_t)bpe_char_at_(s, n, i, &cls);  // a digit at s[i] is a run of one)
+            while (p < n && (l = bpe_char_at_(s, n, p, &cls), cls != BPE_NUMBER)) p += (size_t)l;
+            *piece = p;
+        }
+        return bpe_pretoken_end(s, *piece, i);
+    default: return bpe_pretoken_end(s, n, i);
     }
-    return 0;
 }
 
-// The special token starting at s[i] (the longest if several match), or -1.
-static int32_t bpe_special_at_(const BpeTokenizer *t, const unsigned char *s, size_t n, size_t i) {
-    if (!t->special_first[s[i]]) return -1;
+static int bpe_encode_plain_(BpeTokenizer *t, const unsigned char *s, size_t n, BpeIds *out) {
+    size_t i = 0, piece = 0;
+    int rc = 0;
+    while (i < n && !rc) {
+        size_t j = bpe_pretoken_next(t->pretok, s, n, i, &piece);
+        rc = bpe_encode_word_(t, s + i, j - i, out);
+        i = j;
+    }
+    return rc;
+}
+
+// The added token starting at s[i] (the longest if several match) whose kind is in
+// kinds (bit 0 special, bit 1 not special), or -1.
+static int32_t bpe_special_at_(const BpeTokenizer *t, const unsigned char *s, size_t n, size_t i, int kinds) {
+    if (!(t->special_first[s[i]] & kinds)) return -1;
     int32_t best = -1, best_len = 0;
     for (int32_t k = 0; k < t->n_specials; k++) {
         int32_t id = t->specials[k], l = t->tok_len[id];
-        if (l > best_len && (size_t)l <= n - i && memcmp(t->tok_data + t->tok_off[id], s + i, (size_t)l) == 0) {
+        if ((t->tok_special[id] & kinds) && l > best_len && (size_t)l <= n - i &&
+            memcmp(t->tok_data + t->tok_off[id], s + i, (size_t)l) == 0) {
             best = id; best_len = l;
         }
     }
@@ -686,25 +843,23 @@ static int32_t bpe_special_at_(const BpeTokenizer *t, const unsigned char *s, si
 
 // Encodes text[0..len) and appends the ids to out. With parse_special, occurrences of
 // special-token text (e.g. "<|endoftext|>") become those tokens; without it they are
-// encoded as ordinary text.
+// encoded as ordinary text. Added tokens that are not special (a tokenizer.json's
+// "special": false, e.g. Qwen2's "<tool_call>") are always matched, as Hugging Face
+// does; where several added tokens match at one place, the longest wins.
 static int bpe_encode(BpeTokenizer *t, const char *text, size_t len, int parse_special, BpeIds *out,
                       char *err, size_t errlen) {
     const unsigned char *s = (const unsigned char *)text;
-    int rc = 0;
-    if (!parse_special || t->n_specials == 0) {
-        rc = bpe_encode_plain_(t, s, len, out);
-    } else {
-        size_t start = 0;
-        for (size_t i = 0; i < len && !rc;) {
-            int32_t sp = bpe_special_at_(t, s, len, i);
-            if (sp < 0) { i++; continue; }
-            rc = bpe_encode_plain_(t, s + start, i - start, out);
-            if (!rc) rc = bpe_ids_push(out, sp);
-            i += (size_t)t->tok_len[sp];
-            start = i;
-        }
-        if (!rc) rc = bpe_encode_plain_(t, s + start, len - start, out);
+    int rc = 0, kinds = parse_special ? 3 : 2;
+    size_t start = 0;
+    for (size_t i = 0; i < len && !rc && t->n_specials;) {
+        int32_t sp = bpe_special_at_(t, s, len, i, kinds);
+        if (sp < 0) { i++; continue; }
+        rc = bpe_encode_plain_(t, s + start, i - start, out);
+        if (!rc) rc = bpe_ids_push(out, sp);
+        i += (size_t)t->tok_len[sp];
+        start = i;
     }
+    if (!rc) rc = bpe_encode_plain_(t, s + start, len - start, out);
     if (rc) return bpe_err_(err, errlen, rc, "out of memory while encoding");
     return 0;
 }
@@ -897,22 +1052,67 @@ static int bpe_load_gpt2_dir(BpeTokenizer **out, const char *dir, char *err, siz
     return rc;
 }
 
-static int bpe_json_is_byte_level_(const JsonValue *pt) {
-    if (!pt || pt->type != JSON_OBJECT) return 0;
-    const JsonValue *ty = json_get(pt, "type");
-    if (!ty || ty->type != JSON_STRING) return 0;
-    if (strcmp(ty->string, "ByteLevel") == 0) return 1;
-    if (strcmp(ty->string, "Sequence") == 0) {
-        const JsonValue *list = json_get(pt, "pretokenizers");
-        if (list && list->type == JSON_ARRAY && list->count == 1) return bpe_json_is_byte_level_(&list->items[0]);
-    }
+// The Split regexes we know, as tokenizer.json files spell them (after JSON unescaping).
+static const char BPE_RE_CL100K[] =
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+static const char BPE_RE_QWEN2[] =
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+static const char BPE_RE_O200K[] =
+    "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|"
+    "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|"
+    "\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+
+static int bpe_json_type_is_(const JsonValue *v, const char *type) {
+    const JsonValue *ty = json_get(v, "type");
+    return v && v->type == JSON_OBJECT && ty && ty->type == JSON_STRING && strcmp(ty->string, type) == 0;
+}
+
+// A ByteLevel pre-tokenizer with add_prefix_space false and use_regex as wanted
+// (absent means true); 0 or an error naming the file.
+static int bpe_json_check_byte_level_(const JsonValue *bl, int want_regex, const char *path, char *err, size_t errlen) {
+    const JsonValue *aps = json_get(bl, "add_prefix_space"), *ur = json_get(bl, "use_regex");
+    if (aps && aps->type == JSON_TRUE)
+        return bpe_err_(err, errlen, BPE_EFORMAT, "%s: ByteLevel add_prefix_space=true is not supported", path);
+    if ((!ur || ur->type != JSON_FALSE) != want_regex)
+        return bpe_err_(err, errlen, BPE_EFORMAT, "%s: ByteLevel use_regex=%s is not supported %s", path, want_regex ? "false" : "true",
+                        want_regex ? "(GPT-2 style files use the regex)" : "after a Split (the Split is the regex)");
     return 0;
 }
-static int bpe_json_find_byte_level_(const JsonValue *pt, const JsonValue **bl) {
-    const JsonValue *ty = json_get(pt, "type");
-    if (ty && ty->type == JSON_STRING && strcmp(ty->string, "Sequence") == 0) pt = &json_get(pt, "pretokenizers")->items[0];
-    *bl = pt;
-    return 0;
+
+// The pre-tokenizer of a tokenizer.json as BPE_PRE_* in *kind: ByteLevel (GPT-2),
+// Sequence[ByteLevel], Sequence[Split(known regex, Isolated), ByteLevel(use_regex
+// false)], or Sequence[Digits(individual_digits), ByteLevel]. Anything else is refused.
+static int bpe_json_pretok_(const JsonValue *pt, const char *path, int *kind, char *err, size_t errlen) {
+    const JsonValue *list = json_get(pt, "pretokenizers");
+    size_t n = bpe_json_type_is_(pt, "Sequence") && list && list->type == JSON_ARRAY ? list->count : 0;
+    const JsonValue *first = n ? &list->items[0] : pt, *last = n ? &list->items[n - 1] : pt;
+    if (n <= 1 && bpe_json_type_is_(first, "ByteLevel")) {
+        *kind = BPE_PRE_GPT2;
+        return bpe_json_check_byte_level_(first, 1, path, err, errlen);
+    }
+    if (n == 2 && bpe_json_type_is_(first, "Split") && bpe_json_type_is_(last, "ByteLevel")) {
+        const JsonValue *re = json_get(json_get(first, "pattern"), "Regex");
+        const JsonValue *beh = json_get(first, "behavior"), *inv = json_get(first, "invert");
+        if (!re || re->type != JSON_STRING)
+            return bpe_err_(err, errlen, BPE_EFORMAT, "%s: pre_tokenizer Split without a pattern.Regex string is not supported", path);
+        if (!strcmp(re->string, BPE_RE_CL100K)) *kind = BPE_PRE_CL100K;
+        else if (!strcmp(re->string, BPE_RE_QWEN2)) *kind = BPE_PRE_QWEN2;
+        else if (!strcmp(re->string, BPE_RE_O200K)) *kind = BPE_PRE_O200K;
+        else return bpe_err_(err, errlen, BPE_EFORMAT, "%s: pre_tokenizer Split regex \"%.100s\" is not supported "
+                             "(known: Llama 3 / cl100k_base, Qwen2, o200k_base)", path, re->string);
+        if (!beh || beh->type != JSON_STRING || strcmp(beh->string, "Isolated") || (inv && inv->type != JSON_FALSE))
+            return bpe_err_(err, errlen, BPE_EFORMAT, "%s: pre_tokenizer Split must have behavior \"Isolated\" and invert false", path);
+        return bpe_json_check_byte_level_(last, 0, path, err, errlen);
+    }
+    if (n == 2 && bpe_json_type_is_(first, "Digits") && bpe_json_type_is_(last, "ByteLevel")) {
+        const JsonValue *ind = json_get(first, "individual_digits");
+        if (!ind || ind->type != JSON_TRUE)
+            return bpe_err_(err, errlen, BPE_EFORMAT, "%s: pre_tokenizer Digits without individual_digits=true is not supported", path);
+        *kind = BPE_PRE_GPT2_DIGITS;
+        return bpe_json_check_byte_level_(last, 1, path, err, errlen);
+    }
+    return bpe_err_(err, errlen, BPE_EFORMAT, "%s: this pre_tokenizer is not supported (known: ByteLevel; Split with the "
+                    "Llama 3 / cl100k_base, Qwen2 or o200k_base regex + ByteLevel; Digits + ByteLevel)", path);
 }
 
 // The text[0..len) of a Hugging Face tokenizer.json of a byte-level BPE model (GPT-2's
@@ -934,24 +1134,17 @@ static int bpe_load_tokenizer_json_buffer(BpeTokenizer **out, const char *path, 
     const JsonValue *pt = json_get(doc.root, "pre_tokenizer");
     const JsonValue *merges = json_get(model, "merges");
     const JsonValue *added = json_get(doc.root, "added_tokens");
+    const JsonValue *norm = json_get(doc.root, "normalizer");
     if (!model || model->type != JSON_OBJECT) rc = bpe_err_(err, errlen, BPE_EFORMAT, "%s: no \"model\" object", path);
     else if (type && (type->type != JSON_STRING || strcmp(type->string, "BPE") != 0))
         rc = bpe_err_(err, errlen, BPE_EFORMAT, "%s: model type is not BPE", path);
-    else if (!bpe_json_is_byte_level_(pt))
-        rc = bpe_err_(err, errlen, BPE_EFORMAT, "%s: pre_tokenizer is not ByteLevel (only GPT-2 style byte-level BPE is supported)", path);
     else if (!merges || merges->type != JSON_ARRAY) rc = bpe_err_(err, errlen, BPE_EFORMAT, "%s: model.merges is not an array", path);
     else if (added && added->type != JSON_ARRAY && added->type != JSON_NULL)
         rc = bpe_err_(err, errlen, BPE_EFORMAT, "%s: added_tokens is not an array", path);
-    if (!rc) {
-        const JsonValue *bl;
-        bpe_json_find_byte_level_(pt, &bl);
-        const JsonValue *aps = json_get(bl, "add_prefix_space");
-        const JsonValue *ur = json_get(bl, "use_regex");
-        if (aps && aps->type == JSON_TRUE)
-            rc = bpe_err_(err, errlen, BPE_EFORMAT, "%s: add_prefix_space=true is not supported (GPT-2 uses false)", path);
-        else if (ur && ur->type == JSON_FALSE)
-            rc = bpe_err_(err, errlen, BPE_EFORMAT, "%s: use_regex=false is not supported (GPT-2 uses the regex)", path);
-    }
+    else if (norm && norm->type != JSON_NULL && !bpe_json_type_is_(norm, "NFC"))
+        rc = bpe_err_(err, errlen, BPE_EFORMAT, "%s: normalizer is not supported (only null or NFC)", path);
+    else rc = bpe_json_pretok_(pt, path, &t->pretok, err, errlen);
+    t->ignore_merges = json_get(model, "ignore_merges") && json_get(model, "ignore_merges")->type == JSON_TRUE;
     const JsonValue *vocab = json_get(model, "vocab");
     int64_t id_limit = bpe_id_limit_((vocab ? vocab->count : 0) + (added && added->type == JSON_ARRAY ? added->count : 0));
     if (!rc) rc = bpe_load_vocab_json_(t, path, vocab, id_limit, err, errlen);
@@ -981,6 +1174,11 @@ static int bpe_load_tokenizer_json_buffer(BpeTokenizer **out, const char *path, 
                           path, (long)i, (long long)id_limit - 1);
             break;
         }
+        static const char *const unsupported[] = {"lstrip", "rstrip", "single_word"};
+        for (int k = 0; k < 3 && !rc; k++)
+            if (json_get(a, unsupported[k]) && json_get(a, unsupported[k])->type == JSON_TRUE)
+                rc = bpe_err_(err, errlen, BPE_EFORMAT, "%s: added token \"%.80s\": %s=true is not supported", path, c->string, unsupported[k]);
+        if (rc) break;
         if (id < t->n_ids && t->tok_len[id] >= 0) {
             if ((size_t)t->tok_len[id] != c->length || memcmp(t->tok_data + t->tok_off[id], c->string, c->length) != 0 ||
                 t->tok_special[id]) {
@@ -995,7 +1193,8 @@ static int bpe_load_tokenizer_json_buffer(BpeTokenizer **out, const char *path, 
             }
             if (bpe_set_token_(t, (int32_t)id, c->string, c->length)) { rc = bpe_err_(err, errlen, BPE_ENOMEM, "out of memory"); break; }
         }
-        if (bpe_mark_special_(t, (int32_t)id)) rc = bpe_err_(err, errlen, BPE_ENOMEM, "out of memory");
+        if (bpe_mark_added_(t, (int32_t)id, json_get(a, "special") && json_get(a, "special")->type == JSON_FALSE ? 2 : 1))
+            rc = bpe_err_(err, errlen, BPE_ENOMEM, "out of memory");
     }
     json_free(&doc);
     if (rc) { bpe_free(t); return rc; }
@@ -1015,13 +1214,21 @@ static int bpe_load_tokenizer_json(BpeTokenizer **out, const char *path, char *e
     return rc;
 }
 
-// A GPT-2 directory, or a tokenizer.json file.
+// A tokenizer.json file, or a directory: its tokenizer.json if it has one (a Hugging
+// Face model directory; Qwen2's also has vocab.json + merges.txt, which lack its
+// pre-tokenizer), otherwise its GPT-2 files.
 static int bpe_load(BpeTokenizer **out, const char *path, char *err, size_t errlen) {
     struct stat st;
     *out = NULL;
     if (stat(path, &st) != 0) return bpe_err_(err, errlen, BPE_EIO, "%s: %s", path, strerror(errno));
-    if (S_ISDIR(st.st_mode)) return bpe_load_gpt2_dir(out, path, err, errlen);
-    return bpe_load_tokenizer_json(out, path, err, errlen);
+    if (!S_ISDIR(st.st_mode)) return bpe_load_tokenizer_json(out, path, err, errlen);
+    size_t n = strlen(path) + 32;
+    char *tj = (char *)malloc(n);
+    if (!tj) return bpe_err_(err, errlen, BPE_ENOMEM, "out of memory");
+    snprintf(tj, n, "%s/tokenizer.json", path);
+    int rc = bpe_file_exists_(tj) ? bpe_load_tokenizer_json(out, tj, err, errlen) : bpe_load_gpt2_dir(out, path, err, errlen);
+    free(tj);
+    return rc;
 }
 
 // ---------------------------------------------------------------- saving
@@ -1103,7 +1310,8 @@ static int bpe_save_gpt2_dir(const BpeTokenizer *t, const char *dir, char *err, 
     return rc;
 }
 
-// A Hugging Face tokenizer.json (byte-level BPE, GPT-2 settings).
+// A Hugging Face tokenizer.json (byte-level BPE) with this tokenizer's pre-tokenizer,
+// ignore_merges and added tokens.
 static int bpe_save_tokenizer_json(const BpeTokenizer *t, const char *path, char *err, size_t errlen) {
     char *buf = (char *)malloc(4 * (size_t)bpe_max_token_len_(t) + 8);
     if (!buf) return bpe_err_(err, errlen, BPE_ENOMEM, "out of memory");
@@ -1114,14 +1322,27 @@ static int bpe_save_tokenizer_json(const BpeTokenizer *t, const char *path, char
         int32_t id = t->specials[k];
         fprintf(f, "%s\n  {\"id\": %d, \"content\": ", k ? "," : "", (int)id);
         bpe_json_write_string_(f, t->tok_data + t->tok_off[id], (size_t)t->tok_len[id]);
-        fputs(", \"single_word\": false, \"lstrip\": false, \"rstrip\": false, \"normalized\": false, \"special\": true}", f);
+        fprintf(f, ", \"single_word\": false, \"lstrip\": false, \"rstrip\": false, \"normalized\": false, \"special\": %s}",
+                t->tok_special[id] == 1 ? "true" : "false");
     }
-    fputs("],\n\"normalizer\": null,\n"
-          "\"pre_tokenizer\": {\"type\": \"ByteLevel\", \"add_prefix_space\": false, \"trim_offsets\": true, \"use_regex\": true},\n"
-          "\"post_processor\": {\"type\": \"ByteLevel\", \"add_prefix_space\": true, \"trim_offsets\": false, \"use_regex\": true},\n"
-          "\"decoder\": {\"type\": \"ByteLevel\", \"add_prefix_space\": true, \"trim_offsets\": true, \"use_regex\": true},\n"
-          "\"model\": {\"type\": \"BPE\", \"dropout\": null, \"unk_token\": null, \"continuing_subword_prefix\": \"\", "
-          "\"end_of_word_suffix\": \"\", \"fuse_unk\": false, \"byte_fallback\": false,\n\"vocab\": ", f);
+    fputs("],\n\"normalizer\": null,\n\"pre_tokenizer\": ", f);
+    const char *re = t->pretok == BPE_PRE_CL100K ? BPE_RE_CL100K : t->pretok == BPE_PRE_QWEN2 ? BPE_RE_QWEN2
+                   : t->pretok == BPE_PRE_O200K ? BPE_RE_O200K : NULL;
+    if (re) {
+        fputs("{\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Split\", \"pattern\": {\"Regex\": ", f);
+        bpe_json_write_string_(f, re, strlen(re));
+        fputs("}, \"behavior\": \"Isolated\", \"invert\": false}, "
+              "{\"type\": \"ByteLevel\", \"add_prefix_space\": false, \"trim_offsets\": true, \"use_regex\": false}]},\n", f);
+    } else {
+        fputs(t->pretok == BPE_PRE_GPT2_DIGITS ? "{\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Digits\", \"individual_digits\": true}, " : "", f);
+        fputs("{\"type\": \"ByteLevel\", \"add_prefix_space\": false, \"trim_offsets\": true, \"use_regex\": true}", f);
+        fputs(t->pretok == BPE_PRE_GPT2_DIGITS ? "]},\n" : ",\n", f);
+    }
+    fprintf(f, "\"post_processor\": {\"type\": \"ByteLevel\", \"add_prefix_space\": true, \"trim_offsets\": false, \"use_regex\": true},\n"
+               "\"decoder\": {\"type\": \"ByteLevel\", \"add_prefix_space\": true, \"trim_offsets\": true, \"use_regex\": true},\n"
+               "\"model\": {\"type\": \"BPE\", \"dropout\": null, \"unk_token\": null, \"continuing_subword_prefix\": \"\", "
+               "\"end_of_word_suffix\": \"\", \"fuse_unk\": false, \"byte_fallback\": false,%s\n\"vocab\": ",
+            t->ignore_merges ? " \"ignore_merges\": true," : "");  // GPT-2 style files stay as they were
     bpe_write_vocab_object_(t, f, buf, 1);
     fputs(",\n\"merges\": [", f);
     for (int32_t r = 0; r < t->n_merges; r++) {

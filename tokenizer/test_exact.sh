@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Exactness of ./tok against independent GPT-2 encoders (npm: gpt-3-encoder and
-# js-tiktoken, installed with `npm install --prefix dev/node gpt-3-encoder js-tiktoken`),
-# plus the CLI: file formats, round trips, special tokens, errors and training.
+# Exactness of ./tok against independent encoders (npm: gpt-3-encoder and js-tiktoken,
+# installed with `npm install --prefix dev/node gpt-3-encoder js-tiktoken`): GPT-2, and
+# Llama 3's / o200k_base's pre-tokenizers at 100k and 200k vocabularies (cl100k_base and
+# o200k_base converted to tokenizer.json); plus the CLI: file formats, round trips,
+# special tokens, errors and training.
 # Prints "ok NAME", "FAIL NAME: why" or "skip NAME: why" per check; run from anywhere.
 set -u
 cd "$(dirname "$0")/.."
@@ -57,6 +59,32 @@ if ./tok encode --tokenizer "$T/tokenizer.json" < "$T/mixed.txt" | cmp -s - "$T/
    ./tok encode --tokenizer "$T/tokenizer.json" --special < "$T/mixed.txt" | cmp -s - "$T/c/mixed.txt.special"; then
     ok "format-tokenizer-json"
 else fail "format-tokenizer-json" "different ids"; fi
+
+# Llama 3's pre-tokenizer (= cl100k_base's pattern) and o200k_base's at 100k and 200k
+# vocabularies: tokenizer.json files converted from js-tiktoken's rank tables, against
+# js-tiktoken itself; plain, with special tokens, and decoded back.
+for e in cl100k_base o200k_base; do
+    node tokenizer/ref_encode.js tiktoken-json $e "$T/$e.json"
+    node tokenizer/ref_encode.js tiktoken $e "$T/ref" $files
+    for f in $files; do
+        n=$(basename "$f")
+        ./tok encode --tokenizer "$T/$e.json" < "$f" > "$T/c/$e.$n" || { fail "exact-$e-$n" "tok encode failed"; continue; }
+        if cmp -s "$T/c/$e.$n" "$T/ref/$e.$n.ids"; then ok "exact-$e-$n ($(wc -w < "$T/c/$e.$n") ids)"
+        else fail "exact-$e-$n" "ids differ from js-tiktoken (first difference: $(cmp "$T/c/$e.$n" "$T/ref/$e.$n.ids" | head -1))"; fi
+        if ./tok encode --tokenizer "$T/$e.json" --special < "$f" | cmp -s - "$T/ref/$e.$n.ids-special"; then ok "exact-$e-special-$n"
+        else fail "exact-$e-special-$n" "ids with special-token parsing differ from js-tiktoken allowedSpecial=all"; fi
+    done
+    if ./tok decode --tokenizer "$T/$e.json" < "$T/c/$e.mixed.txt" | cmp -s - "$T/mixed.txt"; then ok "cli-roundtrip-$e"
+    else fail "cli-roundtrip-$e" "decode(encode(x)) != x"; fi
+done
+# A Hugging Face model directory: its tokenizer.json wins over the vocab.json +
+# merges.txt that Qwen2's directories also have.
+mkdir -p "$T/model"
+ln -s "$T/cl100k_base.json" "$T/model/tokenizer.json"
+ln -s "$PWD/$G/encoder.json" "$T/model/vocab.json"
+ln -s "$PWD/$G/vocab.bpe" "$T/model/merges.txt"
+if ./tok encode --tokenizer "$T/model" < "$T/mixed.txt" | cmp -s - "$T/c/cl100k_base.mixed.txt"; then ok "format-model-directory"
+else fail "format-model-directory" "a directory with tokenizer.json does not encode as that file"; fi
 
 # Errors: exit status 1 and exactly one line on stderr.
 expect_error() {  # NAME COMMAND...

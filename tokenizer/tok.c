@@ -1,15 +1,17 @@
 // tok: command-line front end of tokenizer/bpe.h.
 //
-//   ./tok encode (--gpt2 DIR | --tokenizer FILE) [--special]   < text  > ids
-//   ./tok decode (--gpt2 DIR | --tokenizer FILE)               < ids   > bytes
+//   ./tok encode (--gpt2 DIR | --tokenizer PATH) [--special]   < text  > ids
+//   ./tok decode (--gpt2 DIR | --tokenizer PATH)               < ids   > bytes
 //   ./tok train --vocab-size N --out DIR FILE...
 //
-// encode prints the ids on one line separated by single spaces. --special makes
-// special-token text such as "<|endoftext|>" in the input become that token (by
-// default it is encoded as ordinary text). decode also knows the chat tokens that
-// prepare adds after the vocabulary for the chat format the tokenizer selects
-// (<|im_start|>, <|im_end|> for gpt2; data/chat_template.h), so it decodes any data
-// file prepare wrote with this tokenizer (without --chat-format). train writes
+// --tokenizer takes a tokenizer.json or a directory (its tokenizer.json if it has one,
+// e.g. a Hugging Face model directory; otherwise its GPT-2 files). encode prints the
+// ids on one line separated by single spaces. --special makes special-token text such
+// as "<|endoftext|>" in the input become that token (by default it is encoded as
+// ordinary text; added tokens that are not special are always matched). decode also
+// knows the chat tokens that prepare adds after the vocabulary for the chat format the
+// tokenizer selects (<|im_start|>, <|im_end|> for gpt2; data/chat_template.h), so it
+// decodes any data file prepare wrote with this tokenizer (without --chat-format). train writes
 // DIR/encoder.json, DIR/vocab.bpe and DIR/tokenizer.json. Any error: one line on
 // stderr, exit status 1.
 #include <time.h>
@@ -24,9 +26,10 @@ static void die(const char *msg) {
 
 static void usage(void) {
     fprintf(stderr,
-            "usage: tok encode (--gpt2 DIR | --tokenizer FILE) [--special] < text\n"
-            "       tok decode (--gpt2 DIR | --tokenizer FILE) < ids\n"
-            "       tok train --vocab-size N --out DIR FILE...\n");
+            "usage: tok encode (--gpt2 DIR | --tokenizer PATH) [--special] < text\n"
+            "       tok decode (--gpt2 DIR | --tokenizer PATH) < ids\n"
+            "       tok train --vocab-size N --out DIR FILE...\n"
+            "PATH: a tokenizer.json (GPT-2, Llama 3, Qwen2, SmolLM2) or a directory with one\n");
     exit(1);
 }
 

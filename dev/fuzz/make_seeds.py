@@ -205,6 +205,31 @@ def tokenizer_json(pair_merges, sequence):
 put("tok_json", "string_merges", tokenizer_json(False, False))
 put("tok_json", "pair_merges_sequence", tokenizer_json(True, True))
 
+# the Llama-family pre-tokenizers (tokenizer/bpe.h's BPE_RE_* patterns), ignore_merges,
+# an added token that is not special, Qwen2's NFC normalizer
+RE_CL100K = r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
+RE_O200K = (r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|"""
+            r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|"""
+            r"""\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+""")
+def model_tokenizer_json(pre, extra_model=None, normalizer=None):
+    v = {k: i for k, i in vocab.items() if k != "<|endoftext|>"}
+    model = {"type": "BPE", "vocab": v, "merges": [list(x) for x in merges]}
+    model.update(extra_model or {})
+    return json.dumps({"version": "1.0", "normalizer": normalizer, "added_tokens": [
+        {"id": len(v), "content": "<|endoftext|>", "special": True},
+        {"id": len(v) + 1, "content": "<tool_call>", "special": False}],
+        "pre_tokenizer": pre, "model": model}, ensure_ascii=False)
+def split_then_bytes(regex):
+    return {"type": "Sequence", "pretokenizers": [
+        {"type": "Split", "pattern": {"Regex": regex}, "behavior": "Isolated", "invert": False},
+        {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False}]}
+put("tok_json", "llama3", model_tokenizer_json(split_then_bytes(RE_CL100K), {"ignore_merges": True}))
+put("tok_json", "qwen2", model_tokenizer_json(split_then_bytes(RE_CL100K.replace(r"\p{N}{1,3}", r"\p{N}")), None, {"type": "NFC"}))
+put("tok_json", "o200k", model_tokenizer_json(split_then_bytes(RE_O200K), {"ignore_merges": True}))
+put("tok_json", "smollm2", model_tokenizer_json({"type": "Sequence", "pretokenizers": [
+    {"type": "Digits", "individual_digits": True},
+    {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}]}))
+
 # ---- encode: first byte odd = parse special-token text
 texts = ["\x01Hello world! It's 2+2=4.\n\n  <|endoftext|><|im_start|>user\nhi<|im_end|>",
          "\x00Grüße, 日本語, 🙂 and \xff\xfe invalid bytes",
