@@ -45,7 +45,7 @@ int main(int argc, char **argv) {
     ChatArgs a = {"", "", "", "", "", "", 256, 1337, 0.0f};
     Flag flags[] = {
         {'e', FLAG_STRING, &a.model, "model: checkpoint or Hugging Face GPT-2, Llama or Qwen2 directory (required)"},
-        {'k', FLAG_STRING, &a.tokenizer, "tokenizer the data was prepared with: GPT-2 dir or tokenizer.json (required)"},
+        {'k', FLAG_STRING, &a.tokenizer, "tokenizer the data was prepared with: tokenizer.json, a directory with one, or a GPT-2 dir (required)"},
         {'c', FLAG_STRING, &a.format, "chat format: gpt2, chatml or llama3 (default: from the tokenizer's special tokens)"},
         {'s', FLAG_STRING, &a.system, "system message of each conversation (the model's data: prepare --system; default none)"},
         {'p', FLAG_STRING, &a.prompt, "one prompt to answer"},

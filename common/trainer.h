@@ -70,7 +70,7 @@ static void train_args_defaults(TrainArgs *a) {
     {'n', FLAG_INT, &(a)->ckpt_every, "checkpoint every N steps; 0 = only at the end (default 0)"},      \
     {'y', FLAG_INT, &(a)->resume, "1 = resume from the latest checkpoint in -o; a finished run exits 0 (SIGTERM/SIGINT save one and exit 143/130) (default 0)"},            \
     {'z', FLAG_INT, &(a)->seed, "random seed: init, shuffling, sampling (default 1337)"},                \
-    {'k', FLAG_STRING, &(a)->tokenizer_path, "tokenizer (GPT-2 dir or tokenizer.json): decode samples, run -E; must be the one the data was made with (checked)"}, \
+    {'k', FLAG_STRING, &(a)->tokenizer_path, "tokenizer (tokenizer.json, a directory with one, or a GPT-2 dir): decode samples, run -E; must be the one the data was made with (checked)"}, \
     {'E', FLAG_STRING, &(a)->eval_path, "exact-match evaluation JSONL of {prompt, completion}; needs -k"},   \
     {'a', FLAG_INT, &(a)->eval_every, "run -E every N steps; 0 = before and after training (default 0)"}, \
     {'K', FLAG_INT, &(a)->max_nonfinite, "stop (exit 2) after K consecutive steps with a NaN/Inf loss or gradient norm (default 5)"}, \
