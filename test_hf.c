@@ -55,7 +55,7 @@ static void test_published_configs(void) {
     check("config_llama32_1b", c.family == FAMILY_LLAMA && c.L == 16 && c.C == 2048 && c.NH == 32 && c.KVH == 8 && c.HS == 64 &&
               c.FF == 8192 && c.V == 128256 && c.maxT == 131072 && c.rope_theta == 500000.0f && c.rope_factor == 32.0f &&
               c.rope_low_freq == 1.0f && c.rope_high_freq == 4.0f && c.rope_orig_maxT == 8192 && c.bos_id == 128000 && c.eos_id == 128001 &&
-              c.tied == 1 && gpt2_num_parameters(&c) == 1235814400,
+              c.n_eos_more == 2 && c.eos_more[0] == 128008 && c.eos_more[1] == 128009 && c.tied == 1 && gpt2_num_parameters(&c) == 1235814400,
           "KVH %d HS %d factor %g eos %d params %zu", c.KVH, c.HS, (double)c.rope_factor, c.eos_id, gpt2_num_parameters(&c));
     // Qwen/Qwen2.5-0.5B-Instruct
     parse_config("{\"architectures\": [\"Qwen2ForCausalLM\"], \"attention_dropout\": 0.0, \"bos_token_id\": 151643, \"eos_token_id\": 151645,"
@@ -186,12 +186,17 @@ static void test_round_trips(void) {
     check("llama_export_config_is_json", json_parse(text, len, &doc) == 0, "%s", doc.error);
     json_free(&doc);
     free(text);
-    // sharding the same model: many shards, an index, no single file
+    // sharding the same model: many shards, an index, no single file; an eos list (Llama 3.2 Instruct's) comes back whole
+    c.eos_more[0] = 8; c.eos_more[1] = 9; c.n_eos_more = 2;
     check("llama_sharded_round_trip", round_trip("llama_sharded", &c, mem, &p, 20000, dir, sizeof dir), "export -> import differs");
     int shards = count_files(dir, "model-");
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
     int single = path_exists(path);
     check("llama_sharded_layout", shards > 2 && !single, "%d shards, model.safetensors %s", shards, single ? "present" : "absent");
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    text = read_whole_file(path, &len);
+    check("llama_export_eos_list", strstr(text, "\"eos_token_id\": [\n    2,\n    8,\n    9\n  ],") != NULL, "%s", text);
+    free(text);
     snprintf(path, sizeof path, "%s/model.safetensors.index.json", dir);
     text = read_whole_file(path, &len);
     char total[64], first[64];

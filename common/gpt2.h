@@ -45,7 +45,9 @@ typedef struct {
     // Llama 3's rope_scaling (rope_type "llama3"); rope_factor 0 = no scaling
     float rope_factor, rope_low_freq, rope_high_freq;  // factor, low_freq_factor, high_freq_factor
     int rope_orig_maxT;                                  // original_max_position_embeddings
-    int bos_id, eos_id;  // config.json's bos/eos_token_id, -1 if absent (written back on export)
+    int bos_id;          // config.json's bos_token_id, -1 if absent (written back on export)
+    int eos_id;          // its eos_token_id (the first of a list), -1 if absent
+    int eos_more[3], n_eos_more;  // the rest of an eos_token_id list (Llama 3.2 Instruct: 128008, 128009)
 } GPT2Config;
 
 static int is_llama_family(const GPT2Config *c) { return c->family != FAMILY_GPT2; }
@@ -212,6 +214,8 @@ static void gpt2_config_defaults(GPT2Config *c) {
     c->qkv_bias = 1; c->tied = 1;
     c->rope_theta = 0; c->rope_factor = 0; c->rope_low_freq = c->rope_high_freq = 0; c->rope_orig_maxT = 0;
     c->bos_id = c->eos_id = -1;
+    c->n_eos_more = 0;
+    memset(c->eos_more, 0, sizeof c->eos_more);
 }
 
 static void gpt2_check_config(const GPT2Config *c, const char *what) {
@@ -367,7 +371,7 @@ static int json_field_bool(const JsonValue *root, const char *key, const char *p
     return v->type == JSON_TRUE;
 }
 
-// bos_token_id / eos_token_id: an id, a list of ids (the first is kept) or null (-1);
+// bos_token_id / eos_token_id: an id, a list of ids (the first; hf_eos_more keeps the rest) or null (-1);
 // absent: fallback.
 static int hf_token_id(const JsonValue *root, const char *key, const char *path, int fallback) {
     const JsonValue *v = json_get(root, key);
@@ -377,6 +381,20 @@ static int hf_token_id(const JsonValue *root, const char *key, const char *path,
     int64_t x;
     if (json_int64(v, &x) != 0 || x < 0 || x > INT32_MAX) fatal("%s: field \"%s\" must be a token id, a list of token ids or null", path, key);
     return (int)x;
+}
+
+// The ids after the first of an eos_token_id list, kept so export writes the list back
+// (transformers' generate stops on any of them); at most 3.
+static void hf_eos_more(const JsonValue *root, const char *path, GPT2Config *cfg) {
+    const JsonValue *v = json_get(root, "eos_token_id");
+    cfg->n_eos_more = 0;
+    if (!v || v->type != JSON_ARRAY) return;
+    if (v->count > 4) fatal("%s: eos_token_id lists %d ids; at most 4 are supported", path, (int)v->count);
+    for (int k = 1; k < (int)v->count; k++) {
+        int64_t x;
+        if (json_int64(&v->items[k], &x) != 0 || x < 0 || x > INT32_MAX) fatal("%s: field \"eos_token_id\" must be a token id, a list of token ids or null", path);
+        cfg->eos_more[cfg->n_eos_more++] = (int)x;
+    }
 }
 
 static void hf_config_gpt2(const JsonValue *root, const char *path, GPT2Config *cfg) {
@@ -453,6 +471,7 @@ static void hf_config_llama(const JsonValue *root, const char *path, int family,
     int llama = family == FAMILY_LLAMA;  // LlamaConfig's defaults are 1 and 2, Qwen2Config's none
     cfg->bos_id = hf_token_id(root, "bos_token_id", path, llama ? 1 : -1);
     cfg->eos_id = hf_token_id(root, "eos_token_id", path, llama ? 2 : -1);
+    hf_eos_more(root, path, cfg);
 }
 
 // Reads a config.json's text[0..len) (path names it in errors): model_type "gpt2"
@@ -725,9 +744,14 @@ static void hf_write_config(const char *dir, const GPT2Config *c) {
         return;
     }
     int qwen = c->family == FAMILY_QWEN2;
-    char eps[32], theta[32], scaling[512], f[32], lo[32], hi[32], bos[16] = "null", eos[16] = "null";
+    char eps[32], theta[32], scaling[512], f[32], lo[32], hi[32], bos[16] = "null", eos[96] = "null";
     if (c->bos_id >= 0) snprintf(bos, sizeof bos, "%d", c->bos_id);
-    if (c->eos_id >= 0) snprintf(eos, sizeof eos, "%d", c->eos_id);
+    if (c->eos_id >= 0 && c->n_eos_more == 0) snprintf(eos, sizeof eos, "%d", c->eos_id);
+    else if (c->eos_id >= 0) {
+        size_t e = (size_t)snprintf(eos, sizeof eos, "[\n    %d", c->eos_id);
+        for (int k = 0; k < c->n_eos_more; k++) e += (size_t)snprintf(eos + e, sizeof eos - e, ",\n    %d", c->eos_more[k]);
+        snprintf(eos + e, sizeof eos - e, "\n  ]");
+    }
     hf_json_float(eps, sizeof eps, c->eps);
     hf_json_float(theta, sizeof theta, c->rope_theta);
     hf_json_float(f, sizeof f, c->rope_factor);
