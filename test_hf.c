@@ -396,6 +396,8 @@ static void test_refusals(void) {
     expect_refused("llama_attention_bias", dir, "attention_bias true");
     variant("eos", "config.json", "\"eos_token_id\": 7", "\"eos_token_id\": \"7\"", dir, sizeof dir);
     expect_refused("eos_not_an_id", dir, "field \"eos_token_id\" must be a token id");
+    variant("eos5", "config.json", "\"eos_token_id\": 7", "\"eos_token_id\": [7, 8, 9, 10, 11]", dir, sizeof dir);
+    expect_refused("eos_list_too_long", dir, "eos_token_id lists 5 ids");
     // a Llama export whose tied flag is set although lm_head.weight differs from the embedding
     snprintf(dir, sizeof dir, "%s/bad_tied", tmp_root);
     char cmd[1200];
