@@ -44,6 +44,88 @@ void ref_adamw(float *p, const float *g, float *m, float *v, long n, float lr, f
     adamw_tensor(p, g, m, v, (size_t)n, lr, beta1, beta2, eps, wd, t);
 }
 
+// ---- Llama-family layers (the shared design of issue 12), written here from that
+// description in plain fp32 C until train_sft.c's own layers replace them ----
+void ref_rmsnorm_forward(float *out, float *rstd, const float *inp, const float *w, int N, int C, float eps) {
+    for (int i = 0; i < N; i++) {
+        const float *x = inp + (size_t)i * C;
+        float ss = 0.0f;
+        for (int c = 0; c < C; c++) ss += x[c] * x[c];
+        float s = 1.0f / sqrtf(ss / C + eps);
+        for (int c = 0; c < C; c++) out[(size_t)i * C + c] = x[c] * s * w[c];
+        rstd[i] = s;
+    }
+}
+void ref_rmsnorm_backward(float *dinp, float *dw, const float *dout, const float *inp, const float *w, const float *rstd, int N, int C) {
+    for (int i = 0; i < N; i++) {
+        const float *x = inp + (size_t)i * C, *dy = dout + (size_t)i * C;
+        float s = rstd[i], gn = 0.0f;
+        for (int c = 0; c < C; c++) gn += dy[c] * w[c] * x[c] * s;
+        gn /= C;
+        for (int c = 0; c < C; c++) {
+            dinp[(size_t)i * C + c] += s * (dy[c] * w[c] - x[c] * s * gn);
+            dw[c] += dy[c] * x[c] * s;
+        }
+    }
+}
+// q and k heads of every row of qkv (BT, (NH + 2 KVH) HS) rotated by sign * angle
+static void ref_rope_rotate(float *qkv, const int *pos, const float *inv_freq, int BT, int NH, int KVH, int HS, float sign) {
+    int half = HS / 2, width = (NH + 2 * KVH) * HS;
+    for (int r = 0; r < BT; r++)
+        for (int h = 0; h < NH + KVH; h++) {
+            float *x = qkv + (size_t)r * width + (size_t)h * HS;
+            for (int i = 0; i < half; i++) {
+                float a = (float)pos[r] * inv_freq[i], c = cosf(a), s = sign * sinf(a);
+                float x1 = x[i], x2 = x[i + half];
+                x[i] = x1 * c - x2 * s;
+                x[i + half] = x2 * c + x1 * s;
+            }
+        }
+}
+void ref_rope_forward(float *qkv, const int *pos, const float *inv_freq, int BT, int NH, int KVH, int HS) {
+    ref_rope_rotate(qkv, pos, inv_freq, BT, NH, KVH, HS, 1.0f);
+}
+void ref_rope_backward(float *dqkv, const int *pos, const float *inv_freq, int BT, int NH, int KVH, int HS) {
+    ref_rope_rotate(dqkv, pos, inv_freq, BT, NH, KVH, HS, -1.0f);
+}
+void ref_swiglu_forward(float *out, const float *fch, int BT, int FF) {
+    for (int r = 0; r < BT; r++)
+        for (int j = 0; j < FF; j++) {
+            float g = fch[(size_t)r * 2 * FF + j], u = fch[(size_t)r * 2 * FF + FF + j];
+            out[(size_t)r * FF + j] = g / (1.0f + expf(-g)) * u;
+        }
+}
+void ref_swiglu_backward(float *dfch, const float *fch, const float *dout, int BT, int FF) {
+    for (int r = 0; r < BT; r++)
+        for (int j = 0; j < FF; j++) {
+            size_t o = (size_t)r * 2 * FF + j;
+            float g = fch[o], u = fch[o + FF], dh = dout[(size_t)r * FF + j], sg = 1.0f / (1.0f + expf(-g));
+            dfch[o] += dh * u * sg * (1.0f + g * (1.0f - sg));
+            dfch[o + FF] += dh * g * sg;
+        }
+}
+// nn.Linear: out (N, OC) = inp (N, C) w^T + bias, w (OC, C) [out, in]; bias may be null
+void ref_matmul_forward_oi(float *out, const float *inp, const float *w, const float *bias, int N, int C, int OC) {
+    for (int i = 0; i < N; i++)
+        for (int o = 0; o < OC; o++) {
+            float acc = bias ? bias[o] : 0.0f;
+            for (int c = 0; c < C; c++) acc += inp[(size_t)i * C + c] * w[(size_t)o * C + c];
+            out[(size_t)i * OC + o] = acc;
+        }
+}
+// dinp += dout w, dw += dout^T inp, dbias += column sums of dout (when not null)
+void ref_matmul_backward_oi(float *dinp, float *dw, float *dbias, const float *dout, const float *inp, const float *w, int N, int C, int OC) {
+    for (int i = 0; i < N; i++)
+        for (int o = 0; o < OC; o++) {
+            float d = dout[(size_t)i * OC + o];
+            for (int c = 0; c < C; c++) {
+                dinp[(size_t)i * C + c] += d * w[(size_t)o * C + c];
+                dw[(size_t)o * C + c] += d * inp[(size_t)i * C + c];
+            }
+            if (dbias) dbias[o] += d;
+        }
+}
+
 // ---- the whole CPU model, for test_sftcu ----
 void *ref_model_new(const GPT2Config *cfg, const float *params, int B, int T) {
     GPT2 *m = (GPT2 *)xcalloc(1, sizeof(GPT2));
