@@ -208,6 +208,129 @@ static void test_accumulation(const char *name, const GPT2Config *cfg, const flo
     data_free(&df);
 }
 
+// ---- the Llama family on the GPU alone ----
+
+// A fresh model of descriptor desc with vocabulary V and weights that are not at their
+// special values (norm scales 1, biases 0), so every gradient is exercised: the fresh
+// initialization, then every tensor plus scale * normal noise.
+static float *llama_test_params(GPT2Config *cfg, const char *desc, int V, uint64_t seed) {
+    if (gpt2_parse_descriptor(desc, cfg) != 0) fatal("test_sftcu: bad descriptor %s", desc);
+    cfg->V = V;
+    gpt2_check_config(cfg, desc);
+    ParamTensors p;
+    float *params = (float *)xmalloc(gpt2_num_parameters(cfg) * sizeof(float));
+    param_pointers(cfg, params, &p);
+    gpt2_init_random(cfg, &p, seed);
+    Rng r;
+    rng_seed(&r, seed + 1);
+    for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
+        float scale = PARAM_INFO[i].decay ? 0.05f : 0.2f;
+        for (size_t k = 0; k < param_numel(cfg, i); k++) p.t[i][k] += scale * rng_normal(&r);
+    }
+    return params;
+}
+
+// Loss (mean over targets) and, with grads, the gradients (host layout) of one micro-batch.
+static double gpu_loss_grads(GpuModel *M, Loader *ld, float *grads) {
+    int B = ld->B, T = ld->T, BT = B * T;
+    CUDA_CHECK(cudaMemset(M->grads, 0, M->num_params_dev * sizeof(*M->grads)));
+    gpu_upload_batch(M, ld->inputs, ld->pos, ld->doc_start, ld->targets, BT, NULL, 0);
+    int R = M->b.num_rows;
+    gpu_forward(M, B, T, true, 1.0f / (float)R);
+    float *losses = (float *)xmalloc(BT * sizeof(float));
+    double loss = gpu_loss_sum(M, losses) / R;
+    free(losses);
+    if (grads) {
+        gpu_backward(M, B, T);
+        CUDA_CHECK(cudaDeviceSynchronize());
+        params_to_host(M, grads, M->grads);
+    }
+    return loss;
+}
+
+// Recompute levels 1 and 2 give level 0's loss and gradients bit for bit (the same kernels
+// on the same inputs), and a second run of level 0 does too (determinism).
+static void test_llama_recompute(const char *name, const GPT2Config *cfg, const float *params, Loader *ld) {
+    size_t P = gpt2_num_parameters(cfg);
+    float *g0 = (float *)xmalloc(P * sizeof(float)), *g = (float *)xmalloc(P * sizeof(float));
+    GpuComm one;
+    comm_single(&one);
+    double l0 = 0.0;
+    for (int r = 0; r <= 2; r++) {
+        for (int rep = 0; rep < (r == 0 ? 2 : 1); rep++) {
+            GpuModel M;
+            gpu_model_build(&M, cfg, params, ld->B, ld->T, r, &one, 0);
+            double l = gpu_loss_grads(&M, ld, r == 0 && rep == 0 ? g0 : g);
+            gpu_model_free(&M);
+            if (r == 0 && rep == 0) { l0 = l; continue; }
+            char full[128];
+            if (r == 0) snprintf(full, sizeof full, "%s_deterministic", name);
+            else snprintf(full, sizeof full, "%s_recompute%d_equals_0", name, r);
+            bool same = l == l0 && !memcmp(g, g0, P * sizeof(float));
+            check(full, same, "loss %.9g vs %.9g, gradients %s", l, l0, same ? "bit-identical" : "differ");
+        }
+    }
+    free(g0); free(g);
+}
+
+#if defined(ENABLE_FP32)
+// Every parameter tensor's gradient against a central difference of the GPU's own loss
+// along that gradient's direction u = g/|g|: (L(p + h u) - L(p - h u)) / 2h must be |g|.
+// It checks backward against forward (the kernels' CPU twins check forward).
+static void test_llama_finite_differences(const char *name, const GPT2Config *cfg, const float *params, Loader *ld) {
+    size_t P = gpt2_num_parameters(cfg);
+    float *g = (float *)xmalloc(P * sizeof(float)), *q = (float *)xmalloc(P * sizeof(float));
+    GpuComm one;
+    comm_single(&one);
+    GpuModel M;
+    gpu_model_build(&M, cfg, params, ld->B, ld->T, 0, &one, 0);
+    gpu_loss_grads(&M, ld, g);
+    double worst = 0.0;
+    const char *worst_name = "";
+    size_t off = 0;
+    for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
+        size_t n = param_numel(cfg, i);
+        if (n == 0) continue;
+        double gn = 0.0, pn = 0.0;
+        for (size_t k = 0; k < n; k++) { gn += (double)g[off + k] * g[off + k]; pn += (double)params[off + k] * params[off + k]; }
+        gn = sqrt(gn);
+        pn = sqrt(pn);
+        double h = 1e-2 * (pn > 1.0 ? pn : 1.0), L[2];
+        for (int sgn = 0; sgn < 2; sgn++) {
+            memcpy(q, params, P * sizeof(float));
+            for (size_t k = 0; k < n; k++) q[off + k] += (float)((sgn ? -h : h) * g[off + k] / gn);
+            params_to_device(&M, (float *)M.params, q);
+            L[sgn] = gpu_loss_grads(&M, ld, NULL);
+        }
+        double fd = (L[0] - L[1]) / (2 * h), e = fabs(fd - gn) / gn;
+        if (!(e <= worst)) { worst = e; worst_name = PARAM_INFO[i].hf_name; }
+        off += n;
+    }
+    char full[128];
+    snprintf(full, sizeof full, "%s_gradients_match_finite_differences", name);
+    check(full, worst < 2e-2, "worst relative difference %.3g in %s (tolerance 2e-2)", worst, worst_name);
+    gpu_model_free(&M);
+    free(g); free(q);
+}
+#endif
+
+static void test_llama_gpu(const char *desc, int V, int B, int T) {
+    GPT2Config cfg;
+    float *params = llama_test_params(&cfg, desc, V, 11);
+    DataFile df;
+    data_load(&df, "dev/ref/tiny_train.bin");
+    Loader ld;
+    loader_init(&ld, &df, B, T, 0, 0, 1);
+    loader_next_batch(&ld);
+    test_llama_recompute(desc, &cfg, params, &ld);
+#if defined(ENABLE_FP32)
+    test_llama_finite_differences(desc, &cfg, params, &ld);
+#endif
+    loader_free(&ld);
+    data_free(&df);
+    free(params);
+}
+
 // ---- whole programs ----
 
 static int run(const char *cmd) {
@@ -302,6 +425,9 @@ int main(void) {
     test_step_against_cpu("d2c64", &c2, params, "dev/ref/tiny_train.bin", 3, 64, 0);
     test_accumulation("d2c64", &c2, params, "dev/ref/tiny_train.bin", 8, 1, 64);
     free(params);
+    // the Llama family: untied head (Llama), q/k/v biases and tied head (Qwen2)
+    test_llama_gpu("l2c128h2f192u", 61, 2, 32);
+    test_llama_gpu("l2c128h2f192b", 61, 2, 32);
     test_programs();
     printf("test_sftcu_%s: %d failed\n", PRECISION_NAME, failures);
     return failures ? 1 : 0;
