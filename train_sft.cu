@@ -166,7 +166,7 @@ static size_t gpu_acts_alloc(Acts *a, size_t *scratch_floats, const GPT2Config *
     a->dx_sel = (floatX *)acts_take(BT * C * X, &t, allocate);
     size_t s = layernorm_backward_scratch_floats((int)BT, (int)C);
     size_t s2 = 4 * C;  // the bias gradient of the widest product, before it is added
-    size_t s3 = attention_backward_scratch_floats(B, T, (int)C, (int)NH);
+    size_t s3 = attention_backward_scratch_floats(B, T, (int)NH);
     size_t s4 = global_norm_scratch_floats();
     if (s2 > s) s = s2;
     if (s3 > s) s = s3;
@@ -381,7 +381,7 @@ static void layer_forward(GpuModel *M, int l, int B, int T) {
     kt_mark(s, K_MATMUL);
     matmul_forward(&M->lt, x.qkv, x.ln1, p[P_QKVW] + (size_t)l * C * 3 * C, p[P_QKVB] + l * 3 * C, BT, C, 3 * C, s);
     kt_mark(s, K_ATTENTION);
-    attention_forward(x.atty, x.lse, x.qkv, M->b.doc_start, B, T, C, NH, s);
+    attention_forward(x.atty, x.lse, x.qkv, M->b.doc_start, B, T, NH, c->KVH, c->HS, s);
     kt_mark(s, K_MATMUL);
     // the attention projection goes to ln2's buffer: the fused kernel reads each row before it writes it
     matmul_forward(&M->lt, x.ln2, x.atty, p[P_ATTPROJW] + (size_t)l * C * C, p[P_ATTPROJB] + l * C, BT, C, C, s);
@@ -493,7 +493,7 @@ static void gpu_backward(GpuModel *M, int B, int T) {
         matmul_backward(&M->lt, a->datty, g[P_ATTPROJW] + (size_t)l * C * C, g[P_ATTPROJB] + l * C, a->scratch, a->dresidual, x.atty,
                         p[P_ATTPROJW] + (size_t)l * C * C, nullptr, BT, C, C, s);
         kt_mark(s, K_ATTENTION);
-        attention_backward(a->dqkv, a->scratch, a->datty, x.atty, x.lse, x.qkv, M->b.doc_start, B, T, C, NH, s);
+        attention_backward(a->dqkv, a->scratch, a->datty, x.atty, x.lse, x.qkv, M->b.doc_start, B, T, NH, c->KVH, c->HS, s);
         if (M->recompute == 1) {
             kt_mark(s, K_LAYERNORM);
             layernorm_forward(x.ln1, x.ln1_mean, x.ln1_rstd, x.input, p[P_LN1W] + l * C, p[P_LN1B] + l * C, BT, C, c->eps, s);
