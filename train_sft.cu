@@ -187,7 +187,7 @@ static size_t gpu_acts_alloc(Acts *a, size_t *scratch_floats, const GPT2Config *
     // the bias gradient before it is added: GPT-2's widest product (in the epilogue); Qwen2's
     // q, k, v bias by bias_backward's partial sums
     size_t s2 = llama ? (cfg->qkv_bias ? bias_backward_scratch_floats((int)BT, (int)QKV) : 0) : FW;
-    size_t s3 = attention_backward_scratch_floats(B, T, (int)A, (int)NH);
+    size_t s3 = attention_backward_scratch_floats(B, T, (int)NH);
     size_t s4 = global_norm_scratch_floats();
     if (s2 > s) s = s2;
     if (s3 > s) s = s3;
@@ -230,8 +230,6 @@ static size_t zero_shard(size_t P, int world, int zero) {
 
 static void gpu_model_build(GpuModel *M, const GPT2Config *cfg, const float *host_params, int B, int T, int recompute, GpuComm *comm,
                             int zero) {
-    if (cfg->KVH != cfg->NH)  // cuda/attention.cuh takes the (B, T, NH, KVH, HS) signature of grouped-query attention next
-        fatal("the GPU trainer's attention has no grouped-query heads yet (%d key/value heads for %d heads)", cfg->KVH, cfg->NH);
     M->cfg = *cfg;
     M->cfg_dev = *cfg;
     M->cfg_dev.V = (cfg->V + VOCAB_PAD - 1) / VOCAB_PAD * VOCAB_PAD;
@@ -508,7 +506,7 @@ static void attn_forward(GpuModel *M, const LayerActs *x, int B, int T) {
     const GPT2Config *c = &M->cfg;
     kt_mark(M->stream, K_ATTENTION);
     if (is_llama_family(c)) rope_forward(x->qkv, M->b.pos, M->inv_freq, B * T, c->NH, c->KVH, c->HS, M->stream);
-    attention_forward(x->atty, x->lse, x->qkv, M->b.doc_start, B, T, c->NH * c->HS, c->NH, M->stream);
+    attention_forward(x->atty, x->lse, x->qkv, M->b.doc_start, B, T, c->NH, c->KVH, c->HS, M->stream);
 }
 
 // M->a.dqkv = the gradient of the layer's q|k|v product's output (before RoPE), from M->a.datty
@@ -516,7 +514,7 @@ static void attn_backward(GpuModel *M, const LayerActs *x, int B, int T) {
     const GPT2Config *c = &M->cfg;
     Acts *a = &M->a;
     kt_mark(M->stream, K_ATTENTION);
-    attention_backward(a->dqkv, a->scratch, a->datty, x->atty, x->lse, x->qkv, M->b.doc_start, B, T, c->NH * c->HS, c->NH, M->stream);
+    attention_backward(a->dqkv, a->scratch, a->datty, x->atty, x->lse, x->qkv, M->b.doc_start, B, T, c->NH, c->KVH, c->HS, M->stream);
     if (is_llama_family(c)) rope_backward(a->dqkv, M->b.pos, M->inv_freq, B * T, c->NH, c->KVH, c->HS, M->stream);
 }
 

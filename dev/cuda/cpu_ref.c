@@ -23,11 +23,52 @@ void ref_matmul_forward(float *out, const float *inp, const float *w, const floa
 void ref_matmul_backward(float *dinp, float *dw, float *dbias, const float *dout, const float *inp, const float *w, int N, int C, int OC) {
     matmul_backward(dinp, dw, dbias, dout, inp, w, N, C, OC);
 }
-void ref_attention_forward(float *out, float *att, const float *qkv, const int *doc_start, int B, int T, int C, int NH) {
-    attention_forward(out, att, qkv, doc_start, B, T, C, NH);
+
+// Grouped-query attention is multi-head attention in which each kv head is repeated for
+// the NH/KVH query heads that read it; train_sft.c's attention is the multi-head case
+// (rows [q | k | v] of 3 NH HS), so these run it on rows with the kv heads repeated.
+// expanded (B*T, 3 NH HS) <- qkv (B*T, (NH + 2 KVH) HS)
+static float *gqa_expand(const float *qkv, size_t BT, int NH, int KVH, int HS) {
+    size_t QKV = (size_t)(NH + 2 * KVH) * HS, E = 3 * (size_t)NH * HS, G = (size_t)(NH / KVH);
+    float *e = (float *)xmalloc(BT * E * sizeof(float));
+    for (size_t r = 0; r < BT; r++) {
+        const float *src = qkv + r * QKV;
+        float *dst = e + r * E;
+        memcpy(dst, src, (size_t)NH * HS * sizeof(float)); // q
+        for (int h = 0; h < NH; h++) {
+            size_t kvh = (size_t)h / G;
+            memcpy(dst + ((size_t)NH + h) * HS, src + (NH + kvh) * HS, (size_t)HS * sizeof(float));
+            memcpy(dst + (2 * (size_t)NH + h) * HS, src + (NH + KVH + kvh) * HS, (size_t)HS * sizeof(float));
+        }
+    }
+    return e;
 }
-void ref_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *att, const int *doc_start, int B, int T, int C, int NH) {
-    attention_backward(dqkv, dout, qkv, att, doc_start, B, T, C, NH);
+void ref_attention_forward(float *out, float *att, const float *qkv, const int *doc_start, int B, int T, int NH, int KVH, int HS) {
+    float *e = gqa_expand(qkv, (size_t)B * T, NH, KVH, HS);
+    attention_forward(out, att, e, doc_start, B, T, NH * HS, NH);
+    free(e);
+}
+void ref_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *att, const int *doc_start, int B, int T, int NH,
+                            int KVH, int HS) {
+    size_t BT = (size_t)B * T, QKV = (size_t)(NH + 2 * KVH) * HS, E = 3 * (size_t)NH * HS, G = (size_t)(NH / KVH);
+    float *e = gqa_expand(qkv, BT, NH, KVH, HS);
+    float *de = (float *)xcalloc(BT * E, sizeof(float));
+    attention_backward(de, dout, e, att, doc_start, B, T, NH * HS, NH);
+    // each repeated kv head's gradient goes back to (adds into) its kv head
+    for (size_t r = 0; r < BT; r++) {
+        float *d = dqkv + r * QKV;
+        const float *s = de + r * E;
+        for (size_t i = 0; i < (size_t)NH * HS; i++) d[i] += s[i];
+        for (int h = 0; h < NH; h++) {
+            size_t kvh = (size_t)h / G;
+            for (int i = 0; i < HS; i++) {
+                d[(NH + kvh) * HS + i] += s[((size_t)NH + h) * HS + i];
+                d[(NH + KVH + kvh) * HS + i] += s[(2 * (size_t)NH + h) * HS + i];
+            }
+        }
+    }
+    free(e);
+    free(de);
 }
 void ref_gelu_forward(float *out, const float *inp, long N) { gelu_forward(out, inp, (size_t)N); }
 void ref_gelu_backward(float *dinp, const float *inp, const float *dout, long N) { gelu_backward(dinp, inp, dout, (size_t)N); }
