@@ -48,6 +48,10 @@ dev/dist_tool: dev/dist_tool.c $(COMMON_H)
 test_sft: test_sft.c train_sft.c $(COMMON_H)
 	$(CC) $(CFLAGS) -o $@ test_sft.c $(LDLIBS)
 
+# Hugging Face import/export of the three families (common/gpt2.h, common/safetensors.h)
+test_hf: test_hf.c $(COMMON_H)
+	$(CC) $(CFLAGS) -o $@ test_hf.c $(LDLIBS)
+
 # the rendezvous (common/rendezvous.h): real processes and sockets on 127.0.0.1
 test_rdzv: test_rdzv.c common/rendezvous.h
 	$(CC) $(CFLAGS) -o $@ test_rdzv.c $(LDLIBS)
@@ -131,17 +135,17 @@ make_tasks: data/make_tasks.c $(COMMON_H)
 check_headers_cxx: dev/headers_check.cpp $(COMMON_H)
 	$(CXX) -std=c++17 -Wall -Wextra -Wno-unused-function -Werror -fsyntax-only -I. dev/headers_check.cpp
 
-test: train_sft $(if $(HAVE_MPICC),train_sft_mpi) dev/dist_tool chat test_sft test_report test_rdzv tok test_tok prepare test_prepare make_tasks cuda
-	bash dev/run_tests.sh "make -s check_headers_cxx && echo ok shared_headers_are_valid_cxx" ./test_sft "bash dev/test_dist.sh" ./test_rdzv "bash dev/test_two_nodes.sh" ./test_report "bash dev/test_report.sh" "bash dev/test_crash.sh 5" "bash dev/test_preempt.sh" ./test_tok "bash tokenizer/test_exact.sh" ./test_prepare "bash data/test_prepare.sh" "bash data/test_inspect.sh" "bash data/test_tasks.sh" "bash dev/launch/test_launch.sh" $(CUDA_TEST_CMDS)
+test: train_sft $(if $(HAVE_MPICC),train_sft_mpi) dev/dist_tool chat test_sft test_hf test_report test_rdzv tok test_tok prepare test_prepare make_tasks cuda
+	bash dev/run_tests.sh "make -s check_headers_cxx && echo ok shared_headers_are_valid_cxx" ./test_sft ./test_hf "bash dev/test_dist.sh" ./test_rdzv "bash dev/test_two_nodes.sh" ./test_report "bash dev/test_report.sh" "bash dev/test_crash.sh 5" "bash dev/test_preempt.sh" ./test_tok "bash tokenizer/test_exact.sh" ./test_prepare "bash data/test_prepare.sh" "bash data/test_inspect.sh" "bash data/test_tasks.sh" "bash dev/launch/test_launch.sh" $(CUDA_TEST_CMDS)
 
 clean:
-	rm -f train_sft train_sft_mpi dev/dist_tool chat test_sft test_report test_rdzv tok test_tok prepare test_prepare make_tasks $(CUDA_TARGETS) train_sftcu_mpi dev/cuda/cpu_ref.o
+	rm -f train_sft train_sft_mpi dev/dist_tool chat test_sft test_hf test_report test_rdzv tok test_tok prepare test_prepare make_tasks $(CUDA_TARGETS) train_sftcu_mpi dev/cuda/cpu_ref.o
 
 # ---- sanitizers: the build-flavor stamp (see SAN=1 at the top) ----
 BUILD_FLAVOR := $(if $(SAN),san,plain)
 .build_flavor: FORCE
 	@echo $(BUILD_FLAVOR) | cmp -s - $@ || echo $(BUILD_FLAVOR) > $@
-train_sft train_sft_mpi dev/dist_tool test_sft test_report test_rdzv chat tok test_tok prepare test_prepare make_tasks: .build_flavor
+train_sft train_sft_mpi dev/dist_tool test_sft test_hf test_report test_rdzv chat tok test_tok prepare test_prepare make_tasks: .build_flavor
 .PHONY: FORCE
 # ---- end sanitizers ----
 
@@ -150,7 +154,7 @@ train_sft train_sft_mpi dev/dist_tool test_sft test_report test_rdzv chat tok te
 # `make fuzz_run FUZZ_SECONDS=N` runs each for N seconds from its seed corpus.
 FUZZ_CC ?= clang
 FUZZ_CFLAGS = -g -O1 -DSFT_FUZZ -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -Wall -Wextra -Wno-unused-function -Wno-unknown-pragmas
-FUZZ_HARNESSES = json datafile safetensors config hf_model state tok_gpt2 tok_json encode prepare evalset
+FUZZ_HARNESSES = json datafile safetensors config hf_model hf_index state tok_gpt2 tok_json encode prepare evalset
 FUZZ_BINS = $(FUZZ_HARNESSES:%=dev/fuzz/bin/fuzz_%)
 FUZZ_SECONDS ?= 20
 

@@ -27,13 +27,20 @@ static void check(const char *name, int ok, const char *fmt, ...) {
 #define REF_VAL REF_DIR "/tiny_val.bin"
 #define REF_EXPECT REF_DIR "/tiny_expect.safetensors"
 
-static SafeTensors expect;
+// The Llama-family references (dev/ref_llama.py): a sharded Llama with grouped-query
+// attention, an untied head and llama3 rope scaling; a Qwen2 with q/k/v biases and
+// a tied head. Same data, packing and training settings as the GPT-2 reference.
+#define REF_LLAMA REF_DIR "/tiny_llama"
+#define REF_QWEN2 REF_DIR "/tiny_qwen2"
+
+static SafeTensors expect;       // REF_EXPECT, GPT-2's
+static SafeTensors *cur_expect = &expect;  // the reference file expect_tensor reads
 
 static float *expect_tensor(const char *name, int64_t *numel) {
-    const StTensor *t = st_find(&expect, name);
-    if (!t) fatal("%s: reference tensor %s missing (regenerate with dev/ref_gpt2.py)", REF_EXPECT, name);
+    const StTensor *t = st_find(cur_expect, name);
+    if (!t) fatal("%s: reference tensor %s missing (regenerate with dev/ref_gpt2.py or dev/ref_llama.py)", cur_expect->path, name);
     float *out = (float *)xmalloc((size_t)t->numel * sizeof(float));
-    st_read_f32(&expect, t, out);
+    st_read_f32(cur_expect, t, out);
     if (numel) *numel = t->numel;
     return out;
 }
@@ -58,36 +65,57 @@ static void model_from_dir(GPT2 *m, const char *dir, int B, int T) {
 // The key bias shifts every attention score of a query by the same amount, which
 // softmax ignores: its gradient is exactly 0, and what rounding leaves there (1e-9
 // in fp32, 1e-17 in fp64) AdamW's normalization turns into steps of +-lr with a
-// random sign. Parameter comparisons after AdamW steps therefore leave it out.
+// random sign. Parameter comparisons after AdamW steps therefore leave it out: the
+// key part [NH*HS, (NH+KVH)*HS) of each layer's q|k|v bias (GPT-2 and Qwen2).
 static void zero_key_bias(const GPT2Config *cfg, float *qkvb) {
-    for (int l = 0; l < cfg->L; l++) memset(qkvb + (size_t)l * 3 * cfg->C + cfg->C, 0, (size_t)cfg->C * sizeof(float));
+    size_t QKV = (size_t)qkv_width(cfg), q = (size_t)cfg->NH * cfg->HS, kv = (size_t)cfg->KVH * cfg->HS;
+    for (int l = 0; l < cfg->L; l++) memset(qkvb + l * QKV + q, 0, kv * sizeof(float));
 }
 
-// Compares every tensor of the model (per layer, by Hugging Face name) with
-// reference tensors "<prefix><name>"; returns the worst relative error.
+// Compares every tensor of the model (per layer, by Hugging Face name: each part of
+// a stacked tensor, as param_hf_parts names it) with reference tensors
+// "<prefix><name>"; returns the worst relative error.
 static double compare_params(const GPT2 *m, const ParamTensors *p, const char *prefix, char *worst_name, size_t wn, int skip_key_bias) {
+    const GPT2Config *c = &m->cfg;
     double worst = 0.0;
     for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
         int64_t shape[2];
-        int64_t numel = param_slice_shape(&m->cfg, i, shape);
+        int64_t numel = param_slice_shape(c, i, shape);
         if (numel == 0) continue;
-        for (int l = 0; l < (PARAM_INFO[i].per_layer ? m->cfg.L : 1); l++) {
-            char name[256], full[300];
-            snprintf(name, sizeof name, PARAM_INFO[i].hf_name, l);
-            snprintf(full, sizeof full, "%s%s", prefix, name);
-            int64_t n;
-            float *ref = expect_tensor(full, &n);
-            if (n != numel) fatal("reference tensor %s has %lld elements, expected %lld", full, (long long)n, (long long)numel);
-            float *ours = (float *)xmalloc((size_t)numel * sizeof(float));
+        HfPart parts[3];
+        int nparts = param_hf_parts(c, i, parts);
+        for (int l = 0; l < (PARAM_INFO[i].per_layer ? c->L : 1); l++) {
+            // our slice and the reference parts stacked the same way, so the key bias is the same range in both
+            float *ours = (float *)xmalloc((size_t)numel * sizeof(float)), *ref = (float *)xmalloc((size_t)numel * sizeof(float));
             memcpy(ours, p->t[i] + (size_t)l * (size_t)numel, (size_t)numel * sizeof(float));
-            if (skip_key_bias && i == P_QKVB) {
-                memset(ours + m->cfg.C, 0, (size_t)m->cfg.C * sizeof(float));
-                memset(ref + m->cfg.C, 0, (size_t)m->cfg.C * sizeof(float));
+            int64_t at = 0;
+            for (int k = 0; k < nparts; k++) {
+                char name[256], full[300];
+                snprintf(name, sizeof name, parts[k].name, l);
+                snprintf(full, sizeof full, "%s%s", prefix, name);
+                int64_t n;
+                float *part = expect_tensor(full, &n);
+                if (n != parts[k].rows * shape[1] || at + n > numel)
+                    fatal("reference tensor %s has %lld elements, expected %lld", full, (long long)n, (long long)(parts[k].rows * shape[1]));
+                memcpy(ref + at, part, (size_t)n * sizeof(float));
+                at += n;
+                free(part);
             }
-            double e = rel_err(ours, ref, (size_t)numel, 1e-6);
-            free(ours);
-            if (!(e <= worst)) { worst = e; snprintf(worst_name, wn, "%s", name); }
-            free(ref);
+            if (skip_key_bias && i == P_QKVB) {
+                GPT2Config one = *c;
+                one.L = 1;
+                zero_key_bias(&one, ours);
+                zero_key_bias(&one, ref);
+            }
+            // per part: a part's error is relative to its own scale
+            at = 0;
+            for (int k = 0; k < nparts; k++) {
+                int64_t n = parts[k].rows * shape[1];
+                double e = rel_err(ours + at, ref + at, (size_t)n, 1e-6);
+                if (!(e <= worst)) { worst = e; snprintf(worst_name, wn, parts[k].name, l); }
+                at += n;
+            }
+            free(ours); free(ref);
         }
     }
     return worst;
@@ -127,11 +155,15 @@ static void test_gemm(void) {
 
 // ---- against PyTorch -----------------------------------------------------
 
-static void test_reference_forward_backward(void) {
+// Check names are "<tag>reference_...": tag "" for GPT-2, "llama_" and "qwen2_".
+static void check_name(char *buf, size_t n, const char *tag, const char *name) { snprintf(buf, n, "%sreference_%s", tag, name); }
+
+static void test_reference_forward_backward(const char *tag, const char *model_dir) {
+    char name[128];
     DataFile df;
     data_load(&df, REF_DATA);
     GPT2 m;
-    model_from_dir(&m, REF_MODEL, 2, 16);
+    model_from_dir(&m, model_dir, 2, 16);
     Loader ld;
     loader_init(&ld, &df, 2, 16, 0, 0, 1);
     loader_next_batch(&ld);
@@ -147,32 +179,37 @@ static void test_reference_forward_backward(void) {
         double e = rel_err(m.acts.logits + (size_t)r * V, ref_logits + (size_t)m.rows[r] * V, (size_t)V, 1.0);
         if (e > worst) worst = e;
     }
-    check("reference_logits", worst < 2e-5 && m.num_rows > 20, "max relative error %.3g over %d positions", worst, m.num_rows);
+    check_name(name, sizeof name, tag, "logits");
+    check(name, worst < 2e-5 && m.num_rows > 20, "max relative error %.3g over %d positions", worst, m.num_rows);
 
     // loss: mean over targets; then gradients of that mean
     float *ref_loss = expect_tensor("loss", NULL), *ref_count = expect_tensor("targets", NULL);
     double loss_sum = gpt2_forward(&m, ld.inputs, ld.pos, ld.doc_start, ld.targets, 2, 16);
     double loss = loss_sum / ld.num_targets;
-    check("reference_target_count", ld.num_targets == (int)ref_count[0], "%d targets, reference %d", ld.num_targets, (int)ref_count[0]);
-    check("reference_loss", fabs(loss - ref_loss[0]) < 1e-5 * fabs(ref_loss[0]), "loss %.8f, reference %.8f", loss, ref_loss[0]);
+    check_name(name, sizeof name, tag, "target_count");
+    check(name, ld.num_targets == (int)ref_count[0], "%d targets, reference %d", ld.num_targets, (int)ref_count[0]);
+    check_name(name, sizeof name, tag, "loss");
+    check(name, fabs(loss - ref_loss[0]) < 1e-5 * fabs(ref_loss[0]), "loss %.8f, reference %.8f", loss, ref_loss[0]);
     memset(m.grads_mem, 0, m.num_params * sizeof(float));
     gpt2_backward(&m, ld.inputs, ld.pos, ld.doc_start, 2, 16);
     scale_gradients(m.grads_mem, m.num_params, 1.0f / (float)ld.num_targets);
     char worst_name[256] = "";
     double ge = compare_params(&m, &m.grads, "grad.", worst_name, sizeof worst_name, 0);
-    check("reference_gradients", ge < 1e-4, "worst relative gradient error %.3g in %s", ge, worst_name);
+    check_name(name, sizeof name, tag, "gradients");
+    check(name, ge < 1e-4, "worst relative gradient error %.3g in %s", ge, worst_name);
     free(ref_logits); free(filled); free(ref_loss); free(ref_count);
     loader_free(&ld); gpt2_free(&m); data_free(&df);
 }
 
-static void test_reference_training(void) {
+static void test_reference_training(const char *tag, const char *model_dir) {
+    char name[128];
     float *s = expect_tensor("settings", NULL);
     int B = (int)s[0], T = (int)s[1], A = (int)s[2], steps = (int)s[3], warmup = (int)s[5];
     float lr = s[4], final_frac = s[6], wd = s[7], clip = s[8];
     DataFile df;
     data_load(&df, REF_DATA);
     GPT2 m;
-    model_from_dir(&m, REF_MODEL, B, T);
+    model_from_dir(&m, model_dir, B, T);
     Loader ld;
     loader_init(&ld, &df, B, T, 0, 0, 1);
     float *ref_loss = expect_tensor("train_loss", NULL), *ref_norm = expect_tensor("train_grad_norm", NULL);
@@ -190,16 +227,37 @@ static void test_reference_training(void) {
     }
     int clipped = 0;
     for (int step = 0; step < steps; step++) clipped |= ref_norm[step] > clip;
-    check("reference_lr_schedule", worst_lr < 1e-6, "worst relative LR error %.3g", worst_lr);
-    check("reference_step_targets", targets_ok, "targets per step differ from the reference");
-    check("reference_step_losses", worst_loss < 1e-5, "worst relative loss error %.3g", worst_loss);
-    check("reference_grad_norms", worst_norm < 1e-5 && clipped, "worst relative norm error %.3g (clipping active: %d)", worst_norm, clipped);
+    check_name(name, sizeof name, tag, "lr_schedule");
+    check(name, worst_lr < 1e-6, "worst relative LR error %.3g", worst_lr);
+    check_name(name, sizeof name, tag, "step_targets");
+    check(name, targets_ok, "targets per step differ from the reference");
+    check_name(name, sizeof name, tag, "step_losses");
+    check(name, worst_loss < 1e-5, "worst relative loss error %.3g", worst_loss);
+    check_name(name, sizeof name, tag, "grad_norms");
+    check(name, worst_norm < 1e-5 && clipped, "worst relative norm error %.3g (clipping active: %d)", worst_norm, clipped);
     char worst_name[256] = "";
     double pe = compare_params(&m, &m.params, "final.", worst_name, sizeof worst_name, 1);
-    check("reference_adamw_params", pe < 1e-5, "worst relative parameter error %.3g in %s after %d steps", pe, worst_name, steps);
-    check("reference_adam_count", adam_t == steps, "AdamW step count %lld, expected %d", (long long)adam_t, steps);
+    check_name(name, sizeof name, tag, "adamw_params");
+    check(name, pe < 1e-5, "worst relative parameter error %.3g in %s after %d steps", pe, worst_name, steps);
+    check_name(name, sizeof name, tag, "adam_count");
+    check(name, adam_t == steps, "AdamW step count %lld, expected %d", (long long)adam_t, steps);
     free(s); free(ref_loss); free(ref_norm); free(ref_lr); free(ref_targets);
     loader_free(&ld); gpt2_free(&m); data_free(&df);
+}
+
+// The same checks for the Llama-family references, each against its own expectations.
+static void test_llama_references(void) {
+    const char *tags[] = {"llama_", "qwen2_"}, *dirs[] = {REF_LLAMA, REF_QWEN2};
+    const char *files[] = {REF_LLAMA "_expect.safetensors", REF_QWEN2 "_expect.safetensors"};
+    for (int k = 0; k < 2; k++) {
+        SafeTensors st;
+        st_open(&st, files[k]);
+        cur_expect = &st;
+        test_reference_forward_backward(tags[k], dirs[k]);
+        test_reference_training(tags[k], dirs[k]);
+        cur_expect = &expect;
+        st_close(&st);
+    }
 }
 
 // F16 (hub names, buffers, tied lm_head) and BF16 files import as the reference values.
@@ -492,11 +550,13 @@ static void loss_lines(const char *metrics, char *out, size_t n) {
     }
 }
 
-static void test_resume_bit_identical(void) {
-    char cmd[2048], a[512], b[512], err[4096];
-    snprintf(a, sizeof a, "%s/run_full", tmp_root);
-    snprintf(b, sizeof b, "%s/run_resumed", tmp_root);
-    const char *common = "./train_sft -i " REF_DATA " -j " REF_DATA " -v 2 -m 2 -s 3 -g 4 -w 0.8 -e d2c16h2t24 -b 2 -t 16 -d 64 -x 7 -l 1e-2 -u 2 -c 0.1 -S 1";
+// For a fresh model of descriptor `desc`; check names start with `tag`.
+static void test_resume_bit_identical(const char *tag, const char *desc) {
+    char cmd[2048], a[512], b[512], err[4096], common[512], name[128];
+    snprintf(a, sizeof a, "%s/run_full_%s", tmp_root, desc);
+    snprintf(b, sizeof b, "%s/run_resumed_%s", tmp_root, desc);
+    snprintf(common, sizeof common, "./train_sft -i " REF_DATA " -j " REF_DATA " -v 2 -m 2 -s 3 -g 4 -w 0.8 -e %s -b 2 -t 16 -d 64 -x 7 -l 1e-2 -u 2 -c 0.1 -S 1",
+             desc);
     snprintf(cmd, sizeof cmd, "%s -o %s", common, a);
     int rc1 = run(cmd, err, sizeof err);
     snprintf(cmd, sizeof cmd, "%s -n 3 -o %s", common, b);
@@ -519,7 +579,8 @@ static void test_resume_bit_identical(void) {
     int steps = 0, vals = 0;
     for (char *p = la; (p = strstr(p, "\"loss\"")); p++) steps++;
     for (char *p = la; (p = strstr(p, "val_loss")); p++) vals++;
-    check("resume_losses_bit_identical", rc1 == 0 && rc2 == 0 && rc3 == 0 && !strcmp(la, lb) && steps == 7 && vals == 5,
+    snprintf(name, sizeof name, "%sresume_losses_bit_identical", tag);
+    check(name, rc1 == 0 && rc2 == 0 && rc3 == 0 && !strcmp(la, lb) && steps == 7 && vals == 5,
           "exit codes %d %d %d, %d steps, %d validations; full run %s vs resumed %s", rc1, rc2, rc3, steps, vals, la, lb);
     snprintf(path, sizeof path, "%s/step_00000007/model.safetensors", a);
     char *fa = NULL, *fb = NULL;
@@ -527,7 +588,8 @@ static void test_resume_bit_identical(void) {
     if (path_exists(path)) fa = read_whole_file(path, &na);
     snprintf(path, sizeof path, "%s/step_00000007/model.safetensors", b);
     if (path_exists(path)) fb = read_whole_file(path, &nb);
-    check("resume_final_model_bit_identical", fa && fb && na == nb && !memcmp(fa, fb, na), "final exports differ or are missing");
+    snprintf(name, sizeof name, "%sresume_final_model_bit_identical", tag);
+    check(name, fa && fb && na == nb && !memcmp(fa, fb, na), "final exports differ or are missing");
     free(ma); free(mb); free(fa); free(fb);
 }
 
@@ -1011,24 +1073,30 @@ static void test_vocab_growth(void) {
     free(orig.params_mem); free(grown.params_mem);
 }
 
-// The KV-cache decoder gives the same logits as the full forward pass.
+// The KV-cache decoder gives the same logits as the full forward pass, for GPT-2 and
+// both Llama-family references (RoPE at the cache position, grouped-query heads,
+// biases, untied head). The cache starts with room for 5 positions and grows.
 static void test_kv_cache_decode(void) {
-    GPT2 m;
-    model_from_dir(&m, REF_MODEL, 1, 24);
-    int toks[24], pos[24], start[24] = {0};
-    for (int i = 0; i < 24; i++) { toks[i] = (i * 17 + 3) % m.cfg.V; pos[i] = i; m.rows[i] = i; }
-    m.num_rows = 24;
-    gpt2_forward(&m, toks, pos, start, NULL, 1, 24);
-    KVCache kv;
-    kv_init(&kv, &m.cfg, 24);
-    double worst = 0.0;
-    for (int i = 0; i < 24; i++) {
-        const float *l = gpt2_decode_step(&m, &kv, toks[i]);
-        worst = fmax(worst, rel_err(l, m.acts.logits + (size_t)i * m.cfg.V, (size_t)m.cfg.V, 1.0));
+    const char *dirs[] = {REF_MODEL, REF_LLAMA, REF_QWEN2}, *names[] = {"kv_cache_decode_matches_forward", "llama_kv_cache_decode_matches_forward",
+                                                                          "qwen2_kv_cache_decode_matches_forward"};
+    for (int k = 0; k < 3; k++) {
+        GPT2 m;
+        model_from_dir(&m, dirs[k], 1, 24);
+        int toks[24], pos[24], start[24] = {0};
+        for (int i = 0; i < 24; i++) { toks[i] = (i * 17 + 3) % m.cfg.V; pos[i] = i; m.rows[i] = i; }
+        m.num_rows = 24;
+        gpt2_forward(&m, toks, pos, start, NULL, 1, 24);
+        KVCache kv;
+        kv_init(&kv, &m.cfg, 5);
+        double worst = 0.0;
+        for (int i = 0; i < 24; i++) {
+            const float *l = gpt2_decode_step(&m, &kv, toks[i]);
+            worst = fmax(worst, rel_err(l, m.acts.logits + (size_t)i * m.cfg.V, (size_t)m.cfg.V, 1.0));
+        }
+        check(names[k], worst < 1e-5 && kv.cap >= 24 && kv.cap < 48, "max relative logit error %.3g, cache for %d positions", worst, kv.cap);
+        kv_free(&kv);
+        gpt2_free(&m);
     }
-    check("kv_cache_decode_matches_forward", worst < 1e-5, "max relative logit error %.3g", worst);
-    kv_free(&kv);
-    gpt2_free(&m);
 }
 
 // A checkpoint over an existing one is replaced whole, and latest points at it.
@@ -1172,6 +1240,64 @@ static void test_checkpoint_never_nonfinite(void) {
     gpt2_free(&m);
 }
 
+// Exit status of read_state_file(path) for cfg in a child process (fatal: 1).
+static int read_state_status(const char *path, const GPT2Config *cfg) {
+    size_t P = gpt2_num_parameters(cfg);
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        atexit(exit_without_leak_check);  // as in test_checkpoint_never_nonfinite
+        freopen("/dev/null", "w", stderr);
+        TrainState st;
+        float *mv = (float *)xmalloc(2 * P * sizeof(float));
+        read_state_file(path, cfg, &st, mv, mv + P, P);
+        _exit(0);
+    }
+    int status;
+    waitpid(pid, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+// state.bin records the model's family and Llama sizes: a model with the same
+// parameter count but other key/value heads and MLP width is refused (l2c32h4k1f64
+// has 48 fewer q|k|v rows per layer than l2c32h4k4f48 and 16 more MLP units of 3 x 32
+// weights: the same count); a file written before those fields (zeros there) is a
+// GPT-2 model's, so it resumes a GPT-2 model but not a Llama of the same count.
+static void test_state_model_fields(void) {
+    GPT2Config a, b, g;
+    gpt2_parse_descriptor("l2c32h4k4f48", &a);
+    gpt2_parse_descriptor("l2c32h4k1f64", &b);
+    gpt2_parse_descriptor("d2c32h4", &g);
+    a.V = b.V = g.V = 61;
+    size_t P = gpt2_num_parameters(&a), PG = gpt2_num_parameters(&g);
+    float *zeros = (float *)xcalloc(2 * (P > PG ? P : PG), sizeof(float));
+    TrainState st;
+    memset(&st, 0, sizeof st);
+    char path[600], old_path[600];
+    snprintf(path, sizeof path, "%s/state_llama.bin", tmp_root);
+    write_state_file(path, &a, &st, zeros, zeros + P, P);
+    // state files as written before fields 18..23 existed, for the GPT-2 and the Llama
+    int old_status[2];
+    for (int k = 0; k < 2; k++) {
+        const GPT2Config *c = k == 0 ? &g : &a;
+        size_t Pk = gpt2_num_parameters(c);
+        snprintf(old_path, sizeof old_path, "%s/state_old_%d.bin", tmp_root, k);
+        write_state_file(old_path, c, &st, zeros, zeros + Pk, Pk);
+        size_t n;
+        char *buf = read_whole_file(old_path, &n);
+        memset(buf + 18 * sizeof(int64_t), 0, 6 * sizeof(int64_t));
+        write_file_atomic(old_path, buf, n);
+        free(buf);
+        old_status[k] = read_state_status(old_path, c);
+    }
+    int same = read_state_status(path, &a), other = read_state_status(path, &b), old_gpt2 = old_status[0], old_llama = old_status[1];
+    check("state_checks_llama_sizes", P == gpt2_num_parameters(&b) && same == 0 && other == 1,
+          "same parameter count %d, same model exit %d (want 0), other kv heads/MLP exit %d (want 1)", P == gpt2_num_parameters(&b), same, other);
+    check("state_before_family_fields_is_gpt2", old_gpt2 == 0 && old_llama == 1, "old file read as GPT-2: exit %d (want 0), as Llama: exit %d (want 1)",
+          old_gpt2, old_llama);
+    free(zeros);
+}
+
 // Documents whose targets lie beyond -t: a warning with the counts at start, and a run
 // that trained nothing ends with exit 3 and no checkpoint.
 static void test_lost_targets_and_nothing_trained(void) {
@@ -1283,8 +1409,9 @@ int main(void) {
     if (!path_exists("./train_sft")) fatal("./train_sft not found: run from the repository root after make train_sft");
     st_open(&expect, REF_EXPECT);
     test_gemm();
-    test_reference_forward_backward();
-    test_reference_training();
+    test_reference_forward_backward("", REF_MODEL);
+    test_reference_training("", REF_MODEL);
+    test_llama_references();
     test_import_variants();
     test_packed_equals_unpacked();
     test_accumulation_equivalence();
@@ -1295,7 +1422,9 @@ int main(void) {
     test_checkpoint_atomic();
     test_vocab_growth();
     test_kv_cache_decode();
-    test_resume_bit_identical();
+    test_resume_bit_identical("", "d2c16h2t24");
+    test_resume_bit_identical("llama_", "l2c32h4k2f48ut24");  // untied head, grouped-query
+    test_resume_bit_identical("qwen2_", "l2c32h4k1bt24");     // q/k/v biases
     test_thread_count_independent();
     test_shuffle_orders();
     test_validation_reference();
@@ -1305,6 +1434,7 @@ int main(void) {
     test_nonfinite_step_skipped();
     test_nonfinite_guard_run();
     test_checkpoint_never_nonfinite();
+    test_state_model_fields();
     test_lost_targets_and_nothing_trained();
     test_memory_plan();
     test_dist_discovery();

@@ -3,7 +3,11 @@ train_sft.c: supervised fine-tuning of GPT-2 on the CPU, in C with OpenMP.
 
 This is the reference trainer: every other implementation is checked against it.
 The model is GPT-2 as Hugging Face's GPT2LMHeadModel computes it (pre-LayerNorm,
-causal self-attention, tanh-GELU MLP, tied output embedding, no dropout). Training
+causal self-attention, tanh-GELU MLP, tied output embedding, no dropout), or a
+Llama-family model as LlamaForCausalLM / Qwen2ForCausalLM compute it: the same
+blocks with RMSNorm, rotary positions on q and k, grouped-query attention, a
+SwiGLU MLP, nn.Linear [out, in] weights and a tied or untied output head (see
+common/gpt2.h). The configuration picks the layer functions; the trainer is one. Training
 packs whole documents into rows; a token attends only to earlier tokens of its own
 document, and only tokens whose mask byte is 1 are targets. The loss of a step is
 the sum of cross-entropy over all its targets divided by their number.
@@ -155,26 +159,32 @@ static void gemm(int M, int N, int K, const float *A, long a_rs, long a_cs, cons
 // ----------------------------------------------------------------------------
 // Layers. Shapes: BT rows (B rows of T positions), C channels, OC output channels.
 
-// x[i] = wte[token[i]] + wpe[pos[i]]  (pos restarts at 0 in every document)
+// x[i] = wte[token[i]] + wpe[pos[i]]  (pos restarts at 0 in every document).
+// wpe NULL (Llama family: positions enter through RoPE instead): x[i] = wte[token[i]].
 static void encoder_forward(float *out, const int *inputs, const int *pos, const float *wte, const float *wpe, int BT, int C) {
 #pragma omp parallel for schedule(static)
     for (int i = 0; i < BT; i++) {
-        const float *te = wte + (size_t)inputs[i] * C, *pe = wpe + (size_t)pos[i] * C;
+        const float *te = wte + (size_t)inputs[i] * C;
         float *o = out + (size_t)i * C;
+        if (!wpe) { memcpy(o, te, (size_t)C * sizeof(float)); continue; }
+        const float *pe = wpe + (size_t)pos[i] * C;
         for (int c = 0; c < C; c++) o[c] = te[c] + pe[c];
     }
 }
 
-// dwte[token[i]] += dout[i], dwpe[pos[i]] += dout[i]. Rows repeat across i, so
-// threads split the channels instead of the rows: no races, fixed order.
+// dwte[token[i]] += dout[i], dwpe[pos[i]] += dout[i] (dwpe NULL: no wpe). Rows repeat
+// across i, so threads split the channels instead of the rows: no races, fixed order.
 static void encoder_backward(float *dwte, float *dwpe, const float *dout, const int *inputs, const int *pos, int BT, int C) {
 #pragma omp parallel for schedule(static)
     for (int c0 = 0; c0 < C; c0 += 16) {
         int c1 = c0 + 16 < C ? c0 + 16 : C;
         for (int i = 0; i < BT; i++) {
             const float *d = dout + (size_t)i * C;
-            float *te = dwte + (size_t)inputs[i] * C, *pe = dwpe + (size_t)pos[i] * C;
-            for (int c = c0; c < c1; c++) { te[c] += d[c]; pe[c] += d[c]; }
+            float *te = dwte + (size_t)inputs[i] * C;
+            for (int c = c0; c < c1; c++) te[c] += d[c];
+            if (!dwpe) continue;
+            float *pe = dwpe + (size_t)pos[i] * C;
+            for (int c = c0; c < c1; c++) pe[c] += d[c];
         }
     }
 }
@@ -228,17 +238,71 @@ static void layernorm_backward(float *dinp, float *dw, float *db, const float *d
     }
 }
 
-// out[N, OC] = inp[N, C] * w[C, OC] + bias[OC]   (w in Hugging Face's Conv1D layout)
-static void matmul_forward(float *out, const float *inp, const float *w, const float *bias, int N, int C, int OC) {
+// RMSNorm (Llama family): y = x * rstd * w, rstd = 1 / sqrt(mean(x^2) + eps) over
+// the C channels of a row; rstd (N) is kept for the backward pass.
+static void rmsnorm_forward(float *out, float *rstd, const float *inp, const float *w, int N, int C, float eps) {
 #pragma omp parallel for schedule(static)
-    for (int i = 0; i < N; i++) memcpy(out + (size_t)i * OC, bias, (size_t)OC * sizeof(float));
-    gemm(N, OC, C, inp, C, 1, w, OC, 1, out, OC, 1);
+    for (int i = 0; i < N; i++) {
+        const float *x = inp + (size_t)i * C;
+        float ss = 0.0f;
+        for (int c = 0; c < C; c++) ss += x[c] * x[c];
+        float s = 1.0f / sqrtf(ss / (float)C + eps);
+        float *o = out + (size_t)i * C;
+        for (int c = 0; c < C; c++) o[c] = x[c] * s * w[c];
+        rstd[i] = s;
+    }
 }
 
-// dinp += dout * w^T,  dw += inp^T * dout,  dbias += column sums of dout
-static void matmul_backward(float *dinp, float *dw, float *dbias, const float *dout, const float *inp, const float *w, int N, int C, int OC) {
-    gemm(N, C, OC, dout, OC, 1, w, 1, OC, dinp, C, 1);
-    gemm(C, OC, N, inp, 1, C, dout, OC, 1, dw, OC, 1);
+// With n = x * rstd and g = dy * w:  dx += rstd * (g - n * mean(g * n)),  dw += sum_rows dy * n
+static void rmsnorm_backward(float *dinp, float *dw, const float *dout, const float *inp, const float *w, const float *rstd, int N, int C) {
+#pragma omp parallel for schedule(static)
+    for (int i = 0; i < N; i++) {
+        const float *x = inp + (size_t)i * C, *dy = dout + (size_t)i * C;
+        float s = rstd[i], gn_mean = 0.0f;
+        for (int c = 0; c < C; c++) gn_mean += dy[c] * w[c] * x[c] * s;
+        gn_mean /= (float)C;
+        float *dx = dinp + (size_t)i * C;
+        for (int c = 0; c < C; c++) dx[c] += s * (dy[c] * w[c] - x[c] * s * gn_mean);
+    }
+#pragma omp parallel for schedule(static)
+    for (int c0 = 0; c0 < C; c0 += 16) {
+        int c1 = c0 + 16 < C ? c0 + 16 : C;
+        float sw[16] = {0};
+        for (int i = 0; i < N; i++) {
+            const float *x = inp + (size_t)i * C, *dy = dout + (size_t)i * C;
+            for (int c = c0; c < c1; c++) sw[c - c0] += dy[c] * x[c] * rstd[i];
+        }
+        for (int c = c0; c < c1; c++) dw[c] += sw[c - c0];
+    }
+}
+
+// The weight layouts of a linear layer from C to OC channels: GPT-2's Conv1D stores
+// w as [C, OC] (y = x w); Llama's nn.Linear as [OC, C] (y = x w^T). The gemm takes
+// strides, so both are the same product read differently.
+enum { W_IN_OUT, W_OUT_IN };
+
+// out[N, OC] = inp[N, C] * W + bias[OC], W the [C, OC] matrix that w holds in `layout`
+// (bias NULL: none)
+static void matmul_forward(float *out, const float *inp, const float *w, const float *bias, int N, int C, int OC, int layout) {
+    long w_rs = layout == W_IN_OUT ? OC : 1, w_cs = layout == W_IN_OUT ? 1 : C;
+    if (!bias) { gemm(N, OC, C, inp, C, 1, w, w_rs, w_cs, out, OC, 0); return; }
+#pragma omp parallel for schedule(static)
+    for (int i = 0; i < N; i++) memcpy(out + (size_t)i * OC, bias, (size_t)OC * sizeof(float));
+    gemm(N, OC, C, inp, C, 1, w, w_rs, w_cs, out, OC, 1);
+}
+
+// dinp += dout * W^T,  dW += inp^T * dout (stored in w's layout),  dbias += column
+// sums of dout (dbias NULL: no bias)
+static void matmul_backward(float *dinp, float *dw, float *dbias, const float *dout, const float *inp, const float *w, int N, int C, int OC,
+                            int layout) {
+    if (layout == W_IN_OUT) {
+        gemm(N, C, OC, dout, OC, 1, w, 1, OC, dinp, C, 1);
+        gemm(C, OC, N, inp, 1, C, dout, OC, 1, dw, OC, 1);
+    } else {
+        gemm(N, C, OC, dout, OC, 1, w, C, 1, dinp, C, 1);
+        gemm(OC, C, N, dout, 1, OC, inp, C, 1, dw, C, 1);
+    }
+    if (!dbias) return;
 #pragma omp parallel for schedule(static)
     for (int o0 = 0; o0 < OC; o0 += 16) {
         int o1 = o0 + 16 < OC ? o0 + 16 : OC;
@@ -249,25 +313,29 @@ static void matmul_backward(float *dinp, float *dw, float *dbias, const float *d
     }
 }
 
-// Causal self-attention within documents. qkv rows hold [q | k | v], each C wide,
-// split into NH heads of hs = C/NH. For position t whose document starts at row
-// position s0 = doc_start[t]:  att[t, s] = softmax_{s0 <= s <= t}(q_t . k_s / sqrt(hs)),
-// out_t = sum_s att[t, s] v_s. att is (B, NH, T, T); entries outside [s0, t] are unused.
-static void attention_forward(float *out, float *att, const float *qkv, const int *doc_start, int B, int T, int C, int NH) {
-    int hs = C / NH;
-    float scale = 1.0f / sqrtf((float)hs);
+// Causal self-attention within documents, grouped-query. qkv rows (width QKV =
+// (NH + 2 KVH) HS) hold [q (NH heads) | k (KVH heads) | v (KVH heads)], heads of HS
+// channels; query head h reads key/value head h / (NH / KVH) (GPT-2: KVH = NH, HS =
+// C/NH, QKV = 3C). For position t whose document starts at row position
+// s0 = doc_start[t]:  att[t, s] = softmax_{s0 <= s <= t}(q_t . k_s / sqrt(HS)),
+// out_t = sum_s att[t, s] v_s; out rows are NH*HS wide. att is (B, NH, T, T);
+// entries outside [s0, t] are unused.
+static void attention_forward(float *out, float *att, const float *qkv, const int *doc_start, int B, int T, int NH, int KVH, int HS) {
+    int QKV = (NH + 2 * KVH) * HS, A = NH * HS, group = NH / KVH;
+    float scale = 1.0f / sqrtf((float)HS);
 #pragma omp parallel for collapse(3) schedule(static)
     for (int b = 0; b < B; b++)
         for (int h = 0; h < NH; h++)
             for (int t = 0; t < T; t++) {
-                const float *q = qkv + ((size_t)b * T + t) * 3 * C + h * hs;
+                int kh = h / group;
+                const float *q = qkv + ((size_t)b * T + t) * QKV + h * HS;
                 float *a = att + (((size_t)b * NH + h) * T + t) * T;
                 int s0 = doc_start[b * T + t];
                 float mx = -INFINITY;
                 for (int s = s0; s <= t; s++) {
-                    const float *k = qkv + ((size_t)b * T + s) * 3 * C + C + h * hs;
+                    const float *k = qkv + ((size_t)b * T + s) * QKV + A + kh * HS;
                     float d = 0.0f;
-                    for (int i = 0; i < hs; i++) d += q[i] * k[i];
+                    for (int i = 0; i < HS; i++) d += q[i] * k[i];
                     d *= scale;
                     a[s] = d;
                     if (d > mx) mx = d;
@@ -275,53 +343,107 @@ static void attention_forward(float *out, float *att, const float *qkv, const in
                 float sum = 0.0f;
                 for (int s = s0; s <= t; s++) { a[s] = expf(a[s] - mx); sum += a[s]; }
                 float inv = 1.0f / sum;
-                float *o = out + ((size_t)b * T + t) * C + h * hs;
-                for (int i = 0; i < hs; i++) o[i] = 0.0f;
+                float *o = out + ((size_t)b * T + t) * A + h * HS;
+                for (int i = 0; i < HS; i++) o[i] = 0.0f;
                 for (int s = s0; s <= t; s++) {
                     a[s] *= inv;
-                    const float *v = qkv + ((size_t)b * T + s) * 3 * C + 2 * C + h * hs;
-                    for (int i = 0; i < hs; i++) o[i] += a[s] * v[i];
+                    const float *v = qkv + ((size_t)b * T + s) * QKV + A + (KVH + kh) * HS;
+                    for (int i = 0; i < HS; i++) o[i] += a[s] * v[i];
                 }
             }
 }
 
 // With p = att[t, :], g_s = dout_t . v_s:  dv_s += p_s dout_t,
-// dpre_s = p_s (g_s - sum_r p_r g_r),  dq_t += scale sum_s dpre_s k_s,  dk_s += scale dpre_s q_t.
-// One thread per (row, head): dk and dv of a head are written only by its thread.
+// dpre_s = p_s (g_s - sum_r p_r g_r),  dq_t += scale sum_s dpre_s k_s,  dk_s += scale dpre_s q_t;
+// dk and dv of a key/value head sum over the NH/KVH query heads that read it.
+// One thread per (row, key/value head), its query heads in order: dk and dv of a
+// head are written only by its thread, in a fixed order.
 static void attention_backward(float *dqkv, const float *dout, const float *qkv, const float *att, const int *doc_start,
-                               int B, int T, int C, int NH) {
-    int hs = C / NH;
-    float scale = 1.0f / sqrtf((float)hs);
+                               int B, int T, int NH, int KVH, int HS) {
+    int QKV = (NH + 2 * KVH) * HS, A = NH * HS, group = NH / KVH;
+    float scale = 1.0f / sqrtf((float)HS);
 #pragma omp parallel
     {
         float *g = (float *)xmalloc((size_t)T * sizeof(float));
 #pragma omp for collapse(2) schedule(static)
         for (int b = 0; b < B; b++)
-            for (int h = 0; h < NH; h++)
-                for (int t = 0; t < T; t++) {
-                    const float *a = att + (((size_t)b * NH + h) * T + t) * T;
-                    const float *dy = dout + ((size_t)b * T + t) * C + h * hs;
-                    const float *q = qkv + ((size_t)b * T + t) * 3 * C + h * hs;
-                    float *dq = dqkv + ((size_t)b * T + t) * 3 * C + h * hs;
-                    int s0 = doc_start[b * T + t];
-                    float dot = 0.0f;
-                    for (int s = s0; s <= t; s++) {
-                        const float *v = qkv + ((size_t)b * T + s) * 3 * C + 2 * C + h * hs;
-                        float *dv = dqkv + ((size_t)b * T + s) * 3 * C + 2 * C + h * hs;
-                        float gs = 0.0f;
-                        for (int i = 0; i < hs; i++) { gs += dy[i] * v[i]; dv[i] += a[s] * dy[i]; }
-                        g[s] = gs;
-                        dot += a[s] * gs;
+            for (int kh = 0; kh < KVH; kh++)
+                for (int h = kh * group; h < (kh + 1) * group; h++)
+                    for (int t = 0; t < T; t++) {
+                        const float *a = att + (((size_t)b * NH + h) * T + t) * T;
+                        const float *dy = dout + ((size_t)b * T + t) * A + h * HS;
+                        const float *q = qkv + ((size_t)b * T + t) * QKV + h * HS;
+                        float *dq = dqkv + ((size_t)b * T + t) * QKV + h * HS;
+                        int s0 = doc_start[b * T + t];
+                        float dot = 0.0f;
+                        for (int s = s0; s <= t; s++) {
+                            const float *v = qkv + ((size_t)b * T + s) * QKV + A + (KVH + kh) * HS;
+                            float *dv = dqkv + ((size_t)b * T + s) * QKV + A + (KVH + kh) * HS;
+                            float gs = 0.0f;
+                            for (int i = 0; i < HS; i++) { gs += dy[i] * v[i]; dv[i] += a[s] * dy[i]; }
+                            g[s] = gs;
+                            dot += a[s] * gs;
+                        }
+                        for (int s = s0; s <= t; s++) {
+                            float dpre = a[s] * (g[s] - dot) * scale;
+                            const float *k = qkv + ((size_t)b * T + s) * QKV + A + kh * HS;
+                            float *dk = dqkv + ((size_t)b * T + s) * QKV + A + kh * HS;
+                            for (int i = 0; i < HS; i++) { dq[i] += dpre * k[i]; dk[i] += dpre * q[i]; }
+                        }
                     }
-                    for (int s = s0; s <= t; s++) {
-                        float dpre = a[s] * (g[s] - dot) * scale;
-                        const float *k = qkv + ((size_t)b * T + s) * 3 * C + C + h * hs;
-                        float *dk = dqkv + ((size_t)b * T + s) * 3 * C + C + h * hs;
-                        for (int i = 0; i < hs; i++) { dq[i] += dpre * k[i]; dk[i] += dpre * q[i]; }
-                    }
-                }
         free(g);
     }
+}
+
+// Rotary position embedding (Llama family), "rotate half" as Hugging Face's
+// checkpoints use it: in every q and k head of a qkv row (the first NH + KVH heads
+// of HS channels), for i < HS/2 and angle = pos * inv_freq[i],
+//   x[i] = x1 cos - x2 sin,  x[i + HS/2] = x2 cos + x1 sin   (x1 = x[i], x2 = x[i + HS/2]).
+// pos is the position within the document (restarting at 0 in each packed
+// document). cos and sin are tables (positions, HS/2) of rope_table. In place.
+static void rope_forward(float *qkv, const int *pos, const float *cos_t, const float *sin_t, int BT, int NH, int KVH, int HS) {
+    int QKV = (NH + 2 * KVH) * HS, half = HS / 2;
+#pragma omp parallel for schedule(static)
+    for (int r = 0; r < BT; r++) {
+        const float *c = cos_t + (size_t)pos[r] * half, *sn = sin_t + (size_t)pos[r] * half;
+        for (int h = 0; h < NH + KVH; h++) {
+            float *x = qkv + (size_t)r * QKV + h * HS;
+            for (int i = 0; i < half; i++) {
+                float x1 = x[i], x2 = x[i + half];
+                x[i] = x1 * c[i] - x2 * sn[i];
+                x[i + half] = x2 * c[i] + x1 * sn[i];
+            }
+        }
+    }
+}
+
+// The rotation is linear and orthogonal, so its backward pass rotates dq and dk by
+// -angle (the transpose), in place; it needs no saved input.
+static void rope_backward(float *dqkv, const int *pos, const float *cos_t, const float *sin_t, int BT, int NH, int KVH, int HS) {
+    int QKV = (NH + 2 * KVH) * HS, half = HS / 2;
+#pragma omp parallel for schedule(static)
+    for (int r = 0; r < BT; r++) {
+        const float *c = cos_t + (size_t)pos[r] * half, *sn = sin_t + (size_t)pos[r] * half;
+        for (int h = 0; h < NH + KVH; h++) {
+            float *d = dqkv + (size_t)r * QKV + h * HS;
+            for (int i = 0; i < half; i++) {
+                float d1 = d[i], d2 = d[i + half];
+                d[i] = d1 * c[i] + d2 * sn[i];
+                d[i + half] = d2 * c[i] - d1 * sn[i];
+            }
+        }
+    }
+}
+
+// cos and sin of the rotary angles pos * inv_freq[i] for positions 0..npos-1, each
+// (npos, HS/2), in fp32 as transformers computes them.
+static void rope_table(float *cos_t, float *sin_t, const float *inv_freq, int npos, int half) {
+    for (int t = 0; t < npos; t++)
+        for (int i = 0; i < half; i++) {
+            float angle = (float)t * inv_freq[i];
+            cos_t[(size_t)t * half + i] = cosf(angle);
+            sin_t[(size_t)t * half + i] = sinf(angle);
+        }
 }
 
 // GELU, tanh approximation ("gelu_new"): 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
@@ -354,6 +476,31 @@ static void gelu_backward(float *dinp, const float *inp, const float *dout, size
     }
 }
 
+// SwiGLU (Llama family): fch rows (N, 2FF) hold [gate | up]; out (N, FF) =
+// silu(gate) * up, silu(g) = g sigmoid(g) = g / (1 + exp(-g)).
+static void swiglu_forward(float *out, const float *fch, int N, int FF) {
+#pragma omp parallel for schedule(static)
+    for (int r = 0; r < N; r++) {
+        const float *gate = fch + (size_t)r * 2 * FF, *up = gate + FF;
+        float *o = out + (size_t)r * FF;
+        for (int i = 0; i < FF; i++) o[i] = gate[i] / (1.0f + expf(-gate[i])) * up[i];
+    }
+}
+
+// dgate += dout * up * silu'(gate), silu'(g) = sigmoid(g) (1 + g (1 - sigmoid(g)));  dup += dout * silu(gate)
+static void swiglu_backward(float *dfch, const float *fch, const float *dout, int N, int FF) {
+#pragma omp parallel for schedule(static)
+    for (int r = 0; r < N; r++) {
+        const float *gate = fch + (size_t)r * 2 * FF, *up = gate + FF, *dy = dout + (size_t)r * FF;
+        float *dgate = dfch + (size_t)r * 2 * FF, *dup = dgate + FF;
+        for (int i = 0; i < FF; i++) {
+            float sig = 1.0f / (1.0f + expf(-gate[i]));
+            dgate[i] += dy[i] * up[i] * sig * (1.0f + gate[i] * (1.0f - sig));
+            dup[i] += dy[i] * gate[i] * sig;
+        }
+    }
+}
+
 static void residual_forward(float *out, const float *a, const float *b, size_t N) {
 #pragma omp parallel for schedule(static)
     for (size_t i = 0; i < N; i++) out[i] = a[i] + b[i];
@@ -377,39 +524,43 @@ static void crossentropy_softmax(float *logits, float *losses, const int *target
     }
 }
 
-// Classifier over R selected rows x[R, C]: logits = x * wte^T (tied embedding), then
-// with targets the cross-entropy above.
-static void classifier_forward(float *logits, float *losses, const float *x, const float *wte, const int *targets, int R, int C, int V) {
-    gemm(R, V, C, x, C, 1, wte, 1, C, logits, V, 0);
+// Classifier over R selected rows x[R, C]: logits = x * head^T, head (V, C) the
+// output head (wte when tied, else lm_head), then with targets the cross-entropy above.
+static void classifier_forward(float *logits, float *losses, const float *x, const float *head, const int *targets, int R, int C, int V) {
+    gemm(R, V, C, x, C, 1, head, 1, C, logits, V, 0);
     if (targets) crossentropy_softmax(logits, losses, targets, R, V);
 }
 
-// dx = dlogits * wte,  dwte += dlogits^T * x
-static void classifier_backward(float *dx, float *dwte, const float *dlogits, const float *x, const float *wte, int R, int C, int V) {
-    gemm(R, C, V, dlogits, V, 1, wte, C, 1, dx, C, 0);
-    gemm(V, C, R, dlogits, 1, V, x, C, 1, dwte, C, 1);
+// dx = dlogits * head,  dhead += dlogits^T * x
+static void classifier_backward(float *dx, float *dhead, const float *dlogits, const float *x, const float *head, int R, int C, int V) {
+    gemm(R, C, V, dlogits, V, 1, head, C, 1, dx, C, 0);
+    gemm(V, C, R, dlogits, 1, V, x, C, 1, dhead, C, 1);
 }
 
 // ----------------------------------------------------------------------------
 // The model: parameters, gradients and AdamW moments (one allocation each, laid
 // out as in gpt2.h) and the activations of one micro-batch of up to B x T.
+// Widths: QKV = (NH + 2 KVH) HS (qkv_width), A = NH HS (attention output), FF the
+// MLP width, FCW the fc output (GPT-2: FF = 4C; Llama family: [gate | up], 2FF).
 
 typedef struct {
     float *encoded;                    // (BT, C)
-    float *ln1, *ln1_mean, *ln1_rstd;  // (L, BT, C), (L, BT), (L, BT)
-    float *qkv;                        // (L, BT, 3C)
-    float *atty;                       // (L, BT, C)
+    float *ln1, *ln1_mean, *ln1_rstd;  // (L, BT, C), (L, BT) (GPT-2 only: RMSNorm keeps no mean), (L, BT)
+    float *qkv;                        // (L, BT, QKV), q and k rotated by RoPE (Llama family)
+    float *atty;                       // (L, BT, A)
     float *att;                        // (L, B, NH, T, T)
     float *residual2;                  // (L, BT, C)
-    float *ln2, *ln2_mean, *ln2_rstd;  // (L, BT, C), (L, BT), (L, BT)
-    float *fch, *fch_gelu;             // (L, BT, 4C)
+    float *ln2, *ln2_mean, *ln2_rstd;  // (L, BT, C), (L, BT) (GPT-2 only), (L, BT)
+    float *fch;                        // (L, BT, FCW)
+    float *fch_act;                    // (L, BT, FF): gelu(fch) (GPT-2) or swiglu(fch) (Llama family)
     float *residual3;                  // (L, BT, C)
-    float *lnf, *lnf_mean, *lnf_rstd;  // (BT, C), (BT), (BT)
+    float *lnf, *lnf_mean, *lnf_rstd;  // (BT, C), (BT) (GPT-2 only), (BT)
     float *x_sel;                      // (BT, C): lnf rows that go to the classifier
     float *logits;                     // (BT, V): logits (then dlogits) of the selected rows
     float *losses;                     // (BT): loss of each selected row
-    // gradient scratch, reused layer by layer
-    float *dresidual, *dln, *datty, *dqkv, *dfch, *dfch_gelu, *dx_sel;
+    float *rope_cos, *rope_sin;        // (T, HS/2) each: RoPE's cos and sin at positions 0..T-1 (Llama family; GPT-2 none)
+    // gradient scratch, reused layer by layer: (BT, C), (BT, C), (BT, A), (BT, QKV), (BT, FCW), (BT, FF), (BT, C)
+    float *dresidual, *dln, *datty, *dqkv, *dfch, *dfch_act, *dx_sel;
 } Activations;
 
 typedef struct {
@@ -429,14 +580,41 @@ typedef struct {
     int num_rows;
 } GPT2;
 
+// Width of the fc layer's output: GPT-2's FF (= 4C), the Llama family's [gate | up] 2FF.
+static int fc_width(const GPT2Config *c) { return is_llama_family(c) ? 2 * c->FF : c->FF; }
+
+// Layout of the linear layers' weights: Conv1D [in, out] for GPT-2, nn.Linear [out, in] for the Llama family.
+static int weight_layout(const GPT2Config *c) { return is_llama_family(c) ? W_OUT_IN : W_IN_OUT; }
+
+// Layer l's slice of parameter (or gradient) tensor i; NULL when the family has no such tensor.
+static float *param_layer(const GPT2Config *c, const ParamTensors *t, int i, int l) {
+    int64_t shape[2];
+    size_t n = (size_t)param_slice_shape(c, i, shape);
+    return n ? t->t[i] + (size_t)l * n : NULL;
+}
+
+// The block's normalization: LayerNorm for GPT-2; RMSNorm (no mean, no bias) for the Llama family.
+static void norm_forward(const GPT2Config *c, float *out, float *mean, float *rstd, const float *inp, const float *w, const float *b, int N) {
+    if (is_llama_family(c)) rmsnorm_forward(out, rstd, inp, w, N, c->C, c->eps);
+    else layernorm_forward(out, mean, rstd, inp, w, b, N, c->C, c->eps);
+}
+
+static void norm_backward(const GPT2Config *c, float *dinp, float *dw, float *db, const float *dout, const float *inp, const float *w,
+                          const float *mean, const float *rstd, int N) {
+    if (is_llama_family(c)) rmsnorm_backward(dinp, dw, dout, inp, w, rstd, N, c->C);
+    else layernorm_backward(dinp, dw, db, dout, inp, w, mean, rstd, N, c->C);
+}
+
 // Floats of each activation array for B x T, in the order of Activations; returns the count.
-#define NUM_ACTIVATIONS 27
+#define NUM_ACTIVATIONS 29
 static int gpt2_activation_sizes(const GPT2Config *c, int B, int T, size_t sizes[NUM_ACTIVATIONS]) {
-    size_t BT = (size_t)B * T, L = (size_t)c->L, C = (size_t)c->C;
-    size_t s[NUM_ACTIVATIONS] = {BT * C, L * BT * C, L * BT, L * BT, L * BT * 3 * C, L * BT * C, L * B * c->NH * (size_t)T * T,
-                                 L * BT * C, L * BT * C, L * BT, L * BT, L * BT * 4 * C, L * BT * 4 * C, L * BT * C,
-                                 BT * C, BT, BT, BT * C, BT * (size_t)c->V, BT,
-                                 BT * C, BT * C, BT * C, BT * 3 * C, BT * 4 * C, BT * 4 * C, BT * C};
+    size_t BT = (size_t)B * T, L = (size_t)c->L, C = (size_t)c->C, QKV = (size_t)qkv_width(c), A = (size_t)c->NH * c->HS;
+    size_t FF = (size_t)c->FF, FCW = (size_t)fc_width(c), llama = (size_t)is_llama_family(c);
+    size_t mean = llama ? 0 : 1, rope = llama ? (size_t)T * (c->HS / 2) : 0;
+    size_t s[NUM_ACTIVATIONS] = {BT * C, L * BT * C, mean * L * BT, L * BT, L * BT * QKV, L * BT * A, L * B * c->NH * (size_t)T * T,
+                                 L * BT * C, L * BT * C, mean * L * BT, L * BT, L * BT * FCW, L * BT * FF, L * BT * C,
+                                 BT * C, mean * BT, BT, BT * C, BT * (size_t)c->V, BT, rope, rope,
+                                 BT * C, BT * C, BT * A, BT * QKV, BT * FCW, BT * FF, BT * C};
     memcpy(sizes, s, sizeof s);
     return NUM_ACTIVATIONS;
 }
@@ -458,17 +636,23 @@ static void gpt2_allocate(GPT2 *m, int B, int T) {
     m->B = B; m->T = T;
     size_t BT = (size_t)B * T, sizes[NUM_ACTIVATIONS];
     int n = gpt2_activation_sizes(c, B, T, sizes);
-    float **ptrs[] = {&m->acts.encoded, &m->acts.ln1, &m->acts.ln1_mean, &m->acts.ln1_rstd, &m->acts.qkv, &m->acts.atty,
-                      &m->acts.att, &m->acts.residual2, &m->acts.ln2, &m->acts.ln2_mean, &m->acts.ln2_rstd, &m->acts.fch,
-                      &m->acts.fch_gelu, &m->acts.residual3, &m->acts.lnf, &m->acts.lnf_mean, &m->acts.lnf_rstd,
-                      &m->acts.x_sel, &m->acts.logits, &m->acts.losses, &m->acts.dresidual, &m->acts.dln, &m->acts.datty,
-                      &m->acts.dqkv, &m->acts.dfch, &m->acts.dfch_gelu, &m->acts.dx_sel};
+    Activations *a = &m->acts;
+    float **ptrs[] = {&a->encoded, &a->ln1, &a->ln1_mean, &a->ln1_rstd, &a->qkv, &a->atty, &a->att, &a->residual2, &a->ln2,
+                      &a->ln2_mean, &a->ln2_rstd, &a->fch, &a->fch_act, &a->residual3, &a->lnf, &a->lnf_mean, &a->lnf_rstd,
+                      &a->x_sel, &a->logits, &a->losses, &a->rope_cos, &a->rope_sin, &a->dresidual, &a->dln, &a->datty,
+                      &a->dqkv, &a->dfch, &a->dfch_act, &a->dx_sel};
     size_t total = 0;
     for (int i = 0; i < n; i++) total += sizes[i];
     m->acts_floats = total;
     m->acts_mem = (float *)xcalloc(total, sizeof(float));
     float *p = m->acts_mem;
     for (int i = 0; i < n; i++) { *ptrs[i] = p; p += sizes[i]; }
+    if (is_llama_family(c)) {  // positions within a row are below T
+        float *inv_freq = (float *)xmalloc((size_t)(c->HS / 2) * sizeof(float));
+        rope_inv_freq(c, inv_freq);
+        rope_table(a->rope_cos, a->rope_sin, inv_freq, T, c->HS / 2);
+        free(inv_freq);
+    }
     m->rows = (int *)xmalloc(BT * sizeof(int));
     m->row_targets = (int *)xmalloc(BT * sizeof(int));
 }
@@ -501,34 +685,41 @@ static void gpt2_free(GPT2 *m) {
 // Forward pass over B rows of T positions. The classifier runs on the positions
 // that have a target (targets != NULL; returns the summed loss) or, with
 // targets == NULL, on the positions listed in m->rows[0..m->num_rows) by the caller.
+// GPT-2 block:  x2 = x + attproj(attention(qkv(LN1(x))));  x3 = x2 + fcproj(gelu(fc(LN2(x2))))
+// Llama block:  x2 = x + o_proj(attention(rope(qkv(RMS1(x)))));  x3 = x2 + down(swiglu(gate|up(RMS2(x2))))
 static double gpt2_forward(GPT2 *m, const int *inputs, const int *pos, const int *doc_start, const int *targets, int B, int T) {
     const GPT2Config *c = &m->cfg;
-    int L = c->L, C = c->C, NH = c->NH, V = c->V, BT = B * T;
+    int L = c->L, C = c->C, NH = c->NH, KVH = c->KVH, HS = c->HS, V = c->V, BT = B * T;
+    int QKV = qkv_width(c), A = NH * HS, FF = c->FF, FCW = fc_width(c), llama = is_llama_family(c), wl = weight_layout(c);
     ParamTensors *p = &m->params;
     Activations *a = &m->acts;
-    encoder_forward(a->encoded, inputs, pos, p->wte, p->wpe, BT, C);
+    encoder_forward(a->encoded, inputs, pos, p->wte, llama ? NULL : p->wpe, BT, C);
     for (int l = 0; l < L; l++) {
         const float *residual = l == 0 ? a->encoded : a->residual3 + (size_t)(l - 1) * BT * C;
         size_t o1 = (size_t)l * BT, oc = o1 * C;
-        layernorm_forward(a->ln1 + oc, a->ln1_mean + o1, a->ln1_rstd + o1, residual, p->ln1w + l * C, p->ln1b + l * C, BT, C, c->eps);
-        matmul_forward(a->qkv + 3 * oc, a->ln1 + oc, p->qkvw + (size_t)l * C * 3 * C, p->qkvb + l * 3 * C, BT, C, 3 * C);
-        attention_forward(a->atty + oc, a->att + (size_t)l * B * NH * T * T, a->qkv + 3 * oc, doc_start, B, T, C, NH);
-        matmul_forward(a->residual2 + oc, a->atty + oc, p->attprojw + (size_t)l * C * C, p->attprojb + l * C, BT, C, C);
+        float *qkv = a->qkv + o1 * QKV, *atty = a->atty + o1 * A, *fch = a->fch + o1 * FCW, *fch_act = a->fch_act + o1 * FF;
+        norm_forward(c, a->ln1 + oc, a->ln1_mean + o1, a->ln1_rstd + o1, residual, param_layer(c, p, P_LN1W, l), param_layer(c, p, P_LN1B, l), BT);
+        matmul_forward(qkv, a->ln1 + oc, param_layer(c, p, P_QKVW, l), param_layer(c, p, P_QKVB, l), BT, C, QKV, wl);
+        if (llama) rope_forward(qkv, pos, a->rope_cos, a->rope_sin, BT, NH, KVH, HS);
+        attention_forward(atty, a->att + (size_t)l * B * NH * T * T, qkv, doc_start, B, T, NH, KVH, HS);
+        matmul_forward(a->residual2 + oc, atty, param_layer(c, p, P_ATTPROJW, l), param_layer(c, p, P_ATTPROJB, l), BT, A, C, wl);
         residual_forward(a->residual2 + oc, a->residual2 + oc, residual, (size_t)BT * C);
-        layernorm_forward(a->ln2 + oc, a->ln2_mean + o1, a->ln2_rstd + o1, a->residual2 + oc, p->ln2w + l * C, p->ln2b + l * C, BT, C, c->eps);
-        matmul_forward(a->fch + 4 * oc, a->ln2 + oc, p->fcw + (size_t)l * C * 4 * C, p->fcb + l * 4 * C, BT, C, 4 * C);
-        gelu_forward(a->fch_gelu + 4 * oc, a->fch + 4 * oc, (size_t)BT * 4 * C);
-        matmul_forward(a->residual3 + oc, a->fch_gelu + 4 * oc, p->fcprojw + (size_t)l * 4 * C * C, p->fcprojb + l * C, BT, 4 * C, C);
+        norm_forward(c, a->ln2 + oc, a->ln2_mean + o1, a->ln2_rstd + o1, a->residual2 + oc, param_layer(c, p, P_LN2W, l),
+                     param_layer(c, p, P_LN2B, l), BT);
+        matmul_forward(fch, a->ln2 + oc, param_layer(c, p, P_FCW, l), param_layer(c, p, P_FCB, l), BT, C, FCW, wl);
+        if (llama) swiglu_forward(fch_act, fch, BT, FF);
+        else gelu_forward(fch_act, fch, (size_t)BT * FF);
+        matmul_forward(a->residual3 + oc, fch_act, param_layer(c, p, P_FCPROJW, l), param_layer(c, p, P_FCPROJB, l), BT, FF, C, wl);
         residual_forward(a->residual3 + oc, a->residual3 + oc, a->residual2 + oc, (size_t)BT * C);
     }
-    layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, a->residual3 + (size_t)(L - 1) * BT * C, p->lnfw, p->lnfb, BT, C, c->eps);
+    norm_forward(c, a->lnf, a->lnf_mean, a->lnf_rstd, a->residual3 + (size_t)(L - 1) * BT * C, p->lnfw, param_layer(c, p, P_LNFB, 0), BT);
     if (targets) {
         m->num_rows = 0;
         for (int i = 0; i < BT; i++)
             if (targets[i] >= 0) { m->rows[m->num_rows] = i; m->row_targets[m->num_rows++] = targets[i]; }
     }
     for (int r = 0; r < m->num_rows; r++) memcpy(a->x_sel + (size_t)r * C, a->lnf + (size_t)m->rows[r] * C, (size_t)C * sizeof(float));
-    classifier_forward(a->logits, a->losses, a->x_sel, p->wte, targets ? m->row_targets : NULL, m->num_rows, C, V);
+    classifier_forward(a->logits, a->losses, a->x_sel, output_head(c, p), targets ? m->row_targets : NULL, m->num_rows, C, V);
     double loss = 0.0;
     if (targets) for (int r = 0; r < m->num_rows; r++) loss += a->losses[r];
     return loss;
@@ -538,38 +729,47 @@ static double gpt2_forward(GPT2 *m, const int *inputs, const int *pos, const int
 // to the gradients.
 static void gpt2_backward(GPT2 *m, const int *inputs, const int *pos, const int *doc_start, int B, int T) {
     const GPT2Config *c = &m->cfg;
-    int L = c->L, C = c->C, NH = c->NH, V = c->V, BT = B * T;
+    int L = c->L, C = c->C, NH = c->NH, KVH = c->KVH, HS = c->HS, V = c->V, BT = B * T;
+    int QKV = qkv_width(c), A = NH * HS, FF = c->FF, FCW = fc_width(c), llama = is_llama_family(c), wl = weight_layout(c);
     ParamTensors *p = &m->params, *g = &m->grads;
     Activations *a = &m->acts;
     size_t btc = (size_t)BT * C;
-    classifier_backward(a->dx_sel, g->wte, a->logits, a->x_sel, p->wte, m->num_rows, C, V);
+    classifier_backward(a->dx_sel, output_head(c, g), a->logits, a->x_sel, output_head(c, p), m->num_rows, C, V);
     memset(a->dln, 0, btc * sizeof(float));  // dln holds d(lnf): zero except selected rows
     for (int r = 0; r < m->num_rows; r++) memcpy(a->dln + (size_t)m->rows[r] * C, a->dx_sel + (size_t)r * C, (size_t)C * sizeof(float));
     memset(a->dresidual, 0, btc * sizeof(float));
-    layernorm_backward(a->dresidual, g->lnfw, g->lnfb, a->dln, a->residual3 + (size_t)(L - 1) * btc, p->lnfw, a->lnf_mean, a->lnf_rstd, BT, C);
+    norm_backward(c, a->dresidual, g->lnfw, param_layer(c, g, P_LNFB, 0), a->dln, a->residual3 + (size_t)(L - 1) * btc, p->lnfw, a->lnf_mean,
+                  a->lnf_rstd, BT);
     for (int l = L - 1; l >= 0; l--) {
         const float *residual = l == 0 ? a->encoded : a->residual3 + (size_t)(l - 1) * btc;
         size_t o1 = (size_t)l * BT, oc = o1 * C;
-        // MLP: residual3 = residual2 + fcproj(gelu(fc(ln2(residual2))))
-        memset(a->dfch_gelu, 0, 4 * btc * sizeof(float));
-        matmul_backward(a->dfch_gelu, g->fcprojw + (size_t)l * 4 * C * C, g->fcprojb + l * C, a->dresidual, a->fch_gelu + 4 * oc,
-                        p->fcprojw + (size_t)l * 4 * C * C, BT, 4 * C, C);
-        memset(a->dfch, 0, 4 * btc * sizeof(float));
-        gelu_backward(a->dfch, a->fch + 4 * oc, a->dfch_gelu, 4 * btc);
+        float *qkv = a->qkv + o1 * QKV, *atty = a->atty + o1 * A, *fch = a->fch + o1 * FCW, *fch_act = a->fch_act + o1 * FF;
+        // MLP: residual3 = residual2 + fcproj(act(fc(norm2(residual2))))
+        memset(a->dfch_act, 0, (size_t)BT * FF * sizeof(float));
+        matmul_backward(a->dfch_act, param_layer(c, g, P_FCPROJW, l), param_layer(c, g, P_FCPROJB, l), a->dresidual, fch_act,
+                        param_layer(c, p, P_FCPROJW, l), BT, FF, C, wl);
+        memset(a->dfch, 0, (size_t)BT * FCW * sizeof(float));
+        if (llama) swiglu_backward(a->dfch, fch, a->dfch_act, BT, FF);
+        else gelu_backward(a->dfch, fch, a->dfch_act, (size_t)BT * FF);
         memset(a->dln, 0, btc * sizeof(float));
-        matmul_backward(a->dln, g->fcw + (size_t)l * C * 4 * C, g->fcb + l * 4 * C, a->dfch, a->ln2 + oc, p->fcw + (size_t)l * C * 4 * C, BT, C, 4 * C);
-        layernorm_backward(a->dresidual, g->ln2w + l * C, g->ln2b + l * C, a->dln, a->residual2 + oc, p->ln2w + l * C,
-                           a->ln2_mean + o1, a->ln2_rstd + o1, BT, C);
-        // attention: residual2 = residual + attproj(attention(qkv(ln1(residual))))
-        memset(a->datty, 0, btc * sizeof(float));
-        matmul_backward(a->datty, g->attprojw + (size_t)l * C * C, g->attprojb + l * C, a->dresidual, a->atty + oc, p->attprojw + (size_t)l * C * C, BT, C, C);
-        memset(a->dqkv, 0, 3 * btc * sizeof(float));
-        attention_backward(a->dqkv, a->datty, a->qkv + 3 * oc, a->att + (size_t)l * B * NH * T * T, doc_start, B, T, C, NH);
+        matmul_backward(a->dln, param_layer(c, g, P_FCW, l), param_layer(c, g, P_FCB, l), a->dfch, a->ln2 + oc, param_layer(c, p, P_FCW, l),
+                        BT, C, FCW, wl);
+        norm_backward(c, a->dresidual, param_layer(c, g, P_LN2W, l), param_layer(c, g, P_LN2B, l), a->dln, a->residual2 + oc,
+                      param_layer(c, p, P_LN2W, l), a->ln2_mean + o1, a->ln2_rstd + o1, BT);
+        // attention: residual2 = residual + attproj(attention(rope(qkv(norm1(residual)))))
+        memset(a->datty, 0, (size_t)BT * A * sizeof(float));
+        matmul_backward(a->datty, param_layer(c, g, P_ATTPROJW, l), param_layer(c, g, P_ATTPROJB, l), a->dresidual, atty,
+                        param_layer(c, p, P_ATTPROJW, l), BT, A, C, wl);
+        memset(a->dqkv, 0, (size_t)BT * QKV * sizeof(float));
+        attention_backward(a->dqkv, a->datty, qkv, a->att + (size_t)l * B * NH * T * T, doc_start, B, T, NH, KVH, HS);
+        if (llama) rope_backward(a->dqkv, pos, a->rope_cos, a->rope_sin, BT, NH, KVH, HS);
         memset(a->dln, 0, btc * sizeof(float));
-        matmul_backward(a->dln, g->qkvw + (size_t)l * C * 3 * C, g->qkvb + l * 3 * C, a->dqkv, a->ln1 + oc, p->qkvw + (size_t)l * C * 3 * C, BT, C, 3 * C);
-        layernorm_backward(a->dresidual, g->ln1w + l * C, g->ln1b + l * C, a->dln, residual, p->ln1w + l * C, a->ln1_mean + o1, a->ln1_rstd + o1, BT, C);
+        matmul_backward(a->dln, param_layer(c, g, P_QKVW, l), param_layer(c, g, P_QKVB, l), a->dqkv, a->ln1 + oc, param_layer(c, p, P_QKVW, l),
+                        BT, C, QKV, wl);
+        norm_backward(c, a->dresidual, param_layer(c, g, P_LN1W, l), param_layer(c, g, P_LN1B, l), a->dln, residual,
+                      param_layer(c, p, P_LN1W, l), a->ln1_mean + o1, a->ln1_rstd + o1, BT);
     }
-    encoder_backward(g->wte, g->wpe, a->dresidual, inputs, pos, BT, C);
+    encoder_backward(g->wte, llama ? NULL : g->wpe, a->dresidual, inputs, pos, BT, C);
 }
 
 // ----------------------------------------------------------------------------
@@ -706,42 +906,86 @@ static double evaluate(GPT2 *m, Loader *ld, int max_batches, int64_t *targets_ou
 // ----------------------------------------------------------------------------
 // Generation with a key/value cache: each new token runs the layers on one row
 // and attends to the cached keys and values of the earlier tokens, so a token
-// costs O(current length) instead of a forward pass over the whole prefix.
+// costs O(current length) instead of a forward pass over the whole prefix. The
+// cache grows with the sequence (doubling, up to the context), so a model with a
+// long context (Llama 3's 131072 positions) holds only what generation reaches.
 
 typedef struct {
-    int len, cap;            // tokens in the cache, capacity (<= context)
-    float *k, *v;            // (L, cap, C)
-    float *x, *ln, *qkv, *atty, *fch, *fch_gelu, *att, *logits;  // one row of scratch
+    int len, cap;            // tokens in the cache, positions it has room for (<= context)
+    int kvw;                 // width of a cached key or value row: KVH * HS (GPT-2: C)
+    float *k, *v;            // (L, cap, kvw): keys (rotated by RoPE in the Llama family) and values
+    float *x, *ln;           // (C): the residual stream; a normed row or a projection
+    float *qkv;              // (QKV)
+    float *atty;             // (NH * HS)
+    float *fch, *fch_act;    // (fc width), (FF)
+    float *att;              // (NH, cap)
+    float *inv_freq;         // (HS / 2): RoPE's frequencies (Llama family)
+    float *rope_cos, *rope_sin;  // (HS / 2): cos and sin at the current position
+    float *logits;           // (V)
 } KVCache;
 
 static void kv_init(KVCache *kv, const GPT2Config *c, int cap) {
     memset(kv, 0, sizeof *kv);
     kv->cap = cap;
-    size_t lc = (size_t)c->L * cap * c->C;
+    kv->kvw = c->KVH * c->HS;
+    size_t lc = (size_t)c->L * cap * kv->kvw, half = (size_t)(c->HS / 2);
     kv->k = (float *)xmalloc(lc * sizeof(float));
     kv->v = (float *)xmalloc(lc * sizeof(float));
     kv->x = (float *)xmalloc((size_t)c->C * sizeof(float));
     kv->ln = (float *)xmalloc((size_t)c->C * sizeof(float));
-    kv->qkv = (float *)xmalloc(3 * (size_t)c->C * sizeof(float));
-    kv->atty = (float *)xmalloc((size_t)c->C * sizeof(float));
-    kv->fch = (float *)xmalloc(4 * (size_t)c->C * sizeof(float));
-    kv->fch_gelu = (float *)xmalloc(4 * (size_t)c->C * sizeof(float));
+    kv->qkv = (float *)xmalloc((size_t)qkv_width(c) * sizeof(float));
+    kv->atty = (float *)xmalloc((size_t)c->NH * c->HS * sizeof(float));
+    kv->fch = (float *)xmalloc((size_t)fc_width(c) * sizeof(float));
+    kv->fch_act = (float *)xmalloc((size_t)c->FF * sizeof(float));
     kv->att = (float *)xmalloc((size_t)c->NH * cap * sizeof(float));
+    kv->inv_freq = (float *)xmalloc(half * sizeof(float));
+    kv->rope_cos = (float *)xmalloc(half * sizeof(float));
+    kv->rope_sin = (float *)xmalloc(half * sizeof(float));
+    if (is_llama_family(c)) rope_inv_freq(c, kv->inv_freq);
     kv->logits = (float *)xmalloc((size_t)c->V * sizeof(float));
+}
+
+// Makes room for n positions (n <= context): the capacity doubles, or becomes n,
+// capped at the context; each layer's cached rows move to the new layout.
+static void kv_reserve(KVCache *kv, const GPT2Config *c, int n) {
+    if (n <= kv->cap) return;
+    int cap = 2 * kv->cap > n ? 2 * kv->cap : n;
+    if (cap > c->maxT) cap = c->maxT;
+    size_t lc = (size_t)c->L * cap * kv->kvw, row = (size_t)kv->kvw;
+    float *k = (float *)xmalloc(lc * sizeof(float)), *v = (float *)xmalloc(lc * sizeof(float));
+    for (int l = 0; l < c->L; l++) {
+        memcpy(k + (size_t)l * cap * row, kv->k + (size_t)l * kv->cap * row, (size_t)kv->len * row * sizeof(float));
+        memcpy(v + (size_t)l * cap * row, kv->v + (size_t)l * kv->cap * row, (size_t)kv->len * row * sizeof(float));
+    }
+    free(kv->k); free(kv->v); free(kv->att);
+    kv->k = k; kv->v = v;
+    kv->att = (float *)xmalloc((size_t)c->NH * cap * sizeof(float));
+    kv->cap = cap;
 }
 
 static void kv_free(KVCache *kv) {
     free(kv->k); free(kv->v); free(kv->x); free(kv->ln); free(kv->qkv); free(kv->atty);
-    free(kv->fch); free(kv->fch_gelu); free(kv->att); free(kv->logits);
+    free(kv->fch); free(kv->fch_act); free(kv->att); free(kv->inv_freq); free(kv->rope_cos); free(kv->rope_sin); free(kv->logits);
 }
 
-// out[OC] = x[C] * w[C, OC] + bias: one row, so a matrix-vector product (memory bound).
-static void matvec_forward(float *out, const float *x, const float *w, const float *bias, int C, int OC) {
+// out[OC] = x[C] * W + bias (bias NULL: none), W as in matmul_forward: one row, so a
+// matrix-vector product (memory bound).
+static void matvec_forward(float *out, const float *x, const float *w, const float *bias, int C, int OC, int layout) {
+    if (layout == W_OUT_IN) {  // each output is a dot product with a contiguous row of w
+#pragma omp parallel for schedule(static)
+        for (int o = 0; o < OC; o++) {
+            const float *wr = w + (size_t)o * C;
+            float d = bias ? bias[o] : 0.0f;
+            for (int c = 0; c < C; c++) d += x[c] * wr[c];
+            out[o] = d;
+        }
+        return;
+    }
 #pragma omp parallel for schedule(static)
     for (int o0 = 0; o0 < OC; o0 += 64) {
         int o1 = o0 + 64 < OC ? o0 + 64 : OC;
         float acc[64];
-        for (int o = o0; o < o1; o++) acc[o - o0] = bias[o];
+        for (int o = o0; o < o1; o++) acc[o - o0] = bias ? bias[o] : 0.0f;
         for (int c = 0; c < C; c++) {
             const float *wr = w + (size_t)c * OC;
             for (int o = o0; o < o1; o++) acc[o - o0] += x[c] * wr[o];
@@ -750,50 +994,62 @@ static void matvec_forward(float *out, const float *x, const float *w, const flo
     }
 }
 
-// Appends `token` at position kv->len and returns the logits for the next token.
+// Appends `token` at position kv->len (< context) and returns the logits for the next token.
 static const float *gpt2_decode_step(const GPT2 *m, KVCache *kv, int token) {
     const GPT2Config *c = &m->cfg;
     const ParamTensors *p = &m->params;
-    int C = c->C, NH = c->NH, hs = C / NH, t = kv->len;
-    float mean, rstd, scale = 1.0f / sqrtf((float)hs);
-    for (int i = 0; i < C; i++) kv->x[i] = p->wte[(size_t)token * C + i] + p->wpe[(size_t)t * C + i];
+    int C = c->C, NH = c->NH, KVH = c->KVH, HS = c->HS, QKV = qkv_width(c), A = NH * HS, FF = c->FF, t = kv->len, group = NH / KVH;
+    int llama = is_llama_family(c), wl = weight_layout(c), kvw = kv->kvw, zero = 0;
+    float mean, rstd, scale = 1.0f / sqrtf((float)HS);
+    kv_reserve(kv, c, t + 1);
+    for (int i = 0; i < C; i++) kv->x[i] = p->wte[(size_t)token * C + i] + (llama ? 0.0f : p->wpe[(size_t)t * C + i]);
+    if (llama)  // the angles of position t, as rope_table computes them
+        for (int i = 0; i < HS / 2; i++) {
+            float angle = (float)t * kv->inv_freq[i];
+            kv->rope_cos[i] = cosf(angle);
+            kv->rope_sin[i] = sinf(angle);
+        }
     for (int l = 0; l < c->L; l++) {
-        layernorm_forward(kv->ln, &mean, &rstd, kv->x, p->ln1w + l * C, p->ln1b + l * C, 1, C, c->eps);
-        matvec_forward(kv->qkv, kv->ln, p->qkvw + (size_t)l * C * 3 * C, p->qkvb + l * 3 * C, C, 3 * C);
-        float *kc = kv->k + (size_t)l * kv->cap * C, *vc = kv->v + (size_t)l * kv->cap * C;
-        memcpy(kc + (size_t)t * C, kv->qkv + C, (size_t)C * sizeof(float));
-        memcpy(vc + (size_t)t * C, kv->qkv + 2 * C, (size_t)C * sizeof(float));
+        norm_forward(c, kv->ln, &mean, &rstd, kv->x, param_layer(c, p, P_LN1W, l), param_layer(c, p, P_LN1B, l), 1);
+        matvec_forward(kv->qkv, kv->ln, param_layer(c, p, P_QKVW, l), param_layer(c, p, P_QKVB, l), C, QKV, wl);
+        if (llama) rope_forward(kv->qkv, &zero, kv->rope_cos, kv->rope_sin, 1, NH, KVH, HS);  // a one-position table
+        float *kc = kv->k + (size_t)l * kv->cap * kvw, *vc = kv->v + (size_t)l * kv->cap * kvw;
+        memcpy(kc + (size_t)t * kvw, kv->qkv + A, (size_t)kvw * sizeof(float));
+        memcpy(vc + (size_t)t * kvw, kv->qkv + A + kvw, (size_t)kvw * sizeof(float));
 #pragma omp parallel for schedule(static)
         for (int h = 0; h < NH; h++) {  // softmax over the cached positions 0..t
-            const float *q = kv->qkv + h * hs;
+            const float *q = kv->qkv + h * HS;
+            int kh = h / group;
             float *a = kv->att + (size_t)h * kv->cap, mx = -INFINITY, sum = 0.0f;
             for (int s = 0; s <= t; s++) {
-                const float *k = kc + (size_t)s * C + h * hs;
+                const float *k = kc + (size_t)s * kvw + kh * HS;
                 float d = 0.0f;
-                for (int i = 0; i < hs; i++) d += q[i] * k[i];
+                for (int i = 0; i < HS; i++) d += q[i] * k[i];
                 a[s] = d * scale;
                 if (a[s] > mx) mx = a[s];
             }
             for (int s = 0; s <= t; s++) { a[s] = expf(a[s] - mx); sum += a[s]; }
-            float *o = kv->atty + h * hs;
-            for (int i = 0; i < hs; i++) o[i] = 0.0f;
+            float *o = kv->atty + h * HS;
+            for (int i = 0; i < HS; i++) o[i] = 0.0f;
             for (int s = 0; s <= t; s++) {
-                const float *v = vc + (size_t)s * C + h * hs;
-                for (int i = 0; i < hs; i++) o[i] += a[s] / sum * v[i];
+                const float *v = vc + (size_t)s * kvw + kh * HS;
+                for (int i = 0; i < HS; i++) o[i] += a[s] / sum * v[i];
             }
         }
-        matvec_forward(kv->ln, kv->atty, p->attprojw + (size_t)l * C * C, p->attprojb + l * C, C, C);
+        matvec_forward(kv->ln, kv->atty, param_layer(c, p, P_ATTPROJW, l), param_layer(c, p, P_ATTPROJB, l), A, C, wl);
         for (int i = 0; i < C; i++) kv->x[i] += kv->ln[i];
-        layernorm_forward(kv->ln, &mean, &rstd, kv->x, p->ln2w + l * C, p->ln2b + l * C, 1, C, c->eps);
-        matvec_forward(kv->fch, kv->ln, p->fcw + (size_t)l * C * 4 * C, p->fcb + l * 4 * C, C, 4 * C);
-        gelu_forward(kv->fch_gelu, kv->fch, 4 * (size_t)C);
-        matvec_forward(kv->ln, kv->fch_gelu, p->fcprojw + (size_t)l * 4 * C * C, p->fcprojb + l * C, 4 * C, C);
+        norm_forward(c, kv->ln, &mean, &rstd, kv->x, param_layer(c, p, P_LN2W, l), param_layer(c, p, P_LN2B, l), 1);
+        matvec_forward(kv->fch, kv->ln, param_layer(c, p, P_FCW, l), param_layer(c, p, P_FCB, l), C, fc_width(c), wl);
+        if (llama) swiglu_forward(kv->fch_act, kv->fch, 1, FF);
+        else gelu_forward(kv->fch_act, kv->fch, (size_t)FF);
+        matvec_forward(kv->ln, kv->fch_act, param_layer(c, p, P_FCPROJW, l), param_layer(c, p, P_FCPROJB, l), FF, C, wl);
         for (int i = 0; i < C; i++) kv->x[i] += kv->ln[i];
     }
-    layernorm_forward(kv->ln, &mean, &rstd, kv->x, p->lnfw, p->lnfb, 1, C, c->eps);
+    norm_forward(c, kv->ln, &mean, &rstd, kv->x, p->lnfw, param_layer(c, p, P_LNFB, 0), 1);
+    const float *head = output_head(c, p);
 #pragma omp parallel for schedule(static)
     for (int v = 0; v < c->V; v++) {
-        const float *w = p->wte + (size_t)v * C;
+        const float *w = head + (size_t)v * C;
         float d = 0.0f;
         for (int i = 0; i < C; i++) d += kv->ln[i] * w[i];
         kv->logits[v] = d;
@@ -815,9 +1071,10 @@ static const float *cpu_generator_next(void *self, const int *seq, int len) {
     return logits;
 }
 
+// The cache starts with room for 256 positions (or the context, if shorter) and grows as needed.
 static void cpu_generator_init(CpuGenerator *g, Generator *gen, const GPT2 *m) {
     g->m = m;
-    kv_init(&g->kv, &m->cfg, m->cfg.maxT);
+    kv_init(&g->kv, &m->cfg, m->cfg.maxT < 256 ? m->cfg.maxT : 256);
     gen->self = g; gen->reset = cpu_generator_reset; gen->next_logits = cpu_generator_next;
     gen->V = m->cfg.V; gen->cap = m->cfg.maxT;
 }

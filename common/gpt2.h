@@ -330,43 +330,142 @@ static void gpt2_grow_vocab(GPT2Config *cfg, float **mem, ParamTensors *p, int n
 }
 
 // ---- Hugging Face import ----
+// A model directory as transformers' save_pretrained writes it: config.json, and the
+// weights in one model.safetensors or in shards model-0000k-of-0000n.safetensors
+// that model.safetensors.index.json lists (where both exist, the single file is used,
+// as transformers does). GPT-2 (GPT2LMHeadModel), Llama (LlamaForCausalLM) and Qwen2
+// (Qwen2ForCausalLM); F32, F16 or BF16 tensors. Any problem is one fatal line naming
+// the file at fault.
+
+// A config.json field; an optional one that is absent or null is NULL.
+static const JsonValue *hf_field(const JsonValue *root, const char *key, const char *path, int required) {
+    const JsonValue *v = json_get(root, key);
+    if (v && v->type == JSON_NULL && !required) v = NULL;
+    if (!v && required) fatal("%s: missing field \"%s\"", path, key);
+    return v;
+}
 
 static int json_field_int(const JsonValue *root, const char *key, const char *path, int required, int fallback) {
-    const JsonValue *v = json_get(root, key);
-    if (!v) {
-        if (required) fatal("%s: missing field \"%s\"", path, key);
-        return fallback;
-    }
+    const JsonValue *v = hf_field(root, key, path, required);
+    if (!v) return fallback;
     int64_t x;
     if (json_int64(v, &x) != 0 || x < 0 || x > INT32_MAX) fatal("%s: field \"%s\" must be a non-negative integer", path, key);
     return (int)x;
 }
 
-// Reads a config.json's text[0..len) (path names it in errors).
+static double json_field_num(const JsonValue *root, const char *key, const char *path, int required, double fallback) {
+    const JsonValue *v = hf_field(root, key, path, required);
+    if (!v) return fallback;
+    if (v->type != JSON_NUMBER || !isfinite(v->number)) fatal("%s: field \"%s\" must be a finite number", path, key);
+    return v->number;
+}
+
+static int json_field_bool(const JsonValue *root, const char *key, const char *path, int fallback) {
+    const JsonValue *v = hf_field(root, key, path, 0);
+    if (!v) return fallback;
+    if (v->type != JSON_TRUE && v->type != JSON_FALSE) fatal("%s: field \"%s\" must be true or false", path, key);
+    return v->type == JSON_TRUE;
+}
+
+// bos_token_id / eos_token_id: an id, a list of ids (the first is kept) or null (-1).
+static int hf_token_id(const JsonValue *root, const char *key, const char *path) {
+    const JsonValue *v = json_get(root, key);
+    if (v && v->type == JSON_ARRAY) v = v->count ? &v->items[0] : NULL;
+    if (!v || v->type == JSON_NULL) return -1;
+    int64_t x;
+    if (json_int64(v, &x) != 0 || x < 0 || x > INT32_MAX) fatal("%s: field \"%s\" must be a token id, a list of token ids or null", path, key);
+    return (int)x;
+}
+
+static void hf_config_gpt2(const JsonValue *root, const char *path, GPT2Config *cfg) {
+    const JsonValue *act = json_get(root, "activation_function");
+    if (act && (act->type != JSON_STRING || strcmp(act->string, "gelu_new") != 0))
+        fatal("%s: activation_function must be \"gelu_new\" (tanh-approximated GELU)", path);
+    const JsonValue *inner = json_get(root, "n_inner");
+    cfg->C = json_field_int(root, "n_embd", path, 1, 0);
+    if (inner && inner->type != JSON_NULL && json_field_int(root, "n_inner", path, 1, 0) != 4 * cfg->C)
+        fatal("%s: n_inner must be null or 4*n_embd", path);
+    cfg->NH = json_field_int(root, "n_head", path, 1, 0);
+    cfg->L = json_field_int(root, "n_layer", path, 1, 0);
+    cfg->maxT = json_field_int(root, "n_positions", path, 1, 0);
+    cfg->V = json_field_int(root, "vocab_size", path, 1, 0);
+    const JsonValue *eps = json_get(root, "layer_norm_epsilon");
+    if (!eps) fatal("%s: missing field \"layer_norm_epsilon\"", path);
+    if (eps->type != JSON_NUMBER) fatal("%s: field \"layer_norm_epsilon\" must be a number", path);
+    cfg->eps = (float)eps->number;
+    gpt2_config_defaults(cfg);
+}
+
+// rope_theta and rope_scaling (transformers 4.x writes them), or both inside
+// rope_parameters (transformers 5.x). Scaling: none, "default" (none) or "llama3".
+static void hf_config_rope(const JsonValue *root, const char *path, GPT2Config *cfg) {
+    const JsonValue *params = hf_field(root, "rope_parameters", path, 0);
+    if (params && params->type != JSON_OBJECT) fatal("%s: rope_parameters must be an object", path);
+    const char *what = params ? "rope_parameters" : "rope_scaling";
+    const JsonValue *scaling = params ? params : hf_field(root, "rope_scaling", path, 0);
+    cfg->rope_theta = (float)json_field_num(params ? params : root, "rope_theta", path, 0, 10000.0);
+    cfg->rope_factor = cfg->rope_low_freq = cfg->rope_high_freq = 0;
+    cfg->rope_orig_maxT = 0;
+    if (!scaling) return;
+    if (scaling->type != JSON_OBJECT) fatal("%s: %s must be null or an object", path, what);
+    const JsonValue *type = json_get(scaling, "rope_type");
+    if (!type) type = json_get(scaling, "type");
+    if (!type || type->type != JSON_STRING) fatal("%s: %s has no \"rope_type\" string", path, what);
+    if (!strcmp(type->string, "default")) return;
+    if (strcmp(type->string, "llama3") != 0)
+        fatal("%s: %s type \"%.40s\" is not supported (only \"llama3\", or none)", path, what, type->string);
+    cfg->rope_factor = (float)json_field_num(scaling, "factor", path, 1, 0);
+    cfg->rope_low_freq = (float)json_field_num(scaling, "low_freq_factor", path, 1, 0);
+    cfg->rope_high_freq = (float)json_field_num(scaling, "high_freq_factor", path, 1, 0);
+    cfg->rope_orig_maxT = json_field_int(scaling, "original_max_position_embeddings", path, 1, 0);
+    if (cfg->rope_factor == 0) fatal("%s: %s factor must not be 0", path, what);
+}
+
+// LlamaConfig / Qwen2Config, with transformers' defaults for the optional fields
+// (num_key_value_heads = heads, head_dim = hidden/heads, rms_norm_eps 1e-6,
+// rope_theta 10000, tie_word_embeddings false for both). Features this trainer does
+// not compute are refused, never ignored.
+static void hf_config_llama(const JsonValue *root, const char *path, int family, GPT2Config *cfg) {
+    cfg->C = json_field_int(root, "hidden_size", path, 1, 0);
+    cfg->NH = json_field_int(root, "num_attention_heads", path, 1, 0);
+    cfg->L = json_field_int(root, "num_hidden_layers", path, 1, 0);
+    cfg->maxT = json_field_int(root, "max_position_embeddings", path, 1, 0);
+    cfg->V = json_field_int(root, "vocab_size", path, 1, 0);
+    gpt2_config_defaults(cfg);
+    cfg->family = family;
+    cfg->FF = json_field_int(root, "intermediate_size", path, 1, 0);
+    cfg->KVH = json_field_int(root, "num_key_value_heads", path, 0, cfg->NH);
+    if (!hf_field(root, "head_dim", path, 0) && cfg->NH > 0 && cfg->C % cfg->NH)
+        fatal("%s: hidden_size %d does not divide into %d heads and there is no head_dim", path, cfg->C, cfg->NH);
+    cfg->HS = json_field_int(root, "head_dim", path, 0, cfg->NH > 0 ? cfg->C / cfg->NH : 0);
+    cfg->eps = (float)json_field_num(root, "rms_norm_eps", path, 0, 1e-6);
+    cfg->tied = json_field_bool(root, "tie_word_embeddings", path, 0);
+    cfg->qkv_bias = family == FAMILY_QWEN2;  // Qwen2: q, k, v always have biases, o_proj none
+    const JsonValue *act = hf_field(root, "hidden_act", path, 0);
+    if (act && (act->type != JSON_STRING || strcmp(act->string, "silu") != 0)) fatal("%s: hidden_act must be \"silu\" (SwiGLU MLP)", path);
+    if (family == FAMILY_LLAMA && json_field_bool(root, "attention_bias", path, 0))
+        fatal("%s: attention_bias true (biases on q, k, v and o_proj) is not supported", path);
+    if (json_field_bool(root, "mlp_bias", path, 0)) fatal("%s: mlp_bias true is not supported", path);
+    if (json_field_bool(root, "use_sliding_window", path, 0)) fatal("%s: use_sliding_window true (sliding-window attention) is not supported", path);
+    hf_config_rope(root, path, cfg);
+    cfg->bos_id = hf_token_id(root, "bos_token_id", path);
+    cfg->eos_id = hf_token_id(root, "eos_token_id", path);
+}
+
+// Reads a config.json's text[0..len) (path names it in errors): model_type "gpt2"
+// (or none: older GPT-2 files), "llama" or "qwen2".
 static void gpt2_parse_hf_config(const char *path, const char *text, size_t len, GPT2Config *cfg) {
     JsonDoc doc;
     if (json_parse(text, len, &doc) != 0) fatal("%s: invalid JSON: %s", path, doc.error);
     if (doc.root->type != JSON_OBJECT) fatal("%s: expected a JSON object", path);
+    memset(cfg, 0, sizeof *cfg);
     const JsonValue *mt = json_get(doc.root, "model_type");
-    if (mt && (mt->type != JSON_STRING || strcmp(mt->string, "gpt2") != 0))
-        fatal("%s: model_type is not \"gpt2\"; only GPT-2 models are supported", path);
-    const JsonValue *act = json_get(doc.root, "activation_function");
-    if (act && (act->type != JSON_STRING || strcmp(act->string, "gelu_new") != 0))
-        fatal("%s: activation_function must be \"gelu_new\" (tanh-approximated GELU)", path);
-    const JsonValue *inner = json_get(doc.root, "n_inner");
-    cfg->C = json_field_int(doc.root, "n_embd", path, 1, 0);
-    if (inner && inner->type != JSON_NULL && json_field_int(doc.root, "n_inner", path, 1, 0) != 4 * cfg->C)
-        fatal("%s: n_inner must be null or 4*n_embd", path);
-    cfg->NH = json_field_int(doc.root, "n_head", path, 1, 0);
-    cfg->L = json_field_int(doc.root, "n_layer", path, 1, 0);
-    cfg->maxT = json_field_int(doc.root, "n_positions", path, 1, 0);
-    cfg->V = json_field_int(doc.root, "vocab_size", path, 1, 0);
-    const JsonValue *eps = json_get(doc.root, "layer_norm_epsilon");
-    if (!eps) fatal("%s: missing field \"layer_norm_epsilon\"", path);
-    if (eps->type != JSON_NUMBER) fatal("%s: field \"layer_norm_epsilon\" must be a number", path);
-    cfg->eps = (float)eps->number;
+    if (mt && mt->type != JSON_STRING) fatal("%s: model_type must be a string", path);
+    if (!mt || !strcmp(mt->string, "gpt2")) hf_config_gpt2(doc.root, path, cfg);
+    else if (!strcmp(mt->string, "llama")) hf_config_llama(doc.root, path, FAMILY_LLAMA, cfg);
+    else if (!strcmp(mt->string, "qwen2")) hf_config_llama(doc.root, path, FAMILY_QWEN2, cfg);
+    else fatal("%s: model_type \"%.40s\" is not supported (gpt2, llama, qwen2)", path, mt->string);
     json_free(&doc);
-    gpt2_config_defaults(cfg);
     gpt2_check_config(cfg, path);
 }
 
@@ -379,103 +478,399 @@ static void gpt2_read_hf_config(const char *dir, GPT2Config *cfg) {
     free(text);
 }
 
-// Layer l's slice of parameter tensor i in st, checked against the shape cfg implies.
-static const StTensor *gpt2_hf_tensor(const SafeTensors *st, const GPT2Config *cfg, int i, int l) {
+// model.safetensors.index.json: {"metadata": {...}, "weight_map": {tensor: file}}.
+// Every file must be a plain name inside the model directory (no "/", not "." or
+// ".."), so a hostile index cannot make the loader read elsewhere.
+typedef struct {
+    char path[1024];  // the index file, for messages
+    int count;        // weight_map entries
+    char **tensors;   // [count] tensor names
+    int *file;        // [count] which of files holds each tensor
+    int nfiles;       // distinct files, in the order of first mention
+    char **files;     // [nfiles] file names, relative to the model directory
+} HfIndex;
+
+static void hf_index_free(HfIndex *ix) {
+    for (int k = 0; k < ix->count; k++) free(ix->tensors[k]);
+    for (int k = 0; k < ix->nfiles; k++) free(ix->files[k]);
+    free(ix->tensors); free(ix->file); free(ix->files);
+    memset(ix, 0, sizeof *ix);
+}
+
+static char *hf_strdup(const char *s) {
+    size_t n = strlen(s) + 1;
+    char *d = (char *)xmalloc(n);
+    memcpy(d, s, n);
+    return d;
+}
+
+static void hf_parse_index(const char *path, const char *text, size_t len, HfIndex *ix) {
+    memset(ix, 0, sizeof *ix);
+    snprintf(ix->path, sizeof ix->path, "%s", path);
+    JsonDoc doc;
+    if (json_parse(text, len, &doc) != 0) fatal("%s: invalid JSON: %s", path, doc.error);
+    const JsonValue *map = json_get(doc.root, "weight_map");
+    if (!map || map->type != JSON_OBJECT || map->count == 0) fatal("%s: no \"weight_map\" object naming the tensors' files", path);
+    if (map->count > 1000000) fatal("%s: weight_map has %zu entries, implausibly many", path, map->count);
+    ix->tensors = (char **)xcalloc(map->count, sizeof(char *));
+    ix->file = (int *)xcalloc(map->count, sizeof(int));
+    ix->files = (char **)xcalloc(map->count, sizeof(char *));
+    for (size_t k = 0; k < map->count; k++) {
+        const JsonValue *f = &map->items[k];
+        const char *name = map->keys[k];
+        if (f->type != JSON_STRING) fatal("%s: weight_map entry of %.100s is not a file name", path, name);
+        const char *s = f->string;
+        if (f->length == 0 || strlen(s) != f->length || f->length > 255 || strchr(s, '/') || !strcmp(s, ".") || !strcmp(s, ".."))
+            fatal("%s: weight_map names file \"%.100s\" for %.100s; expected a plain file name inside the model directory", path, s, name);
+        int j = 0;
+        while (j < ix->nfiles && strcmp(ix->files[j], s) != 0) j++;
+        if (j == ix->nfiles) ix->files[ix->nfiles++] = hf_strdup(s);
+        ix->tensors[ix->count] = hf_strdup(name);
+        ix->file[ix->count++] = j;
+    }
+    json_free(&doc);
+}
+
+// The weights of a model directory: its opened safetensors files and, when sharded,
+// which file holds which tensor.
+typedef struct {
+    SafeTensors *files;  // [nfiles] opened files (the whole contents in memory)
+    int nfiles;
+    HfIndex index;       // count 0: one model.safetensors, files[0]
+} HfWeights;
+
+static const char *hf_weights_path(const HfWeights *w) { return w->index.count ? w->index.path : w->files[0].path; }
+
+// Tensor `name` and the file holding it, or NULL if the model has no such tensor.
+static const StTensor *hf_find(const HfWeights *w, const char *name, const SafeTensors **file) {
+    *file = &w->files[0];
+    if (!w->index.count) return st_find(&w->files[0], name);
+    for (int k = w->index.count; k-- > 0;) {  // the last of repeated keys, as json_get
+        if (strcmp(w->index.tensors[k], name) != 0) continue;
+        *file = &w->files[w->index.file[k]];
+        const StTensor *t = st_find(*file, name);
+        if (!t) fatal("%s: has no tensor %s, which %s says it holds", (*file)->path, name, w->index.path);
+        return t;
+    }
+    return NULL;
+}
+
+static void hf_weights_close(HfWeights *w) {
+    for (int k = 0; k < w->nfiles; k++) st_close(&w->files[k]);
+    free(w->files);
+    hf_index_free(&w->index);
+}
+
+// Opens dir's model.safetensors, else the shards model.safetensors.index.json lists.
+static void hf_weights_open(const char *dir, HfWeights *w) {
+    char path[4096];
+    memset(w, 0, sizeof *w);
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    if (path_exists(path)) {
+        w->files = (SafeTensors *)xcalloc(1, sizeof(SafeTensors));
+        w->nfiles = 1;
+        st_open(&w->files[0], path);
+        return;
+    }
+    snprintf(path, sizeof path, "%s/model.safetensors.index.json", dir);
+    if (!path_exists(path)) fatal("%s: no model.safetensors and no model.safetensors.index.json", dir);
+    size_t len;
+    char *text = read_whole_file(path, &len);
+    hf_parse_index(path, text, len, &w->index);
+    free(text);
+    w->files = (SafeTensors *)xcalloc((size_t)w->index.nfiles, sizeof(SafeTensors));
+    for (; w->nfiles < w->index.nfiles; w->nfiles++) {
+        snprintf(path, sizeof path, "%s/%s", dir, w->index.files[w->nfiles]);
+        st_open(&w->files[w->nfiles], path);
+    }
+}
+
+// Part `part` of layer l's slice of parameter tensor i, checked against the shape
+// cfg implies; *file is the file holding it. GPT-2 names may carry "transformer.".
+static const StTensor *gpt2_hf_part(const HfWeights *w, const GPT2Config *cfg, int i, int l, const HfPart *part, const SafeTensors **file) {
     int64_t shape[2];
     param_slice_shape(cfg, i, shape);
     char name[256], prefixed[300];
-    snprintf(name, sizeof name, PARAM_INFO[i].hf_name, l);
+    snprintf(name, sizeof name, part->name, l);
     snprintf(prefixed, sizeof prefixed, "transformer.%s", name);
-    const StTensor *t = st_find(st, prefixed);
-    if (!t) t = st_find(st, name);
-    if (!t) fatal("%s: missing tensor %s", st->path, prefixed);
+    const StTensor *t = is_llama_family(cfg) ? NULL : hf_find(w, prefixed, file);
+    if (!t) t = hf_find(w, name, file);
+    if (!t) fatal("%s: missing tensor %s", hf_weights_path(w), is_llama_family(cfg) ? name : prefixed);
     int ndim = param_ndim(i);
+    int64_t want[2] = {part->rows, shape[1]};
     int ok = t->ndim == ndim;
-    for (int d = 0; ok && d < t->ndim; d++) ok = t->shape[d] == shape[d];
+    for (int d = 0; ok && d < t->ndim; d++) ok = t->shape[d] == want[d];
     if (!ok) {
-        char got[128] = "", want[128] = "";
+        char got[128] = "", exp[128] = "";
         for (int d = 0; d < t->ndim; d++) snprintf(got + strlen(got), sizeof got - strlen(got), "%s%lld", d ? ", " : "", (long long)t->shape[d]);
-        for (int d = 0; d < ndim; d++) snprintf(want + strlen(want), sizeof want - strlen(want), "%s%lld", d ? ", " : "", (long long)shape[d]);
-        fatal("%s: tensor %s has shape [%s], expected [%s] from config.json", st->path, t->name, got, want);
+        for (int d = 0; d < ndim; d++) snprintf(exp + strlen(exp), sizeof exp - strlen(exp), "%s%lld", d ? ", " : "", (long long)want[d]);
+        fatal("%s: tensor %s has shape [%s], expected [%s] from config.json", (*file)->path, t->name, got, exp);
     }
     return t;
 }
 
-// Loads a Hugging Face GPT-2 directory: config.json + model.safetensors. Names may
-// carry the "transformer." prefix or not; attn.bias / attn.masked_bias buffers are
-// ignored; an lm_head.weight must equal wte (the output embedding is tied).
-// Allocates *mem (gpt2_num_parameters floats) only once every tensor is found with
-// its shape, so the parameters take at most twice the file's size (tensors do not
-// overlap; F16/BF16 widen to fp32), however large a model config.json describes.
-// gpt2_load_hf_opened is the second half: the parameters of the model cfg describes,
-// from an opened model.safetensors (closed here).
+// The parameters of the model cfg describes from opened weights (closed here): each
+// tensor's parts (transformers' names, param_hf_parts) stacked along dim 0. Extra
+// tensors (attn.bias buffers, rotary inv_freq) are ignored. A tied model may still
+// store lm_head.weight; it must then equal the embedding. Allocates *mem
+// (gpt2_num_parameters floats) only once every tensor is found with its shape, so
+// the parameters take at most twice the files' size (tensors do not overlap;
+// F16/BF16 widen to fp32), however large a model config.json describes.
+static void gpt2_load_hf_weights(HfWeights *w, const GPT2Config *cfg, float **mem, ParamTensors *p) {
+    for (int pass = 0; pass < 2; pass++) {  // 0: find and check every tensor; 1: copy
+        if (pass == 1) {
+            *mem = (float *)xmalloc(gpt2_num_parameters(cfg) * sizeof(float));
+            param_pointers(cfg, *mem, p);
+        }
+        for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
+            HfPart parts[3];
+            int nparts = param_hf_parts(cfg, i, parts);
+            int64_t shape[2];
+            size_t numel = (size_t)param_slice_shape(cfg, i, shape);
+            for (int l = 0; nparts && l < (PARAM_INFO[i].per_layer ? cfg->L : 1); l++) {
+                size_t offset = (size_t)l * numel;
+                for (int k = 0; k < nparts; k++) {
+                    const SafeTensors *file;
+                    const StTensor *t = gpt2_hf_part(w, cfg, i, l, &parts[k], &file);
+                    if (pass == 1) st_read_f32(file, t, p->t[i] + offset);
+                    offset += (size_t)t->numel;
+                }
+            }
+        }
+    }
+    if (cfg->tied) {
+        const SafeTensors *file;
+        const StTensor *head = hf_find(w, "lm_head.weight", &file);
+        if (head) {
+            size_t n = (size_t)cfg->V * cfg->C;
+            if (head->ndim != 2 || head->shape[0] != cfg->V || head->shape[1] != cfg->C)
+                fatal("%s: tensor lm_head.weight has the wrong shape (expected [%d, %d])", file->path, cfg->V, cfg->C);
+            float *tmp = (float *)xmalloc(n * sizeof(float));
+            st_read_f32(file, head, tmp);
+            if (memcmp(tmp, p->wte, n * sizeof(float)) != 0)
+                fatal("%s: lm_head.weight differs from the token embedding, but the output head is tied%s", file->path,
+                      is_llama_family(cfg) ? " (tie_word_embeddings)" : "; untied output embeddings are not supported for GPT-2");
+            free(tmp);
+        }
+    }
+    hf_weights_close(w);
+}
+
+// A single opened model.safetensors (closed here): what the fuzzer feeds.
 static void gpt2_load_hf_opened(SafeTensors *st, const GPT2Config *cfg, float **mem, ParamTensors *p) {
-    const char *path = st->path;
-    for (int i = 0; i < NUM_PARAM_TENSORS; i++)
-        for (int l = 0; param_numel(cfg, i) && l < (PARAM_INFO[i].per_layer ? cfg->L : 1); l++) gpt2_hf_tensor(st, cfg, i, l);
-    *mem = (float *)xmalloc(gpt2_num_parameters(cfg) * sizeof(float));
-    param_pointers(cfg, *mem, p);
-    for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
-        int64_t shape[2];
-        size_t numel = (size_t)param_slice_shape(cfg, i, shape);
-        for (int l = 0; numel && l < (PARAM_INFO[i].per_layer ? cfg->L : 1); l++) st_read_f32(st, gpt2_hf_tensor(st, cfg, i, l), p->t[i] + (size_t)l * numel);
-    }
-    const StTensor *head = st_find(st, "lm_head.weight");
-    if (head) {
-        size_t n = (size_t)cfg->V * cfg->C;
-        if (head->ndim != 2 || head->shape[0] != cfg->V || head->shape[1] != cfg->C)
-            fatal("%s: tensor lm_head.weight has the wrong shape (expected [%d, %d])", path, cfg->V, cfg->C);
-        float *tmp = (float *)xmalloc(n * sizeof(float));
-        st_read_f32(st, head, tmp);
-        if (memcmp(tmp, p->wte, n * sizeof(float)) != 0)
-            fatal("%s: lm_head.weight differs from wte.weight; untied output embeddings are not supported", path);
-        free(tmp);
-    }
-    st_close(st);
+    HfWeights w;
+    memset(&w, 0, sizeof w);
+    w.files = (SafeTensors *)xmalloc(sizeof(SafeTensors));
+    w.files[0] = *st;
+    w.nfiles = 1;
+    memset(st, 0, sizeof *st);
+    gpt2_load_hf_weights(&w, cfg, mem, p);
 }
 
 static void gpt2_load_hf(const char *dir, GPT2Config *cfg, float **mem, ParamTensors *p) {
     gpt2_read_hf_config(dir, cfg);
-    char path[4096];
-    snprintf(path, sizeof path, "%s/model.safetensors", dir);
-    SafeTensors st;
-    st_open(&st, path);
-    gpt2_load_hf_opened(&st, cfg, mem, p);
+    HfWeights w;
+    hf_weights_open(dir, &w);
+    gpt2_load_hf_weights(&w, cfg, mem, p);
 }
 
-// ---- Hugging Face export: config.json + model.safetensors (F32, "transformer."
-// names as GPT2LMHeadModel.save_pretrained writes them; lm_head is tied, not stored).
-static void gpt2_save_hf(const char *dir, const GPT2Config *cfg, const ParamTensors *p) {
-    char path[4096], json[2048];
+// ---- Hugging Face export ----
+// config.json as transformers writes it for the family (keys sorted, torch_dtype
+// float32), F32 weights in transformers' names and layout (the stacked tensors split
+// back into their parts; a tied head is not stored, as save_pretrained does), in one
+// model.safetensors or, above max_shard_bytes, in shards with
+// model.safetensors.index.json. Every file is written atomically; a model.safetensors
+// or index of the other layout left in dir is removed after, so the directory loads
+// as what was just written (shards of an earlier, larger export are left unlisted).
+
+// A float as Python writes it: integers as 500000.0, others as the shortest decimal
+// that reads back as the same float (1e-05).
+static void hf_json_float(char *out, size_t n, float x) {
+    if (x == floorf(x) && fabsf(x) < 1e15f) { snprintf(out, n, "%.1f", (double)x); return; }  // 500000.0, not 5e+05
+    for (int prec = 1; prec <= 9; prec++) {
+        snprintf(out, n, "%.*g", prec, (double)x);
+        if (strtof(out, NULL) == x) break;
+    }
+}
+
+// Appends `  "key": value,\n` to buf (value formatted by fmt).
+static void hf_kv(char *buf, size_t cap, size_t *len, const char *key, const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+static void hf_kv(char *buf, size_t cap, size_t *len, const char *key, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    *len += (size_t)snprintf(buf + *len, cap - *len, "  \"%s\": ", key);
+    *len += (size_t)vsnprintf(buf + *len, cap - *len, fmt, ap);
+    *len += (size_t)snprintf(buf + *len, cap - *len, ",\n");
+    va_end(ap);
+}
+
+// Writes dir/config.json.
+static void hf_write_config(const char *dir, const GPT2Config *c) {
+    char path[4096], json[4096];
     snprintf(path, sizeof path, "%s/config.json", dir);
-    int n = snprintf(json, sizeof json,
-        "{\n  \"architectures\": [\"GPT2LMHeadModel\"],\n  \"model_type\": \"gpt2\",\n"
-        "  \"vocab_size\": %d,\n  \"n_positions\": %d,\n  \"n_ctx\": %d,\n  \"n_embd\": %d,\n"
-        "  \"n_layer\": %d,\n  \"n_head\": %d,\n  \"n_inner\": null,\n  \"layer_norm_epsilon\": %.9g,\n"
-        "  \"activation_function\": \"gelu_new\",\n  \"resid_pdrop\": 0.0,\n  \"embd_pdrop\": 0.0,\n"
-        "  \"attn_pdrop\": 0.0,\n  \"initializer_range\": 0.02,\n  \"tie_word_embeddings\": true,\n"
-        "  \"torch_dtype\": \"float32\"\n}\n",
-        cfg->V, cfg->maxT, cfg->maxT, cfg->C, cfg->L, cfg->NH, (double)cfg->eps);
-    write_file_atomic(path, json, (size_t)n);
-    int count = 0, cap = NUM_PARAM_TENSORS * cfg->L;
+    int n;
+    if (!is_llama_family(c)) {
+        n = snprintf(json, sizeof json,
+            "{\n  \"architectures\": [\"GPT2LMHeadModel\"],\n  \"model_type\": \"gpt2\",\n"
+            "  \"vocab_size\": %d,\n  \"n_positions\": %d,\n  \"n_ctx\": %d,\n  \"n_embd\": %d,\n"
+            "  \"n_layer\": %d,\n  \"n_head\": %d,\n  \"n_inner\": null,\n  \"layer_norm_epsilon\": %.9g,\n"
+            "  \"activation_function\": \"gelu_new\",\n  \"resid_pdrop\": 0.0,\n  \"embd_pdrop\": 0.0,\n"
+            "  \"attn_pdrop\": 0.0,\n  \"initializer_range\": 0.02,\n  \"tie_word_embeddings\": true,\n"
+            "  \"torch_dtype\": \"float32\"\n}\n",
+            c->V, c->maxT, c->maxT, c->C, c->L, c->NH, (double)c->eps);
+        write_file_atomic(path, json, (size_t)n);
+        return;
+    }
+    int qwen = c->family == FAMILY_QWEN2;
+    char eps[32], theta[32], scaling[512], f[32], lo[32], hi[32], bos[16] = "null", eos[16] = "null";
+    if (c->bos_id >= 0) snprintf(bos, sizeof bos, "%d", c->bos_id);
+    if (c->eos_id >= 0) snprintf(eos, sizeof eos, "%d", c->eos_id);
+    hf_json_float(eps, sizeof eps, c->eps);
+    hf_json_float(theta, sizeof theta, c->rope_theta);
+    hf_json_float(f, sizeof f, c->rope_factor);
+    hf_json_float(lo, sizeof lo, c->rope_low_freq);
+    hf_json_float(hi, sizeof hi, c->rope_high_freq);
+    if (c->rope_factor == 0) snprintf(scaling, sizeof scaling, "null");
+    else snprintf(scaling, sizeof scaling,
+                  "{\n    \"factor\": %s,\n    \"high_freq_factor\": %s,\n    \"low_freq_factor\": %s,\n"
+                  "    \"original_max_position_embeddings\": %d,\n    \"rope_type\": \"llama3\"\n  }",
+                  f, hi, lo, c->rope_orig_maxT);
+    size_t len = (size_t)snprintf(json, sizeof json, "{\n");
+    // keys in sorted order, as transformers writes them; Qwen2Config has no
+    // attention_bias, mlp_bias or pretraining_tp, and has the (unused) window fields
+    hf_kv(json, sizeof json, &len, "architectures", "[\n    \"%s\"\n  ]", qwen ? "Qwen2ForCausalLM" : "LlamaForCausalLM");
+    if (!qwen) hf_kv(json, sizeof json, &len, "attention_bias", "false");
+    hf_kv(json, sizeof json, &len, "attention_dropout", "0.0");
+    hf_kv(json, sizeof json, &len, "bos_token_id", "%s", bos);
+    hf_kv(json, sizeof json, &len, "eos_token_id", "%s", eos);
+    hf_kv(json, sizeof json, &len, "head_dim", "%d", c->HS);
+    hf_kv(json, sizeof json, &len, "hidden_act", "\"silu\"");
+    hf_kv(json, sizeof json, &len, "hidden_size", "%d", c->C);
+    hf_kv(json, sizeof json, &len, "initializer_range", "0.02");
+    hf_kv(json, sizeof json, &len, "intermediate_size", "%d", c->FF);
+    hf_kv(json, sizeof json, &len, "max_position_embeddings", "%d", c->maxT);
+    if (qwen) hf_kv(json, sizeof json, &len, "max_window_layers", "%d", c->L);
+    if (!qwen) hf_kv(json, sizeof json, &len, "mlp_bias", "false");
+    hf_kv(json, sizeof json, &len, "model_type", qwen ? "\"qwen2\"" : "\"llama\"");
+    hf_kv(json, sizeof json, &len, "num_attention_heads", "%d", c->NH);
+    hf_kv(json, sizeof json, &len, "num_hidden_layers", "%d", c->L);
+    hf_kv(json, sizeof json, &len, "num_key_value_heads", "%d", c->KVH);
+    if (!qwen) hf_kv(json, sizeof json, &len, "pretraining_tp", "1");
+    hf_kv(json, sizeof json, &len, "rms_norm_eps", "%s", eps);
+    hf_kv(json, sizeof json, &len, "rope_scaling", "%s", scaling);
+    hf_kv(json, sizeof json, &len, "rope_theta", "%s", theta);
+    if (qwen) hf_kv(json, sizeof json, &len, "sliding_window", "%d", c->maxT);
+    hf_kv(json, sizeof json, &len, "tie_word_embeddings", c->tied ? "true" : "false");
+    hf_kv(json, sizeof json, &len, "torch_dtype", "\"float32\"");
+    hf_kv(json, sizeof json, &len, "use_cache", "true");
+    if (qwen) hf_kv(json, sizeof json, &len, "use_sliding_window", "false");
+    hf_kv(json, sizeof json, &len, "vocab_size", "%d", c->V);
+    len -= 2;  // the last ",\n"
+    len += (size_t)snprintf(json + len, sizeof json - len, "\n}\n");
+    write_file_atomic(path, json, len);
+}
+
+// The tensors of the export in transformers' names, in state-dict order: embeddings,
+// then layer by layer, then the final norm and lm_head. Returns the count; *out is
+// allocated.
+static int hf_export_tensors(const GPT2Config *cfg, const ParamTensors *p, StOut **out) {
+    int cap = 3 * NUM_PARAM_TENSORS * (cfg->L + 1), count = 0;
     StOut *outs = (StOut *)xcalloc((size_t)cap, sizeof(StOut));
-    for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
-        int64_t shape[2];
-        int64_t numel = param_slice_shape(cfg, i, shape);
-        int layers = numel == 0 ? 0 : PARAM_INFO[i].per_layer ? cfg->L : 1;
-        for (int l = 0; l < layers; l++) {
-            StOut *o = &outs[count++];
-            char name[200];
-            snprintf(name, sizeof name, PARAM_INFO[i].hf_name, l);
-            snprintf(o->name, sizeof o->name, "transformer.%s", name);
-            o->ndim = param_ndim(i);
-            o->shape[0] = shape[0]; o->shape[1] = shape[1];
-            o->data = p->t[i] + (size_t)l * (size_t)numel;
+    for (int stage = 0; stage < 3; stage++) {  // 0: before the layers, 1: layers, 2: after
+        for (int l = 0; l < (stage == 1 ? cfg->L : 1); l++) {
+            for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
+                int where = PARAM_INFO[i].per_layer ? 1 : i < P_LN1W ? 0 : 2;
+                HfPart parts[3];
+                int nparts = where == stage ? param_hf_parts(cfg, i, parts) : 0;
+                int64_t shape[2];
+                size_t numel = (size_t)param_slice_shape(cfg, i, shape);
+                const float *data = p->t[i] + (size_t)l * numel;
+                for (int k = 0; k < nparts; k++) {
+                    StOut *o = &outs[count++];
+                    char name[200];
+                    snprintf(name, sizeof name, parts[k].name, l);
+                    snprintf(o->name, sizeof o->name, "%s%s", is_llama_family(cfg) ? "" : "transformer.", name);
+                    o->ndim = param_ndim(i);
+                    o->shape[0] = parts[k].rows; o->shape[1] = shape[1];
+                    o->data = data;
+                    data += (size_t)parts[k].rows * (size_t)shape[1];
+                }
+            }
         }
     }
-    snprintf(path, sizeof path, "%s/model.safetensors", dir);
-    st_write_f32(path, outs, count);
+    *out = outs;
+    return count;
+}
+
+// SFT_MAX_SHARD_SIZE: bytes per shard above which exports are sharded, as a number
+// with an optional decimal unit (KB, MB, GB); default 5GB, as save_pretrained's.
+static uint64_t hf_max_shard_bytes(void) {
+    const char *s = getenv("SFT_MAX_SHARD_SIZE");
+    if (!s || !*s) return 5000000000ull;
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    uint64_t unit = !strcmp(end, "") || !strcmp(end, "B") ? 1 : !strcmp(end, "KB") ? 1000 : !strcmp(end, "MB") ? 1000000
+                  : !strcmp(end, "GB") ? 1000000000ull : 0;
+    if (!isdigit((unsigned char)s[0]) || errno || v == 0 || unit == 0 || v > (1ull << 50))
+        fatal("SFT_MAX_SHARD_SIZE=%s: expected a size like 5GB, 200MB or 1000000 (bytes)", s);
+    return (uint64_t)v * unit;
+}
+
+static void hf_remove_if_present(const char *dir, const char *name) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    if (path_exists(path) && unlink(path) != 0) fatal("%s: cannot remove: %s", path, strerror(errno));
+}
+
+static void gpt2_save_hf_sharded(const char *dir, const GPT2Config *cfg, const ParamTensors *p, uint64_t max_shard_bytes) {
+    hf_write_config(dir, cfg);
+    StOut *outs;
+    int count = hf_export_tensors(cfg, p, &outs);
+    // shards in order, a new one when the next tensor would overflow this one (a
+    // tensor larger than the limit gets a shard of its own)
+    int *shard = (int *)xmalloc((size_t)count * sizeof(int)), nshards = 0;
+    uint64_t used = 0, total = 0;
+    for (int k = 0; k < count; k++) {
+        uint64_t bytes = 4 * (uint64_t)outs[k].shape[0] * (uint64_t)outs[k].shape[1];
+        if (k == 0 || (used > 0 && used + bytes > max_shard_bytes)) { nshards++; used = 0; }
+        shard[k] = nshards - 1;
+        used += bytes;
+        total += bytes;
+    }
+    char path[4096];
+    if (nshards == 1) {
+        snprintf(path, sizeof path, "%s/model.safetensors", dir);
+        st_write_f32(path, outs, count);
+        hf_remove_if_present(dir, "model.safetensors.index.json");
+    } else {
+        size_t cap = 256 + (size_t)count * 320, n = 0;
+        char *index = (char *)xmalloc(cap);
+        n += (size_t)snprintf(index, cap, "{\n  \"metadata\": {\n    \"total_size\": %llu\n  },\n  \"weight_map\": {", (unsigned long long)total);
+        for (int first = 0, s = 0; s < nshards; s++) {
+            int last = first;
+            while (last < count && shard[last] == s) last++;
+            char file[64];
+            snprintf(file, sizeof file, "model-%05d-of-%05d.safetensors", s + 1, nshards);
+            snprintf(path, sizeof path, "%s/%s", dir, file);
+            st_write_f32(path, outs + first, last - first);
+            for (int k = first; k < last; k++)
+                n += (size_t)snprintf(index + n, cap - n, "%s\n    \"%s\": \"%s\"", k ? "," : "", outs[k].name, file);
+            first = last;
+        }
+        n += (size_t)snprintf(index + n, cap - n, "\n  }\n}\n");
+        snprintf(path, sizeof path, "%s/model.safetensors.index.json", dir);
+        write_file_atomic(path, index, n);
+        free(index);
+        hf_remove_if_present(dir, "model.safetensors");
+    }
+    free(shard);
     free(outs);
+}
+
+// The export of checkpoints and the final model, sharded above SFT_MAX_SHARD_SIZE.
+static void gpt2_save_hf(const char *dir, const GPT2Config *cfg, const ParamTensors *p) {
+    gpt2_save_hf_sharded(dir, cfg, p, hf_max_shard_bytes());
 }
 
 #endif

@@ -195,11 +195,18 @@ static void checkpoint_dir_name(char *buf, size_t n, const char *out_dir, int64_
     snprintf(buf, n, "%s/step_%08lld", out_dir, (long long)step);
 }
 
+// Header fields 18..23: the model's family, key/value heads, head size, MLP width,
+// q/k/v biases and tied head (added with the Llama family).
+static void state_model_fields(const GPT2Config *cfg, int64_t f[6]) {
+    f[0] = cfg->family; f[1] = cfg->KVH; f[2] = cfg->HS; f[3] = cfg->FF; f[4] = cfg->qkv_bias; f[5] = cfg->tied;
+}
+
 static void write_state_file(const char *path, const GPT2Config *cfg, const TrainState *s, const float *m, const float *v, size_t P) {
     int64_t h[32] = {0};
     h[0] = STATE_MAGIC; h[1] = STATE_VERSION; h[2] = cfg->L; h[3] = cfg->NH; h[4] = cfg->C; h[5] = cfg->V; h[6] = cfg->maxT;
     h[7] = s->step; h[8] = s->adam_t; h[9] = s->epoch; h[10] = s->cursor; memcpy(&h[11], &s->rng, 8);
     h[12] = s->data_docs; h[13] = s->data_tokens; h[14] = s->B; h[15] = s->T; h[16] = s->A; h[17] = (int64_t)P;
+    state_model_fields(cfg, &h[18]);
     AtomicFile af;
     atomic_open(&af, path);
     atomic_write(&af, h, sizeof h);
@@ -223,7 +230,15 @@ static void read_state_buffer(const char *path, const char *buf, size_t len, con
                               size_t P) {
     int64_t h[32];
     read_state_header(path, buf, len, h);
-    if (h[2] != cfg->L || h[3] != cfg->NH || h[4] != cfg->C || h[5] != cfg->V || h[6] != cfg->maxT || h[17] != (int64_t)P)
+    int64_t want[6];
+    state_model_fields(cfg, want);
+    if (h[19] == 0) {  // written before fields 18..23 existed, when every model was GPT-2
+        GPT2Config g = *cfg;
+        gpt2_config_defaults(&g);
+        state_model_fields(&g, &h[18]);
+    }
+    if (h[2] != cfg->L || h[3] != cfg->NH || h[4] != cfg->C || h[5] != cfg->V || h[6] != cfg->maxT || h[17] != (int64_t)P ||
+        memcmp(&h[18], want, sizeof want) != 0)
         fatal("%s: optimizer state is for a different model shape than model.safetensors beside it", path);
     if (len != sizeof h + 2 * P * sizeof(float))
         fatal("%s: file is %zu bytes, expected %zu: truncated or corrupt", path, len, sizeof h + 2 * P * sizeof(float));
@@ -478,11 +493,27 @@ static void resume_state(const TrainArgs *a, const RunSetup *r, TrainState *s, f
     s->data_docs = r->train.num_docs; s->data_tokens = r->train.num_tokens; s->B = a->B; s->T = a->T; s->A = (int64_t)r->A * r->world;
 }
 
+// One line describing the model: family and sizes; for the Llama family also the
+// key/value heads, head size, MLP width, rotary base and scaling, biases and head.
+static void describe_model(const GPT2Config *c, char *buf, size_t n) {
+    if (!is_llama_family(c)) {
+        snprintf(buf, n, "GPT-2, %d layers, %d heads, %d channels, vocab %d, context %d", c->L, c->NH, c->C, c->V, c->maxT);
+        return;
+    }
+    char scaling[128] = "";
+    if (c->rope_factor != 0)
+        snprintf(scaling, sizeof scaling, ", llama3 scaling x%g (low %g, high %g, original context %d)", c->rope_factor, c->rope_low_freq,
+                 c->rope_high_freq, c->rope_orig_maxT);
+    snprintf(buf, n, "%s, %d layers, %d heads (%d key/value heads) of size %d, %d channels, MLP %d, vocab %d, context %d, rope theta %g%s, %s head%s",
+             c->family == FAMILY_QWEN2 ? "Qwen2" : "Llama", c->L, c->NH, c->KVH, c->HS, c->C, c->FF, c->V, c->maxT, c->rope_theta, scaling,
+             c->tied ? "tied" : "untied", c->qkv_bias ? ", q/k/v biases" : "");
+}
+
 // The start-of-run report shared by both trainers (each adds its memory line).
 static void print_run_summary(const TrainArgs *a, const RunSetup *r, size_t num_params) {
-    const GPT2Config *c = &r->cfg;
-    printf("model | %d layers, %d heads, %d channels, vocab %d, context %d | %.2fM parameters | %s%s\n", c->L, c->NH, c->C, c->V, c->maxT,
-           num_params / 1e6, a->resume ? "resumed from " : "", a->resume ? r->resume_dir : (is_directory(a->init) ? a->init : "fresh random init"));
+    char model[512];
+    describe_model(&r->cfg, model, sizeof model);
+    printf("model | %s | %.2fM parameters | %s%s\n", model, num_params / 1e6, a->resume ? "resumed from " : "", a->resume ? r->resume_dir : (is_directory(a->init) ? a->init : "fresh random init"));
     printf("data  | %s: %lld documents, %lld tokens, %.1f%% trained; %lld rows per epoch, packing %.1f%% full\n", r->train.path,
            (long long)r->train.num_docs, (long long)r->train.num_tokens, 100.0 * r->train_targets / r->train.num_tokens,
            (long long)r->rows_per_epoch, 100.0 * r->filled / ((double)r->rows_per_epoch * a->T));
@@ -685,8 +716,9 @@ static void run_log_open(RunLog *log, const TrainArgs *a, const RunSetup *r, int
     ri->total_steps = r->steps;
     ri->tokens_per_step = a->total_batch;
     report_config_add(ri, "trainer", "%s", trainer);
-    report_config_add(ri, "model", "%d layers, %d heads, %d channels, vocabulary %d, context %d; %.2fM parameters", c->L, c->NH, c->C,
-                      c->V, c->maxT, gpt2_num_parameters(c) / 1e6);
+    char model[512];
+    describe_model(c, model, sizeof model);
+    report_config_add(ri, "model", "%s; %.2fM parameters", model, gpt2_num_parameters(c) / 1e6);
     report_config_add(ri, "initialized from (-e)", "%s", a->init);
     if (a->resume) report_config_add(ri, "resumed from (-y 1)", "%s at step %lld", r->resume_dir, (long long)first_step);
     report_config_add(ri, "training data (-i)", "%s: %lld documents, %lld tokens, %.1f%% targets", r->train.path, (long long)r->train.num_docs,

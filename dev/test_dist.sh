@@ -105,7 +105,7 @@ fi
 
 # per-rank memory: moments of ceil(P/W) parameters, P = V*C + maxT*C + L*(12C^2 + 13C) + 2C
 name=dist_memory_matches_zero_accounting
-read -r L C V maxT <<< "$(sed -n 's/^model | \([0-9]*\) layers, [0-9]* heads, \([0-9]*\) channels, vocab \([0-9]*\), context \([0-9]*\).*/\1 \2 \3 \4/p' "$tmp/two.log")"
+read -r L C V maxT <<< "$(sed -n 's/^model | GPT-2, \([0-9]*\) layers, [0-9]* heads, \([0-9]*\) channels, vocab \([0-9]*\), context \([0-9]*\).*/\1 \2 \3 \4/p' "$tmp/two.log")"
 P=$(( V * C + maxT * C + L * (12 * C * C + 13 * C) + 2 * C )); shard=$(( (P + 1) / 2 ))
 want="AdamW state $(awk -v n=$shard 'BEGIN { printf "%.3f", 8 * n / 1e6 }') MB (moments of $shard of $P parameters)"
 want_grads="gradients $(awk -v n=$((2 * shard)) 'BEGIN { printf "%.3f", 4 * n / 1e6 }') MB"

@@ -96,6 +96,59 @@ put("hf_model", "tiny_unprefixed", json.dumps(tiny2).encode() + b"\0" + safetens
 put("hf_model", "huge_config", json.dumps(dict(gpt2, n_embd=65536, n_head=1, n_layer=1000, n_positions=1 << 20,
                                                vocab_size=2147483647)).encode() + b"\0" + safetensors(hf_tensors(4, 1, 5, 3, "")))
 
+# ---- config and hf_model: the Llama family (LlamaForCausalLM, Qwen2ForCausalLM)
+smollm = {"architectures": ["LlamaForCausalLM"], "attention_bias": False, "bos_token_id": 0, "eos_token_id": 0, "hidden_act": "silu",
+          "hidden_size": 576, "intermediate_size": 1536, "max_position_embeddings": 8192, "model_type": "llama",
+          "num_attention_heads": 9, "num_hidden_layers": 30, "num_key_value_heads": 3, "rms_norm_eps": 1e-05, "rope_scaling": None,
+          "rope_theta": 100000, "tie_word_embeddings": True, "vocab_size": 49152}
+put("config", "smollm2", json.dumps(smollm, indent=2))
+put("config", "llama32", json.dumps(dict(smollm, hidden_size=2048, intermediate_size=8192, num_attention_heads=32, num_hidden_layers=16,
+                                         num_key_value_heads=8, head_dim=64, eos_token_id=[128001, 128008, 128009], rope_theta=500000.0,
+                                         rope_scaling={"factor": 32.0, "high_freq_factor": 4.0, "low_freq_factor": 1.0,
+                                                       "original_max_position_embeddings": 8192, "rope_type": "llama3"})))
+qwen = {"architectures": ["Qwen2ForCausalLM"], "hidden_act": "silu", "hidden_size": 896, "intermediate_size": 4864,
+        "max_position_embeddings": 32768, "max_window_layers": 21, "model_type": "qwen2", "num_attention_heads": 14,
+        "num_hidden_layers": 24, "num_key_value_heads": 2, "rms_norm_eps": 1e-06, "rope_theta": 1000000.0, "sliding_window": 32768,
+        "tie_word_embeddings": True, "use_sliding_window": False, "vocab_size": 151936, "bos_token_id": None, "eos_token_id": 151645}
+put("config", "qwen25", json.dumps(qwen))
+put("config", "rope_parameters", json.dumps(dict(smollm, rope_parameters={"rope_type": "llama3", "rope_theta": 5e5, "factor": 8.0,
+                                                                          "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                                                                          "original_max_position_embeddings": 16})))
+put("config", "rope_yarn", json.dumps(dict(smollm, rope_scaling={"type": "yarn", "factor": 4.0})))
+
+def llama_tensors(C, L, V, NH, KVH, HS, FF, untied, bias):
+    shapes = [("model.embed_tokens.weight", [V, C])]
+    for l in range(L):
+        h = "model.layers.%d." % l
+        shapes += [(h + "input_layernorm.weight", [C]), (h + "self_attn.q_proj.weight", [NH * HS, C]),
+                   (h + "self_attn.k_proj.weight", [KVH * HS, C]), (h + "self_attn.v_proj.weight", [KVH * HS, C])]
+        if bias:
+            shapes += [(h + "self_attn.q_proj.bias", [NH * HS]), (h + "self_attn.k_proj.bias", [KVH * HS]), (h + "self_attn.v_proj.bias", [KVH * HS])]
+        shapes += [(h + "self_attn.o_proj.weight", [C, NH * HS]), (h + "post_attention_layernorm.weight", [C]),
+                   (h + "mlp.gate_proj.weight", [FF, C]), (h + "mlp.up_proj.weight", [FF, C]), (h + "mlp.down_proj.weight", [C, FF])]
+    shapes += [("model.norm.weight", [C])] + ([("lm_head.weight", [V, C])] if untied else [])
+    out = []
+    for name, shape in shapes:
+        n = 1
+        for d in shape:
+            n *= d
+        out.append((name, "BF16" if bias else "F32", shape, struct.pack("<%d%s" % (n, "H" if bias else "f"), *[(0x3c00 + i % 7) if bias else 0.01 * (i % 7) for i in range(n)])))
+    return out
+
+tiny_llama = dict(smollm, hidden_size=8, intermediate_size=12, num_attention_heads=2, num_key_value_heads=1, num_hidden_layers=1,
+                  max_position_embeddings=4, vocab_size=5, tie_word_embeddings=False)
+put("hf_model", "tiny_llama", json.dumps(tiny_llama).encode() + b"\0" + safetensors(llama_tensors(8, 1, 5, 2, 1, 4, 12, True, False)))
+tiny_qwen = dict(qwen, hidden_size=8, intermediate_size=12, num_attention_heads=2, num_key_value_heads=1, num_hidden_layers=1,
+                 max_position_embeddings=4, vocab_size=5)
+put("hf_model", "tiny_qwen2", json.dumps(tiny_qwen).encode() + b"\0" + safetensors(llama_tensors(8, 1, 5, 2, 1, 4, 12, False, True)))
+
+# ---- hf_index: model.safetensors.index.json
+names = [n for n, _, _, _ in llama_tensors(8, 2, 5, 2, 1, 4, 12, True, False)]
+index = {"metadata": {"total_size": 1234}, "weight_map": {n: "model-%05d-of-00003.safetensors" % (1 + i * 3 // len(names)) for i, n in enumerate(names)}}
+put("hf_index", "valid", json.dumps(index, indent=2))
+put("hf_index", "parent_dir", json.dumps({"weight_map": {"a": "../model.safetensors", "b": "x/y.safetensors", "c": ".."}}))
+put("hf_index", "nul_in_name", '{"weight_map": {"a": "m\\u0000.safetensors"}}')
+
 # ---- state: optimizer state for the model of fuzz_state.c (L=1, NH=1, C=4, V=8, maxT=4)
 P = 8 * 4 + 4 * 4 + 4 + 4 + 4 * 12 + 12 + 16 + 4 + 4 + 4 + 4 * 16 + 16 + 16 * 4 + 4 + 4 + 4
 def state(step=5, adam_t=4, epoch=1, cursor=2):
