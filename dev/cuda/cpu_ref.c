@@ -18,57 +18,18 @@ void ref_layernorm_backward(float *dinp, float *dw, float *db, const float *dout
     layernorm_backward(dinp, dw, db, dout, inp, w, mean, rstd, N, C);
 }
 void ref_matmul_forward(float *out, const float *inp, const float *w, const float *bias, int N, int C, int OC) {
-    matmul_forward(out, inp, w, bias, N, C, OC);
+    matmul_forward(out, inp, w, bias, N, C, OC, W_IN_OUT);
 }
 void ref_matmul_backward(float *dinp, float *dw, float *dbias, const float *dout, const float *inp, const float *w, int N, int C, int OC) {
-    matmul_backward(dinp, dw, dbias, dout, inp, w, N, C, OC);
+    matmul_backward(dinp, dw, dbias, dout, inp, w, N, C, OC, W_IN_OUT);
 }
 
-// Grouped-query attention is multi-head attention in which each kv head is repeated for
-// the NH/KVH query heads that read it; train_sft.c's attention is the multi-head case
-// (rows [q | k | v] of 3 NH HS), so these run it on rows with the kv heads repeated.
-// expanded (B*T, 3 NH HS) <- qkv (B*T, (NH + 2 KVH) HS)
-static float *gqa_expand(const float *qkv, size_t BT, int NH, int KVH, int HS) {
-    size_t QKV = (size_t)(NH + 2 * KVH) * HS, E = 3 * (size_t)NH * HS, G = (size_t)(NH / KVH);
-    float *e = (float *)xmalloc(BT * E * sizeof(float));
-    for (size_t r = 0; r < BT; r++) {
-        const float *src = qkv + r * QKV;
-        float *dst = e + r * E;
-        memcpy(dst, src, (size_t)NH * HS * sizeof(float)); // q
-        for (int h = 0; h < NH; h++) {
-            size_t kvh = (size_t)h / G;
-            memcpy(dst + ((size_t)NH + h) * HS, src + (NH + kvh) * HS, (size_t)HS * sizeof(float));
-            memcpy(dst + (2 * (size_t)NH + h) * HS, src + (NH + KVH + kvh) * HS, (size_t)HS * sizeof(float));
-        }
-    }
-    return e;
-}
 void ref_attention_forward(float *out, float *att, const float *qkv, const int *doc_start, int B, int T, int NH, int KVH, int HS) {
-    float *e = gqa_expand(qkv, (size_t)B * T, NH, KVH, HS);
-    attention_forward(out, att, e, doc_start, B, T, NH * HS, NH);
-    free(e);
+    attention_forward(out, att, qkv, doc_start, B, T, NH, KVH, HS);
 }
 void ref_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *att, const int *doc_start, int B, int T, int NH,
                             int KVH, int HS) {
-    size_t BT = (size_t)B * T, QKV = (size_t)(NH + 2 * KVH) * HS, E = 3 * (size_t)NH * HS, G = (size_t)(NH / KVH);
-    float *e = gqa_expand(qkv, BT, NH, KVH, HS);
-    float *de = (float *)xcalloc(BT * E, sizeof(float));
-    attention_backward(de, dout, e, att, doc_start, B, T, NH * HS, NH);
-    // each repeated kv head's gradient goes back to (adds into) its kv head
-    for (size_t r = 0; r < BT; r++) {
-        float *d = dqkv + r * QKV;
-        const float *s = de + r * E;
-        for (size_t i = 0; i < (size_t)NH * HS; i++) d[i] += s[i];
-        for (int h = 0; h < NH; h++) {
-            size_t kvh = (size_t)h / G;
-            for (int i = 0; i < HS; i++) {
-                d[(NH + kvh) * HS + i] += s[((size_t)NH + h) * HS + i];
-                d[(NH + KVH + kvh) * HS + i] += s[(2 * (size_t)NH + h) * HS + i];
-            }
-        }
-    }
-    free(e);
-    free(de);
+    attention_backward(dqkv, dout, qkv, att, doc_start, B, T, NH, KVH, HS);
 }
 void ref_gelu_forward(float *out, const float *inp, long N) { gelu_forward(out, inp, (size_t)N); }
 void ref_gelu_backward(float *dinp, const float *inp, const float *dout, long N) { gelu_backward(dinp, inp, dout, (size_t)N); }
@@ -85,86 +46,38 @@ void ref_adamw(float *p, const float *g, float *m, float *v, long n, float lr, f
     adamw_tensor(p, g, m, v, (size_t)n, lr, beta1, beta2, eps, wd, t);
 }
 
-// ---- Llama-family layers (the shared design of issue 12), written here from that
-// description in plain fp32 C until train_sft.c's own layers replace them ----
+// ---- the Llama family's layers ----
 void ref_rmsnorm_forward(float *out, float *rstd, const float *inp, const float *w, int N, int C, float eps) {
-    for (int i = 0; i < N; i++) {
-        const float *x = inp + (size_t)i * C;
-        float ss = 0.0f;
-        for (int c = 0; c < C; c++) ss += x[c] * x[c];
-        float s = 1.0f / sqrtf(ss / C + eps);
-        for (int c = 0; c < C; c++) out[(size_t)i * C + c] = x[c] * s * w[c];
-        rstd[i] = s;
-    }
+    rmsnorm_forward(out, rstd, inp, w, N, C, eps);
 }
 void ref_rmsnorm_backward(float *dinp, float *dw, const float *dout, const float *inp, const float *w, const float *rstd, int N, int C) {
-    for (int i = 0; i < N; i++) {
-        const float *x = inp + (size_t)i * C, *dy = dout + (size_t)i * C;
-        float s = rstd[i], gn = 0.0f;
-        for (int c = 0; c < C; c++) gn += dy[c] * w[c] * x[c] * s;
-        gn /= C;
-        for (int c = 0; c < C; c++) {
-            dinp[(size_t)i * C + c] += s * (dy[c] * w[c] - x[c] * s * gn);
-            dw[c] += dy[c] * x[c] * s;
-        }
-    }
+    rmsnorm_backward(dinp, dw, dout, inp, w, rstd, N, C);
 }
-// q and k heads of every row of qkv (BT, (NH + 2 KVH) HS) rotated by sign * angle
-static void ref_rope_rotate(float *qkv, const int *pos, const float *inv_freq, int BT, int NH, int KVH, int HS, float sign) {
-    int half = HS / 2, width = (NH + 2 * KVH) * HS;
+// train_sft.c reads cos and sin from tables over the positions; here tables up to the largest position given
+static void ref_rope(float *qkv, const int *pos, const float *inv_freq, int BT, int NH, int KVH, int HS, int backward) {
+    int npos = 1, half = HS / 2;
     for (int r = 0; r < BT; r++)
-        for (int h = 0; h < NH + KVH; h++) {
-            float *x = qkv + (size_t)r * width + (size_t)h * HS;
-            for (int i = 0; i < half; i++) {
-                float a = (float)pos[r] * inv_freq[i], c = cosf(a), s = sign * sinf(a);
-                float x1 = x[i], x2 = x[i + half];
-                x[i] = x1 * c - x2 * s;
-                x[i + half] = x2 * c + x1 * s;
-            }
-        }
+        if (pos[r] + 1 > npos) npos = pos[r] + 1;
+    float *cos_t = (float *)xmalloc((size_t)npos * half * sizeof(float)), *sin_t = (float *)xmalloc((size_t)npos * half * sizeof(float));
+    rope_table(cos_t, sin_t, inv_freq, npos, half);
+    if (backward) rope_backward(qkv, pos, cos_t, sin_t, BT, NH, KVH, HS);
+    else rope_forward(qkv, pos, cos_t, sin_t, BT, NH, KVH, HS);
+    free(cos_t);
+    free(sin_t);
 }
 void ref_rope_forward(float *qkv, const int *pos, const float *inv_freq, int BT, int NH, int KVH, int HS) {
-    ref_rope_rotate(qkv, pos, inv_freq, BT, NH, KVH, HS, 1.0f);
+    ref_rope(qkv, pos, inv_freq, BT, NH, KVH, HS, 0);
 }
 void ref_rope_backward(float *dqkv, const int *pos, const float *inv_freq, int BT, int NH, int KVH, int HS) {
-    ref_rope_rotate(dqkv, pos, inv_freq, BT, NH, KVH, HS, -1.0f);
+    ref_rope(dqkv, pos, inv_freq, BT, NH, KVH, HS, 1);
 }
-void ref_swiglu_forward(float *out, const float *fch, int BT, int FF) {
-    for (int r = 0; r < BT; r++)
-        for (int j = 0; j < FF; j++) {
-            float g = fch[(size_t)r * 2 * FF + j], u = fch[(size_t)r * 2 * FF + FF + j];
-            out[(size_t)r * FF + j] = g / (1.0f + expf(-g)) * u;
-        }
-}
-void ref_swiglu_backward(float *dfch, const float *fch, const float *dout, int BT, int FF) {
-    for (int r = 0; r < BT; r++)
-        for (int j = 0; j < FF; j++) {
-            size_t o = (size_t)r * 2 * FF + j;
-            float g = fch[o], u = fch[o + FF], dh = dout[(size_t)r * FF + j], sg = 1.0f / (1.0f + expf(-g));
-            dfch[o] += dh * u * sg * (1.0f + g * (1.0f - sg));
-            dfch[o + FF] += dh * g * sg;
-        }
-}
-// nn.Linear: out (N, OC) = inp (N, C) w^T + bias, w (OC, C) [out, in]; bias may be null
+void ref_swiglu_forward(float *out, const float *fch, int BT, int FF) { swiglu_forward(out, fch, BT, FF); }
+void ref_swiglu_backward(float *dfch, const float *fch, const float *dout, int BT, int FF) { swiglu_backward(dfch, fch, dout, BT, FF); }
 void ref_matmul_forward_oi(float *out, const float *inp, const float *w, const float *bias, int N, int C, int OC) {
-    for (int i = 0; i < N; i++)
-        for (int o = 0; o < OC; o++) {
-            float acc = bias ? bias[o] : 0.0f;
-            for (int c = 0; c < C; c++) acc += inp[(size_t)i * C + c] * w[(size_t)o * C + c];
-            out[(size_t)i * OC + o] = acc;
-        }
+    matmul_forward(out, inp, w, bias, N, C, OC, W_OUT_IN);
 }
-// dinp += dout w, dw += dout^T inp, dbias += column sums of dout (when not null)
 void ref_matmul_backward_oi(float *dinp, float *dw, float *dbias, const float *dout, const float *inp, const float *w, int N, int C, int OC) {
-    for (int i = 0; i < N; i++)
-        for (int o = 0; o < OC; o++) {
-            float d = dout[(size_t)i * OC + o];
-            for (int c = 0; c < C; c++) {
-                dinp[(size_t)i * C + c] += d * w[(size_t)o * C + c];
-                dw[(size_t)o * C + c] += d * inp[(size_t)i * C + c];
-            }
-            if (dbias) dbias[o] += d;
-        }
+    matmul_backward(dinp, dw, dbias, dout, inp, w, N, C, OC, W_OUT_IN);
 }
 
 // ---- the whole CPU model, for test_sftcu ----

@@ -28,7 +28,7 @@ void ref_classifier_backward(float *dx, float *dwte, const float *dlogits, const
 void ref_crossentropy_softmax(float *logits, float *losses, const int *targets, int R, int V);
 // torch.optim.AdamW on n parameters (decay already folded: pass wd = 0 for no decay)
 void ref_adamw(float *p, const float *g, float *m, float *v, long n, float lr, float beta1, float beta2, float eps, float wd, int t);
-// Llama-family layers (dev/cuda/cpu_ref.c: written from issue 12's shared design).
+// The Llama family's layers.
 // RMSNorm: y = x * rstd * w; backward adds into dinp and dw.
 void ref_rmsnorm_forward(float *out, float *rstd, const float *inp, const float *w, int N, int C, float eps);
 void ref_rmsnorm_backward(float *dinp, float *dw, const float *dout, const float *inp, const float *w, const float *rstd, int N, int C);
