@@ -309,15 +309,34 @@ static int read_losses(const char *path, double *out, int cap) {
 
 static char tmp_root[256];
 
+// The line of a program's output that starts with prefix (without the newline), or "" if none
+static void find_line(const char *path, const char *prefix, char *out, size_t cap) {
+    out[0] = 0;
+    if (!path_exists(path)) return;
+    size_t n;
+    char *text = read_whole_file(path, &n);
+    for (char *line = text; line && *line;) {
+        char *end = strchr(line, '\n');
+        size_t len = end ? (size_t)(end - line) : strlen(line);
+        if (!strncmp(line, prefix, strlen(prefix))) {
+            snprintf(out, cap, "%.*s", (int)len, line);
+            break;
+        }
+        line = end ? end + 1 : NULL;
+    }
+    free(text);
+}
+
 // The Llama family as whole programs: ten steps of ./train_sftcu against ./train_sft on a
-// fresh untied GQA model (-r 2: the whole layers recomputed).
+// fresh untied GQA model (-r 2: the whole layers recomputed), then a greedy sample from
+// each: in fp32 the same tokens (the GPU generator runs gpu_forward on the sequence).
 static void test_programs_llama(void) {
-    const char *flags = "-i dev/ref/tiny_train.bin -e l2c64h4k2f96t32u -b 3 -t 32 -d 192 -x 10 -l 3e-3 -u 2 -c 0.1 -S 1";
+    const char *flags = "-i dev/ref/tiny_train.bin -e l2c64h4k2f96t32u -b 3 -t 32 -d 192 -x 10 -l 3e-3 -u 2 -c 0.1 -S 1 -s 100 -g 8";
     char cmd[2048], path[600];
     double cpu[16], gpu[16];
-    snprintf(cmd, sizeof cmd, "./train_sft %s -o %s/llama_cpu > /dev/null", flags, tmp_root);
+    snprintf(cmd, sizeof cmd, "./train_sft %s -o %s/llama_cpu > %s/llama_cpu.out", flags, tmp_root, tmp_root);
     int rc1 = run(cmd);
-    snprintf(cmd, sizeof cmd, "./%s %s -r 2 -o %s/llama_gpu > /dev/null", GPU_BINARY, flags, tmp_root);
+    snprintf(cmd, sizeof cmd, "./%s %s -r 2 -o %s/llama_gpu > %s/llama_gpu.out", GPU_BINARY, flags, tmp_root, tmp_root);
     int rc2 = run(cmd);
     snprintf(path, sizeof path, "%s/llama_cpu/metrics.jsonl", tmp_root);
     int nc = read_losses(path, cpu, 16);
@@ -327,6 +346,17 @@ static void test_programs_llama(void) {
     for (int i = 0; i < 10 && i < nc && i < ng; i++) worst = fmax(worst, fabs(gpu[i] - cpu[i]) / fabs(cpu[i]));
     check("llama_ten_steps_match_cpu", rc1 == 0 && rc2 == 0 && worst < TOL_STEPS, "exit %d %d, %d/%d steps, worst relative loss difference %.3g",
           rc1, rc2, nc, ng, worst);
+    char cs[512], gs[512];
+    snprintf(path, sizeof path, "%s/llama_cpu.out", tmp_root);
+    find_line(path, "sample | generated:", cs, sizeof cs);
+    snprintf(path, sizeof path, "%s/llama_gpu.out", tmp_root);
+    find_line(path, "sample | generated:", gs, sizeof gs);
+#if defined(ENABLE_FP32)
+    bool ok = gs[0] && !strcmp(cs, gs);
+#else
+    bool ok = gs[0] != 0;  // bf16 logits may break a near-tie the other way
+#endif
+    check("llama_greedy_sample", ok, "GPU \"%s\", CPU \"%s\"", gs, cs);
 }
 
 static void test_programs(void) {
