@@ -68,10 +68,13 @@ n0=$(grep -c '^step ' "$tmp/z1.log")
 if [ "$n0" -eq 4 ]; then ok dist_only_rank0_prints "4 step lines from 2 ranks"; else fail dist_only_rank0_prints "$n0 step lines, expected 4 (rank 0's)"; fi
 
 # ---- the Llama family (untied lm_head padded like wte, grouped-query heads): 2 ranks with ZeRO-1 vs 1 (fp32) ----
+# Weights to 1e-4: the up_proj weights end 2.4e-5 apart (losses 2.4e-7), and as much with
+# -Z 0 (no sharding): the order of the gradient sums over ranks, which AdamW scales up for
+# the up_proj's small gradients at this fresh initialization; a missing shard differs by order 1.
 F_GPT2=$F
 F=${F/-e d2c64h2t32/-e l2c64h4k2f96t32u}
 single llama_one "$bin/train_sftcu_fp32"; ran llama_one $? &&
-    { torchrun2 llama_z1 "$bin/train_sftcu_fp32"; ran llama_z1 $? && cmp_runs dist_llama_zero1_equals_1_rank "$tmp/llama_one" "$tmp/llama_z1" 1e-6 1e-5; }
+    { torchrun2 llama_z1 "$bin/train_sftcu_fp32"; ran llama_z1 $? && cmp_runs dist_llama_zero1_equals_1_rank "$tmp/llama_one" "$tmp/llama_z1" 1e-6 1e-4; }
 F=$F_GPT2
 
 # ---- 2 ranks from mpirun: the NCCL id over MPI (train_sftcu_fp32_mpi), no MASTER_ADDR, no -f ----
