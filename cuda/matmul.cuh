@@ -166,8 +166,9 @@ inline void matmul_backward(const BlasLt* lt, floatX* dinp, float* dw, float* db
 // The Llama family's products: w in nn.Linear's layout, [out, in] = OC x C, so y = x w^T.
 // The same cuBLASLt calls with the other transposes; no GELU (SwiGLU is its own kernel,
 // cuda/swiglu.cuh). The only bias is Qwen2's on q, k, v: its gradient comes from
-// bias_backward (cuda/elementwise.cuh), since the weight gradient's product here reads
-// dout transposed (the sums would need cuBLASLt's BGRADB, which BGRADA's callers avoid).
+// bias_backward (cuda/elementwise.cuh), since here dout is the weight gradient's first
+// operand, whose column sums would need cuBLASLt's BGRADB epilogue (not used anywhere yet,
+// so not relied on before it is checked on a GPU).
 
 // out[N, OC] = inp[N, C] * w[OC, C]^T (+ bias[OC] when bias is not null)
 inline void matmul_forward_oi(const BlasLt* lt, floatX* out, const floatX* inp, const floatX* w, const floatX* bias, int N, int C, int OC,
