@@ -34,6 +34,12 @@
 //    dqkv is overwritten and the results are bit-identical run to run.
 //  - Key (query) tiles entirely outside the attended range are skipped, so packed short
 //    documents cost about (document length) per query, not T.
+//  - Grouped heads and occupancy (not measured: no GPU yet): the dK, dV kernels have
+//    B KVH T/64 blocks, each doing NH/KVH times a multi-head block's work. With few kv
+//    heads and a small batch (Qwen2.5-0.5B: KVH 2; B 4, T 1024 gives 128 blocks for 132
+//    SMs) the longest block (key tile 0, which every query tile sees) sets the time. The
+//    fix, if measurements show it, is to split a group over blocks with partial sums in
+//    scratch and a fixed-order reduction (still no atomics).
 #pragma once
 #include <limits.h>
 #include <math.h>
