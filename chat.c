@@ -40,7 +40,7 @@ int main(int argc, char **argv) {
     openmp_wait_passively(argv);
     ChatArgs a = {"", "", "", "", 256, 1337, 0.0f};
     Flag flags[] = {
-        {'e', FLAG_STRING, &a.model, "model: checkpoint or Hugging Face GPT-2 directory (required)"},
+        {'e', FLAG_STRING, &a.model, "model: checkpoint or Hugging Face GPT-2, Llama or Qwen2 directory (required)"},
         {'k', FLAG_STRING, &a.tokenizer, "tokenizer the data was prepared with: GPT-2 dir or tokenizer.json (required)"},
         {'p', FLAG_STRING, &a.prompt, "one prompt to answer"},
         {'f', FLAG_STRING, &a.file, "JSONL of {\"prompt\"[, \"completion\"]} rows to answer (and score)"},
@@ -53,7 +53,7 @@ int main(int argc, char **argv) {
     if (!a.model[0] || !a.tokenizer[0]) usage_error(argv[0], "pass a model with -e and its tokenizer with -k");
     if (a.max_new < 1) usage_error(argv[0], "-g must be at least 1");
     if (!(a.temperature >= 0)) usage_error(argv[0], "-w must be >= 0");
-    if (!is_directory(a.model)) fatal("%s: not a directory; -e takes a checkpoint or Hugging Face GPT-2 directory", a.model);
+    if (!is_directory(a.model)) fatal("%s: not a directory; -e takes a checkpoint or Hugging Face GPT-2, Llama or Qwen2 directory", a.model);
 
     GPT2 m;
     memset(&m, 0, sizeof m);

@@ -72,11 +72,12 @@ static void test_published_configs(void) {
     parse_config("{\"model_type\": \"llama\", \"hidden_size\": 64, \"intermediate_size\": 96, \"num_hidden_layers\": 2,"
                  "\"num_attention_heads\": 4, \"max_position_embeddings\": 32, \"vocab_size\": 50}", &c);
     check("config_llama_defaults", c.KVH == 4 && c.HS == 16 && c.eps == 1e-6f && c.rope_theta == 10000.0f && c.tied == 0 &&
-              c.bos_id == -1 && c.eos_id == -1 && c.rope_factor == 0,
+              c.bos_id == 1 && c.eos_id == 2 && c.rope_factor == 0,
           "KVH %d HS %d eps %g theta %g tied %d", c.KVH, c.HS, (double)c.eps, (double)c.rope_theta, c.tied);
     parse_config("{\"model_type\": \"qwen2\", \"hidden_size\": 64, \"intermediate_size\": 96, \"num_hidden_layers\": 2,"
                  "\"num_attention_heads\": 4, \"num_key_value_heads\": null, \"max_position_embeddings\": 32, \"vocab_size\": 50}", &c);
-    check("config_qwen2_defaults", c.KVH == 4 && c.tied == 0 && c.qkv_bias == 1, "KVH %d tied %d bias %d", c.KVH, c.tied, c.qkv_bias);
+    check("config_qwen2_defaults", c.KVH == 4 && c.tied == 0 && c.qkv_bias == 1 && c.bos_id == -1 && c.eos_id == -1, "KVH %d tied %d bias %d bos %d eos %d",
+          c.KVH, c.tied, c.qkv_bias, c.bos_id, c.eos_id);
     // transformers 5.x: rope_theta and the scaling in rope_parameters
     parse_config("{\"model_type\": \"llama\", \"hidden_size\": 64, \"intermediate_size\": 96, \"num_hidden_layers\": 2,"
                  "\"num_attention_heads\": 4, \"max_position_embeddings\": 32, \"vocab_size\": 50, \"rope_parameters\": {\"rope_type\":"
@@ -150,7 +151,7 @@ static void test_round_trips(void) {
     // Llama, untied, grouped-query, Llama 3 rope scaling, one file
     fresh_model("l2c64h4k2f96ut32", 50, &c, &mem, &p);
     c.rope_theta = 500000.0f; c.rope_factor = 32.0f; c.rope_low_freq = 1.0f; c.rope_high_freq = 4.0f; c.rope_orig_maxT = 16;
-    c.bos_id = 1; c.eos_id = 2; c.eps = 1e-5f;
+    c.bos_id = 1; c.eos_id = 2; c.eps = 1.2345678e-5f;  // needs 8 significant digits to come back the same
     check("llama_untied_round_trip", round_trip("llama", &c, mem, &p, 5000000000ull, dir, sizeof dir), "export -> import differs");
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
     check("llama_single_file", path_exists(path) && count_files(dir, "model-") == 0, "no model.safetensors, or shards written");
@@ -177,7 +178,7 @@ static void test_round_trips(void) {
     char *text = read_whole_file(path, &len);
     check("llama_export_config_fields",
           strstr(text, "\"architectures\": [\n    \"LlamaForCausalLM\"\n  ]") && strstr(text, "\"model_type\": \"llama\"") &&
-              strstr(text, "\"num_key_value_heads\": 2,") && strstr(text, "\"rms_norm_eps\": 1e-05,") && strstr(text, "\"rope_theta\": 500000.0,") &&
+              strstr(text, "\"num_key_value_heads\": 2,") && strstr(text, "\"rms_norm_eps\": 1.2345678e-05,") && strstr(text, "\"rope_theta\": 500000.0,") &&
               strstr(text, "\"rope_type\": \"llama3\"") && strstr(text, "\"tie_word_embeddings\": false,") && strstr(text, "\"head_dim\": 16,") &&
               strstr(text, "\"torch_dtype\": \"float32\"") && strstr(text, "\"eos_token_id\": 2,"),
           "%s", text);
@@ -219,7 +220,8 @@ static void test_round_trips(void) {
     text = read_whole_file(path, &len);
     check("qwen2_export_config_fields",
           strstr(text, "\"Qwen2ForCausalLM\"") && strstr(text, "\"model_type\": \"qwen2\"") && !strstr(text, "attention_bias") &&
-              strstr(text, "\"use_sliding_window\": false,") && strstr(text, "\"bos_token_id\": null,") && strstr(text, "\"rope_scaling\": null,") &&
+              strstr(text, "\"use_sliding_window\": false,") && strstr(text, "\"bos_token_id\": null,") && !strstr(text, "head_dim") &&
+              strstr(text, "\"sliding_window\": null,") && strstr(text, "\"rope_scaling\": null,") &&
               strstr(text, "\"rms_norm_eps\": 1e-06,") && strstr(text, "\"tie_word_embeddings\": true,"),
           "%s", text);
     free(text);
@@ -437,6 +439,69 @@ static void test_tied_with_lm_head(void) {
     free(rmem); free(mem);
 }
 
+// dev/ref's Llama and Qwen2 directories (written by dev/ref_llama.py in Python, not by
+// this code): import -> export gives config.json byte for byte (keys, order, number
+// formats as Python's json writes them) and every tensor under the same name, shape
+// and values, and no other tensor.
+static void test_reference_dirs(void) {
+    const char *refs[] = {"dev/ref/tiny_llama", "dev/ref/tiny_llama_bf16", "dev/ref/tiny_qwen2"};
+    for (int k = 0; k < 3; k++) {
+        char name[100], dir[512], path[700], refpath[700];
+        snprintf(name, sizeof name, "reference_export_%s", refs[k] + 8);
+        snprintf(refpath, sizeof refpath, "%s/config.json", refs[k]);
+        if (!path_exists(refpath)) { printf("skip %s: %s missing (dev/ref_llama.py writes it)\n", name, refs[k]); continue; }
+        GPT2Config c;
+        float *mem;
+        ParamTensors p;
+        gpt2_load_hf(refs[k], &c, &mem, &p);
+        snprintf(dir, sizeof dir, "%s/ref%d", tmp_root, k);
+        make_dirs(dir);
+        gpt2_save_hf_sharded(dir, &c, &p, k == 0 ? 20000 : 5000000000ull);
+        free(mem);
+        size_t la, lb;
+        snprintf(path, sizeof path, "%s/config.json", dir);
+        char *a = read_whole_file(refpath, &la), *b = read_whole_file(path, &lb);
+        const char *bf16 = "\"torch_dtype\": \"bfloat16\"";
+        char *dtype = strstr(a, bf16);  // the export is F32 whatever the source
+        if (dtype) {
+            char *t = (char *)xmalloc(la + 1);
+            snprintf(t, la + 1, "%.*s\"torch_dtype\": \"float32\"%s", (int)(dtype - a), a, dtype + strlen(bf16));
+            free(a);
+            a = t;
+            la = strlen(a);
+        }
+        int same_config = la == lb && !memcmp(a, b, la);
+        free(a); free(b);
+        HfWeights want, got;
+        hf_weights_open(refs[k], &want);
+        hf_weights_open(dir, &got);
+        int ntensors = 0, nexported = 0, bad = 0;
+        const char *bad_name = "";
+        for (int f = 0; f < want.nfiles; f++)
+            for (int t = 0; t < want.files[f].count; t++) {
+                const StTensor *w = &want.files[f].tensors[t];
+                const SafeTensors *gf;
+                const StTensor *g = hf_find(&got, w->name, &gf);
+                ntensors++;
+                int ok = g && g->ndim == w->ndim && g->numel == w->numel;
+                for (int d = 0; ok && d < w->ndim; d++) ok = g->shape[d] == w->shape[d];
+                if (ok) {
+                    float *x = (float *)xmalloc((size_t)w->numel * 4), *y = (float *)xmalloc((size_t)w->numel * 4);
+                    st_read_f32(&want.files[f], w, x);
+                    st_read_f32(gf, g, y);
+                    ok = !memcmp(x, y, (size_t)w->numel * 4);
+                    free(x); free(y);
+                }
+                if (!ok && !bad++) bad_name = w->name;
+            }
+        for (int f = 0; f < got.nfiles; f++) nexported += got.files[f].count;
+        check(name, same_config && !bad && nexported == ntensors, "config.json %s; %d of %d tensors differ (first %s); %d exported",
+              same_config ? "equal" : "differs", bad, ntensors, bad_name, nexported);
+        hf_weights_close(&want);
+        hf_weights_close(&got);
+    }
+}
+
 static void test_shard_size_env(void) {
     setenv("SFT_MAX_SHARD_SIZE", "200MB", 1);
     uint64_t mb = hf_max_shard_bytes();
@@ -456,6 +521,7 @@ int main(void) {
     test_half_import();
     test_refusals();
     test_tied_with_lm_head();
+    test_reference_dirs();
     test_shard_size_env();
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf %s", tmp_root);

@@ -153,6 +153,52 @@ static void test_gemm(void) {
     check("gemm_matches_double_loop", worst < 1e-6, "worst error %.3g (relative to max |C|, per sqrt(K))", worst);
 }
 
+// ---- RoPE against hand-worked rotations ------------------------------------
+
+// One q head and one k head of HS = 4 (NH = KVH = 1, so the qkv row is [q | k | v]),
+// rope_theta 100: inv_freq = (1, 0.1). Row 0 at document position 3, row 1 at
+// position 0: channel pairs (0, 2) and (1, 3) turn by 3 and 0.3 radians in row 0, and
+// row 1 is unchanged. Then the backward pass is the transpose of the forward one:
+// <rope(x), y> = <x, rope_backward(y)>.
+static void test_rope_rules(void) {
+    GPT2Config c;
+    gpt2_parse_descriptor("l1c4h1", &c);
+    c.rope_theta = 100.0f;
+    float inv_freq[2], cos_t[4 * 2], sin_t[4 * 2];
+    rope_inv_freq(&c, inv_freq);
+    rope_table(cos_t, sin_t, inv_freq, 4, 2);
+    int pos[2] = {3, 0};
+    float x[2][12], y[2][12];
+    for (int r = 0; r < 2; r++)
+        for (int i = 0; i < 12; i++) x[r][i] = (float)(i + 1) * (r ? -0.5f : 1.0f);
+    memcpy(y, x, sizeof x);
+    rope_forward(&y[0][0], pos, cos_t, sin_t, 2, 1, 1, 4);
+    double worst = 0.0;
+    for (int h = 0; h < 2; h++) {  // q then k of row 0
+        const float *in = x[0] + 4 * h;
+        double want[4];
+        for (int i = 0; i < 2; i++) {
+            double angle = 3.0 * (i == 0 ? 1.0 : 0.1), x1 = in[i], x2 = in[i + 2];
+            want[i] = x1 * cos(angle) - x2 * sin(angle);
+            want[i + 2] = x2 * cos(angle) + x1 * sin(angle);
+        }
+        for (int i = 0; i < 4; i++) worst = fmax(worst, fabs(y[0][4 * h + i] - want[i]));
+    }
+    int v_kept = !memcmp(&y[0][8], &x[0][8], 4 * sizeof(float)), row1_kept = !memcmp(y[1], x[1], sizeof x[1]);
+    check("rope_rotates_halves_by_position", worst < 1e-5 && v_kept && row1_kept,
+          "worst error %.3g against the hand-worked rotation; v unchanged %d; position 0 unchanged %d", worst, v_kept, row1_kept);
+    float g[2][12], gb[2][12];
+    for (int r = 0; r < 2; r++)
+        for (int i = 0; i < 12; i++) g[r][i] = (float)((i * 7 + r * 3) % 5) - 2.0f;
+    memcpy(gb, g, sizeof g);
+    rope_backward(&gb[0][0], pos, cos_t, sin_t, 2, 1, 1, 4);
+    double lhs = 0, rhs = 0;
+    for (int r = 0; r < 2; r++)
+        for (int i = 0; i < 12; i++) { lhs += (double)y[r][i] * g[r][i]; rhs += (double)x[r][i] * gb[r][i]; }
+    check("rope_backward_is_transpose", fabs(lhs - rhs) < 1e-5 * fabs(lhs) && memcmp(gb, g, sizeof g) != 0, "<rope(x), y> %.8g vs <x, rope^T(y)> %.8g",
+          lhs, rhs);
+}
+
 // ---- against PyTorch -----------------------------------------------------
 
 // Check names are "<tag>reference_...": tag "" for GPT-2, "llama_" and "qwen2_".
@@ -593,21 +639,23 @@ static void test_resume_bit_identical(const char *tag, const char *desc) {
     free(ma); free(mb); free(fa); free(fb);
 }
 
-// One thread and three threads give bit-identical losses (every reduction has a fixed order).
-static void test_thread_count_independent(void) {
-    char cmd[2048], err[4096], path[700], la[4096], lb[4096];
-    const char *common = "./train_sft -i " REF_DATA " -e d2c32h2t24 -b 3 -t 16 -x 3 -l 1e-2 -S 1";
-    snprintf(cmd, sizeof cmd, "OMP_NUM_THREADS=1 %s -o %s/threads1", common, tmp_root);
+// One thread and three threads give bit-identical losses (every reduction has a fixed
+// order), for GPT-2 and for a grouped-query Llama (dK/dV summed over a group in order).
+static void test_thread_count_independent(const char *tag, const char *desc) {
+    char cmd[2048], err[4096], path[700], la[4096], lb[4096], common[512], name[128];
+    snprintf(common, sizeof common, "./train_sft -i " REF_DATA " -e %s -b 3 -t 16 -x 3 -l 1e-2 -S 1", desc);
+    snprintf(cmd, sizeof cmd, "OMP_NUM_THREADS=1 %s -o %s/threads1_%s", common, tmp_root, desc);
     int rc1 = run(cmd, err, sizeof err);
-    snprintf(cmd, sizeof cmd, "OMP_NUM_THREADS=3 %s -o %s/threads3", common, tmp_root);
+    snprintf(cmd, sizeof cmd, "OMP_NUM_THREADS=3 %s -o %s/threads3_%s", common, tmp_root, desc);
     int rc2 = run(cmd, err, sizeof err);
-    snprintf(path, sizeof path, "%s/threads1/metrics.jsonl", tmp_root);
+    snprintf(path, sizeof path, "%s/threads1_%s/metrics.jsonl", tmp_root, desc);
     char *ma = read_text(path);
-    snprintf(path, sizeof path, "%s/threads3/metrics.jsonl", tmp_root);
+    snprintf(path, sizeof path, "%s/threads3_%s/metrics.jsonl", tmp_root, desc);
     char *mb = read_text(path);
     loss_lines(ma, la, sizeof la);
     loss_lines(mb, lb, sizeof lb);
-    check("thread_count_independent", rc1 == 0 && rc2 == 0 && la[0] && !strcmp(la, lb), "exit %d %d; 1 thread %s vs 3 threads %s", rc1, rc2, la, lb);
+    snprintf(name, sizeof name, "%sthread_count_independent", tag);
+    check(name, rc1 == 0 && rc2 == 0 && la[0] && !strcmp(la, lb), "exit %d %d; 1 thread %s vs 3 threads %s", rc1, rc2, la, lb);
     free(ma); free(mb);
 }
 
@@ -1409,6 +1457,7 @@ int main(void) {
     if (!path_exists("./train_sft")) fatal("./train_sft not found: run from the repository root after make train_sft");
     st_open(&expect, REF_EXPECT);
     test_gemm();
+    test_rope_rules();
     test_reference_forward_backward("", REF_MODEL);
     test_reference_training("", REF_MODEL);
     test_llama_references();
@@ -1425,7 +1474,8 @@ int main(void) {
     test_resume_bit_identical("", "d2c16h2t24");
     test_resume_bit_identical("llama_", "l2c32h4k2f48ut24");  // untied head, grouped-query
     test_resume_bit_identical("qwen2_", "l2c32h4k1bt24");     // q/k/v biases
-    test_thread_count_independent();
+    test_thread_count_independent("", "d2c32h2t24");
+    test_thread_count_independent("llama_", "l2c32h4k2t24");
     test_shuffle_orders();
     test_validation_reference();
     test_resume_sampling();

@@ -1,5 +1,5 @@
 /*
-train_sft.c: supervised fine-tuning of GPT-2 on the CPU, in C with OpenMP.
+train_sft.c: supervised fine-tuning of GPT-2 and Llama-family models on the CPU, in C with OpenMP.
 
 This is the reference trainer: every other implementation is checked against it.
 The model is GPT-2 as Hugging Face's GPT2LMHeadModel computes it (pre-LayerNorm,
@@ -7,10 +7,11 @@ causal self-attention, tanh-GELU MLP, tied output embedding, no dropout), or a
 Llama-family model as LlamaForCausalLM / Qwen2ForCausalLM compute it: the same
 blocks with RMSNorm, rotary positions on q and k, grouped-query attention, a
 SwiGLU MLP, nn.Linear [out, in] weights and a tied or untied output head (see
-common/gpt2.h). The configuration picks the layer functions; the trainer is one. Training
-packs whole documents into rows; a token attends only to earlier tokens of its own
-document, and only tokens whose mask byte is 1 are targets. The loss of a step is
-the sum of cross-entropy over all its targets divided by their number.
+common/gpt2.h). The configuration picks the layer functions; the trainer is one.
+
+Training packs whole documents into rows; a token attends only to earlier tokens
+of its own document, and only tokens whose mask byte is 1 are targets. The loss of a
+step is the sum of cross-entropy over all its targets divided by their number.
 
 Layer functions come in forward/backward pairs. Backward functions ADD into their
 gradient outputs, so the caller zeroes what must start at zero. Every reduction
@@ -949,6 +950,7 @@ static void kv_init(KVCache *kv, const GPT2Config *c, int cap) {
 // capped at the context; each layer's cached rows move to the new layout.
 static void kv_reserve(KVCache *kv, const GPT2Config *c, int n) {
     if (n <= kv->cap) return;
+    if (n > c->maxT) fatal("generation: position %d is beyond the model's context of %d positions", n - 1, c->maxT);
     int cap = 2 * kv->cap > n ? 2 * kv->cap : n;
     if (cap > c->maxT) cap = c->maxT;
     size_t lc = (size_t)c->L * cap * kv->kvw, row = (size_t)kv->kvw;

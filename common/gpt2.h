@@ -367,10 +367,12 @@ static int json_field_bool(const JsonValue *root, const char *key, const char *p
     return v->type == JSON_TRUE;
 }
 
-// bos_token_id / eos_token_id: an id, a list of ids (the first is kept) or null (-1).
-static int hf_token_id(const JsonValue *root, const char *key, const char *path) {
+// bos_token_id / eos_token_id: an id, a list of ids (the first is kept) or null (-1);
+// absent: fallback.
+static int hf_token_id(const JsonValue *root, const char *key, const char *path, int fallback) {
     const JsonValue *v = json_get(root, key);
-    if (v && v->type == JSON_ARRAY) v = v->count ? &v->items[0] : NULL;
+    if (!v) return fallback;
+    if (v->type == JSON_ARRAY) v = v->count ? &v->items[0] : NULL;
     if (!v || v->type == JSON_NULL) return -1;
     int64_t x;
     if (json_int64(v, &x) != 0 || x < 0 || x > INT32_MAX) fatal("%s: field \"%s\" must be a token id, a list of token ids or null", path, key);
@@ -423,7 +425,7 @@ static void hf_config_rope(const JsonValue *root, const char *path, GPT2Config *
 
 // LlamaConfig / Qwen2Config, with transformers' defaults for the optional fields
 // (num_key_value_heads = heads, head_dim = hidden/heads, rms_norm_eps 1e-6,
-// rope_theta 10000, tie_word_embeddings false for both). Features this trainer does
+// rope_theta 10000, tie_word_embeddings false for both; bos/eos 1/2 for Llama). Features this trainer does
 // not compute are refused, never ignored.
 static void hf_config_llama(const JsonValue *root, const char *path, int family, GPT2Config *cfg) {
     cfg->C = json_field_int(root, "hidden_size", path, 1, 0);
@@ -448,8 +450,9 @@ static void hf_config_llama(const JsonValue *root, const char *path, int family,
     if (json_field_bool(root, "mlp_bias", path, 0)) fatal("%s: mlp_bias true is not supported", path);
     if (json_field_bool(root, "use_sliding_window", path, 0)) fatal("%s: use_sliding_window true (sliding-window attention) is not supported", path);
     hf_config_rope(root, path, cfg);
-    cfg->bos_id = hf_token_id(root, "bos_token_id", path);
-    cfg->eos_id = hf_token_id(root, "eos_token_id", path);
+    int llama = family == FAMILY_LLAMA;  // LlamaConfig's defaults are 1 and 2, Qwen2Config's none
+    cfg->bos_id = hf_token_id(root, "bos_token_id", path, llama ? 1 : -1);
+    cfg->eos_id = hf_token_id(root, "eos_token_id", path, llama ? 2 : -1);
 }
 
 // Reads a config.json's text[0..len) (path names it in errors): model_type "gpt2"
@@ -743,7 +746,7 @@ static void hf_write_config(const char *dir, const GPT2Config *c) {
     hf_kv(json, sizeof json, &len, "attention_dropout", "0.0");
     hf_kv(json, sizeof json, &len, "bos_token_id", "%s", bos);
     hf_kv(json, sizeof json, &len, "eos_token_id", "%s", eos);
-    hf_kv(json, sizeof json, &len, "head_dim", "%d", c->HS);
+    if (!qwen || c->HS * c->NH != c->C) hf_kv(json, sizeof json, &len, "head_dim", "%d", c->HS);  // Qwen2Config: only if not hidden/heads
     hf_kv(json, sizeof json, &len, "hidden_act", "\"silu\"");
     hf_kv(json, sizeof json, &len, "hidden_size", "%d", c->C);
     hf_kv(json, sizeof json, &len, "initializer_range", "0.02");
@@ -759,7 +762,7 @@ static void hf_write_config(const char *dir, const GPT2Config *c) {
     hf_kv(json, sizeof json, &len, "rms_norm_eps", "%s", eps);
     hf_kv(json, sizeof json, &len, "rope_scaling", "%s", scaling);
     hf_kv(json, sizeof json, &len, "rope_theta", "%s", theta);
-    if (qwen) hf_kv(json, sizeof json, &len, "sliding_window", "%d", c->maxT);
+    if (qwen) hf_kv(json, sizeof json, &len, "sliding_window", "null");  // what Qwen2Config keeps without use_sliding_window
     hf_kv(json, sizeof json, &len, "tie_word_embeddings", c->tied ? "true" : "false");
     hf_kv(json, sizeof json, &len, "torch_dtype", "\"float32\"");
     hf_kv(json, sizeof json, &len, "use_cache", "true");
@@ -770,9 +773,9 @@ static void hf_write_config(const char *dir, const GPT2Config *c) {
     write_file_atomic(path, json, len);
 }
 
-// The tensors of the export in transformers' names, in state-dict order: embeddings,
-// then layer by layer, then the final norm and lm_head. Returns the count; *out is
-// allocated.
+// The tensors of the export in transformers' names: the embeddings, then layer by
+// layer (so shards, filled in this order, split between layers mostly), then the final
+// norm and lm_head. Returns the count; *out is allocated.
 static int hf_export_tensors(const GPT2Config *cfg, const ParamTensors *p, StOut **out) {
     int cap = 3 * NUM_PARAM_TENSORS * (cfg->L + 1), count = 0;
     StOut *outs = (StOut *)xcalloc((size_t)cap, sizeof(StOut));

@@ -50,7 +50,7 @@ static void train_args_defaults(TrainArgs *a) {
 #define COMMON_FLAGS(a)                                                                                   \
     {'i', FLAG_STRING, &(a)->train_path, "training data file (required)"},                               \
     {'j', FLAG_STRING, &(a)->val_path, "validation data file (default: none)"},                           \
-    {'e', FLAG_STRING, &(a)->init, "model: Hugging Face GPT-2 dir, checkpoint dir, or size dN (default d6)"}, \
+    {'e', FLAG_STRING, &(a)->init, "model: Hugging Face GPT-2/Llama/Qwen2 dir, checkpoint dir, or size dN (GPT-2) / lN (Llama) (default d6)"}, \
     {'o', FLAG_STRING, &(a)->out_dir, "output directory for metrics, checkpoints, exports (default out)"}, \
     {'b', FLAG_INT, &(a)->B, "micro-batch rows B (default 4)"},                                          \
     {'t', FLAG_INT, &(a)->T, "row length T in tokens (default min(512, model context))"},               \
@@ -328,8 +328,8 @@ static void latest_checkpoint(const char *out_dir, char *dir, size_t n) {
 }
 
 // ---------------------------------------------------------------------------
-// Model by -e: a directory (Hugging Face GPT-2 or one of our checkpoints, which are
-// both), or a size descriptor for a fresh model whose vocabulary is data_vocab.
+// Model by -e: a directory (Hugging Face GPT-2, Llama or Qwen2, or one of our
+// checkpoints, which are such directories), or a size descriptor for a fresh model whose vocabulary is data_vocab.
 static void load_model(const char *init, int data_vocab, uint64_t seed, GPT2Config *cfg, float **mem, ParamTensors *p) {
     if (is_directory(init)) { gpt2_load_hf(init, cfg, mem, p); return; }
     if (gpt2_parse_descriptor(init, cfg) == 0) {
@@ -340,8 +340,8 @@ static void load_model(const char *init, int data_vocab, uint64_t seed, GPT2Conf
         gpt2_init_random(cfg, p, seed);
         return;
     }
-    if (path_exists(init)) fatal("%s: not a directory; -e takes a Hugging Face GPT-2 directory, a checkpoint directory or a size like d6", init);
-    fatal("%s: no such directory, and not a size descriptor like d6 or d4c256h4t512", init);
+    if (path_exists(init)) fatal("%s: not a directory; -e takes a Hugging Face GPT-2, Llama or Qwen2 directory, a checkpoint directory or a size like d6 or l2", init);
+    fatal("%s: no such directory, and not a size descriptor like d6, d4c256h4t512 or l2c64h4k2", init);
 }
 
 // ---------------------------------------------------------------------------
@@ -768,7 +768,7 @@ static void log_checkpoint(RunLog *log, int64_t step, int final) {
     char dir[4096];
     checkpoint_dir_name(dir, sizeof dir, log->args->out_dir, step);
     log_break(log);
-    if (final) printf("saved | final model %s (Hugging Face GPT-2 directory + optimizer state)\n", dir);
+    if (final) printf("saved | final model %s (Hugging Face directory + optimizer state)\n", dir);
     else printf("saved | checkpoint %s\n", dir);
     fflush(stdout);
     log_report(log);

@@ -7,6 +7,14 @@
   bench_torch.py gpu L NH C VOCAB B T STEPS          the same on a CUDA GPU as a user would run it: bf16
                                                      autocast, torch.compile, fused AdamW, flash attention
                                                      (scaled_dot_product_attention); prints ms per step
+  bench_torch.py cpu-llama L NH KVH C FF VOCAB B T STEPS [untied]
+  bench_torch.py gpu-llama L NH KVH C FF VOCAB B T STEPS [untied]
+                                                     the same for a Llama-architecture model (RMSNorm, rotary
+                                                     positions with theta 10000, grouped-query attention with
+                                                     KVH key/value heads of size C/NH, SwiGLU MLP of width FF,
+                                                     no biases, tied head unless "untied"), as the trainer's
+                                                     lN descriptors build it; written from the architecture
+                                                     (llama_api.md's conventions), not from transformers
 On the CPU: Debian's python3-torch (with libopenblas0-pthread).
 """
 import math
@@ -74,6 +82,78 @@ def bench_torch(device, L, NH, C, V, B, T, steps):
             return F.cross_entropy(logits.view(-1, V), targets.view(-1))
 
     model = GPT().to(dev)
+    time_steps(model, gpu, dev, V, B, T, steps)
+
+
+def bench_llama(device, L, NH, KVH, C, FF, V, B, T, steps, untied=False):
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+    gpu = device == "gpu"
+    dev = "cuda" if gpu else "cpu"
+    torch.set_num_threads(os.cpu_count())
+    torch.manual_seed(0)
+    HS = C // NH
+    eps = 1e-5
+
+    def rmsnorm(x, w):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w
+
+    # rotary angles of positions 0..T-1 (one document per row), rotate-half convention
+    inv_freq = 1.0 / (10000.0 ** (torch.arange(0, HS, 2, dtype=torch.float64) / HS))
+    ang = torch.arange(T, dtype=torch.float32)[:, None] * inv_freq.float()[None, :]
+    cos, sin = torch.cat([ang.cos()] * 2, -1).to(dev), torch.cat([ang.sin()] * 2, -1).to(dev)
+
+    def rope(x):  # x (B, heads, T, HS)
+        x1, x2 = x[..., : HS // 2], x[..., HS // 2:]
+        return x * cos + torch.cat([-x2, x1], -1) * sin
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.n1, self.n2 = nn.Parameter(torch.ones(C)), nn.Parameter(torch.ones(C))
+            self.qkv = nn.Linear(C, (NH + 2 * KVH) * HS, bias=False)
+            self.o = nn.Linear(NH * HS, C, bias=False)
+            self.gate_up = nn.Linear(C, 2 * FF, bias=False)
+            self.down = nn.Linear(FF, C, bias=False)
+
+        def forward(self, x, mask):
+            q, k, v = self.qkv(rmsnorm(x, self.n1)).split([NH * HS, KVH * HS, KVH * HS], dim=2)
+            q = rope(q.view(B, T, NH, HS).transpose(1, 2))
+            k = rope(k.view(B, T, KVH, HS).transpose(1, 2)).repeat_interleave(NH // KVH, dim=1)
+            v = v.view(B, T, KVH, HS).transpose(1, 2).repeat_interleave(NH // KVH, dim=1)
+            if gpu:
+                y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            else:
+                att = (q @ k.transpose(-2, -1)) / math.sqrt(HS)
+                att = att.masked_fill(mask, float("-inf")).softmax(dim=-1)
+                y = att @ v
+            x = x + self.o(y.transpose(1, 2).reshape(B, T, NH * HS))
+            gate, up = self.gate_up(rmsnorm(x, self.n2)).split(FF, dim=2)
+            return x + self.down(F.silu(gate) * up)
+
+    class Llama(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.wte = nn.Embedding(V, C)
+            self.blocks = nn.ModuleList([Block() for _ in range(L)])
+            self.nf = nn.Parameter(torch.ones(C))
+            self.head = nn.Linear(C, V, bias=False) if untied else None
+
+        def forward(self, idx, targets):
+            mask = ~torch.tril(torch.ones(T, T, dtype=torch.bool, device=idx.device))
+            x = self.wte(idx)
+            for b in self.blocks:
+                x = b(x, mask)
+            x = rmsnorm(x, self.nf)
+            logits = self.head(x) if untied else x @ self.wte.weight.T
+            return F.cross_entropy(logits.view(-1, V), targets.view(-1))
+
+    time_steps(Llama().to(dev), gpu, dev, V, B, T, steps)
+
+
+def time_steps(model, gpu, dev, V, B, T, steps):
+    import torch
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.0, **({"fused": True} if gpu else {}))
     step_model = torch.compile(model) if gpu else model
     idx = torch.randint(V, (B, T), device=dev)
@@ -103,5 +183,7 @@ def bench_torch(device, L, NH, C, V, B, T, steps):
 
 if sys.argv[1] == "data":
     write_data(sys.argv[2], *map(int, sys.argv[3:6]))
+elif sys.argv[1].endswith("-llama"):
+    bench_llama(sys.argv[1].split("-")[0], *map(int, sys.argv[2:11]), untied=sys.argv[11:12] == ["untied"])
 else:
     bench_torch(sys.argv[1], *map(int, sys.argv[2:9]))

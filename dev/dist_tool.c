@@ -22,18 +22,19 @@ static void usage(void) {
 // +-lr of random sign (see test_sft.c, zero_key_bias).
 static double max_rel_diff(const GPT2Config *c, const float *a, const float *b, const char **worst) {
     double result = 0;
-    size_t off = 0;
+    size_t off = 0, qkv = (size_t)qkv_width(c), k0 = (size_t)c->NH * c->HS, k1 = k0 + (size_t)c->KVH * c->HS;  // key part of a q|k|v row
     for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
         size_t n = param_numel(c, i);
         double diff = 0, scale = 0;
         for (size_t k = 0; k < n; k++) {
-            if (i == P_QKVB && (k % (3 * (size_t)c->C)) / c->C == 1) continue;  // key bias
+            if (i == P_QKVB && k % qkv >= k0 && k % qkv < k1) continue;  // key bias
             double d = fabs((double)a[off + k] - (double)b[off + k]);
             if (!(d <= diff)) diff = d;  // NaN stays
             if (fabs((double)b[off + k]) > scale) scale = fabs((double)b[off + k]);
         }
         double rel = scale > 0 ? diff / scale : diff;
-        if (!(rel <= result)) { result = rel; *worst = PARAM_INFO[i].hf_name; }
+        HfPart parts[3];
+        if (!(rel <= result)) { result = rel; *worst = param_hf_parts(c, i, parts) ? parts[0].name : PARAM_INFO[i].hf_name; }
         off += n;
     }
     return result;

@@ -21,7 +21,10 @@
 # the first loss near ln V; 2 ranks on the one GPU over NCCL (NCCL_MULTI_RANK_GPU_ENABLE=1:
 # which case happened, NCCL >= 2.30 running it or <= 2.29 refusing, is the row); the data-
 # parallel scaling efficiency where the machine has several GPUs; GPT-2 XL (1.5B, T=1024,
-# -r 2) for a few steps with its peak memory; transformers loading our export; PyTorch (torch.compile) on the same shapes.
+# -r 2) for a few steps with its peak memory; transformers loading our export and the
+# Llama-family references (dev/ref/tiny_llama*, tiny_qwen2); PyTorch (torch.compile) on the same shapes;
+# the Llama family's benchmark: SmolLM2-360M's and Llama-3.2-1B's shapes per recompute level
+# (B=LLAMA_B, default 8, T=1024) with tokens/s, MFU and peak memory, and PyTorch on the 360M shape.
 set -u -o pipefail
 cd "$(dirname "$0")/.."
 debug=0
@@ -145,6 +148,12 @@ if gpu_ready hf_export_loads_in_transformers; then
         check hf_export_loads_in_transformers 120 "$py" dev/check_hf_export.py "$OUT/runs/export/step_00000002"
     fi
 fi
+# The Llama-family reference directories are Hugging Face directories: transformers'
+# LlamaForCausalLM / Qwen2ForCausalLM against dev/ref_llama.py's float64 forward (needs
+# transformers, not the GPU; a skip where it is missing).
+for m in tiny_llama tiny_llama_bf16 tiny_qwen2; do
+    check "ref_${m}_in_transformers" 120 "$py" dev/check_hf_export.py "dev/ref/$m"
+done
 
 # ---- data parallel on the one GPU: 2 ranks (-R -W, both -D 0) against 1 process, same -d.
 # NCCL 2.30 allows several ranks per GPU with NCCL_MULTI_RANK_GPU_ENABLE=1 (experimental);
@@ -253,6 +262,45 @@ if gpu_ready determinism_124M bench_124M_V50257_r0 bench_124M_V50257_r1 bench_12
     check data_xl 60 "$py" dev/bench_torch.py data "$OUT/runs/bench_xl.bin" 50257 $((4 * 4)) 1024 &&
         check gpt2_xl_r2 420 ./train_sftcu -i "$OUT/runs/bench_xl.bin" -e d48c1600h25 -b 4 -t 1024 -x 3 -r 2 -S 0 -o "$OUT/runs/xl" &&
         row gpt2_xl_peak_memory ok 0 "$(grep -m1 'peak in use' "$OUT/logs/gpt2_xl_r2.log" | sed 's/^memory| //')"
+fi
+
+# ---- the Llama family: SmolLM2-360M's and Llama-3.2-1B's shapes (fresh models of the
+# same sizes and vocabularies, tied heads) per recompute level, T=1024, B=$LB (default 8):
+# tokens/s, MFU and peak memory; then PyTorch (torch.compile) on the 360M shape.
+LB=${LLAMA_B:-8}
+llama_flops_per_token() {  # L C NH KVH FF V: 6 N (N: parameters, the tied head once) + attention 6 L NH HS T (causal)
+    local L=$1 C=$2 NH=$3 KVH=$4 FF=$5 V=$6 HS=$(($2 / $3))
+    echo $((6 * (V * C + L * (C * (NH + 2 * KVH) * HS + NH * HS * C + 3 * C * FF + 2 * C) + C) + 6 * L * NH * HS * 1024))
+}
+if gpu_ready bench_smollm2_360M_r0 bench_smollm2_360M_r1 bench_smollm2_360M_r2 bench_llama32_1B_r0 bench_llama32_1B_r1 \
+    bench_llama32_1B_r2 pytorch_compile_smollm2_360M; then
+    for shape in "smollm2_360M 32 960 15 5 2560 49152" "llama32_1B 16 2048 32 8 8192 128256"; do
+        read -r sname L C NH KVH FF V <<< "$shape"
+        check "bench_data_$sname" 120 "$py" dev/bench_torch.py data "$OUT/runs/bench_$sname.bin" "$V" $((LB * (STEPS + 1))) 1024 || continue
+        flops=$(llama_flops_per_token "$L" "$C" "$NH" "$KVH" "$FF" "$V")
+        for r in 0 1 2; do
+            name="bench_${sname}_r$r"
+            log="$OUT/logs/$name.log"
+            SFT_KERNEL_TIMES=4 check "$name" 300 ./train_sftcu -i "$OUT/runs/bench_$sname.bin" -e "l${L}c${C}h${NH}k${KVH}f${FF}t1024" \
+                -b "$LB" -t 1024 -S 0 -x "$STEPS" -r $r -o "$OUT/runs/$name" || { rm -rf "$OUT/runs/$name"; continue; }
+            rm -rf "$OUT/runs/$name"  # its final checkpoint: 15 GB for the 1B shape (F32 export + AdamW state)
+            ms=$(median_ms "$log")
+            mem=$(sed -n 's/.*peak in use \([0-9.]*\) MiB.*/\1/p' "$log")
+            kern=$(grep -m1 '^kernels|' "$log" | cut -d'|' -f2- | sed 's/^ //')
+            if [ -z "$ms" ] || [ -z "$mem" ]; then fail "${name}_result" "no ms/step or peak memory in the log"; continue; fi
+            tps=$(awk -v b="$LB" -v ms="$ms" 'BEGIN {printf "%.0f", b * 1024 * 1000 / ms}')
+            mfu=$(awk -v t="$tps" -v f="$flops" 'BEGIN {printf "%.1f", 100 * t * f / 989e12}')
+            printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$sname" "$V" "$r" "$ms" "$tps" "$mfu" "$mem" "$kern" >> "$bench"
+        done
+    done
+    if check pytorch_compile_smollm2_360M 420 "$py" dev/bench_torch.py gpu-llama 32 15 5 960 2560 49152 "$LB" 1024 "$STEPS"; then
+        tms=$(tail -1 "$OUT/logs/pytorch_compile_smollm2_360M.log" | tr -d ' \n')
+        if [[ "$tms" =~ ^[0-9.]+$ ]]; then
+            tps=$(awk -v b="$LB" -v ms="$tms" 'BEGIN {printf "%.0f", b * 1024 * 1000 / ms}')
+            printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "pytorch_smollm2" 49152 - "$tms" "$tps" \
+                "$(awk -v t="$tps" -v f="$(llama_flops_per_token 32 960 15 5 2560 49152)" 'BEGIN {printf "%.1f", 100 * t * f / 989e12}')" - - >> "$bench"
+        else fail pytorch_compile_smollm2_360M_result "no ms/step on the last line of the log"; fi
+    fi
 fi
 
 # ---- summary: table and JSON

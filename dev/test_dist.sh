@@ -121,6 +121,17 @@ if run2 $flags -Z 0 -o "$tmp/z0"; then
     [ -z "$why" ] && ok $name || fail $name "$why"
 fi
 
+# a Llama-family model (untied head, grouped-query attention, q/k/v biases): ZeRO-1 over 2
+# ranks equals one process (the sharding is over the flat parameters, whatever the family)
+name=dist_llama_zero1_equals_one_process
+lflags="${flags/d2c64h2t32/l2c32h4k2ubt32}"
+if run1 $lflags -o "$tmp/l1" && run2 $lflags -Z 1 -o "$tmp/l2"; then
+    series "$tmp/l1/metrics.jsonl" > "$tmp/l1.s"; series "$tmp/l2/metrics.jsonl" > "$tmp/l2.s"
+    why="$(close_series "$tmp/l1.s" "$tmp/l2.s" 1e-6)$(close_models "$tmp/l2/$final" "$tmp/l1/$final")"
+    grep -q "^model | Qwen2, 2 layers, 4 heads (2 key/value heads)" "$tmp/last.log" || why="not the Qwen2 model: $(grep -m1 '^model' "$tmp/last.log") $why"
+    [ -z "$why" ] && ok $name || fail $name "$why"
+fi
+
 # ---- a step with no target anywhere: -S 0 puts the data's first four empty rows in step 1 ----
 name=dist_empty_step_skipped_everywhere
 sflags="$base -d 64 -x 3 -S 0 -l 1e-3"
