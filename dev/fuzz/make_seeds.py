@@ -149,6 +149,19 @@ put("hf_index", "valid", json.dumps(index, indent=2))
 put("hf_index", "parent_dir", json.dumps({"weight_map": {"a": "../model.safetensors", "b": "x/y.safetensors", "c": ".."}}))
 put("hf_index", "nul_in_name", '{"weight_map": {"a": "m\\u0000.safetensors"}}')
 
+# ---- hf_sharded: config.json, NUL, index, NUL, then each shard as a 4-byte length and its bytes
+def sharded(config, tensors, nshards):
+    names = ["model-%05d-of-%05d.safetensors" % (k + 1, nshards) for k in range(nshards)]
+    parts = [tensors[k * len(tensors) // nshards:(k + 1) * len(tensors) // nshards] for k in range(nshards)]
+    index = {"metadata": {"total_size": 0}, "weight_map": {t[0]: names[k] for k in range(nshards) for t in parts[k]}}
+    out = json.dumps(config).encode() + b"\0" + json.dumps(index).encode() + b"\0"
+    for part in parts:
+        blob = safetensors(part)
+        out += struct.pack("<I", len(blob)) + blob
+    return out
+put("hf_sharded", "tiny_llama_2", sharded(tiny_llama, llama_tensors(8, 1, 5, 2, 1, 4, 12, True, False), 2))
+put("hf_sharded", "tiny_qwen2_3", sharded(tiny_qwen, llama_tensors(8, 1, 5, 2, 1, 4, 12, False, True), 3))
+
 # ---- state: optimizer state for the model of fuzz_state.c (L=1, NH=1, C=4, V=8, maxT=4)
 P = 8 * 4 + 4 * 4 + 4 + 4 + 4 * 12 + 12 + 16 + 4 + 4 + 4 + 4 * 16 + 16 + 16 * 4 + 4 + 4 + 4
 def state(step=5, adam_t=4, epoch=1, cursor=2):
