@@ -63,6 +63,12 @@ template <typename T> static void download(float *dst, const T *src, size_t n) {
     free(tmp);
 }
 
+// Tensor i's name in messages: transformers' (the first stacked part for q|k|v and gate|up)
+static const char *tensor_name(const GPT2Config *cfg, int i) {
+    HfPart parts[3];
+    return param_hf_parts(cfg, i, parts) ? parts[0].name : PARAM_INFO[i].hf_name;
+}
+
 // worst over the parameter tensors of max |a - b| / max |b| (elementwise, relative to each tensor's scale)
 static double worst_tensor_error(const GPT2Config *cfg, const float *a, const float *b, const char **worst_name) {
     size_t off = 0;
@@ -70,7 +76,7 @@ static double worst_tensor_error(const GPT2Config *cfg, const float *a, const fl
     for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
         size_t n = param_numel(cfg, i);
         double e = rel_err(a + off, b + off, n);
-        if (!(e <= worst)) { worst = e; *worst_name = PARAM_INFO[i].hf_name; }
+        if (!(e <= worst)) { worst = e; *worst_name = tensor_name(cfg, i); }
         off += n;
     }
     return worst;
@@ -131,7 +137,7 @@ static void test_step_against_cpu(const char *name, const GPT2Config *cfg, const
 #else
         double e = fabs(norm(gg + off, n) - norm(cg + off, n)) / (norm(cg + off, n) + 1e-12);  // per-tensor gradient norms
 #endif
-        if (!(e <= worst)) { worst = e; worst_name = PARAM_INFO[i].hf_name; }
+        if (!(e <= worst)) { worst = e; worst_name = tensor_name(cfg, i); }
         off += n;
     }
     const char *elem_name = "";
@@ -208,6 +214,81 @@ static void test_accumulation(const char *name, const GPT2Config *cfg, const flo
     data_free(&df);
 }
 
+// ---- the Llama family on the GPU alone ----
+
+// A fresh model of descriptor desc with vocabulary V and weights that are not at their
+// special values (norm scales 1, biases 0), so every gradient is exercised: the fresh
+// initialization, then every tensor plus scale * normal noise.
+static float *llama_test_params(GPT2Config *cfg, const char *desc, int V, uint64_t seed) {
+    if (gpt2_parse_descriptor(desc, cfg) != 0) fatal("test_sftcu: bad descriptor %s", desc);
+    cfg->V = V;
+    gpt2_check_config(cfg, desc);
+    ParamTensors p;
+    float *params = (float *)xmalloc(gpt2_num_parameters(cfg) * sizeof(float));
+    param_pointers(cfg, params, &p);
+    gpt2_init_random(cfg, &p, seed);
+    Rng r;
+    rng_seed(&r, seed + 1);
+    for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
+        float scale = PARAM_INFO[i].decay ? 0.05f : 0.2f;
+        for (size_t k = 0; k < param_numel(cfg, i); k++) p.t[i][k] += scale * rng_normal(&r);
+    }
+    return params;
+}
+
+// Loss (mean over targets) and the gradients (host layout) of one micro-batch.
+static double gpu_loss_grads(GpuModel *M, Loader *ld, float *grads) {
+    int B = ld->B, T = ld->T, BT = B * T;
+    CUDA_CHECK(cudaMemset(M->grads, 0, M->num_params_dev * sizeof(*M->grads)));
+    gpu_upload_batch(M, ld->inputs, ld->pos, ld->doc_start, ld->targets, BT, NULL, 0);
+    int R = M->b.num_rows;
+    gpu_forward(M, B, T, true, 1.0f / (float)R);
+    float *losses = (float *)xmalloc(BT * sizeof(float));
+    double loss = gpu_loss_sum(M, losses) / R;
+    free(losses);
+    gpu_backward(M, B, T);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    params_to_host(M, grads, M->grads);
+    return loss;
+}
+
+// Recompute levels 1 and 2 give level 0's loss and gradients bit for bit (the same kernels
+// on the same inputs), and a second run of level 0 does too (determinism).
+static void test_llama_recompute(const char *name, const GPT2Config *cfg, const float *params, Loader *ld) {
+    size_t P = gpt2_num_parameters(cfg);
+    float *g0 = (float *)xmalloc(P * sizeof(float)), *g = (float *)xmalloc(P * sizeof(float));
+    GpuComm one;
+    comm_single(&one);
+    double l0 = 0.0;
+    for (int r = 0; r <= 2; r++) {
+        for (int rep = 0; rep < (r == 0 ? 2 : 1); rep++) {
+            GpuModel M;
+            gpu_model_build(&M, cfg, params, ld->B, ld->T, r, &one, 0);
+            double l = gpu_loss_grads(&M, ld, r == 0 && rep == 0 ? g0 : g);
+            gpu_model_free(&M);
+            if (r == 0 && rep == 0) { l0 = l; continue; }
+            char full[128];
+            if (r == 0) snprintf(full, sizeof full, "%s_deterministic", name);
+            else snprintf(full, sizeof full, "%s_recompute%d_equals_0", name, r);
+            bool same = l == l0 && !memcmp(g, g0, P * sizeof(float));
+            check(full, same, "loss %.9g vs %.9g, gradients %s", l, l0, same ? "bit-identical" : "differ");
+        }
+    }
+    free(g0); free(g);
+}
+
+
+static void test_llama_gpu(const char *name, const GPT2Config *cfg, const float *params, int B, int T) {
+    DataFile df;
+    data_load(&df, "dev/ref/tiny_train.bin");
+    Loader ld;
+    loader_init(&ld, &df, B, T, 0, 0, 1);
+    loader_next_batch(&ld);
+    test_llama_recompute(name, cfg, params, &ld);
+    loader_free(&ld);
+    data_free(&df);
+}
+
 // ---- whole programs ----
 
 static int run(const char *cmd) {
@@ -227,6 +308,56 @@ static int read_losses(const char *path, double *out, int cap) {
 }
 
 static char tmp_root[256];
+
+// The line of a program's output that starts with prefix (without the newline), or "" if none
+static void find_line(const char *path, const char *prefix, char *out, size_t cap) {
+    out[0] = 0;
+    if (!path_exists(path)) return;
+    size_t n;
+    char *text = read_whole_file(path, &n);
+    for (char *line = text; line && *line;) {
+        char *end = strchr(line, '\n');
+        size_t len = end ? (size_t)(end - line) : strlen(line);
+        if (!strncmp(line, prefix, strlen(prefix))) {
+            snprintf(out, cap, "%.*s", (int)len, line);
+            break;
+        }
+        line = end ? end + 1 : NULL;
+    }
+    free(text);
+}
+
+// The Llama family as whole programs: ten steps of ./train_sftcu against ./train_sft on a
+// fresh untied GQA model (-r 2: the whole layers recomputed), then a greedy sample from
+// each: in fp32 the same tokens (the GPU generator runs gpu_forward on the sequence).
+static void test_programs_llama(void) {
+    const char *flags = "-i dev/ref/tiny_train.bin -e l2c64h4k2f96t32u -b 3 -t 32 -d 192 -x 10 -l 3e-3 -u 2 -c 0.1 -S 1 -s 100 -g 8";
+    char cmd[2048], path[600];
+    double cpu[16], gpu[16];
+    snprintf(cmd, sizeof cmd, "./train_sft %s -o %s/llama_cpu > %s/llama_cpu.out", flags, tmp_root, tmp_root);
+    int rc1 = run(cmd);
+    snprintf(cmd, sizeof cmd, "./%s %s -r 2 -o %s/llama_gpu > %s/llama_gpu.out", GPU_BINARY, flags, tmp_root, tmp_root);
+    int rc2 = run(cmd);
+    snprintf(path, sizeof path, "%s/llama_cpu/metrics.jsonl", tmp_root);
+    int nc = read_losses(path, cpu, 16);
+    snprintf(path, sizeof path, "%s/llama_gpu/metrics.jsonl", tmp_root);
+    int ng = read_losses(path, gpu, 16);
+    double worst = nc == 10 && ng == 10 ? 0.0 : 1.0;
+    for (int i = 0; i < 10 && i < nc && i < ng; i++) worst = fmax(worst, fabs(gpu[i] - cpu[i]) / fabs(cpu[i]));
+    check("llama_ten_steps_match_cpu", rc1 == 0 && rc2 == 0 && worst < TOL_STEPS, "exit %d %d, %d/%d steps, worst relative loss difference %.3g",
+          rc1, rc2, nc, ng, worst);
+    char cs[512], gs[512];
+    snprintf(path, sizeof path, "%s/llama_cpu.out", tmp_root);
+    find_line(path, "sample | generated:", cs, sizeof cs);
+    snprintf(path, sizeof path, "%s/llama_gpu.out", tmp_root);
+    find_line(path, "sample | generated:", gs, sizeof gs);
+#if defined(ENABLE_FP32)
+    bool ok = gs[0] && !strcmp(cs, gs);
+#else
+    bool ok = gs[0] != 0;  // bf16 logits may break a near-tie the other way
+#endif
+    check("llama_greedy_sample", ok, "GPU \"%s\", CPU \"%s\"", gs, cs);
+}
 
 static void test_programs(void) {
     const char *flags = "-i dev/ref/tiny_train.bin -e d2c64h2t32 -b 3 -t 32 -d 192 -x 10 -l 3e-3 -u 2 -c 0.1 -S 1";
@@ -302,7 +433,30 @@ int main(void) {
     test_step_against_cpu("d2c64", &c2, params, "dev/ref/tiny_train.bin", 3, 64, 0);
     test_accumulation("d2c64", &c2, params, "dev/ref/tiny_train.bin", 8, 1, 64);
     free(params);
+    // the Llama family against the CPU trainer: the PyTorch-checked tiny_llama (GQA, untied,
+    // Llama 3 rope scaling, head size 8) and tiny_qwen2 (q/k/v biases, one kv head, tied)
+    const char *ref_dirs[2] = {"dev/ref/tiny_llama", "dev/ref/tiny_qwen2"};
+    for (int k = 0; k < 2; k++) {
+        gpt2_load_hf(ref_dirs[k], &cfg, &params, &p);
+        for (int r = 0; r <= 2; r++) {
+            char name[64];
+            snprintf(name, sizeof name, "%s_recompute%d", k == 0 ? "tiny_llama" : "tiny_qwen2", r);
+            test_step_against_cpu(name, &cfg, params, "dev/ref/tiny_train.bin", 2, 16, r);
+        }
+        free(params);
+    }
+    // fresh models with head size 32 (the tensor-core attention in bf16): Llama with GQA
+    // and an untied head, Qwen2 with biases, one kv head and a tied head
+    const char *descs[2] = {"l2c128h4k2f192u", "l2c128h4k1f192b"};
+    for (int k = 0; k < 2; k++) {
+        params = llama_test_params(&c2, descs[k], 61, 11);
+        test_step_against_cpu(descs[k], &c2, params, "dev/ref/tiny_train.bin", 2, 32, 0);
+        if (k == 0) test_accumulation(descs[k], &c2, params, "dev/ref/tiny_train.bin", 4, 1, 32);
+        test_llama_gpu(descs[k], &c2, params, 2, 32);
+        free(params);
+    }
     test_programs();
+    test_programs_llama();
     printf("test_sftcu_%s: %d failed\n", PRECISION_NAME, failures);
     return failures ? 1 : 0;
 }

@@ -4,17 +4,21 @@ semantics, checkpoints and Hugging Face export as the CPU trainer (train_sft.c),
 which is its reference: every kernel in cuda/ has a CPU twin there, checked in
 dev/cuda/, and test_sftcu compares whole steps.
 
+Both model families of common/gpt2.h: GPT-2, and Llama/Qwen2 (RMSNorm, rotary positions,
+SwiGLU, [out, in] weights, no position embedding, tied or untied head), chosen by the
+configuration in a few dispatching layer functions (norm_*, linear_*, mlp_*), so that both
+run through the same layer_forward and gpu_backward.
 Matrix products run through cuBLASLt (the layers', with bias, GELU, its derivative and the
 bias gradient in the product's epilogue) and cuBLAS (the classifier's); everything else is our own kernels (the
-headers in cuda/); each residual add is fused into the LayerNorm that follows it.
+headers in cuda/); each residual add is fused into the LayerNorm (RMSNorm) that follows it.
 Precision is chosen at build time: bf16 (default) keeps weights, activations and
 activation gradients in bf16 for the matrix work, with fp32 parameter gradients
 (cuBLASLt writes the weight and bias gradients in fp32; they accumulate over the
 micro-batches in fp32), fp32 master weights, fp32 AdamW moments and fp32 reductions;
 `make train_sftcu PRECISION=FP32` computes in fp32 throughout.
 -r sets gradient checkpointing: 0 stores every activation, 1 recomputes the LayerNorm
-outputs and the MLP's first product with its GELU in backward, 2 keeps only each layer's
-input and recomputes the layer.
+(RMSNorm) outputs and the MLP's first product with its GELU (SwiGLU) in backward, 2 keeps
+only each layer's input and recomputes the layer.
 Every kernel is deterministic (no float atomics), so a run is bit-identical run to run.
 Data parallel: W processes, one per GPU, as in common/dist.h; the gradients meet once per
 step over NCCL (cuda/dist.cuh), with ZeRO-1 sharding the fp32 master weights and AdamW
@@ -35,6 +39,9 @@ moments by default when W > 1.
 #include "cuda/layernorm.cuh"
 #include "cuda/matmul.cuh"
 #include "cuda/optimizer.cuh"
+#include "cuda/rmsnorm.cuh"
+#include "cuda/rope.cuh"
+#include "cuda/swiglu.cuh"
 
 // ----------------------------------------------------------------------------
 // The model on the device. Parameters are floatX, their gradients fp32, in one
@@ -46,19 +53,23 @@ moments by default when W > 1.
 // with zeros): each rank keeps the master weights and moments of its own shard only,
 // and params and grads are W shards long so the collectives can work in place.
 
+// Widths (common/gpt2.h): QKV = (NH + 2 KVH) HS (3C for GPT-2), A = NH HS (C for GPT-2),
+// FF the MLP's hidden width (4C for GPT-2), FW = the MLP's first product: FF for GPT-2,
+// 2 FF for the Llama family ([gate | up]).
 struct Acts {
     floatX *encoded;                   // (BT, C)
-    floatX *ln1, *qkv, *atty;          // (BT, C) / (BT, 3C) / (BT, C), per layer unless recomputed
-    float *ln1_mean, *ln1_rstd, *lse;  // (L, BT), (L, BT), (L, NH, BT)
+    floatX *ln1, *qkv, *atty;          // (BT, C) / (BT, QKV) (q and k after RoPE) / (BT, A), per layer unless recomputed
+    float *ln1_mean, *ln1_rstd, *lse;  // (L, BT), (L, BT), (L, NH, BT); the means only for GPT-2's LayerNorm
     floatX *residual2, *ln2;           // (BT, C)
     float *ln2_mean, *ln2_rstd;        // (L, BT)
-    floatX *fch, *fch_gelu;            // (BT, 4C) the MLP's GELU input and output, per layer at level 0
+    floatX *fch, *fch_gelu;            // (BT, FW) the MLP's first product, (BT, FF) its GELU (SwiGLU) output, per layer at level 0
     floatX *residual3;                 // (L, BT, C): every layer's output, always kept
     floatX *lnf;                       // (BT, C)
     float *lnf_mean, *lnf_rstd;        // (BT)
     floatX *x_sel, *logits;            // (BT, C), (BT, Vp): rows that go to the classifier
     float *losses;                     // (BT)
-    floatX *dresidual, *dln, *datty, *dqkv, *dfch, *dx_sel;  // gradient scratch, one layer
+    floatX *dresidual, *dln, *datty, *dqkv, *dfch, *dx_sel;  // gradient scratch, one layer: (BT, C), (BT, C), (BT, A), (BT, QKV), (BT, FW), (BT, C)
+    floatX *dswiglu;                   // (BT, FF) the gradient of the SwiGLU output (Llama family; empty for GPT-2)
     float *scratch;                    // reductions
     float *norm2, *grad_scale;         // one float each
 };
@@ -107,6 +118,7 @@ struct GpuModel {
     BlasLt lt;                         // cuBLASLt handle, sharing blas_workspace
     void *blas_workspace;              // (BLAS_WORKSPACE bytes) cuBLAS's workspace, set once with the stream
     cudaStream_t stream;
+    float *inv_freq;                   // (HS/2) RoPE's frequencies on the device (Llama family; rope_inv_freq)
     float *host_logits;                // one row, for generation
     floatX *host_row;
 };
@@ -133,40 +145,49 @@ static void *acts_take(size_t bytes, size_t *total, bool allocate) {
 // or only adds up their bytes (for the memory plan before anything is allocated).
 // *scratch_floats gets the size of the shared reduction scratch. cfg is the device
 // configuration (vocabulary padded to VOCAB_PAD: the logits have Vp columns).
+// The MLP's first product's width: GPT-2's fc (FF), or the Llama family's gate|up (2 FF).
+static size_t mlp_first_width(const GPT2Config *c) { return (is_llama_family(c) ? 2 : 1) * (size_t)c->FF; }
+
 static size_t gpu_acts_alloc(Acts *a, size_t *scratch_floats, const GPT2Config *cfg, int B, int T, int recompute, bool allocate) {
     size_t L = cfg->L, C = cfg->C, BT = (size_t)B * T, V = cfg->V, NH = cfg->NH;
+    size_t QKV = qkv_width(cfg), A = (size_t)cfg->NH * cfg->HS, FF = cfg->FF, FW = mlp_first_width(cfg);
     size_t t = 0, X = sizeof(floatX), F = sizeof(float);
+    int llama = is_llama_family(cfg);
+    size_t ML = llama ? 0 : L;  // LayerNorm means: RMSNorm has none
     size_t lay = stored_per_layer(recompute, true) ? L : 1;   // ln1, ln2, fch, fch_gelu: recomputed at level 1
     size_t big = stored_per_layer(recompute, false) ? L : 1;  // qkv, atty, lse, residual2: kept at level 1
     a->encoded = (floatX *)acts_take(BT * C * X, &t, allocate);
     a->ln1 = (floatX *)acts_take(lay * BT * C * X, &t, allocate);
-    a->qkv = (floatX *)acts_take(big * BT * 3 * C * X, &t, allocate);
-    a->atty = (floatX *)acts_take(big * BT * C * X, &t, allocate);
+    a->qkv = (floatX *)acts_take(big * BT * QKV * X, &t, allocate);
+    a->atty = (floatX *)acts_take(big * BT * A * X, &t, allocate);
     a->lse = (float *)acts_take(big * NH * BT * F, &t, allocate);
-    a->ln1_mean = (float *)acts_take(L * BT * F, &t, allocate);
+    a->ln1_mean = (float *)acts_take(ML * BT * F, &t, allocate);
     a->ln1_rstd = (float *)acts_take(L * BT * F, &t, allocate);
     a->residual2 = (floatX *)acts_take(big * BT * C * X, &t, allocate);
     a->ln2 = (floatX *)acts_take(lay * BT * C * X, &t, allocate);
-    a->ln2_mean = (float *)acts_take(L * BT * F, &t, allocate);
+    a->ln2_mean = (float *)acts_take(ML * BT * F, &t, allocate);
     a->ln2_rstd = (float *)acts_take(L * BT * F, &t, allocate);
-    a->fch = (floatX *)acts_take(lay * BT * 4 * C * X, &t, allocate);
-    a->fch_gelu = (floatX *)acts_take(lay * BT * 4 * C * X, &t, allocate);
+    a->fch = (floatX *)acts_take(lay * BT * FW * X, &t, allocate);
+    a->fch_gelu = (floatX *)acts_take(lay * BT * FF * X, &t, allocate);
     a->residual3 = (floatX *)acts_take(L * BT * C * X, &t, allocate);
     a->lnf = (floatX *)acts_take(BT * C * X, &t, allocate);
-    a->lnf_mean = (float *)acts_take(BT * F, &t, allocate);
+    a->lnf_mean = (float *)acts_take((llama ? 0 : BT) * F, &t, allocate);
     a->lnf_rstd = (float *)acts_take(BT * F, &t, allocate);
     a->x_sel = (floatX *)acts_take(BT * C * X, &t, allocate);
     a->logits = (floatX *)acts_take(BT * V * X, &t, allocate);
     a->losses = (float *)acts_take(BT * F, &t, allocate);
     a->dresidual = (floatX *)acts_take(BT * C * X, &t, allocate);
     a->dln = (floatX *)acts_take(BT * C * X, &t, allocate);
-    a->datty = (floatX *)acts_take(BT * C * X, &t, allocate);
-    a->dqkv = (floatX *)acts_take(BT * 3 * C * X, &t, allocate);
-    a->dfch = (floatX *)acts_take(BT * 4 * C * X, &t, allocate);
+    a->datty = (floatX *)acts_take(BT * A * X, &t, allocate);
+    a->dqkv = (floatX *)acts_take(BT * QKV * X, &t, allocate);
+    a->dfch = (floatX *)acts_take(BT * FW * X, &t, allocate);
     a->dx_sel = (floatX *)acts_take(BT * C * X, &t, allocate);
-    size_t s = layernorm_backward_scratch_floats((int)BT, (int)C);
-    size_t s2 = 4 * C;  // the bias gradient of the widest product, before it is added
-    size_t s3 = attention_backward_scratch_floats(B, T, (int)C, (int)NH);
+    a->dswiglu = (floatX *)acts_take((llama ? BT * FF : 0) * X, &t, allocate);
+    size_t s = layernorm_backward_scratch_floats((int)BT, (int)C);  // RMSNorm's needs half of it
+    // the bias gradient before it is added: GPT-2's widest product (in the epilogue); Qwen2's
+    // q, k, v bias by bias_backward's partial sums
+    size_t s2 = llama ? (cfg->qkv_bias ? bias_backward_scratch_floats((int)BT, (int)QKV) : 0) : FW;
+    size_t s3 = attention_backward_scratch_floats(B, T, (int)NH);
     size_t s4 = global_norm_scratch_floats();
     if (s2 > s) s = s2;
     if (s3 > s) s = s3;
@@ -180,20 +201,24 @@ static size_t gpu_acts_alloc(Acts *a, size_t *scratch_floats, const GPT2Config *
 
 #define VOCAB_PAD 128
 
-// Host layout (V rows of wte) to device layout (Vp rows, zero padding) and back, for
-// an fp32 array of the parameters' shape. wte is the first tensor, so the padding
-// is one gap after its V rows.
+// Host layout (V rows of wte and of an untied lm_head) to device layout (Vp rows, zero
+// padding) and back, for an fp32 array of the parameters' shape: tensor by tensor, the
+// vocabulary tensors' V rows followed by their padding (the other tensors have none).
 static void params_to_device(const GpuModel *M, float *dev, const float *host) {
-    size_t head = (size_t)M->cfg.V * M->cfg.C, gap = (size_t)(M->cfg_dev.V - M->cfg.V) * M->cfg.C;
-    CUDA_CHECK(cudaMemcpy(dev, host, head * sizeof(float), cudaMemcpyHostToDevice));
-    CUDA_CHECK(cudaMemset(dev + head, 0, gap * sizeof(float)));
-    CUDA_CHECK(cudaMemcpy(dev + head + gap, host + head, (M->num_params - head) * sizeof(float), cudaMemcpyHostToDevice));
+    for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
+        size_t n = param_numel(&M->cfg, i), nd = param_numel(&M->cfg_dev, i);
+        CUDA_CHECK(cudaMemcpy(dev, host, n * sizeof(float), cudaMemcpyHostToDevice));
+        CUDA_CHECK(cudaMemset(dev + n, 0, (nd - n) * sizeof(float)));
+        host += n; dev += nd;
+    }
 }
 
 static void params_to_host(const GpuModel *M, float *host, const float *dev) {
-    size_t head = (size_t)M->cfg.V * M->cfg.C, gap = (size_t)(M->cfg_dev.V - M->cfg.V) * M->cfg.C;
-    CUDA_CHECK(cudaMemcpy(host, dev, head * sizeof(float), cudaMemcpyDeviceToHost));
-    CUDA_CHECK(cudaMemcpy(host + head, dev + head + gap, (M->num_params - head) * sizeof(float), cudaMemcpyDeviceToHost));
+    for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
+        size_t n = param_numel(&M->cfg, i), nd = param_numel(&M->cfg_dev, i);
+        CUDA_CHECK(cudaMemcpy(host, dev, n * sizeof(float), cudaMemcpyDeviceToHost));
+        host += n; dev += nd;
+    }
 }
 
 // ZeRO-1's shard: ceil(P / W) rounded up to 64 elements, so that every shard starts
@@ -262,14 +287,22 @@ static void gpu_model_build(GpuModel *M, const GPT2Config *cfg, const float *hos
     for (int i = 0; i < cfg->maxT; i++) M->slot_pos[i] = -1;
     M->host_logits = (float *)xmalloc(V * sizeof(float));
     M->host_row = (floatX *)xmalloc(V * sizeof(floatX));
+    M->inv_freq = NULL;
+    if (is_llama_family(cfg)) {  // the shared frequencies (common/gpt2.h), as the CPU trainer's
+        float *f = (float *)xmalloc((size_t)(cfg->HS / 2) * sizeof(float));
+        rope_inv_freq(cfg, f);
+        M->inv_freq = (float *)dev_alloc((size_t)(cfg->HS / 2) * sizeof(float));
+        CUDA_CHECK(cudaMemcpy(M->inv_freq, f, (size_t)(cfg->HS / 2) * sizeof(float), cudaMemcpyHostToDevice));
+        free(f);
+    }
 }
 
 static void gpu_model_free(GpuModel *M) {
     Acts *a = &M->a;
     void *ptrs[] = {M->params, M->grads, M->m, M->v, a->encoded, a->ln1, a->qkv, a->atty, a->lse, a->ln1_mean, a->ln1_rstd, a->residual2,
                     a->ln2, a->ln2_mean, a->ln2_rstd, a->fch, a->fch_gelu, a->residual3, a->lnf, a->lnf_mean, a->lnf_rstd, a->x_sel,
-                    a->logits, a->losses, a->dresidual, a->dln, a->datty, a->dqkv, a->dfch, a->dx_sel, a->scratch, a->norm2,
-                    a->grad_scale, M->dev_block, M->blas_workspace};
+                    a->logits, a->losses, a->dresidual, a->dln, a->datty, a->dqkv, a->dfch, a->dx_sel, a->dswiglu, a->scratch, a->norm2,
+                    a->grad_scale, M->dev_block, M->blas_workspace, M->inv_freq};
     for (size_t i = 0; i < sizeof ptrs / sizeof ptrs[0]; i++) CUDA_CHECK(cudaFree(ptrs[i]));
 #if !defined(ENABLE_FP32)
     CUDA_CHECK(cudaFree(M->master));
@@ -346,74 +379,181 @@ static void kt_step_end(cudaStream_t s) {
 struct LayerActs {
     floatX *ln1, *qkv, *atty, *residual2, *ln2, *fch, *fch_gelu, *residual3;
     const floatX *input;
-    float *ln1_mean, *ln1_rstd, *lse, *ln2_mean, *ln2_rstd;
+    float *ln1_mean, *ln1_rstd, *lse, *ln2_mean, *ln2_rstd;  // the means null for the Llama family
 };
 
 static LayerActs layer_acts(const GpuModel *M, int l, int BT) {
     const Acts *a = &M->a;
-    size_t C = M->cfg.C, NH = M->cfg.NH;
+    const GPT2Config *c = &M->cfg;
+    size_t C = c->C, NH = c->NH, QKV = qkv_width(c), A = (size_t)c->NH * c->HS, FF = c->FF, FW = mlp_first_width(c);
     size_t lay = stored_per_layer(M->recompute, true) ? l : 0, big = stored_per_layer(M->recompute, false) ? l : 0;
+    bool llama = is_llama_family(c);
     LayerActs r;
     r.ln1 = a->ln1 + lay * BT * C;
-    r.qkv = a->qkv + big * BT * 3 * C;
-    r.atty = a->atty + big * BT * C;
+    r.qkv = a->qkv + big * BT * QKV;
+    r.atty = a->atty + big * BT * A;
     r.lse = a->lse + big * NH * BT;
     r.residual2 = a->residual2 + big * BT * C;
     r.ln2 = a->ln2 + lay * BT * C;
-    r.fch = a->fch + lay * BT * 4 * C;
-    r.fch_gelu = a->fch_gelu + lay * BT * 4 * C;
+    r.fch = a->fch + lay * BT * FW;
+    r.fch_gelu = a->fch_gelu + lay * BT * FF;
     r.residual3 = a->residual3 + (size_t)l * BT * C;
     r.input = l == 0 ? a->encoded : a->residual3 + (size_t)(l - 1) * BT * C;
-    r.ln1_mean = a->ln1_mean + (size_t)l * BT; r.ln1_rstd = a->ln1_rstd + (size_t)l * BT;
-    r.ln2_mean = a->ln2_mean + (size_t)l * BT; r.ln2_rstd = a->ln2_rstd + (size_t)l * BT;
+    r.ln1_mean = llama ? nullptr : a->ln1_mean + (size_t)l * BT; r.ln1_rstd = a->ln1_rstd + (size_t)l * BT;
+    r.ln2_mean = llama ? nullptr : a->ln2_mean + (size_t)l * BT; r.ln2_rstd = a->ln2_rstd + (size_t)l * BT;
     return r;
 }
 
+// Layer l's slice of parameter tensor i (floatX weights) and of its fp32 gradient (for a
+// tensor outside the layers, l = 0: the whole tensor); null for a tensor the family does
+// not have (the Llama family's biases but Qwen2's q, k, v ones, its LayerNorm biases, wpe).
+static floatX *lp(const GpuModel *M, int i, int l) {
+    int64_t shape[2], n = param_slice_shape(&M->cfg_dev, i, shape);
+    return n ? M->p[i] + (size_t)l * n : nullptr;
+}
+static float *lg(const GpuModel *M, int i, int l) {
+    int64_t shape[2], n = param_slice_shape(&M->cfg_dev, i, shape);
+    return n ? M->g[i] + (size_t)l * n : nullptr;
+}
+
+// ----------------------------------------------------------------------------
+// The layers whose kernels differ between the families, chosen by the configuration.
+// GPT-2: LayerNorm, Conv1D weights [in, out] with biases, GELU (in the product's epilogue).
+// Llama family: RMSNorm (no mean, no bias), nn.Linear weights [out, in] (Qwen2's q, k, v
+// biases), RoPE on q and k, SwiGLU.
+
+// out = norm(inp) over BT rows of C channels (mean unused by RMSNorm, b null there)
+static void norm_forward(GpuModel *M, floatX *out, float *mean, float *rstd, const floatX *inp, const floatX *w, const floatX *b, int BT) {
+    const GPT2Config *c = &M->cfg;
+    kt_mark(M->stream, K_LAYERNORM);
+    if (is_llama_family(c)) rmsnorm_forward(out, rstd, inp, w, BT, c->C, c->eps, M->stream);
+    else layernorm_forward(out, mean, rstd, inp, w, b, BT, c->C, c->eps, M->stream);
+}
+
+// residual_out = a + bsum, out = norm(residual_out); out may be bsum (in place)
+static void fused_residual_norm_forward(GpuModel *M, floatX *residual_out, floatX *out, float *mean, float *rstd, const floatX *a,
+                                        const floatX *bsum, const floatX *w, const floatX *b, int BT) {
+    const GPT2Config *c = &M->cfg;
+    kt_mark(M->stream, K_LAYERNORM);
+    if (is_llama_family(c)) fused_residual_rmsnorm_forward(residual_out, out, rstd, a, bsum, w, BT, c->C, c->eps, M->stream);
+    else fused_residual_layernorm_forward(residual_out, out, mean, rstd, a, bsum, w, b, BT, c->C, c->eps, M->stream);
+}
+
+// dinp += the norm's input gradient, dw (and GPT-2's db) += its weight gradients
+static void norm_backward(GpuModel *M, floatX *dinp, float *dw, float *db, const floatX *dout, const floatX *inp, const floatX *w,
+                          const float *mean, const float *rstd, int BT) {
+    const GPT2Config *c = &M->cfg;
+    kt_mark(M->stream, K_LAYERNORM);
+    if (is_llama_family(c)) rmsnorm_backward(dinp, dw, M->a.scratch, dout, inp, w, rstd, BT, c->C, M->stream);
+    else layernorm_backward(dinp, dw, db, M->a.scratch, dout, inp, w, mean, rstd, BT, c->C, M->stream);
+}
+
+// out (BT, OC) = inp (BT, IC) times the weight w (+ bias; null: none, Llama family only)
+static void linear_forward(GpuModel *M, floatX *out, const floatX *inp, const floatX *w, const floatX *bias, int BT, int IC, int OC) {
+    kt_mark(M->stream, K_MATMUL);
+    if (is_llama_family(&M->cfg)) matmul_forward_oi(&M->lt, out, inp, w, bias, BT, IC, OC, M->stream);
+    else matmul_forward(&M->lt, out, inp, w, bias, BT, IC, OC, M->stream);
+}
+
+// dinp = dout times w^T (overwritten), dw += (fp32), dbias += its column sums (when not null)
+static void linear_backward(GpuModel *M, floatX *dinp, float *dw, float *dbias, const floatX *dout, const floatX *inp, const floatX *w, int BT,
+                            int IC, int OC) {
+    cudaStream_t s = M->stream;
+    kt_mark(s, K_MATMUL);
+    if (!is_llama_family(&M->cfg)) {
+        matmul_backward(&M->lt, dinp, dw, dbias, M->a.scratch, dout, inp, w, nullptr, BT, IC, OC, s);
+        return;
+    }
+    matmul_backward_oi(&M->lt, dinp, dw, dout, inp, w, BT, IC, OC, s);
+    if (dbias) bias_backward(dbias, M->a.scratch, dout, BT, OC, s);
+}
+
+// The MLP up to its hidden activation x.fch_gelu (BT, FF) from x.ln2: GPT-2 fch = fc(ln2) and
+// its GELU in the product's epilogue; Llama fch = [gate | up] of ln2 and the SwiGLU kernel.
+static void mlp_up_forward(GpuModel *M, int l, const LayerActs *x, int BT) {
+    const GPT2Config *c = &M->cfg;
+    cudaStream_t s = M->stream;
+    kt_mark(s, K_MATMUL);
+    if (!is_llama_family(c)) {
+        matmul_forward_gelu(&M->lt, x->fch_gelu, x->fch, x->ln2, lp(M, P_FCW, l), lp(M, P_FCB, l), BT, c->C, c->FF, s);
+        return;
+    }
+    matmul_forward_oi(&M->lt, x->fch, x->ln2, lp(M, P_FCW, l), nullptr, BT, c->C, 2 * c->FF, s);
+    kt_mark(s, K_OTHER);
+    swiglu_forward(x->fch_gelu, x->fch, BT, c->FF, s);
+}
+
+// Backward through the MLP's output product and its activation: from dout (the residual
+// stream's gradient) to M->a.dfch, the gradient of the first product's output. GPT-2: the
+// GELU's derivative in the epilogue; Llama: the product into dswiglu, then SwiGLU's backward.
+static void mlp_down_backward(GpuModel *M, int l, const LayerActs *x, const floatX *dout, int BT) {
+    const GPT2Config *c = &M->cfg;
+    Acts *a = &M->a;
+    cudaStream_t s = M->stream;
+    kt_mark(s, K_MATMUL);
+    if (!is_llama_family(c)) {
+        matmul_backward(&M->lt, a->dfch, lg(M, P_FCPROJW, l), lg(M, P_FCPROJB, l), a->scratch, dout, x->fch_gelu, lp(M, P_FCPROJW, l), x->fch, BT,
+                        c->FF, c->C, s);
+        return;
+    }
+    matmul_backward_oi(&M->lt, a->dswiglu, lg(M, P_FCPROJW, l), dout, x->fch_gelu, lp(M, P_FCPROJW, l), BT, c->FF, c->C, s);
+    kt_mark(s, K_OTHER);
+    swiglu_backward(a->dfch, x->fch, a->dswiglu, BT, c->FF, s);
+}
+
+// Attention of the layer (document-masked causal; query head h reads key/value head h / (NH/KVH)).
+static void attn_forward(GpuModel *M, const LayerActs *x, int B, int T) {
+    const GPT2Config *c = &M->cfg;
+    kt_mark(M->stream, K_ATTENTION);
+    if (is_llama_family(c)) rope_forward(x->qkv, M->b.pos, M->inv_freq, B * T, c->NH, c->KVH, c->HS, M->stream);
+    attention_forward(x->atty, x->lse, x->qkv, M->b.doc_start, B, T, c->NH, c->KVH, c->HS, M->stream);
+}
+
+// M->a.dqkv = the gradient of the layer's q|k|v product's output (before RoPE), from M->a.datty
+static void attn_backward(GpuModel *M, const LayerActs *x, int B, int T) {
+    const GPT2Config *c = &M->cfg;
+    Acts *a = &M->a;
+    kt_mark(M->stream, K_ATTENTION);
+    attention_backward(a->dqkv, a->scratch, a->datty, x->atty, x->lse, x->qkv, M->b.doc_start, B, T, c->NH, c->KVH, c->HS, M->stream);
+    if (is_llama_family(c)) rope_backward(a->dqkv, M->b.pos, M->inv_freq, B * T, c->NH, c->KVH, c->HS, M->stream);
+}
+
+// ----------------------------------------------------------------------------
+// Forward and backward of the whole model
+
 // One transformer layer forward (as in train_sft.c's gpt2_forward) from its ln1, already
-// computed, up to the MLP's GELU output; the layer's last product and residual add are
+// computed, up to the MLP's hidden activation; the layer's last product and residual add are
 // layer_output_forward's. The first residual add is fused into ln2.
 static void layer_forward(GpuModel *M, int l, int B, int T) {
     const GPT2Config *c = &M->cfg;
-    int C = c->C, NH = c->NH, BT = B * T;
-    cudaStream_t s = M->stream;
+    int C = c->C, BT = B * T, A = c->NH * c->HS;
     LayerActs x = layer_acts(M, l, BT);
-    floatX **p = M->p;
-    kt_mark(s, K_MATMUL);
-    matmul_forward(&M->lt, x.qkv, x.ln1, p[P_QKVW] + (size_t)l * C * 3 * C, p[P_QKVB] + l * 3 * C, BT, C, 3 * C, s);
-    kt_mark(s, K_ATTENTION);
-    attention_forward(x.atty, x.lse, x.qkv, M->b.doc_start, B, T, C, NH, s);
-    kt_mark(s, K_MATMUL);
+    linear_forward(M, x.qkv, x.ln1, lp(M, P_QKVW, l), lp(M, P_QKVB, l), BT, C, qkv_width(c));
+    attn_forward(M, &x, B, T);
     // the attention projection goes to ln2's buffer: the fused kernel reads each row before it writes it
-    matmul_forward(&M->lt, x.ln2, x.atty, p[P_ATTPROJW] + (size_t)l * C * C, p[P_ATTPROJB] + l * C, BT, C, C, s);
-    kt_mark(s, K_LAYERNORM);
-    fused_residual_layernorm_forward(x.residual2, x.ln2, x.ln2_mean, x.ln2_rstd, x.input, x.ln2, p[P_LN2W] + l * C, p[P_LN2B] + l * C, BT, C,
-                                     c->eps, s);
-    kt_mark(s, K_MATMUL);
-    matmul_forward_gelu(&M->lt, x.fch_gelu, x.fch, x.ln2, p[P_FCW] + (size_t)l * C * 4 * C, p[P_FCB] + l * 4 * C, BT, C, 4 * C, s);
+    linear_forward(M, x.ln2, x.atty, lp(M, P_ATTPROJW, l), lp(M, P_ATTPROJB, l), BT, A, C);
+    fused_residual_norm_forward(M, x.residual2, x.ln2, x.ln2_mean, x.ln2_rstd, x.input, x.ln2, lp(M, P_LN2W, l), lp(M, P_LN2B, l), BT);
+    mlp_up_forward(M, l, &x, BT);
 }
 
 // Layer l's last product and residual add (residual3 = residual2 + fcproj(fch_gelu)), fused
-// into the LayerNorm that follows: the next layer's ln1, or after the last layer lnf.
+// into the norm that follows: the next layer's ln1, or after the last layer lnf.
 static void layer_output_forward(GpuModel *M, int l, int B, int T) {
     const GPT2Config *c = &M->cfg;
     int C = c->C, BT = B * T;
-    cudaStream_t s = M->stream;
     Acts *a = &M->a;
     LayerActs x = layer_acts(M, l, BT);
-    floatX **p = M->p;
     floatX *ln_out = a->lnf;
     float *mean = a->lnf_mean, *rstd = a->lnf_rstd;
-    const floatX *w = p[P_LNFW], *b = p[P_LNFB];
+    const floatX *w = lp(M, P_LNFW, 0), *b = lp(M, P_LNFB, 0);
     if (l + 1 < c->L) {
         LayerActs next = layer_acts(M, l + 1, BT);
         ln_out = next.ln1; mean = next.ln1_mean; rstd = next.ln1_rstd;
-        w = p[P_LN1W] + (l + 1) * C; b = p[P_LN1B] + (l + 1) * C;
+        w = lp(M, P_LN1W, l + 1); b = lp(M, P_LN1B, l + 1);
     }
-    kt_mark(s, K_MATMUL);
-    // into the LayerNorm's output buffer, which the fused kernel reads row by row before writing it
-    matmul_forward(&M->lt, ln_out, x.fch_gelu, p[P_FCPROJW] + (size_t)l * 4 * C * C, p[P_FCPROJB] + l * C, BT, 4 * C, C, s);
-    kt_mark(s, K_LAYERNORM);
-    fused_residual_layernorm_forward(x.residual3, ln_out, mean, rstd, x.residual2, ln_out, w, b, BT, C, c->eps, s);
+    // into the norm's output buffer, which the fused kernel reads row by row before writing it
+    linear_forward(M, ln_out, x.fch_gelu, lp(M, P_FCPROJW, l), lp(M, P_FCPROJB, l), BT, c->FF, C);
+    fused_residual_norm_forward(M, x.residual3, ln_out, mean, rstd, x.residual2, ln_out, w, b, BT);
 }
 
 // Forward over B rows of T positions (the micro-batch already on the device), then
@@ -426,10 +566,9 @@ static void gpu_forward(GpuModel *M, int B, int T, bool with_targets, float grad
     cudaStream_t s = M->stream;
     Acts *a = &M->a;
     kt_mark(s, K_ENCODER);
-    encoder_forward(a->encoded, M->b.inputs, M->b.pos, M->p[P_WTE], M->p[P_WPE], BT, C, s);
+    encoder_forward(a->encoded, M->b.inputs, M->b.pos, M->p[P_WTE], lp(M, P_WPE, 0), BT, C, s);  // no wpe: Llama family
     LayerActs x0 = layer_acts(M, 0, BT);
-    kt_mark(s, K_LAYERNORM);
-    layernorm_forward(x0.ln1, x0.ln1_mean, x0.ln1_rstd, a->encoded, M->p[P_LN1W], M->p[P_LN1B], BT, C, c->eps, s);
+    norm_forward(M, x0.ln1, x0.ln1_mean, x0.ln1_rstd, a->encoded, lp(M, P_LN1W, 0), lp(M, P_LN1B, 0), BT);
     for (int l = 0; l < L; l++) {
         layer_forward(M, l, B, T);
         layer_output_forward(M, l, B, T);  // ends with the next layer's ln1, or lnf
@@ -439,7 +578,7 @@ static void gpu_forward(GpuModel *M, int B, int T, bool with_targets, float grad
     kt_mark(s, K_CLASSIFIER);
     gather_rows(a->x_sel, a->lnf, M->b.rows, R, C, s);
     kt_mark(s, K_CLASSIFIER);
-    gemm_rm(M->blas, false, true, R, Vp, C, a->x_sel, C, M->p[P_WTE], C, a->logits, Vp, 0.0f);
+    gemm_rm(M->blas, false, true, R, Vp, C, a->x_sel, C, M->p[c->tied ? P_WTE : P_LMHEAD], C, a->logits, Vp, 0.0f);
     kt_mark(s, K_CLASSIFIER);
     if (with_targets) crossentropy_softmax(a->logits, M->b.losses, M->b.row_targets, R, V, Vp, grad_scale, s);
 }
@@ -447,66 +586,44 @@ static void gpu_forward(GpuModel *M, int B, int T, bool with_targets, float grad
 // Backward after gpu_forward with targets: adds the gradients to M->grads.
 static void gpu_backward(GpuModel *M, int B, int T) {
     const GPT2Config *c = &M->cfg;
-    int C = c->C, Vp = M->cfg_dev.V, NH = c->NH, BT = B * T, L = c->L, R = M->b.num_rows;
+    int C = c->C, Vp = M->cfg_dev.V, BT = B * T, L = c->L, R = M->b.num_rows, A = c->NH * c->HS;
     cudaStream_t s = M->stream;
     Acts *a = &M->a;
-    floatX **p = M->p;
-    float **g = M->g;
-    // classifier (over the padded vocabulary; the padding's dlogits are 0): dx = dlogits * wte, dwte += dlogits^T * x
+    int head = c->tied ? P_WTE : P_LMHEAD;  // the output head: wte, or the untied lm_head
+    // classifier (over the padded vocabulary; the padding's dlogits are 0): dx = dlogits * head, dhead += dlogits^T * x
     kt_mark(s, K_CLASSIFIER);
-    gemm_rm(M->blas, false, false, R, C, Vp, a->logits, Vp, p[P_WTE], C, a->dx_sel, C, 0.0f);
+    gemm_rm(M->blas, false, false, R, C, Vp, a->logits, Vp, M->p[head], C, a->dx_sel, C, 0.0f);
     kt_mark(s, K_CLASSIFIER);
-    gemm_rm(M->blas, true, false, Vp, C, R, a->logits, Vp, a->x_sel, C, g[P_WTE], C, 1.0f);
+    gemm_rm(M->blas, true, false, Vp, C, R, a->logits, Vp, a->x_sel, C, M->g[head], C, 1.0f);
     kt_mark(s, K_CLASSIFIER);
     scatter_rows_zero(a->dln, a->dx_sel, M->b.rows, R, BT, C, s);
     kt_mark(s, K_OTHER);
     CUDA_CHECK(cudaMemsetAsync(a->dresidual, 0, (size_t)BT * C * sizeof(floatX), s));
-    kt_mark(s, K_LAYERNORM);
-    layernorm_backward(a->dresidual, g[P_LNFW], g[P_LNFB], a->scratch, a->dln, a->residual3 + (size_t)(L - 1) * BT * C, p[P_LNFW],
-                       a->lnf_mean, a->lnf_rstd, BT, C, s);
+    norm_backward(M, a->dresidual, lg(M, P_LNFW, 0), lg(M, P_LNFB, 0), a->dln, a->residual3 + (size_t)(L - 1) * BT * C, lp(M, P_LNFW, 0),
+                  a->lnf_mean, a->lnf_rstd, BT);
     for (int l = L - 1; l >= 0; l--) {
         LayerActs x = layer_acts(M, l, BT);
         if (M->recompute == 2) {  // everything but the layer's input was dropped
-            kt_mark(s, K_LAYERNORM);
-            layernorm_forward(x.ln1, x.ln1_mean, x.ln1_rstd, x.input, p[P_LN1W] + l * C, p[P_LN1B] + l * C, BT, C, c->eps, s);
+            norm_forward(M, x.ln1, x.ln1_mean, x.ln1_rstd, x.input, lp(M, P_LN1W, l), lp(M, P_LN1B, l), BT);
             layer_forward(M, l, B, T);
         }
-        if (M->recompute == 1) {  // the LayerNorm outputs and the MLP's first product were dropped
-            kt_mark(s, K_LAYERNORM);
-            layernorm_forward(x.ln2, x.ln2_mean, x.ln2_rstd, x.residual2, p[P_LN2W] + l * C, p[P_LN2B] + l * C, BT, C, c->eps, s);
-            kt_mark(s, K_MATMUL);  // the forward's own call (same epilogue): bit-identical GELU input and output
-            matmul_forward_gelu(&M->lt, x.fch_gelu, x.fch, x.ln2, p[P_FCW] + (size_t)l * C * 4 * C, p[P_FCB] + l * 4 * C, BT, C, 4 * C, s);
+        if (M->recompute == 1) {  // the norm outputs and the MLP's first product were dropped
+            norm_forward(M, x.ln2, x.ln2_mean, x.ln2_rstd, x.residual2, lp(M, P_LN2W, l), lp(M, P_LN2B, l), BT);
+            mlp_up_forward(M, l, &x, BT);  // the forward's own calls: bit-identical activations
         }
-        // MLP: residual3 = residual2 + fcproj(gelu(fc(ln2(residual2)))); the GELU backward and
-        // the bias gradients in the products' epilogues
-        kt_mark(s, K_MATMUL);
-        matmul_backward(&M->lt, a->dfch, g[P_FCPROJW] + (size_t)l * 4 * C * C, g[P_FCPROJB] + l * C, a->scratch, a->dresidual, x.fch_gelu,
-                        p[P_FCPROJW] + (size_t)l * 4 * C * C, x.fch, BT, 4 * C, C, s);
-        kt_mark(s, K_MATMUL);
-        matmul_backward(&M->lt, a->dln, g[P_FCW] + (size_t)l * C * 4 * C, g[P_FCB] + l * 4 * C, a->scratch, a->dfch, x.ln2,
-                        p[P_FCW] + (size_t)l * C * 4 * C, nullptr, BT, C, 4 * C, s);
-        kt_mark(s, K_LAYERNORM);
-        layernorm_backward(a->dresidual, g[P_LN2W] + l * C, g[P_LN2B] + l * C, a->scratch, a->dln, x.residual2, p[P_LN2W] + l * C,
-                           x.ln2_mean, x.ln2_rstd, BT, C, s);
+        // MLP: residual3 = residual2 + fcproj(act(fc(ln2(residual2))))
+        mlp_down_backward(M, l, &x, a->dresidual, BT);
+        linear_backward(M, a->dln, lg(M, P_FCW, l), lg(M, P_FCB, l), a->dfch, x.ln2, lp(M, P_FCW, l), BT, C, (int)mlp_first_width(c));
+        norm_backward(M, a->dresidual, lg(M, P_LN2W, l), lg(M, P_LN2B, l), a->dln, x.residual2, lp(M, P_LN2W, l), x.ln2_mean, x.ln2_rstd, BT);
         // attention: residual2 = input + attproj(attention(qkv(ln1(input))))
-        kt_mark(s, K_MATMUL);
-        matmul_backward(&M->lt, a->datty, g[P_ATTPROJW] + (size_t)l * C * C, g[P_ATTPROJB] + l * C, a->scratch, a->dresidual, x.atty,
-                        p[P_ATTPROJW] + (size_t)l * C * C, nullptr, BT, C, C, s);
-        kt_mark(s, K_ATTENTION);
-        attention_backward(a->dqkv, a->scratch, a->datty, x.atty, x.lse, x.qkv, M->b.doc_start, B, T, C, NH, s);
-        if (M->recompute == 1) {
-            kt_mark(s, K_LAYERNORM);
-            layernorm_forward(x.ln1, x.ln1_mean, x.ln1_rstd, x.input, p[P_LN1W] + l * C, p[P_LN1B] + l * C, BT, C, c->eps, s);
-        }
-        kt_mark(s, K_MATMUL);
-        matmul_backward(&M->lt, a->dln, g[P_QKVW] + (size_t)l * C * 3 * C, g[P_QKVB] + l * 3 * C, a->scratch, a->dqkv, x.ln1,
-                        p[P_QKVW] + (size_t)l * C * 3 * C, nullptr, BT, C, 3 * C, s);
-        kt_mark(s, K_LAYERNORM);
-        layernorm_backward(a->dresidual, g[P_LN1W] + l * C, g[P_LN1B] + l * C, a->scratch, a->dln, x.input, p[P_LN1W] + l * C, x.ln1_mean,
-                           x.ln1_rstd, BT, C, s);
+        linear_backward(M, a->datty, lg(M, P_ATTPROJW, l), lg(M, P_ATTPROJB, l), a->dresidual, x.atty, lp(M, P_ATTPROJW, l), BT, A, C);
+        attn_backward(M, &x, B, T);
+        if (M->recompute == 1) norm_forward(M, x.ln1, x.ln1_mean, x.ln1_rstd, x.input, lp(M, P_LN1W, l), lp(M, P_LN1B, l), BT);
+        linear_backward(M, a->dln, lg(M, P_QKVW, l), lg(M, P_QKVB, l), a->dqkv, x.ln1, lp(M, P_QKVW, l), BT, C, qkv_width(c));
+        norm_backward(M, a->dresidual, lg(M, P_LN1W, l), lg(M, P_LN1B, l), a->dln, x.input, lp(M, P_LN1W, l), x.ln1_mean, x.ln1_rstd, BT);
     }
     kt_mark(s, K_ENCODER);
-    encoder_backward(g[P_WTE], g[P_WPE], a->dresidual, &M->b.enc, C, s);
+    encoder_backward(M->g[P_WTE], lg(M, P_WPE, 0), a->dresidual, &M->b.enc, C, s);
 }
 
 // Fills the host block of a micro-batch (laid out as h): its positions, its
@@ -824,7 +941,7 @@ int main(int argc, char **argv) {
     train_args_defaults(&args);
     int recompute = 0;
     Flag flags[] = {COMMON_FLAGS(&args),
-                    {'r', FLAG_INT, &recompute, "recompute in backward: 0 none, 1 LayerNorms and the MLP's first product, 2 whole layers (default 0)"}};
+                    {'r', FLAG_INT, &recompute, "recompute in backward: 0 none, 1 norms (LayerNorm, RMSNorm) and the MLP's first product with its GELU (SwiGLU), 2 whole layers (default 0)"}};
     parse_flags(argc, argv, "-i train.bin [flags]", flags, (int)(sizeof flags / sizeof flags[0]));
     check_train_args(argv[0], &args);
     if (recompute < 0 || recompute > 2) usage_error(argv[0], "-r must be 0, 1 or 2, got %d", recompute);

@@ -1,10 +1,14 @@
-// cuda/attention.cuh: block-diagonal causal self-attention (packed documents), forward
-// and backward, flash-attention style: the T x T scores never reach global memory.
+// cuda/attention.cuh: block-diagonal causal self-attention (packed documents) with
+// grouped-query heads, forward and backward, flash-attention style: the T x T scores never
+// reach global memory.
 //
 // Semantics are those of train_sft.c's attention_forward / attention_backward. qkv is
-// (B, T, 3C), each row [q | k | v]; head h uses channels h*hs .. h*hs+hs-1 of each. The
+// (B, T, QKV) with QKV = (NH + 2 KVH) HS, each row [q (NH heads) | k (KVH heads) | v (KVH
+// heads)] of HS channels per head; out is (B, T, NH HS). Query head h reads key/value head
+// h / (NH / KVH) (grouped-query attention; KVH == NH is GPT-2's multi-head attention). The
 // query at position t attends to keys s with doc_start[b*T+t] <= s <= t; scores are
-// q.k / sqrt(hs), softmax over those keys, out_t = sum_s p_s v_s.
+// q.k / sqrt(HS), softmax over those keys, out_t = sum_s p_s v_s. In the backward, dK and
+// dV of a kv head are the sums over the NH / KVH query heads that read it.
 //
 // Two sets of kernels with the same tiling and skipping: the tensor-core kernels at the
 // end of this file (bf16 build, head sizes that are multiples of 16: what the trainer uses
@@ -18,16 +22,24 @@
 //    are 16 consecutive lanes of one warp, so row reductions are 4 shuffles.
 //  - Shared tiles are row-major with row stride hs + 1 (odd): reading a column across 16
 //    rows and reading a row across 16 channels are both free of bank conflicts.
-//  - Forward: one block per (query tile, head, batch row); loops over the key tiles that
-//    intersect [min doc_start of the tile, last query of the tile] with the online softmax
-//    (running max m and sum l per query, in log2 units); saves lse = ln(sum exp(score)).
-//  - Backward, no atomics: D_t = dout_t . out_t first (one warp per (row, head)); then one
-//    kernel per key tile accumulates dK, dV over the query tiles that can see it, and one
-//    kernel per query tile accumulates dQ over its key tiles; both recompute P from lse.
-//    Each output element is written by exactly one thread, once: dqkv is overwritten and
-//    the results are bit-identical run to run.
+//  - Forward: one block per (query tile, query head, batch row); loops over the key tiles
+//    that intersect [min doc_start of the tile, last query of the tile] with the online
+//    softmax (running max m and sum l per query, in log2 units); saves lse = ln(sum
+//    exp(score)) per query and query head.
+//  - Backward, no atomics: D_t = dout_t . out_t first (one warp per (row, query head));
+//    then one block per (key tile, kv head) accumulates dK, dV over the query tiles that
+//    can see it and, within each, over the query heads of its group (in head order), and
+//    one block per (query tile, query head) accumulates dQ over its key tiles; both
+//    recompute P from lse. Each output element is written by exactly one thread, once:
+//    dqkv is overwritten and the results are bit-identical run to run.
 //  - Key (query) tiles entirely outside the attended range are skipped, so packed short
 //    documents cost about (document length) per query, not T.
+//  - Grouped heads and occupancy (not measured: no GPU yet): the dK, dV kernels have
+//    B KVH T/64 blocks, each doing NH/KVH times a multi-head block's work. With few kv
+//    heads and a small batch (Qwen2.5-0.5B: KVH 2; B 4, T 1024 gives 128 blocks for 132
+//    SMs) the longest block (key tile 0, which every query tile sees) sets the time. The
+//    fix, if measurements show it, is to split a group over blocks with partial sums in
+//    scratch and a fixed-order reduction (still no atomics).
 #pragma once
 #include <limits.h>
 #include <math.h>
@@ -121,7 +133,7 @@ __device__ inline void att_load_doc_start(int *ds_s, int *min_s, const int *ds_b
 // Forward. Grid (query tiles, NH, B); the last query tiles (most keys) start first.
 template <int HS>
 __global__ void __launch_bounds__(ATT_THREADS)
-    attention_forward_kernel(floatX *out, float *lse, const floatX *qkv, const int *doc_start, int T, int C, int NH) {
+    attention_forward_kernel(floatX *out, float *lse, const floatX *qkv, const int *doc_start, int T, int NH, int KVH) {
     constexpr int LD = HS + 1;
     constexpr int NC = (HS + 15) / 16;
     extern __shared__ float att_smem[];
@@ -133,13 +145,15 @@ __global__ void __launch_bounds__(ATT_THREADS)
     __shared__ int kmin_s;
 
     const int q0 = (gridDim.x - 1 - blockIdx.x) * ATT_TILE;
-    const int h = blockIdx.y, b = blockIdx.z;
+    const int h = blockIdx.y, b = blockIdx.z, kvh = h / (NH / KVH);
     const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
-    const size_t C3 = 3 * (size_t)C;
-    const floatX *base = qkv + (size_t)b * T * C3 + (size_t)h * HS;
+    const size_t QKV = (size_t)(NH + 2 * KVH) * HS, OC = (size_t)NH * HS;
+    const floatX *qb = qkv + (size_t)b * T * QKV + (size_t)h * HS;          // this query head
+    const floatX *kb = qkv + (size_t)b * T * QKV + (size_t)(NH + kvh) * HS; // its kv head
+    const floatX *vb = kb + (size_t)KVH * HS;
     const float scale_log2 = ATT_LOG2E / sqrtf((float)HS);
 
-    att_load_tile<HS>(Qs, base, q0, T, C3);
+    att_load_tile<HS>(Qs, qb, q0, T, QKV);
     att_load_doc_start(ds_s, &kmin_s, doc_start + (size_t)b * T, q0, T);
     const int kmin = kmin_s;
     const int qlast = min(q0 + ATT_TILE, T) - 1;
@@ -157,8 +171,8 @@ __global__ void __launch_bounds__(ATT_THREADS)
     }
 
     for (int k0 = (kmin / ATT_TILE) * ATT_TILE; k0 <= qlast; k0 += ATT_TILE) {
-        att_load_tile<HS>(Ks, base + C, k0, T, C3);
-        att_load_tile<HS>(Vs, base + 2 * (size_t)C, k0, T, C3);
+        att_load_tile<HS>(Ks, kb, k0, T, QKV);
+        att_load_tile<HS>(Vs, vb, k0, T, QKV);
         __syncthreads();
         float s[4][4];
         att_tile_dot<HS>(s, Qs, Ks, ty, tx);
@@ -197,7 +211,7 @@ __global__ void __launch_bounds__(ATT_THREADS)
         if (rowq[i] >= T) continue;
         // every real query sees at least itself, so l[i] >= 1
         float inv = 1.0f / l[i];
-        floatX *orow = out + ((size_t)b * T + rowq[i]) * C + (size_t)h * HS;
+        floatX *orow = out + ((size_t)b * T + rowq[i]) * OC + (size_t)h * HS;
 #pragma unroll
         for (int c = 0; c < NC; c++)
             if (tx + 16 * c < HS) orow[tx + 16 * c] = from_float<floatX>(o[i][c] * inv);
@@ -206,35 +220,35 @@ __global__ void __launch_bounds__(ATT_THREADS)
 }
 
 // ---------------------------------------------------------------------------------------
-// Backward step 1: D[b,h,t] = dout_t . out_t over the head's channels; one warp each.
-__global__ void attention_backward_d_kernel(float *D, const floatX *dout, const floatX *out, int B, int T, int C, int NH) {
+// Backward step 1: D[b,h,t] = dout_t . out_t over query head h's channels; one warp each.
+__global__ void attention_backward_d_kernel(float *D, const floatX *dout, const floatX *out, int B, int T, int NH, int HS) {
     long w = ((long)blockIdx.x * blockDim.x + threadIdx.x) / 32;
     int lane = threadIdx.x % 32;
     if (w >= (long)B * T * NH) return; // the whole warp leaves together
-    int hs = C / NH;
     int h = (int)(w % NH);
     long bt = w / NH;
     int b = (int)(bt / T), t = (int)(bt % T);
-    const floatX *dy = dout + bt * C + (size_t)h * hs;
-    const floatX *y = out + bt * C + (size_t)h * hs;
+    const floatX *dy = dout + (size_t)bt * NH * HS + (size_t)h * HS;
+    const floatX *y = out + (size_t)bt * NH * HS + (size_t)h * HS;
     float s = 0.0f;
-    for (int i = lane; i < hs; i += 32) s += to_float(dy[i]) * to_float(y[i]);
+    for (int i = lane; i < HS; i += 32) s += to_float(dy[i]) * to_float(y[i]);
     s = warp_sum(s);
     if (lane == 0) D[((size_t)b * NH + h) * T + t] = s;
 }
 
-// Backward step 2: dK, dV of one key tile, looping over the query tiles that see it.
-// Grid (key tiles, NH, B); the first key tiles (most queries) start first.
+// Backward step 2: dK, dV of one key tile of one kv head, looping over the query tiles
+// that see it and, for each, over the query heads of the group that reads this kv head.
+// Grid (key tiles, KVH, B); the first key tiles (most queries) start first.
 template <int HS>
 __global__ void __launch_bounds__(ATT_THREADS)
     attention_backward_dkdv_kernel(floatX *dqkv, const floatX *dout, const float *lse, const float *D, const floatX *qkv,
-                                   const int *doc_start, int T, int C, int NH) {
+                                   const int *doc_start, int T, int NH, int KVH) {
     constexpr int LD = HS + 1;
     constexpr int NC = (HS + 15) / 16;
     extern __shared__ float att_smem[];
     float *Ks = att_smem;             // [64][LD] keys of this block
     float *Vs = Ks + ATT_TILE * LD;   // [64][LD]
-    float *Qs = Vs + ATT_TILE * LD;   // [64][LD] current query tile
+    float *Qs = Vs + ATT_TILE * LD;   // [64][LD] current query tile (of the current query head)
     float *dOs = Qs + ATT_TILE * LD;  // [64][LD]
     float *PT = dOs + ATT_TILE * LD;  // [64 keys][ATT_PLD] probabilities, transposed
     float *dST = PT + ATT_TILE * ATT_PLD; // [64 keys][ATT_PLD] score gradients, transposed
@@ -243,20 +257,18 @@ __global__ void __launch_bounds__(ATT_THREADS)
     __shared__ int qmin_s;
 
     const int k0 = blockIdx.x * ATT_TILE;
-    const int h = blockIdx.y, b = blockIdx.z;
+    const int kvh = blockIdx.y, b = blockIdx.z, G = NH / KVH;
     const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
-    const size_t C3 = 3 * (size_t)C;
-    const floatX *base = qkv + (size_t)b * T * C3 + (size_t)h * HS;
-    const floatX *dbase = dout + (size_t)b * T * C + (size_t)h * HS;
-    const float *lse_bh = lse + ((size_t)b * NH + h) * T;
-    const float *D_bh = D + ((size_t)b * NH + h) * T;
+    const size_t QKV = (size_t)(NH + 2 * KVH) * HS, OC = (size_t)NH * HS;
+    const floatX *qkv_b = qkv + (size_t)b * T * QKV;
+    const floatX *kb = qkv_b + (size_t)(NH + kvh) * HS, *vb = kb + (size_t)KVH * HS;
     const int *ds_b = doc_start + (size_t)b * T;
     const float scale = 1.0f / sqrtf((float)HS);
     const float scale_log2 = ATT_LOG2E * scale;
     const int klast = min(k0 + ATT_TILE, T) - 1;
 
-    att_load_tile<HS>(Ks, base + C, k0, T, C3);
-    att_load_tile<HS>(Vs, base + 2 * (size_t)C, k0, T, C3);
+    att_load_tile<HS>(Ks, kb, k0, T, QKV);
+    att_load_tile<HS>(Vs, vb, k0, T, QKV);
 
     float dk[4][NC], dv[4][NC];
 #pragma unroll
@@ -266,57 +278,62 @@ __global__ void __launch_bounds__(ATT_THREADS)
 
     // queries before k0 cannot see these keys (causal); tiles are aligned since 64 == 64
     for (int q0 = k0; q0 < T; q0 += ATT_TILE) {
-        __syncthreads(); // previous tile's shared data no longer in use
+        __syncthreads(); // every thread is done with the previous tile's ds_s
         att_load_doc_start(ds_s, &qmin_s, ds_b, q0, T);
         if (qmin_s > klast) continue; // no query of this tile reaches back to our keys (uniform)
-        att_load_tile<HS>(Qs, base, q0, T, C3);
-        att_load_tile<HS>(dOs, dbase, q0, T, (size_t)C);
-        if (threadIdx.x < ATT_TILE) {
-            int t = q0 + threadIdx.x;
-            lse2_s[threadIdx.x] = t < T ? lse_bh[t] * ATT_LOG2E : 0.0f;
-            D_s[threadIdx.x] = t < T ? D_bh[t] : 0.0f;
-        }
-        __syncthreads();
-        float s[4][4], dp[4][4];
-        att_tile_dot<HS>(s, Ks, Qs, ty, tx);  // s[i][j]  = k_(ty+16i) . q_(tx+16j)
-        att_tile_dot<HS>(dp, Vs, dOs, ty, tx); // dp[i][j] = v_(ty+16i) . dout_(tx+16j)
-#pragma unroll
-        for (int i = 0; i < 4; i++)
-#pragma unroll
-            for (int j = 0; j < 4; j++) {
-                int kr = ty + 16 * i, qr = tx + 16 * j;
-                int key = k0 + kr, q = q0 + qr;
-                bool ok = key >= ds_s[qr] && key <= q;
-                float p = ok ? exp2f(s[i][j] * scale_log2 - lse2_s[qr]) : 0.0f;
-                PT[kr * ATT_PLD + qr] = p;
-                dST[kr * ATT_PLD + qr] = p * (dp[i][j] - D_s[qr]);
+        for (int h = kvh * G; h < (kvh + 1) * G; h++) {
+            __syncthreads(); // every thread is done with the previous head's Qs, dOs, PT, dST
+            att_load_tile<HS>(Qs, qkv_b + (size_t)h * HS, q0, T, QKV);
+            att_load_tile<HS>(dOs, dout + (size_t)b * T * OC + (size_t)h * HS, q0, T, OC);
+            if (threadIdx.x < ATT_TILE) {
+                int t = q0 + threadIdx.x;
+                size_t bht = ((size_t)b * NH + h) * T + t;
+                lse2_s[threadIdx.x] = t < T ? lse[bht] * ATT_LOG2E : 0.0f;
+                D_s[threadIdx.x] = t < T ? D[bht] : 0.0f;
             }
-        __syncthreads();
-        att_tile_accumulate<HS, NC>(dv, PT, dOs, ty, tx);
-        att_tile_accumulate<HS, NC>(dk, dST, Qs, ty, tx);
+            __syncthreads();
+            float s[4][4], dp[4][4];
+            att_tile_dot<HS>(s, Ks, Qs, ty, tx);  // s[i][j]  = k_(ty+16i) . q_(tx+16j)
+            att_tile_dot<HS>(dp, Vs, dOs, ty, tx); // dp[i][j] = v_(ty+16i) . dout_(tx+16j)
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+#pragma unroll
+                for (int j = 0; j < 4; j++) {
+                    int kr = ty + 16 * i, qr = tx + 16 * j;
+                    int key = k0 + kr, q = q0 + qr;
+                    bool ok = key >= ds_s[qr] && key <= q;
+                    float p = ok ? exp2f(s[i][j] * scale_log2 - lse2_s[qr]) : 0.0f;
+                    PT[kr * ATT_PLD + qr] = p;
+                    dST[kr * ATT_PLD + qr] = p * (dp[i][j] - D_s[qr]);
+                }
+            __syncthreads();
+            att_tile_accumulate<HS, NC>(dv, PT, dOs, ty, tx);
+            att_tile_accumulate<HS, NC>(dk, dST, Qs, ty, tx);
+        }
     }
 
 #pragma unroll
     for (int i = 0; i < 4; i++) {
         int key = k0 + ty + 16 * i;
         if (key >= T) continue;
-        floatX *row = dqkv + ((size_t)b * T + key) * C3 + (size_t)h * HS;
+        floatX *krow = dqkv + ((size_t)b * T + key) * QKV + (size_t)(NH + kvh) * HS, *vrow = krow + (size_t)KVH * HS;
 #pragma unroll
         for (int c = 0; c < NC; c++) {
             int col = tx + 16 * c;
             if (col < HS) {
-                row[C + col] = from_float<floatX>(dk[i][c] * scale);
-                row[2 * (size_t)C + col] = from_float<floatX>(dv[i][c]);
+                krow[col] = from_float<floatX>(dk[i][c] * scale);
+                vrow[col] = from_float<floatX>(dv[i][c]);
             }
         }
     }
 }
 
-// Backward step 3: dQ of one query tile, looping over its key tiles.
+// Backward step 3: dQ of one query tile of one query head, looping over its key tiles.
+// Grid (query tiles, NH, B); the last query tiles (most keys) start first.
 template <int HS>
 __global__ void __launch_bounds__(ATT_THREADS)
     attention_backward_dq_kernel(floatX *dqkv, const floatX *dout, const float *lse, const float *D, const floatX *qkv,
-                                 const int *doc_start, int T, int C, int NH) {
+                                 const int *doc_start, int T, int NH, int KVH) {
     constexpr int LD = HS + 1;
     constexpr int NC = (HS + 15) / 16;
     extern __shared__ float att_smem[];
@@ -329,15 +346,17 @@ __global__ void __launch_bounds__(ATT_THREADS)
     __shared__ int kmin_s;
 
     const int q0 = (gridDim.x - 1 - blockIdx.x) * ATT_TILE;
-    const int h = blockIdx.y, b = blockIdx.z;
+    const int h = blockIdx.y, b = blockIdx.z, kvh = h / (NH / KVH);
     const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
-    const size_t C3 = 3 * (size_t)C;
-    const floatX *base = qkv + (size_t)b * T * C3 + (size_t)h * HS;
+    const size_t QKV = (size_t)(NH + 2 * KVH) * HS, OC = (size_t)NH * HS;
+    const floatX *qb = qkv + (size_t)b * T * QKV + (size_t)h * HS;          // this query head
+    const floatX *kb = qkv + (size_t)b * T * QKV + (size_t)(NH + kvh) * HS; // its kv head
+    const floatX *vb = kb + (size_t)KVH * HS;
     const float scale = 1.0f / sqrtf((float)HS);
     const float scale_log2 = ATT_LOG2E * scale;
 
-    att_load_tile<HS>(Qs, base, q0, T, C3);
-    att_load_tile<HS>(dOs, dout + (size_t)b * T * C + (size_t)h * HS, q0, T, (size_t)C);
+    att_load_tile<HS>(Qs, qb, q0, T, QKV);
+    att_load_tile<HS>(dOs, dout + (size_t)b * T * OC + (size_t)h * HS, q0, T, OC);
     att_load_doc_start(ds_s, &kmin_s, doc_start + (size_t)b * T, q0, T);
     const int kmin = kmin_s;
     const int qlast = min(q0 + ATT_TILE, T) - 1;
@@ -357,8 +376,8 @@ __global__ void __launch_bounds__(ATT_THREADS)
     }
 
     for (int k0 = (kmin / ATT_TILE) * ATT_TILE; k0 <= qlast; k0 += ATT_TILE) {
-        att_load_tile<HS>(Ks, base + C, k0, T, C3);
-        att_load_tile<HS>(Vs, base + 2 * (size_t)C, k0, T, C3);
+        att_load_tile<HS>(Ks, kb, k0, T, QKV);
+        att_load_tile<HS>(Vs, vb, k0, T, QKV);
         __syncthreads();
         float s[4][4], dp[4][4];
         att_tile_dot<HS>(s, Qs, Ks, ty, tx);   // s[i][j]  = q_(ty+16i) . k_(tx+16j)
@@ -380,7 +399,7 @@ __global__ void __launch_bounds__(ATT_THREADS)
 #pragma unroll
     for (int i = 0; i < 4; i++) {
         if (rowq[i] >= T) continue;
-        floatX *row = dqkv + ((size_t)b * T + rowq[i]) * C3 + (size_t)h * HS;
+        floatX *row = dqkv + ((size_t)b * T + rowq[i]) * QKV + (size_t)h * HS;
 #pragma unroll
         for (int c = 0; c < NC; c++)
             if (tx + 16 * c < HS) row[tx + 16 * c] = from_float<floatX>(dq[i][c] * scale);
@@ -505,8 +524,8 @@ __device__ inline void att_tc_store_rows(__nv_bfloat16 *dst, size_t stride, int 
 // Forward. Grid (query tiles, NH, B); the last query tiles (most keys) start first.
 template <int HS>
 __global__ void __launch_bounds__(ATT_TC_THREADS)
-    attention_forward_tc_kernel(__nv_bfloat16 *out, float *lse, const __nv_bfloat16 *qkv, const int *doc_start, int T, int C,
-                                int NH) {
+    attention_forward_tc_kernel(__nv_bfloat16 *out, float *lse, const __nv_bfloat16 *qkv, const int *doc_start, int T, int NH,
+                                int KVH) {
     constexpr int LD = HS + ATT_TC_PAD;
     extern __shared__ float4 att_tc_smem[]; // 16-byte aligned
     __nv_bfloat16 *Qs = (__nv_bfloat16 *)att_tc_smem; // [64][LD]
@@ -516,13 +535,15 @@ __global__ void __launch_bounds__(ATT_TC_THREADS)
     __shared__ int kmin_s;
 
     const int q0 = (gridDim.x - 1 - blockIdx.x) * ATT_TILE;
-    const int h = blockIdx.y, b = blockIdx.z;
+    const int h = blockIdx.y, b = blockIdx.z, kvh = h / (NH / KVH);
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t4 = lane % 4;
-    const size_t C3 = 3 * (size_t)C;
-    const __nv_bfloat16 *base = qkv + (size_t)b * T * C3 + (size_t)h * HS;
+    const size_t QKV = (size_t)(NH + 2 * KVH) * HS, OC = (size_t)NH * HS;
+    const __nv_bfloat16 *qb = qkv + (size_t)b * T * QKV + (size_t)h * HS;          // this query head
+    const __nv_bfloat16 *kb = qkv + (size_t)b * T * QKV + (size_t)(NH + kvh) * HS; // its kv head
+    const __nv_bfloat16 *vb = kb + (size_t)KVH * HS;
     const float scale_log2 = ATT_LOG2E / sqrtf((float)HS);
 
-    att_tc_load_tile<HS>(Qs, nullptr, base, q0, T, C3);
+    att_tc_load_tile<HS>(Qs, nullptr, qb, q0, T, QKV);
     att_load_doc_start(ds_s, &kmin_s, doc_start + (size_t)b * T, q0, T); // its barriers also publish Qs
     const int kmin = kmin_s;
     const int qlast = min(q0 + ATT_TILE, T) - 1;
@@ -544,8 +565,8 @@ __global__ void __launch_bounds__(ATT_TC_THREADS)
 
     for (int k0 = (kmin / ATT_TILE) * ATT_TILE; k0 <= qlast; k0 += ATT_TILE) {
         __syncthreads(); // every warp is done with the previous Ks, Vt
-        att_tc_load_tile<HS>(Ks, nullptr, base + C, k0, T, C3);
-        att_tc_load_tile<HS>(nullptr, Vt, base + 2 * (size_t)C, k0, T, C3);
+        att_tc_load_tile<HS>(Ks, nullptr, kb, k0, T, QKV);
+        att_tc_load_tile<HS>(nullptr, Vt, vb, k0, T, QKV);
         __syncthreads();
         float s[8][4];
         att_tc_scores<HS>(s, Qs, 16 * warp, Ks);
@@ -587,24 +608,25 @@ __global__ void __launch_bounds__(ATT_TC_THREADS)
 
     // every real query sees at least itself, so l >= 1; rows past T are not stored
     float inv[2] = {rowq[0] < T ? 1.0f / l[0] : 0.0f, rowq[1] < T ? 1.0f / l[1] : 0.0f};
-    att_tc_store_rows<HS>(out + (size_t)b * T * C + (size_t)h * HS, (size_t)C, q0 + 16 * warp, T, o, inv);
+    att_tc_store_rows<HS>(out + (size_t)b * T * OC + (size_t)h * HS, OC, q0 + 16 * warp, T, o, inv);
 #pragma unroll
     for (int r = 0; r < 2; r++)
         if (t4 == 0 && rowq[r] < T) lse[((size_t)b * NH + h) * T + rowq[r]] = (m[r] + log2f(l[r])) * ATT_LN2;
 }
 
-// Backward dK, dV of one key tile, looping over the query tiles that see it (warp w owns
-// keys 16w .. 16w+15). Grid (key tiles, NH, B). Works on transposed blocks: S^T = K Q^T,
+// Backward dK, dV of one key tile of one kv head, looping over the query tiles that see
+// it and, for each, over the query heads of the kv head's group (warp w owns keys
+// 16w .. 16w+15). Grid (key tiles, KVH, B). Works on transposed blocks: S^T = K Q^T,
 // dP^T = V dout^T; dV += P^T dout, dK += dS^T Q.
 template <int HS>
 __global__ void __launch_bounds__(ATT_TC_THREADS)
     attention_backward_dkdv_tc_kernel(__nv_bfloat16 *dqkv, const __nv_bfloat16 *dout, const float *lse, const float *D,
-                                      const __nv_bfloat16 *qkv, const int *doc_start, int T, int C, int NH) {
+                                      const __nv_bfloat16 *qkv, const int *doc_start, int T, int NH, int KVH) {
     constexpr int LD = HS + ATT_TC_PAD;
     extern __shared__ float4 att_tc_smem[]; // 16-byte aligned
     __nv_bfloat16 *Ks = (__nv_bfloat16 *)att_tc_smem; // [64][LD] keys of this block
     __nv_bfloat16 *Vs = Ks + ATT_TILE * LD;            // [64][LD]
-    __nv_bfloat16 *Qs = Vs + ATT_TILE * LD;            // [64][LD] current query tile
+    __nv_bfloat16 *Qs = Vs + ATT_TILE * LD;            // [64][LD] current query tile (current query head)
     __nv_bfloat16 *dOs = Qs + ATT_TILE * LD;           // [64][LD]
     __nv_bfloat16 *Qt = dOs + ATT_TILE * LD;           // [HS][ATT_TC_LDT] Q transposed
     __nv_bfloat16 *dOt = Qt + HS * ATT_TC_LDT;         // [HS][ATT_TC_LDT] dout transposed
@@ -613,20 +635,18 @@ __global__ void __launch_bounds__(ATT_TC_THREADS)
     __shared__ int qmin_s;
 
     const int k0 = blockIdx.x * ATT_TILE;
-    const int h = blockIdx.y, b = blockIdx.z;
+    const int kvh = blockIdx.y, b = blockIdx.z, G = NH / KVH;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t4 = lane % 4;
-    const size_t C3 = 3 * (size_t)C;
-    const __nv_bfloat16 *base = qkv + (size_t)b * T * C3 + (size_t)h * HS;
-    const __nv_bfloat16 *dbase = dout + (size_t)b * T * C + (size_t)h * HS;
-    const float *lse_bh = lse + ((size_t)b * NH + h) * T;
-    const float *D_bh = D + ((size_t)b * NH + h) * T;
+    const size_t QKV = (size_t)(NH + 2 * KVH) * HS, OC = (size_t)NH * HS;
+    const __nv_bfloat16 *qkv_b = qkv + (size_t)b * T * QKV;
+    const __nv_bfloat16 *kb = qkv_b + (size_t)(NH + kvh) * HS, *vb = kb + (size_t)KVH * HS;
     const int *ds_b = doc_start + (size_t)b * T;
     const float scale = 1.0f / sqrtf((float)HS);
     const float scale_log2 = ATT_LOG2E * scale;
     const int klast = min(k0 + ATT_TILE, T) - 1;
 
-    att_tc_load_tile<HS>(Ks, nullptr, base + C, k0, T, C3);
-    att_tc_load_tile<HS>(Vs, nullptr, base + 2 * (size_t)C, k0, T, C3);
+    att_tc_load_tile<HS>(Ks, nullptr, kb, k0, T, QKV);
+    att_tc_load_tile<HS>(Vs, nullptr, vb, k0, T, QKV);
 
     float dk[HS / 8][4], dv[HS / 8][4];
 #pragma unroll
@@ -639,45 +659,50 @@ __global__ void __launch_bounds__(ATT_TC_THREADS)
 
     // queries before k0 cannot see these keys (causal)
     for (int q0 = k0; q0 < T; q0 += ATT_TILE) {
-        __syncthreads(); // every warp is done with the previous query tile
+        __syncthreads(); // every warp is done with the previous tile's ds_s
         att_load_doc_start(ds_s, &qmin_s, ds_b, q0, T);
         if (qmin_s > klast) continue; // no query of this tile reaches back to our keys (uniform)
-        att_tc_load_tile<HS>(Qs, Qt, base, q0, T, C3);
-        att_tc_load_tile<HS>(dOs, dOt, dbase, q0, T, (size_t)C);
-        if (threadIdx.x < ATT_TILE) {
-            int t = q0 + threadIdx.x;
-            lse2_s[threadIdx.x] = t < T ? lse_bh[t] * ATT_LOG2E : 0.0f;
-            D_s[threadIdx.x] = t < T ? D_bh[t] : 0.0f;
-        }
-        __syncthreads();
-        float p[8][4], ds[8][4];
-        att_tc_scores<HS>(p, Ks, 16 * warp, Qs);  // S^T: p[n][i] = k_(row) . q_(8n + 2 t4 + i % 2)
-        att_tc_scores<HS>(ds, Vs, 16 * warp, dOs); // dP^T
-#pragma unroll
-        for (int n = 0; n < 8; n++)
-#pragma unroll
-            for (int i = 0; i < 4; i++) {
-                int qr = 8 * n + 2 * t4 + i % 2, kk = key[i / 2];
-                bool ok = kk >= ds_s[qr] && kk <= q0 + qr;
-                p[n][i] = ok ? exp2f(p[n][i] * scale_log2 - lse2_s[qr]) : 0.0f;
-                ds[n][i] = p[n][i] * (ds[n][i] - D_s[qr]);
+        for (int h = kvh * G; h < (kvh + 1) * G; h++) {
+            __syncthreads(); // every warp is done with the previous head's tiles
+            att_tc_load_tile<HS>(Qs, Qt, qkv_b + (size_t)h * HS, q0, T, QKV);
+            att_tc_load_tile<HS>(dOs, dOt, dout + (size_t)b * T * OC + (size_t)h * HS, q0, T, OC);
+            if (threadIdx.x < ATT_TILE) {
+                int t = q0 + threadIdx.x;
+                size_t bht = ((size_t)b * NH + h) * T + t;
+                lse2_s[threadIdx.x] = t < T ? lse[bht] * ATT_LOG2E : 0.0f;
+                D_s[threadIdx.x] = t < T ? D[bht] : 0.0f;
             }
-        att_tc_accumulate<HS>(dv, p, dOt);
-        att_tc_accumulate<HS>(dk, ds, Qt);
+            __syncthreads();
+            float p[8][4], ds[8][4];
+            att_tc_scores<HS>(p, Ks, 16 * warp, Qs);  // S^T: p[n][i] = k_(row) . q_(8n + 2 t4 + i % 2)
+            att_tc_scores<HS>(ds, Vs, 16 * warp, dOs); // dP^T
+#pragma unroll
+            for (int n = 0; n < 8; n++)
+#pragma unroll
+                for (int i = 0; i < 4; i++) {
+                    int qr = 8 * n + 2 * t4 + i % 2, kk = key[i / 2];
+                    bool ok = kk >= ds_s[qr] && kk <= q0 + qr;
+                    p[n][i] = ok ? exp2f(p[n][i] * scale_log2 - lse2_s[qr]) : 0.0f;
+                    ds[n][i] = p[n][i] * (ds[n][i] - D_s[qr]);
+                }
+            att_tc_accumulate<HS>(dv, p, dOt);
+            att_tc_accumulate<HS>(dk, ds, Qt);
+        }
     }
 
     const float mul_k[2] = {scale, scale}, mul_v[2] = {1.0f, 1.0f};
-    __nv_bfloat16 *drow = dqkv + (size_t)b * T * C3 + (size_t)h * HS;
-    att_tc_store_rows<HS>(drow + C, C3, k0 + 16 * warp, T, dk, mul_k);
-    att_tc_store_rows<HS>(drow + 2 * (size_t)C, C3, k0 + 16 * warp, T, dv, mul_v);
+    __nv_bfloat16 *dkb = dqkv + (size_t)b * T * QKV + (size_t)(NH + kvh) * HS;
+    att_tc_store_rows<HS>(dkb, QKV, k0 + 16 * warp, T, dk, mul_k);
+    att_tc_store_rows<HS>(dkb + (size_t)KVH * HS, QKV, k0 + 16 * warp, T, dv, mul_v);
 }
 
-// Backward dQ of one query tile, looping over its key tiles: S = Q K^T, dP = dout V^T,
-// dQ += dS K. Grid (query tiles, NH, B); the last query tiles (most keys) start first.
+// Backward dQ of one query tile of one query head, looping over its key tiles: S = Q K^T,
+// dP = dout V^T, dQ += dS K. Grid (query tiles, NH, B); the last query tiles (most keys)
+// start first.
 template <int HS>
 __global__ void __launch_bounds__(ATT_TC_THREADS)
     attention_backward_dq_tc_kernel(__nv_bfloat16 *dqkv, const __nv_bfloat16 *dout, const float *lse, const float *D,
-                                    const __nv_bfloat16 *qkv, const int *doc_start, int T, int C, int NH) {
+                                    const __nv_bfloat16 *qkv, const int *doc_start, int T, int NH, int KVH) {
     constexpr int LD = HS + ATT_TC_PAD;
     extern __shared__ float4 att_tc_smem[]; // 16-byte aligned
     __nv_bfloat16 *Qs = (__nv_bfloat16 *)att_tc_smem; // [64][LD]
@@ -689,15 +714,17 @@ __global__ void __launch_bounds__(ATT_TC_THREADS)
     __shared__ int kmin_s;
 
     const int q0 = (gridDim.x - 1 - blockIdx.x) * ATT_TILE;
-    const int h = blockIdx.y, b = blockIdx.z;
+    const int h = blockIdx.y, b = blockIdx.z, kvh = h / (NH / KVH);
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t4 = lane % 4;
-    const size_t C3 = 3 * (size_t)C;
-    const __nv_bfloat16 *base = qkv + (size_t)b * T * C3 + (size_t)h * HS;
+    const size_t QKV = (size_t)(NH + 2 * KVH) * HS, OC = (size_t)NH * HS;
+    const __nv_bfloat16 *qb = qkv + (size_t)b * T * QKV + (size_t)h * HS;          // this query head
+    const __nv_bfloat16 *kb = qkv + (size_t)b * T * QKV + (size_t)(NH + kvh) * HS; // its kv head
+    const __nv_bfloat16 *vb = kb + (size_t)KVH * HS;
     const float scale = 1.0f / sqrtf((float)HS);
     const float scale_log2 = ATT_LOG2E * scale;
 
-    att_tc_load_tile<HS>(Qs, nullptr, base, q0, T, C3);
-    att_tc_load_tile<HS>(dOs, nullptr, dout + (size_t)b * T * C + (size_t)h * HS, q0, T, (size_t)C);
+    att_tc_load_tile<HS>(Qs, nullptr, qb, q0, T, QKV);
+    att_tc_load_tile<HS>(dOs, nullptr, dout + (size_t)b * T * OC + (size_t)h * HS, q0, T, OC);
     att_load_doc_start(ds_s, &kmin_s, doc_start + (size_t)b * T, q0, T); // its barriers also publish Qs, dOs
     const int kmin = kmin_s;
     const int qlast = min(q0 + ATT_TILE, T) - 1;
@@ -719,8 +746,8 @@ __global__ void __launch_bounds__(ATT_TC_THREADS)
 
     for (int k0 = (kmin / ATT_TILE) * ATT_TILE; k0 <= qlast; k0 += ATT_TILE) {
         __syncthreads(); // every warp is done with the previous Ks, Vs, Kt
-        att_tc_load_tile<HS>(Ks, Kt, base + C, k0, T, C3);
-        att_tc_load_tile<HS>(Vs, nullptr, base + 2 * (size_t)C, k0, T, C3);
+        att_tc_load_tile<HS>(Ks, Kt, kb, k0, T, QKV);
+        att_tc_load_tile<HS>(Vs, nullptr, vb, k0, T, QKV);
         __syncthreads();
         float p[8][4], ds[8][4];
         att_tc_scores<HS>(p, Qs, 16 * warp, Ks);   // S
@@ -738,7 +765,7 @@ __global__ void __launch_bounds__(ATT_TC_THREADS)
     }
 
     const float mul[2] = {scale, scale};
-    att_tc_store_rows<HS>(dqkv + (size_t)b * T * C3 + (size_t)h * HS, C3, q0 + 16 * warp, T, dq, mul);
+    att_tc_store_rows<HS>(dqkv + (size_t)b * T * QKV + (size_t)h * HS, QKV, q0 + 16 * warp, T, dq, mul);
 }
 #endif // !ENABLE_FP32
 
@@ -746,17 +773,21 @@ __global__ void __launch_bounds__(ATT_TC_THREADS)
 // Host launchers.
 
 // Head sizes with kernels: multiples of 8 up to 128 (fp32 FMA kernels); the tensor-core
-// kernels take the multiples of 16 (one mma k step is 16 channels).
+// kernels take the multiples of 16 (one mma k step is 16 channels). 64 (GPT-2 124M,
+// SmolLM2, Llama 3.2, Qwen2.5-0.5B) and 128 (Llama 3 8B, Qwen2.5-7B) are in both sets.
 #define ATT_HEAD_SIZES(X) X(8) X(16) X(24) X(32) X(40) X(48) X(56) X(64) X(72) X(80) X(88) X(96) X(104) X(112) X(120) X(128)
 #define ATT_TC_HEAD_SIZES(X) X(16) X(32) X(48) X(64) X(80) X(96) X(112) X(128)
 
-inline int attention_head_size(int C, int NH) {
-    int hs = NH > 0 ? C / NH : 0;
-    if (NH <= 0 || C % NH != 0 || hs % 8 != 0 || hs <= 0 || hs > 128) {
-        fprintf(stderr, "error: attention: head size %d not supported (need a multiple of 8, at most 128)\n", hs);
+// Refuses head shapes without kernels (one line, exit 1).
+inline void attention_check_heads(int NH, int KVH, int HS) {
+    if (NH <= 0 || KVH <= 0 || NH % KVH != 0) {
+        fprintf(stderr, "error: attention: %d query heads cannot share %d kv heads (need a positive divisor)\n", NH, KVH);
         exit(1);
     }
-    return hs;
+    if (HS <= 0 || HS % 8 != 0 || HS > 128) {
+        fprintf(stderr, "error: attention: head size %d not supported (need a multiple of 8, at most 128)\n", HS);
+        exit(1);
+    }
 }
 
 // Which kernels run: ATT_AUTO is the tensor-core kernels where they exist (bf16 build, head
@@ -781,27 +812,28 @@ inline bool attention_use_tc(int hs, AttKernels which) {
 }
 
 template <int HS>
-void attention_forward_fma_hs(floatX *out, float *lse, const floatX *qkv, const int *doc_start, int B, int T, int C, int NH,
+void attention_forward_fma_hs(floatX *out, float *lse, const floatX *qkv, const int *doc_start, int B, int T, int NH, int KVH,
                               cudaStream_t stream) {
     size_t smem = (3 * (size_t)ATT_TILE * (HS + 1) + (size_t)ATT_TILE * ATT_PLD) * sizeof(float);
     CUDA_CHECK(cudaFuncSetAttribute(attention_forward_kernel<HS>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     dim3 grid(ceil_div(T, ATT_TILE), NH, B);
-    attention_forward_kernel<HS><<<grid, ATT_THREADS, smem, stream>>>(out, lse, qkv, doc_start, T, C, NH);
+    attention_forward_kernel<HS><<<grid, ATT_THREADS, smem, stream>>>(out, lse, qkv, doc_start, T, NH, KVH);
     LAUNCH_CHECK();
 }
 
 template <int HS>
 void attention_backward_fma_hs(floatX *dqkv, const float *D, const floatX *dout, const float *lse, const floatX *qkv,
-                               const int *doc_start, int B, int T, int C, int NH, cudaStream_t stream) {
-    dim3 grid(ceil_div(T, ATT_TILE), NH, B);
+                               const int *doc_start, int B, int T, int NH, int KVH, cudaStream_t stream) {
     size_t smem_kv = (4 * (size_t)ATT_TILE * (HS + 1) + 2 * (size_t)ATT_TILE * ATT_PLD) * sizeof(float);
     CUDA_CHECK(cudaFuncSetAttribute(attention_backward_dkdv_kernel<HS>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     (int)smem_kv));
-    attention_backward_dkdv_kernel<HS><<<grid, ATT_THREADS, smem_kv, stream>>>(dqkv, dout, lse, D, qkv, doc_start, T, C, NH);
+    attention_backward_dkdv_kernel<HS><<<dim3(ceil_div(T, ATT_TILE), KVH, B), ATT_THREADS, smem_kv, stream>>>(
+        dqkv, dout, lse, D, qkv, doc_start, T, NH, KVH);
     LAUNCH_CHECK();
     size_t smem_q = (4 * (size_t)ATT_TILE * (HS + 1) + (size_t)ATT_TILE * ATT_PLD) * sizeof(float);
     CUDA_CHECK(cudaFuncSetAttribute(attention_backward_dq_kernel<HS>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_q));
-    attention_backward_dq_kernel<HS><<<grid, ATT_THREADS, smem_q, stream>>>(dqkv, dout, lse, D, qkv, doc_start, T, C, NH);
+    attention_backward_dq_kernel<HS><<<dim3(ceil_div(T, ATT_TILE), NH, B), ATT_THREADS, smem_q, stream>>>(
+        dqkv, dout, lse, D, qkv, doc_start, T, NH, KVH);
     LAUNCH_CHECK();
 }
 
@@ -813,77 +845,77 @@ inline size_t att_tc_smem_bytes(int hs, int tiles, int transposed) {
 }
 
 template <int HS>
-void attention_forward_tc_hs(floatX *out, float *lse, const floatX *qkv, const int *doc_start, int B, int T, int C, int NH,
+void attention_forward_tc_hs(floatX *out, float *lse, const floatX *qkv, const int *doc_start, int B, int T, int NH, int KVH,
                              cudaStream_t stream) {
     size_t smem = att_tc_smem_bytes(HS, 2, 1); // Q, K; V transposed
     CUDA_CHECK(cudaFuncSetAttribute(attention_forward_tc_kernel<HS>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     dim3 grid(ceil_div(T, ATT_TILE), NH, B);
-    attention_forward_tc_kernel<HS><<<grid, ATT_TC_THREADS, smem, stream>>>(out, lse, qkv, doc_start, T, C, NH);
+    attention_forward_tc_kernel<HS><<<grid, ATT_TC_THREADS, smem, stream>>>(out, lse, qkv, doc_start, T, NH, KVH);
     LAUNCH_CHECK();
 }
 
 template <int HS>
 void attention_backward_tc_hs(floatX *dqkv, const float *D, const floatX *dout, const float *lse, const floatX *qkv,
-                              const int *doc_start, int B, int T, int C, int NH, cudaStream_t stream) {
-    dim3 grid(ceil_div(T, ATT_TILE), NH, B);
+                              const int *doc_start, int B, int T, int NH, int KVH, cudaStream_t stream) {
     size_t smem_kv = att_tc_smem_bytes(HS, 4, 2); // K, V, Q, dout; Q and dout transposed
     CUDA_CHECK(cudaFuncSetAttribute(attention_backward_dkdv_tc_kernel<HS>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     (int)smem_kv));
-    attention_backward_dkdv_tc_kernel<HS><<<grid, ATT_TC_THREADS, smem_kv, stream>>>(dqkv, dout, lse, D, qkv, doc_start, T, C, NH);
+    attention_backward_dkdv_tc_kernel<HS><<<dim3(ceil_div(T, ATT_TILE), KVH, B), ATT_TC_THREADS, smem_kv, stream>>>(
+        dqkv, dout, lse, D, qkv, doc_start, T, NH, KVH);
     LAUNCH_CHECK();
     size_t smem_q = att_tc_smem_bytes(HS, 4, 1); // Q, dout, K, V; K transposed
     CUDA_CHECK(cudaFuncSetAttribute(attention_backward_dq_tc_kernel<HS>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     (int)smem_q));
-    attention_backward_dq_tc_kernel<HS><<<grid, ATT_TC_THREADS, smem_q, stream>>>(dqkv, dout, lse, D, qkv, doc_start, T, C, NH);
+    attention_backward_dq_tc_kernel<HS><<<dim3(ceil_div(T, ATT_TILE), NH, B), ATT_TC_THREADS, smem_q, stream>>>(
+        dqkv, dout, lse, D, qkv, doc_start, T, NH, KVH);
     LAUNCH_CHECK();
 }
 #endif
 
-// out (B,T,C) floatX; lse (B,NH,T) float = log-sum-exp of each query's scaled scores.
-inline void attention_forward(floatX *out, float *lse, const floatX *qkv, const int *doc_start, int B, int T, int C, int NH,
-                              cudaStream_t stream, AttKernels which = ATT_AUTO) {
-    int hs = attention_head_size(C, NH);
+// qkv (B,T,(NH+2KVH)HS) floatX in; out (B,T,NH HS) floatX and lse (B,NH,T) float (the
+// log-sum-exp of each query's scaled scores) out.
+inline void attention_forward(floatX *out, float *lse, const floatX *qkv, const int *doc_start, int B, int T, int NH, int KVH,
+                              int HS, cudaStream_t stream, AttKernels which = ATT_AUTO) {
+    attention_check_heads(NH, KVH, HS);
 #if !defined(ENABLE_FP32)
-    if (attention_use_tc(hs, which)) {
-        switch (hs) {
+    if (attention_use_tc(HS, which)) {
+        switch (HS) {
 #define ATT_CASE(H)                                                                                                    \
-    case H: attention_forward_tc_hs<H>(out, lse, qkv, doc_start, B, T, C, NH, stream); break;
+    case H: attention_forward_tc_hs<H>(out, lse, qkv, doc_start, B, T, NH, KVH, stream); break;
             ATT_TC_HEAD_SIZES(ATT_CASE)
 #undef ATT_CASE
         }
         return;
     }
 #else
-    attention_use_tc(hs, which); // fails for ATT_TC
+    attention_use_tc(HS, which); // fails for ATT_TC
 #endif
-    switch (hs) {
+    switch (HS) {
 #define ATT_CASE(H)                                                                                                    \
-    case H: attention_forward_fma_hs<H>(out, lse, qkv, doc_start, B, T, C, NH, stream); break;
+    case H: attention_forward_fma_hs<H>(out, lse, qkv, doc_start, B, T, NH, KVH, stream); break;
         ATT_HEAD_SIZES(ATT_CASE)
 #undef ATT_CASE
     }
 }
 
 // Scratch floats attention_backward needs: D (B, NH, T).
-inline size_t attention_backward_scratch_floats(int B, int T, int C, int NH) {
-    (void)C;
-    return (size_t)B * NH * T;
-}
+inline size_t attention_backward_scratch_floats(int B, int T, int NH) { return (size_t)B * NH * T; }
 
-// dqkv (B,T,3C) floatX is overwritten (not accumulated). Deterministic: no atomics.
+// dqkv (B,T,(NH+2KVH)HS) floatX is overwritten (not accumulated); dK, dV of a kv head are
+// summed over its query heads. Deterministic: no atomics.
 inline void attention_backward(floatX *dqkv, float *scratch, const floatX *dout, const floatX *out, const float *lse,
-                               const floatX *qkv, const int *doc_start, int B, int T, int C, int NH, cudaStream_t stream,
-                               AttKernels which = ATT_AUTO) {
-    int hs = attention_head_size(C, NH);
-    bool tc = attention_use_tc(hs, which);
+                               const floatX *qkv, const int *doc_start, int B, int T, int NH, int KVH, int HS,
+                               cudaStream_t stream, AttKernels which = ATT_AUTO) {
+    attention_check_heads(NH, KVH, HS);
+    bool tc = attention_use_tc(HS, which);
     long warps = (long)B * T * NH;
-    attention_backward_d_kernel<<<ceil_div(warps * 32, 256), 256, 0, stream>>>(scratch, dout, out, B, T, C, NH);
+    attention_backward_d_kernel<<<ceil_div(warps * 32, 256), 256, 0, stream>>>(scratch, dout, out, B, T, NH, HS);
     LAUNCH_CHECK();
 #if !defined(ENABLE_FP32)
     if (tc) {
-        switch (hs) {
+        switch (HS) {
 #define ATT_CASE(H)                                                                                                    \
-    case H: attention_backward_tc_hs<H>(dqkv, scratch, dout, lse, qkv, doc_start, B, T, C, NH, stream); break;
+    case H: attention_backward_tc_hs<H>(dqkv, scratch, dout, lse, qkv, doc_start, B, T, NH, KVH, stream); break;
             ATT_TC_HEAD_SIZES(ATT_CASE)
 #undef ATT_CASE
         }
@@ -892,9 +924,9 @@ inline void attention_backward(floatX *dqkv, float *scratch, const floatX *dout,
 #else
     (void)tc;
 #endif
-    switch (hs) {
+    switch (HS) {
 #define ATT_CASE(H)                                                                                                    \
-    case H: attention_backward_fma_hs<H>(dqkv, scratch, dout, lse, qkv, doc_start, B, T, C, NH, stream); break;
+    case H: attention_backward_fma_hs<H>(dqkv, scratch, dout, lse, qkv, doc_start, B, T, NH, KVH, stream); break;
         ATT_HEAD_SIZES(ATT_CASE)
 #undef ATT_CASE
     }

@@ -1,10 +1,11 @@
-// cuda/encoder.cuh: token + position embedding, forward and backward.
+// cuda/encoder.cuh: token + position embedding, forward and backward (the Llama family has
+// no position embedding: wpe and dwpe are null, rotary positions act in attention instead).
 // CPU twins: encoder_forward/backward in train_sft.c.
 #pragma once
 #include "common.cuh"
 #include "elementwise.cuh"
 
-// out[i] = wte[inputs[i]] + wpe[pos[i]]: thread per group of N channels of one row.
+// out[i] = wte[inputs[i]] + wpe[pos[i]] (wte[inputs[i]] when wpe is null): thread per group of N channels of one row.
 template <int N>
 __global__ void encoder_forward_kernel(floatX* out, const int* inputs, const int* pos, const floatX* wte, const floatX* wpe, int BT, int C) {
     size_t idx = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * N;
@@ -12,9 +13,11 @@ __global__ void encoder_forward_kernel(floatX* out, const int* inputs, const int
     int i = (int)(idx / C), c = (int)(idx % C);  // C % N == 0: a group never crosses a row
     float te[N], pe[N];
     load_vec<N>(te, wte + (size_t)inputs[i] * C + c);
-    load_vec<N>(pe, wpe + (size_t)pos[i] * C + c);
+    if (wpe) {
+        load_vec<N>(pe, wpe + (size_t)pos[i] * C + c);
 #pragma unroll
-    for (int k = 0; k < N; k++) te[k] += pe[k];
+        for (int k = 0; k < N; k++) te[k] += pe[k];
+    }
     store_vec<N>(out + idx, te);
 }
 
@@ -22,7 +25,7 @@ void encoder_forward(floatX* out, const int* inputs, const int* pos, const float
     if (BT <= 0 || C <= 0) return;
     const int block = 256;
     long n = (long)BT * C;
-    bool vec = C % XVEC == 0 && is_aligned(out, 16) && is_aligned(wte, 16) && is_aligned(wpe, 16);
+    bool vec = C % XVEC == 0 && is_aligned(out, 16) && is_aligned(wte, 16) && is_aligned(wpe, 16);  // null is aligned
     if (vec) encoder_forward_kernel<XVEC><<<ceil_div(n, (long)block * XVEC), block, 0, s>>>(out, inputs, pos, wte, wpe, BT, C);
     else encoder_forward_kernel<1><<<ceil_div(n, block), block, 0, s>>>(out, inputs, pos, wte, wpe, BT, C);
     LAUNCH_CHECK();
@@ -84,9 +87,10 @@ __global__ void __launch_bounds__(ENC_BWD_THREADS) encoder_backward_kernel(float
     dst[(size_t)keys[j] * C + c] += acc;
 }
 
-// plan: device copies of the arrays of a plan made by encoder_backward_plan (its num_keys as made)
+// plan: device copies of the arrays of a plan made by encoder_backward_plan (its num_keys as made);
+// dwpe null (no position embedding): only the token keys, the first num_keys[0], are summed
 void encoder_backward(float* dwte, float* dwpe, const floatX* dout, const EncoderPlan* plan, int C, cudaStream_t s) {
-    int nk = plan->num_keys[0] + plan->num_keys[1];
+    int nk = plan->num_keys[0] + (dwpe ? plan->num_keys[1] : 0);
     if (nk <= 0 || C <= 0) return;
     dim3 grid(nk, ceil_div(C, ENC_BWD_THREADS));
     encoder_backward_kernel<<<grid, ENC_BWD_THREADS, 0, s>>>(dwte, dwpe, dout, plan->keys, plan->off, plan->rows, plan->num_keys[0], C);

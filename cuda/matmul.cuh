@@ -161,3 +161,25 @@ inline void matmul_backward(const BlasLt* lt, floatX* dinp, float* dw, float* db
     add_f32_kernel<<<ceil_div(OC, 256), 256, 0, s>>>(dbias, bias_scratch, OC);
     LAUNCH_CHECK();
 }
+
+// ----------------------------------------------------------------------------
+// The Llama family's products: w in nn.Linear's layout, [out, in] = OC x C, so y = x w^T.
+// The same cuBLASLt calls with the other transposes; no GELU (SwiGLU is its own kernel,
+// cuda/swiglu.cuh). The only bias is Qwen2's on q, k, v: its gradient comes from
+// bias_backward (cuda/elementwise.cuh), since here dout is the weight gradient's first
+// operand, whose column sums would need cuBLASLt's BGRADB epilogue (not used anywhere yet,
+// so not relied on before it is checked on a GPU).
+
+// out[N, OC] = inp[N, C] * w[OC, C]^T (+ bias[OC] when bias is not null)
+inline void matmul_forward_oi(const BlasLt* lt, floatX* out, const floatX* inp, const floatX* w, const floatX* bias, int N, int C, int OC,
+                              cudaStream_t s) {
+    lt_matmul_rm(lt, bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT, false, true, N, OC, C, inp, C, w, C, out, CUBLAS_FLOATX, OC,
+                 false, (void*)bias, nullptr, 0, s);
+}
+
+// dinp[N, C] = dout[N, OC] * w[OC, C] (overwritten), dw[OC, C] += dout^T * inp (fp32)
+inline void matmul_backward_oi(const BlasLt* lt, floatX* dinp, float* dw, const floatX* dout, const floatX* inp, const floatX* w, int N, int C,
+                               int OC, cudaStream_t s) {
+    lt_matmul_rm(lt, CUBLASLT_EPILOGUE_DEFAULT, false, false, N, C, OC, dout, OC, w, C, dinp, CUBLAS_FLOATX, C, false, nullptr, nullptr, 0, s);
+    lt_matmul_rm(lt, CUBLASLT_EPILOGUE_DEFAULT, true, false, OC, C, N, dout, OC, inp, C, dw, CUDA_R_32F, C, true, nullptr, nullptr, 0, s);
+}

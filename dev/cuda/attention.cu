@@ -7,7 +7,8 @@
 // Versions:
 //   1: the simplest correct kernels. Forward: one block per (query, head, row) with the
 //      query's scores in shared memory. Backward: one thread per (query, head) for dq and
-//      one thread per (key, head) for dk, dv, each looping over the positions it touches.
+//      one thread per (key, kv head) for dk, dv, each looping over the positions (and, for
+//      dk, dv, the query heads of the group) it touches.
 //   2: cuda/attention.cuh's fp32-FMA kernels (tiled, online softmax): what the fp32 build
 //      and head sizes that are not a multiple of 16 use.
 //   3: cuda/attention.cuh's tensor-core kernels (mma.sync bf16 -> fp32): what the bf16
@@ -15,8 +16,10 @@
 //      fp32 build and for other head sizes).
 // Every version is checked against the CPU trainer's attention (dev/cuda/cpu_ref.c) on
 // random inputs with packed documents (random boundaries, length-1 documents, padding),
-// with outputs filled with NaN before each run. Then forward and backward are timed for
-// B=4, T=1024, C=768, NH=12 with one document per row and with ~128-token documents.
+// with outputs filled with NaN before each run, for multi-head and grouped-query heads
+// (NH/KVH = 1, 2, 3, 4, NH; head sizes 8 to 128). Then forward and backward are timed for
+// B=4, T=1024 on the attention shapes of GPT-2 124M, SmolLM2-360M, Llama-3.2-1B and
+// Llama-3-8B, with one document per row and (GPT-2, Llama 3 8B) ~128-token documents.
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -47,19 +50,28 @@ __device__ float v1_block_reduce(float v, bool is_max) {
     return r;
 }
 
+// Positions in a qkv row [q (NH heads) | k (KVH heads) | v (KVH heads)] of HS channels
+// each, for version 1; query head h reads kv head h / (NH / KVH).
+struct V1Heads {
+    int NH, KVH, HS;
+    __device__ size_t row() const { return (size_t)(NH + 2 * KVH) * HS; }
+    __device__ size_t q(int h) const { return (size_t)h * HS; }
+    __device__ size_t k(int kvh) const { return (size_t)(NH + kvh) * HS; }
+    __device__ size_t v(int kvh) const { return (size_t)(NH + KVH + kvh) * HS; }
+    __device__ int kv_of(int h) const { return h / (NH / KVH); }
+};
+
 // One block per (t, h, b); scores of keys doc_start..t in shared memory (T floats).
-__global__ void attention_forward_v1_kernel(floatX *out, float *lse, const floatX *qkv, const int *doc_start, int T, int C,
-                                            int NH) {
+__global__ void attention_forward_v1_kernel(floatX *out, float *lse, const floatX *qkv, const int *doc_start, int T, V1Heads H) {
     extern __shared__ float sc[];
-    int t = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
-    int hs = C / NH;
-    size_t C3 = 3 * (size_t)C;
-    const floatX *q = qkv + ((size_t)b * T + t) * C3 + (size_t)h * hs;
+    int t = blockIdx.x, h = blockIdx.y, b = blockIdx.z, kvh = H.kv_of(h), hs = H.HS;
+    size_t R = H.row();
+    const floatX *q = qkv + ((size_t)b * T + t) * R + H.q(h);
     int s0 = doc_start[(size_t)b * T + t];
     float scale = 1.0f / sqrtf((float)hs);
     float mx = -INFINITY;
     for (int s = s0 + threadIdx.x; s <= t; s += blockDim.x) {
-        const floatX *k = qkv + ((size_t)b * T + s) * C3 + C + (size_t)h * hs;
+        const floatX *k = qkv + ((size_t)b * T + s) * R + H.k(kvh);
         float d = 0.0f;
         for (int i = 0; i < hs; i++) d += to_float(q[i]) * to_float(k[i]);
         sc[s] = d * scale;
@@ -74,34 +86,34 @@ __global__ void attention_forward_v1_kernel(floatX *out, float *lse, const float
     sum = v1_block_reduce(sum, false); // its barriers also make every sc[s] visible
     for (int i = threadIdx.x; i < hs; i += blockDim.x) {
         float acc = 0.0f;
-        for (int s = s0; s <= t; s++) acc += sc[s] * to_float(qkv[((size_t)b * T + s) * C3 + 2 * C + (size_t)h * hs + i]);
-        out[((size_t)b * T + t) * C + (size_t)h * hs + i] = from_float<floatX>(acc / sum);
+        for (int s = s0; s <= t; s++) acc += sc[s] * to_float(qkv[((size_t)b * T + s) * R + H.v(kvh) + i]);
+        out[((size_t)b * T + t) * H.NH * hs + H.q(h) + i] = from_float<floatX>(acc / sum);
     }
-    if (threadIdx.x == 0) lse[((size_t)b * NH + h) * T + t] = mx + logf(sum);
+    if (threadIdx.x == 0) lse[((size_t)b * H.NH + h) * T + t] = mx + logf(sum);
 }
 
 #define V1_MAX_HS 128
 
 // One thread per (b, h, t): dq_t = scale sum_s p_s (dout_t.v_s - D_t) k_s, D_t = dout_t.out_t.
 __global__ void attention_backward_v1_dq_kernel(floatX *dqkv, const floatX *dout, const floatX *out, const float *lse,
-                                                const floatX *qkv, const int *doc_start, int B, int T, int C, int NH) {
+                                                const floatX *qkv, const int *doc_start, int B, int T, V1Heads H) {
     long idx = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    int NH = H.NH, hs = H.HS;
     if (idx >= (long)B * NH * T) return;
-    int t = (int)(idx % T), h = (int)((idx / T) % NH), b = (int)(idx / ((long)T * NH));
-    int hs = C / NH;
-    size_t C3 = 3 * (size_t)C;
+    int t = (int)(idx % T), h = (int)((idx / T) % NH), b = (int)(idx / ((long)T * NH)), kvh = H.kv_of(h);
+    size_t R = H.row(), OC = (size_t)NH * hs;
     float scale = 1.0f / sqrtf((float)hs);
-    const floatX *q = qkv + ((size_t)b * T + t) * C3 + (size_t)h * hs;
-    const floatX *dy = dout + ((size_t)b * T + t) * C + (size_t)h * hs;
-    const floatX *y = out + ((size_t)b * T + t) * C + (size_t)h * hs;
+    const floatX *q = qkv + ((size_t)b * T + t) * R + H.q(h);
+    const floatX *dy = dout + ((size_t)b * T + t) * OC + H.q(h);
+    const floatX *y = out + ((size_t)b * T + t) * OC + H.q(h);
     float D = 0.0f;
     for (int i = 0; i < hs; i++) D += to_float(dy[i]) * to_float(y[i]);
     float L = lse[((size_t)b * NH + h) * T + t];
     float dq[V1_MAX_HS];
     for (int i = 0; i < hs; i++) dq[i] = 0.0f;
     for (int s = doc_start[(size_t)b * T + t]; s <= t; s++) {
-        const floatX *k = qkv + ((size_t)b * T + s) * C3 + C + (size_t)h * hs;
-        const floatX *v = k + C;
+        const floatX *k = qkv + ((size_t)b * T + s) * R + H.k(kvh);
+        const floatX *v = qkv + ((size_t)b * T + s) * R + H.v(kvh);
         float sd = 0.0f, dp = 0.0f;
         for (int i = 0; i < hs; i++) {
             sd += to_float(q[i]) * to_float(k[i]);
@@ -111,74 +123,76 @@ __global__ void attention_backward_v1_dq_kernel(floatX *dqkv, const floatX *dout
         float g = p * (dp - D);
         for (int i = 0; i < hs; i++) dq[i] += g * to_float(k[i]);
     }
-    floatX *dqrow = dqkv + ((size_t)b * T + t) * C3 + (size_t)h * hs;
+    floatX *dqrow = dqkv + ((size_t)b * T + t) * R + H.q(h);
     for (int i = 0; i < hs; i++) dqrow[i] = from_float<floatX>(dq[i] * scale);
 }
 
-// One thread per (b, h, s): dk_s, dv_s summed over the queries t >= s of the same document.
+// One thread per (b, kv head, s): dk_s, dv_s summed over the query heads of the group and
+// the queries t >= s of the same document.
 __global__ void attention_backward_v1_dkdv_kernel(floatX *dqkv, const floatX *dout, const floatX *out, const float *lse,
-                                                  const floatX *qkv, const int *doc_start, int B, int T, int C, int NH) {
+                                                  const floatX *qkv, const int *doc_start, int B, int T, V1Heads H) {
     long idx = (long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (idx >= (long)B * NH * T) return;
-    int s = (int)(idx % T), h = (int)((idx / T) % NH), b = (int)(idx / ((long)T * NH));
-    int hs = C / NH;
-    size_t C3 = 3 * (size_t)C;
+    int NH = H.NH, KVH = H.KVH, hs = H.HS, G = NH / KVH;
+    if (idx >= (long)B * KVH * T) return;
+    int s = (int)(idx % T), kvh = (int)((idx / T) % KVH), b = (int)(idx / ((long)T * KVH));
+    size_t R = H.row(), OC = (size_t)NH * hs;
     float scale = 1.0f / sqrtf((float)hs);
-    const floatX *k = qkv + ((size_t)b * T + s) * C3 + C + (size_t)h * hs;
-    const floatX *v = k + C;
+    const floatX *k = qkv + ((size_t)b * T + s) * R + H.k(kvh);
+    const floatX *v = qkv + ((size_t)b * T + s) * R + H.v(kvh);
     float dk[V1_MAX_HS], dv[V1_MAX_HS];
     for (int i = 0; i < hs; i++) dk[i] = dv[i] = 0.0f;
-    for (int t = s; t < T; t++) {
-        if (doc_start[(size_t)b * T + t] > s) continue;
-        const floatX *q = qkv + ((size_t)b * T + t) * C3 + (size_t)h * hs;
-        const floatX *dy = dout + ((size_t)b * T + t) * C + (size_t)h * hs;
-        const floatX *y = out + ((size_t)b * T + t) * C + (size_t)h * hs;
-        float sd = 0.0f, dp = 0.0f, D = 0.0f;
-        for (int i = 0; i < hs; i++) {
-            sd += to_float(q[i]) * to_float(k[i]);
-            dp += to_float(dy[i]) * to_float(v[i]);
-            D += to_float(dy[i]) * to_float(y[i]);
+    for (int h = kvh * G; h < (kvh + 1) * G; h++)
+        for (int t = s; t < T; t++) {
+            if (doc_start[(size_t)b * T + t] > s) continue;
+            const floatX *q = qkv + ((size_t)b * T + t) * R + H.q(h);
+            const floatX *dy = dout + ((size_t)b * T + t) * OC + H.q(h);
+            const floatX *y = out + ((size_t)b * T + t) * OC + H.q(h);
+            float sd = 0.0f, dp = 0.0f, D = 0.0f;
+            for (int i = 0; i < hs; i++) {
+                sd += to_float(q[i]) * to_float(k[i]);
+                dp += to_float(dy[i]) * to_float(v[i]);
+                D += to_float(dy[i]) * to_float(y[i]);
+            }
+            float p = expf(sd * scale - lse[((size_t)b * NH + h) * T + t]);
+            float g = p * (dp - D);
+            for (int i = 0; i < hs; i++) {
+                dv[i] += p * to_float(dy[i]);
+                dk[i] += g * to_float(q[i]);
+            }
         }
-        float p = expf(sd * scale - lse[((size_t)b * NH + h) * T + t]);
-        float g = p * (dp - D);
-        for (int i = 0; i < hs; i++) {
-            dv[i] += p * to_float(dy[i]);
-            dk[i] += g * to_float(q[i]);
-        }
-    }
-    floatX *row = dqkv + ((size_t)b * T + s) * C3 + (size_t)h * hs;
+    floatX *row = dqkv + ((size_t)b * T + s) * R;
     for (int i = 0; i < hs; i++) {
-        row[C + i] = from_float<floatX>(dk[i] * scale);
-        row[2 * (size_t)C + i] = from_float<floatX>(dv[i]);
+        row[H.k(kvh) + i] = from_float<floatX>(dk[i] * scale);
+        row[H.v(kvh) + i] = from_float<floatX>(dv[i]);
     }
 }
 
 // ---------------------------------------------------------------------------------------
 // Dispatch over versions.
 
-static void forward_version(int version, floatX *out, float *lse, const floatX *qkv, const int *doc_start, int B, int T, int C,
-                            int NH) {
+static void forward_version(int version, floatX *out, float *lse, const floatX *qkv, const int *doc_start, int B, int T, int NH,
+                            int KVH, int HS) {
     if (version == 1) {
         size_t smem = (size_t)T * sizeof(float);
         if (smem > 48 * 1024)
             CUDA_CHECK(cudaFuncSetAttribute(attention_forward_v1_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-        attention_forward_v1_kernel<<<dim3(T, NH, B), 128, smem>>>(out, lse, qkv, doc_start, T, C, NH);
+        attention_forward_v1_kernel<<<dim3(T, NH, B), 128, smem>>>(out, lse, qkv, doc_start, T, V1Heads{NH, KVH, HS});
         CUDA_CHECK(cudaGetLastError());
     } else {
-        attention_forward(out, lse, qkv, doc_start, B, T, C, NH, 0, version == 2 ? ATT_FMA : ATT_TC);
+        attention_forward(out, lse, qkv, doc_start, B, T, NH, KVH, HS, 0, version == 2 ? ATT_FMA : ATT_TC);
     }
 }
 
 static void backward_version(int version, floatX *dqkv, float *scratch, const floatX *dout, const floatX *out, const float *lse,
-                             const floatX *qkv, const int *doc_start, int B, int T, int C, int NH) {
+                             const floatX *qkv, const int *doc_start, int B, int T, int NH, int KVH, int HS) {
     if (version == 1) {
-        int n = B * NH * T;
-        attention_backward_v1_dq_kernel<<<ceil_div(n, 128), 128>>>(dqkv, dout, out, lse, qkv, doc_start, B, T, C, NH);
+        V1Heads H{NH, KVH, HS};
+        attention_backward_v1_dq_kernel<<<ceil_div(B * NH * T, 128), 128>>>(dqkv, dout, out, lse, qkv, doc_start, B, T, H);
         CUDA_CHECK(cudaGetLastError());
-        attention_backward_v1_dkdv_kernel<<<ceil_div(n, 128), 128>>>(dqkv, dout, out, lse, qkv, doc_start, B, T, C, NH);
+        attention_backward_v1_dkdv_kernel<<<ceil_div(B * KVH * T, 128), 128>>>(dqkv, dout, out, lse, qkv, doc_start, B, T, H);
         CUDA_CHECK(cudaGetLastError());
     } else {
-        attention_backward(dqkv, scratch, dout, out, lse, qkv, doc_start, B, T, C, NH, 0, version == 2 ? ATT_FMA : ATT_TC);
+        attention_backward(dqkv, scratch, dout, out, lse, qkv, doc_start, B, T, NH, KVH, HS, 0, version == 2 ? ATT_FMA : ATT_TC);
     }
 }
 
@@ -288,34 +302,49 @@ static std::vector<float> to_host_float(const floatX *d, size_t n) {
 }
 
 struct Config {
-    int B, T, C, NH, mode;
+    int B, T, NH, KVH, HS, mode;
     float amp; // q, k, v uniform in [-amp, amp]
 };
 
+// Splits (B*T) rows [q (NH HS) | k (KVH HS) | v (KVH HS)] into q (B*T, NH HS), k and v
+// (B*T, KVH HS).
+static void split_qkv(const float *rows, size_t BT, int NH, int KVH, int HS, float *q, float *k, float *v) {
+    size_t nq = (size_t)NH * HS, nk = (size_t)KVH * HS;
+    for (size_t r = 0; r < BT; r++) {
+        const float *x = rows + r * (nq + 2 * nk);
+        memcpy(q + r * nq, x, nq * sizeof(float));
+        memcpy(k + r * nk, x + nq, nk * sizeof(float));
+        memcpy(v + r * nk, x + nq + nk, nk * sizeof(float));
+    }
+}
+
 // Checks every version on one configuration; returns the number of failures.
 static int check_config(const Config &cf, int only_version) {
-    int B = cf.B, T = cf.T, C = cf.C, NH = cf.NH, hs = C / NH;
-    size_t nqkv = (size_t)B * T * 3 * C, nout = (size_t)B * T * C, nlse = (size_t)B * NH * T;
+    int B = cf.B, T = cf.T, NH = cf.NH, KVH = cf.KVH, hs = cf.HS;
+    size_t BT = (size_t)B * T, QKV = (size_t)(NH + 2 * KVH) * hs;
+    size_t nqkv = BT * QKV, nout = BT * NH * hs, nkv = BT * KVH * hs, nlse = (size_t)B * NH * T;
     std::vector<float> qkv(nqkv), dout(nout);
-    std::vector<int> ds((size_t)B * T);
+    std::vector<int> ds(BT);
     make_doc_start(ds.data(), B, T, cf.mode);
     // inputs rounded to floatX, so the CPU sees exactly what the GPU sees
     for (auto &x : qkv) x = to_float(from_float<floatX>(rng_uniform(-cf.amp, cf.amp)));
     for (auto &x : dout) x = to_float(from_float<floatX>(rng_uniform(-1.0f, 1.0f)));
+    char shape[128];
+    snprintf(shape, sizeof shape, "%s B=%d T=%d NH=%d KVH=%d hs=%d", mode_name(cf.mode), B, T, NH, KVH, hs);
 
     // CPU reference
     std::vector<float> ref_out(nout), ref_att((size_t)B * NH * T * T), ref_dqkv(nqkv, 0.0f), ref_lse(nlse);
-    ref_attention_forward(ref_out.data(), ref_att.data(), qkv.data(), ds.data(), B, T, C, NH);
-    ref_attention_backward(ref_dqkv.data(), dout.data(), qkv.data(), ref_att.data(), ds.data(), B, T, C, NH);
+    ref_attention_forward(ref_out.data(), ref_att.data(), qkv.data(), ds.data(), B, T, NH, KVH, hs);
+    ref_attention_backward(ref_dqkv.data(), dout.data(), qkv.data(), ref_att.data(), ds.data(), B, T, NH, KVH, hs);
     float scale = 1.0f / sqrtf((float)hs);
     for (int b = 0; b < B; b++)
         for (int h = 0; h < NH; h++)
             for (int t = 0; t < T; t++) {
-                const float *q = &qkv[((size_t)b * T + t) * 3 * C + h * hs];
+                const float *q = &qkv[((size_t)b * T + t) * QKV + (size_t)h * hs];
                 double mx = -INFINITY, sum = 0.0;
                 std::vector<double> sc(t + 1);
                 for (int s = ds[(size_t)b * T + t]; s <= t; s++) {
-                    const float *k = &qkv[((size_t)b * T + s) * 3 * C + C + h * hs];
+                    const float *k = &qkv[((size_t)b * T + s) * QKV + (size_t)(NH + h / (NH / KVH)) * hs];
                     double d = 0.0;
                     for (int i = 0; i < hs; i++) d += (double)q[i] * k[i];
                     sc[s] = d * scale;
@@ -324,39 +353,34 @@ static int check_config(const Config &cf, int only_version) {
                 for (int s = ds[(size_t)b * T + t]; s <= t; s++) sum += exp(sc[s] - mx);
                 ref_lse[((size_t)b * NH + h) * T + t] = (float)(mx + log(sum));
             }
-    std::vector<float> ref_dq(nout), ref_dk(nout), ref_dv(nout);
-    for (size_t r = 0; r < (size_t)B * T; r++)
-        for (int i = 0; i < C; i++) {
-            ref_dq[r * C + i] = ref_dqkv[r * 3 * C + i];
-            ref_dk[r * C + i] = ref_dqkv[r * 3 * C + C + i];
-            ref_dv[r * C + i] = ref_dqkv[r * 3 * C + 2 * C + i];
-        }
+    std::vector<float> ref_dq(nout), ref_dk(nkv), ref_dv(nkv);
+    split_qkv(ref_dqkv.data(), BT, NH, KVH, hs, ref_dq.data(), ref_dk.data(), ref_dv.data());
 
     // device buffers
     floatX *d_qkv, *d_out, *d_dout, *d_dqkv;
     float *d_lse, *d_scratch;
     int *d_ds;
+    size_t nscratch = attention_backward_scratch_floats(B, T, NH);
     std::vector<floatX> hx(nqkv);
     CUDA_CHECK(cudaMalloc(&d_qkv, nqkv * sizeof(floatX)));
     CUDA_CHECK(cudaMalloc(&d_dqkv, nqkv * sizeof(floatX)));
     CUDA_CHECK(cudaMalloc(&d_out, nout * sizeof(floatX)));
     CUDA_CHECK(cudaMalloc(&d_dout, nout * sizeof(floatX)));
     CUDA_CHECK(cudaMalloc(&d_lse, nlse * sizeof(float)));
-    CUDA_CHECK(cudaMalloc(&d_scratch, attention_backward_scratch_floats(B, T, C, NH) * sizeof(float)));
-    CUDA_CHECK(cudaMalloc(&d_ds, (size_t)B * T * sizeof(int)));
+    CUDA_CHECK(cudaMalloc(&d_scratch, nscratch * sizeof(float)));
+    CUDA_CHECK(cudaMalloc(&d_ds, BT * sizeof(int)));
     for (size_t i = 0; i < nqkv; i++) hx[i] = from_float<floatX>(qkv[i]);
     CUDA_CHECK(cudaMemcpy(d_qkv, hx.data(), nqkv * sizeof(floatX), cudaMemcpyHostToDevice));
     for (size_t i = 0; i < nout; i++) hx[i] = from_float<floatX>(dout[i]);
     CUDA_CHECK(cudaMemcpy(d_dout, hx.data(), nout * sizeof(floatX), cudaMemcpyHostToDevice));
-    CUDA_CHECK(cudaMemcpy(d_ds, ds.data(), (size_t)B * T * sizeof(int), cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemcpy(d_ds, ds.data(), BT * sizeof(int), cudaMemcpyHostToDevice));
 
     int fails = 0;
     char name[256];
     for (int v = 1; v <= NUM_VERSIONS; v++) {
         if (only_version && v != only_version) continue;
         if (!version_available(v, hs)) {
-            printf("skip v%d B=%d T=%d C=%d NH=%d hs=%d: no kernels for this head size in the %s build\n", v, B, T, C, NH, hs,
-                   PRECISION_NAME);
+            printf("skip v%d %s: no kernels for this head size in the %s build\n", v, shape, PRECISION_NAME);
             continue;
         }
         std::vector<float> out1, dqkv1;
@@ -365,15 +389,14 @@ static int check_config(const Config &cf, int only_version) {
             CUDA_CHECK(cudaMemset(d_out, 0xFF, nout * sizeof(floatX)));
             CUDA_CHECK(cudaMemset(d_lse, 0xFF, nlse * sizeof(float)));
             CUDA_CHECK(cudaMemset(d_dqkv, 0xFF, nqkv * sizeof(floatX)));
-            CUDA_CHECK(cudaMemset(d_scratch, 0xFF, attention_backward_scratch_floats(B, T, C, NH) * sizeof(float)));
-            forward_version(v, d_out, d_lse, d_qkv, d_ds, B, T, C, NH);
-            backward_version(v, d_dqkv, d_scratch, d_dout, d_out, d_lse, d_qkv, d_ds, B, T, C, NH);
+            CUDA_CHECK(cudaMemset(d_scratch, 0xFF, nscratch * sizeof(float)));
+            forward_version(v, d_out, d_lse, d_qkv, d_ds, B, T, NH, KVH, hs);
+            backward_version(v, d_dqkv, d_scratch, d_dout, d_out, d_lse, d_qkv, d_ds, B, T, NH, KVH, hs);
             CUDA_CHECK(cudaDeviceSynchronize());
             std::vector<float> out = to_host_float(d_out, nout), dqkv = to_host_float(d_dqkv, nqkv);
             if (rep == 1) {
                 // determinism: the second run must be bit-identical
-                snprintf(name, sizeof name, "v%d %s B=%d T=%d C=%d NH=%d hs=%d deterministic", v, mode_name(cf.mode), B, T, C,
-                         NH, hs);
+                snprintf(name, sizeof name, "v%d %s deterministic", v, shape);
                 bool same = memcmp(out.data(), out1.data(), nout * sizeof(float)) == 0 &&
                             memcmp(dqkv.data(), dqkv1.data(), nqkv * sizeof(float)) == 0;
                 printf(same ? "ok %s\n" : "FAIL %s: second run differs\n", name);
@@ -382,21 +405,15 @@ static int check_config(const Config &cf, int only_version) {
             }
             out1 = out;
             dqkv1 = dqkv;
-            std::vector<float> lse(nlse), dq(nout), dk(nout), dv(nout);
+            std::vector<float> lse(nlse), dq(nout), dk(nkv), dv(nkv);
             CUDA_CHECK(cudaMemcpy(lse.data(), d_lse, nlse * sizeof(float), cudaMemcpyDeviceToHost));
-            for (size_t r = 0; r < (size_t)B * T; r++)
-                for (int i = 0; i < C; i++) {
-                    dq[r * C + i] = dqkv[r * 3 * C + i];
-                    dk[r * C + i] = dqkv[r * 3 * C + C + i];
-                    dv[r * C + i] = dqkv[r * 3 * C + 2 * C + i];
-                }
+            split_qkv(dqkv.data(), BT, NH, KVH, hs, dq.data(), dk.data(), dv.data());
             const char *parts[5] = {"out", "lse", "dq", "dk", "dv"};
             const float *gots[5] = {out.data(), lse.data(), dq.data(), dk.data(), dv.data()};
             const float *refs[5] = {ref_out.data(), ref_lse.data(), ref_dq.data(), ref_dk.data(), ref_dv.data()};
-            size_t ns[5] = {nout, nlse, nout, nout, nout};
+            size_t ns[5] = {nout, nlse, nout, nkv, nkv};
             for (int p = 0; p < 5; p++) {
-                snprintf(name, sizeof name, "v%d %s B=%d T=%d C=%d NH=%d hs=%d amp=%g %s", v, mode_name(cf.mode), B, T, C, NH,
-                         hs, cf.amp, parts[p]);
+                snprintf(name, sizeof name, "v%d %s amp=%g %s", v, shape, cf.amp, parts[p]);
                 // lse is computed in fp32 from the same inputs in both precisions
                 fails += !check_tensor(name, gots[p], refs[p], ns[p], p == 1 ? 1e-4f : TOL);
             }
@@ -417,12 +434,11 @@ static int check_config(const Config &cf, int only_version) {
 
 static const double ASSUMED_PEAK_TFLOPS = 989.0; // H100/H200 SXM dense bf16 tensor cores
 
-static void time_config(int B, int T, int C, int NH, int mode, int only_version) {
-    int hs = C / NH;
-    size_t nqkv = (size_t)B * T * 3 * C, nout = (size_t)B * T * C, nlse = (size_t)B * NH * T;
+static void time_config(const char *model, int B, int T, int NH, int KVH, int hs, int mode, int only_version) {
+    size_t nqkv = (size_t)B * T * (NH + 2 * KVH) * hs, nout = (size_t)B * T * NH * hs, nlse = (size_t)B * NH * T;
     std::vector<int> ds((size_t)B * T);
     make_doc_start(ds.data(), B, T, mode);
-    double pairs = 0.0; // attended (query, key) pairs per head
+    double pairs = 0.0; // attended (query, key) pairs per query head
     for (int b = 0; b < B; b++)
         for (int t = 0; t < T; t++) pairs += t - ds[(size_t)b * T + t] + 1;
     double fwd_flops = 4.0 * hs * NH * pairs;  // q.k and p v: 2 hs each
@@ -437,7 +453,7 @@ static void time_config(int B, int T, int C, int NH, int mode, int only_version)
     CUDA_CHECK(cudaMalloc(&d_out, nout * sizeof(floatX)));
     CUDA_CHECK(cudaMalloc(&d_dout, nout * sizeof(floatX)));
     CUDA_CHECK(cudaMalloc(&d_lse, nlse * sizeof(float)));
-    CUDA_CHECK(cudaMalloc(&d_scratch, attention_backward_scratch_floats(B, T, C, NH) * sizeof(float)));
+    CUDA_CHECK(cudaMalloc(&d_scratch, attention_backward_scratch_floats(B, T, NH) * sizeof(float)));
     CUDA_CHECK(cudaMalloc(&d_ds, (size_t)B * T * sizeof(int)));
     CUDA_CHECK(cudaMemcpy(d_qkv, hx.data(), nqkv * sizeof(floatX), cudaMemcpyHostToDevice));
     CUDA_CHECK(cudaMemcpy(d_dout, hx.data(), nout * sizeof(floatX), cudaMemcpyHostToDevice));
@@ -450,25 +466,25 @@ static void time_config(int B, int T, int C, int NH, int mode, int only_version)
         if (!version_available(v, hs)) continue;
         int reps = v == 1 ? 2 : 20;
         float ms_f = 0.0f, ms_b = 0.0f;
-        forward_version(v, d_out, d_lse, d_qkv, d_ds, B, T, C, NH); // warm-up
-        backward_version(v, d_dqkv, d_scratch, d_dout, d_out, d_lse, d_qkv, d_ds, B, T, C, NH);
+        forward_version(v, d_out, d_lse, d_qkv, d_ds, B, T, NH, KVH, hs); // warm-up
+        backward_version(v, d_dqkv, d_scratch, d_dout, d_out, d_lse, d_qkv, d_ds, B, T, NH, KVH, hs);
         CUDA_CHECK(cudaEventRecord(e0));
-        for (int r = 0; r < reps; r++) forward_version(v, d_out, d_lse, d_qkv, d_ds, B, T, C, NH);
+        for (int r = 0; r < reps; r++) forward_version(v, d_out, d_lse, d_qkv, d_ds, B, T, NH, KVH, hs);
         CUDA_CHECK(cudaEventRecord(e1));
         CUDA_CHECK(cudaEventSynchronize(e1));
         CUDA_CHECK(cudaEventElapsedTime(&ms_f, e0, e1));
         CUDA_CHECK(cudaEventRecord(e0));
         for (int r = 0; r < reps; r++)
-            backward_version(v, d_dqkv, d_scratch, d_dout, d_out, d_lse, d_qkv, d_ds, B, T, C, NH);
+            backward_version(v, d_dqkv, d_scratch, d_dout, d_out, d_lse, d_qkv, d_ds, B, T, NH, KVH, hs);
         CUDA_CHECK(cudaEventRecord(e1));
         CUDA_CHECK(cudaEventSynchronize(e1));
         CUDA_CHECK(cudaEventElapsedTime(&ms_b, e0, e1));
         ms_f /= reps;
         ms_b /= reps;
         double tf = fwd_flops / (ms_f * 1e-3) / 1e12, tb = bwd_flops / (ms_b * 1e-3) / 1e12;
-        printf("time v%d %-10s B=%d T=%d C=%d NH=%d: forward %8.3f ms %7.2f TFLOP/s (%5.2f%% of peak), "
+        printf("time v%d %-12s %-10s B=%d T=%d NH=%d KVH=%d hs=%d: forward %8.3f ms %7.2f TFLOP/s (%5.2f%% of peak), "
                "backward %8.3f ms %7.2f TFLOP/s (%5.2f%%)\n",
-               v, mode_name(mode), B, T, C, NH, ms_f, tf, 100.0 * tf / ASSUMED_PEAK_TFLOPS, ms_b, tb,
+               v, model, mode_name(mode), B, T, NH, KVH, hs, ms_f, tf, 100.0 * tf / ASSUMED_PEAK_TFLOPS, ms_b, tb,
                100.0 * tb / ASSUMED_PEAK_TFLOPS);
     }
     CUDA_CHECK(cudaEventDestroy(e0));
@@ -499,24 +515,38 @@ int main(int argc, char **argv) {
            PRECISION_NAME, TOL);
 
     const Config configs[] = {
-        {2, 64, 64, 2, 1, 2.0f},    // hs 32, one tile
-        {3, 160, 128, 4, 1, 2.0f},  // hs 32, documents across tiles, an all-padding row
-        {3, 200, 256, 4, 1, 2.0f},  // hs 64, T not a multiple of 64, an all-padding row
-        {2, 256, 128, 2, 0, 2.0f},  // hs 64, one document per row
-        {2, 256, 128, 2, 0, 5.0f},  // sharp softmax: exercises the online rescaling
-        {2, 300, 256, 4, 2, 2.0f},  // hs 64, ~128-token documents
-        {2, 130, 96, 4, 1, 2.0f},   // hs 24: channel groups only partly used
-        {3, 150, 256, 2, 1, 2.0f},  // hs 128, an all-padding row
-        {2, 97, 32, 2, 1, 2.0f},    // hs 16
-        {2, 97, 16, 2, 1, 2.0f},    // hs 8
-        {4, 1, 64, 2, 0, 2.0f},     // T = 1
+        // multi-head (KVH = NH, GPT-2's attention)
+        {2, 64, 2, 2, 32, 1, 2.0f},     // hs 32, one tile
+        {3, 160, 4, 4, 32, 1, 2.0f},    // hs 32, documents across tiles, an all-padding row
+        {3, 200, 4, 4, 64, 1, 2.0f},    // hs 64, T not a multiple of 64, an all-padding row
+        {2, 256, 2, 2, 64, 0, 2.0f},    // hs 64, one document per row
+        {2, 256, 2, 2, 64, 0, 5.0f},    // sharp softmax: exercises the online rescaling
+        {2, 300, 4, 4, 64, 2, 2.0f},    // hs 64, ~128-token documents
+        {2, 130, 4, 4, 24, 1, 2.0f},    // hs 24: channel groups only partly used
+        {3, 150, 2, 2, 128, 1, 2.0f},   // hs 128, an all-padding row
+        {2, 97, 2, 2, 16, 1, 2.0f},     // hs 16
+        {2, 97, 2, 2, 8, 1, 2.0f},      // hs 8
+        {4, 1, 2, 2, 32, 0, 2.0f},      // T = 1
+        // grouped-query (query head h reads kv head h / (NH/KVH)), odd T
+        {2, 197, 9, 3, 64, 1, 2.0f},    // NH/KVH 3 (SmolLM2-135M's heads), random packing
+        {2, 261, 8, 2, 64, 2, 2.0f},    // NH/KVH 4, ~128-token documents
+        {3, 131, 4, 1, 64, 1, 2.0f},    // NH/KVH = NH (one kv head), an all-padding row
+        {2, 193, 8, 2, 128, 1, 2.0f},   // hs 128, NH/KVH 4 (Llama 3 8B's groups)
+        {3, 99, 6, 2, 128, 1, 2.0f},    // hs 128, NH/KVH 3, an all-padding row
+        {2, 131, 3, 1, 128, 0, 5.0f},   // hs 128, one kv head, one document per row, sharp softmax
+        {2, 77, 6, 3, 24, 1, 2.0f},     // hs 24 (FMA kernels only), NH/KVH 2
     };
     int fails = 0;
     for (const Config &cf : configs) fails += check_config(cf, only_version);
 
-    time_config(4, 1024, 768, 12, 0, only_version);
-    time_config(4, 1024, 768, 12, 2, only_version);
-    printf("TFLOP/s count the attended (query, key) pairs only (forward 4*hs, backward 10*hs FLOPs per pair and head),\n"
+    // the attention shapes of the models the trainer takes
+    time_config("GPT-2 124M", 4, 1024, 12, 12, 64, 0, only_version);
+    time_config("GPT-2 124M", 4, 1024, 12, 12, 64, 2, only_version);
+    time_config("SmolLM2-360M", 4, 1024, 15, 5, 64, 0, only_version);
+    time_config("Llama-3.2-1B", 4, 1024, 32, 8, 64, 0, only_version);
+    time_config("Llama-3-8B", 4, 1024, 32, 8, 128, 0, only_version);
+    time_config("Llama-3-8B", 4, 1024, 32, 8, 128, 2, only_version);
+    printf("TFLOP/s count the attended (query, key) pairs only (forward 4*hs, backward 10*hs FLOPs per pair and query head),\n"
            "against an assumed dense bf16 peak of %.0f TFLOP/s (H100/H200 SXM).\n",
            ASSUMED_PEAK_TFLOPS);
     if (fails) {

@@ -18,16 +18,18 @@ void ref_layernorm_backward(float *dinp, float *dw, float *db, const float *dout
     layernorm_backward(dinp, dw, db, dout, inp, w, mean, rstd, N, C);
 }
 void ref_matmul_forward(float *out, const float *inp, const float *w, const float *bias, int N, int C, int OC) {
-    matmul_forward(out, inp, w, bias, N, C, OC);
+    matmul_forward(out, inp, w, bias, N, C, OC, W_IN_OUT);
 }
 void ref_matmul_backward(float *dinp, float *dw, float *dbias, const float *dout, const float *inp, const float *w, int N, int C, int OC) {
-    matmul_backward(dinp, dw, dbias, dout, inp, w, N, C, OC);
+    matmul_backward(dinp, dw, dbias, dout, inp, w, N, C, OC, W_IN_OUT);
 }
-void ref_attention_forward(float *out, float *att, const float *qkv, const int *doc_start, int B, int T, int C, int NH) {
-    attention_forward(out, att, qkv, doc_start, B, T, C, NH);
+
+void ref_attention_forward(float *out, float *att, const float *qkv, const int *doc_start, int B, int T, int NH, int KVH, int HS) {
+    attention_forward(out, att, qkv, doc_start, B, T, NH, KVH, HS);
 }
-void ref_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *att, const int *doc_start, int B, int T, int C, int NH) {
-    attention_backward(dqkv, dout, qkv, att, doc_start, B, T, C, NH);
+void ref_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *att, const int *doc_start, int B, int T, int NH,
+                            int KVH, int HS) {
+    attention_backward(dqkv, dout, qkv, att, doc_start, B, T, NH, KVH, HS);
 }
 void ref_gelu_forward(float *out, const float *inp, long N) { gelu_forward(out, inp, (size_t)N); }
 void ref_gelu_backward(float *dinp, const float *inp, const float *dout, long N) { gelu_backward(dinp, inp, dout, (size_t)N); }
@@ -42,6 +44,40 @@ void ref_crossentropy_softmax(float *logits, float *losses, const int *targets, 
 }
 void ref_adamw(float *p, const float *g, float *m, float *v, long n, float lr, float beta1, float beta2, float eps, float wd, int t) {
     adamw_tensor(p, g, m, v, (size_t)n, lr, beta1, beta2, eps, wd, t);
+}
+
+// ---- the Llama family's layers ----
+void ref_rmsnorm_forward(float *out, float *rstd, const float *inp, const float *w, int N, int C, float eps) {
+    rmsnorm_forward(out, rstd, inp, w, N, C, eps);
+}
+void ref_rmsnorm_backward(float *dinp, float *dw, const float *dout, const float *inp, const float *w, const float *rstd, int N, int C) {
+    rmsnorm_backward(dinp, dw, dout, inp, w, rstd, N, C);
+}
+// train_sft.c reads cos and sin from tables over the positions; here tables up to the largest position given
+static void ref_rope(float *qkv, const int *pos, const float *inv_freq, int BT, int NH, int KVH, int HS, int backward) {
+    int npos = 1, half = HS / 2;
+    for (int r = 0; r < BT; r++)
+        if (pos[r] + 1 > npos) npos = pos[r] + 1;
+    float *cos_t = (float *)xmalloc((size_t)npos * half * sizeof(float)), *sin_t = (float *)xmalloc((size_t)npos * half * sizeof(float));
+    rope_table(cos_t, sin_t, inv_freq, npos, half);
+    if (backward) rope_backward(qkv, pos, cos_t, sin_t, BT, NH, KVH, HS);
+    else rope_forward(qkv, pos, cos_t, sin_t, BT, NH, KVH, HS);
+    free(cos_t);
+    free(sin_t);
+}
+void ref_rope_forward(float *qkv, const int *pos, const float *inv_freq, int BT, int NH, int KVH, int HS) {
+    ref_rope(qkv, pos, inv_freq, BT, NH, KVH, HS, 0);
+}
+void ref_rope_backward(float *dqkv, const int *pos, const float *inv_freq, int BT, int NH, int KVH, int HS) {
+    ref_rope(dqkv, pos, inv_freq, BT, NH, KVH, HS, 1);
+}
+void ref_swiglu_forward(float *out, const float *fch, int BT, int FF) { swiglu_forward(out, fch, BT, FF); }
+void ref_swiglu_backward(float *dfch, const float *fch, const float *dout, int BT, int FF) { swiglu_backward(dfch, fch, dout, BT, FF); }
+void ref_matmul_forward_oi(float *out, const float *inp, const float *w, const float *bias, int N, int C, int OC) {
+    matmul_forward(out, inp, w, bias, N, C, OC, W_OUT_IN);
+}
+void ref_matmul_backward_oi(float *dinp, float *dw, float *dbias, const float *dout, const float *inp, const float *w, int N, int C, int OC) {
+    matmul_backward(dinp, dw, dbias, dout, inp, w, N, C, OC, W_OUT_IN);
 }
 
 // ---- the whole CPU model, for test_sftcu ----

@@ -14,9 +14,12 @@ void ref_layernorm_backward(float *dinp, float *dw, float *db, const float *dout
                             const float *rstd, int N, int C);
 void ref_matmul_forward(float *out, const float *inp, const float *w, const float *bias, int N, int C, int OC);
 void ref_matmul_backward(float *dinp, float *dw, float *dbias, const float *dout, const float *inp, const float *w, int N, int C, int OC);
-// att is (B, NH, T, T) scratch for the CPU's materialized attention
-void ref_attention_forward(float *out, float *att, const float *qkv, const int *doc_start, int B, int T, int C, int NH);
-void ref_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *att, const int *doc_start, int B, int T, int C, int NH);
+// Grouped-query attention: qkv rows [q (NH HS) | k (KVH HS) | v (KVH HS)], out rows NH HS,
+// query head h reads kv head h / (NH/KVH). att is (B, NH, T, T) scratch for the CPU's
+// materialized attention; the backward adds into dqkv.
+void ref_attention_forward(float *out, float *att, const float *qkv, const int *doc_start, int B, int T, int NH, int KVH, int HS);
+void ref_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *att, const int *doc_start, int B, int T, int NH,
+                            int KVH, int HS);
 void ref_gelu_forward(float *out, const float *inp, long N);
 void ref_gelu_backward(float *dinp, const float *inp, const float *dout, long N);
 // logits (R, V) in, with targets: losses (R) out and logits replaced by softmax - onehot
@@ -25,6 +28,19 @@ void ref_classifier_backward(float *dx, float *dwte, const float *dlogits, const
 void ref_crossentropy_softmax(float *logits, float *losses, const int *targets, int R, int V);
 // torch.optim.AdamW on n parameters (decay already folded: pass wd = 0 for no decay)
 void ref_adamw(float *p, const float *g, float *m, float *v, long n, float lr, float beta1, float beta2, float eps, float wd, int t);
+// The Llama family's layers.
+// RMSNorm: y = x * rstd * w; backward adds into dinp and dw.
+void ref_rmsnorm_forward(float *out, float *rstd, const float *inp, const float *w, int N, int C, float eps);
+void ref_rmsnorm_backward(float *dinp, float *dw, const float *dout, const float *inp, const float *w, const float *rstd, int N, int C);
+// RoPE in place on the q and k heads of qkv (BT, (NH + 2 KVH) HS); backward rotates dq, dk back
+void ref_rope_forward(float *qkv, const int *pos, const float *inv_freq, int BT, int NH, int KVH, int HS);
+void ref_rope_backward(float *dqkv, const int *pos, const float *inv_freq, int BT, int NH, int KVH, int HS);
+// SwiGLU: out (BT, FF) = silu(gate) * up of fch (BT, [gate FF | up FF]); backward adds into dfch
+void ref_swiglu_forward(float *out, const float *fch, int BT, int FF);
+void ref_swiglu_backward(float *dfch, const float *fch, const float *dout, int BT, int FF);
+// [out, in] weights (nn.Linear): out = inp w^T + bias (bias may be null); backward adds
+void ref_matmul_forward_oi(float *out, const float *inp, const float *w, const float *bias, int N, int C, int OC);
+void ref_matmul_backward_oi(float *dinp, float *dw, float *dbias, const float *dout, const float *inp, const float *w, int N, int C, int OC);
 // The whole CPU model (train_sft.c's GPT2), for test_sftcu. GPT2Config is common/gpt2.h's.
 void *ref_model_new(const GPT2Config *cfg, const float *params, int B, int T);
 void ref_model_free(void *model);

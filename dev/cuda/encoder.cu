@@ -143,6 +143,36 @@ static void check_encoder(int BT, int T, int C, int V) {
     for (float* p : {d_dwte, d_dwpe}) CUDA_CHECK(cudaFree(p));
 }
 
+// The Llama family: no position embedding (wpe and dwpe null). The reference is the CPU
+// encoder with an all-zero wpe (whose gradient it drops).
+static void check_encoder_no_wpe(int BT, int T, int C, int V) {
+    char name[160];
+    std::vector<int> inputs, pos;
+    make_keys(inputs, pos, BT, T, V);
+    size_t n = (size_t)BT * C;
+    std::vector<float> wte = rand_x((size_t)V * C, 1.0f), zero_wpe((size_t)T * C, 0.0f), dout = rand_x(n, 1.0f), want(n);
+    ref_encoder_forward(want.data(), inputs.data(), pos.data(), wte.data(), zero_wpe.data(), BT, C);
+    std::vector<float> dwte0 = rand_f((size_t)V * C, 1.0f), want_dwte = dwte0, dwpe_dropped((size_t)T * C, 0.0f);
+    ref_encoder_backward(want_dwte.data(), dwpe_dropped.data(), dout.data(), inputs.data(), pos.data(), BT, C);
+    int *d_inputs = dev_copy(inputs), *d_pos = dev_copy(pos), *d_plan_block;
+    EncoderPlan plan;
+    make_plan(&plan, &d_plan_block, inputs, pos, V, T);
+    floatX *d_wte = dev_x(wte), *d_out = dev_alloc<floatX>(n), *d_dout = dev_x(dout);
+    float* d_dwte = dev_copy(dwte0);
+    poison(d_out, n * sizeof(floatX));
+    encoder_forward(d_out, d_inputs, d_pos, d_wte, nullptr, BT, C, 0);
+    snprintf(name, sizeof name, "encoder_forward no wpe BT=%d C=%d V=%d", BT, C, V);
+    check(name, download_x(d_out, n), want, 0.0f);
+    encoder_backward(d_dwte, nullptr, d_dout, &plan, C, 0);
+    snprintf(name, sizeof name, "encoder_backward no wpe BT=%d C=%d V=%d dwte", BT, C, V);
+    check(name, download(d_dwte, (size_t)V * C), want_dwte, TOL_GRAD32);
+    CUDA_CHECK(cudaFree(d_inputs));
+    CUDA_CHECK(cudaFree(d_pos));
+    CUDA_CHECK(cudaFree(d_plan_block));
+    for (floatX* p : {d_wte, d_out, d_dout}) CUDA_CHECK(cudaFree(p));
+    CUDA_CHECK(cudaFree(d_dwte));
+}
+
 static void timings(void) {
     const int BT = 4 * 1024, T = 1024, C = 768, V = 50257;
     const size_t n = (size_t)BT * C, X = sizeof(floatX);
@@ -183,6 +213,8 @@ int main(void) {
     check_encoder(1000, 256, 768, 500);  // tokens repeat a few times, positions many times
     check_encoder(1000, 64, 99, 3);      // odd C (one-by-one path, a partial channel block); 3 tokens: ~333 rows each, over 4 tiles
     check_encoder(4096, 1024, 768, 50257);
+    check_encoder_no_wpe(500, 64, 576, 300);  // the 16-byte path
+    check_encoder_no_wpe(300, 64, 99, 7);     // odd C
     timings();
     CUDA_CHECK(cudaDeviceSynchronize());
     printf("encoder [%s]: %d failure(s)\n", PRECISION_NAME, g_failures);

@@ -150,6 +150,50 @@ static void check_backward(int N, int C, int OC, bool gelu) {
     CUDA_CHECK(cudaFree(scratch));
 }
 
+// The Llama family's [out, in] products (matmul_forward_oi/backward_oi) against the CPU twins,
+// with and without a bias (Qwen2's q, k, v), the bias gradient by bias_backward as train_sft.cu does
+static void check_oi(int N, int C, int OC, bool with_bias) {
+    char name[160];
+    std::vector<float> inp = rand_x((size_t)N * C, 1.0f), w = rand_x((size_t)OC * C, 0.3f), bias = rand_x(OC, 0.5f);
+    std::vector<float> dout = rand_x((size_t)N * OC, 1.0f), dw0 = rand_f((size_t)OC * C, 1.0f), db0 = rand_f(OC, 1.0f);
+    std::vector<float> want((size_t)N * OC), want_dinp((size_t)N * C, 0.0f), want_dw = dw0, want_db = db0;
+    ref_matmul_forward_oi(want.data(), inp.data(), w.data(), with_bias ? bias.data() : nullptr, N, C, OC);
+    ref_matmul_backward_oi(want_dinp.data(), want_dw.data(), want_db.data(), dout.data(), inp.data(), w.data(), N, C, OC);
+    const char* tag = with_bias ? " bias" : "";
+    floatX *d_inp = dev_x(inp), *d_w = dev_x(w), *d_b = dev_x(bias), *d_dout = dev_x(dout), *d_out = dev_alloc<floatX>(want.size());
+    floatX* d_dinp = dev_alloc<floatX>(want_dinp.size());
+    float *d_dw = dev_copy(dw0), *d_db = dev_copy(db0), *scratch = dev_alloc<float>(bias_backward_scratch_floats(N, OC));
+    poison(d_out, want.size() * sizeof(floatX));
+    matmul_forward_oi(&g_lt, d_out, d_inp, d_w, with_bias ? d_b : nullptr, N, C, OC, 0);
+    snprintf(name, sizeof name, "matmul_forward_oi%s N=%d C=%d OC=%d", tag, N, C, OC);
+    check(name, download_x(d_out, want.size()), want, TOL);
+    std::vector<unsigned char> first[2];
+    for (int rep = 0; rep < 2; rep++) {
+        CUDA_CHECK(cudaMemcpy(d_dw, dw0.data(), dw0.size() * sizeof(float), cudaMemcpyHostToDevice));
+        CUDA_CHECK(cudaMemcpy(d_db, db0.data(), OC * sizeof(float), cudaMemcpyHostToDevice));
+        poison(d_dinp, want_dinp.size() * sizeof(floatX));
+        matmul_backward_oi(&g_lt, d_dinp, d_dw, d_dout, d_inp, d_w, N, C, OC, 0);
+        bias_backward(d_db, scratch, d_dout, N, OC, 0);
+        std::vector<unsigned char> got[2] = {download_bytes(d_dw, dw0.size() * sizeof(float)), download_bytes(d_db, OC * sizeof(float))};
+        if (rep == 0) {
+            snprintf(name, sizeof name, "matmul_backward_oi N=%d C=%d OC=%d dinp", N, C, OC);
+            check(name, download_x(d_dinp, want_dinp.size()), want_dinp, TOL);
+            snprintf(name, sizeof name, "matmul_backward_oi N=%d C=%d OC=%d dw", N, C, OC);
+            check(name, download(d_dw, dw0.size()), want_dw, TOL_GRAD32);
+            snprintf(name, sizeof name, "bias_backward N=%d OC=%d dbias", N, OC);
+            check(name, download(d_db, OC), want_db, TOL_GRAD32);
+            for (int k = 0; k < 2; k++) first[k] = got[k];
+        } else {
+            snprintf(name, sizeof name, "matmul_backward_oi N=%d C=%d OC=%d deterministic dw", N, C, OC);
+            check_bits(name, first[0], got[0]);
+            snprintf(name, sizeof name, "bias_backward N=%d OC=%d deterministic dbias", N, OC);
+            check_bits(name, first[1], got[1]);
+        }
+    }
+    for (floatX* p : {d_inp, d_w, d_b, d_dout, d_out, d_dinp}) CUDA_CHECK(cudaFree(p));
+    for (float* p : {d_dw, d_db, scratch}) CUDA_CHECK(cudaFree(p));
+}
+
 // GPT-2 124M's four products at B*T = 8192 tokens (timing only: GPU)
 static void timings(void) {
     const int BT = 8 * 1024, C = 768;
@@ -197,6 +241,8 @@ int main(void) {
     check_backward(64, 48, 256, false);
     check_backward(37, 72, 24, false);
     check_backward(37, 256, 48, true);  // the MLP's projection at C = 64: through the GELU of 4C
+    check_oi(64, 48, 96, true);   // Qwen2's q|k|v at C = 48 (NH 4, KVH 2, HS 12): (NH + 2 KVH) HS = 96
+    check_oi(37, 64, 40, false);  // Llama's down_proj shape (in > out), odd rows
     timings();
     CUDA_CHECK(cudaDeviceSynchronize());
     CUBLAS_CHECK(cublasLtDestroy(g_lt.handle));
