@@ -2,7 +2,7 @@
 # dev/gpu_check.sh: everything that needs a GPU, as one prepared run for a session lent
 # one (H200 in mind: it must finish, builds included, in under 8 minutes).
 #
-#   OUT=/path bash dev/gpu_check.sh [--debug] [B] [STEPS]
+#   OUT=/path [GPU_CHECK_BUDGET=SECONDS] bash dev/gpu_check.sh [--debug] [B] [STEPS]
 #
 # Writes every log, a summary table (summary.txt) and a machine-readable summary
 # (summary.json) under $OUT (default out/gpu_check). Each check is one row: ok, FAIL
@@ -10,6 +10,9 @@
 # "error: CUDA" / "FAIL" line in the log, or a missing result is a FAIL; the script keeps
 # going after a failure; exit status 1 if any check failed, 2 if none ran. Every command runs
 # under `timeout`, so nothing hangs. Without a GPU every GPU check is a skip saying so.
+# GPU_CHECK_BUDGET (default 450 s) bounds the whole run: a check's time-out is cut to what
+# is left, and once less than 20 s is left the remaining checks are skips saying so (the
+# checks run most important first: build, correctness, then the benchmarks).
 # --debug builds with -DSYNC_LAUNCHES -lineinfo: a device sync after every launch, so an
 # asynchronous error is reported at the kernel that caused it.
 #
@@ -26,7 +29,7 @@
 # the Llama family's benchmark: SmolLM2-360M's and Llama-3.2-1B's shapes per recompute level
 # (B=LLAMA_B, default 8, T=1024) with tokens/s, MFU and peak memory, and PyTorch on the 360M shape.
 set -u -o pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 2
 debug=0
 if [ "${1:-}" = "--debug" ]; then debug=1; shift; fi
 B=${1:-16}
@@ -40,6 +43,7 @@ bench="$OUT/bench.tsv"  # run, V, recompute, ms/step, tokens/s, MFU %, peak MiB,
 : > "$rows"
 : > "$bench"
 t_start=$(date +%s)
+BUDGET=${GPU_CHECK_BUDGET:-450}
 
 # row NAME STATUS SECONDS DETAIL
 row() {
@@ -53,6 +57,12 @@ row() {
 check() {
     local name=$1 limit=$2 log="$OUT/logs/$1.log"
     shift 2
+    local left=$((BUDGET - ($(date +%s) - t_start)))
+    if [ "$left" -lt 20 ]; then
+        row "$name" skip 0 "the time budget (GPU_CHECK_BUDGET=$BUDGET s) is spent"
+        return 1
+    fi
+    [ "$limit" -gt "$left" ] && limit=$left
     local t0=$SECONDS rc
     timeout --kill-after=10 "$limit" "$@" > "$log" 2>&1
     rc=$?
