@@ -120,7 +120,7 @@ static void remove_flat_dir(const char *path) {
     char buf[4096];
     while ((e = readdir(d)) != NULL) {
         if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-        snprintf(buf, sizeof buf, "%s/%s", path, e->d_name);
+        if (snprintf(buf, sizeof buf, "%s/%s", path, e->d_name) >= (int)sizeof buf) continue;  // too long to name: not ours
         unlink(buf);
     }
     closedir(d);

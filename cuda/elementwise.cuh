@@ -44,6 +44,23 @@ template <int N, typename T> __device__ __forceinline__ void store_vec(T* p, con
 // floatX values per 16-byte access: 8 in bf16, 4 in fp32
 #define XVEC ((int)(16 / sizeof(floatX)))
 
+// A normalization's input values v[0..N) at offset `at` of its row (LayerNorm, RMSNorm):
+// inp's, or with FUSED the residual add inp + inp2 rounded to floatX (the value as stored),
+// first written to residual_out, from where the same lane re-reads it in later passes.
+template <int N, bool FUSED>
+__device__ __forceinline__ void norm_input_load(float (&v)[N], floatX* residual_out, const floatX* inp, const floatX* inp2, size_t at) {
+    if (FUSED) {
+        float v2[N];
+        load_vec<N>(v, inp + at);
+        load_vec<N>(v2, inp2 + at);
+#pragma unroll
+        for (int k = 0; k < N; k++) v[k] = to_float(from_float<floatX>(v[k] + v2[k]));
+        store_vec<N>(residual_out + at, v);
+    } else {
+        load_vec<N>(v, inp + at);
+    }
+}
+
 inline bool is_aligned(const void* p, size_t bytes) { return ((uintptr_t)p % bytes) == 0; }
 
 // ----------------------------------------------------------------------------

@@ -27,16 +27,7 @@ __global__ void rmsnorm_forward_kernel(floatX* out, float* rstd, floatX* residua
     float sq = 0.0f;
     for (int c = lane * N; c < C; c += 32 * N) {
         float v[N];
-        if (FUSED) {
-            float v2[N];
-            load_vec<N>(v, inp + off + c);
-            load_vec<N>(v2, inp2 + off + c);
-#pragma unroll
-            for (int k = 0; k < N; k++) v[k] = to_float(from_float<floatX>(v[k] + v2[k]));  // the value as stored
-            store_vec<N>(residual_out + off + c, v);
-        } else {
-            load_vec<N>(v, x + c);
-        }
+        norm_input_load<N, FUSED>(v, residual_out, inp, inp2, off + c);
 #pragma unroll
         for (int k = 0; k < N; k++) sq += v[k] * v[k];
     }
