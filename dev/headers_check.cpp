@@ -15,6 +15,7 @@
 #include "common/utf8.h"
 #include "common/util.h"
 #include "data/chat_template.h"
+#include "data/jinja.h"
 #include "tokenizer/bpe.h"
 
 int main() { return 0; }
