@@ -292,7 +292,9 @@ typedef struct {
     size_t errlen;
 } JLex_;
 
-static void jlex_fail_(JLex_ *lx, size_t pos, const char *fmt, ...) {
+#define JINJA_NORETURN_ __attribute__((noreturn))
+
+JINJA_NORETURN_ static void jlex_fail_(JLex_ *lx, size_t pos, const char *fmt, ...) {
     int line, col;
     jinja_linecol_(lx->src, lx->len, pos, &line, &col);
     char msg[200];
@@ -583,7 +585,7 @@ static const char *jp_desc_(JTok_ *t) {
     }
 }
 
-static void jp_unexpected_(JParse_ *ps, const char *wanted) {
+JINJA_NORETURN_ static void jp_unexpected_(JParse_ *ps, const char *wanted) {
     JTok_ *t = jp_tok_(ps);
     const char *d = jp_desc_(t);
     if (d) JP_FAIL(ps, t->pos, "expected %s, got %s", wanted, d);
@@ -1206,7 +1208,7 @@ static void jinja_free(JinjaTemplate *t);
 // constructs named, e.g. "unsupported filter 'wordwrap'").
 static JinjaTemplate *jinja_parse(const char *src, size_t len, char *err, size_t errlen) {
     if (errlen) err[0] = 0;
-    JinjaTemplate *t = (JinjaTemplate *)calloc(1, sizeof(JinjaTemplate));
+    JinjaTemplate *volatile t = (JinjaTemplate *)calloc(1, sizeof(JinjaTemplate));  // volatile: kept across longjmp
     if (!t) { snprintf(err, errlen, "line 1 column 1: out of memory"); return NULL; }
     t->arena.limit = JINJA_MAX_MEMORY;
     for (size_t i = 0; i < len;) {  // the whole source must be UTF-8 (Python decodes it first)
@@ -1224,7 +1226,7 @@ static JinjaTemplate *jinja_parse(const char *src, size_t len, char *err, size_t
     t->src = jinja_normalize_(src, len, &t->len);
     if (!t->src) { snprintf(err, errlen, "line 1 column 1: out of memory"); free(t); return NULL; }
     jmp_buf jb;
-    JParse_ *ps = (JParse_ *)calloc(1, sizeof(JParse_));
+    JParse_ *volatile ps = (JParse_ *)calloc(1, sizeof(JParse_));
     if (!ps) { snprintf(err, errlen, "line 1 column 1: out of memory"); free(t->src); free(t); return NULL; }
     ps->lx.arena = &t->arena; ps->lx.src = t->src; ps->lx.len = t->len;
     ps->lx.jb = &jb; ps->lx.err = err; ps->lx.errlen = errlen;
@@ -1278,7 +1280,7 @@ typedef struct {
 
 enum { JX_NORMAL, JX_BREAK, JX_CONTINUE };
 
-static void jr_fail_(JR_ *r, size_t pos, const char *fmt, ...) {
+JINJA_NORETURN_ static void jr_fail_(JR_ *r, size_t pos, const char *fmt, ...) {
     int line, col;
     jinja_linecol_(r->t->src, r->t->len, pos, &line, &col);
     char msg[300];
@@ -1679,7 +1681,7 @@ static int jv_truthy_(JVal_ v) {
     }
 }
 
-static void jv_undef_fail_(JR_ *r, size_t pos, JVal_ v) { jr_fail_(r, pos, "%.*s", (int)v.u.s.n, v.u.s.s); }
+JINJA_NORETURN_ static void jv_undef_fail_(JR_ *r, size_t pos, JVal_ v) { jr_fail_(r, pos, "%.*s", (int)v.u.s.n, v.u.s.s); }
 
 // a < b (op "<") etc. for numbers, strings and lists, as Python orders them.
 static int jv_cmp_(JR_ *r, size_t pos, JVal_ a, JVal_ b, const char *op) {
@@ -2001,7 +2003,7 @@ static JVal_ jinja_split_(JR_ *r, size_t pos, JStr_ s, const JStr_ *sep, int64_t
         if (!sep) {
             end = jinja_rstrip_len_(s.s, end);
             while (end > 0) {
-                if (maxsplit >= 0 && done >= maxsplit) { jl_push_(r, l, jv_strn_(s.s, jinja_rstrip_len_(s.s, end))); end = 0; break; }
+                if (maxsplit >= 0 && done >= maxsplit) { jl_push_(r, l, jv_strn_(s.s, end)); end = 0; break; }  // the rest as it is
                 size_t a = end;
                 while (a > 0) { size_t i = jinja_cp_back_(s.s, a); uint32_t c; jinja_cp_(s.s, s.n, i, &c); if (jinja_py_isspace(c)) break; a = i; }
                 jl_push_(r, l, jv_strn_(s.s + a, end - a));
@@ -2026,7 +2028,7 @@ static JVal_ jinja_split_(JR_ *r, size_t pos, JStr_ s, const JStr_ *sep, int64_t
     if (!sep) {
         i = jinja_lstrip_len_(s.s, s.n);
         while (i < s.n) {
-            if (maxsplit >= 0 && done >= maxsplit) { JStr_ rest = {s.s + i, s.n - i}; rest.n = jinja_rstrip_len_(rest.s, rest.n); jl_push_(r, l, jv_strn_(rest.s, rest.n)); break; }
+            if (maxsplit >= 0 && done >= maxsplit) { jl_push_(r, l, jv_strn_(s.s + i, s.n - i)); break; }  // the rest as it is
             size_t a = i;
             while (i < s.n) { uint32_t c; int n = jinja_cp_(s.s, s.n, i, &c); if (jinja_py_isspace(c)) break; i += (size_t)n; }
             jl_push_(r, l, jv_strn_(s.s + a, i - a));
@@ -2923,9 +2925,11 @@ static int jr_exec_(JR_ *r, JNode_ *const *body, size_t nb, JFrame_ *f) {
             memset(&loopv, 0, sizeof loopv);
             loopv.t = JV_LOOP; loopv.u.loop = lp;
             static const JStr_ loop_name = {"loop", 4};
+            JFrame_ *it = jf_new_(r, f);
             for (size_t i = 0; i < items->n; i++) {
+                jr_step_(r, n->pos);
                 lp->index = i;
-                JFrame_ *it = jf_new_(r, f);  // each iteration has its own scope
+                it->n = 0;  // each iteration starts with an empty scope of its own
                 jf_set_(r, it, loop_name, loopv);
                 jr_assign_(r, n->a, items->v[i], it);
                 int st = jr_exec_(r, n->kids, n->nkids, it);
