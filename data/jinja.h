@@ -32,11 +32,10 @@
 //               false/False, none/None, lists, tuples, dicts, ~ + - * / // % **,
 //               == != < > <= >=, in, not in, not, and, or, x if c else y, attribute
 //               and item access, slices [a:b:c], calls of macros and globals
-//   filters     trim length count tojson(indent, separators, sort_keys, ensure_ascii)
-//               join(sep, attribute) reject select selectattr rejectattr map items
-//               string upper lower title capitalize default/d(value, boolean) first last
-//               list replace safe int float abs unique indent wordcount? no: see
-//               JINJA_FILTERS below for the exact list
+//   filters     trim length count tojson(ensure_ascii, indent, separators, sort_keys)
+//               join(d, attribute) select reject selectattr rejectattr map items string
+//               upper lower title capitalize default/d(value, boolean) first last list
+//               replace safe int float abs (JINJA_FILTERS below)
 //   tests       defined undefined none string mapping iterable sequence number integer
 //               float boolean true false equalto eq ne in odd even divisibleby callable
 //               lower upper gt lt ge le (JINJA_TESTS below)

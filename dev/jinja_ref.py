@@ -14,7 +14,8 @@ Cases:
   - data/testdata/jinja/cases.jsonl: one construct each, {"name", "template", "vars"}
     and optionally "c_error": the exact error the C engine must give instead (a
     construct it refuses, a limit, an error message's line and column), and
-    "skip_python" for the limit cases (Python has no such limits);
+    "skip_python" where Python is not rendered (the limit cases: Python has no such
+    limits and would run for hours; a bound method printed with its address);
   - every template in data/testdata/templates/ on the conversations below, with the
     variables transformers passes (messages, add_generation_prompt, tools=None,
     documents=None, the tokenizer's bos/eos tokens) and template switches.
