@@ -11,7 +11,8 @@
 //   "error"            the engine must fail too; with "raised" (raise_exception) its
 //                      error must be exactly Python's message;
 //   "c_error"          the engine must fail with exactly this message (a construct it
-//                      refuses, a limit, an error's line and column).
+//                      refuses, a limit, an error's line and column); with "c_parse",
+//                      jinja_parse must be what refuses it.
 // One line per fixture template (all its conversations) and one for the construct
 // cases; each mismatch is printed.
 #include "jinja.h"
@@ -48,6 +49,7 @@ static int check_case(const JsonValue *rec) {
     const JsonValue *name = json_get(rec, "name"), *tmpl = json_get(rec, "template"), *file = json_get(rec, "template_file");
     const JsonValue *vars = json_get(rec, "vars"), *output = json_get(rec, "output"), *gen = json_get(rec, "gen");
     const JsonValue *error = json_get(rec, "error"), *raised = json_get(rec, "raised"), *c_error = json_get(rec, "c_error");
+    const JsonValue *c_parse = json_get(rec, "c_parse");
     const char *nm = name ? name->string : "?";
     char *src = NULL;
     size_t srclen = 0;
@@ -74,6 +76,9 @@ static int check_case(const JsonValue *rec) {
     if (c_error) {
         if (rc == 0 || strcmp(err, c_error->string) != 0) {
             printf("FAIL jinja %s: expected the error \"%s\", got %s \"%s\"\n", nm, c_error->string, rc == 0 ? "success" : "error", rc == 0 ? "" : err);
+            ok = 0;
+        } else if (c_parse && t) {
+            printf("FAIL jinja %s: the error should come from jinja_parse, before any render\n", nm);
             ok = 0;
         }
     } else if (error) {
@@ -109,6 +114,7 @@ static int check_case(const JsonValue *rec) {
 }
 
 int main(void) {
+    setvbuf(stdout, NULL, _IOLBF, 0);  // each line out before a crash or a hang is cut short
     const char *path = "data/testdata/jinja/expected.jsonl";
     size_t n;
     char *text = slurp(path, &n);

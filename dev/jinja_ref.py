@@ -14,6 +14,7 @@ Cases:
   - data/testdata/jinja/cases.jsonl: one construct each, {"name", "template", "vars"}
     and optionally "c_error": the exact error the C engine must give instead (a
     construct it refuses, a limit, an error message's line and column), and
+    "c_parse" when that error must come from jinja_parse (refused before any render),
     "skip_python" where Python is not rendered (the limit cases: Python has no such
     limits and would run for hours; a bound method printed with its address);
   - every template in data/testdata/templates/ on the conversations below, with the
@@ -23,7 +24,7 @@ Cases:
 Each output line: {"name", "template" | "template_file", "vars", then "output" and
 "gen" (generation spans as UTF-8 byte offsets) or "error" (Python's message) with
 "raised": true when it came from raise_exception (the C engine must give exactly it)},
-plus "c_error" copied from the case.
+plus "c_error" and "c_parse" copied from the case.
 """
 import datetime
 import glob
@@ -151,8 +152,9 @@ def main():
             rec = {"name": case["name"], "template": case["template"], "vars": case.get("vars", {})}
             if not case.get("skip_python"):  # the limit cases would run for hours in Python
                 rec.update(render(env, case["template"], rec["vars"]))
-            if "c_error" in case:
-                rec["c_error"] = case["c_error"]
+            for key in ("c_error", "c_parse"):
+                if key in case:
+                    rec[key] = case[key]
             lines.append(rec)
     for path in sorted(glob.glob(os.path.join(ROOT, "data/testdata/templates/*.jinja"))):
         fname = os.path.basename(path)
