@@ -262,7 +262,7 @@ put("evalset", "bad", '{"prompt": 5, "completion": "x"}\n')
 
 # ---- jinja: the fixture chat templates and the construct cases of test_jinja (not the limit cases)
 tdir = os.path.join(here, "..", "..", "data", "testdata", "templates")
-for name in sorted(os.listdir(tdir)):
+for name in sorted(n for n in os.listdir(tdir) if n.endswith(".jinja")):
     with open(os.path.join(tdir, name), "rb") as f:
         put("jinja", name[:-len(".jinja")], f.read())
 with open(os.path.join(here, "..", "..", "data", "testdata", "jinja", "cases.jsonl"), encoding="utf-8") as f:
