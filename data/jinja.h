@@ -66,7 +66,8 @@
 // Limits (a hostile template must not hang or exhaust memory or the stack):
 // JINJA_MAX_OUTPUT bytes of output, JINJA_MAX_MEMORY bytes of values per render,
 // JINJA_MAX_STEPS evaluation steps, JINJA_MAX_CALL_DEPTH nested macro calls,
-// JINJA_MAX_NESTING nested blocks/expressions in the parser. Exceeding one is an error.
+// JINJA_MAX_NESTING nested blocks/expressions in the parser, JINJA_MAX_VALUE_DEPTH nested
+// lists/dicts in a value (JSON's own limit is 512). Exceeding one is an error.
 #ifndef SFT_JINJA_H
 #define SFT_JINJA_H
 
@@ -92,6 +93,7 @@
 #endif
 #define JINJA_MAX_CALL_DEPTH 32
 #define JINJA_MAX_NESTING 100
+#define JINJA_MAX_VALUE_DEPTH 1000
 
 typedef struct JinjaTemplate JinjaTemplate;
 
@@ -221,8 +223,11 @@ typedef struct JVal_ {
     } u;
 } JVal_;
 
-typedef struct JList_ { JVal_ *v; size_t n, cap; int tuple; } JList_;
-typedef struct JDict_ { JVal_ *k, *v; size_t n, cap; } JDict_;
+// tuple: 0 a list, 1 a tuple, 2 a generator (select, map, items: no len, not printable),
+// 3 a range or dict view (a length, not printable). depth: nesting of lists/dicts inside
+// (bounded, so comparing or printing a value cannot exhaust the stack).
+typedef struct JList_ { JVal_ *v; size_t n, cap; int tuple; int depth; } JList_;
+typedef struct JDict_ { JVal_ *k, *v; size_t n, cap; int depth; } JDict_;
 
 enum { JF_RAISE, JF_STRFTIME, JF_NAMESPACE, JF_RANGE, JF_DICT };
 
@@ -1338,7 +1343,17 @@ static JList_ *jl_new_(JR_ *r, size_t cap) {
     if (cap) { l->v = (JVal_ *)jr_alloc_(r, cap * sizeof(JVal_)); l->cap = cap; }
     return l;
 }
+static int jv_depth_(JVal_ v) { return v.t == JV_LIST ? v.u.l->depth : (v.t == JV_DICT || v.t == JV_NS) ? v.u.d->depth : 0; }
+
+// Raises the container's depth to hold v, refusing values nested too deeply.
+static void jv_note_depth_(JR_ *r, int *depth, JVal_ v) {
+    int d = jv_depth_(v) + 1;
+    if (d > JINJA_MAX_VALUE_DEPTH) { snprintf(r->err, r->errlen, "value nested too deeply (over %d levels)", JINJA_MAX_VALUE_DEPTH); longjmp(r->jb, 1); }
+    if (d > *depth) *depth = d;
+}
+
 static void jl_push_(JR_ *r, JList_ *l, JVal_ v) {
+    jv_note_depth_(r, &l->depth, v);
     if (l->n == l->cap) {
         size_t nc = l->cap ? l->cap * 2 : 8;
         JVal_ *p = (JVal_ *)jr_alloc_(r, nc * sizeof(JVal_));
@@ -1414,6 +1429,8 @@ static long jd_find_(const JDict_ *d, JVal_ key) {
 static long jd_find_str_(const JDict_ *d, const char *s, size_t n) { return jd_find_(d, jv_strn_(s, n)); }
 
 static void jd_set_(JR_ *r, JDict_ *d, JVal_ key, JVal_ val) {
+    if (val.t != JV_NS) jv_note_depth_(r, &d->depth, val);  // a namespace is compared by identity
+    jv_note_depth_(r, &d->depth, key);
     long i = jd_find_(d, key);
     if (i >= 0) { d->v[i] = val; return; }
     if (d->n == d->cap) {
@@ -1442,7 +1459,7 @@ static JVal_ jv_from_json_(JR_ *r, const JsonValue *j) {
     case JSON_STRING: return jv_strn_(j->string, j->length);
     case JSON_ARRAY: {
         JList_ *l = jl_new_(r, j->count);
-        for (size_t k = 0; k < j->count; k++) l->v[k] = jv_from_json_(r, &j->items[k]);
+        for (size_t k = 0; k < j->count; k++) { l->v[k] = jv_from_json_(r, &j->items[k]); jv_note_depth_(r, &l->depth, l->v[k]); }
         l->n = j->count;
         return jv_list_(l);
     }
@@ -1538,7 +1555,7 @@ static void jv_str_into_(JR_ *r, JBuf_ *b, JVal_ v, size_t pos) {
 }
 
 static void jv_repr_(JR_ *r, JBuf_ *b, JVal_ v, size_t pos, int depth) {
-    if (depth > JINJA_MAX_NESTING) jr_fail_(r, pos, "value nested too deeply to print");
+    if (depth > JINJA_MAX_VALUE_DEPTH) jr_fail_(r, pos, "value nested too deeply to print");
     switch (v.t) {
     case JV_STR: jv_repr_str_(r, b, v.u.s.s, v.u.s.n); return;
     case JV_LIST: {
@@ -1610,7 +1627,7 @@ static void jjson_newline_(JR_ *r, JBuf_ *b, const JJsonOpts_ *o, int level) {
 static int jv_cmp_(JR_ *r, size_t pos, JVal_ a, JVal_ b, const char *op);
 
 static void jjson_(JR_ *r, JBuf_ *b, JVal_ v, const JJsonOpts_ *o, int level, size_t pos) {
-    if (level > JINJA_MAX_NESTING) jr_fail_(r, pos, "tojson: value nested too deeply");
+    if (level > JINJA_MAX_VALUE_DEPTH) jr_fail_(r, pos, "tojson: value nested too deeply");
     char tmp[40];
     switch (v.t) {
     case JV_NONE: jb_puts_(r, b, "null"); return;
@@ -1728,7 +1745,7 @@ static JList_ *jv_iter_(JR_ *r, size_t pos, JVal_ v) {
     case JV_LIST: return v.u.l;
     case JV_DICT: {
         JList_ *l = jl_new_(r, v.u.d->n);
-        for (size_t i = 0; i < v.u.d->n; i++) l->v[i] = v.u.d->k[i];
+        for (size_t i = 0; i < v.u.d->n; i++) { l->v[i] = v.u.d->k[i]; jv_note_depth_(r, &l->depth, l->v[i]); }
         l->n = v.u.d->n;
         return l;
     }
@@ -2238,6 +2255,7 @@ static JVal_ jinja_filter_(JR_ *r, const JNode_ *n, JVal_ v, JArgs_ *a) {
         JList_ *l = jl_new_(r, items->n);
         if (items->n) memcpy(l->v, items->v, items->n * sizeof(JVal_));
         l->n = items->n;
+        l->depth = items->depth;
         return jv_list_(l);
     }
     if (jstr_eq_(f, "items")) {
@@ -2247,7 +2265,8 @@ static JVal_ jinja_filter_(JR_ *r, const JNode_ *n, JVal_ v, JArgs_ *a) {
         JList_ *l = jl_new_(r, v.u.d->n);
         for (size_t i = 0; i < v.u.d->n; i++) {
             JList_ *pair = jl_new_(r, 2);
-            pair->v[0] = v.u.d->k[i]; pair->v[1] = v.u.d->v[i]; pair->n = 2; pair->tuple = 1;
+            pair->n = 0; pair->tuple = 1;
+            jl_push_(r, pair, v.u.d->k[i]); jl_push_(r, pair, v.u.d->v[i]);
             jl_push_(r, l, jv_list_(pair));
         }
         return jv_generator_(l);
@@ -2433,7 +2452,7 @@ static JVal_ jinja_method_(JR_ *r, size_t pos, JVal_ obj, JStr_ m, JArgs_ *a) {
         if (jstr_eq_(m, "startswith") || jstr_eq_(m, "endswith")) {
             ja_check_(r, a, no_names, 1);
             JVal_ p = ja_get_(r, a, 0, "prefix", NULL);
-            JList_ one = {&p, 1, 1, 1};
+            JList_ one = {&p, 1, 1, 1, 0};
             JList_ *cands = p.t == JV_LIST && p.u.l->tuple == 1 ? p.u.l : &one;
             for (size_t i = 0; i < cands->n; i++) {
                 JStr_ x = ja_str_(r, a, cands->v[i], "prefix");
@@ -2490,12 +2509,14 @@ static JVal_ jinja_method_(JR_ *r, size_t pos, JVal_ obj, JStr_ m, JArgs_ *a) {
             ja_check_(r, a, no_names, 0);
             JList_ *l = jl_new_(r, d->n);
             for (size_t i = 0; i < d->n; i++) {
-                if (m.s[0] == 'k') l->v[i] = d->k[i];
-                else if (m.s[0] == 'v') l->v[i] = d->v[i];
+                if (m.s[0] == 'k') { l->v[i] = d->k[i]; jv_note_depth_(r, &l->depth, l->v[i]); }
+                else if (m.s[0] == 'v') { l->v[i] = d->v[i]; jv_note_depth_(r, &l->depth, l->v[i]); }
                 else {
                     JList_ *pair = jl_new_(r, 2);
-                    pair->v[0] = d->k[i]; pair->v[1] = d->v[i]; pair->n = 2; pair->tuple = 1;
+                    pair->tuple = 1;
+                    jl_push_(r, pair, d->k[i]); jl_push_(r, pair, d->v[i]);
                     l->v[i] = jv_list_(pair);
+                    jv_note_depth_(r, &l->depth, l->v[i]);
                 }
             }
             l->n = d->n;
@@ -2538,6 +2559,7 @@ static JVal_ jinja_binop_(JR_ *r, size_t pos, int op, JVal_ a, JVal_ b) {
         if (b.u.l->n) memcpy(l->v + a.u.l->n, b.u.l->v, b.u.l->n * sizeof(JVal_));
         l->n = a.u.l->n + b.u.l->n;
         l->tuple = a.u.l->tuple;
+        l->depth = a.u.l->depth > b.u.l->depth ? a.u.l->depth : b.u.l->depth;
         return jv_list_(l);
     }
     if (op == '*' && (a.t == JV_STR || a.t == JV_LIST || b.t == JV_STR || b.t == JV_LIST)) {
@@ -2785,7 +2807,7 @@ static JVal_ jr_eval_(JR_ *r, const JNode_ *n, JFrame_ *f) {
     case JN_NAME: return jf_get_(r, f, n->name);
     case JN_LIST: case JN_TUPLE: {
         JList_ *l = jl_new_(r, n->nkids);
-        for (size_t i = 0; i < n->nkids; i++) l->v[i] = jr_eval_(r, n->kids[i], f);
+        for (size_t i = 0; i < n->nkids; i++) { l->v[i] = jr_eval_(r, n->kids[i], f); jv_note_depth_(r, &l->depth, l->v[i]); }
         l->n = n->nkids;
         l->tuple = n->kind == JN_TUPLE;
         return jv_list_(l);
