@@ -46,8 +46,16 @@
 // tests or methods) is refused at parse time: "line L column C: unsupported filter
 // 'wordwrap'".
 //
-// Python semantics where engines differ (checked against Python's Jinja2 by
-// dev/jinja_ref.py; @huggingface/jinja differs on these, see dev/jinja_hf.mjs):
+// Python semantics where engines differ. The reference is Python's Jinja2
+// (dev/jinja_ref.py writes the expected renderings test_jinja compares with).
+// @huggingface/jinja (npm, transformers.js; dev/jinja_hf.mjs) renders every fixture
+// template on every test conversation as Python does except for the trim whitespace
+// set, but departs from Python on many constructs (it renders about a third of the
+// construct cases alike): it prints true/false and "" for True/False/None and lists/dicts
+// as JSON, keeps \r\n and the trailing newline, has no {%+, treats U+FEFF as space
+// and not U+0085, lets a set inside a loop reach later iterations, and lacks string
+// iteration, str*int, string ordering, select/reject, map(filter), several string
+// methods, non-string tojson keys and indent strings. Here, as in Python:
 //   - whitespace is Python's str.isspace() set (U+0085, U+001C..U+001F, U+00A0,
 //     U+1680, U+2000..U+200A, U+2028, U+2029, U+202F, U+205F, U+3000; not U+FEFF,
 //     not U+200B) for trim, strip, split(), `-` whitespace control and lstrip_blocks;
@@ -62,6 +70,9 @@
 //     attributes do); integers are 64-bit (overflow is an error, not a bigint).
 //   - upper/lower/title/capitalize change ASCII letters only; on text holding
 //     non-ASCII letters they refuse (Python's full Unicode case tables are not here).
+// Known departures from Python here: Python's repr escapes every non-printable code
+// point in a string printed inside a list or dict; only the C0/C1 controls, U+00AD and
+// the Unicode spaces are escaped here (U+200B or U+FEFF inside a printed list differ).
 //
 // Limits (a hostile template must not hang or exhaust memory or the stack):
 // JINJA_MAX_OUTPUT bytes of output, JINJA_MAX_MEMORY bytes of values per render,
