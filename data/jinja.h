@@ -1028,8 +1028,7 @@ static int jp_until_(JParse_ *ps, JNodeVec_ *out, const char *const *ends, size_
 }
 
 static JNode_ *jp_statement_(JParse_ *ps) {
-    JTok_ *open = jp_tok_(ps);  // '{%'
-    jp_next_(ps);
+    jp_next_(ps);  // '{%'
     JTok_ *t = jp_tok_(ps);
     if (t->type != JT_NAME) jp_unexpected_(ps, "a statement name");
     JStr_ kw = t->text;
@@ -1173,7 +1172,6 @@ static JNode_ *jp_statement_(JParse_ *ps) {
         if (jinja_in_list_(known_ends, kw) >= 0) JP_FAIL(ps, pos, "unexpected '%.*s'", (int)kw.n, kw.s);
         JP_FAIL(ps, pos, "unsupported tag '%.*s'", (int)kw.n, kw.s);
     }
-    (void)open;
     ps->depth--;
     return n;
 }
@@ -1290,7 +1288,6 @@ typedef struct {
     int calls;
     jmp_buf jb;
     char *err; size_t errlen;
-    JFrame_ *globals;
 } JR_;
 
 enum { JX_NORMAL, JX_BREAK, JX_CONTINUE };
@@ -2079,7 +2076,6 @@ typedef struct {
     JStr_ *kwn; JVal_ *kwv; size_t nkw;
     size_t at;  // source position of the call
     const char *what;  // "filter 'join'" for errors
-    JStr_ whatname;
 } JArgs_;
 
 // Argument `i` (positional) or `name` (keyword); `def` if absent.
@@ -2675,7 +2671,6 @@ static void jr_args_(JR_ *r, const JNode_ *n, JFrame_ *f, JArgs_ *a, const char 
     char *w = (char *)jr_alloc_(r, name.n + 32);
     snprintf(w, name.n + 32, "%s '%.*s'", what, (int)name.n, name.s);
     a->what = w;
-    a->whatname = name;
 }
 
 // Renders body into a string (set blocks, macro calls): the output is captured.
@@ -2803,7 +2798,8 @@ static JVal_ jr_call_(JR_ *r, const JNode_ *n, JFrame_ *f) {
         return jinja_method_(r, n->a->pos, obj, n->a->name, &a);
     }
     JVal_ fn = jr_eval_(r, n->a, f);
-    JStr_ name = n->a->kind == JN_NAME ? n->a->name : jv_to_str_(r, jv_strn_("function", 8), n->pos);
+    static const JStr_ anonymous = {"function", 8};
+    JStr_ name = n->a->kind == JN_NAME ? n->a->name : anonymous;
     if (fn.t == JV_UNDEF) jv_undef_fail_(r, n->pos, fn);
     if (fn.t == JV_MACRO) { jr_args_(r, n, f, &a, "macro", name, NULL); return jr_call_macro_(r, n, fn.u.m, &a); }
     if (fn.t == JV_FUNC) { jr_args_(r, n, f, &a, "function", name, NULL); return jr_call_global_(r, n, fn.u.fn, &a); }
@@ -2945,8 +2941,10 @@ static int jr_exec_(JR_ *r, JNode_ *const *body, size_t nb, JFrame_ *f) {
             JList_ *items = src;
             if (n->c) {  // `for x in xs if cond`: the loop sees only the items that pass
                 items = jl_new_(r, 0);
+                JFrame_ *tf = jf_new_(r, f);
                 for (size_t i = 0; i < src->n; i++) {
-                    JFrame_ *tf = jf_new_(r, f);
+                    jr_step_(r, n->pos);
+                    tf->n = 0;
                     jr_assign_(r, n->a, src->v[i], tf);
                     if (jv_truthy_(jr_eval_(r, n->c, tf))) jl_push_(r, items, src->v[i]);
                 }
@@ -3053,7 +3051,6 @@ static int jinja_render(const JinjaTemplate *t, const JinjaEnv *env, JinjaOutput
         }
     }
     JFrame_ *top = jf_new_(r, g);  // the template's own variables shadow the globals
-    r->globals = g;
     jr_exec_(r, t->body, t->nbody, top);
     jr_out_(r, "", 0);
     if (!r->out) { r->out = (char *)malloc(1); if (!r->out) { snprintf(err, errlen, "out of memory"); longjmp(r->jb, 1); } }
