@@ -208,14 +208,14 @@ hang_test() {
     NCCL_EMU_TIMEOUT=600 NCCL_EMU_HANG=$k SFT_NCCL_TIMEOUT=600 "$bin/train_sftcu_fp32" $F -x 1000 -o "$d/out" -f "$d/rdzv" -R 1 -W 2 > "$d/r1.log" 2>&1 &
     local p1=$! t0=$SECONDS rc
     pids="$pids $p1"
-    NCCL_EMU_TIMEOUT=600 SFT_NCCL_TIMEOUT=3 timeout 60 "$bin/train_sftcu_fp32" $F -x 1000 -o "$d/out" -f "$d/rdzv" -R 0 -W 2 > "$d/r0.log" 2>&1
+    NCCL_EMU_TIMEOUT=600 SFT_NCCL_TIMEOUT=3 timeout -s KILL 60 "$bin/train_sftcu_fp32" $F -x 1000 -o "$d/out" -f "$d/rdzv" -R 0 -W 2 > "$d/r0.log" 2>&1
     rc=$?
     kill -9 $p1 2> /dev/null; { wait $p1; } 2> /dev/null
     local line hung
     line=$(grep -m1 '^error: rank 0 of 2: .*no progress for 3 s' "$d/r0.log")
     hung=$(grep -m1 "stops answering at collective $k ($expect" "$d/r1.log")
     if [ $rc -eq 1 ] && [ -n "$line" ] && [ -n "$hung" ] && [ $((SECONDS - t0)) -le 45 ]; then ok "$name" "after $((SECONDS - t0))s: $line"
-    else fail "$name" "rank 0: exit status $rc after $((SECONDS - t0))s (124: still waiting after 60 s), error line '$line'; rank 1: '$(grep -m1 'emulated NCCL' "$d/r1.log")' (expected collective $k: $expect)"; fi
+    else fail "$name" "rank 0: exit status $rc after $((SECONDS - t0))s (137: still waiting after 60 s), error line '$line'; rank 1: '$(grep -m1 'emulated NCCL' "$d/r1.log")' (expected collective $k: $expect)"; fi
 }
 hang_test 6 "AllReduce of 1, type 8" host_allreduce
 hang_test 9 "ReduceScatter" gradient_reduce_scatter
