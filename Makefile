@@ -119,6 +119,14 @@ cuda:
 CUDA_TEST_CMDS = "echo skip gpu_trainer: nvcc not found, the GPU trainer was not built"
 endif
 
+# Every GPU program at once, for one `make -j` (dev/gpu_check.sh): the trainer's targets and
+# the dev/cuda checks in both precisions (sub-makes sharing the job server; cpu_ref.o first,
+# which both use).
+gpu_all: $(CUDA_TARGETS) gpu_dev_BF16 gpu_dev_FP32
+gpu_dev_BF16 gpu_dev_FP32: gpu_dev_%: dev/cuda/cpu_ref.o
+	+$(MAKE) -C dev/cuda PRECISION=$* ARCH=$(CUDA_ARCH) all
+.PHONY: gpu_all gpu_dev_BF16 gpu_dev_FP32
+
 no_gpu_note:
 	@echo "no GPU (or no nvcc) found: built the CPU programs only; where nvcc is, make train_sftcu builds the GPU trainer and make test builds and tests it"
 
