@@ -67,10 +67,10 @@ py=${PYTHON:-python3}
 nproc=$(nproc)
 PEAK=989e12  # H100/H200 SXM dense bf16 tensor-core peak, FLOP/s: the MFU denominator
 if [ $mode = real ]; then
-    B=${GPT2_B:-16} LB=${LLAMA_B:-8} T=1024 STEPS=${STEPS:-12} KT_STEP=4
+    B=${GPT2_B:-16} LB=${LLAMA_B:-8} T=1024 STEPS=${STEPS:-12} KT_STEP=4 DIST_STEPS=4 SHORT_STEPS=3
     TRAINER=./train_sftcu
-else
-    B=2 LB=2 T=32 STEPS=3 KT_STEP=2
+else  # an emulated step costs about a CPU second whatever the shape: few steps
+    B=1 LB=1 T=32 STEPS=1 KT_STEP=1 DIST_STEPS=2 SHORT_STEPS=1
     TRAINER=./train_sftcu_fp32  # the one binary the dry run builds (the emulator is slow to build)
 fi
 
@@ -109,6 +109,10 @@ check() {
     timeout --kill-after=5 "$limit" "$@" > "$log" 2>&1
     rc=$?
     local dt=$((SECONDS - t0)) why=""
+    if { [ $rc -eq 124 ] || [ $rc -eq 137 ]; } && [ "$limit" -lt "$want" ]; then  # the budget's end, not the check's
+        row "$name" skip "$dt" "$limit" "$s0" "stopped at the end of the time budget (GPU_CHECK_BUDGET=$BUDGET s) after ${limit}s; its own limit is ${want}s (logs/$name.log)"
+        return 1
+    fi
     if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then why="timed out after ${limit}s"
     elif [ $rc -ne 0 ]; then why="exit status $rc"
     fi
@@ -234,11 +238,13 @@ else  # dry run: convert a copy for the emulator, its objects, then the same mak
     export -f emu_build
     check build 300 bash -c emu_build && built=1
 fi
+[ $mode = dry ] && mkdir -p "$W"  # where the dry run's build did not get to: an empty folder, no binaries
 cd "${W:-$repo}" || exit 2
 
 # ready NAME BINARY: 0 if BINARY can run, else NAME is a skip saying why
 ready() {
     if [ $have_gpu = 0 ]; then skip "$1" "$gpu"; return 1; fi
+    if ! limit_for 1 > /dev/null; then skip "$1" "the time budget (GPU_CHECK_BUDGET=$BUDGET s) is spent"; return 1; fi
     if [ ! -x "$2" ]; then skip "$1" "$2 was not built$([ $mode = dry ] && echo " (the dry run builds only $TRAINER)" || echo " (see the build row)")"; return 1; fi
     return 0
 }
@@ -250,8 +256,10 @@ for t in test_sftcu test_sftcu_bf16; do
 done
 
 # ---- benchmarks
-median_ms() {  # the median ms/step of a log's steps after the first two
-    grep '^step' "$1" | tail -n +3 | sed -n 's/.*| \([0-9.]*\) ms |.*/\1/p' | sort -n | awk '{a[NR] = $1} END {if (NR) print a[int((NR + 1) / 2)]}'
+median_ms() {  # the median ms/step of a log's steps after the first two (all of them where there are fewer than 3)
+    local skip=3
+    [ "$(grep -c '^step' "$1")" -lt 3 ] && skip=1
+    grep '^step' "$1" | tail -n +$skip | sed -n 's/.*| \([0-9.]*\) ms |.*/\1/p' | sort -n | awk '{a[NR] = $1} END {if (NR) print a[int((NR + 1) / 2)]}'
 }
 # flops_per_token DESCRIPTOR V: 6 N (N: the parameters, a tied head once) + causal attention 6 L C T
 flops_per_token() {
@@ -298,14 +306,15 @@ if [ -s "$L/gpt2_124M.log" ]; then  # random init: the first loss is about ln V
     else fail first_loss_near_lnV "step 1 loss '$l1' is not within 0.5 of ln V = $(awk -v V="$V1" 'BEGIN {printf "%.4f", log(V)}')"; fi
 fi
 
-# ---- transformers loads our exports (a tiny model of each family, trained 2 steps)
+# ---- transformers loads our exports (a tiny model of each family, trained SHORT_STEPS steps)
 for fam in "gpt2 d2c64h2t32" "llama l2c64h4k2f96t32" "qwen2 l2c64h4k2f96t32b"; do
     read -r f desc <<< "$fam"
     n=hf_export_$f
+    if [ $mode = dry ] && [ $f != gpt2 ]; then skip "$n" "dry run: one family (the same path)"; continue; fi
     ready "$n" "$TRAINER" || continue
-    if check "${n}_train" 60 "$TRAINER" -i "$repo/dev/ref/tiny_train.bin" -e "$desc" -b 2 -t 32 -x 2 -S 1 -o "$R/$n"; then
+    if check "${n}_train" 60 "$TRAINER" -i "$repo/dev/ref/tiny_train.bin" -e "$desc" -b 2 -t 32 -x $SHORT_STEPS -S 1 -o "$R/$n"; then
         if [ $mode = dry ]; then skip "${n}_loads_in_transformers" "dry run: needs Python's transformers (the device image has it)"
-        else check "${n}_loads_in_transformers" 90 "$py" "$repo/dev/check_hf_export.py" "$R/$n/step_00000002"; fi
+        else check "${n}_loads_in_transformers" 90 "$py" "$repo/dev/check_hf_export.py" "$R/$n/$(printf 'step_%08d' $SHORT_STEPS)"; fi
     fi
     rm -rf "${R:?}/$n"
 done
@@ -330,7 +339,7 @@ fi
 # GPT-2 XL (48 layers, 1600 channels, 25 heads): fits with -r 2 and trains a few steps
 read -r name desc V b <<< "$XL"
 if ready gpt2_xl "$TRAINER" && data=$(data_file gpt2_xl); then
-    check gpt2_xl 180 "$TRAINER" -i "$data" -e "$desc" -b "$b" -t $T -x 3 -r 2 -S 0 -n -1 -o "$R/xl" &&
+    check gpt2_xl 180 "$TRAINER" -i "$data" -e "$desc" -b "$b" -t $T -x $SHORT_STEPS -r 2 -S 0 -n -1 -o "$R/xl" &&
         okrow gpt2_xl_peak_memory "$(grep -m1 'peak in use' "$L/gpt2_xl.log" | sed 's/^memory| //')"
     rm -rf "${R:?}/xl"
 elif [ $have_gpu = 1 ] && [ -x "$TRAINER" ]; then skip gpt2_xl "no data file (see the data_gpt2_xl row)"; fi
@@ -339,14 +348,15 @@ elif [ $have_gpu = 1 ] && [ -x "$TRAINER" ]; then skip gpt2_xl "no data file (se
 # NCCL >= 2.30 allows it with NCCL_MULTI_RANK_GPU_ENABLE=1; older NCCL refuses ("Duplicate
 # GPU detected"): a skip saying so. Every rank under timeout: a hang is a FAIL, never stuck.
 dist_bin=./train_sftcu_fp32
-if ready dist_2_ranks_one_gpu "$dist_bin" && lim=$(limit_for 120); then
+if ready dist_2_ranks_one_gpu "$dist_bin" && lim=$(limit_for 120); then  # 120 s: the 1-rank run, then the 2 ranks in what is left of it
     d=$R/dist
     mkdir -p "$d/rdzv"
-    dflags="$tiny -x 4 -d 128 -l 1e-2"
+    dflags="$tiny -x $DIST_STEPS -d 128 -l 1e-2"
     s0=$(elapsed) t0=$SECONDS
     timeout --kill-after=5 "$lim" $dist_bin $dflags -o "$d/one" > "$L/dist_1_rank.log" 2>&1
     rc1=$?
-    lim2=$(limit_for "$lim") || lim2=$MIN_LEFT
+    lim2=$((lim - (SECONDS - t0)))  # what is left of the row's limit
+    [ $lim2 -lt 1 ] && lim2=1
     for r in 0 1; do
         NCCL_MULTI_RANK_GPU_ENABLE=1 NCCL_DEBUG=WARN SFT_NCCL_TIMEOUT=30 timeout --kill-after=5 "$lim2" \
             $dist_bin $dflags -o "$d/two" -f "$d/rdzv" -R $r -W 2 -D 0 > "$L/dist_2_ranks_r$r.log" 2>&1 &
@@ -360,13 +370,15 @@ if ready dist_2_ranks_one_gpu "$dist_bin" && lim=$(limit_for 120); then
         row dist_2_ranks_one_gpu skip "$dt" "$lim" "$s0" "NCCL ${ver:-<= 2.29} refuses 2 ranks on one GPU (Duplicate GPU detected); NCCL >= 2.30 with NCCL_MULTI_RANK_GPU_ENABLE=1 allows it"
     elif grep -q 'this build has no NCCL' "$L"/dist_2_ranks_r*.log; then
         row dist_2_ranks_one_gpu skip "$dt" "$lim" "$s0" "built without NCCL (see the preflight row's nccl)"
+    elif [ "$lim" -lt 120 ] && echo " $rc1 $rc0 $rcb " | grep -qE ' (124|137) '; then
+        row dist_2_ranks_one_gpu skip "$dt" "$lim" "$s0" "stopped at the end of the time budget (GPU_CHECK_BUDGET=$BUDGET s) after ${dt}s; its own limit is 120s"
     elif [ $rc1 -ne 0 ] || [ $rc0 -ne 0 ] || [ $rcb -ne 0 ]; then
         row dist_2_ranks_one_gpu FAIL "$dt" "$lim" "$s0" "exit statuses: 1 rank $rc1, 2 ranks $rc0 and $rcb (124/137: timed out): $(grep -h -m1 error "$L"/dist_*.log | head -1 | cut -c1-160)"
     else  # fp32: only the order of the gradient sums differs (dev/cuda/emu/test_dist.sh: 1e-6 there)
         a=$(grep -o '"loss": [^,]*' "$d/one/metrics.jsonl" | cut -d' ' -f2); b2=$(grep -o '"loss": [^,]*' "$d/two/metrics.jsonl" | cut -d' ' -f2)
-        worst=$(paste <(echo "$a") <(echo "$b2") | awk '{d = $1 - $2; if (d < 0) d = -d; d /= $1; if (d > w) w = d} END {if (NR == 4) printf "%.2e", w; else print "missing"}')
+        worst=$(paste <(echo "$a") <(echo "$b2") | awk -v n=$DIST_STEPS '{d = $1 - $2; if (d < 0) d = -d; d /= $1; if (d > w) w = d} END {if (NR == n) printf "%.2e", w; else print "missing"}')
         if [ "$worst" != missing ] && awk -v w="$worst" 'BEGIN {exit !(w <= 1e-5)}'; then
-            row dist_2_ranks_one_gpu ok "$dt" "$lim" "$s0" "NCCL ${ver:-?}: 4 losses of 2 ranks within $worst of 1 rank"
+            row dist_2_ranks_one_gpu ok "$dt" "$lim" "$s0" "NCCL ${ver:-?}: $DIST_STEPS losses of 2 ranks within $worst of 1 rank"
         else row dist_2_ranks_one_gpu FAIL "$dt" "$lim" "$s0" "losses of 2 ranks vs 1: largest relative difference $worst (> 1e-5 or missing)"; fi
     fi
     rm -rf "$d"
@@ -374,7 +386,10 @@ elif [ $have_gpu = 1 ] && [ -x "$dist_bin" ]; then skip dist_2_ranks_one_gpu "th
 
 # what recomputation costs on the 124M shape
 read -r name desc V b <<< "$(echo "$SHAPES" | head -1)"
-for r in 1 2; do bench_run "${name}_r$r" "$desc" "$V" "$b" "$r" 120; done
+for r in 1 2; do
+    if [ $mode = dry ]; then skip "${name}_r$r" "dry run: the same path as ${name}"
+    else bench_run "${name}_r$r" "$desc" "$V" "$b" "$r" 120; fi
+done
 # PyTorch (bf16 autocast, torch.compile, fused AdamW, flash attention) on the 124M shape
 if [ $mode = dry ]; then skip pytorch_compile "dry run: needs PyTorch on a GPU"
 elif [ $have_gpu = 1 ] && check pytorch_compile 240 "$py" "$repo/dev/bench_torch.py" gpu 12 12 768 50304 "$B" $T $STEPS; then
