@@ -100,6 +100,9 @@ if [ $rc -eq 2 ] && [ -z "$bad" ] && [ "${nbudget:-0}" -gt 3 ] && [ ! -e "$tmp/s
     ok gpu_check_spent_budget_skips "exit 2, $nbudget checks skipped for the budget, scratch removed"
 else fail gpu_check_spent_budget_skips "exit status $rc, rows that ran: '$bad', $nbudget budget skips, scratch $( [ -e "$tmp/scratch5" ] && echo kept || echo removed)"; fi
 out_limits gpu_check_spent_budget_out_limits "$tmp/out5"
+n=$(wc -l < "$tmp/out5/summary.txt")
+if [ "$n" -gt 3 ] && tail -n "$n" "$tmp/dry5.log" | cmp -s - "$tmp/out5/summary.txt"; then ok gpu_check_spent_budget_summary_last "the last $n lines printed are summary.txt"
+else fail gpu_check_spent_budget_summary_last "the output does not end with summary.txt"; fi
 
 # ---- the CPU trainer's -n -1
 if make -s train_sft > /dev/null 2>&1; then
