@@ -13,6 +13,8 @@
 #   bench.tsv and kernels.tsv;
 # - with a budget of 5 s every check after the preflight is a skip naming the budget, the
 #   files are still written, exit status 2 (nothing passed);
+# - make's NCCL cases: NCCL=none, the pip wheel (found by python3 where the toolkit has no
+#   nccl.h: its include, lib and rpath), found nowhere (-DSFT_NO_NCCL);
 # - the CPU trainer's -n -1 writes no checkpoint either, and -n -2 is refused in one line.
 set -u
 cd "$(dirname "$0")/.." || exit 1
@@ -103,6 +105,32 @@ out_limits gpu_check_spent_budget_out_limits "$tmp/out5"
 n=$(wc -l < "$tmp/out5/summary.txt")
 if [ "$n" -gt 3 ] && tail -n "$n" "$tmp/dry5.log" | cmp -s - "$tmp/out5/summary.txt"; then ok gpu_check_spent_budget_summary_last "the last $n lines printed are summary.txt"
 else fail gpu_check_spent_budget_summary_last "the output does not end with summary.txt"; fi
+
+# ---- the Makefile's NCCL cases (make nccl_info, and what the trainer's build line gets)
+nvcc_stand_in=$(command -v true)  # any program: only its folder's ../include is looked at
+nccl_case() {  # nccl_case ARGS...: make's nccl_info line and train_sftcu's build line
+    make -s nccl_info NVCC="$nvcc_stand_in" "$@" 2>&1 | tail -1
+    make -s -n -W train_sft.cu train_sftcu NVCC="$nvcc_stand_in" "$@" 2>&1 | grep -m1 ' -o train_sftcu '
+}
+r=$(nccl_case NCCL=none)
+if echo "$r" | grep -q '^nccl: none' && echo "$r" | sed -n 2p | grep -q -- '-DSFT_NO_NCCL' && ! echo "$r" | sed -n 2p | grep -q -- '-lnccl\|libnccl'; then
+    ok make_nccl_none "-DSFT_NO_NCCL, no NCCL library"
+else fail make_nccl_none "$r"; fi
+mkdir -p "$tmp/wheel/nvidia/nccl/include" "$tmp/wheel/nvidia/nccl/lib"
+touch "$tmp/wheel/nvidia/nccl/include/nccl.h"
+if [ -e /usr/include/nccl.h ]; then echo "skip make_nccl_pip_wheel: /usr/include/nccl.h is found before a wheel"
+else
+    r=$(PYTHONPATH=$tmp/wheel nccl_case CUDA_DIR="$tmp/no_cuda")
+    w=$tmp/wheel/nvidia/nccl
+    if echo "$r" | grep -q "^nccl: wheel ($w/include/nccl.h)" && echo "$r" | sed -n 2p | grep -q -- "-I$w/include" &&
+        echo "$r" | sed -n 2p | grep -q -- "-L$w/lib -l:libnccl.so.2 -Xlinker -rpath=$w/lib" && ! echo "$r" | sed -n 2p | grep -q SFT_NO_NCCL; then
+        ok make_nccl_pip_wheel "found through python3 in a toolkit without nccl.h: include, lib and rpath"
+    else fail make_nccl_pip_wheel "$r"; fi
+    r=$(nccl_case CUDA_DIR="$tmp/no_cuda" NCCL_WHEEL_GLOB=)
+    if python3 -c 'import nvidia.nccl' 2> /dev/null; then echo "skip make_nccl_found_nowhere: this python3 has an NVIDIA NCCL wheel"
+    elif echo "$r" | grep -q '^nccl: none' && echo "$r" | sed -n 2p | grep -q -- '-DSFT_NO_NCCL'; then ok make_nccl_found_nowhere "none: -DSFT_NO_NCCL"
+    else fail make_nccl_found_nowhere "$r"; fi
+fi
 
 # ---- the CPU trainer's -n -1
 if make -s train_sft > /dev/null 2>&1; then
