@@ -90,7 +90,7 @@ for b in $(awk -F'\t' '$2 == "ok" && $1 ~ /^(gpt2_124M|llama32_1B|qwen25_05B)(_r
     if ! grep -q "^$b	" "$tmp/out/bench.tsv" || ! grep -q "^$b	matmul	" "$tmp/out/kernels.tsv"; then fail gpu_check_dry_run_bench_rows "$b: no row in bench.tsv or kernels.tsv"; fi
     nb=$((nb + 1))
 done
-[ $nb -gt 0 ] && ok gpu_check_dry_run_benchmarks "$nb benchmarks without checkpoints, each in bench.tsv and kernels.tsv"
+[ $nb -gt 0 ] && ok gpu_check_dry_run_benchmarks "$nb benchmarks ran, each in bench.tsv and kernels.tsv"
 [ $nb -gt 0 ] || fail gpu_check_dry_run_benchmarks "no benchmark ran"
 
 # ---- a spent budget: skips saying so, the files still written, the scratch removed
