@@ -133,9 +133,10 @@ check() {
         row "$name" skip "$dt" "$limit" "$s0" "$(grep -m1 '^skip' "$log" | cut -c1-160)"
         return 1
     fi
-    local extra=""
-    [ "$nskip" -gt 0 ] && extra=", $nskip skip line(s)"
-    row "$name" ok "$dt" "$limit" "$s0" "$nok ok line(s)$extra"
+    local what
+    if [ "$nok" -gt 0 ]; then what="$nok ok line(s)$([ "$nskip" -gt 0 ] && echo ", $nskip skip line(s)")"
+    else what="exit 0: $(grep -v '^[[:space:]]*$' "$log" | tail -1 | cut -c1-140)"; fi  # a program without ok lines: its last line
+    row "$name" ok "$dt" "$limit" "$s0" "$what"
     return 0
 }
 
@@ -437,7 +438,11 @@ done
 {
     echo "gpu_check ($mode run): $nok ok, $nfail FAIL, $nskip skip in ${total}s of a ${BUDGET}s budget (debug=$debug)"
     echo "device: $gpu"
-    awk -F'\t' '{printf "%-5s %-34s %5ss  %s\n", $2, $1, $3, substr($6, 1, 170)}' "$rows"
+    # details cut so that the whole summary fits the 12,000 characters of output that come
+    # back (FAILs and the preflight longer); the dev/cuda checks that passed on one line
+    awk -F'\t' '$1 ~ /^dev_cuda_/ && $2 == "ok" {n++; t += $3; names = names " " substr($1, 10); next}
+        {printf "%-5s %-34s %5ss  %s\n", $2, $1, $3, substr($6, 1, $1 == "preflight" ? 400 : $2 == "FAIL" ? 220 : 110)}
+        END {if (n) printf "%-5s %-34s %5ss  %s\n", "ok", "dev_cuda (" n " checks)", t, substr(names, 2)}' "$rows"
     echo
     awk -F'\t' '{printf "%-20s %-26s %3s %5s %3s %9s %9s %5s %9s\n", $1, $2, $3, $4, $5, $6, $7, $8, $9}' "$bench"
     echo

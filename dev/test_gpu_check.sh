@@ -77,8 +77,9 @@ else echo "skip gpu_check_dry_run_json: node not found"; fi
 
 # the summary is printed last
 n=$(wc -l < "$tmp/out/summary.txt")
-if [ "$n" -gt 3 ] && tail -n "$n" "$tmp/dry.log" | cmp -s - "$tmp/out/summary.txt"; then ok gpu_check_dry_run_summary_last "the last $n lines printed are summary.txt"
-else fail gpu_check_dry_run_summary_last "the output does not end with summary.txt"; fi
+if [ "$n" -gt 3 ] && tail -n "$n" "$tmp/dry.log" | cmp -s - "$tmp/out/summary.txt" && [ "$(wc -c < "$tmp/out/summary.txt")" -le 12000 ]; then
+    ok gpu_check_dry_run_summary_last "the last $n lines printed are summary.txt ($(wc -c < "$tmp/out/summary.txt") bytes: the output's tail holds it)"
+else fail gpu_check_dry_run_summary_last "the output does not end with summary.txt, or it is over 12,000 bytes"; fi
 
 # run folders removed once parsed; no checkpoints written by the benchmarks
 if [ -d "$tmp/scratch/runs" ] && [ -z "$(ls -A "$tmp/scratch/runs")" ]; then ok gpu_check_dry_run_removes_runs "runs/ is empty at the end"
