@@ -154,6 +154,9 @@ if [ $mode = dry ]; then
     NVCC="$repo/dev/cuda/emu/nvcc_emu.sh"
     nvcc_ver="dev/cuda/emu/nvcc_emu.sh (g++ $(g++ -dumpversion))"
 else
+    # an image may have the toolkit without it on PATH: /usr/local/cuda's, and its libraries for the binaries
+    if ! command -v "${NVCC:-nvcc}" > /dev/null && [ -x /usr/local/cuda/bin/nvcc ]; then export PATH=$PATH:/usr/local/cuda/bin; fi
+    [ -d /usr/local/cuda/lib64 ] && export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}/usr/local/cuda/lib64
     NVCC=${NVCC:-nvcc}
     nvcc_ver=$(timeout 20 "$NVCC" --version 2> /dev/null | grep -o 'release [0-9.]*' || echo "not found")
 fi
