@@ -67,9 +67,46 @@ chat: chat.c train_sft.c $(COMMON_H)
 # for other GPUs. train_sftcu_fp32 computes in fp32 (for comparison with the CPU).
 CUDA_ARCH ?= sm_90
 NVCCFLAGS ?= -std=c++17 -O3 -arch=$(CUDA_ARCH) -Xcompiler -fopenmp,-Wall,-Wno-unused-function,-Wno-format-truncation -I.
-# NCCL (data parallel across GPUs, cuda/dist.cuh): nccl.h and libnccl from the CUDA
-# toolkit's directories where it ships them, else the libnccl-dev package.
-CUDA_LIBS = -lcublas -lcublasLt -lnccl -lgomp -lm
+# NCCL (data parallel across GPUs, cuda/dist.cuh): nccl.h from, first found, the CUDA
+# toolkit beside nvcc, the system (/usr/include: libnccl-dev), or the pip wheel
+# nvidia-nccl-cu13 (or -cu12: site-packages/nvidia/nccl/include and lib, found by python3
+# or a glob). Found nowhere, or NCCL=none: the GPU programs are built with -DSFT_NO_NCCL
+# (one rank; the trainer refuses W > 1 with one line). NCCL=DIR takes DIR/include and
+# DIR/lib. `make nccl_info` prints which case applies.
+NCCL ?= auto
+CUDA_DIR := $(abspath $(dir $(HAVE_NVCC))..)
+NCCL_WHEEL_GLOB = $(firstword $(wildcard $(HOME)/.local/lib/python3*/site-packages/nvidia/nccl /usr/local/lib/python3*/*-packages/nvidia/nccl \
+    /usr/lib/python3*/*-packages/nvidia/nccl /opt/*/lib/python3*/site-packages/nvidia/nccl))
+ifeq ($(NCCL)$(if $(HAVE_NVCC),,-no-nvcc),auto-no-nvcc)
+NCCL_CASE := none
+else ifeq ($(NCCL),auto)
+NCCL_CASE := $(if $(wildcard $(CUDA_DIR)/include/nccl.h),toolkit,$(if $(wildcard /usr/include/nccl.h),system,wheel))
+ifeq ($(NCCL_CASE),wheel)
+NCCL_DIR := $(or $(shell python3 -c 'import nvidia.nccl as m; print(list(m.__path__)[0])' 2>/dev/null),$(NCCL_WHEEL_GLOB))
+NCCL_CASE := $(if $(wildcard $(NCCL_DIR)/include/nccl.h),wheel,none)
+endif
+else ifeq ($(NCCL),none)
+NCCL_CASE := none
+else
+NCCL_CASE := dir
+NCCL_DIR := $(NCCL)
+endif
+ifeq ($(NCCL_CASE),none)
+NCCL_FLAGS = -DSFT_NO_NCCL
+NCCL_LIBS =
+else ifneq ($(filter wheel dir,$(NCCL_CASE)),)
+NCCL_FLAGS = -I$(NCCL_DIR)/include
+NCCL_LIBS = -L$(NCCL_DIR)/lib -l:libnccl.so.2 -Xlinker -rpath=$(NCCL_DIR)/lib
+else
+NCCL_FLAGS =
+NCCL_LIBS = -lnccl
+endif
+NCCL_WHERE = $(if $(filter toolkit,$(NCCL_CASE)),$(CUDA_DIR)/include/nccl.h,$(if $(filter system,$(NCCL_CASE)),/usr/include/nccl.h,$(if \
+    $(filter none,$(NCCL_CASE)),built with -DSFT_NO_NCCL: one rank only,$(NCCL_DIR)/include/nccl.h)))
+nccl_info:
+	@echo "nccl: $(NCCL_CASE) ($(NCCL_WHERE))"
+.PHONY: nccl_info
+CUDA_LIBS = -lcublas -lcublasLt $(NCCL_LIBS) -lgomp -lm
 CUDA_DEPS = train_sft.cu $(wildcard cuda/*.cuh) $(COMMON_H)
 CUDA_TARGETS = train_sftcu train_sftcu_fp32 test_sftcu test_sftcu_bf16
 
@@ -82,30 +119,38 @@ cuda:
 CUDA_TEST_CMDS = "echo skip gpu_trainer: nvcc not found, the GPU trainer was not built"
 endif
 
+# Every GPU program at once, for one `make -j` (dev/gpu_check.sh): the trainer's targets and
+# the dev/cuda checks in both precisions (sub-makes sharing the job server; cpu_ref.o first,
+# which both use).
+gpu_all: $(CUDA_TARGETS) gpu_dev_BF16 gpu_dev_FP32
+gpu_dev_BF16 gpu_dev_FP32: gpu_dev_%: dev/cuda/cpu_ref.o
+	+$(MAKE) -C dev/cuda PRECISION=$* ARCH=$(CUDA_ARCH) all
+.PHONY: gpu_all gpu_dev_BF16 gpu_dev_FP32
+
 no_gpu_note:
 	@echo "no GPU (or no nvcc) found: built the CPU programs only; where nvcc is, make train_sftcu builds the GPU trainer and make test builds and tests it"
 
 train_sftcu: $(CUDA_DEPS)
-	$(NVCC) $(NVCCFLAGS) -o $@ train_sft.cu $(CUDA_LIBS)
+	$(NVCC) $(NVCCFLAGS) $(NCCL_FLAGS) -o $@ train_sft.cu $(CUDA_LIBS)
 
 train_sftcu_fp32: $(CUDA_DEPS)
-	$(NVCC) $(NVCCFLAGS) -DENABLE_FP32 -o $@ train_sft.cu $(CUDA_LIBS)
+	$(NVCC) $(NVCCFLAGS) $(NCCL_FLAGS) -DENABLE_FP32 -o $@ train_sft.cu $(CUDA_LIBS)
 
 # The GPU trainer for mpirun (or srun with MPI): the NCCL unique id goes over MPI
 # (MPI_Bcast) instead of the TCP/-f rendezvous; started otherwise (torchrun), it uses
 # the rendezvous like train_sftcu. nvcc compiles and links the host code with mpicxx.
 MPICXX ?= mpicxx
 train_sftcu_mpi: $(CUDA_DEPS)
-	$(NVCC) $(NVCCFLAGS) -ccbin $(MPICXX) -DUSE_MPI -o $@ train_sft.cu $(CUDA_LIBS)
+	$(NVCC) $(NVCCFLAGS) $(NCCL_FLAGS) -ccbin $(MPICXX) -DUSE_MPI -o $@ train_sft.cu $(CUDA_LIBS)
 
 dev/cuda/cpu_ref.o: dev/cuda/cpu_ref.c dev/cuda/cpu_ref.h train_sft.c $(COMMON_H)
 	$(CC) $(CFLAGS) -c -o $@ dev/cuda/cpu_ref.c
 
 test_sftcu: test_sftcu.cu dev/cuda/cpu_ref.o $(CUDA_DEPS)
-	$(NVCC) $(NVCCFLAGS) -DENABLE_FP32 -o $@ test_sftcu.cu dev/cuda/cpu_ref.o $(CUDA_LIBS)
+	$(NVCC) $(NVCCFLAGS) $(NCCL_FLAGS) -DENABLE_FP32 -o $@ test_sftcu.cu dev/cuda/cpu_ref.o $(CUDA_LIBS)
 
 test_sftcu_bf16: test_sftcu.cu dev/cuda/cpu_ref.o $(CUDA_DEPS)
-	$(NVCC) $(NVCCFLAGS) -o $@ test_sftcu.cu dev/cuda/cpu_ref.o $(CUDA_LIBS)
+	$(NVCC) $(NVCCFLAGS) $(NCCL_FLAGS) -o $@ test_sftcu.cu dev/cuda/cpu_ref.o $(CUDA_LIBS)
 # ---- end GPU trainer ----
 
 # ---- tokenizer (tokenizer/) ----
@@ -139,7 +184,7 @@ check_headers_cxx: dev/headers_check.cpp $(COMMON_H)
 	$(CXX) -std=c++17 -Wall -Wextra -Wno-unused-function -Werror -fsyntax-only -I. dev/headers_check.cpp
 
 test: train_sft $(if $(HAVE_MPICC),train_sft_mpi) dev/dist_tool chat test_sft test_hf test_report test_rdzv tok test_tok prepare test_prepare test_jinja make_tasks cuda
-	bash dev/run_tests.sh "make -s check_headers_cxx && echo ok shared_headers_are_valid_cxx" ./test_sft ./test_hf "bash dev/test_dist.sh" ./test_rdzv "bash dev/test_two_nodes.sh" ./test_report "bash dev/test_report.sh" "bash dev/test_crash.sh 5" "bash dev/test_preempt.sh" ./test_tok "bash tokenizer/test_exact.sh" ./test_prepare ./test_jinja "bash data/test_prepare.sh" "bash data/test_inspect.sh" "bash data/test_tasks.sh" "bash dev/launch/test_launch.sh" $(CUDA_TEST_CMDS)
+	bash dev/run_tests.sh "make -s check_headers_cxx && echo ok shared_headers_are_valid_cxx" ./test_sft ./test_hf "bash dev/test_dist.sh" ./test_rdzv "bash dev/test_two_nodes.sh" ./test_report "bash dev/test_report.sh" "bash dev/test_crash.sh 5" "bash dev/test_preempt.sh" ./test_tok "bash tokenizer/test_exact.sh" ./test_prepare ./test_jinja "bash data/test_prepare.sh" "bash data/test_inspect.sh" "bash data/test_tasks.sh" "bash dev/launch/test_launch.sh" "bash dev/test_gpu_check.sh" $(CUDA_TEST_CMDS)
 
 clean:
 	rm -f train_sft train_sft_mpi dev/dist_tool chat test_sft test_hf test_report test_rdzv tok test_tok prepare test_prepare test_jinja make_tasks $(CUDA_TARGETS) train_sftcu_mpi dev/cuda/cpu_ref.o

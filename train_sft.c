@@ -1128,6 +1128,7 @@ static void resume_dist(const TrainArgs *a, const RunSetup *r, GPT2 *m, TrainSta
 // Rank 0 writes the checkpoint of s (the same files whatever W is); with ZeRO-1 the
 // moment shards are first gathered to it.
 static void checkpoint_dist(const TrainArgs *a, GPT2 *m, const TrainState *s) {
+    if (a->ckpt_every < 0) return;  // -n -1: no checkpoints
     Dist *d = m->dist;
     if (!d->zero) {
         if (d->rank == 0) save_checkpoint(a->out_dir, &m->cfg, &m->params, s, m->m_mem, m->v_mem, m->num_params);

@@ -916,6 +916,7 @@ static void check_device_memory(const MemPlan *m, size_t free_bytes) {
 // Otherwise through common/rendezvous.h: TCP to MASTER_ADDR, or files in the shared
 // directory -f DIR, where ranks of another run are refused (over MPI, the
 // dist_check_same calls after comm_start refuse them).
+#ifndef SFT_NO_NCCL
 static void exchange_nccl_id(Dist *d, const TrainArgs *a, uint64_t fingerprint, ncclUniqueId *id) {
     if (d->rank == 0) {
         ncclResult_t r = ncclGetUniqueId(id);
@@ -933,6 +934,7 @@ static void exchange_nccl_id(Dist *d, const TrainArgs *a, uint64_t fingerprint, 
     if (rdzv_job_init(&job, d->rank, d->world, fingerprint, err, sizeof err) != 0) fatal("%s", err);
     if (rdzv_exchange(&job, a->rdzv_dir, id, sizeof *id, err, sizeof err) != 0) fatal("rank %d of %d: %s", d->rank, d->world, err);
 }
+#endif
 
 #ifndef SFT_NO_MAIN
 int main(int argc, char **argv) {
@@ -947,6 +949,7 @@ int main(int argc, char **argv) {
     if (recompute < 0 || recompute > 2) usage_error(argv[0], "-r must be 0, 1 or 2, got %d", recompute);
     Dist dist;
     dist_discover(&dist, argv[0], &args);
+    comm_require_nccl(&dist);  // a build without NCCL (-DSFT_NO_NCCL) refuses W > 1 here
     int lead = dist.rank == 0;  // only rank 0 prints, writes metrics and saves checkpoints
     // ranks other than 0 train silently (errors still reach stderr); their log is silent too (trainer.h)
     if (!lead && !freopen("/dev/null", "w", stdout)) fatal("/dev/null: cannot open: %s", strerror(errno));
@@ -968,7 +971,9 @@ int main(int argc, char **argv) {
     GpuComm comm;
     ncclUniqueId id;
     memset(&id, 0, sizeof id);
+#ifndef SFT_NO_NCCL
     if (dist.world > 1) exchange_nccl_id(&dist, &args, run_fingerprint(&args, &run), &id);
+#endif
     comm_start(&comm, &dist, &id, 0);
     dist_check_same(&dist, run_fingerprint(&args, &run), "the run's flags, data files and model shape");
     dist_check_same(&dist, fnv1a(0xcbf29ce484222325ull, run.params, gpt2_num_parameters(&run.cfg) * sizeof(float)),
@@ -1009,11 +1014,13 @@ int main(int argc, char **argv) {
     CUDA_CHECK(cudaMemGetInfo(&free1, &total_mem));
     double MiB = 1048576.0;
     printf("device| %s, %.1f GiB, %s, recompute level %d\n", prop.name, total_mem / 1073741824.0, PRECISION_NAME, recompute);
+#ifndef SFT_NO_NCCL
     if (dist.world > 1) {
         int v = 0;
         ncclGetVersion(&v);  // since NCCL 2.9: major * 10000 + minor * 100 + patch
         printf("ranks | %d (from %s), ZeRO-%d, NCCL %d.%d.%d\n", dist.world, dist.launcher, M.zero, v / 10000, v / 100 % 100, v % 100);
     }
+#endif
     print_run_summary(&args, &run, P);
     // every rank's device memory in use, printed by rank 0, against the plan (the same on every rank)
     double *used = (double *)xcalloc((size_t)dist.world, sizeof(double));
@@ -1054,7 +1061,7 @@ int main(int argc, char **argv) {
         if (!nonfinite_guard(&guard, &log, state.step, r.skipped, r.loss, r.grad_norm))  // every rank: all stop at the same step
             log_step(&log, state.step, r.skipped, r.loss, lr, r.grad_norm, r.targets, dt);
         if (state.step < steps) stop = preempt_poll(&dist);
-        if ((args.ckpt_every > 0 && state.step % args.ckpt_every == 0 && state.step < steps) || stop) {
+        if ((args.ckpt_every > 0 && state.step % args.ckpt_every == 0 && state.step < steps) || (stop && args.ckpt_every >= 0)) {
             gpu_download_state(&M, run.params, host_m, host_v);  // every rank: the shards meet
             state.epoch = loader.epoch; state.cursor = loader.cursor; state.rng = sample_rng.state;
             if (lead) save_checkpoint(args.out_dir, &cfg, &run.p, &state, host_m, host_v, P);
@@ -1073,9 +1080,11 @@ int main(int argc, char **argv) {
     generate_and_evaluate(&args, &run, &gen, state.step, 1, &log, &sample_rng);
     log_break(&log);
     printf("memory| peak in use %.1f MiB of %.1f MiB (rank 0)\n", (free0 - min_free) / MiB, total_mem / MiB);
-    gpu_download_state(&M, run.params, host_m, host_v);
-    state.epoch = loader.epoch; state.cursor = loader.cursor; state.rng = sample_rng.state;
-    if (lead) save_checkpoint(args.out_dir, &cfg, &run.p, &state, host_m, host_v, P);
+    if (args.ckpt_every >= 0) {  // -n -1 (benchmarks): no checkpoint
+        gpu_download_state(&M, run.params, host_m, host_v);
+        state.epoch = loader.epoch; state.cursor = loader.cursor; state.rng = sample_rng.state;
+        if (lead) save_checkpoint(args.out_dir, &cfg, &run.p, &state, host_m, host_v, P);
+    }
     log_checkpoint(&log, state.step, 1);
     run_log_close(&log, state.step);
     dist_finish(&dist);  // NCCL's communicator, then MPI where it carried the id

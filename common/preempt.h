@@ -85,8 +85,8 @@ static void preempt_exit(Dist *d, RunLog *log, int64_t step, int steps, int sig)
         fclose(log->metrics);
         log->metrics = NULL;
         log_report(log);
-        printf("stop  | stopped by %s at step %lld of %d; resume with -y 1 (exit status %d)\n", preempt_signal_name(sig), (long long)step,
-               steps, preempt_exit_status(sig));
+        printf("stop  | stopped by %s at step %lld of %d; %s (exit status %d)\n", preempt_signal_name(sig), (long long)step, steps,
+               log->args->ckpt_every < 0 ? "no checkpoint (-n -1)" : "resume with -y 1", preempt_exit_status(sig));
         fflush(stdout);
     }
     dist_any(d, 0);  // a barrier

@@ -67,7 +67,7 @@ static void train_args_defaults(TrainArgs *a) {
     {'s', FLAG_INT, &(a)->sample_every, "sample every N steps and at the end; 0 = never (default 0)"},  \
     {'g', FLAG_INT, &(a)->sample_tokens, "tokens to generate when sampling (default 64)"},               \
     {'w', FLAG_FLOAT, &(a)->temperature, "sampling temperature; 0 = greedy (default 0)"},                \
-    {'n', FLAG_INT, &(a)->ckpt_every, "checkpoint every N steps; 0 = only at the end (default 0)"},      \
+    {'n', FLAG_INT, &(a)->ckpt_every, "checkpoint every N steps; 0 = only at the end; -1 = never, not even the final model (benchmarks) (default 0)"},      \
     {'y', FLAG_INT, &(a)->resume, "1 = resume from the latest checkpoint in -o; a finished run exits 0 (SIGTERM/SIGINT save one and exit 143/130) (default 0)"},            \
     {'z', FLAG_INT, &(a)->seed, "random seed: init, shuffling, sampling (default 1337)"},                \
     {'k', FLAG_STRING, &(a)->tokenizer_path, "tokenizer (tokenizer.json, a directory with one, or a GPT-2 dir): decode samples, run -E; must be the one the data was made with (checked)"}, \
@@ -148,7 +148,7 @@ static void check_train_args(const char *prog, const TrainArgs *a) {
     if (a->sample_every < 0) usage_error(prog, "-s must be >= 0, got %d", a->sample_every);
     if (a->sample_tokens < 1) usage_error(prog, "-g must be at least 1, got %d", a->sample_tokens);
     if (!(a->temperature >= 0)) usage_error(prog, "-w must be >= 0");
-    if (a->ckpt_every < 0) usage_error(prog, "-n must be >= 0, got %d", a->ckpt_every);
+    if (a->ckpt_every < -1) usage_error(prog, "-n must be >= -1 (-1: no checkpoints), got %d", a->ckpt_every);
     if (a->resume != 0 && a->resume != 1) usage_error(prog, "-y must be 0 or 1, got %d", a->resume);
     if (a->eval_every < 0) usage_error(prog, "-a must be >= 0, got %d", a->eval_every);
     if (a->max_nonfinite < 1) usage_error(prog, "-K must be at least 1, got %d", a->max_nonfinite);
@@ -742,7 +742,8 @@ static void run_log_open(RunLog *log, const TrainArgs *a, const RunSetup *r, int
     report_config_add(ri, "learning rate (-l -u -q)", "peak %g, warmup %d steps, cosine to %g x peak", a->lr, a->warmup, a->final_lr_frac);
     report_config_add(ri, "AdamW", "weight decay (-c) %g, betas 0.9 0.95, eps 1e-8; clip (-G) %g", a->weight_decay, a->grad_clip);
     report_config_add(ri, "shuffle (-S), seed (-z)", "%d, %d", a->shuffle, a->seed);
-    if (a->ckpt_every) report_config_add(ri, "checkpoints (-n)", "every %d steps and at the end", a->ckpt_every);
+    if (a->ckpt_every < 0) report_config_add(ri, "checkpoints (-n)", "none (-n -1)");
+    else if (a->ckpt_every) report_config_add(ri, "checkpoints (-n)", "every %d steps and at the end", a->ckpt_every);
     else report_config_add(ri, "checkpoints (-n)", "at the end");
     log_report(log);
 }
@@ -772,6 +773,7 @@ static void log_eval(RunLog *log, int64_t step, double accuracy, int examples) {
 
 // After a checkpoint of `step` was saved (final: the end-of-run one).
 static void log_checkpoint(RunLog *log, int64_t step, int final) {
+    if (log->args->ckpt_every < 0) return;  // -n -1: none was saved
     char dir[4096];
     checkpoint_dir_name(dir, sizeof dir, log->args->out_dir, step);
     log_break(log);
@@ -897,7 +899,8 @@ static void run_log_close(RunLog *log, int64_t step) {
                100 * e->y[e->n - 1], (long long)e->x[e->n - 1], log->run->evalset.n, a->eval_path);
     }
     checkpoint_dir_name(dir, sizeof dir, a->out_dir, step);
-    printf("done  | model %s | report %s/report.html | metrics %s/metrics.jsonl\n", dir, a->out_dir, a->out_dir);
+    if (a->ckpt_every < 0) printf("done  | no model saved (-n -1) | report %s/report.html | metrics %s/metrics.jsonl\n", a->out_dir, a->out_dir);
+    else printf("done  | model %s | report %s/report.html | metrics %s/metrics.jsonl\n", dir, a->out_dir, a->out_dir);
     fflush(stdout);
     run_metrics_free(&m);
 }

@@ -13,12 +13,23 @@
 // without the phase finishing, aborts the communicator and exits 1 with one line.
 // A dead peer thus ends every other rank within that bound instead of hanging. The one
 // longer wait is comm_barrier's, after rank 0 alone wrote a checkpoint.
+// The host reads results only through pinned memory (cudaMallocHost): a copy between
+// the device and pageable memory may be synchronous with the host (the driver stages
+// it through a pinned buffer of its own), so behind a collective that a hung peer
+// never completes, cudaMemcpyAsync itself would block inside the driver and the
+// deadline would never be checked. A copy to pinned memory is queued on the stream and
+// returns; the host then polls (dev/cuda/emu/test_dist.sh: dist_hung_rank_deadline).
+//
+// Built with -DSFT_NO_NCCL (the Makefile found no nccl.h): one rank only; the
+// collectives are then nothing and comm_require_nccl refuses W > 1 with one line.
 #pragma once
-#include <nccl.h>
 #include <time.h>
 #include <unistd.h>
 #include "../common/dist.h"
 #include "common.cuh"
+
+#ifndef SFT_NO_NCCL
+#include <nccl.h>
 
 struct GpuComm {
     ncclComm_t comm;      // NULL with one rank: every collective is then a copy or nothing
@@ -26,6 +37,7 @@ struct GpuComm {
     cudaStream_t stream;  // where the collectives run: the model's stream
     double timeout_s;     // SFT_NCCL_TIMEOUT: a phase that makes no progress this long is fatal
     double *staging;      // (STAGING_DOUBLES) device buffer for the host-array DistOps
+    double *host_staging; // (STAGING_DOUBLES) pinned host buffer: what the host sends and reads back
     DistOps ops;          // dist.h's interface to these collectives (host arrays), and the end
     int mpi;              // 1 when MPI carried the unique id (train_sftcu_mpi under mpirun): finalized at the end
 };
@@ -119,10 +131,12 @@ static void comm_host_allreduce(GpuComm *g, void *x, size_t n, ncclDataType_t t,
     for (size_t i = 0; i < n;) {
         size_t k = n - i < STAGING_DOUBLES * sizeof(double) / es ? n - i : STAGING_DOUBLES * sizeof(double) / es;
         char *p = (char *)x + i * es;
-        CUDA_CHECK(cudaMemcpyAsync(g->staging, p, k * es, cudaMemcpyHostToDevice, g->stream));
+        memcpy(g->host_staging, p, k * es);  // pinned: neither copy blocks the host (see the top)
+        CUDA_CHECK(cudaMemcpyAsync(g->staging, g->host_staging, k * es, cudaMemcpyHostToDevice, g->stream));
         comm_issued(g, ncclAllReduce(g->staging, g->staging, k, t, ncclSum, g->comm, g->stream), "all-reduce");
-        CUDA_CHECK(cudaMemcpyAsync(p, g->staging, k * es, cudaMemcpyDeviceToHost, g->stream));
+        CUDA_CHECK(cudaMemcpyAsync(g->host_staging, g->staging, k * es, cudaMemcpyDeviceToHost, g->stream));
         comm_wait(g, "all-reduce of host values");
+        memcpy(p, g->host_staging, k * es);
         i += k;
     }
 }
@@ -134,9 +148,10 @@ static void ops_allreduce_f64(void *ctx, double *x, size_t n) { comm_host_allred
 // other ranks' next collective does not hit SFT_NCCL_TIMEOUT while rank 0 is busy.
 static void comm_barrier(GpuComm *g, const char *what, double timeout_s) {
     if (!g->comm) return;
-    double usual = g->timeout_s, x = 0.0;
+    double usual = g->timeout_s;
     g->timeout_s = timeout_s;
-    CUDA_CHECK(cudaMemcpyAsync(g->staging, &x, sizeof x, cudaMemcpyHostToDevice, g->stream));
+    g->host_staging[0] = 0.0;
+    CUDA_CHECK(cudaMemcpyAsync(g->staging, g->host_staging, sizeof(double), cudaMemcpyHostToDevice, g->stream));
     comm_issued(g, ncclAllReduce(g->staging, g->staging, 1, ncclDouble, ncclSum, g->comm, g->stream), what);
     comm_wait(g, what);
     g->timeout_s = usual;
@@ -154,6 +169,7 @@ static void ops_finish(void *ctx) {
     ncclCommDestroy(g->comm);
     g->comm = NULL;
     CUDA_CHECK(cudaFree(g->staging));
+    CUDA_CHECK(cudaFreeHost(g->host_staging));
 #ifdef USE_MPI
     if (g->mpi) MPI_Finalize();
 #endif
@@ -175,6 +191,7 @@ static void comm_start(GpuComm *g, Dist *d, const ncclUniqueId *id, cudaStream_t
     if (r != ncclSuccess && r != ncclInProgress) comm_die(g, "NCCL communicator init", ncclGetErrorString(r));
     comm_wait(g, "NCCL communicator init (are all ranks started, with the same world size?)");
     CUDA_CHECK(cudaMalloc((void **)&g->staging, STAGING_DOUBLES * sizeof(double)));
+    CUDA_CHECK(cudaMallocHost((void **)&g->host_staging, STAGING_DOUBLES * sizeof(double)));
     g->ops.allreduce_sum_f32 = ops_allreduce_f32;
     g->ops.allreduce_sum_f64 = ops_allreduce_f64;
     g->ops.finish = ops_finish;
@@ -188,3 +205,36 @@ static void comm_single(GpuComm *g) {
     memset(g, 0, sizeof *g);
     g->world = 1;
 }
+
+// Called right after dist_discover: with NCCL every world size can run.
+static void comm_require_nccl(const Dist *) {}
+
+#else  // SFT_NO_NCCL: one rank, no communicator; the same calls, each nothing
+
+typedef struct { char internal[128]; } ncclUniqueId;  // the type comm_start takes; never filled
+struct GpuComm {
+    void *comm;  // always NULL: one rank
+    int rank, world;
+    cudaStream_t stream;
+};
+static void comm_wait(GpuComm *, const char *) {}
+static void comm_allreduce_sum(GpuComm *, float *, size_t) {}
+static void comm_reduce_scatter_sum(GpuComm *, float *, size_t) {}
+template <typename T> static void comm_allgather(GpuComm *, T *, size_t) {}
+static void ops_allreduce_f64(void *, double *, size_t) {}
+static void comm_barrier(GpuComm *, const char *, double) {}
+static void comm_single(GpuComm *g) {
+    memset(g, 0, sizeof *g);
+    g->world = 1;
+}
+static void comm_start(GpuComm *g, Dist *, const ncclUniqueId *, cudaStream_t stream) {
+    comm_single(g);
+    g->stream = stream;
+}
+// W > 1 needs NCCL: one line saying how to get a build that has it.
+static void comm_require_nccl(const Dist *d) {
+    if (d->world > 1)
+        fatal("this build has no NCCL (make found no nccl.h, or NCCL=none), so it runs 1 rank, not %d: install NCCL "
+              "(apt install libnccl-dev, or pip install nvidia-nccl-cu13) and rebuild (make clean; make train_sftcu)", d->world);
+}
+#endif

@@ -9,7 +9,7 @@ import os, re, shutil, sys
 src, dst = sys.argv[1], sys.argv[2]
 if os.path.exists(dst):
     shutil.rmtree(dst)
-shutil.copytree(src, dst, ignore=shutil.ignore_patterns('.git', 'out', '*.o'), symlinks=True)
+shutil.copytree(src, dst, ignore=shutil.ignore_patterns('.git', 'out', '*.o', 'node_modules'), symlinks=True)
 
 def find_close(s, i):
     """index of the ')' matching the '(' at s[i]"""

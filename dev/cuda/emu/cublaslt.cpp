@@ -222,6 +222,7 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t h, cublasLtMatmul
 cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t dd, const void *alpha, const void *Ap, cublasLtMatrixLayout_t Adesc,
                               const void *Bp, cublasLtMatrixLayout_t Bdesc, const void *beta, const void *Cp, cublasLtMatrixLayout_t Cdesc, void *Dp,
                               cublasLtMatrixLayout_t Ddesc, const cublasLtMatmulAlgo_t *algo, void *workspace, size_t workspace_bytes, cudaStream_t) {
+    emu::stream_drain();  // the emulated library runs on the host: after the queued work
     if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
     const Desc *d = (const Desc *)dd;
     const Layout *A = (Layout *)Adesc, *B = (Layout *)Bdesc, *C = (Layout *)Cdesc, *D = (Layout *)Ddesc;

@@ -4,7 +4,9 @@
 #include <stdarg.h>
 #include <sys/mman.h>
 #include <ucontext.h>
+#include <unistd.h>
 #include <algorithm>
+#include <deque>
 #include <map>
 #include <random>
 #include <string>
@@ -324,6 +326,39 @@ static void run_block(int nt) {
     }
 }
 
+// ---------------------------------------------------------------- the work queue
+// Kernels, copies and memsets run when called while the queue is empty (the usual
+// case); behind an unfinished collective they are queued instead, and run on the host
+// thread at its next CUDA call once the collective is done. What real CUDA may run
+// synchronously with the host (a copy from or to pageable memory, cuBLAS here) waits.
+struct QueuedOp {
+    std::function<void()> start;
+    std::function<bool()> done;
+    bool started;
+};
+static std::deque<QueuedOp> queue;
+
+void stream_enqueue(std::function<void()> start, std::function<bool()> done) { queue.push_back({std::move(start), std::move(done), false}); }
+
+bool stream_busy() {
+    while (!queue.empty()) {
+        QueuedOp &op = queue.front();
+        if (!op.started) {
+            op.started = true;
+            op.start();  // may enqueue nothing: the queue is not touched by start
+        }
+        if (op.done && !op.done()) return true;
+        queue.pop_front();
+    }
+    return false;
+}
+
+void stream_drain() {
+    while (stream_busy()) usleep(100);
+}
+
+static void launch_now(const LaunchCfg &cfg, const char *name, const std::function<void()> &body);
+
 void launch(const LaunchCfg &cfg, const void *kernel, const char *name, const std::function<void()> &body) {
     if (order_mode < 0) {
         const char *o = getenv("EMU_ORDER");
@@ -346,6 +381,18 @@ void launch(const LaunchCfg &cfg, const void *kernel, const char *name, const st
         last_error = cudaErrorInvalidValue;
         return;
     }
+    if (stream_busy()) {  // behind an unfinished collective: runs when it is done (the body captures by value)
+        LaunchCfg c = cfg;
+        std::function<void()> b = body;
+        stream_enqueue([c, name, b]() { launch_now(c, name, b); }, nullptr);
+        return;
+    }
+    launch_now(cfg, name, body);
+}
+
+static void launch_now(const LaunchCfg &cfg, const char *name, const std::function<void()> &body) {
+    cur_kernel = name;
+    long nt = (long)cfg.block.x * cfg.block.y * cfg.block.z;
     if ((int)fibers.size() < nt) {
         size_t old = fibers.size();
         fibers.resize(nt);
@@ -460,15 +507,30 @@ cudaError_t cudaMalloc(void **p, size_t n) {
     *p = q;
     return cudaSuccess;
 }
+// pinned host memory (cudaMallocHost): copies to and from it may wait in the queue;
+// copies from or to any other host memory wait for the queue first
+static std::map<uintptr_t, size_t> pinned;
+static bool in_pinned(const void *p, size_t n) {
+    uintptr_t u = (uintptr_t)p;
+    auto it = pinned.upper_bound(u);
+    if (it == pinned.begin()) return false;
+    --it;
+    return u >= it->first && u + n <= it->first + it->second;
+}
 cudaError_t cudaMallocHost(void **p, size_t n) {
-    *p = malloc(n);
-    return *p ? cudaSuccess : cudaErrorMemoryAllocation;
+    *p = malloc(n ? n : 1);
+    if (!*p) return cudaErrorMemoryAllocation;
+    pinned[(uintptr_t)*p] = n;
+    return cudaSuccess;
 }
 cudaError_t cudaFreeHost(void *p) {
+    stream_drain();  // like cudaFreeHost: the device is done with it first
+    pinned.erase((uintptr_t)p);
     free(p);
     return cudaSuccess;
 }
 cudaError_t cudaFree(void *p) {
+    stream_drain();
     if (!p) return cudaSuccess;
     auto it = allocs.find((uintptr_t)p);
     if (it == allocs.end()) fail("cudaFree of %p: not a device allocation", p);
@@ -479,17 +541,41 @@ cudaError_t cudaFree(void *p) {
 }
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, cudaMemcpyKind k) {
     check_copy(dst, src, n, k, "cudaMemcpy");
+    stream_drain();
     memmove(dst, src, n);
     return cudaSuccess;
 }
-cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, cudaMemcpyKind k, cudaStream_t) { return cudaMemcpy(dst, src, n, k); }
+// Queued behind an unfinished collective only where the host side is pinned (or there is
+// none). With pageable memory the host waits here, as the driver may (it stages such a
+// copy through its own pinned buffer): behind a hung collective that is for ever.
+cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, cudaMemcpyKind k, cudaStream_t) {
+    check_copy(dst, src, n, k, "cudaMemcpyAsync");
+    bool host_pinned = k == cudaMemcpyDeviceToDevice || (k == cudaMemcpyHostToDevice && in_pinned(src, n)) ||
+                       (k == cudaMemcpyDeviceToHost && in_pinned(dst, n));
+    if (host_pinned && stream_busy()) {
+        stream_enqueue([=]() { memmove(dst, src, n); }, nullptr);
+        return cudaSuccess;
+    }
+    stream_drain();
+    memmove(dst, src, n);
+    return cudaSuccess;
+}
 cudaError_t cudaMemset(void *dst, int v, size_t n) {
     if (n && !in_device(dst, n)) fail("cudaMemset: %p (+%zu) is not inside one device allocation", dst, n);
+    stream_drain();
     memset(dst, v, n);
     return cudaSuccess;
 }
-cudaError_t cudaMemsetAsync(void *dst, int v, size_t n, cudaStream_t) { return cudaMemset(dst, v, n); }
-cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
+cudaError_t cudaMemsetAsync(void *dst, int v, size_t n, cudaStream_t) {
+    if (n && !in_device(dst, n)) fail("cudaMemsetAsync: %p (+%zu) is not inside one device allocation", dst, n);
+    if (stream_busy()) stream_enqueue([=]() { memset(dst, v, n); }, nullptr);
+    else memset(dst, v, n);
+    return cudaSuccess;
+}
+cudaError_t cudaDeviceSynchronize(void) {
+    stream_drain();
+    return cudaSuccess;
+}
 cudaError_t cudaStreamCreate(cudaStream_t *s) {
     *s = (cudaStream_t)malloc(1);
     return cudaSuccess;
@@ -498,8 +584,11 @@ cudaError_t cudaStreamDestroy(cudaStream_t s) {
     free(s);
     return cudaSuccess;
 }
-cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
-cudaError_t cudaStreamQuery(cudaStream_t) { return cudaSuccess; }  // streams are synchronous: always done
+cudaError_t cudaStreamSynchronize(cudaStream_t) {
+    stream_drain();
+    return cudaSuccess;
+}
+cudaError_t cudaStreamQuery(cudaStream_t) { return stream_busy() ? cudaErrorNotReady : cudaSuccess; }
 cudaError_t cudaEventCreate(cudaEvent_t *e) {
     *e = (cudaEvent_t)malloc(sizeof(double));
     return cudaSuccess;
@@ -509,13 +598,20 @@ cudaError_t cudaEventDestroy(cudaEvent_t e) {
     return cudaSuccess;
 }
 #include <time.h>
-cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t) {
+static void event_stamp(cudaEvent_t e) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     *(double *)e = ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
+}
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t) {
+    if (stream_busy()) stream_enqueue([e]() { event_stamp(e); }, nullptr);
+    else event_stamp(e);
     return cudaSuccess;
 }
-cudaError_t cudaEventSynchronize(cudaEvent_t) { return cudaSuccess; }
+cudaError_t cudaEventSynchronize(cudaEvent_t) {
+    stream_drain();
+    return cudaSuccess;
+}
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b) {
     *ms = (float)(*(double *)b - *(double *)a);
     return cudaSuccess;
@@ -546,6 +642,7 @@ static float load_el(const void *p, cudaDataType_t t, size_t i) {
 cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const void *alpha,
                             const void *A, cudaDataType_t At, int lda, const void *B, cudaDataType_t Bt, int ldb, const void *beta, void *C,
                             cudaDataType_t Ct, int ldc, cublasComputeType_t ct, cublasGemmAlgo_t) {
+    emu::stream_drain();  // the emulated library runs on the host: after the queued work
     if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
     if (m < 0 || n < 0 || k < 0) return CUBLAS_STATUS_INVALID_VALUE;
     if ((ta != CUBLAS_OP_N && ta != CUBLAS_OP_T) || (tb != CUBLAS_OP_N && tb != CUBLAS_OP_T)) return CUBLAS_STATUS_NOT_SUPPORTED;

@@ -4,9 +4,15 @@
 // header (which call, type, op, count, sequence number) and data to rank 0, which checks
 // that all ranks called the same collective, reduces in rank order (so the result is
 // deterministic and the same on every rank) and sends each rank its result.
+// Collectives are asynchronous like NCCL's: the call queues the exchange on the device's
+// work queue (emu.cpp) and returns; a thread of the communicator runs it, and stream work
+// issued after it waits in the queue until it is done (cudaStreamQuery says not ready).
 // Failures: a peer that closes its socket (it died) or sends nothing for NCCL_EMU_TIMEOUT
 // seconds (default 60) puts the communicator into ncclRemoteError; rank 0 then closes
 // every connection, so every rank's next call fails instead of waiting.
+// Test hook: NCCL_EMU_HANG=K makes this rank stop at its collective number K (counted
+// from 0): it sends nothing and never finishes it, but the process lives on (a hung
+// peer, not a dead one), until the communicator is aborted.
 #include "nccl.h"
 #include <arpa/inet.h>
 #include <errno.h>
@@ -19,6 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <atomic>
+#include <memory>
 #include <thread>
 #include <vector>
 #include "cuda_bf16.h"
@@ -41,6 +48,7 @@ struct ncclComm {
     std::atomic<int> state;        // ncclInProgress during a non-blocking init, then ncclSuccess or the error
     std::atomic<bool> aborting;    // set by ncclCommAbort: loops stop waiting
     std::thread init_thread;       // the non-blocking init
+    std::thread running;           // the collective in progress (one at a time: the work queue runs them in order)
     IdWire id;
     uint64_t seq;                  // collectives issued so far
     char error[256];               // what went wrong, for ncclGetLastError
@@ -301,6 +309,8 @@ static ncclResult_t comm_close(ncclComm_t c) {
     for (int fd : c->fds)
         if (fd >= 0) shutdown(fd, SHUT_RDWR);
     if (c->init_thread.joinable()) c->init_thread.join();
+    emu::stream_drain();  // queued collectives of this communicator end at once (aborting), before it is freed
+    if (c->running.joinable()) c->running.join();
     for (int fd : c->fds)
         if (fd >= 0) close(fd);
     delete c;
@@ -374,13 +384,20 @@ static ncclResult_t usable(ncclComm_t c) {
 // One collective. in: what this rank contributes (in_n elements); out: its result
 // (out_n elements). Rank 0 gathers every contribution in rank order and computes each
 // rank's result with finish(all, r, dst).
+// Runs on the communicator's thread (submit).
 template <typename F>
 static ncclResult_t collective(ncclComm_t c, Kind kind, ncclDataType_t t, int op, int root, size_t count, const void *in, size_t in_n,
                                void *out, size_t out_n, F finish) {
-    ncclResult_t r = usable(c);
-    if (r != ncclSuccess) return r;
+    ncclResult_t r;
     size_t es = type_size(t);
     Header h = {(uint32_t)kind, (uint32_t)t, (uint32_t)op, root, count, c->seq++};
+    const char *hang = getenv("NCCL_EMU_HANG");
+    if (hang && *hang && (uint64_t)atoll(hang) == h.seq) {
+        fprintf(stderr, "emulated NCCL: rank %d stops answering at collective %llu (%s of %llu, type %u) (NCCL_EMU_HANG)\n", c->rank,
+                (unsigned long long)h.seq, KIND_NAME[kind], (unsigned long long)count, (unsigned)t);
+        while (!c->aborting.load()) usleep(10000);
+        return comm_fail(c, ncclInternalError, "aborted while hung at collective %llu (NCCL_EMU_HANG)", (unsigned long long)h.seq);
+    }
     if (c->rank != 0) {
         if ((r = send_all(c, c->fds[0], &h, sizeof h, 0)) != ncclSuccess) return r;
         if (in_n && (r = send_all(c, c->fds[0], in, in_n * es, 0)) != ncclSuccess) return r;
@@ -407,6 +424,25 @@ static ncclResult_t collective(ncclComm_t c, Kind kind, ncclDataType_t t, int op
     return ncclSuccess;
 }
 
+// Queues a collective (job, run on the communicator's thread) behind the stream work
+// issued before it and returns; its failure shows in ncclCommGetAsyncError.
+static ncclResult_t submit(ncclComm_t c, std::function<void()> job) {
+    ncclResult_t r = usable(c);
+    if (r != ncclSuccess) return r;
+    auto finished = std::make_shared<std::atomic<bool>>(false);
+    emu::stream_enqueue(
+        [c, job, finished]() {
+            if (c->running.joinable()) c->running.join();  // the previous collective, finished
+            c->running = std::thread([c, job, finished]() {
+                if (!c->aborting.load()) job();
+                finished->store(true);
+            });
+        },
+        [finished]() { return finished->load(); });
+    emu::stream_busy();  // starts it now where nothing is queued before it
+    return ncclSuccess;
+}
+
 // The element-wise reduction of every rank's n elements starting at element `first` of each contribution.
 static void reduce_ranks(void *dst, const char *all, int nranks, size_t in_n, size_t first, size_t n, ncclDataType_t t, int op) {
     size_t es = type_size(t);
@@ -416,37 +452,44 @@ static void reduce_ranks(void *dst, const char *all, int nranks, size_t in_n, si
 
 ncclResult_t ncclAllReduce(const void *send, void *recv, size_t count, ncclDataType_t t, ncclRedOp_t op, ncclComm_t c, cudaStream_t) {
     if (op == ncclAvg) return ncclInvalidArgument;
-    int n = c ? c->nranks : 0;
-    std::vector<char> result;
-    return collective(c, ALLREDUCE, t, op, 0, count, send, count, recv, count, [&](const char *all, int p, char *dst) {
-        if (p == n - 1) {  // the same result for every rank: compute it once
-            result.resize(count * type_size(t));
-            reduce_ranks(result.data(), all, n, count, 0, count, t, op);
-        }
-        memcpy(dst, result.data(), result.size());
+    return submit(c, [=]() {
+        int n = c->nranks;
+        std::vector<char> result;
+        collective(c, ALLREDUCE, t, op, 0, count, send, count, recv, count, [&](const char *all, int p, char *dst) {
+            if (p == n - 1) {  // the same result for every rank: compute it once
+                result.resize(count * type_size(t));
+                reduce_ranks(result.data(), all, n, count, 0, count, t, op);
+            }
+            memcpy(dst, result.data(), result.size());
+        });
     });
 }
 
 ncclResult_t ncclReduceScatter(const void *send, void *recv, size_t recvcount, ncclDataType_t t, ncclRedOp_t op, ncclComm_t c,
                                cudaStream_t) {
     if (op == ncclAvg) return ncclInvalidArgument;
-    int n = c ? c->nranks : 0;
-    size_t in_n = (size_t)n * recvcount;
-    return collective(c, REDUCESCATTER, t, op, 0, recvcount, send, in_n, recv, recvcount,
-                      [&](const char *all, int p, char *dst) { reduce_ranks(dst, all, n, in_n, (size_t)p * recvcount, recvcount, t, op); });
+    return submit(c, [=]() {
+        int n = c->nranks;
+        size_t in_n = (size_t)n * recvcount;
+        collective(c, REDUCESCATTER, t, op, 0, recvcount, send, in_n, recv, recvcount,
+                   [&](const char *all, int p, char *dst) { reduce_ranks(dst, all, n, in_n, (size_t)p * recvcount, recvcount, t, op); });
+    });
 }
 
 ncclResult_t ncclAllGather(const void *send, void *recv, size_t sendcount, ncclDataType_t t, ncclComm_t c, cudaStream_t) {
-    int n = c ? c->nranks : 0;
-    size_t bytes = (size_t)n * sendcount * type_size(t);
-    return collective(c, ALLGATHER, t, 0, 0, sendcount, send, sendcount, recv, (size_t)n * sendcount,
-                      [&](const char *all, int, char *dst) { memcpy(dst, all, bytes); });
+    return submit(c, [=]() {
+        size_t bytes = (size_t)c->nranks * sendcount * type_size(t);
+        collective(c, ALLGATHER, t, 0, 0, sendcount, send, sendcount, recv, (size_t)c->nranks * sendcount,
+                   [&](const char *all, int, char *dst) { memcpy(dst, all, bytes); });
+    });
 }
 
 ncclResult_t ncclBroadcast(const void *send, void *recv, size_t count, ncclDataType_t t, int root, ncclComm_t c, cudaStream_t) {
     if (!c || root < 0 || root >= c->nranks) return ncclInvalidArgument;
-    size_t es = type_size(t);
-    // every rank contributes its buffer (only the root's is used): simple, and the sizes match everywhere
-    return collective(c, BROADCAST, t, 0, root, count, c->rank == root ? send : recv, count, recv, count,
-                      [&](const char *all, int, char *dst) { memcpy(dst, all + (size_t)root * count * es, count * es); });
+    return submit(c, [=]() {
+        size_t es = type_size(t);
+        // every rank contributes its buffer (only the root's is used): simple, and the sizes match everywhere
+        collective(c, BROADCAST, t, 0, root, count, c->rank == root ? send : recv, count, recv, count,
+                   [&](const char *all, int, char *dst) { memcpy(dst, all + (size_t)root * count * es, count * es); });
+    });
 }

@@ -63,6 +63,7 @@ for t in $targets; do
     dist)  # 2 ranks through the emulated NCCL (test_dist.sh); not in the default set
         make -s train_sft > /dev/null
         build "$work/train_sftcu_fp32" train_sft.cu -DENABLE_FP32 && build "$work/train_sftcu" train_sft.cu
+        build "$work/train_sftcu_fp32_nonccl" train_sft.cu -DENABLE_FP32 -DSFT_NO_NCCL  # a build where make found no nccl.h
         rm -f "$work/train_sftcu_fp32_mpi"  # the NCCL id over MPI under mpirun (test_dist.sh skips its check without mpicxx)
         if command -v mpicxx > /dev/null; then BUILD_CXX=mpicxx build "$work/train_sftcu_fp32_mpi" train_sft.cu -DENABLE_FP32 -DUSE_MPI; fi
         bash dev/cuda/emu/test_dist.sh "$work" || status=1

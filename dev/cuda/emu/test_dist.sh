@@ -16,8 +16,9 @@
 # - checkpoints do not depend on W: a 2-rank run's step-2 checkpoint resumed by 1 process
 #   (and the other way round) ends where the uninterrupted run ends;
 # - per-rank memory: the ZeRO-1 state is 8P/W bytes (fp32) and what is allocated follows
-#   the plan; a rank killed with -9 ends the other with an error line within 30 s; ranks
-#   started with different flags refuse with one line.
+#   the plan; a rank killed with -9 ends the other with an error line within 30 s; a rank
+#   that hangs ends the other by SFT_NCCL_TIMEOUT; ranks started with different flags
+#   refuse with one line; a build without NCCL (-DSFT_NO_NCCL) refuses W > 1 with one line.
 set -u
 bin=$(cd "$1" && pwd)
 here=$(cd "$(dirname "$0")" && pwd)
@@ -178,7 +179,7 @@ kill_test 1
 kill_test 0
 
 # a rank that stops (SIGSTOP: alive, silent) ends the other once the emulated NCCL's
-# receive times out (NCCL_EMU_TIMEOUT; real NCCL: the trainer's SFT_NCCL_TIMEOUT deadline)
+# receive times out (NCCL_EMU_TIMEOUT=5, before SFT_NCCL_TIMEOUT=30: the transport's error path)
 d="$tmp/stop"
 mkdir -p "$d/rdzv"
 "$bin/train_sftcu_fp32" $F -x 1000 -o "$d/out" -f "$d/rdzv" -R 1 -W 2 > "$d/r1.log" 2>&1 & p1=$!
@@ -194,6 +195,32 @@ line=$(grep -m1 '^error: rank 0 of 2' "$d/r0.log")
 if [ $rc -eq 1 ] && [ -n "$line" ] && [ $((SECONDS - t0)) -le 30 ]; then ok dist_stopped_rank_times_out "after $((SECONDS - t0))s: $line"
 else fail dist_stopped_rank_times_out "rank 0: exit status $rc after $((SECONDS - t0))s (124: not ended within 120 s), error line '$line'"; fi
 
+# a rank that hangs (alive, answering nothing: NCCL_EMU_HANG=K stops its collective K)
+# ends the other by the trainer's own deadline (SFT_NCCL_TIMEOUT=20 on rank 0: longer than
+# an emulated step on a loaded machine, or the wait for a slow but live rank 1 would end it
+# first), not by the emulated NCCL's receive time-out (600 s here) nor by the test's (90 s). K=6 is step 1's
+# all-reduce of the loss (host values, read back through the staging buffer: through
+# pageable memory the copy would wait behind the hung collective and the deadline would
+# never be checked), K=9 step 2's gradient reduce-scatter; the hung rank's line names the
+# collective, so a change in the trainer's order of collectives shows here.
+hang_test() {
+    local k=$1 expect=$2 name=dist_hung_rank_deadline_$3 d="$tmp/hang$1"
+    mkdir -p "$d/rdzv"
+    NCCL_EMU_TIMEOUT=600 NCCL_EMU_HANG=$k SFT_NCCL_TIMEOUT=600 "$bin/train_sftcu_fp32" $F -x 1000 -o "$d/out" -f "$d/rdzv" -R 1 -W 2 > "$d/r1.log" 2>&1 &
+    local p1=$! t0=$SECONDS rc
+    pids="$pids $p1"
+    NCCL_EMU_TIMEOUT=600 SFT_NCCL_TIMEOUT=20 timeout -s KILL 90 "$bin/train_sftcu_fp32" $F -x 1000 -o "$d/out" -f "$d/rdzv" -R 0 -W 2 > "$d/r0.log" 2>&1
+    rc=$?
+    kill -9 $p1 2> /dev/null; { wait $p1; } 2> /dev/null
+    local line hung
+    line=$(grep -m1 '^error: rank 0 of 2: .*no progress for 20 s' "$d/r0.log")
+    hung=$(grep -m1 "stops answering at collective $k ($expect" "$d/r1.log")
+    if [ $rc -eq 1 ] && [ -n "$line" ] && [ -n "$hung" ] && [ $((SECONDS - t0)) -le 80 ]; then ok "$name" "after $((SECONDS - t0))s: $line"
+    else fail "$name" "rank 0: exit status $rc after $((SECONDS - t0))s (137: still waiting after 90 s), error line '$line'; rank 1: '$(grep -m1 'emulated NCCL' "$d/r1.log")' (expected collective $k: $expect)"; fi
+}
+hang_test 6 "AllReduce of 1, type 8" host_allreduce
+hang_test 9 "ReduceScatter" gradient_reduce_scatter
+
 # ranks with different flags: the rendezvous refuses rank 1 at once (one line, exit 1);
 # rank 0 keeps waiting for a right rank 1 until SFT_RDZV_TIMEOUT, then exits 1
 d="$tmp/disagree"
@@ -205,4 +232,13 @@ wait $p1; rc1=$?
 if [ $rc0 -eq 1 ] && [ $rc1 -eq 1 ] && grep -q '^error: rank 1 of 2: .*fingerprint' "$d/r1.log" && grep -q '^error: rank 0 of 2' "$d/r0.log"; then
     ok dist_ranks_with_different_flags_refuse "$(grep -m1 '^error' "$d/r1.log" | cut -c1-120)"
 else fail dist_ranks_with_different_flags_refuse "exit statuses $rc0 and $rc1; $(cat "$d/r0.log" "$d/r1.log" | grep -m2 error)"; fi
+# a build without NCCL (make found no nccl.h: -DSFT_NO_NCCL) refuses W > 1 with one line
+if [ -x "$bin/train_sftcu_fp32_nonccl" ]; then
+    d="$tmp/nonccl"
+    mkdir -p "$d/rdzv"
+    timeout 60 "$bin/train_sftcu_fp32_nonccl" $F -o "$d/out" -f "$d/rdzv" -R 0 -W 2 > "$d/r0.log" 2>&1; rc=$?
+    if [ $rc -eq 1 ] && [ "$(wc -l < "$d/r0.log")" -eq 1 ] && grep -q '^error: this build has no NCCL.*runs 1 rank, not 2: install NCCL' "$d/r0.log"; then
+        ok dist_no_nccl_build_refuses_2_ranks "$(cut -c1-120 "$d/r0.log")"
+    else fail dist_no_nccl_build_refuses_2_ranks "exit status $rc, output: $(head -c 300 "$d/r0.log")"; fi
+else echo "skip dist_no_nccl_build_refuses_2_ranks: $bin/train_sftcu_fp32_nonccl not built"; fi
 exit $status

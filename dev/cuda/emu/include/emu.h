@@ -64,6 +64,13 @@ int lane_id();
 // mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 as a rendezvous of the warp (emu.cpp)
 void mma_m16n8k16_bf16(float d[4], const uint32_t a[4], const uint32_t b[2], const float c[4]);
 [[noreturn]] void fail(const char *fmt, ...);
+// The device's one work queue (emu.cpp; all streams share it, in issue order). It is empty
+// unless an asynchronous operation (an emulated NCCL collective) is unfinished; then
+// later stream work waits in it. start runs when the operations before it are done;
+// done (NULL: finished when start returns) says when it has finished.
+void stream_enqueue(std::function<void()> start, std::function<bool()> done);
+bool stream_busy();   // runs what can run; true while anything is still queued
+void stream_drain();  // the host waits until the queue is empty
 }  // namespace emu
 
 inline void __syncthreads() { emu::syncthreads(); }
