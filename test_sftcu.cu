@@ -42,6 +42,21 @@ static const double TOL_ACCUM = 1e-4, TOL_GRAD_ELEM = 1e-4;
 static const double TOL_LOGITS = 3e-2, TOL_LOSS = 1e-2, TOL_GRAD = 2e-2, TOL_STEPS = 2e-2;
 static const double TOL_ACCUM = 1e-4, TOL_GRAD_ELEM = 3e-2;
 #endif
+#if defined(ENABLE_FP32)
+// GPT-2's GELU runs in cuBLASLt's epilogues, whose tanh may be the hardware's approximation
+// (dev/cuda/check.cuh: up to 2^-11 relative, so a GELU output may be off by 2^-12 = 2.4e-4 of
+// its scale and a GELU derivative by 2.3e-3 at |x| = 3, more beyond). The rest of the network
+// carries those errors on without much growth: with the emulator's EMU_LT_TANH=approx (every
+// tanh off by the full 2^-11) the worst measured are logits 2.8e-4, gradients 7.2e-4 (c_fc's
+// weight, right behind the DGELU), losses of ten steps 9e-5 (all tiny or d2c64), which fail
+// the tolerances above. So the models with a GELU get these (about 3x the measured worst
+// case); the Llama family (SwiGLU, our own kernel, no tanh) keeps the tight ones.
+static const double TOL_LOGITS_GELU = 1e-3, TOL_GRAD_GELU = 3e-3, TOL_STEPS_GELU = 1e-3;
+#else
+static const double TOL_LOGITS_GELU = 0, TOL_GRAD_GELU = 0, TOL_STEPS_GELU = 0;  // bf16: its rounding dominates
+#endif
+// the tolerance for the model: tol, or gelu_tol when larger and the model has a GELU epilogue
+static double tol_for(const GPT2Config *cfg, double tol, double gelu_tol) { return is_llama_family(cfg) ? tol : fmax(tol, gelu_tol); }
 
 // max |a - b| / max |b|
 static double rel_err(const float *a, const float *b, size_t n) {
@@ -126,7 +141,7 @@ static void test_step_against_cpu(const char *name, const GPT2Config *cfg, const
     char full[128];
     snprintf(full, sizeof full, "%s_logits", name);
     double le = rel_err(gl, cl, (size_t)BT * V);
-    check(full, le < TOL_LOGITS, "relative error %.3g", le);
+    check(full, le < tol_for(cfg, TOL_LOGITS, TOL_LOGITS_GELU), "relative error %.3g", le);
     // loss and gradients of the mean loss
     int n_cpu;
     double cpu_loss = ref_model_mean_loss_and_grads(cpu, ld.inputs, ld.pos, ld.doc_start, ld.targets, B, T, &n_cpu);
@@ -160,7 +175,7 @@ static void test_step_against_cpu(const char *name, const GPT2Config *cfg, const
     const char *elem_name = "";
     double elem = worst_tensor_error(cfg, gg, cg, &elem_name);
     snprintf(full, sizeof full, "%s_gradients", name);
-    check(full, worst < TOL_GRAD, "worst error %.3g in %s; elementwise %.3g in %s", worst, worst_name, elem, elem_name);
+    check(full, worst < tol_for(cfg, TOL_GRAD, TOL_GRAD_GELU), "worst error %.3g in %s; elementwise %.3g in %s", worst, worst_name, elem, elem_name);
     free(gl); free(losses); free(gg); free(rows);
     gpu_model_free(&M);
     ref_model_free(cpu);
@@ -224,7 +239,8 @@ static void test_accumulation(const char *name, const GPT2Config *cfg, const flo
     check(full, n_cpu == N && e_acc < TOL_ACCUM, "worst elementwise error %.3g in %s (tolerance %.0e); vs CPU: %.3g in %s (A=%d), %.3g in %s (A=1)", e_acc,
           w1, TOL_ACCUM, e_cpu_acc, w2, A, e_cpu_one, w3);
     snprintf(full, sizeof full, "%s_accumulate_%dx%d_matches_cpu", name, A, B);
-    check(full, e_cpu_acc < TOL_GRAD_ELEM, "worst elementwise error %.3g in %s (tolerance %.0e)", e_cpu_acc, w2, TOL_GRAD_ELEM);
+    double tol_elem = tol_for(cfg, TOL_GRAD_ELEM, TOL_GRAD_GELU);
+    check(full, e_cpu_acc < tol_elem, "worst elementwise error %.3g in %s (tolerance %.0e)", e_cpu_acc, w2, tol_elem);
     ref_model_free(cpu);
     free(inputs); free(pos); free(doc_start); free(targets); free(g_acc); free(g_one);
     loader_free(&ld);
@@ -356,9 +372,10 @@ static void test_lt_plans_and_fallback(const char *name, const GPT2Config *cfg, 
     const char *worst_name = "";
     double e = worst_tensor_error(cfg, g_fb, g_epi, &worst_name);
     snprintf(full, sizeof full, "%s_lt_fallback_equals_epilogues", name);
-    check(full, fallback_plans > 0 && fabs(l_fb - l_epi) <= TOL_LOSS * fabs(l_epi) && e < TOL_GRAD_ELEM,
+    double tol_elem = tol_for(cfg, TOL_GRAD_ELEM, TOL_GRAD_GELU);  // the fallback's GELU is ours (tanhf), the epilogue's may not be
+    check(full, fallback_plans > 0 && fabs(l_fb - l_epi) <= TOL_LOSS * fabs(l_epi) && e < tol_elem,
           "%d fallback plans; loss %.9g vs %.9g; worst elementwise gradient difference %.3g in %s (tolerance %.0e)", fallback_plans, l_fb, l_epi, e,
-          worst_name, TOL_GRAD_ELEM);
+          worst_name, tol_elem);
     snprintf(full, sizeof full, "%s_lt_fallback_warns_once_per_plan", name);
     check(full, warnings[0] == want_warnings && warnings[1] == want_warnings, "%d warning lines after one step, %d after two, want %d",
           warnings[0], warnings[1], want_warnings);
@@ -460,7 +477,8 @@ static void test_programs(void) {
     int ng = read_losses(path, gpu, 16);
     double worst = nc == 10 && ng == 10 ? 0.0 : 1.0;
     for (int i = 0; i < 10 && i < nc && i < ng; i++) worst = fmax(worst, fabs(gpu[i] - cpu[i]) / fabs(cpu[i]));
-    check("ten_steps_match_cpu", rc1 == 0 && rc2 == 0 && worst < TOL_STEPS, "exit %d %d, %d/%d steps, worst relative loss difference %.3g",
+    double tol_steps = fmax(TOL_STEPS, TOL_STEPS_GELU);  // GPT-2: the GELU epilogues
+    check("ten_steps_match_cpu", rc1 == 0 && rc2 == 0 && worst < tol_steps, "exit %d %d, %d/%d steps, worst relative loss difference %.3g",
           rc1, rc2, nc, ng, worst);
     // the same run again: bit-identical
     snprintf(cmd, sizeof cmd, "./%s %s -o %s/gpu2 > /dev/null", GPU_BINARY, flags, tmp_root);
