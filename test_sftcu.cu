@@ -7,7 +7,9 @@ Prints "ok NAME" / "FAIL NAME: why" / "skip NAME: why"; run from the repository 
 #define SFT_NO_MAIN
 #include "train_sft.cu"
 #include "dev/cuda/cpu_ref.h"
+#include <fcntl.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #if defined(ENABLE_FP32)
 #define GPU_BINARY "train_sftcu_fp32"
@@ -16,6 +18,7 @@ Prints "ok NAME" / "FAIL NAME: why" / "skip NAME: why"; run from the repository 
 #endif
 
 static int failures = 0;
+static char tmp_root[256];  // this run's scratch folder
 
 // prints "ok NAME (details)" or "FAIL NAME: details": the measured numbers either way
 static void check(const char *name, bool ok, const char *fmt, ...) {
@@ -39,6 +42,21 @@ static const double TOL_ACCUM = 1e-4, TOL_GRAD_ELEM = 1e-4;
 static const double TOL_LOGITS = 3e-2, TOL_LOSS = 1e-2, TOL_GRAD = 2e-2, TOL_STEPS = 2e-2;
 static const double TOL_ACCUM = 1e-4, TOL_GRAD_ELEM = 3e-2;
 #endif
+#if defined(ENABLE_FP32)
+// GPT-2's GELU runs in cuBLASLt's epilogues, whose tanh may be the hardware's approximation
+// (dev/cuda/check.cuh: up to 2^-11 relative, so a GELU output may be off by 2^-12 = 2.4e-4 of
+// its scale and a GELU derivative by 2.3e-3 at |x| = 3, more beyond). The rest of the network
+// carries those errors on without much growth: with the emulator's EMU_LT_TANH=approx (every
+// tanh off by the full 2^-11) the worst measured are logits 2.8e-4, gradients 7.2e-4 (c_fc's
+// weight, right behind the DGELU), losses of ten steps 9e-5 (all tiny or d2c64), which fail
+// the tolerances above. So the models with a GELU get these (about 3x the measured worst
+// case); the Llama family (SwiGLU, our own kernel, no tanh) keeps the tight ones.
+static const double TOL_LOGITS_GELU = 1e-3, TOL_GRAD_GELU = 3e-3, TOL_STEPS_GELU = 1e-3;
+#else
+static const double TOL_LOGITS_GELU = 0, TOL_GRAD_GELU = 0, TOL_STEPS_GELU = 0;  // bf16: its rounding dominates
+#endif
+// the tolerance for the model: tol, or gelu_tol when larger and the model has a GELU epilogue
+static double tol_for(const GPT2Config *cfg, double tol, double gelu_tol) { return is_llama_family(cfg) ? tol : fmax(tol, gelu_tol); }
 
 // max |a - b| / max |b|
 static double rel_err(const float *a, const float *b, size_t n) {
@@ -64,6 +82,17 @@ template <typename T> static void download(float *dst, const T *src, size_t n) {
     CUDA_CHECK(cudaMemcpy(tmp, src, n * sizeof(T), cudaMemcpyDeviceToHost));
     for (size_t i = 0; i < n; i++) dst[i] = to_float(tmp[i]);
     free(tmp);
+}
+
+// lines of the file at path that contain needle (0 if it cannot be read)
+static int count_lines_with(const char *path, const char *needle) {
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    char line[1024];
+    int n = 0;
+    while (fgets(line, sizeof line, f)) n += strstr(line, needle) != NULL;
+    fclose(f);
+    return n;
 }
 
 // Tensor i's name in messages: transformers' (the first stacked part for q|k|v and gate|up)
@@ -112,7 +141,7 @@ static void test_step_against_cpu(const char *name, const GPT2Config *cfg, const
     char full[128];
     snprintf(full, sizeof full, "%s_logits", name);
     double le = rel_err(gl, cl, (size_t)BT * V);
-    check(full, le < TOL_LOGITS, "relative error %.3g", le);
+    check(full, le < tol_for(cfg, TOL_LOGITS, TOL_LOGITS_GELU), "relative error %.3g", le);
     // loss and gradients of the mean loss
     int n_cpu;
     double cpu_loss = ref_model_mean_loss_and_grads(cpu, ld.inputs, ld.pos, ld.doc_start, ld.targets, B, T, &n_cpu);
@@ -146,7 +175,7 @@ static void test_step_against_cpu(const char *name, const GPT2Config *cfg, const
     const char *elem_name = "";
     double elem = worst_tensor_error(cfg, gg, cg, &elem_name);
     snprintf(full, sizeof full, "%s_gradients", name);
-    check(full, worst < TOL_GRAD, "worst error %.3g in %s; elementwise %.3g in %s", worst, worst_name, elem, elem_name);
+    check(full, worst < tol_for(cfg, TOL_GRAD, TOL_GRAD_GELU), "worst error %.3g in %s; elementwise %.3g in %s", worst, worst_name, elem, elem_name);
     free(gl); free(losses); free(gg); free(rows);
     gpu_model_free(&M);
     ref_model_free(cpu);
@@ -210,7 +239,8 @@ static void test_accumulation(const char *name, const GPT2Config *cfg, const flo
     check(full, n_cpu == N && e_acc < TOL_ACCUM, "worst elementwise error %.3g in %s (tolerance %.0e); vs CPU: %.3g in %s (A=%d), %.3g in %s (A=1)", e_acc,
           w1, TOL_ACCUM, e_cpu_acc, w2, A, e_cpu_one, w3);
     snprintf(full, sizeof full, "%s_accumulate_%dx%d_matches_cpu", name, A, B);
-    check(full, e_cpu_acc < TOL_GRAD_ELEM, "worst elementwise error %.3g in %s (tolerance %.0e)", e_cpu_acc, w2, TOL_GRAD_ELEM);
+    double tol_elem = tol_for(cfg, TOL_GRAD_ELEM, TOL_GRAD_GELU);
+    check(full, e_cpu_acc < tol_elem, "worst elementwise error %.3g in %s (tolerance %.0e)", e_cpu_acc, w2, tol_elem);
     ref_model_free(cpu);
     free(inputs); free(pos); free(doc_start); free(targets); free(g_acc); free(g_one);
     loader_free(&ld);
@@ -280,6 +310,79 @@ static void test_llama_recompute(const char *name, const GPT2Config *cfg, const 
     free(g0); free(g);
 }
 
+// cuBLASLt plans (cuda/matmul.cuh) and the fallback for a missing epilogue algorithm, on one
+// micro-batch of GPT-2 (every epilogue: BIAS, GELU_AUX_BIAS, DGELU, BGRADA):
+// - a second step makes no new plan (descriptors, layouts, heuristic: all reused);
+// - with every epilogue refused (the emulator's EMU_LT_REFUSE=all; on a GPU, where nothing can
+//   be refused, BlasLt.epilogues_off takes the same path without the detection) the loss and
+//   gradients equal the epilogues' (fp32: up to the order of the bias-gradient sums; bf16: up to
+//   the fallback's extra roundings of the product), and the warning comes once per plan: as
+//   many lines after two steps as after one, one per fallback plan.
+static void test_lt_plans_and_fallback(const char *name, const GPT2Config *cfg, const float *params, int B, int T) {
+    DataFile df;
+    data_load(&df, "dev/ref/tiny_train.bin");
+    Loader ld;
+    loader_init(&ld, &df, B, T, 0, 0, 1);
+    loader_next_batch(&ld);
+    size_t P = gpt2_num_parameters(cfg);
+    float *g_epi = (float *)xmalloc(P * sizeof(float)), *g_fb = (float *)xmalloc(P * sizeof(float));
+    GpuComm one;
+    comm_single(&one);
+    GpuModel M;
+    gpu_model_build(&M, cfg, params, B, T, 0, &one, 0);
+    double l_epi = gpu_loss_grads(&M, &ld, g_epi);
+    long after_one = M.lt.plans_made;
+    gpu_loss_grads(&M, &ld, g_epi);
+    char full[128];
+    snprintf(full, sizeof full, "%s_second_step_makes_no_lt_plans", name);
+    check(full, after_one > 0 && M.lt.plans_made == after_one, "plans after one step %ld, after two %ld", after_one, M.lt.plans_made);
+    gpu_model_free(&M);
+    // the fallback: cuBLASLt's warnings (stderr) go to a file, counted after each step
+    char warn_path[300];
+    snprintf(warn_path, sizeof warn_path, "%s/lt_warnings.txt", tmp_root);
+    fflush(stderr);
+    int saved = dup(2), fd = open(warn_path, O_CREAT | O_TRUNC | O_WRONLY, 0644);
+    if (saved < 0 || fd < 0 || dup2(fd, 2) < 0) fatal("test_sftcu: cannot redirect stderr to %s", warn_path);
+    close(fd);
+#if defined(CUDA_EMU)
+    setenv("EMU_LT_REFUSE", "all", 1);
+#endif
+    gpu_model_build(&M, cfg, params, B, T, 0, &one, 0);
+#if !defined(CUDA_EMU)
+    M.lt.epilogues_off = true;
+#endif
+    int warnings[2];
+    double l_fb = 0.0;
+    for (int step = 0; step < 2; step++) {
+        l_fb = gpu_loss_grads(&M, &ld, g_fb);
+        fflush(stderr);
+        warnings[step] = count_lines_with(warn_path, "warning: cuBLASLt has no algorithm");
+    }
+    int fallback_plans = 0;
+    for (int i = 0; i < LT_PLANS; i++) fallback_plans += M.lt.plans[i].used && M.lt.plans[i].fallback;
+    gpu_model_free(&M);
+#if defined(CUDA_EMU)
+    unsetenv("EMU_LT_REFUSE");
+    int want_warnings = fallback_plans;
+#else
+    int want_warnings = 0;  // epilogues_off: nothing was refused
+#endif
+    dup2(saved, 2);
+    close(saved);
+    const char *worst_name = "";
+    double e = worst_tensor_error(cfg, g_fb, g_epi, &worst_name);
+    snprintf(full, sizeof full, "%s_lt_fallback_equals_epilogues", name);
+    double tol_elem = tol_for(cfg, TOL_GRAD_ELEM, TOL_GRAD_GELU);  // the fallback's GELU is ours (tanhf), the epilogue's may not be
+    check(full, fallback_plans > 0 && fabs(l_fb - l_epi) <= TOL_LOSS * fabs(l_epi) && e < tol_elem,
+          "%d fallback plans; loss %.9g vs %.9g; worst elementwise gradient difference %.3g in %s (tolerance %.0e)", fallback_plans, l_fb, l_epi, e,
+          worst_name, tol_elem);
+    snprintf(full, sizeof full, "%s_lt_fallback_warns_once_per_plan", name);
+    check(full, warnings[0] == want_warnings && warnings[1] == want_warnings, "%d warning lines after one step, %d after two, want %d",
+          warnings[0], warnings[1], want_warnings);
+    free(g_epi); free(g_fb);
+    loader_free(&ld);
+    data_free(&df);
+}
 
 static void test_llama_gpu(const char *name, const GPT2Config *cfg, const float *params, int B, int T) {
     DataFile df;
@@ -309,8 +412,6 @@ static int read_losses(const char *path, double *out, int cap) {
     free(text);
     return k;
 }
-
-static char tmp_root[256];
 
 // The line of a program's output that starts with prefix (without the newline), or "" if none
 static void find_line(const char *path, const char *prefix, char *out, size_t cap) {
@@ -376,7 +477,8 @@ static void test_programs(void) {
     int ng = read_losses(path, gpu, 16);
     double worst = nc == 10 && ng == 10 ? 0.0 : 1.0;
     for (int i = 0; i < 10 && i < nc && i < ng; i++) worst = fmax(worst, fabs(gpu[i] - cpu[i]) / fabs(cpu[i]));
-    check("ten_steps_match_cpu", rc1 == 0 && rc2 == 0 && worst < TOL_STEPS, "exit %d %d, %d/%d steps, worst relative loss difference %.3g",
+    double tol_steps = fmax(TOL_STEPS, TOL_STEPS_GELU);  // GPT-2: the GELU epilogues
+    check("ten_steps_match_cpu", rc1 == 0 && rc2 == 0 && worst < tol_steps, "exit %d %d, %d/%d steps, worst relative loss difference %.3g",
           rc1, rc2, nc, ng, worst);
     // the same run again: bit-identical
     snprintf(cmd, sizeof cmd, "./%s %s -o %s/gpu2 > /dev/null", GPU_BINARY, flags, tmp_root);
@@ -435,6 +537,7 @@ int main(void) {
     gpt2_init_random(&c2, &p, 7);
     test_step_against_cpu("d2c64", &c2, params, "dev/ref/tiny_train.bin", 3, 64, 0);
     test_accumulation("d2c64", &c2, params, "dev/ref/tiny_train.bin", 8, 1, 64);
+    test_lt_plans_and_fallback("d2c64", &c2, params, 3, 64);
     free(params);
     // the Llama family against the CPU trainer: the PyTorch-checked tiny_llama (GQA, untied,
     // Llama 3 rope scaling, head size 8) and tiny_qwen2 (q/k/v biases, one kv head, tied)

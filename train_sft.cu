@@ -115,7 +115,7 @@ struct GpuModel {
     int *host_block, *dev_block;       // (batch_ints(BT)) one micro-batch, pinned host and device, for gpu_upload_batch
     int *slot_tok, *slot_pos;          // (V), (maxT) host scratch of encoder_backward_plan, -1 between calls
     cublasHandle_t blas;
-    BlasLt lt;                         // cuBLASLt handle, sharing blas_workspace
+    BlasLt lt;                         // cuBLASLt handle, sharing blas_workspace, and its cached plans
     void *blas_workspace;              // (BLAS_WORKSPACE bytes) cuBLAS's workspace, set once with the stream
     cudaStream_t stream;
     float *inv_freq;                   // (HS/2) RoPE's frequencies on the device (Llama family; rope_inv_freq)
@@ -247,9 +247,7 @@ static void gpu_model_build(GpuModel *M, const GPT2Config *cfg, const float *hos
     M->blas_workspace = dev_alloc(BLAS_WORKSPACE);
     CUBLAS_CHECK(cublasSetStream(M->blas, M->stream));  // every product runs on this stream, with this workspace
     CUBLAS_CHECK(cublasSetWorkspace(M->blas, M->blas_workspace, BLAS_WORKSPACE));
-    CUBLAS_CHECK(cublasLtCreate(&M->lt.handle));
-    M->lt.workspace = M->blas_workspace;
-    M->lt.workspace_bytes = BLAS_WORKSPACE;
+    blaslt_init(&M->lt, M->blas_workspace, BLAS_WORKSPACE);
     size_t N = M->padded, S = M->shard;
     M->params = (floatX *)dev_alloc(N * sizeof(floatX));
     M->grads = (float *)dev_alloc(N * sizeof(float));
@@ -308,7 +306,7 @@ static void gpu_model_free(GpuModel *M) {
     CUDA_CHECK(cudaFree(M->master));
 #endif
     CUBLAS_CHECK(cublasDestroy(M->blas));
-    CUBLAS_CHECK(cublasLtDestroy(M->lt.handle));
+    blaslt_destroy(&M->lt);
     CUDA_CHECK(cudaStreamDestroy(M->stream));
     CUDA_CHECK(cudaFreeHost(M->host_block));
     free(M->host_logits); free(M->host_row); free(M->slot_tok); free(M->slot_pos);

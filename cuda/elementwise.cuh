@@ -140,9 +140,9 @@ void scale_inplace(floatX* a, float scale, size_t N, cudaStream_t s) {
 // ----------------------------------------------------------------------------
 // Column sums of an (N, OC) matrix, deterministic: the rows are cut into chunks of
 // COLSUM_ROWS; pass 1 writes one fp32 partial sum per (chunk, column) to scratch
-// (thread per column, rows in order); pass 2 sums each column's partials in chunk
-// order and adds the total to the floatX output once. The result depends only on
-// N and OC, never on the grid or the device. The output is an fp32 gradient.
+// (thread per column, rows in order); pass 2 (colsum_add) sums each column's partials
+// and adds the total to the fp32 output once. The result depends only on N and OC,
+// never on the grid or the device. The output is an fp32 gradient.
 
 #define COLSUM_ROWS 32
 #define COLSUM_THREADS 256
@@ -163,14 +163,39 @@ __global__ void bias_backward_partial_kernel(float* partial, const floatX* dout,
     }
 }
 
-// out[c] += sum over k < chunks of partial[k * OC + c], in order of k
-__global__ void colsum_final_kernel(float* out, const float* partial, int chunks, int OC) {
-    int c = blockIdx.x * blockDim.x + threadIdx.x;
-    if (c >= OC) return;
+// out[c] += sum over r < rows of in[r * ld + c], for c < cols (in: fp32 partial sums or
+// floatX values). A block of COLSUM_ADD_COLS x COLSUM_ADD_LANES threads per 32 columns (each
+// warp reads 32 consecutive values of a row): lane j sums rows j, j + LANES, j + 2 LANES, ...
+// in order, then the LANES sums are added pairwise in shared memory (j + LANES/2 into j, then
+// j + LANES/4, ...: a fixed tree), so the order, and the result, depends only on rows.
+// CPU twin of the exact order: colsum_add_ref in dev/cuda/elementwise.cu.
+#define COLSUM_ADD_COLS 32
+#define COLSUM_ADD_LANES 32
+
+template <typename T> __global__ void colsum_add_kernel(float* out, const T* in, int rows, int cols, size_t ld) {
+    __shared__ float part[COLSUM_ADD_LANES][COLSUM_ADD_COLS];
+    int c = blockIdx.x * COLSUM_ADD_COLS + threadIdx.x, j = threadIdx.y;
     float s = 0.0f;
-    for (int k = 0; k < chunks; k++) s += partial[(size_t)k * OC + c];
-    out[c] += s;
+    if (c < cols) {
+#pragma unroll 4
+        for (int r = j; r < rows; r += COLSUM_ADD_LANES) s += to_float(in[(size_t)r * ld + c]);
+    }
+    part[j][threadIdx.x] = s;
+    for (int h = COLSUM_ADD_LANES / 2; h > 0; h /= 2) {
+        __syncthreads();
+        if (j < h) part[j][threadIdx.x] += part[j + h][threadIdx.x];
+    }
+    if (j == 0 && c < cols) out[c] += part[0][threadIdx.x];
 }
+
+template <typename T> void colsum_add(float* out, const T* in, int rows, int cols, size_t ld, cudaStream_t s) {
+    if (rows <= 0 || cols <= 0) return;
+    colsum_add_kernel<T><<<ceil_div(cols, COLSUM_ADD_COLS), dim3(COLSUM_ADD_COLS, COLSUM_ADD_LANES), 0, s>>>(out, in, rows, cols, ld);
+    LAUNCH_CHECK();
+}
+
+// out[c] += sum over k < chunks of partial[k * OC + c]: pass 2 of the column sums
+void colsum_final(float* out, const float* partial, int chunks, int OC, cudaStream_t s) { colsum_add(out, partial, chunks, OC, (size_t)OC, s); }
 
 size_t bias_backward_scratch_floats(int N, int OC) { return (size_t)colsum_chunks(N) * OC; }
 
@@ -181,8 +206,7 @@ void bias_backward(float* dbias, float* scratch, const floatX* dout, int N, int 
     dim3 grid(ceil_div(OC, COLSUM_THREADS), chunks < COLSUM_MAX_GRID_Y ? chunks : COLSUM_MAX_GRID_Y);
     bias_backward_partial_kernel<<<grid, COLSUM_THREADS, 0, s>>>(scratch, dout, N, OC);
     LAUNCH_CHECK();
-    colsum_final_kernel<<<ceil_div(OC, COLSUM_THREADS), COLSUM_THREADS, 0, s>>>(dbias, scratch, chunks, OC);
-    LAUNCH_CHECK();
+    colsum_final(dbias, scratch, chunks, OC, s);
 }
 
 // ----------------------------------------------------------------------------

@@ -160,8 +160,6 @@ void layernorm_backward(floatX* dinp, float* dw, float* db, float* scratch, cons
     dim3 pgrid(ceil_div(C, COLSUM_THREADS), chunks < COLSUM_MAX_GRID_Y ? chunks : COLSUM_MAX_GRID_Y);
     layernorm_backward_partial_kernel<<<pgrid, COLSUM_THREADS, 0, s>>>(scratch, dout, inp, mean, rstd, N, C);
     LAUNCH_CHECK();
-    colsum_final_kernel<<<ceil_div(C, COLSUM_THREADS), COLSUM_THREADS, 0, s>>>(dw, scratch, chunks, C);
-    LAUNCH_CHECK();
-    colsum_final_kernel<<<ceil_div(C, COLSUM_THREADS), COLSUM_THREADS, 0, s>>>(db, scratch + (size_t)chunks * C, chunks, C);
-    LAUNCH_CHECK();
+    colsum_final(dw, scratch, chunks, C, s);
+    colsum_final(db, scratch + (size_t)chunks * C, chunks, C, s);
 }

@@ -15,12 +15,14 @@
 //             weight gradient's product reads dout anyway (BGRADA: cuBLASLt's A summed over k).
 // cuBLASLt stores the bias gradient (it cannot accumulate it), so it goes to an fp32
 // scratch of OC floats and a tiny kernel adds it to the fp32 gradient: one extra launch
-// over OC floats instead of a pass over the N x OC dout.
+// over OC floats instead of a pass over the N x OC dout. Where cuBLASLt has no algorithm for
+// an epilogue, the plain product and our own kernels do its work (see "Fallback" below).
 #pragma once
 #include <cublasLt.h>
 #include <cublas_v2.h>
 #include <stdint.h>
 #include "common.cuh"
+#include "elementwise.cuh"
 
 #define CUBLAS_CHECK(call)                                                                              \
     do {                                                                                                \
@@ -54,14 +56,77 @@ inline void gemm_rm(cublasHandle_t h, bool trans_a, bool trans_b, int M, int N, 
 
 // ----------------------------------------------------------------------------
 // cuBLASLt
+//
+// Plans: a product's descriptors, layouts and algorithm (the heuristic's choice) are made the
+// first time its configuration is seen and reused after that: the layers' products have the
+// same shapes every step, and creating four descriptors and asking the heuristic for each of
+// a step's ~150 products costs host time of the order of the smaller products. The key is
+// everything those depend on; the bias and aux pointers change from layer to layer and are
+// set on the cached descriptor at each call (the algorithm depends only on their alignments,
+// which are in the key).
+//
+// Fallback: where cuBLASLt has no algorithm for an epilogue (it may lack one for some shapes,
+// types or library versions; CUBLAS_STATUS_NOT_SUPPORTED or no result), the product runs with
+// the DEFAULT epilogue and our kernels do the epilogue's work, after one warning line per
+// plan (per shape and epilogue; again only if the plan was evicted from the cache):
+//   BIAS:           D = bias broadcast to every row (bias_broadcast), then D += the product;
+//   GELU_AUX_BIAS:  the same into aux, then D = gelu(aux) (gelu_forward); in bf16 the GELU
+//                   reads the rounded aux where the epilogue reads the fp32 sum;
+//   DGELU:          D = the product, then D = D * gelu'(aux) (gelu_backward, in place);
+//   BGRADA:         the product, then bias = column sums of op(B) (colsum_add into zeros).
+// The emulator refuses epilogues with EMU_LT_REFUSE, so that test_sftcu runs this path; on a
+// GPU, dev/cuda/matmul.cu checks it through epilogues_off.
 
-// The cuBLASLt handle and the workspace its products may use (the cuBLAS handle's: both
-// run on one stream, so their products never overlap).
+// What a plan depends on (compared as bytes: set every field, zero the rest)
+struct LtKey {
+    int epi, trans_a, trans_b, M, N, K, lda, ldb, ldd, ldaux, dtype, accumulate;
+    uint32_t align[5];  // alignments of A, B, D, bias and aux (0: no pointer) the algorithm may count on
+};
+struct LtPlan {
+    LtKey key;
+    bool used;
+    bool fallback;  // no algorithm for the epilogue: the DEFAULT product and our kernels (no descriptors)
+    cublasLtMatmulDesc_t desc;
+    cublasLtMatrixLayout_t la, lb, ld;
+    cublasLtMatmulAlgo_t algo;
+};
+// GPT-2 needs 12 plans (4 products x forward, data and weight gradient) when its layers'
+// pointers share their alignments, up to one set per layer when they do not
+#define LT_PLANS 64
+
+// The cuBLASLt handle, the workspace its products may use (the cuBLAS handle's: both run on
+// one stream, so their products never overlap) and the cache of plans.
 struct BlasLt {
     cublasLtHandle_t handle;
     void* workspace;         // (workspace_bytes) device memory
     size_t workspace_bytes;
+    bool epilogues_off;      // every epilogue takes the fallback (dev/cuda/matmul.cu checks it on a GPU)
+    LtPlan plans[LT_PLANS];
+    int next_evict;          // the plan a new one replaces once all are used (round robin)
+    long plans_made;         // plans created so far (cache misses): test_sftcu checks that a second step makes none
 };
+
+inline void blaslt_init(BlasLt* lt, void* workspace, size_t workspace_bytes) {
+    memset(lt, 0, sizeof *lt);
+    CUBLAS_CHECK(cublasLtCreate(&lt->handle));
+    lt->workspace = workspace;
+    lt->workspace_bytes = workspace_bytes;
+}
+
+inline void lt_plan_release(LtPlan* p) {
+    if (p->used && !p->fallback) {
+        CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(p->la));
+        CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(p->lb));
+        CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(p->ld));
+        CUBLAS_CHECK(cublasLtMatmulDescDestroy(p->desc));
+    }
+    p->used = false;
+}
+
+inline void blaslt_destroy(BlasLt* lt) {
+    for (int i = 0; i < LT_PLANS; i++) lt_plan_release(&lt->plans[i]);
+    CUBLAS_CHECK(cublasLtDestroy(lt->handle));
+}
 
 // the largest power of two (at most 256) that divides the address: the alignment the
 // heuristic may count on (its default assumes 256, which offsets into one allocation break)
@@ -71,6 +136,111 @@ inline uint32_t ptr_alignment(const void* p) {
     return a;
 }
 
+inline const char* lt_epilogue_name(int e) {
+    switch (e) {
+    case CUBLASLT_EPILOGUE_DEFAULT: return "DEFAULT";
+    case CUBLASLT_EPILOGUE_BIAS: return "BIAS";
+    case CUBLASLT_EPILOGUE_GELU_AUX_BIAS: return "GELU_AUX_BIAS";
+    case CUBLASLT_EPILOGUE_DGELU: return "DGELU";
+    case CUBLASLT_EPILOGUE_BGRADA: return "BGRADA";
+    default: return "other";
+    }
+}
+
+// whether our kernels can do the epilogue's work for this configuration (the cases the layers use)
+inline bool lt_fallback_possible(const LtKey* k) {
+    bool x = k->dtype == (int)CUBLAS_FLOATX, dense = k->ldd == k->N && k->ldaux == k->N;
+    switch (k->epi) {
+    case CUBLASLT_EPILOGUE_BIAS: return x && !k->accumulate;
+    case CUBLASLT_EPILOGUE_GELU_AUX_BIAS:
+    case CUBLASLT_EPILOGUE_DGELU: return x && dense && !k->accumulate;
+    case CUBLASLT_EPILOGUE_BGRADA: return k->dtype == (int)CUDA_R_32F && !k->trans_b;
+    default: return false;
+    }
+}
+
+// a new plan for key: descriptors and the heuristic's algorithm, or the fallback
+inline LtPlan* lt_plan_make(BlasLt* lt, const LtKey* key, void* bias, const void* aux) {
+    LtPlan* p = nullptr;
+    for (int i = 0; i < LT_PLANS && !p; i++)
+        if (!lt->plans[i].used) p = &lt->plans[i];
+    if (!p) {
+        p = &lt->plans[lt->next_evict];
+        lt->next_evict = (lt->next_evict + 1) % LT_PLANS;
+        lt_plan_release(p);
+    }
+    lt->plans_made++;
+    p->key = *key;
+    p->used = true;
+    p->fallback = false;
+    int M = key->M, N = key->N, K = key->K;
+    bool trans_a = key->trans_a, trans_b = key->trans_b;
+    if (lt->epilogues_off && key->epi != CUBLASLT_EPILOGUE_DEFAULT && lt_fallback_possible(key)) {
+        p->fallback = true;
+        return p;
+    }
+    CUBLAS_CHECK(cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    int32_t opa = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, opb = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+    uint32_t e = (uint32_t)key->epi;
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb));
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &e, sizeof e));
+    if (bias) CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+    if (aux) {
+        int64_t ldx = key->ldaux;
+        CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof aux));
+        CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ldx, sizeof ldx));
+    }
+    // column-major layouts: cuBLASLt's A is our B (N x K after its op), its B our A (K x M), D is N x M
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->la, CUBLAS_FLOATX, trans_b ? K : N, trans_b ? N : K, key->ldb));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->lb, CUBLAS_FLOATX, trans_a ? M : K, trans_a ? K : M, key->lda));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->ld, (cudaDataType_t)key->dtype, N, M, key->ldd));
+    cublasLtMatmulPreference_t pref;
+    CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+    uint64_t ws = lt->workspace_bytes;
+    // cuBLASLt's A is our B, its B our A; C is D (in place)
+    uint32_t align_a = key->align[1], align_b = key->align[0], align_d = key->align[2];
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a, sizeof align_a));
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b, sizeof align_b));
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_d, sizeof align_d));
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_d, sizeof align_d));
+    cublasLtMatmulHeuristicResult_t result;
+    int found = 0;
+    cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(lt->handle, p->desc, p->la, p->lb, p->ld, p->ld, pref, 1, &result, &found);
+    CUBLAS_CHECK(cublasLtMatmulPreferenceDestroy(pref));
+    if (st == CUBLAS_STATUS_SUCCESS && found > 0) {
+        p->algo = result.algo;
+        return p;
+    }
+    bool no_algorithm = st == CUBLAS_STATUS_NOT_SUPPORTED || (st == CUBLAS_STATUS_SUCCESS && found == 0);
+    if (!no_algorithm || !lt_fallback_possible(key)) {
+        fprintf(stderr, "error: cuBLASLt has no algorithm for a %d x %d x %d product with epilogue %s (status %d)%s\n", M, N, K,
+                lt_epilogue_name(key->epi), (int)st, no_algorithm ? " and there is no fallback for it" : "");
+        exit(1);
+    }
+    fprintf(stderr, "warning: cuBLASLt has no algorithm for the %d x %d x %d product with epilogue %s: using the plain product and separate epilogue kernels\n",
+            M, N, K, lt_epilogue_name(key->epi));
+    lt_plan_release(p);  // its descriptors
+    p->used = true;
+    p->fallback = true;
+    return p;
+}
+
+// out[r * ld + c] = bias[c] for r < rows, c < cols: the bias where the product is then added
+// (the fallback of the BIAS epilogues). CPU twin: the bias term of matmul_forward (train_sft.c).
+__global__ void bias_broadcast_kernel(floatX* out, const floatX* bias, int rows, int cols, size_t ld) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (size_t)rows * cols) return;
+    size_t r = i / cols, c = i % cols;
+    out[r * ld + c] = bias[c];
+}
+inline void bias_broadcast(floatX* out, const floatX* bias, int rows, int cols, size_t ld, cudaStream_t s) {
+    if (rows <= 0 || cols <= 0) return;
+    bias_broadcast_kernel<<<ceil_div((long)rows * cols, 256), 256, 0, s>>>(out, bias, rows, cols, ld);
+    LAUNCH_CHECK();
+}
+
 // D[M,N] (row-major, ld ldd, type dtype) = op(A)[M,K] op(B)[K,N] (+ D when accumulate), then
 // the epilogue `epi`, in row-major terms (cuBLASLt's A is our B and its m is our N):
 //   CUBLASLT_EPILOGUE_BIAS           D = x + bias[n]                       (bias: N values of D's type)
@@ -78,66 +248,74 @@ inline uint32_t ptr_alignment(const void* p) {
 //   CUBLASLT_EPILOGUE_DGELU          D = x * gelu'(aux)                    (aux read: the GELU input, as above)
 //   CUBLASLT_EPILOGUE_BGRADA         D = x, bias[n] = sum over k of op(B)[k, n] (stored, not added; D's type)
 //   CUBLASLT_EPILOGUE_DEFAULT        D = x
-// Exits with a message if cuBLASLt has no algorithm for the problem.
-inline void lt_matmul_rm(const BlasLt* lt, cublasLtEpilogue_t epi, bool trans_a, bool trans_b, int M, int N, int K, const floatX* A, int lda,
+// Exits with a message if cuBLASLt has no algorithm and there is no fallback (see above).
+inline void lt_matmul_rm(BlasLt* lt, cublasLtEpilogue_t epi, bool trans_a, bool trans_b, int M, int N, int K, const floatX* A, int lda,
                          const floatX* B, int ldb, void* D, cudaDataType_t dtype, int ldd, bool accumulate, void* bias, const void* aux,
                          int ldaux, cudaStream_t s) {
-    cublasLtMatmulDesc_t desc;
-    CUBLAS_CHECK(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-    int32_t opa = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, opb = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
-    uint32_t e = (uint32_t)epi;
-    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
-    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb));
-    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &e, sizeof e));
-    if (bias) CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
-    if (aux) {
-        int64_t ld = ldaux;
-        CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof aux));
-        CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld, sizeof ld));
+    LtKey key;
+    memset(&key, 0, sizeof key);
+    key.epi = (int)epi;
+    key.trans_a = trans_a;
+    key.trans_b = trans_b;
+    key.M = M;
+    key.N = N;
+    key.K = K;
+    key.lda = lda;
+    key.ldb = ldb;
+    key.ldd = ldd;
+    key.ldaux = aux ? ldaux : 0;
+    key.dtype = (int)dtype;
+    key.accumulate = accumulate;
+    const void* ptrs[5] = {A, B, D, bias, aux};
+    for (int i = 0; i < 5; i++) key.align[i] = ptrs[i] ? ptr_alignment(ptrs[i]) : 0;
+    LtPlan* p = nullptr;
+    for (int i = 0; i < LT_PLANS && !p; i++)
+        if (lt->plans[i].used && !memcmp(&lt->plans[i].key, &key, sizeof key)) p = &lt->plans[i];
+    if (!p) p = lt_plan_make(lt, &key, bias, aux);
+    const cublasLtEpilogue_t plain = CUBLASLT_EPILOGUE_DEFAULT;
+    if (p->fallback) {
+        switch (epi) {
+        case CUBLASLT_EPILOGUE_BIAS:
+            bias_broadcast((floatX*)D, (const floatX*)bias, M, N, ldd, s);
+            lt_matmul_rm(lt, plain, trans_a, trans_b, M, N, K, A, lda, B, ldb, D, dtype, ldd, true, nullptr, nullptr, 0, s);
+            break;
+        case CUBLASLT_EPILOGUE_GELU_AUX_BIAS:
+            bias_broadcast((floatX*)aux, (const floatX*)bias, M, N, ldaux, s);
+            lt_matmul_rm(lt, plain, trans_a, trans_b, M, N, K, A, lda, B, ldb, (void*)aux, dtype, ldaux, true, nullptr, nullptr, 0, s);
+            gelu_forward((floatX*)D, (const floatX*)aux, (size_t)M * N, s);
+            break;
+        case CUBLASLT_EPILOGUE_DGELU:
+            lt_matmul_rm(lt, plain, trans_a, trans_b, M, N, K, A, lda, B, ldb, D, dtype, ldd, false, nullptr, nullptr, 0, s);
+            gelu_backward((floatX*)D, (const floatX*)aux, (const floatX*)D, (size_t)M * N, s);
+            break;
+        default:  // BGRADA (lt_fallback_possible)
+            lt_matmul_rm(lt, plain, trans_a, trans_b, M, N, K, A, lda, B, ldb, D, dtype, ldd, accumulate, nullptr, nullptr, 0, s);
+            CUDA_CHECK(cudaMemsetAsync(bias, 0, (size_t)N * sizeof(float), s));
+            colsum_add((float*)bias, B, K, N, (size_t)ldb, s);
+            break;
+        }
+        return;
     }
-    // column-major layouts: cuBLASLt's A is our B (N x K after its op), its B our A (K x M), D is N x M
-    cublasLtMatrixLayout_t la, lb, ld;
-    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&la, CUBLAS_FLOATX, trans_b ? K : N, trans_b ? N : K, ldb));
-    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&lb, CUBLAS_FLOATX, trans_a ? M : K, trans_a ? K : M, lda));
-    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&ld, dtype, N, M, ldd));
-    cublasLtMatmulPreference_t pref;
-    CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
-    uint64_t ws = lt->workspace_bytes;
-    uint32_t align_a = ptr_alignment(B), align_b = ptr_alignment(A), align_d = ptr_alignment(D);
-    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
-    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a, sizeof align_a));
-    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b, sizeof align_b));
-    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_d, sizeof align_d));
-    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_d, sizeof align_d));
-    cublasLtMatmulHeuristicResult_t algo;
-    int found = 0;
-    cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(lt->handle, desc, la, lb, ld, ld, pref, 1, &algo, &found);
-    if (st != CUBLAS_STATUS_SUCCESS || found == 0) {
-        fprintf(stderr, "error: cuBLASLt has no algorithm for a %d x %d x %d product with epilogue %u (status %d)\n", M, N, K, e, (int)st);
-        exit(1);
-    }
+    if (bias) CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+    if (aux) CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof aux));
     float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
-    CUBLAS_CHECK(cublasLtMatmul(lt->handle, desc, &alpha, B, la, A, lb, &beta, D, ld, D, ld, &algo.algo, lt->workspace, lt->workspace_bytes, s));
+    CUBLAS_CHECK(cublasLtMatmul(lt->handle, p->desc, &alpha, B, p->la, A, p->lb, &beta, D, p->ld, D, p->ld, &p->algo, lt->workspace,
+                                lt->workspace_bytes, s));
     LAUNCH_CHECK();
-    CUBLAS_CHECK(cublasLtMatmulPreferenceDestroy(pref));
-    CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(la));
-    CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(lb));
-    CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(ld));
-    CUBLAS_CHECK(cublasLtMatmulDescDestroy(desc));
 }
 
 // ----------------------------------------------------------------------------
 // The layers' products (w in Hugging Face's Conv1D layout: C x OC)
 
 // out[N, OC] = inp[N, C] * w[C, OC] + bias[OC]
-inline void matmul_forward(const BlasLt* lt, floatX* out, const floatX* inp, const floatX* w, const floatX* bias, int N, int C, int OC,
+inline void matmul_forward(BlasLt* lt, floatX* out, const floatX* inp, const floatX* w, const floatX* bias, int N, int C, int OC,
                            cudaStream_t s) {
     lt_matmul_rm(lt, CUBLASLT_EPILOGUE_BIAS, false, false, N, OC, C, inp, C, w, OC, out, CUBLAS_FLOATX, OC, false, (void*)bias, nullptr, 0, s);
 }
 
 // pre[N, OC] = inp * w + bias (the GELU input, for backward), out = gelu(pre) (tanh form),
 // GELU taken of the fp32 value before pre is rounded to floatX; OC must be a multiple of 8
-inline void matmul_forward_gelu(const BlasLt* lt, floatX* out, floatX* pre, const floatX* inp, const floatX* w, const floatX* bias, int N,
+inline void matmul_forward_gelu(BlasLt* lt, floatX* out, floatX* pre, const floatX* inp, const floatX* w, const floatX* bias, int N,
                                 int C, int OC, cudaStream_t s) {
     lt_matmul_rm(lt, CUBLASLT_EPILOGUE_GELU_AUX_BIAS, false, false, N, OC, C, inp, C, w, OC, out, CUBLAS_FLOATX, OC, false, (void*)bias, pre,
                  OC, s);
@@ -153,7 +331,7 @@ __global__ void add_f32_kernel(float* out, const float* inp, int n) {
 // fp32); bias_scratch: OC floats, where BGRADA stores the column sums before they are added.
 // With gelu_pre (N x C: inp = gelu(gelu_pre), C a multiple of 8) the data gradient goes on
 // through the GELU: dinp = (dout * w^T) * gelu'(gelu_pre), the gradient of gelu_pre.
-inline void matmul_backward(const BlasLt* lt, floatX* dinp, float* dw, float* dbias, float* bias_scratch, const floatX* dout,
+inline void matmul_backward(BlasLt* lt, floatX* dinp, float* dw, float* dbias, float* bias_scratch, const floatX* dout,
                             const floatX* inp, const floatX* w, const floatX* gelu_pre, int N, int C, int OC, cudaStream_t s) {
     lt_matmul_rm(lt, gelu_pre ? CUBLASLT_EPILOGUE_DGELU : CUBLASLT_EPILOGUE_DEFAULT, false, true, N, C, OC, dout, OC, w, OC, dinp, CUBLAS_FLOATX, C,
                  false, nullptr, gelu_pre, C, s);
@@ -171,14 +349,14 @@ inline void matmul_backward(const BlasLt* lt, floatX* dinp, float* dw, float* db
 // so not relied on before it is checked on a GPU).
 
 // out[N, OC] = inp[N, C] * w[OC, C]^T (+ bias[OC] when bias is not null)
-inline void matmul_forward_oi(const BlasLt* lt, floatX* out, const floatX* inp, const floatX* w, const floatX* bias, int N, int C, int OC,
+inline void matmul_forward_oi(BlasLt* lt, floatX* out, const floatX* inp, const floatX* w, const floatX* bias, int N, int C, int OC,
                               cudaStream_t s) {
     lt_matmul_rm(lt, bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT, false, true, N, OC, C, inp, C, w, C, out, CUBLAS_FLOATX, OC,
                  false, (void*)bias, nullptr, 0, s);
 }
 
 // dinp[N, C] = dout[N, OC] * w[OC, C] (overwritten), dw[OC, C] += dout^T * inp (fp32)
-inline void matmul_backward_oi(const BlasLt* lt, floatX* dinp, float* dw, const floatX* dout, const floatX* inp, const floatX* w, int N, int C,
+inline void matmul_backward_oi(BlasLt* lt, floatX* dinp, float* dw, const floatX* dout, const floatX* inp, const floatX* w, int N, int C,
                                int OC, cudaStream_t s) {
     lt_matmul_rm(lt, CUBLASLT_EPILOGUE_DEFAULT, false, false, N, C, OC, dout, OC, w, C, dinp, CUBLAS_FLOATX, C, false, nullptr, nullptr, 0, s);
     lt_matmul_rm(lt, CUBLASLT_EPILOGUE_DEFAULT, true, false, OC, C, N, dout, OC, inp, C, dw, CUDA_R_32F, C, true, nullptr, nullptr, 0, s);

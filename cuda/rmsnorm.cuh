@@ -6,7 +6,7 @@
 // Laid out as cuda/layernorm.cuh: forward and the backward's dinp by one warp per row
 // (8 rows per 256-thread block, 16-byte accesses when C allows); the weight gradient
 // deterministically by fp32 partial sums per chunk of RMS_BWD_ROWS rows (thread per
-// channel, rows in order), then colsum_final_kernel sums the chunks in order and adds once.
+// channel, rows in order), then colsum_final sums the chunks (a fixed order) and adds once.
 #pragma once
 #include "common.cuh"
 #include "elementwise.cuh"
@@ -133,6 +133,5 @@ void rmsnorm_backward(floatX* dinp, float* dw, float* scratch, const floatX* dou
     dim3 pgrid(ceil_div(C, COLSUM_THREADS), chunks < COLSUM_MAX_GRID_Y ? chunks : COLSUM_MAX_GRID_Y);
     rmsnorm_backward_partial_kernel<<<pgrid, COLSUM_THREADS, 0, s>>>(scratch, dout, inp, rstd, N, C);
     LAUNCH_CHECK();
-    colsum_final_kernel<<<ceil_div(C, COLSUM_THREADS), COLSUM_THREADS, 0, s>>>(dw, scratch, chunks, C);
-    LAUNCH_CHECK();
+    colsum_final(dw, scratch, chunks, C, s);
 }

@@ -1,8 +1,9 @@
 // dev/cuda/elementwise.cu: checks and timings of cuda/elementwise.cuh (GELU forward
-// and backward, residual add, add_inplace, scale_inplace, bias_backward, row gather
-// and scatter) against the CPU trainer's functions (cpu_ref.h) or plain host loops.
-// Version 1 of each kernel is the simplest correct one (one thread per element; one
-// thread per bias column over all rows); version 2 is the trainer's, from the header.
+// and backward, residual add, add_inplace, scale_inplace, bias_backward, the column sums
+// colsum_add, row gather and scatter) against the CPU trainer's functions (cpu_ref.h) or
+// plain host loops. Version 1 of each kernel is the simplest correct one (one thread per
+// element; one thread per bias column over all rows; one thread per column for the column
+// sums); version 2 is the trainer's, from the header.
 // Build: see dev/cuda/Makefile, or
 //   gcc -O2 -march=native -fopenmp -c dev/cuda/cpu_ref.c -o dev/cuda/cpu_ref.o
 //   nvcc -std=c++17 -O3 -arch=sm_90 -I. [-DENABLE_FP32] dev/cuda/elementwise.cu dev/cuda/cpu_ref.o -lgomp -o elementwise
@@ -39,6 +40,16 @@ __global__ void bias_backward_v1_kernel(float* dbias, const floatX* dout, int N,
     dbias[c] += s;
 }
 
+// thread per column, rows in order (colsum_add before it was parallelized: 768 threads of
+// GPT-2's LayerNorm each adding 512 partials, one after another)
+__global__ void colsum_add_v1_kernel(float* out, const float* in, int rows, int cols, size_t ld) {
+    int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= cols) return;
+    float s = 0.0f;
+    for (int r = 0; r < rows; r++) s += in[(size_t)r * ld + c];
+    out[c] += s;
+}
+
 static void gelu_forward_v(int version, floatX* out, const floatX* inp, size_t n) {
     if (version == 1) {
         gelu_forward_v1_kernel<<<ceil_div((long)n, 256), 256>>>(out, inp, n);
@@ -70,6 +81,33 @@ static void bias_backward_v(int version, float* dbias, float* scratch, const flo
     } else {
         bias_backward(dbias, scratch, dout, N, OC, 0);
     }
+}
+
+static void colsum_add_v(int version, float* out, const float* in, int rows, int cols, size_t ld) {
+    if (version == 1) {
+        colsum_add_v1_kernel<<<ceil_div(cols, 256), 256>>>(out, in, rows, cols, ld);
+        CUDA_CHECK(cudaGetLastError());
+    } else {
+        colsum_add(out, in, rows, cols, ld, 0);
+    }
+}
+
+// The CPU twin of colsum_add, in the kernel's order: lane j of COLSUM_ADD_LANES sums rows
+// j, j + LANES, ... in fp32, then the lanes are added pairwise (j + h into j for h = LANES/2,
+// LANES/4, ..., 1); the GPU must match it bit for bit.
+static std::vector<float> colsum_add_ref(const std::vector<float>& out0, const std::vector<float>& in, int rows, int cols, size_t ld) {
+    std::vector<float> out = out0;
+    for (int c = 0; c < cols; c++) {
+        float part[COLSUM_ADD_LANES];
+        for (int j = 0; j < COLSUM_ADD_LANES; j++) {
+            part[j] = 0.0f;
+            for (int r = j; r < rows; r += COLSUM_ADD_LANES) part[j] += in[(size_t)r * ld + c];
+        }
+        for (int h = COLSUM_ADD_LANES / 2; h > 0; h /= 2)
+            for (int j = 0; j < h; j++) part[j] += part[j + h];
+        out[c] += part[0];
+    }
+    return out;
 }
 
 // ----------------------------------------------------------------------------
@@ -158,6 +196,44 @@ static void check_bias_backward(int N, int OC) {
     CUDA_CHECK(cudaFree(scratch));
 }
 
+// colsum_add over rows x cols (row stride ld) of fp32 partials (LayerNorm's and the bias
+// gradient's second pass) or of floatX values (cuBLASLt's bias-gradient epilogue's fallback):
+// bit for bit against its CPU twin, and against a double-precision sum (both versions)
+static void check_colsum(int rows, int cols, size_t ld, bool floatx_input) {
+    char name[128];
+    std::vector<float> in = floatx_input ? rand_x((size_t)rows * ld, 1.0f) : rand_f((size_t)rows * ld, 1.0f), out0 = rand_f(cols, 1.0f);
+    std::vector<float> want(cols);
+    for (int c = 0; c < cols; c++) {
+        double s = out0[c];
+        for (int r = 0; r < rows; r++) s += in[(size_t)r * ld + c];
+        want[c] = (float)s;
+    }
+    std::vector<float> twin = colsum_add_ref(out0, in, rows, cols, ld);
+    float* d_out = dev_copy(out0);
+    const char* type = floatx_input ? "floatX" : "fp32";
+    if (floatx_input) {
+        floatX* d_in = dev_x(in);
+        colsum_add(d_out, d_in, rows, cols, ld, 0);
+        CUDA_CHECK(cudaFree(d_in));
+    } else {
+        float* d_in = dev_copy(in);
+        for (int v = 1; v <= 2; v++) {
+            CUDA_CHECK(cudaMemcpy(d_out, out0.data(), cols * sizeof(float), cudaMemcpyHostToDevice));
+            colsum_add_v(v, d_out, d_in, rows, cols, ld);
+            snprintf(name, sizeof name, "colsum_add_v%d %s rows=%d cols=%d ld=%zu", v, type, rows, cols, ld);
+            check(name, download(d_out, cols), want, TOL_GRAD32);
+        }
+        CUDA_CHECK(cudaFree(d_in));
+    }
+    snprintf(name, sizeof name, "colsum_add_v2 %s rows=%d cols=%d ld=%zu equals its CPU twin", type, rows, cols, ld);
+    check(name, download(d_out, cols), twin, 0.0f);
+    if (floatx_input) {
+        snprintf(name, sizeof name, "colsum_add_v2 %s rows=%d cols=%d ld=%zu", type, rows, cols, ld);
+        check(name, download(d_out, cols), want, TOL_GRAD32);
+    }
+    CUDA_CHECK(cudaFree(d_out));
+}
+
 static void check_rows(int N, int C, int R) {
     char name[128];
     std::vector<float> src = rand_x((size_t)N * C, 1.0f), small = rand_x((size_t)R * C, 1.0f);
@@ -207,11 +283,29 @@ static void timings(void) {
         snprintf(name, sizeof name, "bias_backward_v%d N=%d OC=%d", v, BT, 4 * C);
         report_time(name, time_ms([&] { bias_backward_v(v, db, scratch, a, BT, 4 * C); }, 20), (double)n4 * X);
     }
+    // the column sums' second pass: LayerNorm's at GPT-2 124M (B*T = 16384 rows: 512 chunks of
+    // C = 768), the bias of its MLP (4C) and Llama-3.2-1B's RMSNorm (C = 2048); bytes: the partials.
+    // Estimate for an H200 until measured (the emulator skips timings: its times mean nothing):
+    // 1.5 MB at 4.8 TB/s is 0.3 us, so both versions are bound by latency, not bandwidth. v1 has
+    // 3 blocks whose threads each issue 512 loads (a few in flight, ~0.3-0.6 us of L2/HBM latency
+    // per round): ~40-80 us, 50 calls per 124M step (2 per LayerNorm) = 2-4 ms. v2 has 24 blocks
+    // of 1024 threads issuing 16 loads each (4 rounds) and a 5-step tree: ~3-5 us with the
+    // launch, ~0.2 ms per step.
+    const int colsum_shapes[3][2] = {{512, 768}, {512, 3072}, {512, 2048}};
+    float* partial = dev_alloc<float>((size_t)512 * 3072);
+    CUDA_CHECK(cudaMemset(partial, 0, (size_t)512 * 3072 * sizeof(float)));
+    for (int v = 1; v <= 2; v++)
+        for (int i = 0; i < 3; i++) {
+            int rows = colsum_shapes[i][0], cols = colsum_shapes[i][1];
+            snprintf(name, sizeof name, "colsum_add_v%d rows=%d cols=%d", v, rows, cols);
+            report_time(name, time_ms([&] { colsum_add_v(v, db, partial, rows, cols, (size_t)cols); }, 50), (double)rows * cols * sizeof(float));
+        }
     CUDA_CHECK(cudaFree(a));
     CUDA_CHECK(cudaFree(b));
     CUDA_CHECK(cudaFree(o));
     CUDA_CHECK(cudaFree(scratch));
     CUDA_CHECK(cudaFree(db));
+    CUDA_CHECK(cudaFree(partial));
 }
 
 int main(void) {
@@ -220,6 +314,10 @@ int main(void) {
     check_map(1000, 1);
     check_bias_backward(1000, 2304);
     check_bias_backward(37, 5);
+    check_colsum(512, 768, 768, false);  // GPT-2 124M's LayerNorm: 512 chunks of 32 rows
+    check_colsum(37, 5, 5, false);       // a partial block, rows not a multiple of the lanes
+    check_colsum(3, 40, 48, false);      // fewer rows than lanes, ld above cols
+    check_colsum(1000, 72, 80, true);    // floatX rows (the bias-gradient fallback)
     check_rows(300, 768, 100);
     check_rows(50, 99, 17);
     timings();

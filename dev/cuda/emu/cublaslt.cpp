@@ -11,10 +11,22 @@
 //   bias gradient is stored (overwritten), not accumulated. Bias and aux have D's type.
 // GELU here is the tanh form (and DGELU its derivative), as the trainer's: the header and documentation say only
 // "GELU", so which form the library computes is checked on a GPU by dev/cuda/matmul.cu.
+// Environment (read at every call, so a test may change it between products):
+//   EMU_LT_TANH=approx: the GELU epilogues take tanh with the largest error the hardware's
+//     approximate tanh is documented to have (PTX tanh.approx.f32: about 2^-11 relative):
+//     tanhf(u) * (1 +- 2^-11), the sign from a hash of u's bits, clamped to [-1, 1]; this is
+//     what the tolerances of the fp32 GELU checks are sized for (dev/cuda/check.cuh).
+//   EMU_LT_REFUSE=BIAS,DGELU,... (epilogue names without CUBLASLT_EPILOGUE_, or "all" for
+//     every epilogue but DEFAULT): the heuristic finds no algorithm for those epilogues
+//     (CUBLAS_STATUS_NOT_SUPPORTED, 0 results), as the real library may for some shapes and
+//     types, so that the trainer's fallback (cuda/matmul.cuh) runs here.
 // What real cuBLASLt checks and this one reproduces: ld >= rows, layouts that match the
 // transposes, a missing bias/aux pointer, aux ld, types, and pointers less aligned than
 // the alignment the algorithm was chosen for (MIN_ALIGNMENT_*_BYTES, default 256; bias
 // and aux pointers are read by the heuristic for their alignment) -> an error status.
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
 #include <algorithm>
 #include <vector>
 #include "include/cublasLt.h"
@@ -56,6 +68,23 @@ bool has_bias_in(int e) { return e == CUBLASLT_EPILOGUE_BIAS || e == CUBLASLT_EP
 bool is_bgrad(int e) { return e == CUBLASLT_EPILOGUE_BGRADA || e == CUBLASLT_EPILOGUE_BGRADB; }
 bool is_gelu(int e) { return e == CUBLASLT_EPILOGUE_GELU_BIAS || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS; }
 bool has_aux(int e) { return e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS || e == CUBLASLT_EPILOGUE_DGELU; }
+
+// EMU_LT_REFUSE lists this epilogue (or is "all" and the epilogue is not DEFAULT)
+bool refused(int e) {
+    static const struct { int e; const char *name; } names[] = {{CUBLASLT_EPILOGUE_BIAS, "BIAS"}, {CUBLASLT_EPILOGUE_GELU_BIAS, "GELU_BIAS"},
+        {CUBLASLT_EPILOGUE_GELU_AUX_BIAS, "GELU_AUX_BIAS"}, {CUBLASLT_EPILOGUE_DGELU, "DGELU"}, {CUBLASLT_EPILOGUE_BGRADA, "BGRADA"},
+        {CUBLASLT_EPILOGUE_BGRADB, "BGRADB"}};
+    const char *list = getenv("EMU_LT_REFUSE");
+    if (!list || e == CUBLASLT_EPILOGUE_DEFAULT) return false;
+    if (!strcmp(list, "all")) return true;
+    for (const auto &n : names) {
+        if (n.e != e) continue;
+        size_t len = strlen(n.name);
+        for (const char *p = list; (p = strstr(p, n.name)); p += len)
+            if ((p == list || p[-1] == ',') && (p[len] == 0 || p[len] == ',')) return true;
+    }
+    return false;
+}
 
 cublasStatus_t reject(cublasStatus_t st, const char *why) {
     fprintf(stderr, "EMU cuBLASLt: %s\n", why);
@@ -106,10 +135,22 @@ void store(void *p, cudaDataType_t t, size_t i, float v) {
     if (t == CUDA_R_32F) ((float *)p)[i] = v;
     else ((__nv_bfloat16 *)p)[i] = __float2bfloat16(v);
 }
-float gelu_tanh(float x) { return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x))); }
+// tanh as the epilogue computes it: tanhf, or with EMU_LT_TANH=approx off by the full 2^-11
+// relative error of the hardware's approximation, in a direction that varies with u
+float epilogue_tanh(float u) {
+    float t = tanhf(u);
+    const char *mode = getenv("EMU_LT_TANH");
+    if (!mode || strcmp(mode, "approx")) return t;
+    uint32_t h;
+    memcpy(&h, &u, 4);
+    h *= 0x9e3779b1u;
+    t *= (h >> 31) ? 1.0f + 0x1p-11f : 1.0f - 0x1p-11f;
+    return fminf(1.0f, fmaxf(-1.0f, t));
+}
+float gelu_tanh(float x) { return 0.5f * x * (1.0f + epilogue_tanh(0.7978845608028654f * (x + 0.044715f * x * x * x))); }
 float dgelu_tanh(float x) {
     const float s = 0.7978845608028654f;
-    float th = tanhf(s * (x + 0.044715f * x * x * x));
+    float th = epilogue_tanh(s * (x + 0.044715f * x * x * x));
     return 0.5f * (1.0f + th) + 0.5f * x * (1.0f - th * th) * s * (1.0f + 3.0f * 0.044715f * x * x);
 }
 size_t extent(const Layout *l) { return l->rows && l->cols ? ((size_t)(l->cols - 1) * l->ld + l->rows) * type_size(l->type) : 0; }
@@ -200,6 +241,7 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t h, cublasLtMatmul
     if (requested <= 0) return CUBLAS_STATUS_INVALID_VALUE;
     const Desc *d = (const Desc *)dd;
     const Pref *p = (const Pref *)pp;
+    if (refused(d->epilogue)) return CUBLAS_STATUS_NOT_SUPPORTED;  // EMU_LT_REFUSE: no algorithm
     Problem pr;
     cublasStatus_t st = check_problem(d, (Layout *)A, (Layout *)B, (Layout *)C, (Layout *)D, &pr);
     if (st != CUBLAS_STATUS_SUCCESS) return st;

@@ -2,12 +2,15 @@
 // double-precision loop written here from the documented semantics, for every emulated
 // epilogue, both transposes, beta 0 and 1 and the three type combinations; then the error
 // statuses real cuBLASLt gives for bad leading dimensions, aux ld, a missing bias pointer,
-// a pointer less aligned than promised and an unsupported epilogue.
+// a pointer less aligned than promised and an unsupported epilogue; then the environment's
+// modes: EMU_LT_REFUSE (no algorithm for the listed epilogues) and EMU_LT_TANH=approx (the
+// GELU epilogue's tanh off by the full 2^-11 of the hardware's approximation, no more).
 #include <cublasLt.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <vector>
 
 static int failures = 0;
@@ -188,6 +191,49 @@ int main() {
     std::vector<float> g = download(dbias, n, CUDA_R_32F);
     for (int j = 0; j < n; j++) ok = ok && g[j] == 0.25f * k;
     report(ok, "bgrad_overwrites", "the bias gradient was not k * 0.25");
+
+    // EMU_LT_REFUSE: the listed epilogues (whole names only) and, with "all", every one but DEFAULT
+    auto status_with = [&](int epi) {
+        cublasLtMatmulDescSetAttribute(s.d, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, 4);
+        return run(h, s, dA, dB, dD, 0.0f);
+    };
+    setenv("EMU_LT_REFUSE", "DGELU,BIAS", 1);
+    ok = status_with(CUBLASLT_EPILOGUE_BIAS) == CUBLAS_STATUS_NOT_SUPPORTED && status_with(CUBLASLT_EPILOGUE_GELU_BIAS) == CUBLAS_STATUS_SUCCESS &&
+         status_with(CUBLASLT_EPILOGUE_BGRADB) == CUBLAS_STATUS_SUCCESS && status_with(CUBLASLT_EPILOGUE_DEFAULT) == CUBLAS_STATUS_SUCCESS;
+    report(ok, "refuse_lists_epilogues", "EMU_LT_REFUSE=DGELU,BIAS: BIAS not refused, or GELU_BIAS, BGRADB or DEFAULT refused");
+    setenv("EMU_LT_REFUSE", "all", 1);
+    ok = status_with(CUBLASLT_EPILOGUE_BGRADB) == CUBLAS_STATUS_NOT_SUPPORTED && status_with(CUBLASLT_EPILOGUE_DEFAULT) == CUBLAS_STATUS_SUCCESS;
+    report(ok, "refuse_all_but_default", "EMU_LT_REFUSE=all: BGRADB not refused or DEFAULT refused");
+    unsetenv("EMU_LT_REFUSE");
+
+    // EMU_LT_TANH=approx: GELU_BIAS with inputs x = A B + bias spread over [-4, 4]; the error of
+    // each output against the exact tanh GELU, in units of 0.5 |x tanh(u)| 2^-11 (the output's
+    // error for a tanh off by 2^-11 relative): at most 1 (plus fp32 rounding), near 1 somewhere
+    for (auto &x : a) x = 4.0f * frand() / sqrtf((float)k);
+    for (auto &x : b) x = frand();
+    for (auto &x : bias) x = frand();
+    void *dA2 = upload(a, CUDA_R_32F), *dB2 = upload(b, CUDA_R_32F), *dbias2 = upload(bias, CUDA_R_32F);
+    cudaMemcpy(dA, dA2, a.size() * 4, cudaMemcpyDeviceToDevice);
+    cudaMemcpy(dB, dB2, b.size() * 4, cudaMemcpyDeviceToDevice);
+    cudaMemcpy(dbias, dbias2, bias.size() * 4, cudaMemcpyDeviceToDevice);
+    setenv("EMU_LT_TANH", "approx", 1);
+    e = CUBLASLT_EPILOGUE_GELU_BIAS;
+    cublasLtMatmulDescSetAttribute(s.d, CUBLASLT_MATMUL_DESC_EPILOGUE, &e, 4);
+    cublasLtMatmulDescSetAttribute(s.d, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &dbias, sizeof dbias);
+    ok = run(h, s, dA, dB, dD, 0.0f) == CUBLAS_STATUS_SUCCESS;
+    unsetenv("EMU_LT_TANH");
+    g = download(dD, (size_t)m * n, CUDA_R_32F);
+    double worst = 0.0;
+    for (int j = 0; j < n; j++)
+        for (int i = 0; i < m; i++) {
+            double x = bias[i];
+            for (int l = 0; l < k; l++) x += (double)a[i + (size_t)l * m] * b[l + (size_t)j * k];
+            double unit = 0.5 * fabs(x * tanh(sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x))) * 0x1p-11 + 1e-6 * (1.0 + fabs(x));
+            worst = fmax(worst, fabs(g[i + (size_t)j * m] - gelu(x)) / unit);
+        }
+    snprintf(msg, sizeof msg, "worst error %.3f units of 0.5 |x tanh| 2^-11 (want 0.5 to 1.05)", worst);
+    report(ok && worst > 0.5 && worst <= 1.05, "approx_tanh_error_is_2^-11", msg);
+    cudaFree(dA2); cudaFree(dB2); cudaFree(dbias2);
     printf("selftest_lt: %d failed\n", failures);
     return failures != 0;
 }
