@@ -821,35 +821,44 @@ static void test_formats(void) {
 }
 
 // --system S: conversations that do not start with a system message get a system
-// turn S first (untrained); plain text does not; the file records S, and the
-// evaluation prompts made from the file's chat setup start with it too (chatml fixture).
+// turn S first (untrained); those that do (messages, a prompt list, ShareGPT's "from"
+// or "role" spelling) keep their own and get no second one; plain text gets none; the
+// file records S, and the evaluation prompts made from the file's chat setup start
+// with it too (chatml fixture).
 static void test_default_system(void) {
-    static const char *rows[6] = {
+    enum { ROWS = 9 };
+    static const char *rows[ROWS] = {
         "{\"messages\":[{\"role\":\"user\",\"content\":\"A\"},{\"role\":\"assistant\",\"content\":\"B\"}]}",
         "{\"messages\":[{\"role\":\"system\",\"content\":\"T\"},{\"role\":\"user\",\"content\":\"A\"},{\"role\":\"assistant\",\"content\":\"B\"}]}",
         "{\"instruction\":\"A\",\"output\":\"B\"}",
         "{\"conversations\":[{\"from\":\"human\",\"value\":\"A\"},{\"from\":\"gpt\",\"value\":\"B\"}],\"system\":\"T\"}",
         "{\"prompt\":\"A\",\"completion\":\"B\"}",
         "{\"prompt\":[{\"role\":\"user\",\"content\":\"A\"}],\"completion\":\"B\"}",
+        "{\"conversations\":[{\"from\":\"system\",\"value\":\"T\"},{\"from\":\"human\",\"value\":\"A\"},{\"from\":\"gpt\",\"value\":\"B\"}]}",
+        "{\"conversations\":[{\"role\":\"system\",\"content\":\"T\"},{\"role\":\"user\",\"content\":\"A\"},{\"role\":\"assistant\",\"content\":\"B\"}]}",
+        "{\"prompt\":[{\"role\":\"system\",\"content\":\"T\"},{\"role\":\"user\",\"content\":\"A\"}],\"completion\":\"B\"}",
     };
 #define SYS_S SP(ML_IMS, 0), BY("system\n", 0), BY("S!", 0), SP(ML_IME, 0), BY("\n", 0)
 #define SYS_T SP(ML_IMS, 0), BY("system\n", 0), BY("T", 0), SP(ML_IME, 0), BY("\n", 0)
 #define USER_A SP(ML_IMS, 0), BY("user\n", 0), BY("A", 0), SP(ML_IME, 0), BY("\n", 0)
 #define ASST_B SP(ML_IMS, 0), BY("assistant\n", 0), BY("B", 1), SP(ML_IME, 1), BY("\n", 0)
-    static const HSeg docs[6][24] = {
+    static const HSeg docs[ROWS][24] = {
         {SYS_S, USER_A, ASST_B, HEND},
         {SYS_T, USER_A, ASST_B, HEND},
         {SYS_S, USER_A, ASST_B, HEND},
         {SYS_T, USER_A, ASST_B, HEND},
         {BY("A", 0), BY("B", 1), SP(ML_EOT, 1), HEND},
         {SYS_S, USER_A, ASST_B, HEND},
+        {SYS_T, USER_A, ASST_B, HEND},
+        {SYS_T, USER_A, ASST_B, HEND},
+        {SYS_T, USER_A, ASST_B, HEND},
     };
     static const HSeg prompt[24] = {SYS_S, SP(ML_IMS, 0), BY("user\n", 0), BY("Hi", 0), SP(ML_IME, 0), BY("\n", 0),
                                     SP(ML_IMS, 0), BY("assistant\n", 0), HEND};
     char cmd[2048], why[512] = "";
     const char *in = tmp_path("sys.jsonl"), *out = tmp_path("sys.bin");
     FILE *f = fopen(in, "wb");
-    for (int i = 0; i < 6; i++) fprintf(f, "%s\n", rows[i]);
+    for (int i = 0; i < ROWS; i++) fprintf(f, "%s\n", rows[i]);
     fclose(f);
     snprintf(cmd, sizeof cmd, "./prepare --tokenizer " CHATML_TOK " --system 'S!' --out %s %s > %s 2>&1", out, in, tmp_path("log"));
     int rc = run_cmd(cmd), ok = rc == 0;
@@ -858,9 +867,9 @@ static void test_default_system(void) {
     memset(&df, 0, sizeof df);
     if (ok) {
         data_load(&df, out);
-        ok = df.num_docs == 6 && !strcmp(df.default_system, "S!");
+        ok = df.num_docs == ROWS && !strcmp(df.default_system, "S!");
         if (!ok) snprintf(why, sizeof why, "%lld documents, default system message \"%s\"", (long long)df.num_docs, df.default_system);
-        for (int i = 0; ok && i < 6; i++) { hand_doc(docs[i], ML_BYTE0, &e); ok = doc_equals(&df, i, &e, SIZE_MAX, 0, why, sizeof why); }
+        for (int i = 0; ok && i < ROWS; i++) { hand_doc(docs[i], ML_BYTE0, &e); ok = doc_equals(&df, i, &e, SIZE_MAX, 0, why, sizeof why); }
     }
     CHECK("default-system-documents", ok, "rc=%d %s (%s)", rc, why, cmd);
     BpeTokenizer *t;
