@@ -12,7 +12,8 @@ attributes quoted, '&' only in entities, style text without markup), refers to
 nothing outside itself (no scripts, no links, no URLs but the SVG namespace), and
 every curve's points, mapped back through the axis range its plot states, are the
 values metrics.jsonl holds at those steps — each of them, in order, the last one
-included. metrics.jsonl is read here with its own loop, not the report's reader.
+included; every summary card shows what metrics.jsonl gives (check_cards).
+metrics.jsonl is read here with its own loop, not the report's reader.
 */
 #include "common/generate.h"
 #include "common/report.h"
@@ -242,6 +243,72 @@ static int check_curves(const char *html, const char *metrics_text, int *loss_po
     return 0;
 }
 
+// The summary cards against metrics.jsonl (read here with its own loop): the step
+// card's "LAST / ", a tokens card (its value, LAST times the tokens per step, is not in
+// metrics.jsonl: the hand-written run checks it), the mean of the last min(n, 10)
+// training losses with that count in its label, the latest validation loss, the
+// first and last exact match, and the skipped-steps count (a card only when some
+// were skipped); no other card.
+static int check_cards(const char *html, const char *metrics_text, char *why, size_t whyn) {
+    static double loss[8192];
+    int nloss = 0, nval = 0, neval = 0, ncards = 0;
+    long long last = 0, skipped = 0;
+    double val = 0, eval_first = 0, eval_last = 0;
+    for (const char *p = metrics_text; *p;) {
+        const char *nl = strchr(p, '\n');
+        size_t len = nl ? (size_t)(nl - p) : strlen(p);
+        JsonDoc doc;
+        if (len && json_parse(p, len, &doc) == 0) {
+            const JsonValue *st = json_get(doc.root, "step"), *v;
+            if (st && st->type == JSON_NUMBER && (long long)st->number > last) last = (long long)st->number;
+            if ((v = json_get(doc.root, "loss")) && v->type == JSON_NUMBER && nloss < 8192) loss[nloss++] = v->number;
+            if ((v = json_get(doc.root, "val_loss")) && v->type == JSON_NUMBER) { val = v->number; nval++; }
+            if ((v = json_get(doc.root, "eval_accuracy")) && v->type == JSON_NUMBER) { if (!neval++) eval_first = v->number; eval_last = v->number; }
+            if ((v = json_get(doc.root, "skipped")) && v->type == JSON_TRUE) skipped++;
+            json_free(&doc);
+        }
+        p += len + (nl ? 1 : 0);
+    }
+    char want[6][2][128];  // label, value ("" = any value)
+    int nwant = 0;
+    snprintf(want[nwant][0], 128, "step"); snprintf(want[nwant++][1], 128, "%lld / ", last);
+    snprintf(want[nwant][0], 128, "tokens"); want[nwant++][1][0] = 0;
+    if (nloss) {
+        int k = nloss < 10 ? nloss : 10;
+        double sum = 0;
+        for (int i = nloss - k; i < nloss; i++) sum += loss[i];
+        if (k > 1) snprintf(want[nwant][0], 128, "train loss (mean of last %d)", k);
+        else snprintf(want[nwant][0], 128, "train loss");
+        snprintf(want[nwant++][1], 128, "%.4f", sum / k);
+    }
+    if (nval) { snprintf(want[nwant][0], 128, "validation loss"); snprintf(want[nwant++][1], 128, "%.4f", val); }
+    if (neval) {
+        snprintf(want[nwant][0], 128, "exact match (first &rarr; last)");
+        snprintf(want[nwant++][1], 128, "%.1f%% &rarr; %.1f%%", 100 * eval_first, 100 * eval_last);
+    }
+    if (skipped) { snprintf(want[nwant][0], 128, "skipped steps"); snprintf(want[nwant++][1], 128, "%lld", skipped); }
+    static const char *lab = "<div class=\"card\"><div class=\"label\">", *mid = "</div><div class=\"value\">";
+    for (const char *c = html; (c = strstr(c, lab)) != NULL; c++, ncards++) {
+        const char *l = c + strlen(lab), *m = strstr(l, mid), *e = m ? strstr(m + strlen(mid), "</div>") : NULL;
+        if (!e) { snprintf(why, whyn, "a card that is not label then value"); return -1; }
+        const char *v = m + strlen(mid);
+        int found = 0;
+        for (int i = 0; i < nwant && !found; i++) {
+            if (strlen(want[i][0]) != (size_t)(m - l) || memcmp(want[i][0], l, (size_t)(m - l))) continue;
+            found = 1;
+            size_t wl = strlen(want[i][1]);
+            int prefix = !strcmp(want[i][0], "step");  // the total steps are not in metrics.jsonl
+            if (wl && ((!prefix && wl != (size_t)(e - v)) || (size_t)(e - v) < wl || memcmp(want[i][1], v, wl))) {
+                snprintf(why, whyn, "card \"%s\" shows \"%.*s\", metrics.jsonl gives \"%s\"", want[i][0], (int)(e - v), v, want[i][1]);
+                return -1;
+            }
+        }
+        if (!found) { snprintf(why, whyn, "card \"%.*s\": not one that metrics.jsonl calls for", (int)(m - l), l); return -1; }
+    }
+    if (ncards != nwant) { snprintf(why, whyn, "%d cards, metrics.jsonl calls for %d (the last: %s)", ncards, nwant, want[nwant - 1][0]); return -1; }
+    return 0;
+}
+
 // All checks of one report; name prefixes the check names.
 static void check_report_dir(const char *dir, const char *name, int expect_loss_points) {
     char path[4200], why[256], cname[256];
@@ -263,6 +330,8 @@ static void check_report_dir(const char *dir, const char *name, int expect_loss_
     int loss_points;
     rc = check_curves(html, metrics, &loss_points, why, sizeof why);
     check(rc == 0, cname, "%s", why);
+    snprintf(cname, sizeof cname, "%s_cards_match_metrics", name);
+    check(check_cards(html, metrics, why, sizeof why) == 0, cname, "%s", why);
     if (expect_loss_points >= 0) {
         snprintf(cname, sizeof cname, "%s_loss_curve_has_every_step", name);
         check(rc == 0 && loss_points == expect_loss_points, cname, "%d training-loss points, expected %d", loss_points, expect_loss_points);

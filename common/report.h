@@ -374,8 +374,11 @@ static void report_write(const char *out_dir, const ReportInfo *info, RunMetrics
         int k = m.loss.n < 10 ? m.loss.n : 10;
         double sum = 0;
         for (int i = m.loss.n - k; i < m.loss.n; i++) sum += m.loss.y[i];
+        char label[64];
+        if (k > 1) snprintf(label, sizeof label, "train loss (mean of last %d)", k);  // the count averaged: 10 once there are 10
+        else snprintf(label, sizeof label, "train loss");
         snprintf(v, sizeof v, "%.4f", sum / k);
-        report_card(&b, k > 1 ? "train loss (mean of last 10)" : "train loss", v);
+        report_card(&b, label, v);
     }
     if (m.val_loss.n) { snprintf(v, sizeof v, "%.4f", m.val_loss.y[m.val_loss.n - 1]); report_card(&b, "validation loss", v); }
     if (m.eval_accuracy.n) {

@@ -629,18 +629,21 @@ typedef struct { int limit, consecutive; } NonfiniteGuard;
 // Test hook, for tests only: the environment variable SFT_TEST_POISON="grad:3,loss:5"
 // makes step 3's gradient (its first entry, after backward) and step 5's loss NaN
 // (steps counted from 1), so that tests can drive the guard above through a real
-// run. The main loop sets poison_this_step before each train step; the train step
-// reads it. Never set in normal use.
-enum { POISON_NONE, POISON_GRAD, POISON_LOSS };
+// run; "term:7" sends the process SIGTERM as step 7 begins, so that the signal
+// lands during that step at a known point (dev/test_preempt.sh). The main loop sets
+// poison_this_step before each train step; the train step reads it. Never set in
+// normal use.
+enum { POISON_NONE, POISON_GRAD, POISON_LOSS, POISON_TERM };
 static int poison_this_step;
 
 static int test_poison_for_step(int64_t step) {
     const char *spec = getenv("SFT_TEST_POISON"), *p = spec;
     while (p && *p) {
         long long at;
-        int kind = !strncmp(p, "grad:", 5) ? POISON_GRAD : !strncmp(p, "loss:", 5) ? POISON_LOSS : POISON_NONE;
-        if (kind == POISON_NONE || sscanf(p + 5, "%lld", &at) != 1) fatal("SFT_TEST_POISON: expected grad:STEP or loss:STEP items, got '%s'", spec);
-        if (at == step) return kind;
+        int kind = !strncmp(p, "grad:", 5) ? POISON_GRAD : !strncmp(p, "loss:", 5) ? POISON_LOSS : !strncmp(p, "term:", 5) ? POISON_TERM : POISON_NONE;
+        if (kind == POISON_NONE || sscanf(p + 5, "%lld", &at) != 1) fatal("SFT_TEST_POISON: expected grad:STEP, loss:STEP or term:STEP items, got '%s'", spec);
+        if (at == step && kind == POISON_TERM) raise(SIGTERM);  // recorded by preempt.h's handler; the step goes on
+        else if (at == step) return kind;
         p = strchr(p, ',');
         if (p) p++;
     }

@@ -13,7 +13,8 @@
 //   llama3  (Llama 3.x Instruct)
 //     document = <|begin_of_text|> body
 //     turn     = <|start_header_id|> role <|end_header_id|> "\n\n" content <|eot_id|>
-//                (content without whitespace at either end, as Llama 3's templates trim it)
+//                (content without whitespace at either end, as Llama 3's templates trim it:
+//                Jinja's trim, i.e. Python's str.strip(), Unicode whitespace included)
 //
 // Special tokens: each format's are looked up in the tokenizer and added as special
 // tokens when it lacks them, in the order bos, end, turn start, role end, turn end
@@ -212,18 +213,11 @@ static int chat_append_turn_sep(BpeTokenizer *t, const ChatTokens *ct, ChatDoc *
     return n ? chat_append_text(t, d, ct->f->turn_sep, n, 0, err, errlen) : 0;
 }
 
-// The ASCII characters Python's str.strip() removes (what Jinja's trim filter calls):
-// tab, LF, VT, FF, CR, the separators 0x1C..0x1F and space.
-static int chat_is_trimmed_(char c) { return c == ' ' || (c >= '\t' && c <= '\r') || (c >= 0x1c && c <= 0x1f); }
-
 // One turn: the header (never trained), then content (trimmed if the format says so)
 // and the turn's end token (both with flag `train`), then the turn separator (never trained).
 static int chat_append_turn(BpeTokenizer *t, const ChatTokens *ct, ChatDoc *d, const char *role, const char *content, size_t len,
                             int train, char *err, size_t errlen) {
-    if (ct->f->trim) {
-        while (len && chat_is_trimmed_(content[0])) { content++; len--; }
-        while (len && chat_is_trimmed_(content[len - 1])) len--;
-    }
+    if (ct->f->trim) content = py_strip_span(content, &len);  // Jinja's trim: Python's str.strip() (common/utf8.h)
     int rc = chat_append_header(t, ct, d, role, err, errlen);
     if (!rc) rc = chat_append_text(t, d, content, len, train, err, errlen);
     if (!rc) rc = chat_append_special_(d, ct->turn_end, train, err, errlen);

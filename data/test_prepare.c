@@ -783,6 +783,59 @@ static void test_format_case(const FmtCase *fc) {
     bpe_free(t);
 }
 
+// Python's str.strip() (py_strip_span, common/utf8.h), by hand from Python's
+// definition of whitespace (general category Zs, bidirectional class WS, B or S).
+static void test_py_strip(void) {
+    static const struct { const char *in, *out; } cases[] = {
+        {"\t\n\v\f\r\x1c\x1d\x1e\x1f A b\r\n", "A b"},                                  // the ASCII ones, CRLF
+        {"\xc2\xa0\xe3\x80\x80\xc2\x85\xe2\x80\xa8\xe2\x80\xa9\xe1\x9a\x80X", "X"},        // U+00A0 U+3000 U+0085 U+2028 U+2029 U+1680
+        {"X\xe2\x80\x80\xe2\x80\x8a\xe2\x80\xaf\xe2\x81\x9f", "X"},                        // U+2000 U+200A U+202F U+205F
+        {"\xef\xbb\xbfX\xef\xbb\xbf", "\xef\xbb\xbfX\xef\xbb\xbf"},                        // U+FEFF is not whitespace
+        {"\xe2\x80\x8bX\xe1\xa0\x8e", "\xe2\x80\x8bX\xe1\xa0\x8e"},                        // nor U+200B, U+180E
+        {"A\xc2\xa0 B", "A\xc2\xa0 B"},                                                    // inside: kept
+        {" \xe3\x80\x80\r\n", ""},                                                         // all of it
+        {"A \x85", "A \x85"},                                                              // a stray continuation byte is not U+0085
+        {"A\xc2", "A\xc2"},                                                                // nor a cut sequence
+    };
+    int bad = -1;
+    for (int i = 0; i < (int)(sizeof cases / sizeof cases[0]) && bad < 0; i++) {
+        size_t n = strlen(cases[i].in);
+        const char *p = py_strip_span(cases[i].in, &n);
+        if (n != strlen(cases[i].out) || memcmp(p, cases[i].out, n)) bad = i;
+    }
+    CHECK("py-strip-as-python", bad < 0, "case %d", bad);
+}
+
+// The llama3 format trims every message's content as Jinja's trim does: the ASCII
+// whitespace (CR, VT, FF; CRLF endings) and Unicode's (U+00A0, U+3000, U+2028, U+0085,
+// U+205F) at both ends, but not U+FEFF or U+200B, and nothing inside.
+static void test_llama3_trim(void) {
+    const char *row = "{\"messages\":[{\"role\":\"system\",\"content\":\"\\r\\n\\u000b\\f S \\r\\n\"},"
+                      "{\"role\":\"user\",\"content\":\"\\u00a0\\u3000\\u2028Q\\r\\nR\\u0085\\u205f\"},"
+                      "{\"role\":\"assistant\",\"content\":\"\\ufeffA\\u200b \\u00a0B\\u3000\\r\\n\"}]}";
+    static const HSeg doc[] = {SP(L3_BOT, 0), SP(L3_SH, 0), BY("system", 0), SP(L3_EH, 0), BY("\n\n", 0), BY("S", 0), SP(L3_EOT, 0),
+                               SP(L3_SH, 0), BY("user", 0), SP(L3_EH, 0), BY("\n\n", 0), BY("Q\r\nR", 0), SP(L3_EOT, 0),
+                               SP(L3_SH, 0), BY("assistant", 0), SP(L3_EH, 0), BY("\n\n", 0),
+                               BY("\xef\xbb\xbf" "A\xe2\x80\x8b \xc2\xa0" "B", 1), SP(L3_EOT, 1), HEND};
+    char cmd[2048], why[512] = "";
+    const char *in = tmp_path("trim.jsonl"), *out = tmp_path("trim.bin");
+    FILE *f = fopen(in, "wb");
+    fprintf(f, "%s\n", row);
+    fclose(f);
+    snprintf(cmd, sizeof cmd, "./prepare --tokenizer " LLAMA3_TOK " --out %s %s > %s 2>&1", out, in, tmp_path("log"));
+    int rc = run_cmd(cmd), ok = rc == 0;
+    ChatDoc e = {0};
+    if (ok) {
+        DataFile df;
+        data_load(&df, out);
+        hand_doc(doc, L3_BYTE0, &e);
+        ok = df.num_docs == 1 && doc_equals(&df, 0, &e, SIZE_MAX, 0, why, sizeof why);
+        data_free(&df);
+    }
+    CHECK("llama3-trims-as-jinja", ok, "rc=%d %s (%s)", rc, why, cmd);
+    chat_doc_free(&e);
+}
+
 static void test_formats(void) {
     if (!path_exists(CHATML_TOK) || !path_exists(LLAMA3_TOK)) { CHECK("format-fixtures", 0, "%s or %s is missing", CHATML_TOK, LLAMA3_TOK); return; }
     // which format each tokenizer selects
@@ -821,35 +874,44 @@ static void test_formats(void) {
 }
 
 // --system S: conversations that do not start with a system message get a system
-// turn S first (untrained); plain text does not; the file records S, and the
-// evaluation prompts made from the file's chat setup start with it too (chatml fixture).
+// turn S first (untrained); those that do (messages, a prompt list, ShareGPT's "from"
+// or "role" spelling) keep their own and get no second one; plain text gets none; the
+// file records S, and the evaluation prompts made from the file's chat setup start
+// with it too (chatml fixture).
 static void test_default_system(void) {
-    static const char *rows[6] = {
+    enum { ROWS = 9 };
+    static const char *rows[ROWS] = {
         "{\"messages\":[{\"role\":\"user\",\"content\":\"A\"},{\"role\":\"assistant\",\"content\":\"B\"}]}",
         "{\"messages\":[{\"role\":\"system\",\"content\":\"T\"},{\"role\":\"user\",\"content\":\"A\"},{\"role\":\"assistant\",\"content\":\"B\"}]}",
         "{\"instruction\":\"A\",\"output\":\"B\"}",
         "{\"conversations\":[{\"from\":\"human\",\"value\":\"A\"},{\"from\":\"gpt\",\"value\":\"B\"}],\"system\":\"T\"}",
         "{\"prompt\":\"A\",\"completion\":\"B\"}",
         "{\"prompt\":[{\"role\":\"user\",\"content\":\"A\"}],\"completion\":\"B\"}",
+        "{\"conversations\":[{\"from\":\"system\",\"value\":\"T\"},{\"from\":\"human\",\"value\":\"A\"},{\"from\":\"gpt\",\"value\":\"B\"}]}",
+        "{\"conversations\":[{\"role\":\"system\",\"content\":\"T\"},{\"role\":\"user\",\"content\":\"A\"},{\"role\":\"assistant\",\"content\":\"B\"}]}",
+        "{\"prompt\":[{\"role\":\"system\",\"content\":\"T\"},{\"role\":\"user\",\"content\":\"A\"}],\"completion\":\"B\"}",
     };
 #define SYS_S SP(ML_IMS, 0), BY("system\n", 0), BY("S!", 0), SP(ML_IME, 0), BY("\n", 0)
 #define SYS_T SP(ML_IMS, 0), BY("system\n", 0), BY("T", 0), SP(ML_IME, 0), BY("\n", 0)
 #define USER_A SP(ML_IMS, 0), BY("user\n", 0), BY("A", 0), SP(ML_IME, 0), BY("\n", 0)
 #define ASST_B SP(ML_IMS, 0), BY("assistant\n", 0), BY("B", 1), SP(ML_IME, 1), BY("\n", 0)
-    static const HSeg docs[6][24] = {
+    static const HSeg docs[ROWS][24] = {
         {SYS_S, USER_A, ASST_B, HEND},
         {SYS_T, USER_A, ASST_B, HEND},
         {SYS_S, USER_A, ASST_B, HEND},
         {SYS_T, USER_A, ASST_B, HEND},
         {BY("A", 0), BY("B", 1), SP(ML_EOT, 1), HEND},
         {SYS_S, USER_A, ASST_B, HEND},
+        {SYS_T, USER_A, ASST_B, HEND},
+        {SYS_T, USER_A, ASST_B, HEND},
+        {SYS_T, USER_A, ASST_B, HEND},
     };
     static const HSeg prompt[24] = {SYS_S, SP(ML_IMS, 0), BY("user\n", 0), BY("Hi", 0), SP(ML_IME, 0), BY("\n", 0),
                                     SP(ML_IMS, 0), BY("assistant\n", 0), HEND};
     char cmd[2048], why[512] = "";
     const char *in = tmp_path("sys.jsonl"), *out = tmp_path("sys.bin");
     FILE *f = fopen(in, "wb");
-    for (int i = 0; i < 6; i++) fprintf(f, "%s\n", rows[i]);
+    for (int i = 0; i < ROWS; i++) fprintf(f, "%s\n", rows[i]);
     fclose(f);
     snprintf(cmd, sizeof cmd, "./prepare --tokenizer " CHATML_TOK " --system 'S!' --out %s %s > %s 2>&1", out, in, tmp_path("log"));
     int rc = run_cmd(cmd), ok = rc == 0;
@@ -858,9 +920,9 @@ static void test_default_system(void) {
     memset(&df, 0, sizeof df);
     if (ok) {
         data_load(&df, out);
-        ok = df.num_docs == 6 && !strcmp(df.default_system, "S!");
+        ok = df.num_docs == ROWS && !strcmp(df.default_system, "S!");
         if (!ok) snprintf(why, sizeof why, "%lld documents, default system message \"%s\"", (long long)df.num_docs, df.default_system);
-        for (int i = 0; ok && i < 6; i++) { hand_doc(docs[i], ML_BYTE0, &e); ok = doc_equals(&df, i, &e, SIZE_MAX, 0, why, sizeof why); }
+        for (int i = 0; ok && i < ROWS; i++) { hand_doc(docs[i], ML_BYTE0, &e); ok = doc_equals(&df, i, &e, SIZE_MAX, 0, why, sizeof why); }
     }
     CHECK("default-system-documents", ok, "rc=%d %s (%s)", rc, why, cmd);
     BpeTokenizer *t;
@@ -1082,6 +1144,8 @@ int main(int argc, char **argv) {
     test_template_adds_eot();
     test_formats();
     test_default_system();
+    test_py_strip();
+    test_llama3_trim();
     test_demo();
     if (!getenv("KEEP_TMP")) remove_flat_dir(tmpdir);
     return failures ? 1 : 0;

@@ -8,10 +8,16 @@
 //                                  replays the training loader and prints, per rank, how many
 //                                  of its micro-batches have no target, and how many steps have
 //                                  none at all (so the test knows its data hits those cases)
+//   dist_tool val DATA T B W BATCHES (-1: all)
+//                                  deals the first BATCHES validation micro-batches as the
+//                                  trainers do (round robin) and prints, per rank, how many
+//                                  targets its batches hold (a rank with none never tests
+//                                  the sum of the validation losses over ranks)
 #include "../common/trainer.h"
+#include "../common/dist.h"
 
 static void usage(void) {
-    fprintf(stderr, "usage: dist_tool diff DIR_A DIR_B | mkdata OUT | plan DATA T B A W STEPS SEED SHUFFLE\n");
+    fprintf(stderr, "usage: dist_tool diff DIR_A DIR_B | mkdata OUT | plan DATA T B A W STEPS SEED SHUFFLE | val DATA T B W BATCHES\n");
     exit(1);
 }
 
@@ -112,10 +118,29 @@ static int cmd_plan(char **argv) {
     return 0;
 }
 
+static int cmd_val(char **argv) {
+    DataFile df;
+    data_load(&df, argv[0]);
+    int T = atoi(argv[1]), B = atoi(argv[2]), W = atoi(argv[3]), batches = atoi(argv[4]);
+    if (W < 1 || W > 64) usage();
+    Loader ld;
+    loader_init(&ld, &df, B, T, 0, 0, 0);  // the validation loader: in order, one pass
+    int64_t targets[64] = {0};
+    for (int k = 0; (batches < 0 || k < batches) && !ld.exhausted; k++) {
+        loader_next_batch(&ld);
+        for (int w = 0; w < W; w++) targets[w] += dist_owns_val_batch(w, W, k) ? ld.num_targets : 0;
+    }
+    for (int w = 0; w < W; w++) printf("rank %d validation targets %lld\n", w, (long long)targets[w]);
+    loader_free(&ld);
+    data_free(&df);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     (void)poison_this_step;  // trainer.h's test hook: not used by this tool
     if (argc == 4 && !strcmp(argv[1], "diff")) return cmd_diff(argv[2], argv[3]);
     if (argc == 3 && !strcmp(argv[1], "mkdata")) return cmd_mkdata(argv[2]);
     if (argc == 10 && !strcmp(argv[1], "plan")) return cmd_plan(argv + 2);
+    if (argc == 7 && !strcmp(argv[1], "val")) return cmd_val(argv + 2);
     usage();
 }

@@ -10,6 +10,9 @@
 #   accumulation (2 micro-batches per rank), clipping, weight decay, -S 1 and micro-
 #   batches without targets on rank 1 (dev/dist_tool plan confirms the data has them);
 # - ZeRO-0 on 2 ranks equals ZeRO-1 and the single process within the same tolerances;
+# - ZeRO-1 on 2 and 3 ranks of a model whose parameter count neither divides (the last
+#   shard short) equals the single process; every rank's validation batches hold targets
+#   (dev/dist_tool val confirms it), so the sum of validation losses over ranks is checked;
 # - a step whose micro-batches have no target on any rank is skipped everywhere;
 # - resuming a 2-rank run with 2 ranks is bit-identical to the uninterrupted run;
 #   resuming it with 1 rank, and a 1-process run with 2 ranks, continues within 1e-5;
@@ -59,25 +62,37 @@ launch="env ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0 timeout 1
 mpi="$launch -np 2"
 
 # ---- the run: packing, masks, 2 micro-batches per rank, clipping, decay, -S 1, validation dealt ----
-flags="$base -d 64 -x 8 -S 1 -l 1e-3 -u 2 -c 0.1 -G 0.5 -j $tmp/data.bin -v 4 -m 5"
+flags="$base -d 64 -x 8 -S 1 -l 1e-3 -u 2 -c 0.1 -G 0.5 -j $tmp/data.bin -v 4 -m 10"
 plan=$(./dev/dist_tool plan "$tmp/data.bin" 16 1 2 2 8 1337 1)
 empty1=$(echo "$plan" | sed -n 's/^rank 1 empty micro-batches //p')
 [ "${empty1:-0}" -gt 0 ] || fail dist_data_has_empty_microbatches "rank 1 has none: $plan"
+# every rank's validation batches (-m) hold targets, or the sum over ranks goes unchecked
+# (the data's first rows have none); val_targets W -m: "" or the rank without targets
+val_targets() { ./dev/dist_tool val "$tmp/data.bin" 16 1 "$1" "$2" | awk '$4 == 0 { print "rank " $2 " has no validation targets" }'; }
+why=$(val_targets 2 10)
+[ -z "$why" ] || fail dist_validation_on_every_rank "$why"
 
 run1() { ./train_sft "$@" > "$tmp/last.log" 2>&1 || { fail "$name" "./train_sft exited $?: $(tail -1 "$tmp/last.log")"; return 1; }; }
 run2() { $mpi ./train_sft_mpi "$@" > "$tmp/last.log" 2>&1 || { fail "$name" "mpirun exited $?: $(grep -m1 error "$tmp/last.log")"; return 1; }; }
 # "key value" lines of a metrics file: loss, grad_norm, targets and validation records, and skipped steps
 series() { grep -o '"\(loss\|grad_norm\|targets\|val_loss\|val_targets\|skipped\)": [^,}]*' "$1" | tr -d '":,'; }
-# compares two series files within a relative tolerance; prints the first mismatch
+# compares two series files within a relative tolerance; prints the first mismatch (a NaN
+# or Inf is one: the trainers log neither, and NaN would compare as equal to anything)
 close_series() {
     paste -d' ' "$1" "$2" | awk -v tol="$3" '
         { if ($1 != $3) { print "line " NR ": " $1 " vs " $3; bad = 1; exit }
           if ($2 == "true" || $4 == "true") { if ($2 != $4) { print "line " NR ": skipped " $2 " vs " $4; bad = 1; exit } next }
+          if (tolower($2 " " $4) ~ /nan|inf/) { print "line " NR ": " $1 " " $2 " vs " $4 " (not a finite number)"; bad = 1; exit }
           d = $2 - $4; if (d < 0) d = -d; s = $4 < 0 ? -$4 : $4;
-          if (d > tol * s) { print "line " NR ": " $1 " " $2 " vs " $4; bad = 1; exit } }
+          if (!(d <= tol * s)) { print "line " NR ": " $1 " " $2 " vs " $4; bad = 1; exit } }
         END { if (!bad && NR == 0) print "empty"; }'
     [ "$(wc -l < "$1")" -eq "$(wc -l < "$2")" ] || echo "$(wc -l < "$1") vs $(wc -l < "$2") records"
 }
+# the comparison itself: a NaN on both sides (or one) is a mismatch
+printf 'val_loss nan\n' > "$tmp/nan.s"; printf 'val_loss 4.1\n' > "$tmp/num.s"
+if [ -n "$(close_series "$tmp/nan.s" "$tmp/nan.s" 1e-6)" ] && [ -n "$(close_series "$tmp/num.s" "$tmp/nan.s" 1e-6)" ] &&
+   [ -n "$(close_series "$tmp/nan.s" "$tmp/num.s" 1e-6)" ] && [ -z "$(close_series "$tmp/num.s" "$tmp/num.s" 1e-6)" ]; then ok dist_compare_rejects_nan
+else fail dist_compare_rejects_nan "close_series took a NaN for a match"; fi
 # ok when the final checkpoints of two runs agree within 1e-5 with the same counters
 close_models() {
     local r
@@ -130,6 +145,29 @@ if run1 $lflags -o "$tmp/l1" && run2 $lflags -Z 1 -o "$tmp/l2"; then
     why="$(close_series "$tmp/l1.s" "$tmp/l2.s" 1e-6)$(close_models "$tmp/l2/$final" "$tmp/l1/$final")"
     grep -q "^model | Qwen2, 2 layers, 4 heads (2 key/value heads)" "$tmp/last.log" || why="not the Qwen2 model: $(grep -m1 '^model' "$tmp/last.log") $why"
     [ -z "$why" ] && ok $name || fail $name "$why"
+fi
+
+# ---- ZeRO-1 over a parameter count that W does not divide: the last rank's shard is short ----
+# 48895 parameters (d3c35h5t32: odd, not a multiple of 3): with 2 ranks the last shard
+# is 1 shorter than the others, with 3 ranks 2 shorter; both equal one process (ln_f.bias,
+# the last tensor, ends in the short shard). Validation over the whole file (every rank
+# has targets there).
+oflags="${base/d2c64h2t32/d3c35h5t32} -d 96 -x 4 -S 1 -l 1e-3 -u 1 -j $tmp/data.bin -v 2 -m -1"
+why=$(val_targets 3 -1)
+[ -z "$why" ] || fail dist_validation_on_every_rank "$why"
+if name=dist_odd_count_reference run1 $oflags -o "$tmp/o1"; then
+    series "$tmp/o1/metrics.jsonl" > "$tmp/o1.s"
+    for w in 2 3; do
+        name=dist_zero1_short_last_shard_${w}_ranks
+        P=48895; shard=$(( (P + w - 1) / w ))
+        if $launch -np $w ./train_sft_mpi $oflags -o "$tmp/o$w" > "$tmp/last.log" 2>&1; then
+            series "$tmp/o$w/metrics.jsonl" > "$tmp/o$w.s"
+            why="$(close_series "$tmp/o1.s" "$tmp/o$w.s" 1e-6)$(close_models "$tmp/o$w/step_00000004" "$tmp/o1/step_00000004")"
+            grep -q "(moments of $shard of $P parameters)" "$tmp/last.log" || why="not $P parameters in shards of $shard: $(grep -m1 '^memory' "$tmp/last.log") $why"
+            [ $((P % w)) -ne 0 ] || why="$P is a multiple of $w $why"
+            [ -z "$why" ] && ok $name || fail $name "$why"
+        else fail $name "mpirun exited $?: $(grep -m1 error "$tmp/last.log")"; fi
+    done
 fi
 
 # ---- a step with no target anywhere: -S 0 puts the data's first four empty rows in step 1 ----

@@ -11,6 +11,10 @@
 #   `-y 1` then ends with the final model, optimizer state and losses of an
 #   uninterrupted run, bit for bit.
 # - SIGINT once: the same stop, exit 130; a second SIGINT ends the process at once.
+# - SIGTERM inside a step (raised by the test hook SFT_TEST_POISON=term:N): before the
+#   last step it stops the run after that step (exit 143); during the last step the run
+#   finishes (exit 0, final validation, evaluation and checkpoint, the metrics and
+#   final checkpoint of an uninterrupted run).
 # - `-y 1` on a finished run: exit 0, "run already finished", nothing in -o changed.
 # - mpirun -np 2: SIGTERM to one rank's pid stops both after the same step, rank 0
 #   saves, every rank exits 143, and `-y 1` continues bit-identically; SIGTERM to mpirun
@@ -158,6 +162,36 @@ if [ -n "$n" ]; then
     elif [ "$rc2" -ne 0 ] || ! grep -q "^run already finished at step $((n + 1)) " <<< "$r2"; then echo "FAIL preempt_finished_edge: again with -x $((n + 1)): exit $rc2: $(tail -1 <<< "$r2")"
     elif [ "$rc3" -ne 0 ] || ! grep -q "^run already finished at step $((n + 1)) " <<< "$r3"; then echo "FAIL preempt_finished_edge: with -x $n below the checkpoint: exit $rc3: $(tail -1 <<< "$r3")"
     else echo "ok preempt_finished_edge (checkpoint at $n, -x $((n + 1)): one step; then finished, also for -x $n)"; fi
+fi
+
+# ---- SIGTERM during the last step: the run ends as a finished run ----
+# The test hook SFT_TEST_POISON=term:N (common/trainer.h) raises SIGTERM as step N
+# begins, so the signal lands inside step N on every run. Step 3 of 4: the run stops
+# after it (exit 143). Step 4 of 4: it goes on to the final validation, evaluation
+# and checkpoint, and its metrics and final checkpoint are the uninterrupted run's
+# (exit 0, no "stopped" record, `latest` the final step).
+head -2 data/demo/eval.jsonl > "$tmp/eval.jsonl"
+lflags="-i data/demo/train.bin -j data/demo/val.bin -k data/demo/tokenizer -E $tmp/eval.jsonl -e d1c32h2t64 -b 4 -t 64 -l 3e-3 -x 4 -v 2 -m 2 -g 6 -S 0"
+# metrics.jsonl without its timings
+records() { sed 's/, "tokens_per_s": [0-9.]*//' "$1"; }
+if ! $trainer $lflags -o "$tmp/last_ref" > "$tmp/last_ref.log" 2>&1; then echo "FAIL preempt_sigterm_last_step: the reference run failed: $(tail -1 "$tmp/last_ref.log")"
+else
+    SFT_TEST_POISON=term:3 $trainer $lflags -o "$tmp/last3" > "$tmp/last3.log" 2>&1; rc=$?
+    if [ "$rc" -ne 143 ] || ! grep -q "stopped by SIGTERM at step 3 of 4" "$tmp/last3.log"; then
+        echo "FAIL preempt_sigterm_in_step_stops_after_it: exit $rc (expected 143, stopped at step 3 of 4): $(tail -1 "$tmp/last3.log")"
+    else echo "ok preempt_sigterm_in_step_stops_after_it (SIGTERM inside step 3 of 4: stopped after step 3, exit 143)"; fi
+    out="$tmp/last4"
+    SFT_TEST_POISON=term:4 $trainer $lflags -o "$out" > "$tmp/last4.log" 2> "$tmp/last4.err"; rc=$?
+    why=""
+    grep -q "^signal| SIGTERM" "$tmp/last4.err" || why="no SIGTERM arrived (stderr: $(head -c 200 "$tmp/last4.err"))"
+    [ "$rc" -eq 0 ] || why="$why exit $rc, expected 0: $(tail -1 "$tmp/last4.log")"
+    grep -q "stopped by" "$tmp/last4.log" && why="$why it stopped as preempted"
+    cmp -s <(records "$out/metrics.jsonl") <(records "$tmp/last_ref/metrics.jsonl") ||
+        why="$why metrics differ from the uninterrupted run's: $(diff <(records "$out/metrics.jsonl") <(records "$tmp/last_ref/metrics.jsonl") | head -3 | tr '\n' ' ')"
+    for f in model.safetensors state.bin; do cmp -s "$out/step_00000004/$f" "$tmp/last_ref/step_00000004/$f" || why="$why step_00000004/$f differs"; done
+    [ "$(cat "$out/latest" 2>/dev/null)" = step_00000004 ] || why="$why latest is '$(cat "$out/latest" 2>/dev/null)'"
+    tail -2 "$out/metrics.jsonl" | grep -q '"val_loss"' && tail -1 "$out/metrics.jsonl" | grep -q '"eval_accuracy"' || why="$why no final validation and evaluation"
+    [ -z "$why" ] && echo "ok preempt_sigterm_last_step_finishes (exit 0; final validation, evaluation and checkpoint as uninterrupted)" || echo "FAIL preempt_sigterm_last_step_finishes: $why"
 fi
 
 # ---- a second SIGINT ends the process at once ----

@@ -7,7 +7,8 @@
 #   -f DIR) against 1 process with the same -d, in fp32 with ZeRO-1 and -Z 0, and in bf16: per-step losses, gradient norms and
 #   validation losses, the final weights, AdamW moments and counters (cmp_runs.py; the
 #   tolerances are float rounding: only the order of the gradient sums differs); the same
-#   with ZeRO-1 for a Llama-family model (untied head, grouped-query attention);
+#   with ZeRO-1 for a Llama-family model (untied head, grouped-query attention), and on
+#   2 and 3 ranks for a model whose parameter count they do not divide (the last shard short);
 # - 2 ranks launched by mpirun with the MPI build (train_sftcu_fp32_mpi: the NCCL id by
 #   MPI_Bcast; no MASTER_ADDR, no -f, so the rendezvous cannot have carried it) against 1;
 # - the CPU trainer on the same flags (its kernels sum in other orders, and AdamW turns
@@ -76,6 +77,32 @@ F_GPT2=$F
 F=${F/-e d2c64h2t32/-e l2c64h4k2f96t32u}
 single llama_one "$bin/train_sftcu_fp32"; ran llama_one $? &&
     { torchrun2 llama_z1 "$bin/train_sftcu_fp32"; ran llama_z1 $? && cmp_runs dist_llama_zero1_equals_1_rank "$tmp/llama_one" "$tmp/llama_z1" 1e-6 1e-4; }
+F=$F_GPT2
+
+# ---- ZeRO-1 shards that W does not divide: the last rank's is short ----
+# d2c40h5t32 has 45920 parameters on the device (vocabulary padded to 128): shards of
+# 22976 on 2 ranks (the last 32 short) and 15360 on 3 (the last 160 short), ln_f.bias
+# ending in the short one; 2 and 3 ranks (started by hand, -R -W, through -f DIR) equal 1 process.
+F_GPT2=$F
+F="-i dev/ref/tiny_train.bin -j dev/ref/tiny_val.bin -v 2 -m -1 -e d2c40h5t32 -b 1 -t 16 -x 2 -S 1 -l 1e-3 -d 96"
+single short_one "$bin/train_sftcu_fp32"
+if ran short_one $?; then
+    for w in 2 3; do
+        mkdir -p "$tmp/short_z$w.rdzv"
+        rcs=0 ps=""
+        for ((r = 1; r < w; r++)); do
+            EMU_DEVICES=$w timeout 300 "$bin/train_sftcu_fp32" $F -o "$tmp/short_z$w" -f "$tmp/short_z$w.rdzv" -R $r -W $w > "$tmp/short_z$w.r$r.log" 2>&1 &
+            ps="$ps $!"
+        done
+        pids="$pids $ps"
+        EMU_DEVICES=$w timeout 300 "$bin/train_sftcu_fp32" $F -o "$tmp/short_z$w" -f "$tmp/short_z$w.rdzv" -R 0 -W $w > "$tmp/short_z$w.log" 2>&1 || rcs=$?
+        for p in $ps; do wait $p || rcs=$?; done
+        if ran short_z$w $rcs; then
+            if grep -q "P = 45920, W = $w, ZeRO-1" "$tmp/short_z$w.log"; then cmp_runs dist_zero1_short_last_shard_${w}_ranks "$tmp/short_one" "$tmp/short_z$w" 1e-6 1e-5
+            else fail dist_zero1_short_last_shard_${w}_ranks "not 45920 parameters over $w ranks: $(grep -m1 '^memory| per rank' "$tmp/short_z$w.log")"; fi
+        fi
+    done
+fi
 F=$F_GPT2
 
 # ---- 2 ranks from mpirun: the NCCL id over MPI (train_sftcu_fp32_mpi), no MASTER_ADDR, no -f ----
