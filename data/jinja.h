@@ -149,15 +149,6 @@ static void ja_free_(JArena_ *a) {
     a->total = 0;
 }
 
-// ============================================================================
-// Python's notion of whitespace (str.isspace), used by trim/strip/split and the
-// lexer's whitespace control.
-// ============================================================================
-static int jinja_py_isspace(uint32_t c) {
-    return (c >= 9 && c <= 13) || (c >= 0x1C && c <= 0x20) || c == 0x85 || c == 0xA0 || c == 0x1680 ||
-           (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
-}
-
 // Decodes the (already validated) UTF-8 code point at s[i]; returns its length.
 static int jinja_cp_(const char *s, size_t n, size_t i, uint32_t *cp) {
     int l = utf8_decode((const unsigned char *)s + i, n - i, cp);
@@ -177,7 +168,7 @@ static size_t jinja_rstrip_len_(const char *s, size_t n) {
     while (n > 0) {
         size_t i = jinja_cp_back_(s, n);
         uint32_t c; jinja_cp_(s, n, i, &c);
-        if (!jinja_py_isspace(c)) break;
+        if (!py_isspace(c)) break;
         n = i;
     }
     return n;
@@ -188,7 +179,7 @@ static size_t jinja_lstrip_len_(const char *s, size_t n) {
     size_t i = 0;
     while (i < n) {
         uint32_t c; int l = jinja_cp_(s, n, i, &c);
-        if (!jinja_py_isspace(c)) break;
+        if (!py_isspace(c)) break;
         i += (size_t)l;
     }
     return i;
@@ -447,7 +438,7 @@ static size_t jlex_tag_(JLex_ *lx, size_t p, int is_block, size_t open_pos) {
     for (;;) {
         while (p < lx->len) {
             uint32_t c; int l = jinja_cp_(lx->src, lx->len, p, &c);
-            if (!jinja_py_isspace(c)) break;
+            if (!py_isspace(c)) break;
             p += (size_t)l;
         }
         if (p >= lx->len) jlex_fail_(lx, open_pos, is_block ? "unterminated block tag: '%%}' expected" : "unterminated expression: '}}' expected");
@@ -1541,7 +1532,7 @@ static void jv_repr_str_(JR_ *r, JBuf_ *b, const char *s, size_t n) {
         else if (c == '\r') jb_puts_(r, b, "\\r");
         else if (c == '\t') jb_puts_(r, b, "\\t");
         else if (c < 0x20 || (c >= 0x7F && c <= 0xA0) || c == 0xAD) { snprintf(tmp, sizeof tmp, "\\x%02x", c); jb_puts_(r, b, tmp); }
-        else if (c != ' ' && jinja_py_isspace(c)) { snprintf(tmp, sizeof tmp, "\\u%04x", c); jb_puts_(r, b, tmp); }
+        else if (c != ' ' && py_isspace(c)) { snprintf(tmp, sizeof tmp, "\\u%04x", c); jb_puts_(r, b, tmp); }
         else jb_put_(r, b, s + i, (size_t)l);
         i += (size_t)l;
     }
@@ -1953,7 +1944,7 @@ static JStr_ jinja_strip_(JStr_ s, int which, const JStr_ *chars) {
         if (!(which & 1) || a >= b) break;
         uint32_t c; int l = jinja_cp_(s.s, b, a, &c);
         int hit = 0;
-        if (!chars) hit = jinja_py_isspace(c);
+        if (!chars) hit = py_isspace(c);
         else for (size_t k = 0; k < chars->n && !hit;) { uint32_t d; int m = jinja_cp_(chars->s, chars->n, k, &d); hit = c == d; k += (size_t)m; }
         if (!hit) break;
         a += (size_t)l;
@@ -1964,7 +1955,7 @@ static JStr_ jinja_strip_(JStr_ s, int which, const JStr_ *chars) {
         if (i < a) break;
         uint32_t c; jinja_cp_(s.s, b, i, &c);
         int hit = 0;
-        if (!chars) hit = jinja_py_isspace(c);
+        if (!chars) hit = py_isspace(c);
         else for (size_t k = 0; k < chars->n && !hit;) { uint32_t d; int m = jinja_cp_(chars->s, chars->n, k, &d); hit = c == d; k += (size_t)m; }
         if (!hit) break;
         b = i;
@@ -2029,7 +2020,7 @@ static JVal_ jinja_split_(JR_ *r, size_t pos, JStr_ s, const JStr_ *sep, int64_t
             while (end > 0) {
                 if (maxsplit >= 0 && done >= maxsplit) { jl_push_(r, l, jv_strn_(s.s, end)); end = 0; break; }  // the rest as it is
                 size_t a = end;
-                while (a > 0) { size_t i = jinja_cp_back_(s.s, a); uint32_t c; jinja_cp_(s.s, s.n, i, &c); if (jinja_py_isspace(c)) break; a = i; }
+                while (a > 0) { size_t i = jinja_cp_back_(s.s, a); uint32_t c; jinja_cp_(s.s, s.n, i, &c); if (py_isspace(c)) break; a = i; }
                 jl_push_(r, l, jv_strn_(s.s + a, end - a));
                 done++;
                 end = jinja_rstrip_len_(s.s, a);
@@ -2054,7 +2045,7 @@ static JVal_ jinja_split_(JR_ *r, size_t pos, JStr_ s, const JStr_ *sep, int64_t
         while (i < s.n) {
             if (maxsplit >= 0 && done >= maxsplit) { jl_push_(r, l, jv_strn_(s.s + i, s.n - i)); break; }  // the rest as it is
             size_t a = i;
-            while (i < s.n) { uint32_t c; int n = jinja_cp_(s.s, s.n, i, &c); if (jinja_py_isspace(c)) break; i += (size_t)n; }
+            while (i < s.n) { uint32_t c; int n = jinja_cp_(s.s, s.n, i, &c); if (py_isspace(c)) break; i += (size_t)n; }
             jl_push_(r, l, jv_strn_(s.s + a, i - a));
             done++;
             i += jinja_lstrip_len_(s.s + i, s.n - i);
