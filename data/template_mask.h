@@ -102,7 +102,7 @@ static uint64_t tmpl_hash(const char *s, size_t n) {
     return h;
 }
 
-typedef struct {
+typedef struct ChatTemplate {
     char *source; size_t source_len;    // the template's text
     char origin[1100];                  // where it came from, for messages
     char *bos_token, *eos_token;        // NULL: tokenizer_config.json names none
@@ -568,6 +568,65 @@ static int tmpl_from_record(ChatTemplate *ct, const char *rec, size_t n, const c
     json_free(&doc);
     if (rc) tmpl_free(ct);
     return rc;
+}
+
+// The tokens a generated answer ends at (into stops[0..max), returning how many):
+// the template's end-of-turn tokens, or the built-in format's turn end.
+static int chat_stop_tokens(const ChatTokens *ct, int *stops, int max) {
+    if (!ct->tmpl) { stops[0] = ct->turn_end; return 1; }
+    int n = 0;
+    for (int i = 0; i < ct->tmpl->neot && n < max; i++) stops[n++] = ct->tmpl->eot[i];
+    return n;
+}
+
+// The generation prompt of one user message (after ct's default system message, if
+// any): the template's (add_generation_prompt=True) or the built-in format's
+// (chat_render_prompt). Returns 0, or non-zero with err set (a template error, or
+// BPE_ENOMEM).
+static int chat_prompt(BpeTokenizer *tok, const ChatTokens *ct, const char *user, size_t len, ChatDoc *d, char *err, size_t errlen) {
+    if (!ct->tmpl) return chat_render_prompt(tok, ct, d, user, len, err, errlen);
+    TmplMsg m[2];
+    size_t n = 0;
+    if (ct->default_system) m[n++] = (TmplMsg){"system", ct->default_system, strlen(ct->default_system), 0};
+    m[n++] = (TmplMsg){"user", user, len, 0};
+    return tmpl_render_prompt(ct->tmpl, tok, m, n, d, err, errlen);
+}
+
+// Loads the chat template of a data file's record (version 2, common/datafile.h)
+// for tokenizer tok, into a malloc'ed ChatTemplate (*out). The record's hash must be
+// the header's. Returns 0, or -1 with err set.
+static int tmpl_for_data(const char *path, const char *record, size_t record_len, uint64_t header_hash, const BpeTokenizer *tok,
+                         ChatTemplate **out, char *err, size_t errlen) {
+    ChatTemplate *tm = (ChatTemplate *)calloc(1, sizeof *tm);
+    *out = NULL;
+    if (!tm) return tmpl_err_(err, errlen, "out of memory");
+    if (tmpl_from_record(tm, record, record_len, path, err, errlen)) { free(tm); return -1; }
+    if (tm->hash != header_hash) {
+        tmpl_free(tm); free(tm);
+        return tmpl_err_(err, errlen, "%s: the chat template in the file does not match the hash in its header (corrupt)", path);
+    }
+    if (tmpl_prepare(tm, tok, err, errlen)) { tmpl_free(tm); free(tm); return -1; }
+    *out = tm;
+    return 0;
+}
+
+// Refuses a tokenizer whose own chat template (tmpl_load on tok_path) differs from
+// the one the data was rendered with (tm); one without a template is fine (the
+// data file's record is used). Returns 0, or -1 with err set.
+static int tmpl_check_tokenizer(const ChatTemplate *tm, const char *data_path, const char *tok_path, char *err, size_t errlen) {
+    ChatTemplate own;
+    int found = tmpl_load(&own, tok_path, NULL, err, errlen);
+    if (found < 0) return -1;
+    int differs = found && own.hash != tm->hash;
+    char origin[sizeof own.origin];
+    snprintf(origin, sizeof origin, "%s", own.origin);
+    uint64_t h = own.hash;
+    tmpl_free(&own);
+    if (differs)
+        return tmpl_err_(err, errlen, "%s: the tokenizer's chat template (%s, hash %016llx) is not the one the data file %s was rendered with "
+                         "(%s, hash %016llx): prepare the data with this template, or pass the tokenizer the data was prepared with",
+                         tok_path, origin, (unsigned long long)h, data_path, tm->origin, (unsigned long long)tm->hash);
+    return 0;
 }
 
 #endif
