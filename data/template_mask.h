@@ -396,22 +396,39 @@ static int tmpl_reply_span_(const ChatTemplate *ct, const TmplMsg *msgs, size_t 
                             TmplBuf *scratch, JinjaSpan *span, char *err, size_t errlen) {
     JinjaOutput p, r;
     if (tmpl_render(ct, msgs, k, 1, scratch, &p, err, errlen)) return -1;
-    if (!tmpl_starts_with_(full, fn, p.text, p.len)) {
-        jinja_output_free(&p);
-        return tmpl_err_(err, errlen, "the template is not prefix-preserving: the conversation's rendering does not begin with the "
-                         "generation prompt of messages[%zu] (messages[:%zu] with add_generation_prompt=True)", k, k);
-    }
     size_t start = p.len;
+    if (!tmpl_starts_with_(full, fn, p.text, p.len)) {
+        // A generation prompt may write more than the conversation has at this place
+        // (Qwen3 with enable_thinking=false: an empty think block, only before the
+        // last reply): then the conversation must begin with messages[:k] rendered
+        // without it, and the reply starts where the two part.
+        JinjaOutput q;
+        if (tmpl_render(ct, msgs, k, 0, scratch, &q, err, errlen)) { jinja_output_free(&p); return -1; }
+        int ok = tmpl_starts_with_(full, fn, q.text, q.len) && tmpl_starts_with_(p.text, p.len, q.text, q.len);
+        start = q.len;
+        while (ok && start < p.len && start < fn && full[start] == p.text[start]) start++;
+        jinja_output_free(&q);
+        if (!ok) {
+            jinja_output_free(&p);
+            return tmpl_err_(err, errlen, "the template is not prefix-preserving: the conversation's rendering does not begin with "
+                             "messages[:%zu] (the turns before messages[%zu])", k, k);
+        }
+    }
     int rc = 0;
     const char *x;
     size_t xn;
-    if (k + 1 == n) { x = full + start; xn = fn - start; memset(&r, 0, sizeof r); }
-    else {
+    if (k + 1 == n) {  // R is the conversation itself
+        memset(&r, 0, sizeof r);
+        if (start != p.len)
+            rc = tmpl_err_(err, errlen, "the template is not prefix-preserving: the conversation does not render as the generation "
+                           "prompt of its last reply followed by the reply");
+        x = full + p.len; xn = rc ? 0 : fn - p.len;
+    } else {
         if (tmpl_render(ct, msgs, k + 1, 0, scratch, &r, err, errlen)) { jinja_output_free(&p); return -1; }
         if (!tmpl_starts_with_(r.text, r.len, p.text, p.len))
             rc = tmpl_err_(err, errlen, "the template is not prefix-preserving: messages[:%zu] does not render as its generation prompt "
                            "followed by the reply", k + 1);
-        x = r.text + start; xn = r.len - start;
+        x = r.text + p.len; xn = r.len - p.len;
     }
     size_t eot_start = 0, xe = rc ? 0 : tmpl_last_eot_(ct, x, xn, &eot_start);  // the reply up to its last end-of-turn token
     if (!rc && xe == 0) rc = tmpl_err_(err, errlen, "messages[%zu]: the template writes no end-of-turn token after this reply", k);
