@@ -165,12 +165,16 @@ Hi<|im_end|>
     mkdir -p "$T/bare"
     cp $Q/tokenizer.json "$T/bare/"
     ./prepare --inspect "$T/pc.bin" --tokenizer "$T/bare" --doc 0 | sed -n '/^--- document/,$p' | tail -n +2 | tr '\n' '|' > "$T/d0"
+    ./prepare --inspect "$T/pc.bin" --tokenizer "$T/bare" --doc 1 | sed -n '/^--- document/,$p' | tail -n +2 | tr '\n' '|' > "$T/d1"
     ./prepare --inspect "$T/pc.bin" --tokenizer "$T/bare" --doc 2 | tail -n 1 > "$T/d2"
     sys='<|im_start|>system|You are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>|'
     if [ $rc -eq 0 ] && grep -q "^warnings (chat template): prompt not a prefix 1 " "$T/out" && grep -q "not a prefix of its prompt+completion" "$T/err" &&
        [ "$(cat "$T/d0")" = "$sys<|im_start|>user|Q<|im_end|>|<|im_start|>assistant|old<|im_end|>|<|im_start|>user|Q2<|im_end|>|<|im_start|>assistant|[[A<|im_end|>]]||" ] &&
        [ "$(cat "$T/d2")" = "plain [[text<|im_end|>]]" ]
     then ok template-prompt-completion; else fail template-prompt-completion "exit $rc: $(cat "$T/d0") / $(cat "$T/d2") / $(grep warnings "$T/out")"; fi
+    # a token across the start of a reply ("\n\n": the header's "\n" and the reply's) is trained iff its first byte is in the reply: not here
+    if [ "$(cat "$T/d1")" = "$sys<|im_start|>user|Say hi<|im_end|>|<|im_start|>assistant||[[Hi<|im_end|>]]||" ]
+    then ok mask-token-across-reply-start; else fail mask-token-across-reply-start "$(cat "$T/d1")"; fi
 fi
 
 [ $fails -eq 0 ]
