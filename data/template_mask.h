@@ -262,44 +262,99 @@ static int tmpl_set_date(ChatTemplate *ct, const char *date, char *err, size_t e
     return 0;
 }
 
-// One message of a conversation to render.
+// One message of a conversation to render (content[len] must be a NUL, as the JSON
+// parser's strings are).
 typedef struct { const char *role; const char *content; size_t len; int train; } TmplMsg;
 
-// The variables for rendering msgs[0..n) (JSON object text into b).
-static int tmpl_vars_json_(const ChatTemplate *ct, const TmplMsg *msgs, size_t n, int add_generation_prompt, TmplBuf *b) {
-    b->n = 0;
-    int rc = tmpl_puts_(b, "{\"messages\":[");
-    for (size_t i = 0; i < n && !rc; i++) {
-        rc = tmpl_puts_(b, i ? ",{\"role\":" : "{\"role\":");
-        if (!rc) rc = tmpl_put_json_string_(b, msgs[i].role, strlen(msgs[i].role));
-        if (!rc) rc = tmpl_puts_(b, ",\"content\":");
-        if (!rc) rc = tmpl_put_json_string_(b, msgs[i].content, msgs[i].len);
-        if (!rc) rc = tmpl_puts_(b, "}");
-    }
-    if (!rc) rc = tmpl_puts_(b, add_generation_prompt ? "],\"add_generation_prompt\":true" : "],\"add_generation_prompt\":false");
-    if (!rc) rc = tmpl_puts_(b, ",\"tools\":null,\"documents\":null");
-    if (!rc && ct->bos_token) { rc = tmpl_puts_(b, ",\"bos_token\":"); if (!rc) rc = tmpl_put_json_string_(b, ct->bos_token, strlen(ct->bos_token)); }
-    if (!rc && ct->eos_token) { rc = tmpl_puts_(b, ",\"eos_token\":"); if (!rc) rc = tmpl_put_json_string_(b, ct->eos_token, strlen(ct->eos_token)); }
-    for (int i = 0; i < ct->nvars && !rc; i++) {
-        rc = tmpl_puts_(b, ",");
-        if (!rc) rc = tmpl_put_json_string_(b, ct->var_names[i], strlen(ct->var_names[i]));
-        if (!rc) rc = tmpl_puts_(b, ":");
-        if (!rc) rc = tmpl_puts_(b, ct->var_values[i]);
-    }
-    return rc ? rc : tmpl_puts_(b, "}");
+// The variables of one conversation as the JSON tree the engine reads, built once
+// (tmpl_vars_init) and pointing into the messages; a render of messages[:k] sets only
+// the list's length and add_generation_prompt. Members: messages,
+// add_generation_prompt, tools, documents, [bos_token], [eos_token], the --template-vars.
+enum { TMPL_V_MESSAGES, TMPL_V_AGP, TMPL_V_FIXED };
+typedef struct {
+    JsonValue root;
+    JsonValue members[TMPL_V_FIXED + 4 + TMPL_MAX_VARS];
+    char *keys[TMPL_V_FIXED + 4 + TMPL_MAX_VARS];
+    size_t key_lengths[TMPL_V_FIXED + 4 + TMPL_MAX_VARS];
+    JsonValue *msgs;          // n message objects ...
+    JsonValue *fields;        // ... of 2 members each (role, content)
+    char *field_keys[2];
+    size_t field_key_lengths[2];
+    JsonDoc var_docs[TMPL_MAX_VARS];
+    int nvar_docs;
+} TmplVars;
+
+static void tmpl_vars_free(TmplVars *v) {
+    for (int i = 0; i < v->nvar_docs; i++) json_free(&v->var_docs[i]);
+    free(v->msgs); free(v->fields);
+    v->msgs = v->fields = NULL; v->nvar_docs = 0;
 }
 
-// Renders msgs[0..n) into out. On failure err holds the template's message
-// (raise_exception's verbatim) and -1 is returned.
-static int tmpl_render(const ChatTemplate *ct, const TmplMsg *msgs, size_t n, int add_generation_prompt, TmplBuf *scratch,
+static void tmpl_vars_member_(TmplVars *v, const char *key, JsonValue value) {
+    size_t i = v->root.count++;
+    v->keys[i] = (char *)key;
+    v->key_lengths[i] = strlen(key);
+    v->members[i] = value;
+}
+
+static JsonValue tmpl_json_string_(const char *s, size_t n) {
+    JsonValue j;
+    memset(&j, 0, sizeof j);
+    j.type = JSON_STRING; j.string = (char *)s; j.length = n;
+    return j;
+}
+
+// Builds the variables of msgs[0..n) (which must outlive v). Returns 0 or -1 (out of memory).
+static int tmpl_vars_init(TmplVars *v, const ChatTemplate *ct, const TmplMsg *msgs, size_t n) {
+    memset(v, 0, sizeof *v);
+    v->msgs = (JsonValue *)calloc(n ? n : 1, sizeof(JsonValue));
+    v->fields = (JsonValue *)calloc(2 * (n ? n : 1), sizeof(JsonValue));
+    if (!v->msgs || !v->fields) { tmpl_vars_free(v); return -1; }
+    v->field_keys[0] = (char *)"role"; v->field_key_lengths[0] = 4;
+    v->field_keys[1] = (char *)"content"; v->field_key_lengths[1] = 7;
+    for (size_t i = 0; i < n; i++) {
+        v->fields[2 * i] = tmpl_json_string_(msgs[i].role, strlen(msgs[i].role));
+        v->fields[2 * i + 1] = tmpl_json_string_(msgs[i].content, msgs[i].len);
+        v->msgs[i].type = JSON_OBJECT;
+        v->msgs[i].items = &v->fields[2 * i];
+        v->msgs[i].keys = v->field_keys;
+        v->msgs[i].key_lengths = v->field_key_lengths;
+        v->msgs[i].count = 2;
+    }
+    v->root.type = JSON_OBJECT;
+    v->root.items = v->members;
+    v->root.keys = v->keys;
+    v->root.key_lengths = v->key_lengths;
+    JsonValue j;
+    memset(&j, 0, sizeof j);
+    j.type = JSON_ARRAY; j.items = v->msgs; j.count = n;
+    tmpl_vars_member_(v, "messages", j);
+    memset(&j, 0, sizeof j);
+    j.type = JSON_FALSE;
+    tmpl_vars_member_(v, "add_generation_prompt", j);
+    j.type = JSON_NULL;
+    tmpl_vars_member_(v, "tools", j);
+    tmpl_vars_member_(v, "documents", j);
+    if (ct->bos_token) tmpl_vars_member_(v, "bos_token", tmpl_json_string_(ct->bos_token, strlen(ct->bos_token)));
+    if (ct->eos_token) tmpl_vars_member_(v, "eos_token", tmpl_json_string_(ct->eos_token, strlen(ct->eos_token)));
+    for (int i = 0; i < ct->nvars; i++) {
+        if (json_parse(ct->var_values[i], strlen(ct->var_values[i]), &v->var_docs[v->nvar_docs]) != 0) continue;  // checked by tmpl_set_var
+        tmpl_vars_member_(v, ct->var_names[i], *v->var_docs[v->nvar_docs].root);
+        v->nvar_docs++;
+    }
+    return 0;
+}
+
+// Renders the first n messages of v's conversation into out. On failure err holds
+// the template's message (raise_exception's verbatim) and -1 is returned.
+static int tmpl_render(const ChatTemplate *ct, const TmplMsg *msgs, size_t n, int add_generation_prompt, TmplVars *v,
                        JinjaOutput *out, char *err, size_t errlen) {
+    (void)msgs;
     memset(out, 0, sizeof *out);
-    if (tmpl_vars_json_(ct, msgs, n, add_generation_prompt, scratch)) return tmpl_err_(err, errlen, "out of memory");
-    JsonDoc doc;
-    if (json_parse(scratch->p, scratch->n, &doc) != 0) return tmpl_err_(err, errlen, "the template's variables: %s", doc.error);
-    JinjaEnv env = {doc.root, ct->date};
+    v->members[TMPL_V_MESSAGES].count = n;
+    v->members[TMPL_V_AGP].type = add_generation_prompt ? JSON_TRUE : JSON_FALSE;
+    JinjaEnv env = {&v->root, ct->date};
     int rc = jinja_render(ct->tpl, &env, out, err, errlen);
-    json_free(&doc);
     if (rc) { for (char *c = err; *c; c++) if (*c == '\n' || *c == '\r') *c = ' '; jinja_output_free(out); return -1; }
     return 0;
 }
@@ -345,11 +400,12 @@ static int tmpl_prepare(ChatTemplate *ct, const BpeTokenizer *tok, char *err, si
     ct->eos_id = ct->eos_token ? bpe_token_id(tok, ct->eos_token, strlen(ct->eos_token)) : -1;
     if (ct->eos_id >= 0) ct->eot[ct->neot++] = ct->eos_id;
     TmplMsg probe[2] = {{"user", TMPL_PROBE_USER, strlen(TMPL_PROBE_USER), 0}, {"assistant", TMPL_PROBE_REPLY, strlen(TMPL_PROBE_REPLY), 1}};
-    TmplBuf scratch = {NULL, 0, 0};
+    TmplVars scratch;
     JinjaOutput p, f;
+    if (tmpl_vars_init(&scratch, ct, probe, 2)) return tmpl_err_(err, errlen, "out of memory");
     int rc = tmpl_render(ct, probe, 1, 1, &scratch, &p, why, sizeof why);
     if (!rc && (rc = tmpl_render(ct, probe, 2, 0, &scratch, &f, why, sizeof why)) != 0) jinja_output_free(&p);
-    free(scratch.p);
+    tmpl_vars_free(&scratch);
     if (rc) return tmpl_err_(err, errlen, "%s: rendering the probe conversation [user, assistant]: %s", ct->origin, why);
     ct->has_generation = f.ngen > 0;
     const char *hit = NULL;
@@ -393,7 +449,7 @@ static void tmpl_mark_(const BpeTokenizer *t, ChatDoc *d, const JinjaSpan *spans
 // The trained span of assistant message k of msgs[0..n), whose whole rendering is
 // full[0..fn) (see the top of this file). Returns 0, or -1 with err set.
 static int tmpl_reply_span_(const ChatTemplate *ct, const TmplMsg *msgs, size_t n, size_t k, const char *full, size_t fn,
-                            TmplBuf *scratch, JinjaSpan *span, char *err, size_t errlen) {
+                            TmplVars *scratch, JinjaSpan *span, char *err, size_t errlen) {
     JinjaOutput p, r;
     if (tmpl_render(ct, msgs, k, 1, scratch, &p, err, errlen)) return -1;
     size_t start = p.len;
@@ -462,12 +518,13 @@ static int tmpl_reply_span_(const ChatTemplate *ct, const TmplMsg *msgs, size_t 
 // prefix-preserving); out of memory in the tokenizer is returned as BPE_ENOMEM.
 static int tmpl_render_conversation(const ChatTemplate *ct, BpeTokenizer *tok, const TmplMsg *msgs, size_t n, ChatDoc *d,
                                     char **text_out, char *err, size_t errlen) {
-    TmplBuf scratch = {NULL, 0, 0};
+    TmplVars scratch;
     JinjaOutput f;
     JinjaSpan *spans = NULL;
     size_t nspans = 0;
+    if (tmpl_vars_init(&scratch, ct, msgs, n)) return BPE_ENOMEM;
     int rc = tmpl_render(ct, msgs, n, 0, &scratch, &f, err, errlen);
-    if (rc) { free(scratch.p); return -1; }
+    if (rc) { tmpl_vars_free(&scratch); return -1; }
     size_t first = n;
     for (size_t i = 0; i < n; i++) if (msgs[i].train && !strcmp(msgs[i].role, "assistant")) { first = i; break; }
     if (ct->has_generation) {
@@ -489,7 +546,7 @@ static int tmpl_render_conversation(const ChatTemplate *ct, BpeTokenizer *tok, c
             nspans++;
         }
     }
-    free(scratch.p);
+    tmpl_vars_free(&scratch);
     if (!rc) {
         BpeIds ids = {NULL, 0, 0};
         rc = bpe_encode(tok, f.text, f.len, 1, &ids, err, errlen);
@@ -508,10 +565,11 @@ static int tmpl_render_conversation(const ChatTemplate *ct, BpeTokenizer *tok, c
 // (nothing trained). For the evaluation and ./chat; the model's answer ends at one of
 // ct->eot (or the model's eos ids).
 static int tmpl_render_prompt(const ChatTemplate *ct, BpeTokenizer *tok, const TmplMsg *msgs, size_t n, ChatDoc *d, char *err, size_t errlen) {
-    TmplBuf scratch = {NULL, 0, 0};
+    TmplVars scratch;
     JinjaOutput p;
+    if (tmpl_vars_init(&scratch, ct, msgs, n)) return BPE_ENOMEM;
     int rc = tmpl_render(ct, msgs, n, 1, &scratch, &p, err, errlen);
-    free(scratch.p);
+    tmpl_vars_free(&scratch);
     if (rc) return -1;
     BpeIds ids = {NULL, 0, 0};
     rc = bpe_encode(tok, p.text, p.len, 1, &ids, err, errlen);
