@@ -166,6 +166,8 @@ static int inspect_main(int argc, char **argv) {
     char err[BPE_ERR_LEN];
     if (df.chat_format == DATA_CHAT_TEMPLATE && tmpl_from_record(&tm, df.template_record, df.template_record_len, path, err, sizeof err))
         fatal("%s", err);
+    if (df.chat_format == DATA_CHAT_TEMPLATE && tm.hash != df.template_hash)
+        fatal("%s: the chat template in the file does not match the hash in its header (corrupt)", path);
     if (tok_path) {
         ChatTokens ct;
         if (bpe_load(&tok, tok_path, err, sizeof err)) fatal("%s", err);
@@ -187,8 +189,7 @@ static int inspect_main(int argc, char **argv) {
     if (df.fingerprint) printf("%016llx\n", (unsigned long long)df.fingerprint);
     else printf("unknown (0: the file was written without one)\n");
     if (df.chat_format == DATA_CHAT_TEMPLATE) {
-        printf("chat template: %s (hash %016llx%s); date %s; variables:", tm.origin, (unsigned long long)df.template_hash,
-               tm.hash == df.template_hash ? "" : ", BUT the template in the file has another hash: corrupt", tm.date);
+        printf("chat template: %s (hash %016llx); date %s; variables:", tm.origin, (unsigned long long)df.template_hash, tm.date);
         for (int i = 0; i < tm.nvars; i++) printf(" %s=%s", tm.var_names[i], tm.var_values[i]);
         printf("%s\n", tm.nvars ? "" : " none");
     } else printf("chat format: %s\n", chat_formats[df.chat_format].name);

@@ -36,7 +36,10 @@
 //       R = render(m[:k+1])                              the reply rendered as the last turn
 //       F = render(m)                                    the conversation (what is trained)
 //     F and R must begin with P (else the template is not prefix-preserving and the
-//     row is refused, in one line). The reply X = R[len(P):] is trained up to and
+//     row is refused, in one line), except that where F begins with m[:k] rendered
+//     without the generation prompt and then parts from P (Qwen3 with
+//     enable_thinking=false writes an empty think block only before the last reply),
+//     the reply starts where F and P part. The reply X = R[len(P):] is trained up to and
 //     including its last end-of-turn token (what follows it, e.g. ChatML's "\n" or a
 //     generation prompt the template appends at the end, is not). If F continues after
 //     P with that text the span is there; if not (Qwen3 writes "<think>\n\n</think>\n\n"

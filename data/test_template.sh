@@ -103,6 +103,20 @@ Hi<|im_end|>
     if [ $rc -eq 0 ] && grep -q "^chat template: $Q/tokenizer_config.json (chat_template) (hash [0-9a-f]\{16\}); date 2024-01-01; variables: none$" "$T/insp" &&
        grep -q "^header: version 2," "$T/insp" && [ "$(tail -n 9 "$T/insp" | head -n 8)" = "$want" ]
     then ok template-inspect-record-and-mask; else fail template-inspect-record-and-mask "exit $rc: $(tail -c 400 "$T/insp")"; fi
+    # a version 2 file that is corrupt: field 7 not 3, the record cut short, a record length past the file
+    v2_bad() {  # NAME EXPECTED-STDERR-SUBSTRING (the file is $T/bad.bin)
+        ./prepare --inspect "$T/bad.bin" > /dev/null 2> "$T/err"; local rc=$?
+        if [ $rc -eq 1 ] && grep -q -- "$2" "$T/err" && [ "$(wc -l < "$T/err")" -eq 1 ]; then ok "datafile-v2-$1"
+        else fail "datafile-v2-$1" "exit $rc: $(head -c 200 "$T/err")"; fi
+    }
+    cp "$T/q.bin" "$T/bad.bin"; printf '\000' | dd of="$T/bad.bin" bs=1 seek=56 conv=notrunc status=none
+    v2_bad field7 "header field 7 (the chat format) is 0, must be 3 (a chat template) in version 2"
+    cp "$T/q.bin" "$T/bad.bin"; truncate -s -1 "$T/bad.bin"
+    v2_bad record-cut "truncated or corrupt"
+    cp "$T/q.bin" "$T/bad.bin"; printf '\377\377\377\000' | dd of="$T/bad.bin" bs=1 seek=1016 conv=notrunc status=none
+    v2_bad record-length "header field 127 (the chat template record's length)"
+    cp "$T/q.bin" "$T/bad.bin"; printf '\001' | dd of="$T/bad.bin" bs=1 seek=1008 conv=notrunc status=none
+    v2_bad hash "does not match the hash in its header"
     # a tokenizer whose own template is another is refused
     mkdir -p "$T/other"
     cp $Q/tokenizer.json "$T/other/"
