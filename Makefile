@@ -130,6 +130,9 @@ test_prepare: data/test_prepare.c $(DATA_DEPS)
 test_template: data/test_template.c $(DATA_DEPS)
 	$(CC) $(CFLAGS) -o $@ data/test_template.c $(LDLIBS)
 
+test_jinja: data/test_jinja.c data/jinja.h common/json.h common/utf8.h
+	$(CC) $(CFLAGS) -o $@ data/test_jinja.c $(LDLIBS)
+
 make_tasks: data/make_tasks.c $(COMMON_H)
 	$(CC) $(CFLAGS) -o $@ data/make_tasks.c $(LDLIBS)
 # ---- end data ----
@@ -138,17 +141,17 @@ make_tasks: data/make_tasks.c $(COMMON_H)
 check_headers_cxx: dev/headers_check.cpp $(COMMON_H)
 	$(CXX) -std=c++17 -Wall -Wextra -Wno-unused-function -Werror -fsyntax-only -I. dev/headers_check.cpp
 
-test: train_sft $(if $(HAVE_MPICC),train_sft_mpi) dev/dist_tool chat test_sft test_hf test_report test_rdzv tok test_tok prepare test_prepare test_template make_tasks cuda
-	bash dev/run_tests.sh "make -s check_headers_cxx && echo ok shared_headers_are_valid_cxx" ./test_sft ./test_hf "bash dev/test_dist.sh" ./test_rdzv "bash dev/test_two_nodes.sh" ./test_report "bash dev/test_report.sh" "bash dev/test_crash.sh 5" "bash dev/test_preempt.sh" ./test_tok "bash tokenizer/test_exact.sh" ./test_prepare "bash data/test_prepare.sh" ./test_template "bash data/test_template.sh" "bash data/test_inspect.sh" "bash data/test_tasks.sh" "bash dev/launch/test_launch.sh" $(CUDA_TEST_CMDS)
+test: train_sft $(if $(HAVE_MPICC),train_sft_mpi) dev/dist_tool chat test_sft test_hf test_report test_rdzv tok test_tok prepare test_prepare test_jinja test_template make_tasks cuda
+	bash dev/run_tests.sh "make -s check_headers_cxx && echo ok shared_headers_are_valid_cxx" ./test_sft ./test_hf "bash dev/test_dist.sh" ./test_rdzv "bash dev/test_two_nodes.sh" ./test_report "bash dev/test_report.sh" "bash dev/test_crash.sh 5" "bash dev/test_preempt.sh" ./test_tok "bash tokenizer/test_exact.sh" ./test_prepare ./test_jinja "bash data/test_prepare.sh" ./test_template "bash data/test_template.sh" "bash data/test_inspect.sh" "bash data/test_tasks.sh" "bash dev/launch/test_launch.sh" $(CUDA_TEST_CMDS)
 
 clean:
-	rm -f train_sft train_sft_mpi dev/dist_tool chat test_sft test_hf test_report test_rdzv tok test_tok prepare test_prepare test_template make_tasks $(CUDA_TARGETS) train_sftcu_mpi dev/cuda/cpu_ref.o
+	rm -f train_sft train_sft_mpi dev/dist_tool chat test_sft test_hf test_report test_rdzv tok test_tok prepare test_prepare test_jinja test_template make_tasks $(CUDA_TARGETS) train_sftcu_mpi dev/cuda/cpu_ref.o
 
 # ---- sanitizers: the build-flavor stamp (see SAN=1 at the top) ----
 BUILD_FLAVOR := $(if $(SAN),san,plain)
 .build_flavor: FORCE
 	@echo $(BUILD_FLAVOR) | cmp -s - $@ || echo $(BUILD_FLAVOR) > $@
-train_sft train_sft_mpi dev/dist_tool test_sft test_hf test_report test_rdzv chat tok test_tok prepare test_prepare test_template make_tasks: .build_flavor
+train_sft train_sft_mpi dev/dist_tool test_sft test_hf test_report test_rdzv chat tok test_tok prepare test_prepare test_jinja test_template make_tasks: .build_flavor
 .PHONY: FORCE
 # ---- end sanitizers ----
 
@@ -157,7 +160,7 @@ train_sft train_sft_mpi dev/dist_tool test_sft test_hf test_report test_rdzv cha
 # `make fuzz_run FUZZ_SECONDS=N` runs each for N seconds from its seed corpus.
 FUZZ_CC ?= clang
 FUZZ_CFLAGS = -g -O1 -DSFT_FUZZ -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -Wall -Wextra -Wno-unused-function -Wno-unknown-pragmas
-FUZZ_HARNESSES = json datafile safetensors config hf_model hf_index hf_sharded state tok_gpt2 tok_json encode prepare evalset
+FUZZ_HARNESSES = json datafile safetensors config hf_model hf_index hf_sharded state tok_gpt2 tok_json encode prepare evalset jinja
 FUZZ_BINS = $(FUZZ_HARNESSES:%=dev/fuzz/bin/fuzz_%)
 FUZZ_SECONDS ?= 20
 

@@ -32,11 +32,10 @@
 //               false/False, none/None, lists, tuples, dicts, ~ + - * / // % **,
 //               == != < > <= >=, in, not in, not, and, or, x if c else y, attribute
 //               and item access, slices [a:b:c], calls of macros and globals
-//   filters     trim length count tojson(indent, separators, sort_keys, ensure_ascii)
-//               join(sep, attribute) reject select selectattr rejectattr map items
-//               string upper lower title capitalize default/d(value, boolean) first last
-//               list replace safe int float abs unique indent wordcount? no: see
-//               JINJA_FILTERS below for the exact list
+//   filters     trim length count tojson(ensure_ascii, indent, separators, sort_keys)
+//               join(d, attribute) select reject selectattr rejectattr map items string
+//               upper lower title capitalize default/d(value, boolean) first last list
+//               replace safe int float abs (JINJA_FILTERS below)
 //   tests       defined undefined none string mapping iterable sequence number integer
 //               float boolean true false equalto eq ne in odd even divisibleby callable
 //               lower upper gt lt ge le (JINJA_TESTS below)
@@ -47,8 +46,16 @@
 // tests or methods) is refused at parse time: "line L column C: unsupported filter
 // 'wordwrap'".
 //
-// Python semantics where engines differ (checked against Python's Jinja2 by
-// dev/jinja_ref.py; @huggingface/jinja differs on these, see dev/jinja_hf.mjs):
+// Python semantics where engines differ. The reference is Python's Jinja2
+// (dev/jinja_ref.py writes the expected renderings test_jinja compares with).
+// @huggingface/jinja (npm, transformers.js; dev/jinja_hf.mjs) renders every fixture
+// template on every test conversation as Python does except for the trim whitespace
+// set, but departs from Python on many constructs (it renders about a third of the
+// construct cases alike): it prints true/false and "" for True/False/None and lists/dicts
+// as JSON, keeps \r\n and the trailing newline, has no {%+, treats U+FEFF as space
+// and not U+0085, lets a set inside a loop reach later iterations, and lacks string
+// iteration, str*int, string ordering, select/reject, map(filter), several string
+// methods, non-string tojson keys and indent strings. Here, as in Python:
 //   - whitespace is Python's str.isspace() set (U+0085, U+001C..U+001F, U+00A0,
 //     U+1680, U+2000..U+200A, U+2028, U+2029, U+202F, U+205F, U+3000; not U+FEFF,
 //     not U+200B) for trim, strip, split(), `-` whitespace control and lstrip_blocks;
@@ -63,11 +70,15 @@
 //     attributes do); integers are 64-bit (overflow is an error, not a bigint).
 //   - upper/lower/title/capitalize change ASCII letters only; on text holding
 //     non-ASCII letters they refuse (Python's full Unicode case tables are not here).
+// Known departures from Python here: Python's repr escapes every non-printable code
+// point in a string printed inside a list or dict; only the C0/C1 controls, U+00AD and
+// the Unicode spaces are escaped here (U+200B or U+FEFF inside a printed list differ).
 //
 // Limits (a hostile template must not hang or exhaust memory or the stack):
 // JINJA_MAX_OUTPUT bytes of output, JINJA_MAX_MEMORY bytes of values per render,
 // JINJA_MAX_STEPS evaluation steps, JINJA_MAX_CALL_DEPTH nested macro calls,
-// JINJA_MAX_NESTING nested blocks/expressions in the parser. Exceeding one is an error.
+// JINJA_MAX_NESTING nested blocks/expressions in the parser, JINJA_MAX_VALUE_DEPTH nested
+// lists/dicts in a value (JSON's own limit is 512). Exceeding one is an error.
 #ifndef SFT_JINJA_H
 #define SFT_JINJA_H
 
@@ -93,6 +104,7 @@
 #endif
 #define JINJA_MAX_CALL_DEPTH 32
 #define JINJA_MAX_NESTING 100
+#define JINJA_MAX_VALUE_DEPTH 1000
 
 typedef struct JinjaTemplate JinjaTemplate;
 
@@ -222,8 +234,11 @@ typedef struct JVal_ {
     } u;
 } JVal_;
 
-typedef struct JList_ { JVal_ *v; size_t n, cap; int tuple; } JList_;
-typedef struct JDict_ { JVal_ *k, *v; size_t n, cap; } JDict_;
+// tuple: 0 a list, 1 a tuple, 2 a generator (select, map, items: no len, not printable),
+// 3 a range or dict view (a length, not printable). depth: nesting of lists/dicts inside
+// (bounded, so comparing or printing a value cannot exhaust the stack).
+typedef struct JList_ { JVal_ *v; size_t n, cap; int tuple; int depth; } JList_;
+typedef struct JDict_ { JVal_ *k, *v; size_t n, cap; int depth; } JDict_;
 
 enum { JF_RAISE, JF_STRFTIME, JF_NAMESPACE, JF_RANGE, JF_DICT };
 
@@ -292,7 +307,9 @@ typedef struct {
     size_t errlen;
 } JLex_;
 
-static void jlex_fail_(JLex_ *lx, size_t pos, const char *fmt, ...) {
+#define JINJA_NORETURN_ __attribute__((noreturn))
+
+JINJA_NORETURN_ static void jlex_fail_(JLex_ *lx, size_t pos, const char *fmt, ...) {
     int line, col;
     jinja_linecol_(lx->src, lx->len, pos, &line, &col);
     char msg[200];
@@ -583,7 +600,7 @@ static const char *jp_desc_(JTok_ *t) {
     }
 }
 
-static void jp_unexpected_(JParse_ *ps, const char *wanted) {
+JINJA_NORETURN_ static void jp_unexpected_(JParse_ *ps, const char *wanted) {
     JTok_ *t = jp_tok_(ps);
     const char *d = jp_desc_(t);
     if (d) JP_FAIL(ps, t->pos, "expected %s, got %s", wanted, d);
@@ -1011,8 +1028,7 @@ static int jp_until_(JParse_ *ps, JNodeVec_ *out, const char *const *ends, size_
 }
 
 static JNode_ *jp_statement_(JParse_ *ps) {
-    JTok_ *open = jp_tok_(ps);  // '{%'
-    jp_next_(ps);
+    jp_next_(ps);  // '{%'
     JTok_ *t = jp_tok_(ps);
     if (t->type != JT_NAME) jp_unexpected_(ps, "a statement name");
     JStr_ kw = t->text;
@@ -1156,7 +1172,6 @@ static JNode_ *jp_statement_(JParse_ *ps) {
         if (jinja_in_list_(known_ends, kw) >= 0) JP_FAIL(ps, pos, "unexpected '%.*s'", (int)kw.n, kw.s);
         JP_FAIL(ps, pos, "unsupported tag '%.*s'", (int)kw.n, kw.s);
     }
-    (void)open;
     ps->depth--;
     return n;
 }
@@ -1206,7 +1221,7 @@ static void jinja_free(JinjaTemplate *t);
 // constructs named, e.g. "unsupported filter 'wordwrap'").
 static JinjaTemplate *jinja_parse(const char *src, size_t len, char *err, size_t errlen) {
     if (errlen) err[0] = 0;
-    JinjaTemplate *t = (JinjaTemplate *)calloc(1, sizeof(JinjaTemplate));
+    JinjaTemplate *volatile t = (JinjaTemplate *)calloc(1, sizeof(JinjaTemplate));  // volatile: kept across longjmp
     if (!t) { snprintf(err, errlen, "line 1 column 1: out of memory"); return NULL; }
     t->arena.limit = JINJA_MAX_MEMORY;
     for (size_t i = 0; i < len;) {  // the whole source must be UTF-8 (Python decodes it first)
@@ -1224,7 +1239,7 @@ static JinjaTemplate *jinja_parse(const char *src, size_t len, char *err, size_t
     t->src = jinja_normalize_(src, len, &t->len);
     if (!t->src) { snprintf(err, errlen, "line 1 column 1: out of memory"); free(t); return NULL; }
     jmp_buf jb;
-    JParse_ *ps = (JParse_ *)calloc(1, sizeof(JParse_));
+    JParse_ *volatile ps = (JParse_ *)calloc(1, sizeof(JParse_));
     if (!ps) { snprintf(err, errlen, "line 1 column 1: out of memory"); free(t->src); free(t); return NULL; }
     ps->lx.arena = &t->arena; ps->lx.src = t->src; ps->lx.len = t->len;
     ps->lx.jb = &jb; ps->lx.err = err; ps->lx.errlen = errlen;
@@ -1273,12 +1288,11 @@ typedef struct {
     int calls;
     jmp_buf jb;
     char *err; size_t errlen;
-    JFrame_ *globals;
 } JR_;
 
 enum { JX_NORMAL, JX_BREAK, JX_CONTINUE };
 
-static void jr_fail_(JR_ *r, size_t pos, const char *fmt, ...) {
+JINJA_NORETURN_ static void jr_fail_(JR_ *r, size_t pos, const char *fmt, ...) {
     int line, col;
     jinja_linecol_(r->t->src, r->t->len, pos, &line, &col);
     char msg[300];
@@ -1337,7 +1351,17 @@ static JList_ *jl_new_(JR_ *r, size_t cap) {
     if (cap) { l->v = (JVal_ *)jr_alloc_(r, cap * sizeof(JVal_)); l->cap = cap; }
     return l;
 }
+static int jv_depth_(JVal_ v) { return v.t == JV_LIST ? v.u.l->depth : (v.t == JV_DICT || v.t == JV_NS) ? v.u.d->depth : 0; }
+
+// Raises the container's depth to hold v, refusing values nested too deeply.
+static void jv_note_depth_(JR_ *r, int *depth, JVal_ v) {
+    int d = jv_depth_(v) + 1;
+    if (d > JINJA_MAX_VALUE_DEPTH) { snprintf(r->err, r->errlen, "value nested too deeply (over %d levels)", JINJA_MAX_VALUE_DEPTH); longjmp(r->jb, 1); }
+    if (d > *depth) *depth = d;
+}
+
 static void jl_push_(JR_ *r, JList_ *l, JVal_ v) {
+    jv_note_depth_(r, &l->depth, v);
     if (l->n == l->cap) {
         size_t nc = l->cap ? l->cap * 2 : 8;
         JVal_ *p = (JVal_ *)jr_alloc_(r, nc * sizeof(JVal_));
@@ -1413,6 +1437,8 @@ static long jd_find_(const JDict_ *d, JVal_ key) {
 static long jd_find_str_(const JDict_ *d, const char *s, size_t n) { return jd_find_(d, jv_strn_(s, n)); }
 
 static void jd_set_(JR_ *r, JDict_ *d, JVal_ key, JVal_ val) {
+    if (val.t != JV_NS) jv_note_depth_(r, &d->depth, val);  // a namespace is compared by identity
+    jv_note_depth_(r, &d->depth, key);
     long i = jd_find_(d, key);
     if (i >= 0) { d->v[i] = val; return; }
     if (d->n == d->cap) {
@@ -1441,7 +1467,7 @@ static JVal_ jv_from_json_(JR_ *r, const JsonValue *j) {
     case JSON_STRING: return jv_strn_(j->string, j->length);
     case JSON_ARRAY: {
         JList_ *l = jl_new_(r, j->count);
-        for (size_t k = 0; k < j->count; k++) l->v[k] = jv_from_json_(r, &j->items[k]);
+        for (size_t k = 0; k < j->count; k++) { l->v[k] = jv_from_json_(r, &j->items[k]); jv_note_depth_(r, &l->depth, l->v[k]); }
         l->n = j->count;
         return jv_list_(l);
     }
@@ -1537,7 +1563,7 @@ static void jv_str_into_(JR_ *r, JBuf_ *b, JVal_ v, size_t pos) {
 }
 
 static void jv_repr_(JR_ *r, JBuf_ *b, JVal_ v, size_t pos, int depth) {
-    if (depth > JINJA_MAX_NESTING) jr_fail_(r, pos, "value nested too deeply to print");
+    if (depth > JINJA_MAX_VALUE_DEPTH) jr_fail_(r, pos, "value nested too deeply to print");
     switch (v.t) {
     case JV_STR: jv_repr_str_(r, b, v.u.s.s, v.u.s.n); return;
     case JV_LIST: {
@@ -1609,7 +1635,7 @@ static void jjson_newline_(JR_ *r, JBuf_ *b, const JJsonOpts_ *o, int level) {
 static int jv_cmp_(JR_ *r, size_t pos, JVal_ a, JVal_ b, const char *op);
 
 static void jjson_(JR_ *r, JBuf_ *b, JVal_ v, const JJsonOpts_ *o, int level, size_t pos) {
-    if (level > JINJA_MAX_NESTING) jr_fail_(r, pos, "tojson: value nested too deeply");
+    if (level > JINJA_MAX_VALUE_DEPTH) jr_fail_(r, pos, "tojson: value nested too deeply");
     char tmp[40];
     switch (v.t) {
     case JV_NONE: jb_puts_(r, b, "null"); return;
@@ -1679,7 +1705,7 @@ static int jv_truthy_(JVal_ v) {
     }
 }
 
-static void jv_undef_fail_(JR_ *r, size_t pos, JVal_ v) { jr_fail_(r, pos, "%.*s", (int)v.u.s.n, v.u.s.s); }
+JINJA_NORETURN_ static void jv_undef_fail_(JR_ *r, size_t pos, JVal_ v) { jr_fail_(r, pos, "%.*s", (int)v.u.s.n, v.u.s.s); }
 
 // a < b (op "<") etc. for numbers, strings and lists, as Python orders them.
 static int jv_cmp_(JR_ *r, size_t pos, JVal_ a, JVal_ b, const char *op) {
@@ -1727,7 +1753,7 @@ static JList_ *jv_iter_(JR_ *r, size_t pos, JVal_ v) {
     case JV_LIST: return v.u.l;
     case JV_DICT: {
         JList_ *l = jl_new_(r, v.u.d->n);
-        for (size_t i = 0; i < v.u.d->n; i++) l->v[i] = v.u.d->k[i];
+        for (size_t i = 0; i < v.u.d->n; i++) { l->v[i] = v.u.d->k[i]; jv_note_depth_(r, &l->depth, l->v[i]); }
         l->n = v.u.d->n;
         return l;
     }
@@ -2001,7 +2027,7 @@ static JVal_ jinja_split_(JR_ *r, size_t pos, JStr_ s, const JStr_ *sep, int64_t
         if (!sep) {
             end = jinja_rstrip_len_(s.s, end);
             while (end > 0) {
-                if (maxsplit >= 0 && done >= maxsplit) { jl_push_(r, l, jv_strn_(s.s, jinja_rstrip_len_(s.s, end))); end = 0; break; }
+                if (maxsplit >= 0 && done >= maxsplit) { jl_push_(r, l, jv_strn_(s.s, end)); end = 0; break; }  // the rest as it is
                 size_t a = end;
                 while (a > 0) { size_t i = jinja_cp_back_(s.s, a); uint32_t c; jinja_cp_(s.s, s.n, i, &c); if (jinja_py_isspace(c)) break; a = i; }
                 jl_push_(r, l, jv_strn_(s.s + a, end - a));
@@ -2026,7 +2052,7 @@ static JVal_ jinja_split_(JR_ *r, size_t pos, JStr_ s, const JStr_ *sep, int64_t
     if (!sep) {
         i = jinja_lstrip_len_(s.s, s.n);
         while (i < s.n) {
-            if (maxsplit >= 0 && done >= maxsplit) { JStr_ rest = {s.s + i, s.n - i}; rest.n = jinja_rstrip_len_(rest.s, rest.n); jl_push_(r, l, jv_strn_(rest.s, rest.n)); break; }
+            if (maxsplit >= 0 && done >= maxsplit) { jl_push_(r, l, jv_strn_(s.s + i, s.n - i)); break; }  // the rest as it is
             size_t a = i;
             while (i < s.n) { uint32_t c; int n = jinja_cp_(s.s, s.n, i, &c); if (jinja_py_isspace(c)) break; i += (size_t)n; }
             jl_push_(r, l, jv_strn_(s.s + a, i - a));
@@ -2050,7 +2076,6 @@ typedef struct {
     JStr_ *kwn; JVal_ *kwv; size_t nkw;
     size_t at;  // source position of the call
     const char *what;  // "filter 'join'" for errors
-    JStr_ whatname;
 } JArgs_;
 
 // Argument `i` (positional) or `name` (keyword); `def` if absent.
@@ -2237,6 +2262,7 @@ static JVal_ jinja_filter_(JR_ *r, const JNode_ *n, JVal_ v, JArgs_ *a) {
         JList_ *l = jl_new_(r, items->n);
         if (items->n) memcpy(l->v, items->v, items->n * sizeof(JVal_));
         l->n = items->n;
+        l->depth = items->depth;
         return jv_list_(l);
     }
     if (jstr_eq_(f, "items")) {
@@ -2246,7 +2272,8 @@ static JVal_ jinja_filter_(JR_ *r, const JNode_ *n, JVal_ v, JArgs_ *a) {
         JList_ *l = jl_new_(r, v.u.d->n);
         for (size_t i = 0; i < v.u.d->n; i++) {
             JList_ *pair = jl_new_(r, 2);
-            pair->v[0] = v.u.d->k[i]; pair->v[1] = v.u.d->v[i]; pair->n = 2; pair->tuple = 1;
+            pair->n = 0; pair->tuple = 1;
+            jl_push_(r, pair, v.u.d->k[i]); jl_push_(r, pair, v.u.d->v[i]);
             jl_push_(r, l, jv_list_(pair));
         }
         return jv_generator_(l);
@@ -2432,7 +2459,7 @@ static JVal_ jinja_method_(JR_ *r, size_t pos, JVal_ obj, JStr_ m, JArgs_ *a) {
         if (jstr_eq_(m, "startswith") || jstr_eq_(m, "endswith")) {
             ja_check_(r, a, no_names, 1);
             JVal_ p = ja_get_(r, a, 0, "prefix", NULL);
-            JList_ one = {&p, 1, 1, 1};
+            JList_ one = {&p, 1, 1, 1, 0};
             JList_ *cands = p.t == JV_LIST && p.u.l->tuple == 1 ? p.u.l : &one;
             for (size_t i = 0; i < cands->n; i++) {
                 JStr_ x = ja_str_(r, a, cands->v[i], "prefix");
@@ -2489,12 +2516,14 @@ static JVal_ jinja_method_(JR_ *r, size_t pos, JVal_ obj, JStr_ m, JArgs_ *a) {
             ja_check_(r, a, no_names, 0);
             JList_ *l = jl_new_(r, d->n);
             for (size_t i = 0; i < d->n; i++) {
-                if (m.s[0] == 'k') l->v[i] = d->k[i];
-                else if (m.s[0] == 'v') l->v[i] = d->v[i];
+                if (m.s[0] == 'k') { l->v[i] = d->k[i]; jv_note_depth_(r, &l->depth, l->v[i]); }
+                else if (m.s[0] == 'v') { l->v[i] = d->v[i]; jv_note_depth_(r, &l->depth, l->v[i]); }
                 else {
                     JList_ *pair = jl_new_(r, 2);
-                    pair->v[0] = d->k[i]; pair->v[1] = d->v[i]; pair->n = 2; pair->tuple = 1;
+                    pair->tuple = 1;
+                    jl_push_(r, pair, d->k[i]); jl_push_(r, pair, d->v[i]);
                     l->v[i] = jv_list_(pair);
+                    jv_note_depth_(r, &l->depth, l->v[i]);
                 }
             }
             l->n = d->n;
@@ -2537,6 +2566,7 @@ static JVal_ jinja_binop_(JR_ *r, size_t pos, int op, JVal_ a, JVal_ b) {
         if (b.u.l->n) memcpy(l->v + a.u.l->n, b.u.l->v, b.u.l->n * sizeof(JVal_));
         l->n = a.u.l->n + b.u.l->n;
         l->tuple = a.u.l->tuple;
+        l->depth = a.u.l->depth > b.u.l->depth ? a.u.l->depth : b.u.l->depth;
         return jv_list_(l);
     }
     if (op == '*' && (a.t == JV_STR || a.t == JV_LIST || b.t == JV_STR || b.t == JV_LIST)) {
@@ -2641,7 +2671,6 @@ static void jr_args_(JR_ *r, const JNode_ *n, JFrame_ *f, JArgs_ *a, const char 
     char *w = (char *)jr_alloc_(r, name.n + 32);
     snprintf(w, name.n + 32, "%s '%.*s'", what, (int)name.n, name.s);
     a->what = w;
-    a->whatname = name;
 }
 
 // Renders body into a string (set blocks, macro calls): the output is captured.
@@ -2769,7 +2798,8 @@ static JVal_ jr_call_(JR_ *r, const JNode_ *n, JFrame_ *f) {
         return jinja_method_(r, n->a->pos, obj, n->a->name, &a);
     }
     JVal_ fn = jr_eval_(r, n->a, f);
-    JStr_ name = n->a->kind == JN_NAME ? n->a->name : jv_to_str_(r, jv_strn_("function", 8), n->pos);
+    static const JStr_ anonymous = {"function", 8};
+    JStr_ name = n->a->kind == JN_NAME ? n->a->name : anonymous;
     if (fn.t == JV_UNDEF) jv_undef_fail_(r, n->pos, fn);
     if (fn.t == JV_MACRO) { jr_args_(r, n, f, &a, "macro", name, NULL); return jr_call_macro_(r, n, fn.u.m, &a); }
     if (fn.t == JV_FUNC) { jr_args_(r, n, f, &a, "function", name, NULL); return jr_call_global_(r, n, fn.u.fn, &a); }
@@ -2784,7 +2814,7 @@ static JVal_ jr_eval_(JR_ *r, const JNode_ *n, JFrame_ *f) {
     case JN_NAME: return jf_get_(r, f, n->name);
     case JN_LIST: case JN_TUPLE: {
         JList_ *l = jl_new_(r, n->nkids);
-        for (size_t i = 0; i < n->nkids; i++) l->v[i] = jr_eval_(r, n->kids[i], f);
+        for (size_t i = 0; i < n->nkids; i++) { l->v[i] = jr_eval_(r, n->kids[i], f); jv_note_depth_(r, &l->depth, l->v[i]); }
         l->n = n->nkids;
         l->tuple = n->kind == JN_TUPLE;
         return jv_list_(l);
@@ -2911,8 +2941,10 @@ static int jr_exec_(JR_ *r, JNode_ *const *body, size_t nb, JFrame_ *f) {
             JList_ *items = src;
             if (n->c) {  // `for x in xs if cond`: the loop sees only the items that pass
                 items = jl_new_(r, 0);
+                JFrame_ *tf = jf_new_(r, f);
                 for (size_t i = 0; i < src->n; i++) {
-                    JFrame_ *tf = jf_new_(r, f);
+                    jr_step_(r, n->pos);
+                    tf->n = 0;
                     jr_assign_(r, n->a, src->v[i], tf);
                     if (jv_truthy_(jr_eval_(r, n->c, tf))) jl_push_(r, items, src->v[i]);
                 }
@@ -2923,9 +2955,11 @@ static int jr_exec_(JR_ *r, JNode_ *const *body, size_t nb, JFrame_ *f) {
             memset(&loopv, 0, sizeof loopv);
             loopv.t = JV_LOOP; loopv.u.loop = lp;
             static const JStr_ loop_name = {"loop", 4};
+            JFrame_ *it = jf_new_(r, f);
             for (size_t i = 0; i < items->n; i++) {
+                jr_step_(r, n->pos);
                 lp->index = i;
-                JFrame_ *it = jf_new_(r, f);  // each iteration has its own scope
+                it->n = 0;  // each iteration starts with an empty scope of its own
                 jf_set_(r, it, loop_name, loopv);
                 jr_assign_(r, n->a, items->v[i], it);
                 int st = jr_exec_(r, n->kids, n->nkids, it);
@@ -3017,7 +3051,6 @@ static int jinja_render(const JinjaTemplate *t, const JinjaEnv *env, JinjaOutput
         }
     }
     JFrame_ *top = jf_new_(r, g);  // the template's own variables shadow the globals
-    r->globals = g;
     jr_exec_(r, t->body, t->nbody, top);
     jr_out_(r, "", 0);
     if (!r->out) { r->out = (char *)malloc(1); if (!r->out) { snprintf(err, errlen, "out of memory"); longjmp(r->jb, 1); } }

@@ -259,3 +259,15 @@ put("evalset", "rows", '{"prompt": "What is 2+2?", "completion": "4"}\n\n{"promp
 put("evalset", "no_completion", '{"prompt": "Tell me a story"}\n')
 put("evalset", "long_prompt", json.dumps({"prompt": "word " * 200, "completion": "x"}) + "\n")
 put("evalset", "bad", '{"prompt": 5, "completion": "x"}\n')
+
+# ---- jinja: the fixture chat templates and the construct cases of test_jinja (not the limit cases)
+tdir = os.path.join(here, "..", "..", "data", "testdata", "templates")
+for name in sorted(n for n in os.listdir(tdir) if n.endswith(".jinja")):
+    with open(os.path.join(tdir, name), "rb") as f:
+        put("jinja", name[:-len(".jinja")], f.read())
+with open(os.path.join(here, "..", "..", "data", "testdata", "jinja", "cases.jsonl"), encoding="utf-8") as f:
+    for line in f:
+        case = json.loads(line)
+        if not case.get("skip_python"):
+            put("jinja", "case_" + case["name"], case["template"])
+put("jinja", "near_miss_unclosed", "{% for m in messages %}{{ m.content }}{% if m.role == 'user' %}")
