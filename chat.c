@@ -7,34 +7,45 @@ chat.c: talk to a trained model on the CPU.
   ./chat -e MODEL -k TOKENIZER                     interactive: each line is your next turn
                                                    in one conversation; an empty line starts over
 
-Prompts are rendered in a chat format of data/chat_template.h: the one the
-tokenizer's special tokens select (llama3, chatml, else gpt2), or -c; it must be
-the format the model's data was prepared in (prepare prints it), and -s the system
-message prepare --system gave that data. The model answers until the format's
-end-of-turn token (<|im_end|>, <|eot_id|>), generating with a KV cache (O(length)
-per token). It reuses the model code of train_sft.c.
+Prompts are rendered with the model's own chat template (data/template_mask.h) when
+there is one: -D DATA takes the one a data file was prepared with (and its system
+message), else -T FILE, else the tokenizer's (chat_template.jinja or
+tokenizer_config.json beside it), with add_generation_prompt=True; -V NAME=JSON sets
+one template variable (e.g. enable_thinking=false). The answer ends at the
+template's end-of-turn tokens or one of the model's eos ids. Without a template (or
+with -c) a built-in chat format of data/chat_template.h: the one the tokenizer's
+special tokens select (llama3, chatml, else gpt2), or -c; it must be the format the
+model's data was prepared in (prepare prints it), and -s the system message prepare
+--system gave that data; the answer ends at the format's end-of-turn token
+(<|im_end|>, <|eot_id|>). Generation uses a KV cache (O(length) per token). It
+reuses the model code of train_sft.c.
 */
 #define SFT_NO_MAIN
 #include "train_sft.c"
 
-typedef struct { const char *model, *tokenizer, *prompt, *file, *format, *system; int max_new, seed; float temperature; } ChatArgs;
+typedef struct { const char *model, *tokenizer, *prompt, *file, *format, *system, *tmpl_file, *tmpl_var, *data; int max_new, seed; float temperature; } ChatArgs;
+
+static int stops[TMPL_MAX_EOT + 4], nstops;  // what an answer ends at
 
 // Generates one assistant answer after the tokens of `conv`, prints it, and appends
-// it (with its end-of-turn token and the format's turn separator) to conv.
+// it (with its end-of-turn token and the format's turn separator) to conv (a
+// template's conversation is rendered again from its messages instead).
 static void answer(const Generator *g, BpeTokenizer *tok, const ChatTokens *ct, ChatDoc *conv, const ChatArgs *a, Rng *rng,
                    char **text_out) {
     int *prompt = (int *)xmalloc(conv->n * sizeof(int)), *out = (int *)xmalloc((size_t)a->max_new * sizeof(int));
     for (size_t i = 0; i < conv->n; i++) prompt[i] = conv->ids[i];
-    int n = generate_tokens(g, prompt, (int)conv->n, ct->turn_end, a->max_new, a->temperature, rng, out);
-    int ended = n > 0 && out[n - 1] == ct->turn_end;
+    int n = generate_tokens_until(g, prompt, (int)conv->n, stops, nstops, a->max_new, a->temperature, rng, out);
+    int ended = n > 0 && is_stop_token(out[n - 1], stops, nstops);
     char err[BPE_ERR_LEN];
     BpeBytes text = {0};
     if (bpe_decode(tok, out, (size_t)(ended ? n - 1 : n), &text, err, sizeof err)) fatal("decoding the answer: %s", err);
     printf("%.*s%s\n", (int)text.n, text.data ? text.data : "", ended ? "" : " [no end-of-turn: length or context limit]");
     fflush(stdout);
-    for (int i = 0; i < n; i++) chat_append_token(conv, out[i], 0);
-    if (!ended) chat_append_token(conv, ct->turn_end, 0);
-    if (chat_append_turn_sep(tok, ct, conv, err, sizeof err)) fatal("%s", err);
+    if (!ct->tmpl) {
+        for (int i = 0; i < n; i++) chat_append_token(conv, out[i], 0);
+        if (!ended) chat_append_token(conv, ct->turn_end, 0);
+        if (chat_append_turn_sep(tok, ct, conv, err, sizeof err)) fatal("%s", err);
+    }
     if (text_out) { *text_out = (char *)xmalloc(text.n + 1); memcpy(*text_out, text.data ? text.data : "", text.n); (*text_out)[text.n] = 0; }
     bpe_bytes_free(&text);
     free(prompt); free(out);
@@ -42,12 +53,15 @@ static void answer(const Generator *g, BpeTokenizer *tok, const ChatTokens *ct, 
 
 int main(int argc, char **argv) {
     openmp_wait_passively(argv);
-    ChatArgs a = {"", "", "", "", "", "", 256, 1337, 0.0f};
+    ChatArgs a = {"", "", "", "", "", "", "", "", "", 256, 1337, 0.0f};
     Flag flags[] = {
         {'e', FLAG_STRING, &a.model, "model: checkpoint or Hugging Face GPT-2, Llama or Qwen2 directory (required)"},
         {'k', FLAG_STRING, &a.tokenizer, "tokenizer the data was prepared with: tokenizer.json, a directory with one, or a GPT-2 dir (required)"},
         {'c', FLAG_STRING, &a.format, "chat format: gpt2, chatml or llama3 (default: from the tokenizer's special tokens)"},
         {'s', FLAG_STRING, &a.system, "system message of each conversation (the model's data: prepare --system; default none)"},
+        {'D', FLAG_STRING, &a.data, "data file the model was trained on: its chat template (and system message) render the prompts"},
+        {'T', FLAG_STRING, &a.tmpl_file, "chat template file (Jinja; default: the tokenizer's own, if it has one)"},
+        {'V', FLAG_STRING, &a.tmpl_var, "one template variable NAME=JSON (e.g. enable_thinking=false)"},
         {'p', FLAG_STRING, &a.prompt, "one prompt to answer"},
         {'f', FLAG_STRING, &a.file, "JSONL of {\"prompt\"[, \"completion\"]} rows to answer (and score)"},
         {'g', FLAG_INT, &a.max_new, "most tokens per answer (default 256)"},
@@ -68,9 +82,38 @@ int main(int argc, char **argv) {
     gpt2_load_hf(a.model, &m.cfg, &m.params_mem, &m.params);
     BpeTokenizer *tok;
     ChatTokens ct;
+    ChatTemplate tm;
+    DataFile df;
+    memset(&tm, 0, sizeof tm);
+    memset(&df, 0, sizeof df);
     char err[BPE_ERR_LEN];
-    if (bpe_load(&tok, a.tokenizer, err, sizeof err) || chat_tokens_init(tok, format, &ct, err, sizeof err)) fatal("%s", err);
+    if (bpe_load(&tok, a.tokenizer, err, sizeof err)) fatal("%s", err);
+    if (format != CHAT_AUTO && (a.data[0] || a.tmpl_file[0])) usage_error(argv[0], "-c picks a built-in format: not with -D or -T");
+    if (a.data[0] && (a.tmpl_file[0] || a.tmpl_var[0])) usage_error(argv[0], "-D takes the data file's template and variables: not with -T or -V");
+    int found = 0;
+    if (a.data[0]) {
+        data_load(&df, a.data);
+        if (chat_tokens_for_data(tok, &df, &ct, err, sizeof err)) fatal("%s", err);
+        if (ct.tmpl && tmpl_check_tokenizer(ct.tmpl, a.data, a.tokenizer, err, sizeof err)) fatal("%s", err);
+    } else {
+        if (format == CHAT_AUTO && (found = tmpl_load(&tm, a.tokenizer, a.tmpl_file[0] ? a.tmpl_file : NULL, err, sizeof err)) < 0) fatal("%s", err);
+        if (!found && a.tmpl_var[0]) usage_error(argv[0], "-V needs a chat template (-T, or a tokenizer with one)");
+        if (found && a.tmpl_var[0] && tmpl_set_var(&tm, a.tmpl_var, err, sizeof err)) fatal("%s", err);
+        if (found && tmpl_prepare(&tm, tok, err, sizeof err)) fatal("%s", err);
+        if (found) {
+            memset(&ct, 0, sizeof ct);
+            ct.format = DATA_CHAT_TEMPLATE;
+            ct.bos = ct.end = ct.turn_start = ct.role_end = ct.turn_end = -1;
+            ct.tmpl = &tm;
+        } else if (chat_tokens_init(tok, format, &ct, err, sizeof err)) fatal("%s", err);
+    }
     if (a.system[0]) ct.default_system = a.system;
+    nstops = chat_stop_tokens(&ct, stops, TMPL_MAX_EOT);
+    if (ct.tmpl) {  // and the model's eos ids
+        int eos[4] = {m.cfg.eos_id, m.cfg.n_eos_more > 0 ? m.cfg.eos_more[0] : -1, m.cfg.n_eos_more > 1 ? m.cfg.eos_more[1] : -1,
+                      m.cfg.n_eos_more > 2 ? m.cfg.eos_more[2] : -1};
+        for (int i = 0; i < 4; i++) if (eos[i] >= 0 && !is_stop_token(eos[i], stops, nstops)) stops[nstops++] = eos[i];
+    }
     if (bpe_vocab_size(tok) != m.cfg.V)
         fatal("%s: the tokenizer (with the chat tokens) has %d tokens but the model %s has %d: pass with -k the tokenizer the model's "
               "data was prepared with", a.tokenizer, bpe_vocab_size(tok), a.model, m.cfg.V);
@@ -103,30 +146,60 @@ int main(int argc, char **argv) {
         evalset_free(&es);
     } else if (a.prompt[0]) {
         ChatDoc conv = {0};
-        if (chat_render_prompt(tok, &ct, &conv, a.prompt, strlen(a.prompt), err, sizeof err)) fatal("%s", err);
+        if (chat_prompt(tok, &ct, a.prompt, strlen(a.prompt), &conv, err, sizeof err)) fatal("%s", err);
         answer(&gen, tok, &ct, &conv, &a, &rng, NULL);
         chat_doc_free(&conv);
     } else {
         ChatDoc conv = {0};
         char line[8192];
+        TmplMsg *msgs = NULL;  // with a template: the conversation so far, rendered again for each turn
+        size_t nmsgs = 0;
         printf("(each line is your turn; an empty line starts a new conversation; Ctrl-D quits)\n> ");
         fflush(stdout);
         while (fgets(line, sizeof line, stdin)) {
             size_t n = strcspn(line, "\r\n");
             line[n] = 0;
-            if (n == 0) { chat_doc_free(&conv); memset(&conv, 0, sizeof conv); printf("(new conversation)\n> "); fflush(stdout); continue; }
-            int rc = conv.n == 0 ? chat_render_prompt(tok, &ct, &conv, line, n, err, sizeof err)
+            if (n == 0) {
+                chat_doc_free(&conv); memset(&conv, 0, sizeof conv);
+                for (size_t i = 0; i < nmsgs; i++) free((char *)msgs[i].content);
+                nmsgs = 0;
+                printf("(new conversation)\n> "); fflush(stdout); continue;
+            }
+            int rc;
+            if (ct.tmpl) {
+                msgs = (TmplMsg *)realloc(msgs, (nmsgs + 3) * sizeof *msgs);
+                if (!msgs) fatal("out of memory");
+                if (nmsgs == 0 && ct.default_system) msgs[nmsgs++] = (TmplMsg){"system", evalset_strdup_(ct.default_system, strlen(ct.default_system)), strlen(ct.default_system), 0};
+                msgs[nmsgs++] = (TmplMsg){"user", evalset_strdup_(line, n), n, 0};
+                chat_doc_free(&conv); memset(&conv, 0, sizeof conv);
+                rc = tmpl_render_prompt(ct.tmpl, tok, msgs, nmsgs, &conv, err, sizeof err);
+                if (rc < 0) {
+                    printf("(the template refuses this conversation: %s; starting over)\n> ", err);
+                    for (size_t i = 0; i < nmsgs; i++) free((char *)msgs[i].content);
+                    nmsgs = 0;
+                    fflush(stdout);
+                    continue;
+                }
+            } else
+                rc = conv.n == 0 ? chat_render_prompt(tok, &ct, &conv, line, n, err, sizeof err)
                                  : (chat_append_turn(tok, &ct, &conv, "user", line, n, 0, err, sizeof err) ||
                                     chat_append_header(tok, &ct, &conv, "assistant", err, sizeof err));
             if (rc) fatal("%s", err);
             if ((int)conv.n >= m.cfg.maxT) { printf("(the conversation is longer than the context; starting over)\n> "); chat_doc_free(&conv); memset(&conv, 0, sizeof conv); fflush(stdout); continue; }
-            answer(&gen, tok, &ct, &conv, &a, &rng, NULL);
+            char *reply = NULL;
+            answer(&gen, tok, &ct, &conv, &a, &rng, ct.tmpl ? &reply : NULL);
+            if (reply) msgs[nmsgs++] = (TmplMsg){"assistant", reply, strlen(reply), 0};
             printf("> ");
             fflush(stdout);
         }
         chat_doc_free(&conv);
+        for (size_t i = 0; i < nmsgs; i++) free((char *)msgs[i].content);
+        free(msgs);
     }
     kv_free(&cpu_gen.kv);
+    if (a.data[0]) chat_tokens_free(&ct);  // a data file's template (-D)
+    tmpl_free(&tm);
+    data_free(&df);
     bpe_free(tok);
     free(m.params_mem);
     return 0;

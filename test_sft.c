@@ -828,7 +828,7 @@ static void test_bad_inputs(void) {
     v = 12345; write_variant(p, good, (size_t)-1, 0, &v, 8);
     snprintf(flags, sizeof flags, "-i %s -e d1c16h2t24", p); expect_bad("wrong_magic", flags, "badmagic.bin: bad magic");
     snprintf(p, sizeof p, "%s/badversion.bin", tmp_root);
-    v = 2; write_variant(p, good, (size_t)-1, 8, &v, 8);
+    v = 3; write_variant(p, good, (size_t)-1, 8, &v, 8);
     snprintf(flags, sizeof flags, "-i %s -e d1c16h2t24", p); expect_bad("wrong_version", flags, "badversion.bin: unsupported version");
     snprintf(p, sizeof p, "%s/truncated.bin", tmp_root);
     write_variant(p, good, 1400, 0, NULL, 0);

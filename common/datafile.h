@@ -17,6 +17,16 @@
 //   tokens   N x uint16 or uint32
 //   mask     N x uint8: 1 = the token is a training target, 0 = it is not
 // The file size must be exactly 1024 + 8(D+1) + N*(bytes per token) + N.
+//
+// Version 2 (files rendered with the model's own chat template, data/template_mask.h;
+// everything else is still written as version 1, so older programs read it): the
+// same, with [7] = 3 (DATA_CHAT_TEMPLATE), [126] the template's hash (tmpl_hash: FNV-1a
+// 64 of its source text, stored as its 64 bits), [127] R > 0 = the length of the
+// template's record, which follows the mask: R bytes of JSON (tmpl_record: the
+// template's source, where it came from, bos_token, eos_token, the --template-var
+// variables and the --date); the default system message is then at most
+// DATA_SYSTEM_MAX_V2 bytes (it must not reach field 126). The file size is then
+// 1024 + 8(D+1) + N*(bytes per token) + N + R.
 #ifndef SFT_DATAFILE_H
 #define SFT_DATAFILE_H
 
@@ -25,6 +35,9 @@
 
 #define DATA_MAGIC 20261130
 #define DATA_VERSION 1
+#define DATA_VERSION_TEMPLATE 2         // files with a chat template record (see above)
+#define DATA_CHAT_TEMPLATE 3            // header [7]: rendered with the model's chat template
+#define DATA_SYSTEM_MAX_V2 (1024 - 72 - 16)
 #define DATA_HEADER_INTS 128
 #define DATA_SYSTEM_MAX (1024 - 72)   // the default system message fills header bytes 72.. at most
 
@@ -32,7 +45,10 @@ typedef struct {
     char path[1024];
     int64_t token_bytes, vocab_size, num_docs, num_tokens;
     uint64_t fingerprint;      // tokenizer fingerprint from header [6]; 0 = unknown
-    int chat_format;           // header [7]: 0 gpt2, 1 chatml, 2 llama3 (data/chat_template.h)
+    int chat_format;           // header [7]: 0 gpt2, 1 chatml, 2 llama3 (data/chat_template.h), 3 the template below
+    uint64_t template_hash;    // version 2: header [126], the chat template's hash; 0 in version 1
+    char *template_record;     // version 2: the template's record (JSON, NUL-terminated, malloc'ed); NULL in version 1
+    size_t template_record_len;
     char default_system[DATA_SYSTEM_MAX + 1];  // header [8] and bytes 72..: the system message of conversations without one; "" = none
     int64_t *offsets;          // num_docs + 1 entries
     const uint8_t *tokens;     // num_tokens entries of token_bytes each
@@ -58,20 +74,29 @@ static void data_load_buffer(DataFile *df, const char *path, char *buf, size_t l
     int64_t h[DATA_HEADER_INTS];
     memcpy(h, df->buf, sizeof h);
     if (h[0] != DATA_MAGIC) fatal("%s: bad magic number %lld (expected %d): not an SFT data file", path, (long long)h[0], DATA_MAGIC);
-    if (h[1] != DATA_VERSION) fatal("%s: unsupported version %lld (this program reads version %d)", path, (long long)h[1], DATA_VERSION);
+    if (h[1] != DATA_VERSION && h[1] != DATA_VERSION_TEMPLATE)
+        fatal("%s: unsupported version %lld (this program reads versions %d and %d)", path, (long long)h[1], DATA_VERSION, DATA_VERSION_TEMPLATE);
+    int v2 = h[1] == DATA_VERSION_TEMPLATE;
     if (h[2] != 2 && h[2] != 4) fatal("%s: bytes per token is %lld, must be 2 or 4", path, (long long)h[2]);
     // at most 2^24, the tokenizer's limit (BPE_MAX_IDS): the trainers size the embedding by it
     if (h[3] <= 0 || h[3] > ((int64_t)1 << 24)) fatal("%s: vocabulary size %lld out of range (1..16777216)", path, (long long)h[3]);
     if (h[2] == 2 && h[3] > 65536) fatal("%s: vocabulary size %lld does not fit 2-byte tokens", path, (long long)h[3]);
     if (h[4] <= 0) fatal("%s: the file has %lld documents; it needs at least one", path, (long long)h[4]);
     if (h[5] < h[4]) fatal("%s: %lld tokens cannot hold %lld non-empty documents", path, (long long)h[5], (long long)h[4]);
-    if (h[7] < 0 || h[7] > 2) fatal("%s: header field 7 (the chat format) is %lld, must be 0 (gpt2), 1 (chatml) or 2 (llama3)", path, (long long)h[7]);
-    if (h[8] < 0 || h[8] > DATA_SYSTEM_MAX)
-        fatal("%s: header field 8 (the default system message's length) is %lld, must be 0..%d", path, (long long)h[8], DATA_SYSTEM_MAX);
+    if (!v2 && (h[7] < 0 || h[7] > 2))
+        fatal("%s: header field 7 (the chat format) is %lld, must be 0 (gpt2), 1 (chatml) or 2 (llama3)", path, (long long)h[7]);
+    if (v2 && h[7] != DATA_CHAT_TEMPLATE)
+        fatal("%s: header field 7 (the chat format) is %lld, must be %d (a chat template) in version 2", path, (long long)h[7], DATA_CHAT_TEMPLATE);
+    int sys_max = v2 ? DATA_SYSTEM_MAX_V2 : DATA_SYSTEM_MAX;
+    if (h[8] < 0 || h[8] > sys_max)
+        fatal("%s: header field 8 (the default system message's length) is %lld, must be 0..%d", path, (long long)h[8], sys_max);
     const char *sys = df->buf + 72;
     if (memchr(sys, 0, (size_t)h[8])) fatal("%s: the default system message in the header holds a NUL byte", path);
-    for (int64_t i = h[8]; i < DATA_SYSTEM_MAX; i++)
-        if (sys[i] != 0) fatal("%s: header byte %lld is %d, must be 0 in version 1", path, (long long)(72 + i), (unsigned char)sys[i]);
+    for (int64_t i = h[8]; i < sys_max; i++)
+        if (sys[i] != 0) fatal("%s: header byte %lld is %d, must be 0 in version %d", path, (long long)(72 + i), (unsigned char)sys[i], v2 ? 2 : 1);
+    int64_t rec_len = v2 ? h[127] : 0;
+    if (v2 && (rec_len <= 0 || (uint64_t)rec_len >= (uint64_t)len))
+        fatal("%s: header field 127 (the chat template record's length) is %lld, must be 1..%zu", path, (long long)rec_len, len);
     df->token_bytes = h[2]; df->vocab_size = h[3]; df->num_docs = h[4]; df->num_tokens = h[5];
     memcpy(&df->fingerprint, &h[6], 8);
     df->chat_format = (int)h[7];
@@ -81,10 +106,19 @@ static void data_load_buffer(DataFile *df, const char *path, char *buf, size_t l
     const uint64_t limit = (uint64_t)1 << 62;
     if ((uint64_t)df->num_docs >= limit / 8 || (uint64_t)df->num_tokens >= limit / 8)
         fatal("%s: header counts are absurdly large (D=%lld, N=%lld)", path, (long long)df->num_docs, (long long)df->num_tokens);
-    uint64_t expect = 1024 + 8 * (uint64_t)(df->num_docs + 1) + (uint64_t)df->num_tokens * (uint64_t)(df->token_bytes + 1);
+    uint64_t expect = 1024 + 8 * (uint64_t)(df->num_docs + 1) + (uint64_t)df->num_tokens * (uint64_t)(df->token_bytes + 1) + (uint64_t)rec_len;
     if ((uint64_t)len != expect)
-        fatal("%s: file is %zu bytes but the header (D=%lld documents, N=%lld tokens, %lld bytes per token) needs exactly %llu: truncated or corrupt",
-              path, len, (long long)df->num_docs, (long long)df->num_tokens, (long long)df->token_bytes, (unsigned long long)expect);
+        fatal("%s: file is %zu bytes but the header (D=%lld documents, N=%lld tokens, %lld bytes per token, a %lld-byte template record) needs exactly %llu: "
+              "truncated or corrupt", path, len, (long long)df->num_docs, (long long)df->num_tokens, (long long)df->token_bytes, (long long)rec_len,
+              (unsigned long long)expect);
+    if (v2) {
+        memcpy(&df->template_hash, &h[126], 8);
+        df->template_record_len = (size_t)rec_len;
+        df->template_record = (char *)xmalloc((size_t)rec_len + 1);
+        memcpy(df->template_record, df->buf + len - rec_len, (size_t)rec_len);
+        df->template_record[rec_len] = 0;
+        if (memchr(df->template_record, 0, (size_t)rec_len)) fatal("%s: the chat template record holds a NUL byte", path);
+    }
     df->offsets = (int64_t *)xmalloc(8 * (size_t)(df->num_docs + 1));
     memcpy(df->offsets, df->buf + 1024, 8 * (size_t)(df->num_docs + 1));
     df->tokens = (const uint8_t *)df->buf + 1024 + 8 * (df->num_docs + 1);
@@ -114,22 +148,26 @@ static void data_load(DataFile *df, const char *path) {
     data_load_buffer(df, path, buf, len);
 }
 
-static void data_free(DataFile *df) { free(df->offsets); free(df->buf); memset(df, 0, sizeof *df); }
+static void data_free(DataFile *df) { free(df->offsets); free(df->buf); free(df->template_record); memset(df, 0, sizeof *df); }
 
 // Writes a data file atomically. tokens/mask hold offsets[num_docs] entries;
 // fingerprint is the tokenizer's (0 = unknown), chat_format header field 7,
 // default_system the system message of conversations without one (NULL or "" = none;
-// at most DATA_SYSTEM_MAX bytes, no NUL).
-static void data_write(const char *path, int token_bytes, int64_t vocab_size, uint64_t fingerprint, int chat_format,
-                       const char *default_system, int64_t num_docs,
-                       const int64_t *offsets, const uint32_t *tokens, const uint8_t *mask) {
+// at most DATA_SYSTEM_MAX bytes, no NUL). With template_record (NULL: none) the file
+// is version 2: chat_format must be DATA_CHAT_TEMPLATE, template_hash goes to field 126
+// and the record (JSON, record_len bytes) after the mask.
+static void data_write_with_template(const char *path, int token_bytes, int64_t vocab_size, uint64_t fingerprint, int chat_format,
+                                     const char *default_system, int64_t num_docs, const int64_t *offsets, const uint32_t *tokens,
+                                     const uint8_t *mask, uint64_t template_hash, const char *template_record, size_t record_len) {
     int64_t n = offsets[num_docs];
     int64_t h[DATA_HEADER_INTS] = {0};
-    h[0] = DATA_MAGIC; h[1] = DATA_VERSION; h[2] = token_bytes; h[3] = vocab_size; h[4] = num_docs; h[5] = n;
+    int v2 = template_record != NULL, sys_max = v2 ? DATA_SYSTEM_MAX_V2 : DATA_SYSTEM_MAX;
+    h[0] = DATA_MAGIC; h[1] = v2 ? DATA_VERSION_TEMPLATE : DATA_VERSION; h[2] = token_bytes; h[3] = vocab_size; h[4] = num_docs; h[5] = n;
     memcpy(&h[6], &fingerprint, 8);
     h[7] = chat_format;
     h[8] = default_system ? (int64_t)strlen(default_system) : 0;
-    if (h[8] > DATA_SYSTEM_MAX) fatal("%s: the default system message is %lld bytes, more than %d", path, (long long)h[8], DATA_SYSTEM_MAX);
+    if (h[8] > sys_max) fatal("%s: the default system message is %lld bytes, more than %d", path, (long long)h[8], sys_max);
+    if (v2) { memcpy(&h[126], &template_hash, 8); h[127] = (int64_t)record_len; }
     if (h[8]) memcpy((char *)h + 72, default_system, (size_t)h[8]);
     AtomicFile af;
     atomic_open(&af, path);
@@ -140,7 +178,14 @@ static void data_write(const char *path, int token_bytes, int64_t vocab_size, ui
         else atomic_write(&af, &tokens[i], 4);
     }
     atomic_write(&af, mask, (size_t)n);
+    if (v2) atomic_write(&af, template_record, record_len);
     atomic_commit(&af);
+}
+
+static void data_write(const char *path, int token_bytes, int64_t vocab_size, uint64_t fingerprint, int chat_format,
+                       const char *default_system, int64_t num_docs,
+                       const int64_t *offsets, const uint32_t *tokens, const uint8_t *mask) {
+    data_write_with_template(path, token_bytes, vocab_size, fingerprint, chat_format, default_system, num_docs, offsets, tokens, mask, 0, NULL, 0);
 }
 
 // ----------------------------------------------------------------------------

@@ -9,18 +9,33 @@
 #define SFT_EVALSET_H
 
 #include "../data/chat_template.h"
+#include "../data/template_mask.h"
 #include "datafile.h"
 #include "json.h"
 #include "util.h"
 
 // The chat setup a data file was made with: its chat format (header field 7) with
-// the token ids in t (added where t lacks them), and its default system message
-// (pointing into df, which must outlive ct). Returns 0 or a BPE_E* code with err set.
+// the token ids in t (added where t lacks them), or its chat template (version 2: the
+// file's record, ct->tmpl, freed by chat_tokens_free), and its default system message
+// (pointing into df, which must outlive ct). Returns 0 or non-zero with err set.
 static int chat_tokens_for_data(BpeTokenizer *t, const DataFile *df, ChatTokens *ct, char *err, size_t errlen) {
-    int rc = chat_tokens_init(t, df->chat_format, ct, err, errlen);
+    int rc;
+    if (df->chat_format == DATA_CHAT_TEMPLATE) {
+        memset(ct, 0, sizeof *ct);
+        ct->format = DATA_CHAT_TEMPLATE;
+        ct->bos = ct->end = ct->turn_start = ct->role_end = ct->turn_end = -1;
+        rc = tmpl_for_data(df->path, df->template_record, df->template_record_len, df->template_hash, t, &ct->tmpl, err, errlen);
+    } else rc = chat_tokens_init(t, df->chat_format, ct, err, errlen);
     if (!rc && df->default_system[0]) ct->default_system = df->default_system;
     return rc;
 }
+
+static void chat_tokens_free(ChatTokens *ct) {
+    if (ct->tmpl) { tmpl_free(ct->tmpl); free(ct->tmpl); ct->tmpl = NULL; }
+}
+
+// The name of a data file's chat format (header field 7).
+static const char *data_format_name(int format) { return format == DATA_CHAT_TEMPLATE ? "its chat template" : chat_formats[format].name; }
 
 typedef struct {
     int n;
@@ -66,7 +81,7 @@ static void evalset_load_buffer(EvalSet *es, const char *path, char *text, size_
                 if (!es->prompts || !es->prompt_lens || !es->prompt_texts || !es->answers) fatal("out of memory loading %s", path);
             }
             ChatDoc d = {NULL, NULL, 0, 0};
-            if (chat_render_prompt(tok, ct, &d, p->string, p->length, err, sizeof err)) fatal("%s:%d: %s", path, line_no, err);
+            if (chat_prompt(tok, ct, p->string, p->length, &d, err, sizeof err)) fatal("%s:%d: %s", path, line_no, err);
             if (d.n > (size_t)max_prompt_len) fatal("%s:%d: the prompt is %zu tokens, longer than the model's context", path, line_no, d.n);
             es->prompts[es->n] = (int *)xmalloc(d.n * sizeof(int));
             for (size_t i = 0; i < d.n; i++) es->prompts[es->n][i] = d.ids[i];

@@ -37,10 +37,10 @@ static int pick_token(const float *logits, int V, float temperature, Rng *rng) {
     return best;
 }
 
-// Continues `prompt` until `stop` is produced (it is included in out), max_new
-// tokens are made, or the context is full. Returns the number of new tokens.
-static int generate_tokens(const Generator *g, const int *prompt, int prompt_len, int stop, int max_new, float temperature, Rng *rng,
-                           int *out) {
+// Continues `prompt` until one of stops[0..nstops) is produced (it is included in
+// out), max_new tokens are made, or the context is full. Returns the number of new tokens.
+static int generate_tokens_until(const Generator *g, const int *prompt, int prompt_len, const int *stops, int nstops, int max_new,
+                                 float temperature, Rng *rng, int *out) {
     if (prompt_len < 1 || prompt_len > g->cap) return 0;
     int *seq = (int *)xmalloc((size_t)g->cap * sizeof(int)), len = prompt_len, n = 0;
     memcpy(seq, prompt, (size_t)prompt_len * sizeof(int));
@@ -48,11 +48,25 @@ static int generate_tokens(const Generator *g, const int *prompt, int prompt_len
     while (n < max_new) {
         int next = pick_token(g->next_logits(g->self, seq, len), g->V, temperature, rng);
         out[n++] = next;
-        if (next == stop || len >= g->cap) break;
+        int stopped = 0;
+        for (int s = 0; s < nstops; s++) stopped |= next == stops[s];
+        if (stopped || len >= g->cap) break;
         seq[len++] = next;
     }
     free(seq);
     return n;
+}
+
+// The same with one stop token.
+static int generate_tokens(const Generator *g, const int *prompt, int prompt_len, int stop, int max_new, float temperature, Rng *rng,
+                           int *out) {
+    return generate_tokens_until(g, prompt, prompt_len, &stop, 1, max_new, temperature, rng, out);
+}
+
+// Whether id is one of stops[0..n).
+static int is_stop_token(int id, const int *stops, int n) {
+    for (int i = 0; i < n; i++) if (stops[i] == id) return 1;
+    return 0;
 }
 
 // Writes text (model output, a prompt) whole on one line of f: printable UTF-8 as
@@ -93,8 +107,9 @@ static double evaluate_exact_match(const Generator *g, const EvalSet *es, BpeTok
     int *out = (int *)xmalloc((size_t)max_new * sizeof(int)), correct = 0;
     char err[BPE_ERR_LEN];
     for (int i = 0; i < es->n; i++) {
-        int n = generate_tokens(g, es->prompts[i], es->prompt_lens[i], ct->turn_end, max_new, 0.0f, NULL, out);
-        int ended = n > 0 && out[n - 1] == ct->turn_end;
+        int stops[TMPL_MAX_EOT + 1], nstops = chat_stop_tokens(ct, stops, TMPL_MAX_EOT + 1);
+        int n = generate_tokens_until(g, es->prompts[i], es->prompt_lens[i], stops, nstops, max_new, 0.0f, NULL, out);
+        int ended = n > 0 && is_stop_token(out[n - 1], stops, nstops);
         BpeBytes text = {NULL, 0, 0};
         if (bpe_decode(tok, out, (size_t)(ended ? n - 1 : n), &text, err, sizeof err)) fatal("decoding a generated answer: %s", err);
         int ok = ended && evalset_match(text.data ? text.data : "", text.n, es->answers[i]);

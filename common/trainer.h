@@ -426,9 +426,10 @@ static void setup_run(const char *prog, TrainArgs *a, RunSetup *r) {
         if (strcmp(r->val.default_system, r->train.default_system))
             fatal("%s: the validation data has another default system message than the data file %s: prepare both with the same --system",
                   r->val.path, r->train.path);
-        if (r->val.chat_format != r->train.chat_format)
-            fatal("%s: the validation data was rendered in chat format %s but the data file %s in %s: prepare both with the same "
-                  "--chat-format", r->val.path, chat_formats[r->val.chat_format].name, r->train.path, chat_formats[r->train.chat_format].name);
+        if (r->val.chat_format != r->train.chat_format || r->val.template_hash != r->train.template_hash)
+            fatal("%s: the validation data was rendered in chat format %s%s but the data file %s in %s: prepare both with the same "
+                  "--chat-format or chat template", r->val.path, data_format_name(r->val.chat_format),
+                  r->val.chat_format == r->train.chat_format ? " (another template)" : "", r->train.path, data_format_name(r->train.chat_format));
     }
     if (a->resume) {
         latest_checkpoint(a->out_dir, r->resume_dir, sizeof r->resume_dir);
@@ -452,6 +453,7 @@ static void setup_run(const char *prog, TrainArgs *a, RunSetup *r) {
         char err[BPE_ERR_LEN];
         if (bpe_load(&r->tok, a->tokenizer_path, err, sizeof err) || chat_tokens_for_data(r->tok, &r->train, &r->chat, err, sizeof err))
             fatal("%s", err);
+        if (r->chat.tmpl && tmpl_check_tokenizer(r->chat.tmpl, r->train.path, a->tokenizer_path, err, sizeof err)) fatal("%s", err);
         // the fingerprint to compare with: the training file's, else the validation file's
         const DataFile *known = !r->train.fingerprint && r->have_val && r->val.fingerprint ? &r->val : &r->train;
         check_same_vocabulary(a->tokenizer_path, "the tokenizer (with the chat tokens)", bpe_vocab_size(r->tok), bpe_fingerprint(r->tok),
@@ -536,7 +538,7 @@ static void run_free(RunSetup *r) {
     if (r->have_val) data_free(&r->val);
     data_free(&r->train);
     free(r->params);
-    if (r->tok) { evalset_free(&r->evalset); bpe_free(r->tok); }
+    if (r->tok) { evalset_free(&r->evalset); chat_tokens_free(&r->chat); bpe_free(r->tok); }
 }
 
 // ---------------------------------------------------------------------------

@@ -82,12 +82,15 @@ static const ChatFormat chat_formats[CHAT_NFORMATS] = {
     {"llama3", "<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "\n\n", "<|eot_id|>", "", 0, 1},
 };
 
+struct ChatTemplate;  // data/template_mask.h
+
 // A format and the ids of its special tokens in one tokenizer (-1 where the format has none).
 typedef struct {
     int format;                // CHAT_GPT2, CHAT_CHATML or CHAT_LLAMA3
     const ChatFormat *f;       // &chat_formats[format]
     int32_t bos, end, turn_start, role_end, turn_end;
     const char *default_system;  // system message of conversations that have none (prepare --system); NULL: none
+    struct ChatTemplate *tmpl;   // the model's chat template the data was rendered with (data/template_mask.h); NULL: the format above
 } ChatTokens;
 
 static int chat_has_token_(const BpeTokenizer *t, const char *s) { return bpe_token_id(t, s, strlen(s)) >= 0; }
@@ -119,6 +122,7 @@ static int chat_tokens_init(BpeTokenizer *t, int format, ChatTokens *ct, char *e
     ct->format = format;
     ct->f = &chat_formats[format];
     ct->default_system = NULL;
+    ct->tmpl = NULL;
     int rc = chat_token_(t, ct->f->bos, &ct->bos, err, errlen);
     if (!rc) rc = chat_token_(t, ct->f->end, &ct->end, err, errlen);
     if (!rc) rc = chat_token_(t, ct->f->turn_start, &ct->turn_start, err, errlen);

@@ -10,11 +10,15 @@
 // controls, invalid UTF-8) as \xNN; newlines are kept. A tokenizer whose
 // vocabulary size or fingerprint differs from the file's is reported, and the
 // text is then decoded anyway (ids the tokenizer lacks show as <unknown id N>).
+// A file rendered with a chat template (version 2) shows where the template came
+// from, its hash, variables and date; with --tokenizer, a tokenizer whose own
+// template differs from the file's is refused.
 #ifndef SFT_INSPECT_H
 #define SFT_INSPECT_H
 
 #include "../common/datafile.h"
 #include "chat_template.h"
+#include "template_mask.h"
 
 static void inspect_usage(FILE *f) {
     fprintf(f,
@@ -157,10 +161,19 @@ static int inspect_main(int argc, char **argv) {
     if (doc >= df.num_docs) fatal("%s: --doc %lld is out of range: the file has %lld documents (0 to %lld)", path, (long long)doc,
                                   (long long)df.num_docs, (long long)df.num_docs - 1);
     BpeTokenizer *tok = NULL;
+    ChatTemplate tm;
+    memset(&tm, 0, sizeof tm);
+    char err[BPE_ERR_LEN];
+    if (df.chat_format == DATA_CHAT_TEMPLATE && tmpl_from_record(&tm, df.template_record, df.template_record_len, path, err, sizeof err))
+        fatal("%s", err);
+    if (df.chat_format == DATA_CHAT_TEMPLATE && tm.hash != df.template_hash)
+        fatal("%s: the chat template in the file does not match the hash in its header (corrupt)", path);
     if (tok_path) {
-        char err[BPE_ERR_LEN];
         ChatTokens ct;
-        if (bpe_load(&tok, tok_path, err, sizeof err) || chat_tokens_init(tok, df.chat_format, &ct, err, sizeof err)) fatal("%s", err);
+        if (bpe_load(&tok, tok_path, err, sizeof err)) fatal("%s", err);
+        if (df.chat_format == DATA_CHAT_TEMPLATE ? tmpl_check_tokenizer(&tm, path, tok_path, err, sizeof err)
+                                                 : chat_tokens_init(tok, df.chat_format, &ct, err, sizeof err))
+            fatal("%s", err);
     }
 
     int64_t trained = 0, shortest = INT64_MAX, longest = 0;
@@ -171,11 +184,15 @@ static int inspect_main(int argc, char **argv) {
         if (len > longest) longest = len;
     }
     printf("file: %s\n", path);
-    printf("header: version %d, %lld bytes per token, vocabulary %lld, tokenizer fingerprint ", DATA_VERSION,
+    printf("header: version %d, %lld bytes per token, vocabulary %lld, tokenizer fingerprint ", df.template_record ? DATA_VERSION_TEMPLATE : DATA_VERSION,
            (long long)df.token_bytes, (long long)df.vocab_size);
     if (df.fingerprint) printf("%016llx\n", (unsigned long long)df.fingerprint);
     else printf("unknown (0: the file was written without one)\n");
-    printf("chat format: %s\n", chat_formats[df.chat_format].name);
+    if (df.chat_format == DATA_CHAT_TEMPLATE) {
+        printf("chat template: %s (hash %016llx); date %s; variables:", tm.origin, (unsigned long long)df.template_hash, tm.date);
+        for (int i = 0; i < tm.nvars; i++) printf(" %s=%s", tm.var_names[i], tm.var_values[i]);
+        printf("%s\n", tm.nvars ? "" : " none");
+    } else printf("chat format: %s\n", chat_formats[df.chat_format].name);
     if (df.default_system[0]) {
         size_t n = strlen(df.default_system);
         uint8_t *none = (uint8_t *)xcalloc(n, 1);
@@ -204,6 +221,7 @@ static int inspect_main(int argc, char **argv) {
     if (doc >= 0) inspect_print_doc(&df, doc, tok);
     if (fflush(stdout) != 0) fatal("stdout: write error");
     bpe_free(tok);
+    tmpl_free(&tm);
     data_free(&df);
     return 0;
 }

@@ -15,6 +15,7 @@
 #include "../common/datafile.h"
 #include "chat_template.h"
 #include "inspect.h"
+#include "template_mask.h"
 
 #include <math.h>
 
@@ -38,7 +39,8 @@ static void usage(FILE *f) {
 "   \"system\": S (optional)}     (ShareGPT; {\"role\", \"content\"} messages work too)\n"
 "  {\"instruction\": S, \"input\": S (optional), \"output\": S, \"system\": S (optional),\n"
 "   \"history\": [[S, S], ..] (optional: earlier instructions and responses)}     (Alpaca)\n"
-"Chat format (--chat-format; data/README.md): gpt2 <|endoftext|><|im_start|>user\\n..<|im_end|>..\n"
+"Chat format: the model's own chat template if the tokenizer has one (below), else\n"
+"(--chat-format; data/README.md) gpt2 <|endoftext|><|im_start|>user\\n..<|im_end|>..\n"
 "<|endoftext|>; chatml <|im_start|>user\\n..<|im_end|>\\n; llama3 <|begin_of_text|>\n"
 "<|start_header_id|>user<|end_header_id|>\\n\\n..<|eot_id|>. Only assistant content and its\n"
 "end-of-turn token (<|im_end|>, <|eot_id|>) are trained, and the end token of plain text\n"
@@ -53,6 +55,16 @@ static void usage(FILE *f) {
 "  --chat-format F      gpt2, chatml or llama3 (default: llama3 if the tokenizer has\n"
 "                       <|start_header_id|> and <|eot_id|>, else chatml if it has\n"
 "                       <|im_start|> and <|im_end|>, else gpt2); recorded in the file\n"
+"  --chat-template FILE the model's chat template (Jinja) to render conversations with\n"
+"                       (default: the tokenizer's own: chat_template.jinja or\n"
+"                       tokenizer_config.json's chat_template beside the tokenizer.json;\n"
+"                       without one, the built-in formats above). Tokens are the rendered\n"
+"                       text tokenized as one string; trained are each assistant reply\n"
+"                       and its end-of-turn token (data/README.md); recorded in the file\n"
+"  --template-var NAME=JSON  a variable for the template (e.g. enable_thinking=false;\n"
+"                       repeatable); recorded in the file\n"
+"  --date YYYY-MM-DD    the date the template's strftime_now sees (default "TMPL_DEFAULT_DATE",\n"
+"                       fixed so that a file does not depend on the day it was made)\n"
 "  --system TEXT        a system message for every conversation that does not start\n"
 "                       with one (untrained; recorded in the file for the evaluation)\n"
 "  -o, --out FILE       output data file (required)\n"
@@ -87,6 +99,10 @@ typedef struct {
     int have_val_fraction, have_policy;
     const char **inputs;
     int n_inputs;
+    const char *chat_template;    // --chat-template FILE, or NULL
+    const char **template_vars;   // --template-var NAME=JSON ...
+    int n_template_vars;
+    const char *date;             // --date, or NULL
 } Opts;
 
 static int64_t parse_int_arg(const char *flag, const char *s, int64_t lo, int64_t hi) {
@@ -103,6 +119,7 @@ static void parse_args(int argc, char **argv, Opts *o) {
     o->pack_T = 1024;
     o->chat_format = CHAT_AUTO;
     o->inputs = (const char **)xcalloc((size_t)argc, sizeof(char *));
+    o->template_vars = (const char **)xcalloc((size_t)argc, sizeof(char *));
     int only_files = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -117,6 +134,9 @@ static void parse_args(int argc, char **argv, Opts *o) {
         if (!strcmp(a, "--tokenizer")) o->tokenizer = v;
         else if (!strcmp(a, "-o") || !strcmp(a, "--out")) o->out = v;
         else if (!strcmp(a, "--val-out")) o->val_out = v;
+        else if (!strcmp(a, "--chat-template")) o->chat_template = v;
+        else if (!strcmp(a, "--template-var")) o->template_vars[o->n_template_vars++] = v;
+        else if (!strcmp(a, "--date")) o->date = v;
         else if (!strcmp(a, "--system")) {
             if (!v[0] || strlen(v) > DATA_SYSTEM_MAX) fatal("--system: the message must be 1 to %d bytes", DATA_SYSTEM_MAX);
             o->system = v;
@@ -151,6 +171,7 @@ static void parse_args(int argc, char **argv, Opts *o) {
     if (o->have_policy && !o->max_len) fatal("--policy needs --max-len");
     if (o->val_out && !o->have_val_fraction) fatal("--val-out needs --val-fraction");
     if (!o->val_out && o->have_val_fraction) fatal("--val-fraction needs --val-out");
+    if (o->chat_template && o->chat_format != CHAT_AUTO) fatal("--chat-template and --chat-format exclude each other: pick one");
     if (o->val_out && !strcmp(o->val_out, o->out)) fatal("--val-out and --out are the same file (%s)", o->out);
     // an output must not overwrite an input
     struct stat so, sv, si;
@@ -166,7 +187,10 @@ static void parse_args(int argc, char **argv, Opts *o) {
 
 typedef struct {
     BpeTokenizer *tok;
-    ChatTokens ct;
+    ChatTokens ct;                // the built-in format (ct.f == NULL with a template)
+    ChatTemplate tm;              // the model's chat template (use_template)
+    int use_template;
+    int64_t prompt_not_prefix;    // prompt/completion rows whose prompt's tokens are not a prefix of the whole
     char err[BPE_ERR_LEN];
 } Ctx;
 
@@ -241,12 +265,23 @@ static const char *message_role(const JsonValue *r, int sharegpt) {
     return NULL;
 }
 
-// Renders a list of messages as turns. side: 0 = prompt (nothing trained),
-// 1 = conversation or completion (assistant turns trained). sharegpt: the
+// A conversation's messages in order (pointing into the row's parse tree).
+typedef struct { TmplMsg *m; size_t n, cap; } Conv;
+
+static void conv_add(Conv *cv, const char *role, const char *content, size_t len, int train) {
+    if (cv->n == cv->cap) {
+        cv->cap = cv->cap ? 2 * cv->cap : 16;
+        cv->m = (TmplMsg *)realloc(cv->m, cv->cap * sizeof *cv->m);
+        if (!cv->m) fatal("out of memory");
+    }
+    cv->m[cv->n++] = (TmplMsg){role, content, len, train};
+}
+
+// Checks a list of messages and appends them to cv. side: 0 = prompt (nothing
+// trained), 1 = conversation or completion (assistant turns trained). sharegpt: the
 // "conversations" list, whose messages are {"from", "value"} or {"role", "content"}
 // and whose roles include human and gpt; other lists take {"role", "content"} only.
-static int render_messages(Ctx *c, ChatDoc *d, RowInfo *info, const JsonValue *list, const char *field, int side, int sharegpt,
-                           char *why, size_t wn) {
+static int collect_messages(Conv *cv, RowInfo *info, const JsonValue *list, const char *field, int side, int sharegpt, char *why, size_t wn) {
     if (list->type != JSON_ARRAY) return bad(why, wn, "\"%s\" must be a list of messages, got %s", field, type_name(list));
     if (list->count == 0) return bad(why, wn, "\"%s\" is an empty list", field);
     for (size_t i = 0; i < list->count; i++) {
@@ -269,9 +304,20 @@ static int render_messages(Ctx *c, ChatDoc *d, RowInfo *info, const JsonValue *l
                        sharegpt ? "human, user, gpt, assistant or system" : "system, user or assistant");
         int train = side == 1 && !strcmp(role, "assistant");
         if (train) note_reply(info, ct, "%s[%zu].%s", field, i, ckey);
-        check_bpe(c, chat_append_turn(c->tok, &c->ct, d, role, ct->string, ct->length, train, c->err, sizeof c->err));
+        conv_add(cv, role, ct->string, ct->length, train);
     }
     return 0;
+}
+
+// Renders a list of messages as turns of the built-in format (see collect_messages).
+static int render_messages(Ctx *c, ChatDoc *d, RowInfo *info, const JsonValue *list, const char *field, int side, int sharegpt,
+                           char *why, size_t wn) {
+    Conv cv = {0};
+    int rc = collect_messages(&cv, info, list, field, side, sharegpt, why, wn);
+    for (size_t i = 0; !rc && i < cv.n; i++)
+        check_bpe(c, chat_append_turn(c->tok, &c->ct, d, cv.m[i].role, cv.m[i].content, cv.m[i].len, cv.m[i].train, c->err, sizeof c->err));
+    free(cv.m);
+    return rc;
 }
 
 // The optional "system" field of Alpaca and ShareGPT rows: a string (rendered as a
@@ -315,10 +361,9 @@ static int starts_with_system(const JsonValue *list) {
 enum { SHAPE_TEXT, SHAPE_PC, SHAPE_MESSAGES, SHAPE_SHAREGPT, SHAPE_ALPACA, NSHAPES };
 static const char *shape_names[NSHAPES] = {"text", "prompt/completion", "messages", "conversations", "instruction/output"};
 
-// Renders one parsed row into d (which must be empty) and fills info. Returns 0, or
-// -1 with why set when the row is bad.
-static int render_row(Ctx *c, const JsonValue *row, int train_on_prompt, ChatDoc *d, RowInfo *info, char *why, size_t wn) {
-    memset(info, 0, sizeof *info);
+// The shape of a row (SHAPE_*) and its optional "system" field (*sys; NULL if
+// absent), or -1 with why set when the row is bad.
+static int row_shape(const JsonValue *row, const JsonValue **sys, char *why, size_t wn) {
     if (row->type != JSON_OBJECT) return bad(why, wn, "row must be a JSON object, got %s", type_name(row));
     int has[NSHAPES];
     has[SHAPE_TEXT] = json_get(row, "text") != NULL;
@@ -332,11 +377,20 @@ static int render_row(Ctx *c, const JsonValue *row, int train_on_prompt, ChatDoc
         return bad(why, wn, "row has no known shape (expected a \"text\", \"prompt\"+\"completion\", \"messages\", "
                             "\"conversations\" or \"instruction\"+\"output\" field)");
     if (n > 1) return bad(why, wn, "ambiguous row: it has fields of two shapes (%s and %s)", shape_names[shape], shape_names[other]);
-    const JsonValue *a, *b, *in, *sys;
-    if (get_system(row, &sys, why, wn)) return -1;
+    if (get_system(row, sys, why, wn)) return -1;
     if (json_get(row, "system") && shape != SHAPE_ALPACA && shape != SHAPE_SHAREGPT)
         return bad(why, wn, "a \"system\" field is only read with instruction/output and conversations rows, not with %s rows "
                             "(a system message belongs in the list of messages)", shape_names[shape]);
+    return shape;
+}
+
+// Renders one parsed row into d (which must be empty) and fills info. Returns 0, or
+// -1 with why set when the row is bad.
+static int render_row(Ctx *c, const JsonValue *row, int train_on_prompt, ChatDoc *d, RowInfo *info, char *why, size_t wn) {
+    memset(info, 0, sizeof *info);
+    const JsonValue *a, *b, *in, *sys;
+    int shape = row_shape(row, &sys, why, wn);
+    if (shape < 0) return -1;
 
     check_bpe(c, chat_begin_doc(&c->ct, d, c->err, sizeof c->err));
     switch (shape) {
@@ -412,6 +466,132 @@ static int render_row(Ctx *c, const JsonValue *row, int train_on_prompt, ChatDoc
     check_bpe(c, chat_end_doc(&c->ct, d, info->chat, c->err, sizeof c->err));
     if (train_on_prompt) for (size_t i = 1; i < d->n; i++) d->train[i] = 1;
     d->train[0] = 0;  // the first token of a document is never a target
+    return 0;
+}
+
+// Renders one parsed row with the model's chat template (data/template_mask.h) into d
+// (which must be empty) and fills info, as render_row does with a built-in format:
+// the same shapes, each made into a list of messages (a string prompt is a user
+// message, a string completion or an Alpaca output an assistant message, an Alpaca
+// input follows its instruction after "\n\n", its history is pairs of user and
+// assistant messages; --system is a first system message where a conversation has
+// none). Plain text (a text row, a prompt/completion of strings) is bos_token, the
+// text, and eos_token (trained), as trl tokenizes it. A row whose rendering trains no
+// token, or that the template refuses (raise_exception), is bad.
+static int render_row_template(Ctx *c, const JsonValue *row, int train_on_prompt, ChatDoc *d, RowInfo *info, char *why, size_t wn) {
+    memset(info, 0, sizeof *info);
+    const JsonValue *a, *b, *in, *sys;
+    int shape = row_shape(row, &sys, why, wn);
+    if (shape < 0) return -1;
+    const ChatTemplate *tm = &c->tm;
+    const char *dsys = c->ct.default_system;
+    Conv cv = {0};
+    char *user = NULL;
+    int rc = 0;
+    size_t prompt_msgs = 0;  // prompt/completion: the prompt's messages (with a default system message)
+    if (shape == SHAPE_TEXT || (shape == SHAPE_PC && (a = json_get(row, "prompt")) && (b = json_get(row, "completion")) &&
+                                a->type == JSON_STRING && b->type == JSON_STRING)) {
+        if (tm->eos_id < 0) return bad(why, wn, "plain text needs an eos_token to end it, and %s names none (or the tokenizer lacks it)", tm->origin);
+        if (shape == SHAPE_TEXT && get_string(row, "text", &a, why, wn)) return -1;
+        if (tm->bos_id >= 0 && chat_append_token(d, tm->bos_id, 0)) fatal("out of memory");
+        if (shape == SHAPE_PC) check_bpe(c, chat_append_text(c->tok, d, a->string, a->length, 0, c->err, sizeof c->err));
+        const JsonValue *t = shape == SHAPE_TEXT ? a : b;
+        note_reply(info, t, shape == SHAPE_TEXT ? "text" : "completion");
+        check_bpe(c, chat_append_text(c->tok, d, t->string, t->length, 1, c->err, sizeof c->err));
+        if (chat_append_token(d, tm->eos_id, 1)) fatal("out of memory");
+    } else {
+        info->chat = 1;
+        switch (shape) {
+        case SHAPE_PC:
+            a = json_get(row, "prompt"); b = json_get(row, "completion");
+            if (!a) return bad(why, wn, "missing field \"prompt\" (a row with \"completion\" needs one)");
+            if (!b) return bad(why, wn, "missing field \"completion\" (a row with \"prompt\" needs one)");
+            if (a->type != JSON_STRING && a->type != JSON_ARRAY) return bad(why, wn, "\"prompt\" must be a string or a list of messages, got %s", type_name(a));
+            if (b->type != JSON_STRING && b->type != JSON_ARRAY) return bad(why, wn, "\"completion\" must be a string or a list of messages, got %s", type_name(b));
+            if (dsys && !starts_with_system(a)) conv_add(&cv, "system", dsys, strlen(dsys), 0);
+            if (a->type == JSON_STRING) conv_add(&cv, "user", a->string, a->length, 0);
+            else rc = collect_messages(&cv, info, a, "prompt", 0, 0, why, wn);
+            prompt_msgs = cv.n;
+            if (!rc && b->type == JSON_STRING) { note_reply(info, b, "completion"); conv_add(&cv, "assistant", b->string, b->length, 1); }
+            else if (!rc) rc = collect_messages(&cv, info, b, "completion", 1, 0, why, wn);
+            break;
+        case SHAPE_MESSAGES:
+            a = json_get(row, "messages");
+            if (dsys && !starts_with_system(a)) conv_add(&cv, "system", dsys, strlen(dsys), 0);
+            rc = collect_messages(&cv, info, a, "messages", 1, 0, why, wn);
+            break;
+        case SHAPE_SHAREGPT:
+            a = json_get(row, "conversations");
+            if (sys) {
+                conv_add(&cv, "system", sys->string, sys->length, 0);
+                for (size_t i = 0; a->type == JSON_ARRAY && i < a->count && !rc; i++) {
+                    const JsonValue *r = json_get(&a->items[i], "from");
+                    if (!r) r = json_get(&a->items[i], "role");
+                    if (r && r->type == JSON_STRING && !strcmp(r->string, "system"))
+                        rc = bad(why, wn, "both a \"system\" field and a system message (conversations[%zu])", i);
+                }
+            } else if (dsys && !starts_with_system(a)) conv_add(&cv, "system", dsys, strlen(dsys), 0);
+            if (!rc) rc = collect_messages(&cv, info, a, "conversations", 1, 1, why, wn);
+            break;
+        case SHAPE_ALPACA: {
+            if (get_string(row, "instruction", &a, why, wn) || get_string(row, "output", &b, why, wn)) return -1;
+            in = json_get(row, "input");
+            if (in && in->type != JSON_STRING && in->type != JSON_NULL) return bad(why, wn, "\"input\" must be a string (or null), got %s", type_name(in));
+            const JsonValue *h = json_get(row, "history");
+            if (h && h->type != JSON_NULL && h->type != JSON_ARRAY)
+                return bad(why, wn, "\"history\" must be a list of [instruction, response] pairs, got %s", type_name(h));
+            if (sys) conv_add(&cv, "system", sys->string, sys->length, 0);
+            else if (dsys) conv_add(&cv, "system", dsys, strlen(dsys), 0);
+            for (size_t i = 0; h && h->type == JSON_ARRAY && i < h->count && !rc; i++) {
+                const JsonValue *pr = &h->items[i];
+                if (pr->type != JSON_ARRAY || pr->count != 2 || pr->items[0].type != JSON_STRING || pr->items[1].type != JSON_STRING)
+                    rc = bad(why, wn, "history[%zu] must be a pair of strings [instruction, response]", i);
+                else {
+                    conv_add(&cv, "user", pr->items[0].string, pr->items[0].length, 0);
+                    note_reply(info, &pr->items[1], "history[%zu][1]", i);
+                    conv_add(&cv, "assistant", pr->items[1].string, pr->items[1].length, 1);
+                }
+            }
+            size_t il = in && in->type == JSON_STRING ? in->length : 0, ul = a->length;
+            user = (char *)xmalloc(a->length + 2 + il + 1);
+            memcpy(user, a->string, a->length);
+            if (il) { memcpy(user + ul, "\n\n", 2); memcpy(user + ul + 2, in->string, il); ul += 2 + il; }
+            user[ul] = 0;
+            conv_add(&cv, "user", user, ul, 0);
+            note_reply(info, b, "output");
+            conv_add(&cv, "assistant", b->string, b->length, 1);
+            break;
+        }
+        }
+        if (!rc) {
+            char terr[BPE_ERR_LEN];
+            int r = tmpl_render_conversation(tm, c->tok, cv.m, cv.n, d, NULL, terr, sizeof terr);
+            if (r > 0) fatal("%s", terr);  // out of memory
+            if (r) rc = bad(why, wn, "chat template: %s", terr);
+        }
+        if (!rc && shape == SHAPE_PC && !train_on_prompt) {
+            // trl's check: the prompt's own tokens (with the generation prompt) should be a prefix of the whole
+            ChatDoc p = {0};
+            char terr[BPE_ERR_LEN];
+            int r = tmpl_render_prompt(tm, c->tok, cv.m, prompt_msgs, &p, terr, sizeof terr);
+            if (r > 0) fatal("%s", terr);
+            if (r == 0 && (p.n > d->n || memcmp(p.ids, d->ids, p.n * sizeof(int32_t)))) {
+                if (c->prompt_not_prefix++ < 10)
+                    fprintf(stderr, "warning: a prompt's tokens (rendered with add_generation_prompt=True) are not a prefix of its "
+                                    "prompt+completion's tokens (as trl warns; the completion is trained as the template renders it)\n");
+            }
+            chat_doc_free(&p);
+        }
+    }
+    free(cv.m);
+    free(user);
+    if (rc) return -1;
+    if (train_on_prompt) for (size_t i = 1; i < d->n; i++) d->train[i] = 1;
+    if (d->n) d->train[0] = 0;  // the first token of a document is never a target
+    size_t trained = 0;
+    for (size_t i = 0; i < d->n; i++) trained += d->train[i];
+    if (trained == 0)
+        return bad(why, wn, "the chat template's rendering trains no token (%s)", info->trained_replies ? "the replies render as nothing" : "no assistant reply");
     return 0;
 }
 
@@ -745,7 +925,8 @@ static int take_row(Ctx *c, const Opts *o, DupSet *dups, Counts *k, const Row *r
     d->n = 0;
     int rc = parse_row(row, &doc, why, sizeof why);
     if (rc == 0) {
-        rc = render_row(c, doc.root, o->train_on_prompt, d, &info, why, sizeof why);
+        rc = c->use_template ? render_row_template(c, doc.root, o->train_on_prompt, d, &info, why, sizeof why)
+                             : render_row(c, doc.root, o->train_on_prompt, d, &info, why, sizeof why);
         json_free(&doc);
     }
     int cut = 0;
@@ -760,7 +941,7 @@ static int take_row(Ctx *c, const Opts *o, DupSet *dups, Counts *k, const Row *r
         for (size_t i = 0; i < d->n; i++) trained += d->train[i];
         if (trained == 0) { k->no_trained++; return 0; }
         char msg[NWARN][256];
-        if (row_warnings(dups, o, c->ct.f->end_chats, &info, d, file, row->line, msg)) {
+        if (row_warnings(dups, o, c->ct.f && c->ct.f->end_chats, &info, d, file, row->line, msg)) {
             for (int w = 0; w < NWARN && rc == 0; w++) {
                 if (!msg[w][0]) continue;
                 if (o->strict) { rc = -1; snprintf(why, sizeof why, "%s (--strict)", msg[w]); break; }
@@ -868,7 +1049,25 @@ int main(int argc, char **argv) {
     parse_args(argc, argv, &o);
     Ctx c;
     if (bpe_load(&c.tok, o.tokenizer, c.err, sizeof c.err)) fatal("%s", c.err);
-    check_bpe(&c, chat_tokens_init(c.tok, o.chat_format, &c.ct, c.err, sizeof c.err));
+    c.use_template = 0;
+    c.prompt_not_prefix = 0;
+    memset(&c.tm, 0, sizeof c.tm);
+    if (o.chat_format == CHAT_AUTO) {
+        int found = tmpl_load(&c.tm, o.tokenizer, o.chat_template, c.err, sizeof c.err);
+        if (found < 0) fatal("%s", c.err);
+        c.use_template = found;
+    }
+    if (!c.use_template && (o.n_template_vars || o.date))
+        fatal("%s needs a chat template (--chat-template FILE, or a tokenizer with one)", o.date ? "--date" : "--template-var");
+    if (c.use_template) {
+        for (int i = 0; i < o.n_template_vars; i++) if (tmpl_set_var(&c.tm, o.template_vars[i], c.err, sizeof c.err)) fatal("%s", c.err);
+        if (o.date && tmpl_set_date(&c.tm, o.date, c.err, sizeof c.err)) fatal("%s", c.err);
+        if (tmpl_prepare(&c.tm, c.tok, c.err, sizeof c.err)) fatal("%s", c.err);
+        if (o.system && strlen(o.system) > DATA_SYSTEM_MAX_V2) fatal("--system: with a chat template the message must be at most %d bytes", DATA_SYSTEM_MAX_V2);
+        memset(&c.ct, 0, sizeof c.ct);
+        c.ct.format = DATA_CHAT_TEMPLATE;
+        c.ct.bos = c.ct.end = c.ct.turn_start = c.ct.role_end = c.ct.turn_end = -1;
+    } else check_bpe(&c, chat_tokens_init(c.tok, o.chat_format, &c.ct, c.err, sizeof c.err));
     c.ct.default_system = o.system;
     int64_t vocab = bpe_vocab_size(c.tok);
     int token_bytes = vocab <= 65536 ? 2 : 4;
@@ -881,7 +1080,8 @@ int main(int argc, char **argv) {
     int64_t done_bytes = 0, shown = 0;  // bytes of the inputs read before the current one
     ChatDoc d = {0};
     if (o.show) printf("Showing the first %lld documents. Text inside [[ ]] is trained (a loss target); the rest is context only.\n"
-                       "Special tokens are shown as their text (chat format %s).\n", (long long)o.show, c.ct.f->name);
+                       "Special tokens are shown as their text (chat format %s).\n", (long long)o.show,
+                       c.ct.f ? c.ct.f->name : c.tm.origin);
     for (int f = 0; f < o.n_inputs; f++) {
         RowReader rd;
         Row row;
@@ -913,8 +1113,14 @@ int main(int argc, char **argv) {
 
     // all checks passed: write (validation first, so a failure leaves --out untouched)
     uint64_t fingerprint = bpe_fingerprint(c.tok);  // of the vocabulary with the chat tokens
-    if (o.val_out) data_write(o.val_out, token_bytes, vocab, fingerprint, c.ct.format, o.system, (int64_t)va.ndocs, va.offsets, va.tokens, va.mask);
-    data_write(o.out, token_bytes, vocab, fingerprint, c.ct.format, o.system, (int64_t)tr.ndocs, tr.offsets, tr.tokens, tr.mask);
+    TmplBuf rec = {0};
+    if (c.use_template && tmpl_record(&c.tm, &rec)) fatal("out of memory");
+    if (o.val_out)
+        data_write_with_template(o.val_out, token_bytes, vocab, fingerprint, c.ct.format, o.system, (int64_t)va.ndocs, va.offsets, va.tokens,
+                                 va.mask, c.tm.hash, rec.p, rec.n);
+    data_write_with_template(o.out, token_bytes, vocab, fingerprint, c.ct.format, o.system, (int64_t)tr.ndocs, tr.offsets, tr.tokens, tr.mask,
+                             c.tm.hash, rec.p, rec.n);
+    free(rec.p);
 
     printf("rows read: %lld (%d file%s)\n", (long long)k.rows, o.n_inputs, o.n_inputs == 1 ? "" : "s");
     printf("documents written: %zu (train %zu, val %zu)\n", tr.ndocs + va.ndocs, tr.ndocs, va.ndocs);
@@ -924,8 +1130,20 @@ int main(int argc, char **argv) {
     printf("warnings: %s %lld, %s %lld, %s %lld (documents written with each)\n", warn_names[0], (long long)k.warned[0], warn_names[1],
            (long long)k.warned[1], warn_names[2], (long long)k.warned[2]);
     printf("vocab size: %lld (%d bytes per token)\n", (long long)vocab, token_bytes);
-    printf("chat format: %s (%s); default system message: %s\n", c.ct.f->name,
-           o.chat_format == CHAT_AUTO ? "from the tokenizer's special tokens" : "--chat-format", o.system ? "--system" : "none");
+    if (c.use_template) {
+        printf("chat template: %s (hash %016llx; end-of-turn token%s", c.tm.origin, (unsigned long long)c.tm.hash, c.tm.neot > 1 ? "s" : "");
+        for (int i = 0; i < c.tm.neot; i++) {
+            size_t n = 0;
+            const char *t = bpe_token_bytes(c.tok, c.tm.eot[i], &n);
+            printf(" %.*s", (int)n, t);
+        }
+        printf("%s; strftime_now date %s); default system message: %s\n", c.tm.has_generation ? "; {% generation %} spans" : "", c.tm.date,
+               o.system ? "--system" : "none");
+        printf("warnings (chat template): prompt not a prefix %lld (prompt/completion rows whose prompt's tokens are not a prefix of the whole)\n",
+               (long long)c.prompt_not_prefix);
+    } else
+        printf("chat format: %s (%s); default system message: %s\n", c.ct.f->name,
+               o.chat_format == CHAT_AUTO ? "from the tokenizer's special tokens" : "--chat-format", o.system ? "--system" : "none");
     report_split("train", &tr, o.pack_T);
     report_split("val", &va, o.pack_T);
     printf("wrote %s", o.out);
@@ -934,6 +1152,8 @@ int main(int argc, char **argv) {
     free(tr.offsets); free(tr.tokens); free(tr.mask);
     free(va.offsets); free(va.tokens); free(va.mask);
     free(o.inputs);
+    free(o.template_vars);
+    tmpl_free(&c.tm);
     bpe_free(c.tok);
     return 0;
 }
