@@ -1782,8 +1782,12 @@ static int jv_contains_(JR_ *r, size_t pos, JVal_ item, JVal_ seq) {
     case JV_STR:
         if (item.t != JV_STR) jr_fail_(r, pos, "'in <string>' requires string as left operand, not %s", jv_type_name_(item));
         if (!item.u.s.n) return 1;
-        for (size_t i = 0; i + item.u.s.n <= seq.u.s.n; i++)
-            if (memcmp(seq.u.s.s + i, item.u.s.s, item.u.s.n) == 0) return 1;
+        for (const char *p = seq.u.s.s, *end = seq.u.s.s + seq.u.s.n; (size_t)(end - p) >= item.u.s.n;) {  // memchr to each candidate start
+            p = (const char *)memchr(p, item.u.s.s[0], (size_t)(end - p) - item.u.s.n + 1);
+            if (!p) return 0;
+            if (memcmp(p, item.u.s.s, item.u.s.n) == 0) return 1;
+            p++;
+        }
         return 0;
     case JV_LIST:
         for (size_t i = 0; i < seq.u.l->n; i++) if (jv_eq_(item, seq.u.l->v[i])) return 1;
