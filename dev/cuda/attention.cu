@@ -606,11 +606,11 @@ int main(int argc, char **argv) {
         {2, 131, 3, 1, 128, 0, 5.0f},   // hs 128, one kv head, one document per row, sharp softmax
         {2, 77, 6, 3, 24, 1, 2.0f},     // hs 24 (FMA kernels only), NH/KVH 2
         // sliding windows (query t sees keys t-W+1..t of its document)
-        {2, 200, 4, 2, 64, 1, 2.0f, 50},    // random packing: windows shorter and longer than documents
+        {2, 200, 4, 2, 64, 1, 2.0f, 50},    // random packing: documents shorter and longer than the window
         {2, 300, 4, 4, 64, 2, 2.0f, 100},   // ~128-token documents, window shorter than each
         {2, 150, 2, 2, 32, 0, 2.0f, 1},     // window 1: each query sees only itself
         {3, 130, 3, 1, 128, 1, 2.0f, 200},  // window >= T: the causal mask
-        {1, 520, 2, 1, 64, 0, 2.0f, 64},    // one document, window of one tile: 2 key tiles per query tile
+        {1, 520, 2, 1, 64, 0, 2.0f, 66},    // one document, W = 64 + 2: query tile 2 starts at klast + W - 1 of key tile 0
         {2, 97, 6, 3, 24, 1, 2.0f, 7},      // hs 24 (FMA kernels only)
     };
     int fails = 0;
