@@ -323,7 +323,8 @@ __global__ void __launch_bounds__(ATT_THREADS)
                     int kr = ty + 16 * i, qr = tx + 16 * j;
                     int key = k0 + kr, q = q0 + qr;
                     bool ok = key >= ds_s[qr] && key <= q;
-                    float p = ok ? exp2f(s[i][j] * scale_log2 - lse2_s[qr]) : 0.0f;
+                    float e = exp2f(s[i][j] * scale_log2 - lse2_s[qr]); // read by every lane (no divergent shared access)
+                    float p = ok ? e : 0.0f;
                     PT[kr * ATT_PLD + qr] = p;
                     dST[kr * ATT_PLD + qr] = p * (dp[i][j] - D_s[qr]);
                 }
@@ -443,36 +444,42 @@ __global__ void __launch_bounds__(ATT_THREADS)
 //    dQ, dK, dV), the online softmax (m, l) and lse are fp32.
 //  - The backward computes S and dP in both of its kernels: 7 tile products where one
 //    kernel with atomic dQ updates would need 5 (1.4x the FLOPs), the price of no atomics.
-//  - Shared tiles are bf16 with rows padded by 8 elements (16 bytes), so the 8 rows one
-//    fragment load touches start in different banks. The operands whose contiguous index
-//    must be the other one (V in O = P V, K in dQ = dS K, Q and dout in dK, dV) are stored
-//    transposed, [HS][64 + 8].
+//  - Shared tiles are bf16, row-major [64][HS + 8]: rows padded by 8 elements (16 bytes), so
+//    the 8 rows one fragment load touches start 4 banks apart (row stride HS/2 + 4 words)
+//    and no load or store of a tile has bank conflicts at head sizes 64 and 128 (the
+//    emulator counts them: dev/cuda/emu/README.md). The operands whose contiguous index
+//    must be the other one (V in O = P V, K in dQ = dS K, Q and dout in dK, dV) are read
+//    with ldmatrix.trans (cuda/mma.cuh) from the same row-major tiles. (An earlier layout
+//    stored them transposed with 2-byte stores, [HS][64 + 8]: 8 lanes of a store hit one
+//    bank, 8-way conflicts at head size 64 and 16-way at 128 on every such tile.)
 //  - Rows past T are zero in every tile: a masked probability (0) times a padded row must
 //    stay 0, not NaN.
+//  - Expected speed (a model, not a measurement; README "Estimated step time"): per 64 x 64
+//    tile and SM at head size 64, the forward issues 256 mma (411 clocks if mma.sync runs
+//    at 62% of the dense peak, a guess), 704 shared wavefronts (K, V stores 128; per warp
+//    16 Q, 64 K, 64 V fragment wavefronts: no conflicts) and ~2000 warp instructions
+//    (~500 clocks on 4 schedulers). Shared memory bounds it: x1.3 for imperfect overlap,
+//    ~280 TFLOP/s computed, ~260 counted at B=4, T=1024, 12 x 64 causal on an H200 (132
+//    SMs, 1.83 GHz). Backward: dK dV 512 mma, 1280 wavefronts; dQ 384 mma, 1024
+//    wavefronts; ~190 TFLOP/s counted. K/V tiles are loaded synchronously (no cp.async
+//    double buffering): several resident blocks per SM hide that latency in the model.
 #if !defined(ENABLE_FP32)
 #define ATT_TC_THREADS 128
-#define ATT_TC_PAD 8                        // padding of a shared tile row, in bf16 elements
-#define ATT_TC_LDT (ATT_TILE + ATT_TC_PAD)  // row stride of a transposed [HS][64] tile
+#define ATT_TC_PAD 8 // padding of a shared tile row, in bf16 elements
 
 // Rows row0 .. row0+63 (HS channels) of a (T, stride) bf16 matrix into a shared [64][HS+8]
-// tile dst and/or its transpose dstT [HS][ATT_TC_LDT] (either may be null); rows at or past
-// T are zero. 16-byte loads: HS, the stride and the head offset are multiples of 8.
+// tile dst; rows at or past T are zero. 16-byte loads and stores (HS, the stride and the
+// head offset are multiples of 8); a quarter-warp stores 128 contiguous bytes of one row
+// at head sizes 64 and 128 (no bank conflicts).
 template <int HS>
-__device__ inline void att_tc_load_tile(__nv_bfloat16 *dst, __nv_bfloat16 *dstT, const __nv_bfloat16 *src, int row0, int T,
-                                        size_t stride) {
+__device__ inline void att_tc_load_tile(__nv_bfloat16 *dst, const __nv_bfloat16 *src, int row0, int T, size_t stride) {
     constexpr int LD = HS + ATT_TC_PAD, CHUNKS = HS / 8;
     for (int idx = threadIdx.x; idx < ATT_TILE * CHUNKS; idx += ATT_TC_THREADS) {
         int r = idx / CHUNKS, c = (idx % CHUNKS) * 8;
         int t = row0 + r;
         uint4 v = {0u, 0u, 0u, 0u};
         if (t < T) v = mma_ld<uint4>(src + (size_t)t * stride + c);
-        if (dst) mma_st<uint4>(dst + r * LD + c, v);
-        if (dstT) {
-            __nv_bfloat16 e[8];
-            memcpy(e, &v, sizeof e);
-#pragma unroll
-            for (int i = 0; i < 8; i++) dstT[(c + i) * ATT_TC_LDT + r] = e[i];
-        }
+        mma_st<uint4>(dst + r * LD + c, v);
     }
 }
 
@@ -499,9 +506,11 @@ __device__ inline void att_tc_scores(float (&s)[8][4], const __nv_bfloat16 *A, i
 }
 
 // acc += P M for one warp: P a 16 x 64 block in C fragments (fp32, rounded here to bf16),
-// M (64 x HS) given transposed as the shared tile Mt [HS][ATT_TC_LDT]; acc is 16 x HS.
+// M (64 x HS) the shared row-major tile Ms [64][HS+8], read with ldmatrix.trans (two
+// 8-channel blocks per load); acc is 16 x HS.
 template <int HS>
-__device__ inline void att_tc_accumulate(float (&acc)[HS / 8][4], const float (&p)[8][4], const __nv_bfloat16 *Mt) {
+__device__ inline void att_tc_accumulate(float (&acc)[HS / 8][4], const float (&p)[8][4], const __nv_bfloat16 *Ms) {
+    constexpr int LD = HS + ATT_TC_PAD;
 #pragma unroll
     for (int kc = 0; kc < 4; kc++) {
         uint32_t a[4];
@@ -510,10 +519,11 @@ __device__ inline void att_tc_accumulate(float (&acc)[HS / 8][4], const float (&
         a[2] = pack_bf16x2(p[2 * kc + 1][0], p[2 * kc + 1][1]);
         a[3] = pack_bf16x2(p[2 * kc + 1][2], p[2 * kc + 1][3]);
 #pragma unroll
-        for (int c = 0; c < HS / 8; c++) {
-            uint32_t bb[2];
-            mma_load_b(bb, Mt, ATT_TC_LDT, c * 8, kc * 16);
+        for (int c = 0; c < HS / 8; c += 2) {
+            uint32_t bb[4];
+            mma_load_b2_trans(bb, Ms, LD, kc * 16, c * 8);
             mma_m16n8k16_bf16(acc[c], a, bb, acc[c]);
+            mma_m16n8k16_bf16(acc[c + 1], a, bb + 2, acc[c + 1]);
         }
     }
 }
@@ -554,7 +564,7 @@ __global__ void __launch_bounds__(ATT_TC_THREADS)
     extern __shared__ float4 att_tc_smem[]; // 16-byte aligned
     __nv_bfloat16 *Qs = (__nv_bfloat16 *)att_tc_smem; // [64][LD]
     __nv_bfloat16 *Ks = Qs + ATT_TILE * LD;            // [64][LD]
-    __nv_bfloat16 *Vt = Ks + ATT_TILE * LD;            // [HS][ATT_TC_LDT], V transposed
+    __nv_bfloat16 *Vs = Ks + ATT_TILE * LD;            // [64][LD]
     __shared__ int ds_s[ATT_TILE];
     __shared__ int kmin_s;
 
@@ -567,7 +577,7 @@ __global__ void __launch_bounds__(ATT_TC_THREADS)
     const __nv_bfloat16 *vb = kb + (size_t)KVH * HS;
     const float scale_log2 = ATT_LOG2E / sqrtf((float)HS);
 
-    att_tc_load_tile<HS>(Qs, nullptr, qb, q0, T, QKV);
+    att_tc_load_tile<HS>(Qs, qb, q0, T, QKV);
     att_load_doc_start(ds_s, &kmin_s, doc_start + (size_t)b * T, q0, T, window); // its barriers also publish Qs
     const int kmin = kmin_s;
     const int qlast = min(q0 + ATT_TILE, T) - 1;
@@ -589,9 +599,9 @@ __global__ void __launch_bounds__(ATT_TC_THREADS)
 
     int visited = 0;
     for (int k0 = (kmin / ATT_TILE) * ATT_TILE; k0 <= qlast; k0 += ATT_TILE, visited++) {
-        __syncthreads(); // every warp is done with the previous Ks, Vt
-        att_tc_load_tile<HS>(Ks, nullptr, kb, k0, T, QKV);
-        att_tc_load_tile<HS>(nullptr, Vt, vb, k0, T, QKV);
+        __syncthreads(); // every warp is done with the previous Ks, Vs
+        att_tc_load_tile<HS>(Ks, kb, k0, T, QKV);
+        att_tc_load_tile<HS>(Vs, vb, k0, T, QKV);
         __syncthreads();
         float s[8][4];
         att_tc_scores<HS>(s, Qs, 16 * warp, Ks);
@@ -628,7 +638,7 @@ __global__ void __launch_bounds__(ATT_TC_THREADS)
             }
         l[0] += att_tc_row_sum(rs[0]);
         l[1] += att_tc_row_sum(rs[1]);
-        att_tc_accumulate<HS>(o, s, Vt);
+        att_tc_accumulate<HS>(o, s, Vs);
     }
     att_count_tiles(tiles, visited, q0 / ATT_TILE, h, NH);
 
@@ -655,8 +665,6 @@ __global__ void __launch_bounds__(ATT_TC_THREADS)
     __nv_bfloat16 *Vs = Ks + ATT_TILE * LD;            // [64][LD]
     __nv_bfloat16 *Qs = Vs + ATT_TILE * LD;            // [64][LD] current query tile (current query head)
     __nv_bfloat16 *dOs = Qs + ATT_TILE * LD;           // [64][LD]
-    __nv_bfloat16 *Qt = dOs + ATT_TILE * LD;           // [HS][ATT_TC_LDT] Q transposed
-    __nv_bfloat16 *dOt = Qt + HS * ATT_TC_LDT;         // [HS][ATT_TC_LDT] dout transposed
     __shared__ int ds_s[ATT_TILE];
     __shared__ float lse2_s[ATT_TILE], D_s[ATT_TILE];
     __shared__ int qmin_s;
@@ -672,8 +680,8 @@ __global__ void __launch_bounds__(ATT_TC_THREADS)
     const float scale_log2 = ATT_LOG2E * scale;
     const int klast = min(k0 + ATT_TILE, T) - 1;
 
-    att_tc_load_tile<HS>(Ks, nullptr, kb, k0, T, QKV);
-    att_tc_load_tile<HS>(Vs, nullptr, vb, k0, T, QKV);
+    att_tc_load_tile<HS>(Ks, kb, k0, T, QKV);
+    att_tc_load_tile<HS>(Vs, vb, k0, T, QKV);
 
     float dk[HS / 8][4], dv[HS / 8][4];
 #pragma unroll
@@ -695,8 +703,8 @@ __global__ void __launch_bounds__(ATT_TC_THREADS)
         visited++;
         for (int h = kvh * G; h < (kvh + 1) * G; h++) {
             __syncthreads(); // every warp is done with the previous head's tiles
-            att_tc_load_tile<HS>(Qs, Qt, qkv_b + (size_t)h * HS, q0, T, QKV);
-            att_tc_load_tile<HS>(dOs, dOt, dout + (size_t)b * T * OC + (size_t)h * HS, q0, T, OC);
+            att_tc_load_tile<HS>(Qs, qkv_b + (size_t)h * HS, q0, T, QKV);
+            att_tc_load_tile<HS>(dOs, dout + (size_t)b * T * OC + (size_t)h * HS, q0, T, OC);
             if (threadIdx.x < ATT_TILE) {
                 int t = q0 + threadIdx.x;
                 size_t bht = ((size_t)b * NH + h) * T + t;
@@ -713,11 +721,12 @@ __global__ void __launch_bounds__(ATT_TC_THREADS)
                 for (int i = 0; i < 4; i++) {
                     int qr = 8 * n + 2 * t4 + i % 2, kk = key[i / 2];
                     bool ok = kk >= ds_s[qr] && kk <= q0 + qr;
-                    p[n][i] = ok ? exp2f(p[n][i] * scale_log2 - lse2_s[qr]) : 0.0f;
+                    float e = exp2f(p[n][i] * scale_log2 - lse2_s[qr]); // read by every lane (no divergent shared access)
+                    p[n][i] = ok ? e : 0.0f;
                     ds[n][i] = p[n][i] * (ds[n][i] - D_s[qr]);
                 }
-            att_tc_accumulate<HS>(dv, p, dOt);
-            att_tc_accumulate<HS>(dk, ds, Qt);
+            att_tc_accumulate<HS>(dv, p, dOs);
+            att_tc_accumulate<HS>(dk, ds, Qs);
         }
     }
     att_count_tiles(tiles, visited, blockIdx.x, kvh, KVH);
@@ -742,7 +751,6 @@ __global__ void __launch_bounds__(ATT_TC_THREADS)
     __nv_bfloat16 *dOs = Qs + ATT_TILE * LD;           // [64][LD]
     __nv_bfloat16 *Ks = dOs + ATT_TILE * LD;           // [64][LD]
     __nv_bfloat16 *Vs = Ks + ATT_TILE * LD;            // [64][LD]
-    __nv_bfloat16 *Kt = Vs + ATT_TILE * LD;            // [HS][ATT_TC_LDT] K transposed
     __shared__ int ds_s[ATT_TILE];
     __shared__ int kmin_s;
 
@@ -756,8 +764,8 @@ __global__ void __launch_bounds__(ATT_TC_THREADS)
     const float scale = 1.0f / sqrtf((float)HS);
     const float scale_log2 = ATT_LOG2E * scale;
 
-    att_tc_load_tile<HS>(Qs, nullptr, qb, q0, T, QKV);
-    att_tc_load_tile<HS>(dOs, nullptr, dout + (size_t)b * T * OC + (size_t)h * HS, q0, T, OC);
+    att_tc_load_tile<HS>(Qs, qb, q0, T, QKV);
+    att_tc_load_tile<HS>(dOs, dout + (size_t)b * T * OC + (size_t)h * HS, q0, T, OC);
     att_load_doc_start(ds_s, &kmin_s, doc_start + (size_t)b * T, q0, T, window); // its barriers also publish Qs, dOs
     const int kmin = kmin_s;
     const int qlast = min(q0 + ATT_TILE, T) - 1;
@@ -779,9 +787,9 @@ __global__ void __launch_bounds__(ATT_TC_THREADS)
 
     int visited = 0;
     for (int k0 = (kmin / ATT_TILE) * ATT_TILE; k0 <= qlast; k0 += ATT_TILE, visited++) {
-        __syncthreads(); // every warp is done with the previous Ks, Vs, Kt
-        att_tc_load_tile<HS>(Ks, Kt, kb, k0, T, QKV);
-        att_tc_load_tile<HS>(Vs, nullptr, vb, k0, T, QKV);
+        __syncthreads(); // every warp is done with the previous Ks, Vs
+        att_tc_load_tile<HS>(Ks, kb, k0, T, QKV);
+        att_tc_load_tile<HS>(Vs, vb, k0, T, QKV);
         __syncthreads();
         float p[8][4], ds[8][4];
         att_tc_scores<HS>(p, Qs, 16 * warp, Ks);   // S
@@ -795,7 +803,7 @@ __global__ void __launch_bounds__(ATT_TC_THREADS)
                 p[n][i] = ok ? exp2f(p[n][i] * scale_log2 - rowlse2[r]) : 0.0f;
                 ds[n][i] = p[n][i] * (ds[n][i] - rowD[r]);
             }
-        att_tc_accumulate<HS>(dq, ds, Kt);
+        att_tc_accumulate<HS>(dq, ds, Ks);
     }
     att_count_tiles(tiles, visited, q0 / ATT_TILE, h, NH);
 
@@ -881,16 +889,13 @@ void attention_backward_fma_hs(floatX *dqkv, const float *D, const floatX *dout,
 }
 
 #if !defined(ENABLE_FP32)
-// shared bytes of the tensor-core kernels: untransposed [64][HS+8] and transposed
-// [HS][64+8] bf16 tiles
-inline size_t att_tc_smem_bytes(int hs, int tiles, int transposed) {
-    return ((size_t)tiles * ATT_TILE * (hs + ATT_TC_PAD) + (size_t)transposed * hs * ATT_TC_LDT) * sizeof(__nv_bfloat16);
-}
+// shared bytes of the tensor-core kernels: `tiles` [64][HS+8] bf16 tiles
+inline size_t att_tc_smem_bytes(int hs, int tiles) { return (size_t)tiles * ATT_TILE * (hs + ATT_TC_PAD) * sizeof(__nv_bfloat16); }
 
 template <int HS>
 void attention_forward_tc_hs(floatX *out, float *lse, const floatX *qkv, const int *doc_start, int B, int T, int NH, int KVH,
                              int window, int *tiles, cudaStream_t stream) {
-    size_t smem = att_tc_smem_bytes(HS, 2, 1); // Q, K; V transposed
+    size_t smem = att_tc_smem_bytes(HS, 3); // Q, K, V
     CUDA_CHECK(cudaFuncSetAttribute(attention_forward_tc_kernel<HS>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     dim3 grid(ceil_div(T, ATT_TILE), NH, B);
     attention_forward_tc_kernel<HS><<<grid, ATT_TC_THREADS, smem, stream>>>(out, lse, qkv, doc_start, T, NH, KVH, window, tiles);
@@ -901,13 +906,13 @@ template <int HS>
 void attention_backward_tc_hs(floatX *dqkv, const float *D, const floatX *dout, const float *lse, const floatX *qkv,
                               const int *doc_start, int B, int T, int NH, int KVH, int window, const AttTileCounts &tiles,
                               cudaStream_t stream) {
-    size_t smem_kv = att_tc_smem_bytes(HS, 4, 2); // K, V, Q, dout; Q and dout transposed
+    size_t smem_kv = att_tc_smem_bytes(HS, 4); // K, V, Q, dout
     CUDA_CHECK(cudaFuncSetAttribute(attention_backward_dkdv_tc_kernel<HS>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     (int)smem_kv));
     attention_backward_dkdv_tc_kernel<HS><<<dim3(ceil_div(T, ATT_TILE), KVH, B), ATT_TC_THREADS, smem_kv, stream>>>(
         dqkv, dout, lse, D, qkv, doc_start, T, NH, KVH, window, tiles.dkdv);
     LAUNCH_CHECK();
-    size_t smem_q = att_tc_smem_bytes(HS, 4, 1); // Q, dout, K, V; K transposed
+    size_t smem_q = att_tc_smem_bytes(HS, 4); // Q, dout, K, V
     CUDA_CHECK(cudaFuncSetAttribute(attention_backward_dq_tc_kernel<HS>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     (int)smem_q));
     attention_backward_dq_tc_kernel<HS><<<dim3(ceil_div(T, ATT_TILE), NH, B), ATT_TC_THREADS, smem_q, stream>>>(

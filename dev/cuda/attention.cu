@@ -201,6 +201,17 @@ static void backward_version(int version, floatX *dqkv, float *scratch, const fl
 
 #define NUM_VERSIONS 3
 
+// The emulator's bank-conflict counter, where it is built in (run.sh's dev builds).
+struct emu_bank_totals_t {
+    unsigned long long requests, extra;
+    int worst;
+};
+#ifdef CUDA_EMU
+static bool emu_bank_counting() { return emu::bank_counting(); }
+#else
+static bool emu_bank_counting() { return false; }
+#endif
+
 // whether version v has kernels for head size hs in this build
 static bool version_available(int v, int hs) { return v != 3 || attention_tc_supported(hs); }
 
@@ -362,6 +373,29 @@ static void split_qkv(const float *rows, size_t BT, int NH, int KVH, int HS, flo
     }
 }
 
+// Under the emulator's bank-conflict counter (dev/cuda/emu/README.md): the shared-memory
+// requests and extra wavefronts of the kernels of version v (2 FMA, 3 tensor-core) so far.
+static emu_bank_totals_t version_banks(int v) {
+    emu_bank_totals_t t = {0, 0, 0};
+#ifdef CUDA_EMU
+    const char *names[2][3] = {{"attention_forward_kernel", "attention_backward_dkdv_kernel", "attention_backward_dq_kernel"},
+                               {"attention_forward_tc_kernel", "attention_backward_dkdv_tc_kernel", "attention_backward_dq_tc_kernel"}};
+    for (const char *n : names[v - 2]) {
+        emu::BankCount c = emu::bank_count(n);
+        t.requests += c.requests;
+        t.extra += c.extra;
+        t.worst = t.worst > c.worst ? t.worst : c.worst;
+    }
+#else
+    (void)v;
+#endif
+    return t;
+}
+
+// The tensor-core kernels must have no bank conflicts at the head sizes the models use;
+// the other head sizes (16..48, 80..112) have 2-way conflicts on some 16-byte tile stores.
+static bool must_be_conflict_free(int v, int hs) { return v == 3 && (hs == 64 || hs == 128); }
+
 // Checks every version on one configuration; returns the number of failures.
 static int check_config(const Config &cf, int only_version) {
     int B = cf.B, T = cf.T, NH = cf.NH, KVH = cf.KVH, hs = cf.HS;
@@ -443,9 +477,23 @@ static int check_config(const Config &cf, int only_version) {
             CUDA_CHECK(cudaMemset(d_lse, 0xFF, nlse * sizeof(float)));
             CUDA_CHECK(cudaMemset(d_dqkv, 0xFF, nqkv * sizeof(floatX)));
             CUDA_CHECK(cudaMemset(d_scratch, 0xFF, nscratch * sizeof(float)));
+            emu_bank_totals_t banks0 = v >= 2 ? version_banks(v) : emu_bank_totals_t{0, 0, 0};
             forward_version(v, d_out, d_lse, d_qkv, d_ds, B, T, NH, KVH, hs, cf.window, &d_tiles);
             backward_version(v, d_dqkv, d_scratch, d_dout, d_out, d_lse, d_qkv, d_ds, B, T, NH, KVH, hs, cf.window, &d_tiles);
             CUDA_CHECK(cudaDeviceSynchronize());
+            if (v >= 2 && rep == 0 && emu_bank_counting()) {
+                emu_bank_totals_t banks1 = version_banks(v);
+                unsigned long long req = banks1.requests - banks0.requests, extra = banks1.extra - banks0.extra;
+                snprintf(name, sizeof name, "v%d %s shared memory without bank conflicts", v, shape);
+                if (!must_be_conflict_free(v, hs))
+                    printf("note %s: %llu requests, %llu extra wavefronts (not required here)\n", name, req, extra);
+                else if (extra == 0)
+                    printf("ok %s (%llu requests)\n", name, req);
+                else {
+                    printf("FAIL %s: %llu extra wavefronts in %llu requests (worst %d-way so far)\n", name, extra, req, banks1.worst);
+                    fails++;
+                }
+            }
             std::vector<float> out = to_host_float(d_out, nout), dqkv = to_host_float(d_dqkv, nqkv);
             if (v >= 2 && rep == 0) {
                 // tile skipping: every block visits exactly the tiles the rule needs
