@@ -463,6 +463,8 @@ __global__ void __launch_bounds__(ATT_THREADS)
 //    SMs, 1.83 GHz). Backward: dK dV 512 mma, 1280 wavefronts; dQ 384 mma, 1024
 //    wavefronts; ~190 TFLOP/s counted. K/V tiles are loaded synchronously (no cp.async
 //    double buffering): several resident blocks per SM hide that latency in the model.
+//    ptxas (dev/cuda/resources.sh) at HS 64: forward 107 registers (4 blocks, 16 warps per
+//    SM), dK dV 205 (2 blocks), dQ 153 (3); at HS 128 dK dV uses 255 and spills 28 bytes.
 #if !defined(ENABLE_FP32)
 #define ATT_TC_THREADS 128
 #define ATT_TC_PAD 8 // padding of a shared tile row, in bf16 elements
