@@ -27,7 +27,7 @@ HAVE_NVCC := $(shell command -v $(NVCC) 2>/dev/null)
 # a GPU the driver sees: only then does plain `make` spend the minute or two nvcc takes
 HAVE_GPU := $(if $(HAVE_NVCC),$(shell nvidia-smi -L 2>/dev/null | grep -q '^GPU' && echo yes))
 
-.PHONY: all test clean check_headers_cxx cuda no_gpu_note
+.PHONY: all test clean check_headers_cxx cuda no_gpu_note resources
 
 all: train_sft chat tok prepare $(if $(HAVE_GPU),cuda,no_gpu_note)
 
@@ -112,7 +112,7 @@ CUDA_TARGETS = train_sftcu train_sftcu_fp32 test_sftcu test_sftcu_bf16
 
 ifdef HAVE_NVCC
 cuda: $(CUDA_TARGETS) $(if $(HAVE_MPICC),train_sftcu_mpi)
-CUDA_TEST_CMDS = ./test_sftcu ./test_sftcu_bf16 "make -s -C dev/cuda run" "make -s -C dev/cuda PRECISION=FP32 run"
+CUDA_TEST_CMDS = ./test_sftcu ./test_sftcu_bf16 "make -s -C dev/cuda run" "make -s -C dev/cuda PRECISION=FP32 run" "bash dev/cuda/resources.sh"
 else
 cuda:
 	@echo "nvcc not found: skipping the GPU trainer (install the CUDA toolkit to build it)"
@@ -142,6 +142,11 @@ train_sftcu_fp32: $(CUDA_DEPS)
 MPICXX ?= mpicxx
 train_sftcu_mpi: $(CUDA_DEPS)
 	$(NVCC) $(NVCCFLAGS) $(NCCL_FLAGS) -ccbin $(MPICXX) -DUSE_MPI -o $@ train_sft.cu $(CUDA_LIBS)
+
+# registers, threads, shared memory, spills and occupancy of every kernel from ptxas -v
+# (dev/cuda/resources.sh; no GPU needed, part of make test wherever nvcc is)
+resources:
+	bash dev/cuda/resources.sh
 
 dev/cuda/cpu_ref.o: dev/cuda/cpu_ref.c dev/cuda/cpu_ref.h train_sft.c $(COMMON_H)
 	$(CC) $(CFLAGS) -c -o $@ dev/cuda/cpu_ref.c

@@ -314,14 +314,25 @@ static void matmul_backward(float *dinp, float *dw, float *dbias, const float *d
     }
 }
 
-// Causal self-attention within documents, grouped-query. qkv rows (width QKV =
-// (NH + 2 KVH) HS) hold [q (NH heads) | k (KVH heads) | v (KVH heads)], heads of HS
-// channels; query head h reads key/value head h / (NH / KVH) (GPT-2: KVH = NH, HS =
-// C/NH, QKV = 3C). For position t whose document starts at row position
-// s0 = doc_start[t]:  att[t, s] = softmax_{s0 <= s <= t}(q_t . k_s / sqrt(HS)),
-// out_t = sum_s att[t, s] v_s; out rows are NH*HS wide. att is (B, NH, T, T);
-// entries outside [s0, t] are unused.
-static void attention_forward(float *out, float *att, const float *qkv, const int *doc_start, int B, int T, int NH, int KVH, int HS) {
+// The first key position query t sees: its document's start ds, and with a sliding
+// window of W > 0 keys (Gemma 3's sliding layers; W = 0: full causal) also t - W + 1.
+// That is transformers' convention (masking_utils: sliding_window_overlay allows
+// kv_idx > q_idx - W, and'ed with the causal kv_idx <= q_idx): query t sees key s iff
+// s <= t and t - s < W, W keys counting itself; the window restarts in each packed
+// document like the causal mask.
+static inline int attention_first_key(int ds, int t, int window) {
+    return window > 0 && t - window + 1 > ds ? t - window + 1 : ds;
+}
+
+// Causal self-attention within documents, grouped-query, optionally in a sliding
+// window. qkv rows (width QKV = (NH + 2 KVH) HS) hold [q (NH heads) | k (KVH heads) |
+// v (KVH heads)], heads of HS channels; query head h reads key/value head h / (NH / KVH)
+// (GPT-2: KVH = NH, HS = C/NH, QKV = 3C). For position t with first key
+// s0 = attention_first_key(doc_start[t], t, window):
+// att[t, s] = softmax_{s0 <= s <= t}(q_t . k_s / sqrt(HS)), out_t = sum_s att[t, s] v_s;
+// out rows are NH*HS wide. att is (B, NH, T, T); entries outside [s0, t] are unused.
+static void attention_forward(float *out, float *att, const float *qkv, const int *doc_start, int B, int T, int NH, int KVH, int HS,
+                              int window) {
     int QKV = (NH + 2 * KVH) * HS, A = NH * HS, group = NH / KVH;
     float scale = 1.0f / sqrtf((float)HS);
 #pragma omp parallel for collapse(3) schedule(static)
@@ -331,7 +342,7 @@ static void attention_forward(float *out, float *att, const float *qkv, const in
                 int kh = h / group;
                 const float *q = qkv + ((size_t)b * T + t) * QKV + h * HS;
                 float *a = att + (((size_t)b * NH + h) * T + t) * T;
-                int s0 = doc_start[b * T + t];
+                int s0 = attention_first_key(doc_start[b * T + t], t, window);
                 float mx = -INFINITY;
                 for (int s = s0; s <= t; s++) {
                     const float *k = qkv + ((size_t)b * T + s) * QKV + A + kh * HS;
@@ -356,11 +367,12 @@ static void attention_forward(float *out, float *att, const float *qkv, const in
 
 // With p = att[t, :], g_s = dout_t . v_s:  dv_s += p_s dout_t,
 // dpre_s = p_s (g_s - sum_r p_r g_r),  dq_t += scale sum_s dpre_s k_s,  dk_s += scale dpre_s q_t;
-// dk and dv of a key/value head sum over the NH/KVH query heads that read it.
+// dk and dv of a key/value head sum over the NH/KVH query heads that read it; s runs over
+// s0 .. t as in attention_forward (the same window).
 // One thread per (row, key/value head), its query heads in order: dk and dv of a
 // head are written only by its thread, in a fixed order.
 static void attention_backward(float *dqkv, const float *dout, const float *qkv, const float *att, const int *doc_start,
-                               int B, int T, int NH, int KVH, int HS) {
+                               int B, int T, int NH, int KVH, int HS, int window) {
     int QKV = (NH + 2 * KVH) * HS, A = NH * HS, group = NH / KVH;
     float scale = 1.0f / sqrtf((float)HS);
 #pragma omp parallel
@@ -375,7 +387,7 @@ static void attention_backward(float *dqkv, const float *dout, const float *qkv,
                         const float *dy = dout + ((size_t)b * T + t) * A + h * HS;
                         const float *q = qkv + ((size_t)b * T + t) * QKV + h * HS;
                         float *dq = dqkv + ((size_t)b * T + t) * QKV + h * HS;
-                        int s0 = doc_start[b * T + t];
+                        int s0 = attention_first_key(doc_start[b * T + t], t, window);
                         float dot = 0.0f;
                         for (int s = s0; s <= t; s++) {
                             const float *v = qkv + ((size_t)b * T + s) * QKV + A + (KVH + kh) * HS;
@@ -702,7 +714,7 @@ static double gpt2_forward(GPT2 *m, const int *inputs, const int *pos, const int
         norm_forward(c, a->ln1 + oc, a->ln1_mean + o1, a->ln1_rstd + o1, residual, param_layer(c, p, P_LN1W, l), param_layer(c, p, P_LN1B, l), BT);
         matmul_forward(qkv, a->ln1 + oc, param_layer(c, p, P_QKVW, l), param_layer(c, p, P_QKVB, l), BT, C, QKV, wl);
         if (llama) rope_forward(qkv, pos, a->rope_cos, a->rope_sin, BT, NH, KVH, HS);
-        attention_forward(atty, a->att + (size_t)l * B * NH * T * T, qkv, doc_start, B, T, NH, KVH, HS);
+        attention_forward(atty, a->att + (size_t)l * B * NH * T * T, qkv, doc_start, B, T, NH, KVH, HS, 0);
         matmul_forward(a->residual2 + oc, atty, param_layer(c, p, P_ATTPROJW, l), param_layer(c, p, P_ATTPROJB, l), BT, A, C, wl);
         residual_forward(a->residual2 + oc, a->residual2 + oc, residual, (size_t)BT * C);
         norm_forward(c, a->ln2 + oc, a->ln2_mean + o1, a->ln2_rstd + o1, a->residual2 + oc, param_layer(c, p, P_LN2W, l),
@@ -762,7 +774,7 @@ static void gpt2_backward(GPT2 *m, const int *inputs, const int *pos, const int 
         matmul_backward(a->datty, param_layer(c, g, P_ATTPROJW, l), param_layer(c, g, P_ATTPROJB, l), a->dresidual, atty,
                         param_layer(c, p, P_ATTPROJW, l), BT, A, C, wl);
         memset(a->dqkv, 0, (size_t)BT * QKV * sizeof(float));
-        attention_backward(a->dqkv, a->datty, qkv, a->att + (size_t)l * B * NH * T * T, doc_start, B, T, NH, KVH, HS);
+        attention_backward(a->dqkv, a->datty, qkv, a->att + (size_t)l * B * NH * T * T, doc_start, B, T, NH, KVH, HS, 0);
         if (llama) rope_backward(a->dqkv, pos, a->rope_cos, a->rope_sin, BT, NH, KVH, HS);
         memset(a->dln, 0, btc * sizeof(float));
         matmul_backward(a->dln, param_layer(c, g, P_QKVW, l), param_layer(c, g, P_QKVB, l), a->dqkv, a->ln1 + oc, param_layer(c, p, P_QKVW, l),
@@ -996,13 +1008,43 @@ static void matvec_forward(float *out, const float *x, const float *w, const flo
     }
 }
 
+// Attention of the one query at position t (q: the NH heads of its qkv row) to the cached
+// keys and values kc, vc (rows of KVH HS) of positions 0..t, one document: out (NH HS) as
+// attention_forward's row t, with the same sliding window (first key
+// attention_first_key(0, t, window)). att: NH rows of cap floats, scratch.
+static void attention_decode(float *out, float *att, const float *q, const float *kc, const float *vc, int t, int cap, int NH,
+                             int KVH, int HS, int window) {
+    int kvw = KVH * HS, group = NH / KVH, s0 = attention_first_key(0, t, window);
+    float scale = 1.0f / sqrtf((float)HS);
+#pragma omp parallel for schedule(static)
+    for (int h = 0; h < NH; h++) {  // softmax over the cached positions s0..t
+        const float *qh = q + h * HS;
+        int kh = h / group;
+        float *a = att + (size_t)h * cap, mx = -INFINITY, sum = 0.0f;
+        for (int s = s0; s <= t; s++) {
+            const float *k = kc + (size_t)s * kvw + kh * HS;
+            float d = 0.0f;
+            for (int i = 0; i < HS; i++) d += qh[i] * k[i];
+            a[s] = d * scale;
+            if (a[s] > mx) mx = a[s];
+        }
+        for (int s = s0; s <= t; s++) { a[s] = expf(a[s] - mx); sum += a[s]; }
+        float *o = out + h * HS;
+        for (int i = 0; i < HS; i++) o[i] = 0.0f;
+        for (int s = s0; s <= t; s++) {
+            const float *v = vc + (size_t)s * kvw + kh * HS;
+            for (int i = 0; i < HS; i++) o[i] += a[s] / sum * v[i];
+        }
+    }
+}
+
 // Appends `token` at position kv->len (< context) and returns the logits for the next token.
 static const float *gpt2_decode_step(const GPT2 *m, KVCache *kv, int token) {
     const GPT2Config *c = &m->cfg;
     const ParamTensors *p = &m->params;
-    int C = c->C, NH = c->NH, KVH = c->KVH, HS = c->HS, QKV = qkv_width(c), A = NH * HS, FF = c->FF, t = kv->len, group = NH / KVH;
+    int C = c->C, NH = c->NH, KVH = c->KVH, HS = c->HS, QKV = qkv_width(c), A = NH * HS, FF = c->FF, t = kv->len;
     int llama = is_llama_family(c), wl = weight_layout(c), kvw = kv->kvw, zero = 0;
-    float mean, rstd, scale = 1.0f / sqrtf((float)HS);
+    float mean, rstd;
     kv_reserve(kv, c, t + 1);
     for (int i = 0; i < C; i++) kv->x[i] = p->wte[(size_t)token * C + i] + (llama ? 0.0f : p->wpe[(size_t)t * C + i]);
     if (llama)  // the angles of position t, as rope_table computes them
@@ -1018,26 +1060,7 @@ static const float *gpt2_decode_step(const GPT2 *m, KVCache *kv, int token) {
         float *kc = kv->k + (size_t)l * kv->cap * kvw, *vc = kv->v + (size_t)l * kv->cap * kvw;
         memcpy(kc + (size_t)t * kvw, kv->qkv + A, (size_t)kvw * sizeof(float));
         memcpy(vc + (size_t)t * kvw, kv->qkv + A + kvw, (size_t)kvw * sizeof(float));
-#pragma omp parallel for schedule(static)
-        for (int h = 0; h < NH; h++) {  // softmax over the cached positions 0..t
-            const float *q = kv->qkv + h * HS;
-            int kh = h / group;
-            float *a = kv->att + (size_t)h * kv->cap, mx = -INFINITY, sum = 0.0f;
-            for (int s = 0; s <= t; s++) {
-                const float *k = kc + (size_t)s * kvw + kh * HS;
-                float d = 0.0f;
-                for (int i = 0; i < HS; i++) d += q[i] * k[i];
-                a[s] = d * scale;
-                if (a[s] > mx) mx = a[s];
-            }
-            for (int s = 0; s <= t; s++) { a[s] = expf(a[s] - mx); sum += a[s]; }
-            float *o = kv->atty + h * HS;
-            for (int i = 0; i < HS; i++) o[i] = 0.0f;
-            for (int s = 0; s <= t; s++) {
-                const float *v = vc + (size_t)s * kvw + kh * HS;
-                for (int i = 0; i < HS; i++) o[i] += a[s] / sum * v[i];
-            }
-        }
+        attention_decode(kv->atty, kv->att, kv->qkv, kc, vc, t, kv->cap, NH, KVH, HS, 0);
         matvec_forward(kv->ln, kv->atty, param_layer(c, p, P_ATTPROJW, l), param_layer(c, p, P_ATTPROJB, l), A, C, wl);
         for (int i = 0; i < C; i++) kv->x[i] += kv->ln[i];
         norm_forward(c, kv->ln, &mean, &rstd, kv->x, param_layer(c, p, P_LN2W, l), param_layer(c, p, P_LN2B, l), 1);

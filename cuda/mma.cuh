@@ -32,6 +32,24 @@ __device__ inline void mma_m16n8k16_bf16(float d[4], const uint32_t a[4], const 
 #endif
 }
 
+// ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 (sm_75 and later): four 8 x 8 bf16
+// matrices from shared memory, transposed. Lane l gives the address of row l % 8 of matrix
+// l / 8 (8 contiguous bf16, 16-byte aligned) and receives in r[i] two elements of matrix i:
+// (row 2 (l % 4), column l / 4) in the low half and (row 2 (l % 4) + 1, column l / 4) in
+// the high half (PTX ISA, "Warp-level matrix load instruction: ldmatrix"). That is the B
+// fragment layout (b: rows k = 2t, 2t + 1, column n = g) of a matrix stored with k as its
+// row index. Under the emulator, a rendezvous of the warp like the mma.
+__device__ inline void mma_ldmatrix_x4_trans(uint32_t r[4], const __nv_bfloat16 *row) {
+#if defined(CUDA_EMU)
+    emu::ldmatrix_x4_trans(r, row);
+#else
+    unsigned addr = (unsigned)__cvta_generic_to_shared(row);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr));
+#endif
+}
+
 // Loads and stores of raw bits through another type (pairs of bf16 as uint32_t, 8 bf16 as
 // uint4). The emulator is compiled by g++ with strict aliasing, so it goes through memcpy.
 template <typename T> __device__ inline T mma_ld(const void *p) {
@@ -74,4 +92,13 @@ __device__ inline void mma_load_b(uint32_t b[2], const __nv_bfloat16 *s, int ld,
     const __nv_bfloat16 *p = s + (size_t)(n0 + g) * ld + k0 + 2 * t;
     b[0] = mma_ld<uint32_t>(p);
     b[1] = mma_ld<uint32_t>(p + 8);
+}
+
+// B fragments (k = k0..k0+15) of two neighbouring 8-column blocks n0..n0+7 (b[0], b[1]) and
+// n0+8..n0+15 (b[2], b[3]) of a row-major bf16 matrix whose rows are the k index (row stride
+// ld elements, a multiple of 8; n0 a multiple of 8), in shared memory: one ldmatrix.x4.trans
+// of the matrices (k0.., n0), (k0+8.., n0), (k0.., n0+8), (k0+8.., n0+8).
+__device__ inline void mma_load_b2_trans(uint32_t b[4], const __nv_bfloat16 *s, int ld, int k0, int n0) {
+    int lane = threadIdx.x % 32, m = lane / 8;
+    mma_ldmatrix_x4_trans(b, s + (size_t)(k0 + 8 * (m % 2) + lane % 8) * ld + n0 + 8 * (m / 2));
 }

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """convert.py SRC_REPO DST: copies the repository (without .git, out/, *.o) to DST and
 rewrites its .cu/.cuh files for the emulator: kernel launches `k<<<cfg>>>(args)` become
-emu::launch calls, `__shared__ T a[N];` becomes static storage poisoned (0xFF) once per block
+emu::launch calls, kernels with __launch_bounds__(N) check their launch against N,
+`__shared__ T a[N];` becomes static storage poisoned (0xFF) once per block
 through emu::shared_touch, and `extern __shared__ T name[];` a pointer to the dynamic
 shared memory of the launch."""
 import os, re, shutil, sys
@@ -55,6 +56,22 @@ for f in files:
         count += 1
     out.append(s[pos:])
     s = ''.join(out)
+    # __launch_bounds__(N, ...) kernels check every launch against N (the hardware refuses
+    # more threads; dev/cuda/resources.sh relies on the bound)
+    lb_out, lpos = [], 0
+    for m in re.finditer(r'__launch_bounds__\(([^()]*(?:\([^()]*\)[^()]*)*)\)\s*(\w+)\s*\(', s):
+        if m.start() < lpos:
+            continue
+        close = find_close(s, m.end() - 1)
+        brace = s.index('{', close)
+        if s[close + 1:brace].strip():  # a declaration, not a definition
+            continue
+        bound = m.group(1).split(',')[0]
+        lb_out.append(s[lpos:brace + 1])
+        lb_out.append(' emu::check_launch_bounds(%s);' % bound)
+        lpos = brace + 1
+    lb_out.append(s[lpos:])
+    s = ''.join(lb_out)
     s = re.sub(r'extern\s+__shared__\s+(?:__align__\(\d+\)\s+)?([\w:]+)\s+(\w+)\s*\[\s*\]\s*;', r'\1 *\2 = (\1 *)emu::dyn_smem;', s)
     def shared_decl(m):
         names = [re.match(r'\s*(\w+)', d).group(1) for d in m.group(3).split(',')]

@@ -66,9 +66,13 @@ struct Warp {
     int src[32];
     uint32_t mma_a[32][4], mma_b[32][2];  // each lane's mma operand registers
     float mma_c[32][4], mma_d[32][4];      // each lane's accumulator in and result out
+    const uint16_t *ldm_row[32];           // ldmatrix: each lane's row address
+    uint32_t ldm_out[32][4];               // and its result registers
 };
 
 static std::vector<Fiber> fibers;
+static void bank_flush_warp(int w);
+static void bank_flush_all();
 static std::vector<Warp> warps;
 static int nthreads, live;
 static int blk_arrived;
@@ -103,6 +107,7 @@ static void fiber_entry() {
     live--;
     // a block barrier that waited only for this thread
     if (live > 0 && blk_arrived > 0 && blk_arrived == live) {
+        bank_flush_all();
         if (!warned_exited_barrier) {
             fprintf(stderr, "EMU note: kernel %s: __syncthreads completed with exited threads\n", cur_kernel);
             warned_exited_barrier = true;
@@ -157,6 +162,7 @@ void syncthreads_impl(int pred) {
     blk_acc_and &= pred != 0;
     blk_acc_cnt += pred != 0;
     if (++blk_arrived == live) {
+        bank_flush_all();
         if (live != nthreads && !warned_exited_barrier) {
             fprintf(stderr, "EMU note: kernel %s: __syncthreads completed with exited threads\n", cur_kernel);
             warned_exited_barrier = true;
@@ -190,6 +196,7 @@ static Warp &warp_meet(int kind, unsigned mask, void (*all)(Warp &, int kind)) {
         if (fibers[w * 32 + l].state == F_DONE) fail("warp op (full mask) while lane %d of the warp has exited", l);
     cur->warp_kind = kind;
     if (++W.arrived == 32) {
+        bank_flush_warp(w);  // a sync point of the warp: its lanes' shared accesses since the last one
         for (int l = 0; l < 32; l++) {
             const Fiber &f = fibers[w * 32 + l];
             if (f.warp_kind != kind || f.warp_count != cur->warp_count)
@@ -276,19 +283,153 @@ void mma_m16n8k16_bf16(float d[4], const uint32_t a[4], const uint32_t b[2], con
     memcpy(d, W.mma_d[lane], sizeof W.mma_d[lane]);
 }
 
+// ldmatrix .x4 .trans (PTX ISA): matrix i has rows at the addresses of lanes 8i..8i+7; lane l
+// receives in register i the elements (row 2 (l % 4), column l / 4) (low half) and
+// (row 2 (l % 4) + 1, column l / 4) of matrix i.
+static void ldmatrix_all(Warp &W, int) {
+    for (int l = 0; l < 32; l++)
+        for (int i = 0; i < 4; i++) {
+            const uint16_t *r0 = W.ldm_row[8 * i + 2 * (l % 4)], *r1 = W.ldm_row[8 * i + 2 * (l % 4) + 1];
+            W.ldm_out[l][i] = (uint32_t)r0[l / 4] | ((uint32_t)r1[l / 4] << 16);
+        }
+}
+
+static bool in_shared(uintptr_t a, size_t n);
+static void bank_record(const void *p, size_t n, const void *pc);
+
+void ldmatrix_x4_trans(uint32_t r[4], const void *row) {
+    int lane = cur->lin % 32;
+    if ((uintptr_t)row % 16 || !in_shared((uintptr_t)row, 16)) fail("ldmatrix: row address %p is not 16-byte aligned shared memory", row);
+    bank_record(row, 16, __builtin_return_address(0));  // a 16-byte access of this lane (8 lanes per phase)
+    Warp &W0 = warps[cur->lin / 32];
+    W0.ldm_row[lane] = (const uint16_t *)row;
+    Warp &W = warp_meet(3, 0xffffffffu, ldmatrix_all);
+    memcpy(r, W.ldm_out[lane], sizeof W.ldm_out[lane]);
+}
+
+void check_launch_bounds(int max_threads) {
+    if (nthreads > max_threads) fail("launched with %d threads per block, more than its __launch_bounds__(%d)", nthreads, max_threads);
+}
+
 static std::map<const void *, int> func_smem;
 static uint64_t block_serial;
 static std::map<void *, uint64_t> shared_seen;
+static std::vector<std::pair<uintptr_t, size_t>> blk_static;  // static __shared__ ranges the block has touched
+static size_t dyn_size;                                         // dynamic shared bytes of the launch
 void shared_touch(void *p, size_t n) {
     uint64_t &b = shared_seen[p];
     if (b != block_serial) {
         b = block_serial;
         memset(p, 0xff, n);
+        blk_static.push_back({(uintptr_t)p, n});
     }
+}
+
+// ---------------------------------------------------------------- shared-memory bank conflicts
+// With run.sh's instrumented builds (g++ -fsanitize=thread on the emulated program, linked
+// without the ThreadSanitizer runtime), the compiler calls the __tsan_* hooks below at
+// every load and store; those that fall in the block's shared memory are recorded per
+// thread with the address of the instruction. At each sync point of a warp (a warp op, a
+// __syncthreads, the end of the block) the lanes' records are matched into warp-wide
+// requests: the k-th execution of an instruction by each lane is one request (SIMT
+// execution of converged lanes). A request is priced as the hardware does (CUDA
+// Programming Guide, compute capability 5.x and later): 32 banks of 4-byte words; 4-byte
+// (and smaller) accesses are served for the whole warp, 8-byte ones per half-warp and
+// 16-byte ones per quarter-warp (each such phase 128 bytes); a phase takes as many
+// wavefronts as the largest number of distinct words any one bank holds among its lanes'
+// accesses (lanes reading the same word share it). Extra wavefronts = wavefronts - phases.
+struct SmemAccess {
+    uintptr_t pc, addr;
+    uint32_t size;
+};
+static bool bank_instrumented;                        // the program was built with the hooks
+static bool in_block;                                 // a block is running (accesses are the kernel's)
+static std::vector<std::vector<SmemAccess>> lane_acc;  // per thread of the block, since its warp's last sync point
+struct BankStat {
+    uint64_t requests, wavefronts, extra;
+    int worst;  // largest wavefronts of one phase ("n-way")
+};
+// never destroyed: bank_report runs at exit, possibly after the static destructors
+static std::map<std::string, BankStat> &bank_stats = *new std::map<std::string, BankStat>;
+
+static bool in_shared(uintptr_t a, size_t n) {
+    if (dyn_smem && a >= (uintptr_t)dyn_smem && a + n <= (uintptr_t)dyn_smem + dyn_size) return true;
+    for (auto &r : blk_static)
+        if (a >= r.first && a + n <= r.first + r.second) return true;
+    return false;
+}
+
+static void bank_record(const void *p, size_t n, const void *pc) {
+    if (!in_block || !cur || !in_shared((uintptr_t)p, n)) return;
+    lane_acc[cur->lin].push_back({(uintptr_t)pc, (uintptr_t)p, (uint32_t)n});
+}
+
+// One warp-wide request: (lane, access) pairs of one instruction.
+static void bank_price(const std::vector<std::pair<int, SmemAccess>> &req, BankStat &st) {
+    uint32_t width = 4;
+    for (auto &e : req) width = std::max(width, std::min<uint32_t>(16, e.second.size <= 4 ? 4 : e.second.size <= 8 ? 8 : 16));
+    int per_phase = 128 / (int)width;
+    st.requests++;
+    for (int ph = 0; ph < 32 / per_phase; ph++) {
+        std::vector<uintptr_t> words;
+        for (auto &e : req)
+            if (e.first / per_phase == ph)
+                for (uintptr_t w = e.second.addr / 4; w <= (e.second.addr + e.second.size - 1) / 4; w++) words.push_back(w);
+        if (words.empty()) continue;
+        std::sort(words.begin(), words.end());
+        words.erase(std::unique(words.begin(), words.end()), words.end());
+        int per_bank[32] = {0}, wave = 0;
+        for (uintptr_t w : words) wave = std::max(wave, ++per_bank[w % 32]);
+        st.wavefronts += wave;
+        st.extra += wave - 1;
+        st.worst = std::max(st.worst, wave);
+    }
+}
+
+static void bank_flush_warp(int w) {
+    if (!bank_instrumented) return;
+    std::map<std::pair<uintptr_t, int>, std::vector<std::pair<int, SmemAccess>>> reqs;  // (pc, k-th execution) -> lanes
+    for (int l = 0; l < 32 && w * 32 + l < nthreads; l++) {
+        std::map<uintptr_t, int> seen;
+        for (auto &a : lane_acc[w * 32 + l]) reqs[{a.pc, seen[a.pc]++}].push_back({l, a});
+        lane_acc[w * 32 + l].clear();
+    }
+    if (reqs.empty()) return;
+    BankStat &st = bank_stats[cur_kernel];
+    for (auto &r : reqs) bank_price(r.second, st);
+}
+
+static void bank_flush_all() {
+    for (int w = 0; w * 32 < nthreads; w++) bank_flush_warp(w);
+}
+
+bool bank_counting() { return bank_instrumented; }
+
+BankCount bank_count(const char *prefix) {
+    BankCount c = {0, 0, 0, 0};
+    for (auto &k : bank_stats)
+        if (!strncmp(k.first.c_str(), prefix, strlen(prefix))) {
+            c.requests += k.second.requests;
+            c.wavefronts += k.second.wavefronts;
+            c.extra += k.second.extra;
+            c.worst = std::max(c.worst, k.second.worst);
+        }
+    return c;
+}
+
+static void bank_report() {
+    for (auto &k : bank_stats)
+        printf("emu banks %s: %llu shared requests, %llu wavefronts, %llu extra (%.1f%%), worst %d-way\n", k.first.c_str(),
+               (unsigned long long)k.second.requests, (unsigned long long)k.second.wavefronts, (unsigned long long)k.second.extra,
+               k.second.wavefronts ? 100.0 * k.second.extra / k.second.wavefronts : 0.0, k.second.worst);
 }
 
 static void run_block(int nt) {
     block_serial++;
+    blk_static.clear();
+    if ((int)lane_acc.size() < nt) lane_acc.resize(nt);
+    for (int i = 0; i < nt; i++) lane_acc[i].clear();
+    in_block = true;
     blk_arrived = 0;
     blk_acc_or = 0, blk_acc_and = 1, blk_acc_cnt = 0;
     live = nt;
@@ -324,6 +465,12 @@ static void run_block(int nt) {
             fail("deadlock: %d of %d threads live, none can proceed", live, nt);
         }
     }
+    bank_flush_all();
+    in_block = false;
+    size_t static_bytes = 0;
+    for (auto &r : blk_static) static_bytes += r.second;
+    if (static_bytes + dyn_size > 232448)  // H100/H200: 227 KiB of shared memory per block
+        fail("%zu bytes of static and %zu of dynamic shared memory: more than 227 KiB per block", static_bytes, dyn_size);
 }
 
 // ---------------------------------------------------------------- the work queue
@@ -414,6 +561,7 @@ static void launch_now(const LaunchCfg &cfg, const char *name, const std::functi
         blockIdx.y = (b / cfg.grid.x) % cfg.grid.y;
         blockIdx.z = b / ((long)cfg.grid.x * cfg.grid.y);
         dyn_smem = cfg.smem ? (char *)malloc(cfg.smem) : nullptr;
+        dyn_size = cfg.smem;
         if (dyn_smem) memset(dyn_smem, 0xff, cfg.smem);
         run_block((int)nt);
         free(dyn_smem);
@@ -452,6 +600,31 @@ static void check_copy(const void *dst, const void *src, size_t n, cudaMemcpyKin
 }  // namespace emu
 
 using namespace emu;
+
+// The hooks g++ -fsanitize=thread calls (see "shared-memory bank conflicts" above); the
+// instrumented program's constructor calls __tsan_init.
+extern "C" {
+void __tsan_init() {
+    emu::bank_instrumented = true;
+    atexit(emu::bank_report);
+}
+void __tsan_func_entry(void *) {}
+void __tsan_func_exit() {}
+#define EMU_TSAN_HOOKS(N)                                                                                          \
+    void __tsan_read##N(void *p) { emu::bank_record(p, N, __builtin_return_address(0)); }                        \
+    void __tsan_write##N(void *p) { emu::bank_record(p, N, __builtin_return_address(0)); }                       \
+    void __tsan_unaligned_read##N(void *p) { emu::bank_record(p, N, __builtin_return_address(0)); }              \
+    void __tsan_unaligned_write##N(void *p) { emu::bank_record(p, N, __builtin_return_address(0)); }
+EMU_TSAN_HOOKS(1)
+EMU_TSAN_HOOKS(2)
+EMU_TSAN_HOOKS(4)
+EMU_TSAN_HOOKS(8)
+EMU_TSAN_HOOKS(16)
+void __tsan_read_range(void *p, long n) { emu::bank_record(p, (size_t)n, __builtin_return_address(0)); }
+void __tsan_write_range(void *p, long n) { emu::bank_record(p, (size_t)n, __builtin_return_address(0)); }
+void __tsan_vptr_update(void *, void *) {}
+void __tsan_vptr_read(void *) {}
+}
 
 static const char *err_names[] = {"no error", "invalid argument", "out of memory"};
 const char *cudaGetErrorString(cudaError_t e) {

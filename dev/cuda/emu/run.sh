@@ -20,10 +20,15 @@ g++ $FLAGS -c -o "$work/obj/emu.o" "$here/emu.cpp"
 g++ $FLAGS -c -o "$work/obj/cublaslt.o" "$here/cublaslt.cpp"
 g++ $FLAGS -c -o "$work/obj/nccl.o" "$here/nccl.cpp"
 gcc -O2 -g -fopenmp -std=gnu11 -I"$src" $SAN -c -o "$work/obj/cpu_ref.o" "$src/dev/cuda/cpu_ref.c"
-build() {  # build OUT SRC [flags]; BUILD_CXX=mpicxx for an MPI build
-    local out=$1 f=$2
+build() {  # build OUT SRC [flags]; BUILD_CXX=mpicxx for an MPI build; BANKS=1: with the bank-conflict counter
+    local out=$1 f=$2 inst=
     shift 2
-    ${BUILD_CXX:-g++} $FLAGS "$@" -o "$out" -x c++ "$f" -x none "$work/obj/emu.o" "$work/obj/cublaslt.o" "$work/obj/nccl.o" "$work/obj/cpu_ref.o" -lm -lpthread
+    # the counter (emu.cpp, README): every load and store of the emulated program calls a
+    # hook (g++'s ThreadSanitizer instrumentation, linked without its runtime); no
+    # vectorization or store merging, so the accesses are the source's. Not with SAN.
+    if [ -n "$BANKS" ] && [ -z "$SAN" ]; then inst="-fsanitize=thread --param tsan-instrument-func-entry-exit=0 -fno-tree-vectorize -fno-store-merging"; fi
+    ${BUILD_CXX:-g++} $FLAGS $inst "$@" -c -o "$out.o" -x c++ "$f"
+    ${BUILD_CXX:-g++} $FLAGS -o "$out" "$out.o" "$work/obj/emu.o" "$work/obj/cublaslt.o" "$work/obj/nccl.o" "$work/obj/cpu_ref.o" -lm -lpthread
 }
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_stack_use_after_return=0:detect_leaks=0}
 status=0
@@ -44,12 +49,13 @@ for t in $targets; do
             f=dev/cuda/$n.cu
             bins=
             for p in ${PRECS:-fp32 bf16}; do
-                if [ "$p" = fp32 ]; then build "$work/${n}_fp32" "$f" -DENABLE_FP32; bins="$bins $work/${n}_fp32"
-                else build "$work/$n" "$f"; bins="$bins $work/$n"; fi
+                if [ "$p" = fp32 ]; then BANKS=1 build "$work/${n}_fp32" "$f" -DENABLE_FP32; bins="$bins $work/${n}_fp32"
+                else BANKS=1 build "$work/$n" "$f"; bins="$bins $work/$n"; fi
             done
             for b in $bins; do
                 if "$b" > "$b.log" 2>&1; then r=ok; else r=FAIL; status=1; fi
                 echo "$r $(basename "$b"): $(grep -c '^ok' "$b.log") ok lines, $(grep -c 'FAIL' "$b.log") FAIL lines (log $b.log)"
+                grep '^emu banks' "$b.log" | sed 's/^/    /' || true  # the shared-memory bank conflicts of each kernel
             done
         done
         ;;

@@ -63,6 +63,9 @@ uint64_t warp_op(int kind, unsigned mask, uint64_t value, int src_lane);  // kin
 int lane_id();
 // mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 as a rendezvous of the warp (emu.cpp)
 void mma_m16n8k16_bf16(float d[4], const uint32_t a[4], const uint32_t b[2], const float c[4]);
+// ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 as a rendezvous of the warp (emu.cpp); row
+// must be 16-byte aligned shared memory
+void ldmatrix_x4_trans(uint32_t r[4], const void *row);
 [[noreturn]] void fail(const char *fmt, ...);
 // The device's one work queue (emu.cpp; all streams share it, in issue order). It is empty
 // unless an asynchronous operation (an emulated NCCL collective) is unfinished; then
@@ -71,6 +74,15 @@ void mma_m16n8k16_bf16(float d[4], const uint32_t a[4], const uint32_t b[2], con
 void stream_enqueue(std::function<void()> start, std::function<bool()> done);
 bool stream_busy();   // runs what can run; true while anything is still queued
 void stream_drain();  // the host waits until the queue is empty
+void check_launch_bounds(int max_threads);  // a kernel's __launch_bounds__ (inserted by convert.py)
+// Shared-memory bank conflicts (emu.cpp), counted in run.sh's instrumented builds: requests
+// (warp-wide shared accesses), wavefronts, extra wavefronts (conflicts), worst n-way.
+struct BankCount {
+    unsigned long long requests, wavefronts, extra;
+    int worst;
+};
+bool bank_counting();                    // whether this program was built with the counter
+BankCount bank_count(const char *prefix);  // summed over the kernels whose launch name starts with prefix
 }  // namespace emu
 
 inline void __syncthreads() { emu::syncthreads(); }
