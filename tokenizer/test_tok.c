@@ -196,7 +196,9 @@ static void test_byte_map(void) {
     CHECK("byte-map", !bad, "%d bytes do not round-trip through GPT-2's byte alphabet", bad);
 }
 
-// decode(encode(x)) == x for random byte strings (valid and invalid UTF-8).
+// decode(encode(x)) == x for random byte strings (valid and invalid UTF-8). With a
+// normalizer (NFC) the decoded text may differ from x; then encoding it again must give
+// the same ids (the text is normalized already).
 static int random_roundtrip(BpeTokenizer *t, int count) {
     char buf[400];
     static const char *alpha[] = {" ", "a", "'s", "\xc3\xa9", "\xe4\xbd\xa0", "\xf0\x9f\x98\x80", "\n", "1", "<|endoftext|>", "\xc2\xa0", "!"};
@@ -214,8 +216,14 @@ static int random_roundtrip(BpeTokenizer *t, int count) {
         }
         BpeIds ids = {0};
         BpeBytes out = {0};
-        int ok = !bpe_encode(t, buf, n, it & 1, &ids, err, sizeof err) && !bpe_decode(t, ids.data, ids.n, &out, err, sizeof err) &&
-                 out.n == n && (n == 0 || memcmp(out.data, buf, n) == 0);
+        int ok = !bpe_encode(t, buf, n, it & 1, &ids, err, sizeof err) && !bpe_decode(t, ids.data, ids.n, &out, err, sizeof err);
+        if (ok && !t->n_norm) ok = out.n == n && (n == 0 || memcmp(out.data, buf, n) == 0);
+        else if (ok) {
+            BpeIds again = {0};
+            ok = !bpe_encode(t, out.data ? out.data : "", out.n, it & 1, &again, err, sizeof err) && again.n == ids.n &&
+                 (ids.n == 0 || memcmp(again.data, ids.data, ids.n * sizeof(int32_t)) == 0);
+            bpe_ids_free(&again);
+        }
         bpe_ids_free(&ids);
         bpe_bytes_free(&out);
         if (!ok) return 0;
@@ -496,7 +504,7 @@ static void test_errors(void) {
     char *bad = strdup(j.data);
     memcpy(strstr(bad, "ByteLevel"), "Metaspace", 9);
     write_str("meta.json", bad);
-    expect_load_error("tokenizer-json-not-byte-level", tmp_path("meta.json"), "pre_tokenizer is not supported");
+    expect_load_error("tokenizer-json-metaspace", tmp_path("meta.json"), "Metaspace is not supported");
     strcpy(bad, j.data);
     memcpy(strstr(bad, "\"id\": 259"), "\"id\": 258", 9);
     write_str("clash.json", bad);
