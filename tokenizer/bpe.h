@@ -95,7 +95,7 @@ typedef struct BpeTokenizer {
     int sp_strip_space;       // decoder Strip(" ", 1, 0): decoding drops one leading space
     char *piece_data; size_t piece_data_n, piece_data_cap;
     int64_t *piece_off; int32_t *piece_len; int32_t n_pieces;  // ids 0..n_pieces-1; -1: no string
-    int32_t *piece_map; size_t piece_map_cap;                    // string -> id, open addressing, -1 empty
+    uint64_t *piece_map; size_t piece_map_cap;  // string -> (hash >> 32) << 32 | id, open addressing, UINT64_MAX empty
     // added tokens as a trie over their text (rebuilt after a change), for matching in text
     int32_t *trie;            // 4 per node: first child, next sibling, byte, id of the token ending here (-1 none)
     size_t trie_n, trie_cap;
@@ -542,10 +542,11 @@ static int32_t bpe_pmap_rank_(const BpeTokenizer *t, int32_t a, int32_t b) {
     }
 }
 
-// Appends a merge (left, right) -> result. Returns BPE_EINVAL if the pair is listed already.
-static int bpe_add_merge_(BpeTokenizer *t, int32_t a, int32_t b, int32_t r) {
-    if ((size_t)(t->n_merges + 1) * 2 > t->pmap_cap) {
-        size_t nc = t->pmap_cap ? t->pmap_cap * 2 : 1024;
+// Makes the pair table large enough for n merges in all (kept at most half full).
+static int bpe_pmap_reserve_(BpeTokenizer *t, size_t n) {
+    if (n * 2 > t->pmap_cap) {
+        size_t nc = t->pmap_cap ? t->pmap_cap : 1024;
+        while (n * 2 > nc) nc *= 2;
         uint64_t *nk = (uint64_t *)malloc(nc * sizeof(uint64_t));
         int32_t *nr = (int32_t *)malloc(nc * sizeof(int32_t));
         if (!nk || !nr) { free(nk); free(nr); return BPE_ENOMEM; }
@@ -560,6 +561,12 @@ static int bpe_add_merge_(BpeTokenizer *t, int32_t a, int32_t b, int32_t r) {
         free(t->pmap_keys); free(t->pmap_rank);
         t->pmap_keys = nk; t->pmap_rank = nr; t->pmap_cap = nc;
     }
+    return 0;
+}
+
+// Appends a merge (left, right) -> result. Returns BPE_EINVAL if the pair is listed already.
+static int bpe_add_merge_(BpeTokenizer *t, int32_t a, int32_t b, int32_t r) {
+    if (bpe_pmap_reserve_(t, (size_t)t->n_merges + 1)) return BPE_ENOMEM;
     uint64_t key = ((uint64_t)(uint32_t)a << 32) | (uint32_t)b;
     size_t mask = t->pmap_cap - 1, h = (size_t)((key * 0x9E3779B97F4A7C15ull) >> 20) & mask;
     while (t->pmap_keys[h] != UINT64_MAX) {
@@ -962,11 +969,13 @@ static int bpe_merge_word_(BpeTokenizer *t, const unsigned char *s, size_t n, Bp
 
 static int32_t bpe_piece_find_(const BpeTokenizer *t, const char *s, size_t n) {
     if (!t->piece_map_cap) return -1;
-    size_t mask = t->piece_map_cap - 1, h = (size_t)bpe_hash_(s, n) & mask;
-    for (;;) {
-        int32_t id = t->piece_map[h];
-        if (id < 0) return -1;
-        if ((size_t)t->piece_len[id] == n && memcmp(t->piece_data + t->piece_off[id], s, n) == 0) return id;
+    uint64_t hash = bpe_hash_(s, n), tag = hash >> 32;
+    size_t mask = t->piece_map_cap - 1, h = (size_t)hash & mask;
+    for (;;) {  // (the tag saves reading the strings of other entries)
+        uint64_t e = t->piece_map[h];
+        if (e == UINT64_MAX) return -1;
+        int32_t id = (int32_t)(uint32_t)e;
+        if (e >> 32 == tag && (size_t)t->piece_len[id] == n && memcmp(t->piece_data + t->piece_off[id], s, n) == 0) return id;
         h = (h + 1) & mask;
     }
 }
@@ -1511,9 +1520,10 @@ static int bpe_sp_set_piece_(BpeTokenizer *t, int32_t id, const char *s, size_t 
     t->piece_len[id] = (int32_t)n;
     t->piece_data_n += n;
     if (!in_model) return 0;
-    size_t mask = t->piece_map_cap - 1, h = (size_t)bpe_hash_(s, n) & mask;
-    while (t->piece_map[h] >= 0) h = (h + 1) & mask;
-    t->piece_map[h] = id;
+    uint64_t hash = bpe_hash_(s, n);
+    size_t mask = t->piece_map_cap - 1, h = (size_t)hash & mask;
+    while (t->piece_map[h] != UINT64_MAX) h = (h + 1) & mask;
+    t->piece_map[h] = (hash >> 32) << 32 | (uint32_t)id;
     return 0;
 }
 
@@ -1527,9 +1537,14 @@ static int bpe_sp_load_model_(BpeTokenizer *t, const char *path, const JsonValue
     t->piece_off = (int64_t *)malloc((size_t)n_ids * sizeof(int64_t));
     t->piece_len = (int32_t *)malloc((size_t)n_ids * sizeof(int32_t));
     for (t->piece_map_cap = 1024; t->piece_map_cap < 2 * vocab->count; t->piece_map_cap *= 2) {}
-    t->piece_map = (int32_t *)malloc(t->piece_map_cap * sizeof(int32_t));
-    if (!t->piece_off || !t->piece_len || !t->piece_map) return bpe_err_(err, errlen, BPE_ENOMEM, "%s: out of memory", path);
-    memset(t->piece_map, 0xff, t->piece_map_cap * sizeof(int32_t));
+    t->piece_map = (uint64_t *)malloc(t->piece_map_cap * sizeof(uint64_t));
+    size_t key_bytes = 0;
+    for (size_t i = 0; i < vocab->count; i++) key_bytes += vocab->key_lengths[i];
+    // sized up front: the strings, the decoded bytes, and the hash tables of the tokens and merges
+    if (!t->piece_off || !t->piece_len || !t->piece_map || bpe_grow_((void **)&t->piece_data, &t->piece_data_cap, key_bytes + 1, 1) ||
+        bpe_grow_((void **)&t->tok_data, &t->tok_data_cap, key_bytes + 1, 1) || bpe_pmap_reserve_(t, merges && merges->type == JSON_ARRAY ? merges->count : 0))
+        return bpe_err_(err, errlen, BPE_ENOMEM, "%s: out of memory", path);
+    memset(t->piece_map, 0xff, t->piece_map_cap * sizeof(uint64_t));
     for (int32_t i = 0; i < n_ids; i++) t->piece_len[i] = -1;
     t->n_pieces = n_ids;
     char *buf = NULL;
