@@ -706,6 +706,7 @@ static void test_sentencepiece(void) {
     static const int32_t dec[] = {264, 1, 0xC3 + 2, 0xA9 + 2, 258};
     int rc = bpe_decode(t, dec, 5, &out, err, sizeof err);
     CHECK("sentencepiece-decode", !rc && out.n == 8 && !memcmp(out.data, " a<s>\xc3\xa9 ", 8), "got \"%s\"", rc ? err : out.data);
+    bpe_bytes_free(&out);
     CHECK("sentencepiece-random-roundtrip", random_roundtrip(t, 300), "decode(encode(x)) != x");
     CHECK("sentencepiece-save-refused", bpe_save_tokenizer_json(t, tmp_path("sp_saved.json"), err, sizeof err) == BPE_EINVAL, "saved");
     bpe_free(t);
