@@ -88,6 +88,8 @@ typedef struct BpeTokenizer {
     // each decodes to. The strings of the model's ids are kept here to look them up.
     int sp;
     int sp_split_space;       // pre_tokenizer Split(" ", MergedWithPrevious)
+    int sp_metaspace;         // pre_tokenizer Metaspace: BPE_META_* (0: none)
+    int sp_meta_split;        // Metaspace split: pieces begin at each "\xe2\x96\x81"
     int sp_byte_fallback;     // a character without a token becomes its <0xNN> byte tokens
     int32_t sp_byte_tok[256]; // the <0xNN> ids
     int32_t sp_unk;           // id of model.unk_token, or -1: characters without a token are dropped
@@ -705,6 +707,9 @@ static int bpe_add_special(BpeTokenizer *t, const char *s, size_t n, int32_t *id
 
 // ---------------------------------------------------------------- normalization
 
+// Metaspace's prepend_scheme: when a "\xe2\x96\x81" goes before the text.
+enum { BPE_META_ALWAYS = 1, BPE_META_FIRST, BPE_META_NEVER };
+
 // Normalizers of a tokenizer.json, applied in the order the file lists them.
 enum {
     BPE_NORM_NFC = 1,       // Unicode NFC (Qwen2, Qwen3)
@@ -821,6 +826,25 @@ static int bpe_nfc_(BpeTokenizer *t, const unsigned char *s, size_t n, const uns
     return 0;
 }
 
+// Rewrites *s, *n (which may be t->norm_buf) into a fresh buffer that becomes
+// t->norm_buf: with prepend "\xe2\x96\x81" first, with replace every space as "\xe2\x96\x81".
+static int bpe_space_rewrite_(BpeTokenizer *t, int prepend, int replace, const unsigned char **s, size_t *n) {
+    const unsigned char *in = *s;
+    size_t m = *n, spaces = 0;
+    for (size_t i = 0; replace && i < m; i++) spaces += in[i] == ' ';
+    BpeBytes b = {0};
+    if (bpe_grow_((void **)&b.data, &b.cap, m + 2 * spaces + 4, 1)) return BPE_ENOMEM;
+    if (prepend) { memcpy(b.data, "\xe2\x96\x81", 3); b.n = 3; }
+    for (size_t i = 0; i < m; i++) {
+        if (replace && in[i] == ' ') { memcpy(b.data + b.n, "\xe2\x96\x81", 3); b.n += 3; }
+        else b.data[b.n++] = (char)in[i];
+    }
+    bpe_bytes_free(&t->norm_buf);
+    t->norm_buf = b;
+    *s = (const unsigned char *)b.data; *n = b.n;
+    return 0;
+}
+
 // The tokenizer's normalizers applied to s[0..n): *out, *out_n is s itself or the
 // result in a scratch buffer of t (valid until the next call).
 static int bpe_normalize_(BpeTokenizer *t, const unsigned char *s, size_t n, const unsigned char **out, size_t *out_n) {
@@ -839,24 +863,7 @@ static int bpe_normalize_(BpeTokenizer *t, const unsigned char *s, size_t n, con
             } else if (bpe_nfc_(t, in, m, out, out_n)) return BPE_ENOMEM;
             continue;
         }
-        // Prepend and Replace(" "): write into a fresh buffer, then make it the scratch one
-        size_t spaces = 0;
-        for (size_t i = 0; i < m; i++) spaces += in[i] == ' ';
-        BpeBytes b = {0};
-        if (bpe_grow_((void **)&b.data, &b.cap, m + 2 * spaces + 4, 1)) return BPE_ENOMEM;
-        if (t->norm[k] == BPE_NORM_PREPEND) {
-            memcpy(b.data, "\xe2\x96\x81", 3);
-            memcpy(b.data + 3, in, m);
-            b.n = m + 3;
-        } else {
-            for (size_t i = 0; i < m; i++) {
-                if (in[i] == ' ') { memcpy(b.data + b.n, "\xe2\x96\x81", 3); b.n += 3; }
-                else b.data[b.n++] = (char)in[i];
-            }
-        }
-        bpe_bytes_free(&t->norm_buf);
-        t->norm_buf = b;
-        *out = (const unsigned char *)b.data; *out_n = b.n;
+        if (bpe_space_rewrite_(t, t->norm[k] == BPE_NORM_PREPEND, t->norm[k] == BPE_NORM_SPACE, out, out_n)) return BPE_ENOMEM;
     }
     return 0;
 }
@@ -1099,16 +1106,27 @@ static size_t bpe_pretoken_next(int kind, const unsigned char *s, size_t n, size
     }
 }
 
-// Text without added tokens: normalized, split into pre-tokens (SentencePiece-style:
-// the whole text, or with Split(" ", MergedWithPrevious) pieces that end after each
-// space), each encoded.
-static int bpe_encode_plain_(BpeTokenizer *t, const unsigned char *s, size_t n, BpeIds *out) {
+// Text without added tokens (at_start: it begins the input): normalized, split into
+// pre-tokens, each encoded. SentencePiece-style: the whole text is one; with
+// Split(" ", MergedWithPrevious) pieces end after each space; Metaspace first makes
+// spaces "\xe2\x96\x81", prepends one (always, or only at_start with "first") unless the
+// text begins with one, and with split each piece begins at a "\xe2\x96\x81".
+static int bpe_encode_plain_(BpeTokenizer *t, const unsigned char *s, size_t n, int at_start, BpeIds *out) {
     size_t i = 0, piece = 0;
     int rc = bpe_normalize_(t, s, n, &s, &n);
+    if (!rc && n && t->sp_metaspace) {
+        int prepend = (t->sp_metaspace == BPE_META_ALWAYS || (t->sp_metaspace == BPE_META_FIRST && at_start)) &&
+                      !(n >= 3 && !memcmp(s, "\xe2\x96\x81", 3)) && !(s[0] == ' ');
+        rc = bpe_space_rewrite_(t, prepend, 1, &s, &n);
+    }
     while (i < n && !rc) {
         size_t j = i;
         if (!t->sp) j = bpe_pretoken_next(t->pretok, s, n, i, &piece);
-        else if (!t->sp_split_space) j = n;
+        else if (t->sp_meta_split) {
+            j = i + 1;
+            while (j + 2 < n && memcmp(s + j, "\xe2\x96\x81", 3)) j++;
+            if (j + 2 >= n) j = n;
+        } else if (!t->sp_split_space) j = n;
         else { while (j < n && s[j] != ' ') j++; if (j < n) j++; }
         rc = bpe_encode_word_(t, s + i, j - i, out);
         i = j;
@@ -1146,12 +1164,12 @@ static int bpe_encode(BpeTokenizer *t, const char *text, size_t len, int parse_s
         size_t sp_len = 0;
         int32_t sp = bpe_special_at_(t, s, len, i, kinds, &sp_len);
         if (sp < 0) { i++; continue; }
-        rc = bpe_encode_plain_(t, s + start, i - start, out);
+        rc = bpe_encode_plain_(t, s + start, i - start, start == 0, out);
         if (!rc) rc = bpe_ids_push(out, sp);
         i += sp_len;
         start = i;
     }
-    if (!rc) rc = bpe_encode_plain_(t, s + start, len - start, out);
+    if (!rc) rc = bpe_encode_plain_(t, s + start, len - start, start == 0, out);
     if (rc) return bpe_err_(err, errlen, rc, "out of memory while encoding");
     return 0;
 }
@@ -1452,13 +1470,22 @@ static int bpe_json_is_sp_(const JsonValue *pt, const JsonValue *model) {
 // The pre-tokenizer, decoder and model options of a SentencePiece-style tokenizer.json.
 static int bpe_json_sp_config_(BpeTokenizer *t, const JsonValue *root, const char *path, char *err, size_t errlen) {
     const JsonValue *pt = json_get(root, "pre_tokenizer"), *dec = json_get(root, "decoder"), *model = json_get(root, "model");
-    if (pt && pt->type != JSON_NULL) {
+    if (bpe_json_type_is_(pt, "Metaspace")) {
+        const JsonValue *rep = json_get(pt, "replacement"), *sch = json_get(pt, "prepend_scheme"), *aps = json_get(pt, "add_prefix_space");
+        const JsonValue *split = json_get(pt, "split");
+        if (!bpe_json_is_string_(rep, "\xe2\x96\x81"))
+            return bpe_err_(err, errlen, BPE_EFORMAT, "%s: pre_tokenizer Metaspace: only replacement \"\xe2\x96\x81\" is supported", path);
+        if (bpe_json_is_string_(sch, "always") || (!sch && (!aps || aps->type == JSON_TRUE))) t->sp_metaspace = BPE_META_ALWAYS;
+        else if (bpe_json_is_string_(sch, "first")) t->sp_metaspace = BPE_META_FIRST;
+        else if (bpe_json_is_string_(sch, "never") || (!sch && aps && aps->type == JSON_FALSE)) t->sp_metaspace = BPE_META_NEVER;
+        else return bpe_err_(err, errlen, BPE_EFORMAT, "%s: pre_tokenizer Metaspace: prepend_scheme must be always, first or never", path);
+        t->sp_meta_split = !split || split->type != JSON_FALSE;
+    } else if (pt && pt->type != JSON_NULL) {
         const JsonValue *inv = json_get(pt, "invert");
         if (!bpe_json_type_is_(pt, "Split") || !bpe_json_is_string_(json_get(json_get(pt, "pattern"), "String"), " ") ||
             !bpe_json_is_string_(json_get(pt, "behavior"), "MergedWithPrevious") || (inv && inv->type != JSON_FALSE))
-            return bpe_err_(err, errlen, BPE_EFORMAT, "%s: pre_tokenizer: a SentencePiece-style model must have null or "
-                            "Split(String \" \", behavior MergedWithPrevious, invert false)%s", path,
-                            bpe_json_type_is_(pt, "Metaspace") ? " (Metaspace is not supported)" : "");
+            return bpe_err_(err, errlen, BPE_EFORMAT, "%s: pre_tokenizer: a SentencePiece-style model must have null, "
+                            "Metaspace or Split(String \" \", behavior MergedWithPrevious, invert false)", path);
         t->sp_split_space = 1;
     }
     // decoder: Sequence[Replace("\xe2\x96\x81" -> " "), ByteFallback, Fuse] and optionally Strip(" ", 1, 0)

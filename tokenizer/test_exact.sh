@@ -113,11 +113,19 @@ else
     node -e "const fs = require('fs'); fs.writeFileSync(process.argv[2], fs.readFileSync(process.argv[1], 'utf8').normalize('NFD').replace(/[\ufeff\u0085]/g, ''))" "$T/hf.txt" "$T/nfd.txt"
     # Llama 2 without byte_fallback: characters without a token become <unk>, fused
     node tokenizer/ref_encode.js json-edit $LLAMA2 "$T/llama2_unk.json" "j.model.byte_fallback = false"
+    # Llama 2 as newer converters write it (Mistral's files too): no normalizer, a Metaspace
+    # pre-tokenizer ("first": a U+2581 before the input's first piece only; "always", split)
+    node tokenizer/ref_encode.js json-edit $LLAMA2 "$T/llama2_metaspace.json" \
+        'j.normalizer = null; j.pre_tokenizer = {type: "Metaspace", replacement: "\u2581", prepend_scheme: "first", split: false}'
+    node tokenizer/ref_encode.js json-edit $LLAMA2 "$T/llama2_metaspace_split.json" \
+        'j.normalizer = null; j.pre_tokenizer = {type: "Metaspace", replacement: "\u2581", prepend_scheme: "always", split: true}'
     node tokenizer/ref_encode.js hf $GEMMA "$T/hf.txt" "$T/ref/gemma3.ids" "$T/ref/gemma3.txt"
     node tokenizer/ref_encode.js hf $LLAMA2 "$T/hf.txt" "$T/ref/llama2.ids" "$T/ref/llama2.txt"
     node tokenizer/ref_encode.js hf "$T/llama2_unk.json" "$T/hf.txt" "$T/ref/llama2_unk.ids" "$T/ref/llama2_unk.txt"
+    for v in llama2_metaspace llama2_metaspace_split; do node tokenizer/ref_encode.js hf "$T/$v.json" "$T/hf.txt" "$T/ref/$v.ids" "$T/ref/$v.txt"; done
     node tokenizer/ref_encode.js hf $QWEN3 "$T/nfd.txt" "$T/ref/qwen3.ids" "$T/ref/qwen3.txt"
-    for e in gemma3:$GEMMA:hf.txt llama2:$LLAMA2:hf.txt llama2_unk:$T/llama2_unk.json:hf.txt qwen3:$QWEN3:nfd.txt; do
+    for e in gemma3:$GEMMA:hf.txt llama2:$LLAMA2:hf.txt llama2_unk:$T/llama2_unk.json:hf.txt llama2_metaspace:$T/llama2_metaspace.json:hf.txt \
+             llama2_metaspace_split:$T/llama2_metaspace_split.json:hf.txt qwen3:$QWEN3:nfd.txt; do
         IFS=: read -r name tj text <<< "$e"
         ./tok encode --tokenizer "$tj" --special < "$T/$text" > "$T/c/$name.ids" 2> "$T/stderr" || { fail "exact-hf-$name" "$(cat "$T/stderr")"; continue; }
         if cmp -s "$T/c/$name.ids" "$T/ref/$name.ids"; then ok "exact-hf-$name ($(wc -w < "$T/c/$name.ids") ids, $(wc -c < "$T/$text") bytes)"

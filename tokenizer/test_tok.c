@@ -505,7 +505,7 @@ static void test_errors(void) {
     char *bad = strdup(j.data);
     memcpy(strstr(bad, "ByteLevel"), "Metaspace", 9);
     write_str("meta.json", bad);
-    expect_load_error("tokenizer-json-metaspace", tmp_path("meta.json"), "Metaspace is not supported");
+    expect_load_error("tokenizer-json-metaspace", tmp_path("meta.json"), "pre_tokenizer Metaspace");
     strcpy(bad, j.data);
     memcpy(strstr(bad, "\"id\": 259"), "\"id\": 258", 9);
     write_str("clash.json", bad);
@@ -721,9 +721,31 @@ static void test_sentencepiece(void) {
         bpe_free(t);
     }
     free(nofb);
+    // Metaspace (prepend_scheme first) instead of the normalizer: "aa" -> "\xe2\x96\x81" "aa" -> 264 259;
+    // after an added token no "\xe2\x96\x81" is put first; a text starting with a space gets none more
+    const char *norm = strstr(j.data, "\"normalizer\""), *pre = strstr(j.data, "\"pre_tokenizer\": null");
+    if (norm && pre) {
+        BpeBytes m = {0};
+        const char *meta = "\"normalizer\": null, \"pre_tokenizer\": {\"type\": \"Metaspace\", \"replacement\": \"\xe2\x96\x81\", "
+                           "\"prepend_scheme\": \"first\", \"split\": false}";
+        bpe_bytes_append(&m, j.data, (size_t)(norm - j.data));
+        bpe_bytes_append(&m, meta, strlen(meta));
+        const char *after = pre + strlen("\"pre_tokenizer\": null");
+        bpe_bytes_append(&m, after, strlen(after));
+        write_file("sp_meta.json", m.data, m.n);
+        bpe_bytes_free(&m);
+    }
+    if (bpe_load(&t, tmp_path("sp_meta.json"), err, sizeof err)) CHECK("sentencepiece-metaspace", 0, "%s", err);
+    else {
+        static const int32_t meta_ids[] = {264, 259, 1, 259, 264};
+        expect_ids("sentencepiece-metaspace", t, "aa<s>a a", 1, meta_ids, 5);
+        static const int32_t lead[] = {264};
+        expect_ids("sentencepiece-metaspace-leading-space", t, " a", 1, lead, 1);
+        bpe_free(t);
+    }
     // what is not supported is refused, naming the field
     static const struct { const char *name, *from, *to, *want; } bad[] = {
-        {"sp-metaspace", "\"pre_tokenizer\": null", "\"pre_tokenizer\": {\"type\": \"Metaspace\"}", "Metaspace"},
+        {"sp-metaspace", "\"pre_tokenizer\": null", "\"pre_tokenizer\": {\"type\": \"Metaspace\", \"replacement\": \"_\"}", "replacement"},
         {"sp-normalizer", "\"type\": \"Replace\", \"pattern\": {\"String\": \" \"}", "\"type\": \"Replace\", \"pattern\": {\"String\": \"x\"}", "normalizer Replace"},
         {"sp-decoder", "{\"type\": \"Fuse\"}", "{\"type\": \"Strip\"}", "decoder"},
         {"sp-unk-missing", "\"unk_token\": \"<unk>\"", "\"unk_token\": \"<UNK>\"", "unk_token"},

@@ -254,6 +254,8 @@ put("tok_json", "gemma3", sp_tokenizer_json(SPACE, {"type": "Split", "pattern": 
                                                     "invert": False}, [], True, False))
 put("tok_json", "llama2", sp_tokenizer_json({"type": "Sequence", "normalizers": [{"type": "Prepend", "prepend": "\u2581"}, SPACE]}, None,
                                             [{"type": "Strip", "content": " ", "start": 1, "stop": 0}], True, True))
+put("tok_json", "metaspace", sp_tokenizer_json(None, {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "first",
+                                                       "split": True}, [], True, False))
 put("tok_json", "sp_unk_nfc", sp_tokenizer_json({"type": "Sequence", "normalizers": [{"type": "NFC"}, SPACE]}, None, [], False, True))
 
 # ---- encode: first byte odd = parse special-token text

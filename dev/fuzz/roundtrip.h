@@ -8,7 +8,7 @@
 #include "fuzz.h"
 
 // 1 if decoding must give s back: no normalizer changes it (NFC's quick check passes,
-// no space becomes U+2581, nothing is prepended), and for SentencePiece-style models
+// no space becomes U+2581, nothing is prepended, also by Metaspace), and for SentencePiece-style models
 // it has no U+2581 and no "<0x" (both decode to something else), every character has a
 // token or byte tokens (byte_fallback), and no leading space a Strip decoder drops.
 static int fz_text_kept_(BpeTokenizer *t, const char *s, size_t n) {
@@ -20,6 +20,7 @@ static int fz_text_kept_(BpeTokenizer *t, const char *s, size_t n) {
         if (t->norm[k] == BPE_NORM_PREPEND) return 0;
     }
     if (!t->sp) return 1;
+    if (t->sp_metaspace && (memchr(s, ' ', n) || t->sp_metaspace != BPE_META_NEVER)) return 0;
     for (size_t i = 0; i + 2 < n; i++)
         if (!memcmp(s + i, "\xe2\x96\x81", 3) || !memcmp(s + i, "<0x", 3)) return 0;
     return t->sp_byte_fallback && !(t->sp_strip_space && n && s[0] == ' ');
