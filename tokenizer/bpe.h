@@ -1,5 +1,6 @@
-// bpe.h: byte-level BPE tokenizer of GPT-2, Llama 3, Qwen2 and SmolLM2 (header-only,
-// no dependencies beyond libc and common/json.h).
+// bpe.h: BPE tokenizer of GPT-2, Llama 3, Qwen2/Qwen3 and SmolLM2 (byte-level) and of
+// Gemma 3 and Llama 2 (SentencePiece-style tokenizer.json) (header-only, no
+// dependencies beyond libc and common/json.h).
 //
 //   char err[BPE_ERR_LEN];
 //   BpeTokenizer *t;
@@ -23,7 +24,11 @@
 // string is encoded and decodes back to itself. A tokenizer.json may instead name
 // SmolLM2's digit split or the Split regexes of Llama 3 (= cl100k_base), Qwen2 and
 // o200k_base (BPE_PRE_*, scanned by hand like GPT-2's; tokenizer/README.md), and
-// ignore_merges (a pre-token that is a vocabulary token is that token).
+// ignore_merges (a pre-token that is a vocabulary token is that token). Normalizers:
+// NFC (tables from dev/gen_nfc_tables.py in nfc_tables.h), and for SentencePiece-style
+// files (tokens are strings with "\xe2\x96\x81" for spaces and <0xNN> byte tokens; the
+// bpe_sp_* functions) Replace(" " -> "\xe2\x96\x81") and Prepend("\xe2\x96\x81"), with
+// byte_fallback, unk, Metaspace and Hugging Face's one-pair-at-a-time merge rule.
 //
 // A tokenizer keeps a cache of encoded pre-tokens, so bpe_encode modifies it: one
 // tokenizer must not be used for encoding by two threads at once. Decoding is
@@ -832,7 +837,7 @@ static int bpe_space_rewrite_(BpeTokenizer *t, int prepend, int replace, const u
     const unsigned char *in = *s;
     size_t m = *n, spaces = 0;
     for (size_t i = 0; replace && i < m; i++) spaces += in[i] == ' ';
-    BpeBytes b = {0};
+    BpeBytes b = {NULL, 0, 0};
     if (bpe_grow_((void **)&b.data, &b.cap, m + 2 * spaces + 4, 1)) return BPE_ENOMEM;
     if (prepend) { memcpy(b.data, "\xe2\x96\x81", 3); b.n = 3; }
     for (size_t i = 0; i < m; i++) {
@@ -855,7 +860,7 @@ static int bpe_normalize_(BpeTokenizer *t, const unsigned char *s, size_t n, con
         if (t->norm[k] == BPE_NORM_NFC) {
             if (in == (const unsigned char *)t->norm_buf.data) {  // NFC after another normalizer: keep its input apart
                 BpeBytes copy = t->norm_buf;
-                t->norm_buf = (BpeBytes){0};
+                memset(&t->norm_buf, 0, sizeof t->norm_buf);
                 int rc = bpe_nfc_(t, in, m, out, out_n);
                 if (!rc && *out == in) { bpe_bytes_free(&t->norm_buf); t->norm_buf = copy; }
                 else bpe_bytes_free(&copy);

@@ -743,6 +743,25 @@ static void test_sentencepiece(void) {
         expect_ids("sentencepiece-metaspace-leading-space", t, " a", 1, lead, 1);
         bpe_free(t);
     }
+    // NFC after Replace: "e" U+0301 " a" -> U+00E9 (no token: its two bytes) then "\xe2\x96\x81" "a"
+    const char *rep = "{\"type\": \"Replace\", \"pattern\": {\"String\": \" \"}, \"content\": \"\xe2\x96\x81\"}";
+    const char *at = strstr(j.data, rep);
+    if (at) {
+        BpeBytes m = {0};
+        const char *seq = "{\"type\": \"Sequence\", \"normalizers\": [{\"type\": \"Replace\", \"pattern\": {\"String\": \" \"}, "
+                          "\"content\": \"\xe2\x96\x81\"}, {\"type\": \"NFC\"}]}";
+        bpe_bytes_append(&m, j.data, (size_t)(at - j.data));
+        bpe_bytes_append(&m, seq, strlen(seq));
+        bpe_bytes_append(&m, at + strlen(rep), strlen(at + strlen(rep)));
+        write_file("sp_nfc.json", m.data, m.n);
+        bpe_bytes_free(&m);
+    }
+    if (bpe_load(&t, tmp_path("sp_nfc.json"), err, sizeof err)) CHECK("sentencepiece-replace-then-nfc", 0, "%s", err);
+    else {
+        static const int32_t nfc_ids[] = {0xC3 + 2, 0xA9 + 2, 264};
+        expect_ids("sentencepiece-replace-then-nfc", t, "e\xcc\x81 a", 0, nfc_ids, 3);
+        bpe_free(t);
+    }
     // what is not supported is refused, naming the field
     static const struct { const char *name, *from, *to, *want; } bad[] = {
         {"sp-metaspace", "\"pre_tokenizer\": null", "\"pre_tokenizer\": {\"type\": \"Metaspace\", \"replacement\": \"_\"}", "replacement"},
