@@ -1710,7 +1710,7 @@ static int bpe_load_tokenizer_json_buffer(BpeTokenizer **out, const char *path, 
             if (!json_int64(&vocab->items[i], &id) && id > top && id < id_limit) top = id;
         for (size_t i = 0; i < n_added; i++)
             if (!json_int64(json_get(&added->items[i], "id"), &id) && id > top && id < id_limit) top = id;
-        rc = bpe_sp_load_model_(t, path, model, id_limit, (int32_t)top + 1, err, errlen);
+        rc = bpe_sp_load_model_(t, path, model, id_limit, top >= 0 ? (int32_t)top + 1 : 1, err, errlen);
     } else if (!rc) rc = bpe_load_vocab_json_(t, path, vocab, id_limit, err, errlen);
     for (size_t i = 0; !rc && !t->sp && i < merges->count; i++) {
         const JsonValue *m = &merges->items[i];
