@@ -1,5 +1,6 @@
-// bpe.h: byte-level BPE tokenizer of GPT-2, Llama 3, Qwen2 and SmolLM2 (header-only,
-// no dependencies beyond libc and common/json.h).
+// bpe.h: BPE tokenizer of GPT-2, Llama 3, Qwen2/Qwen3 and SmolLM2 (byte-level) and of
+// Gemma 3 and Llama 2 (SentencePiece-style tokenizer.json) (header-only, no
+// dependencies beyond libc and common/json.h).
 //
 //   char err[BPE_ERR_LEN];
 //   BpeTokenizer *t;
@@ -23,7 +24,11 @@
 // string is encoded and decodes back to itself. A tokenizer.json may instead name
 // SmolLM2's digit split or the Split regexes of Llama 3 (= cl100k_base), Qwen2 and
 // o200k_base (BPE_PRE_*, scanned by hand like GPT-2's; tokenizer/README.md), and
-// ignore_merges (a pre-token that is a vocabulary token is that token).
+// ignore_merges (a pre-token that is a vocabulary token is that token). Normalizers:
+// NFC (tables from dev/gen_nfc_tables.py in nfc_tables.h), and for SentencePiece-style
+// files (tokens are strings with "\xe2\x96\x81" for spaces and <0xNN> byte tokens; the
+// bpe_sp_* functions) Replace(" " -> "\xe2\x96\x81") and Prepend("\xe2\x96\x81"), with
+// byte_fallback, unk, Metaspace and Hugging Face's one-pair-at-a-time merge rule.
 //
 // A tokenizer keeps a cache of encoded pre-tokens, so bpe_encode modifies it: one
 // tokenizer must not be used for encoding by two threads at once. Decoding is
@@ -42,6 +47,7 @@
 
 #include "../common/json.h"
 #include "../common/utf8.h"
+#include "nfc_tables.h"
 #include "unicode_tables.h"
 
 #define BPE_ERR_LEN 512
@@ -77,6 +83,30 @@ typedef struct BpeTokenizer {
     uint8_t special_first[256]; // bit 0/1: some special / non-special added token starts with this byte
     int pretok;               // BPE_PRE_*: how text is split into pre-tokens
     int ignore_merges;        // 1: a pre-token that is a vocabulary token is that one id (tiktoken, Llama 3)
+    int merge_hf;             // 1: merge one pair at a time as Hugging Face does (tokenizer.json), 0: GPT-2's passes
+    uint8_t norm[4];          // normalizers applied in order before pre-tokenization (BPE_NORM_*)
+    int n_norm;
+    BpeBytes norm_buf;        // scratch: the normalized text
+    uint32_t *nfc_buf; size_t nfc_cap;  // scratch: code points being normalized
+    // SentencePiece-style models (sp = 1: Gemma 3, Llama 2): tokens are strings of
+    // characters ("\xe2\x96\x81" for a space, "<0x0A>" for a byte), tok_data holds what
+    // each decodes to. The strings of the model's ids are kept here to look them up.
+    int sp;
+    int sp_split_space;       // pre_tokenizer Split(" ", MergedWithPrevious)
+    int sp_metaspace;         // pre_tokenizer Metaspace: BPE_META_* (0: none)
+    int sp_meta_split;        // Metaspace split: pieces begin at each "\xe2\x96\x81"
+    int sp_byte_fallback;     // a character without a token becomes its <0xNN> byte tokens
+    int32_t sp_byte_tok[256]; // the <0xNN> ids
+    int32_t sp_unk;           // id of model.unk_token, or -1: characters without a token are dropped
+    int sp_fuse_unk;          // consecutive unknown characters give one unk
+    int sp_strip_space;       // decoder Strip(" ", 1, 0): decoding drops one leading space
+    char *piece_data; size_t piece_data_n, piece_data_cap;
+    int64_t *piece_off; int32_t *piece_len; int32_t n_pieces;  // ids 0..n_pieces-1; -1: no string
+    uint64_t *piece_map; size_t piece_map_cap;  // string -> (hash >> 32) << 32 | id, open addressing, UINT64_MAX empty
+    // added tokens as a trie over their text (rebuilt after a change), for matching in text
+    int32_t *trie;            // 4 per node: first child, next sibling, byte, id of the token ending here (-1 none)
+    size_t trie_n, trie_cap;
+    int trie_dirty;
     // pre-token cache
     BpeCacheEntry_ *cache;
     size_t cache_n, cache_cap;
@@ -426,13 +456,16 @@ static void bpe_free(BpeTokenizer *t) {
     free(t->vmap); free(t->merges); free(t->pmap_keys); free(t->pmap_rank); free(t->specials);
     free(t->cache); free(t->cache_slots); free(t->cache_keys); free(t->cache_vals);
     free(t->w_id); free(t->w_prev); free(t->w_next); free(t->w_heap); free(t->w_pending);
+    free(t->norm_buf.data); free(t->nfc_buf); free(t->piece_data); free(t->piece_off); free(t->piece_len); free(t->piece_map);
+    free(t->trie);
     free(t);
 }
 
 static BpeTokenizer *bpe_new_(void) {
     BpeTokenizer *t = (BpeTokenizer *)calloc(1, sizeof *t);
     if (!t) return NULL;
-    for (int b = 0; b < 256; b++) t->byte_id[b] = -1;
+    for (int b = 0; b < 256; b++) t->byte_id[b] = t->sp_byte_tok[b] = -1;
+    t->sp_unk = -1;
     return t;
 }
 
@@ -516,10 +549,11 @@ static int32_t bpe_pmap_rank_(const BpeTokenizer *t, int32_t a, int32_t b) {
     }
 }
 
-// Appends a merge (left, right) -> result. Returns BPE_EINVAL if the pair is listed already.
-static int bpe_add_merge_(BpeTokenizer *t, int32_t a, int32_t b, int32_t r) {
-    if ((size_t)(t->n_merges + 1) * 2 > t->pmap_cap) {
-        size_t nc = t->pmap_cap ? t->pmap_cap * 2 : 1024;
+// Makes the pair table large enough for n merges in all (kept at most half full).
+static int bpe_pmap_reserve_(BpeTokenizer *t, size_t n) {
+    if (n * 2 > t->pmap_cap) {
+        size_t nc = t->pmap_cap ? t->pmap_cap : 1024;
+        while (n * 2 > nc) nc *= 2;
         uint64_t *nk = (uint64_t *)malloc(nc * sizeof(uint64_t));
         int32_t *nr = (int32_t *)malloc(nc * sizeof(int32_t));
         if (!nk || !nr) { free(nk); free(nr); return BPE_ENOMEM; }
@@ -534,6 +568,12 @@ static int bpe_add_merge_(BpeTokenizer *t, int32_t a, int32_t b, int32_t r) {
         free(t->pmap_keys); free(t->pmap_rank);
         t->pmap_keys = nk; t->pmap_rank = nr; t->pmap_cap = nc;
     }
+    return 0;
+}
+
+// Appends a merge (left, right) -> result. Returns BPE_EINVAL if the pair is listed already.
+static int bpe_add_merge_(BpeTokenizer *t, int32_t a, int32_t b, int32_t r) {
+    if (bpe_pmap_reserve_(t, (size_t)t->n_merges + 1)) return BPE_ENOMEM;
     uint64_t key = ((uint64_t)(uint32_t)a << 32) | (uint32_t)b;
     size_t mask = t->pmap_cap - 1, h = (size_t)((key * 0x9E3779B97F4A7C15ull) >> 20) & mask;
     while (t->pmap_keys[h] != UINT64_MAX) {
@@ -555,9 +595,43 @@ static int bpe_add_merge_(BpeTokenizer *t, int32_t a, int32_t b, int32_t r) {
     return 0;
 }
 
+// The text an added token is matched by: its string in the model (SentencePiece-style
+// models) or its bytes.
+static const char *bpe_added_text_(const BpeTokenizer *t, int32_t id, int32_t *len) {
+    if (id < t->n_pieces && t->piece_len[id] >= 0) { *len = t->piece_len[id]; return t->piece_data + t->piece_off[id]; }
+    *len = t->tok_len[id];
+    return t->tok_data + t->tok_off[id];
+}
+
+// Adds the text of added token id to the trie of added tokens (node 0 is the root).
+static int bpe_trie_insert_(BpeTokenizer *t, int32_t id) {
+    int32_t len;
+    const unsigned char *s = (const unsigned char *)bpe_added_text_(t, id, &len);
+    if (!t->trie_n) {
+        if (bpe_grow_((void **)&t->trie, &t->trie_cap, 4, 4 * sizeof(int32_t))) return BPE_ENOMEM;
+        t->trie[0] = t->trie[1] = t->trie[3] = -1; t->trie[2] = 0;
+        t->trie_n = 1;
+    }
+    size_t node = 0;
+    for (int32_t k = 0; k < len; k++) {
+        int32_t c = t->trie[4 * node];
+        while (c >= 0 && t->trie[4 * c + 2] != s[k]) c = t->trie[4 * c + 1];
+        if (c < 0) {
+            if (bpe_grow_((void **)&t->trie, &t->trie_cap, t->trie_n + 1, 4 * sizeof(int32_t))) return BPE_ENOMEM;
+            c = (int32_t)t->trie_n++;
+            t->trie[4 * c] = -1; t->trie[4 * c + 1] = t->trie[4 * node]; t->trie[4 * c + 2] = s[k]; t->trie[4 * c + 3] = -1;
+            t->trie[4 * node] = c;
+        }
+        node = (size_t)c;
+    }
+    t->trie[4 * node + 3] = id;
+    return 0;
+}
+
 // Makes id an added token: kind 1 special, 2 not special.
 static int bpe_mark_added_(BpeTokenizer *t, int32_t id, int kind) {
     if (t->tok_special[id]) { t->tok_special[id] = (uint8_t)kind; return 0; }
+    if (bpe_trie_insert_(t, id)) return BPE_ENOMEM;
     if (t->n_specials == t->cap_specials) {
         int32_t nc = t->cap_specials ? t->cap_specials * 2 : 8;
         int32_t *s = (int32_t *)realloc(t->specials, (size_t)nc * sizeof(int32_t));
@@ -566,7 +640,9 @@ static int bpe_mark_added_(BpeTokenizer *t, int32_t id, int kind) {
     }
     t->specials[t->n_specials++] = id;
     t->tok_special[id] = (uint8_t)kind;
-    if (t->tok_len[id] > 0) t->special_first[(unsigned char)t->tok_data[t->tok_off[id]]] |= (uint8_t)kind;
+    int32_t len;
+    const char *text = bpe_added_text_(t, id, &len);
+    if (len > 0) t->special_first[(unsigned char)text[0]] |= (uint8_t)kind;
     bpe_cache_clear_(t);
     return 0;
 }
@@ -634,6 +710,169 @@ static int bpe_add_special(BpeTokenizer *t, const char *s, size_t n, int32_t *id
     return 0;
 }
 
+// ---------------------------------------------------------------- normalization
+
+// Metaspace's prepend_scheme: when a "\xe2\x96\x81" goes before the text.
+enum { BPE_META_ALWAYS = 1, BPE_META_FIRST, BPE_META_NEVER };
+
+// Normalizers of a tokenizer.json, applied in the order the file lists them.
+enum {
+    BPE_NORM_NFC = 1,       // Unicode NFC (Qwen2, Qwen3)
+    BPE_NORM_PREPEND,       // Prepend("\xe2\x96\x81") to non-empty text (Llama 2)
+    BPE_NORM_SPACE,         // Replace(" " -> "\xe2\x96\x81") (Gemma 3, Llama 2)
+};
+
+// NFC (Unicode Standard Annex #15): full canonical decomposition, canonical ordering of
+// combining marks by class, then canonical composition. Tables from
+// dev/gen_nfc_tables.py (tokenizer/nfc_tables.h); Hangul syllables are computed.
+enum { BPE_HANGUL_S = 0xAC00, BPE_HANGUL_L = 0x1100, BPE_HANGUL_V = 0x1161, BPE_HANGUL_T = 0x11A7,
+       BPE_HANGUL_LN = 19, BPE_HANGUL_VN = 21, BPE_HANGUL_TN = 28, BPE_HANGUL_SN = 19 * 21 * 28 };
+// An invalid UTF-8 byte b is carried as BPE_NFC_RAW + b: a starter that composes with nothing.
+#define BPE_NFC_RAW 0x110000u
+
+static inline int bpe_nfc_prop_(uint32_t cp) { return cp < 0x110000 ? nfc_stage2[nfc_stage1[cp >> 8]][cp & 255] : 0; }
+static inline int bpe_ccc_(uint32_t cp) { return nfc_ccc[bpe_nfc_prop_(cp)]; }
+
+// Index of key in the sorted first column of table[n][3], or -1.
+static long bpe_nfc_find_(const uint32_t (*table)[3], long n, uint32_t a, uint32_t b, int pair) {
+    long lo = 0, hi = n - 1;
+    uint64_t key = ((uint64_t)a << 32) | (pair ? b : 0);
+    while (lo <= hi) {
+        long mid = (lo + hi) / 2;
+        uint64_t k = ((uint64_t)table[mid][0] << 32) | (pair ? table[mid][1] : 0);
+        if (k == key) return mid;
+        if (k < key) lo = mid + 1; else hi = mid - 1;
+    }
+    return -1;
+}
+
+// Appends the full canonical decomposition of cp to t->nfc_buf[*n...].
+static int bpe_nfc_decompose_(BpeTokenizer *t, uint32_t cp, size_t *n) {
+    if (bpe_grow_((void **)&t->nfc_buf, &t->nfc_cap, *n + 4, sizeof(uint32_t))) return BPE_ENOMEM;
+    if (cp >= BPE_HANGUL_S && cp < BPE_HANGUL_S + BPE_HANGUL_SN) {  // L V, or L V T
+        uint32_t s = cp - BPE_HANGUL_S;
+        t->nfc_buf[(*n)++] = BPE_HANGUL_L + s / (BPE_HANGUL_VN * BPE_HANGUL_TN);
+        t->nfc_buf[(*n)++] = BPE_HANGUL_V + (s % (BPE_HANGUL_VN * BPE_HANGUL_TN)) / BPE_HANGUL_TN;
+        if (s % BPE_HANGUL_TN) t->nfc_buf[(*n)++] = BPE_HANGUL_T + s % BPE_HANGUL_TN;
+        return 0;
+    }
+    long k = cp < 0x110000 ? bpe_nfc_find_(nfc_decomp, NFC_NDECOMP, cp, 0, 0) : -1;
+    if (k < 0) { t->nfc_buf[(*n)++] = cp; return 0; }
+    int rc = bpe_nfc_decompose_(t, nfc_decomp[k][1], n);
+    if (!rc && nfc_decomp[k][2]) rc = bpe_nfc_decompose_(t, nfc_decomp[k][2], n);
+    return rc;
+}
+
+// The primary composite of starter a and b, or 0.
+static uint32_t bpe_nfc_compose_(uint32_t a, uint32_t b) {
+    if (a >= BPE_HANGUL_L && a < BPE_HANGUL_L + BPE_HANGUL_LN && b >= BPE_HANGUL_V && b < BPE_HANGUL_V + BPE_HANGUL_VN)
+        return BPE_HANGUL_S + ((a - BPE_HANGUL_L) * BPE_HANGUL_VN + (b - BPE_HANGUL_V)) * BPE_HANGUL_TN;
+    if (a >= BPE_HANGUL_S && a < BPE_HANGUL_S + BPE_HANGUL_SN && (a - BPE_HANGUL_S) % BPE_HANGUL_TN == 0 &&
+        b > BPE_HANGUL_T && b < BPE_HANGUL_T + BPE_HANGUL_TN)  // T = 0x11A7 itself is no trailing consonant
+        return a + (b - BPE_HANGUL_T);
+    long k = bpe_nfc_find_(nfc_comp, NFC_NCOMP, a, b, 1);
+    return k < 0 ? 0 : nfc_comp[k][2];
+}
+
+// NFC of s[0..n): sets *out, *out_n to s itself when s is NFC already by the quick
+// check (every character has combining class 0 and NFC_Quick_Check=Yes), otherwise to
+// the normalized text in t->norm_buf. Invalid UTF-8 bytes pass through unchanged.
+static int bpe_nfc_(BpeTokenizer *t, const unsigned char *s, size_t n, const unsigned char **out, size_t *out_n) {
+    size_t i = 0;
+    while (i < n) {
+        uint32_t cp;
+        if (s[i] < 0x80) { i++; continue; }
+        int l = utf8_decode(s + i, n - i, &cp);
+        if (!l) { i++; continue; }
+        if (bpe_nfc_prop_(cp)) break;
+        i += (size_t)l;
+    }
+    *out = s; *out_n = n;
+    if (i == n) return 0;
+    size_t m = 0;
+    for (i = 0; i < n;) {  // decompose
+        uint32_t cp;
+        int l = utf8_decode(s + i, n - i, &cp);
+        if (!l) { cp = BPE_NFC_RAW + s[i]; l = 1; }
+        if (bpe_nfc_decompose_(t, cp, &m)) return BPE_ENOMEM;
+        i += (size_t)l;
+    }
+    uint32_t *d = t->nfc_buf;
+    for (size_t k = 1; k < m; k++) {  // canonical ordering: stable insertion sort of each run of non-starters
+        int c = bpe_ccc_(d[k]);
+        if (!c) continue;
+        uint32_t x = d[k];
+        size_t j = k;
+        while (j > 0 && bpe_ccc_(d[j - 1]) > c) { d[j] = d[j - 1]; j--; }
+        d[j] = x;
+    }
+    // compose: a character joins the last starter unless a character between them has a
+    // combining class of 0 or at least its own (it is "blocked")
+    size_t w = 1, starter = 0;
+    int last = bpe_ccc_(d[0]) ? 256 : 0;  // a leading non-starter has no starter to join
+    for (size_t k = 1; k < m; k++) {
+        int c = bpe_ccc_(d[k]);
+        uint32_t comp = d[starter] < 0x110000 && d[k] < 0x110000 ? bpe_nfc_compose_(d[starter], d[k]) : 0;
+        if (comp && (last < c || last == 0)) { d[starter] = comp; continue; }
+        if (c == 0) starter = w;
+        last = c;
+        d[w++] = d[k];
+    }
+    t->norm_buf.n = 0;
+    if (bpe_grow_((void **)&t->norm_buf.data, &t->norm_buf.cap, 4 * w + 1, 1)) return BPE_ENOMEM;
+    char *o = t->norm_buf.data;
+    size_t k = 0;
+    for (size_t j = 0; j < w; j++) {
+        if (d[j] >= BPE_NFC_RAW) o[k++] = (char)(d[j] - BPE_NFC_RAW);
+        else k += utf8_encode(o + k, d[j]);
+    }
+    t->norm_buf.n = k;
+    *out = (const unsigned char *)o; *out_n = k;
+    return 0;
+}
+
+// Rewrites *s, *n (which may be t->norm_buf) into a fresh buffer that becomes
+// t->norm_buf: with prepend "\xe2\x96\x81" first, with replace every space as "\xe2\x96\x81".
+static int bpe_space_rewrite_(BpeTokenizer *t, int prepend, int replace, const unsigned char **s, size_t *n) {
+    const unsigned char *in = *s;
+    size_t m = *n, spaces = 0;
+    for (size_t i = 0; replace && i < m; i++) spaces += in[i] == ' ';
+    BpeBytes b = {NULL, 0, 0};
+    if (bpe_grow_((void **)&b.data, &b.cap, m + 2 * spaces + 4, 1)) return BPE_ENOMEM;
+    if (prepend) { memcpy(b.data, "\xe2\x96\x81", 3); b.n = 3; }
+    for (size_t i = 0; i < m; i++) {
+        if (replace && in[i] == ' ') { memcpy(b.data + b.n, "\xe2\x96\x81", 3); b.n += 3; }
+        else b.data[b.n++] = (char)in[i];
+    }
+    bpe_bytes_free(&t->norm_buf);
+    t->norm_buf = b;
+    *s = (const unsigned char *)b.data; *n = b.n;
+    return 0;
+}
+
+// The tokenizer's normalizers applied to s[0..n): *out, *out_n is s itself or the
+// result in a scratch buffer of t (valid until the next call).
+static int bpe_normalize_(BpeTokenizer *t, const unsigned char *s, size_t n, const unsigned char **out, size_t *out_n) {
+    *out = s; *out_n = n;
+    for (int k = 0; k < t->n_norm && *out_n; k++) {
+        const unsigned char *in = *out;
+        size_t m = *out_n;
+        if (t->norm[k] == BPE_NORM_NFC) {
+            if (in == (const unsigned char *)t->norm_buf.data) {  // NFC after another normalizer: keep its input apart
+                BpeBytes copy = t->norm_buf;
+                memset(&t->norm_buf, 0, sizeof t->norm_buf);
+                int rc = bpe_nfc_(t, in, m, out, out_n);
+                if (!rc && *out == in) { bpe_bytes_free(&t->norm_buf); t->norm_buf = copy; }
+                else bpe_bytes_free(&copy);
+                if (rc) return rc;
+            } else if (bpe_nfc_(t, in, m, out, out_n)) return BPE_ENOMEM;
+            continue;
+        }
+        if (bpe_space_rewrite_(t, t->norm[k] == BPE_NORM_PREPEND, t->norm[k] == BPE_NORM_SPACE, out, out_n)) return BPE_ENOMEM;
+    }
+    return 0;
+}
+
 // ---------------------------------------------------------------- encoding
 
 static int bpe_scratch_(BpeTokenizer *t, size_t n) {
@@ -683,16 +922,19 @@ static inline uint64_t bpe_heap_pop_(uint64_t *h, size_t *n) {
     return top;
 }
 
-// BPE-merges one pre-token (n >= 1 bytes) and appends its ids to out. Same result as
-// GPT-2's bpe(): repeatedly take the lowest-ranked adjacent pair and merge all its
-// occurrences left to right; pairs formed by that pass are considered afterwards.
-static int bpe_merge_word_(BpeTokenizer *t, const unsigned char *s, size_t n, BpeIds *out) {
-    if (bpe_scratch_(t, n + 1)) return BPE_ENOMEM;
+// BPE-merges the n symbols in t->w_id (scratch for n + 1 reserved) and appends the
+// resulting ids to out. GPT-2's bpe() (merge_hf 0): repeatedly take the lowest-ranked
+// adjacent pair and merge all its occurrences left to right; pairs formed by that pass
+// are considered afterwards. Hugging Face's BPE (merge_hf 1): repeatedly merge the one
+// lowest-ranked pair, the leftmost of equal ones, so a pair formed by a merge can merge
+// before the other occurrences of the pair that formed it. The two agree unless a merge
+// uses a token that only a later merge makes (Gemma 3's and Llama 2's files do).
+static int bpe_merge_ids_(BpeTokenizer *t, size_t n, BpeIds *out) {
     int32_t *id = t->w_id, *prev = t->w_prev, *next = t->w_next, *pend = t->w_pending;
     uint64_t *heap = t->w_heap;
     size_t hn = 0;
     int32_t end = (int32_t)n;
-    for (size_t i = 0; i < n; i++) { id[i] = t->byte_id[s[i]]; prev[i] = (int32_t)i - 1; next[i] = (int32_t)i + 1; }
+    for (size_t i = 0; i < n; i++) { prev[i] = (int32_t)i - 1; next[i] = (int32_t)i + 1; }
     for (size_t i = 0; i + 1 < n; i++) {
         int32_t r = bpe_pmap_rank_(t, id[i], id[i + 1]);
         if (r >= 0) bpe_heap_push_(heap, &hn, ((uint64_t)r << 32) | i);
@@ -711,6 +953,7 @@ static int bpe_merge_word_(BpeTokenizer *t, const unsigned char *s, size_t n, Bp
             next[p] = next[q];
             if (next[q] != end) prev[next[q]] = p;
             pend[np++] = p;
+            if (t->merge_hf) break;
         }
         for (size_t k = 0; k < np; k++) {
             int32_t p = pend[k];
@@ -729,16 +972,69 @@ static int bpe_merge_word_(BpeTokenizer *t, const unsigned char *s, size_t n, Bp
     return 0;
 }
 
+// A byte-level pre-token (n >= 1 bytes): one symbol per byte, merged.
+static int bpe_merge_word_(BpeTokenizer *t, const unsigned char *s, size_t n, BpeIds *out) {
+    if (bpe_scratch_(t, n + 1)) return BPE_ENOMEM;
+    for (size_t i = 0; i < n; i++) t->w_id[i] = t->byte_id[s[i]];
+    return bpe_merge_ids_(t, n, out);
+}
+
+static int32_t bpe_piece_find_(const BpeTokenizer *t, const char *s, size_t n) {
+    if (!t->piece_map_cap) return -1;
+    uint64_t hash = bpe_hash_(s, n), tag = hash >> 32;
+    size_t mask = t->piece_map_cap - 1, h = (size_t)hash & mask;
+    for (;;) {  // (the tag saves reading the strings of other entries)
+        uint64_t e = t->piece_map[h];
+        if (e == UINT64_MAX) return -1;
+        int32_t id = (int32_t)(uint32_t)e;
+        if (e >> 32 == tag && (size_t)t->piece_len[id] == n && memcmp(t->piece_data + t->piece_off[id], s, n) == 0) return id;
+        h = (h + 1) & mask;
+    }
+}
+
+// A SentencePiece-style word (n >= 1 bytes of normalized text), as Hugging Face's BPE
+// model starts it: one symbol per character, the character's token if it has one;
+// otherwise with byte_fallback its UTF-8 bytes as <0xNN> tokens, else unk_token (one for
+// a run of such characters with fuse_unk), else nothing. An invalid UTF-8 byte is one
+// character (it has no token). Then merged.
+static int bpe_sp_merge_word_(BpeTokenizer *t, const unsigned char *s, size_t n, BpeIds *out) {
+    if (bpe_scratch_(t, n + 1)) return BPE_ENOMEM;
+    size_t m = 0;
+    int unk_pending = 0;
+    for (size_t i = 0; i < n;) {
+        uint32_t cp;
+        size_t l = (size_t)utf8_decode(s + i, n - i, &cp);
+        if (!l) l = 1;
+        int32_t id = bpe_piece_find_(t, (const char *)s + i, l);
+        if (id >= 0) {
+            if (unk_pending) { t->w_id[m++] = t->sp_unk; unk_pending = 0; }
+            t->w_id[m++] = id;
+        } else if (t->sp_byte_fallback) {  // (loading checked that all 256 byte tokens exist, so no unk is pending)
+            for (size_t k = 0; k < l; k++) t->w_id[m++] = t->sp_byte_tok[s[i + k]];
+        } else if (t->sp_unk >= 0) {
+            if (unk_pending && !t->sp_fuse_unk) t->w_id[m++] = t->sp_unk;
+            unk_pending = 1;
+        }
+        i += l;
+    }
+    if (unk_pending) t->w_id[m++] = t->sp_unk;
+    return bpe_merge_ids_(t, m, out);
+}
+
+static int bpe_word_ids_(BpeTokenizer *t, const unsigned char *s, size_t n, BpeIds *out) {
+    return t->sp ? bpe_sp_merge_word_(t, s, n, out) : bpe_merge_word_(t, s, n, out);
+}
+
 #define BPE_CACHE_MAX_ENTRIES (1u << 20)
 #define BPE_CACHE_MAX_KEY 256
 
 static int bpe_encode_word_(BpeTokenizer *t, const unsigned char *s, size_t n, BpeIds *out) {
-    if (n == 1) return bpe_ids_push(out, t->byte_id[s[0]]);
+    if (n == 1 && !t->sp) return bpe_ids_push(out, t->byte_id[s[0]]);
     if (t->ignore_merges) {
-        int32_t id = bpe_vmap_find_(t, (const char *)s, n);
+        int32_t id = t->sp ? bpe_piece_find_(t, (const char *)s, n) : bpe_vmap_find_(t, (const char *)s, n);
         if (id >= 0) return bpe_ids_push(out, id);
     }
-    if (n > BPE_CACHE_MAX_KEY) return bpe_merge_word_(t, s, n, out);
+    if (n > BPE_CACHE_MAX_KEY) return bpe_word_ids_(t, s, n, out);
     uint64_t h = bpe_hash_(s, n);
     if (!t->cache_slots_cap) {
         t->cache_slots_cap = 1 << 12;
@@ -760,7 +1056,7 @@ static int bpe_encode_word_(BpeTokenizer *t, const unsigned char *s, size_t n, B
         slot = (slot + 1) & mask;
     }
     size_t before = out->n;
-    int rc = bpe_merge_word_(t, s, n, out);
+    int rc = bpe_word_ids_(t, s, n, out);
     if (rc) return rc;
     size_t nv = out->n - before;
     // store in the cache (start over when it is full)
@@ -815,11 +1111,28 @@ static size_t bpe_pretoken_next(int kind, const unsigned char *s, size_t n, size
     }
 }
 
-static int bpe_encode_plain_(BpeTokenizer *t, const unsigned char *s, size_t n, BpeIds *out) {
+// Text without added tokens (at_start: it begins the input): normalized, split into
+// pre-tokens, each encoded. SentencePiece-style: the whole text is one; with
+// Split(" ", MergedWithPrevious) pieces end after each space; Metaspace first makes
+// spaces "\xe2\x96\x81", prepends one (always, or only at_start with "first") unless the
+// text begins with one, and with split each piece begins at a "\xe2\x96\x81".
+static int bpe_encode_plain_(BpeTokenizer *t, const unsigned char *s, size_t n, int at_start, BpeIds *out) {
     size_t i = 0, piece = 0;
-    int rc = 0;
+    int rc = bpe_normalize_(t, s, n, &s, &n);
+    if (!rc && n && t->sp_metaspace) {
+        int prepend = (t->sp_metaspace == BPE_META_ALWAYS || (t->sp_metaspace == BPE_META_FIRST && at_start)) &&
+                      !(n >= 3 && !memcmp(s, "\xe2\x96\x81", 3)) && !(s[0] == ' ');
+        rc = bpe_space_rewrite_(t, prepend, 1, &s, &n);
+    }
     while (i < n && !rc) {
-        size_t j = bpe_pretoken_next(t->pretok, s, n, i, &piece);
+        size_t j = i;
+        if (!t->sp) j = bpe_pretoken_next(t->pretok, s, n, i, &piece);
+        else if (t->sp_meta_split) {
+            j = i + 1;
+            while (j + 2 < n && memcmp(s + j, "\xe2\x96\x81", 3)) j++;
+            if (j + 2 >= n) j = n;
+        } else if (!t->sp_split_space) j = n;
+        else { while (j < n && s[j] != ' ') j++; if (j < n) j++; }
         rc = bpe_encode_word_(t, s + i, j - i, out);
         i = j;
     }
@@ -827,16 +1140,17 @@ static int bpe_encode_plain_(BpeTokenizer *t, const unsigned char *s, size_t n, 
 }
 
 // The added token starting at s[i] (the longest if several match) whose kind is in
-// kinds (bit 0 special, bit 1 not special), or -1.
-static int32_t bpe_special_at_(const BpeTokenizer *t, const unsigned char *s, size_t n, size_t i, int kinds) {
+// kinds (bit 0 special, bit 1 not special), or -1; its text is *len bytes.
+static int32_t bpe_special_at_(const BpeTokenizer *t, const unsigned char *s, size_t n, size_t i, int kinds, size_t *len) {
     if (!(t->special_first[s[i]] & kinds)) return -1;
-    int32_t best = -1, best_len = 0;
-    for (int32_t k = 0; k < t->n_specials; k++) {
-        int32_t id = t->specials[k], l = t->tok_len[id];
-        if ((t->tok_special[id] & kinds) && l > best_len && (size_t)l <= n - i &&
-            memcmp(t->tok_data + t->tok_off[id], s + i, (size_t)l) == 0) {
-            best = id; best_len = l;
-        }
+    int32_t best = -1, node = 0;
+    for (size_t j = i; j < n; j++) {  // walk the trie along the text
+        int32_t c = t->trie[4 * node];
+        while (c >= 0 && t->trie[4 * c + 2] != s[j]) c = t->trie[4 * c + 1];
+        if (c < 0) break;
+        node = c;
+        int32_t id = t->trie[4 * node + 3];
+        if (id >= 0 && (t->tok_special[id] & kinds)) { best = id; *len = j + 1 - i; }
     }
     return best;
 }
@@ -852,27 +1166,30 @@ static int bpe_encode(BpeTokenizer *t, const char *text, size_t len, int parse_s
     int rc = 0, kinds = parse_special ? 3 : 2;
     size_t start = 0;
     for (size_t i = 0; i < len && !rc && t->n_specials;) {
-        int32_t sp = bpe_special_at_(t, s, len, i, kinds);
+        size_t sp_len = 0;
+        int32_t sp = bpe_special_at_(t, s, len, i, kinds, &sp_len);
         if (sp < 0) { i++; continue; }
-        rc = bpe_encode_plain_(t, s + start, i - start, out);
+        rc = bpe_encode_plain_(t, s + start, i - start, start == 0, out);
         if (!rc) rc = bpe_ids_push(out, sp);
-        i += (size_t)t->tok_len[sp];
+        i += sp_len;
         start = i;
     }
-    if (!rc) rc = bpe_encode_plain_(t, s + start, len - start, out);
+    if (!rc) rc = bpe_encode_plain_(t, s + start, len - start, start == 0, out);
     if (rc) return bpe_err_(err, errlen, rc, "out of memory while encoding");
     return 0;
 }
 
 // ---------------------------------------------------------------- decoding
 
-// Appends the bytes of ids[0..n) to out. Fails on an id that is not a token.
+// Appends the bytes of ids[0..n) to out. Fails on an id that is not a token. With a
+// decoder Strip(" ", 1, 0) (Llama 2), a space that would begin this output is dropped.
 static int bpe_decode(const BpeTokenizer *t, const int32_t *ids, size_t n, BpeBytes *out, char *err, size_t errlen) {
     for (size_t i = 0; i < n; i++) {
         size_t l;
         const char *b = bpe_token_bytes(t, ids[i], &l);
         if (!b) return bpe_err_(err, errlen, BPE_ERANGE, "token id %ld is out of range (vocabulary size %d)",
                                 (long)ids[i], (int)t->n_ids);
+        if (t->sp_strip_space && i == 0 && l && b[0] == ' ') { b++; l--; }
         if (bpe_bytes_append(out, b, l)) return bpe_err_(err, errlen, BPE_ENOMEM, "out of memory while decoding");
     }
     return 0;
@@ -1115,6 +1432,244 @@ static int bpe_json_pretok_(const JsonValue *pt, const char *path, int *kind, ch
                     "Llama 3 / cl100k_base, Qwen2 or o200k_base regex + ByteLevel; Digits + ByteLevel)", path);
 }
 
+// ---------------------------------------------------------------- SentencePiece-style tokenizer.json
+
+static int bpe_json_is_string_(const JsonValue *v, const char *s) {
+    return v && v->type == JSON_STRING && v->length == strlen(s) && memcmp(v->string, s, v->length) == 0;
+}
+
+// The normalizer of a tokenizer.json into t->norm: null, NFC, and for SentencePiece-style
+// models (sp) Replace(" " -> "\xe2\x96\x81") and Prepend("\xe2\x96\x81"), alone or in a Sequence.
+static int bpe_json_normalizers_(BpeTokenizer *t, const JsonValue *norm, int sp, const char *path, char *err, size_t errlen) {
+    t->n_norm = 0;
+    if (!norm || norm->type == JSON_NULL) return 0;
+    const JsonValue *list = json_get(norm, "normalizers");
+    int seq = bpe_json_type_is_(norm, "Sequence") && list && list->type == JSON_ARRAY;
+    size_t n = seq ? list->count : 1;
+    for (size_t k = 0; k < n; k++) {
+        const JsonValue *v = seq ? &list->items[k] : norm;
+        const JsonValue *ty = json_get(v, "type");
+        int kind = 0;
+        if (bpe_json_type_is_(v, "NFC")) kind = BPE_NORM_NFC;
+        else if (sp && bpe_json_type_is_(v, "Replace") && bpe_json_is_string_(json_get(json_get(v, "pattern"), "String"), " ") &&
+                 bpe_json_is_string_(json_get(v, "content"), "\xe2\x96\x81")) kind = BPE_NORM_SPACE;
+        else if (sp && bpe_json_type_is_(v, "Prepend") && bpe_json_is_string_(json_get(v, "prepend"), "\xe2\x96\x81")) kind = BPE_NORM_PREPEND;
+        for (int j = 0; j < t->n_norm; j++) if (t->norm[j] == kind) kind = 0;  // each at most once
+        if (!kind || t->n_norm == 4)
+            return bpe_err_(err, errlen, BPE_EFORMAT, "%s: normalizer %s is not supported (known: null, NFC%s)", path,
+                            ty && ty->type == JSON_STRING ? ty->string : "(without a type)",
+                            sp ? ", Replace(\" \" -> \"\xe2\x96\x81\"), Prepend(\"\xe2\x96\x81\"), a Sequence of them" : "");
+        t->norm[t->n_norm++] = (uint8_t)kind;
+    }
+    return 0;
+}
+
+// 1 if the pre-tokenizer and model make a SentencePiece-style tokenizer.json (no
+// ByteLevel pre-tokenizer: null, a Split on a string, Metaspace; or byte_fallback).
+static int bpe_json_is_sp_(const JsonValue *pt, const JsonValue *model) {
+    const JsonValue *bf = json_get(model, "byte_fallback");
+    return !pt || pt->type == JSON_NULL || bpe_json_type_is_(pt, "Metaspace") ||
+           (bpe_json_type_is_(pt, "Split") && json_get(json_get(pt, "pattern"), "String")) || (bf && bf->type == JSON_TRUE);
+}
+
+// The pre-tokenizer, decoder and model options of a SentencePiece-style tokenizer.json.
+static int bpe_json_sp_config_(BpeTokenizer *t, const JsonValue *root, const char *path, char *err, size_t errlen) {
+    const JsonValue *pt = json_get(root, "pre_tokenizer"), *dec = json_get(root, "decoder"), *model = json_get(root, "model");
+    if (bpe_json_type_is_(pt, "Metaspace")) {
+        const JsonValue *rep = json_get(pt, "replacement"), *sch = json_get(pt, "prepend_scheme"), *aps = json_get(pt, "add_prefix_space");
+        const JsonValue *split = json_get(pt, "split");
+        if (!bpe_json_is_string_(rep, "\xe2\x96\x81"))
+            return bpe_err_(err, errlen, BPE_EFORMAT, "%s: pre_tokenizer Metaspace: only replacement \"\xe2\x96\x81\" is supported", path);
+        if (bpe_json_is_string_(sch, "always") || (!sch && (!aps || aps->type == JSON_TRUE))) t->sp_metaspace = BPE_META_ALWAYS;
+        else if (bpe_json_is_string_(sch, "first")) t->sp_metaspace = BPE_META_FIRST;
+        else if (bpe_json_is_string_(sch, "never") || (!sch && aps && aps->type == JSON_FALSE)) t->sp_metaspace = BPE_META_NEVER;
+        else return bpe_err_(err, errlen, BPE_EFORMAT, "%s: pre_tokenizer Metaspace: prepend_scheme must be always, first or never", path);
+        t->sp_meta_split = !split || split->type != JSON_FALSE;
+    } else if (pt && pt->type != JSON_NULL) {
+        const JsonValue *inv = json_get(pt, "invert");
+        if (!bpe_json_type_is_(pt, "Split") || !bpe_json_is_string_(json_get(json_get(pt, "pattern"), "String"), " ") ||
+            !bpe_json_is_string_(json_get(pt, "behavior"), "MergedWithPrevious") || (inv && inv->type != JSON_FALSE))
+            return bpe_err_(err, errlen, BPE_EFORMAT, "%s: pre_tokenizer: a SentencePiece-style model must have null, "
+                            "Metaspace or Split(String \" \", behavior MergedWithPrevious, invert false)", path);
+        t->sp_split_space = 1;
+    }
+    // decoder: Sequence[Replace("\xe2\x96\x81" -> " "), ByteFallback, Fuse] and optionally Strip(" ", 1, 0)
+    const JsonValue *list = json_get(dec, "decoders");
+    size_t n = bpe_json_type_is_(dec, "Sequence") && list && list->type == JSON_ARRAY ? list->count : 0;
+    int ok = n == 3 || n == 4;
+    if (ok) {
+        const JsonValue *r = &list->items[0];
+        ok = bpe_json_type_is_(r, "Replace") && bpe_json_is_string_(json_get(json_get(r, "pattern"), "String"), "\xe2\x96\x81") &&
+             bpe_json_is_string_(json_get(r, "content"), " ") && bpe_json_type_is_(&list->items[1], "ByteFallback") &&
+             bpe_json_type_is_(&list->items[2], "Fuse");
+    }
+    if (ok && n == 4) {
+        const JsonValue *st = &list->items[3];
+        int64_t start, stop;
+        ok = bpe_json_type_is_(st, "Strip") && bpe_json_is_string_(json_get(st, "content"), " ") &&
+             !json_int64(json_get(st, "start"), &start) && start == 1 && !json_int64(json_get(st, "stop"), &stop) && stop == 0;
+        t->sp_strip_space = 1;
+    }
+    if (!ok)
+        return bpe_err_(err, errlen, BPE_EFORMAT, "%s: decoder: a SentencePiece-style model must have Sequence[Replace(\"\xe2\x96\x81\" -> \" \"), "
+                        "ByteFallback, Fuse], optionally then Strip(\" \", 1, 0)", path);
+    static const char *const empty_or_null[] = {"continuing_subword_prefix", "end_of_word_suffix", "dropout"};
+    for (int k = 0; k < 3; k++) {
+        const JsonValue *v = json_get(model, empty_or_null[k]);
+        if (v && v->type != JSON_NULL && !(v->type == JSON_STRING && v->length == 0))
+            return bpe_err_(err, errlen, BPE_EFORMAT, "%s: model.%s must be null or empty", path, empty_or_null[k]);
+    }
+    const JsonValue *bf = json_get(model, "byte_fallback"), *fu = json_get(model, "fuse_unk");
+    t->sp_byte_fallback = bf && bf->type == JSON_TRUE;
+    t->sp_fuse_unk = fu && fu->type == JSON_TRUE;
+    return 0;
+}
+
+// What a SentencePiece-style token decodes to, as the decoder above does it to one
+// token: "<0xNN>" is byte NN, otherwise each "\xe2\x96\x81" is a space. out needs n bytes.
+static size_t bpe_sp_decode_piece_(const char *s, size_t n, char *out) {
+    if (n == 6 && s[0] == '<' && s[1] == '0' && s[2] == 'x' && s[5] == '>') {
+        int v = 0, ok = 1;
+        for (int k = 3; k < 5; k++) {
+            char c = s[k];
+            v = v * 16 + (c >= '0' && c <= '9' ? c - '0' : c >= 'A' && c <= 'F' ? c - 'A' + 10 : c >= 'a' && c <= 'f' ? c - 'a' + 10 : (ok = 0));
+        }
+        if (ok) { out[0] = (char)v; return 1; }
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (i + 2 < n && !memcmp(s + i, "\xe2\x96\x81", 3)) { out[k++] = ' '; i += 2; }
+        else out[k++] = s[i];
+    }
+    return k;
+}
+
+// Gives id the string s[0..n) (and, with in_model, makes the BPE model know it).
+static int bpe_sp_set_piece_(BpeTokenizer *t, int32_t id, const char *s, size_t n, int in_model) {
+    if (bpe_grow_((void **)&t->piece_data, &t->piece_data_cap, t->piece_data_n + n + 1, 1)) return BPE_ENOMEM;
+    memcpy(t->piece_data + t->piece_data_n, s, n);
+    t->piece_off[id] = (int64_t)t->piece_data_n;
+    t->piece_len[id] = (int32_t)n;
+    t->piece_data_n += n;
+    if (!in_model) return 0;
+    uint64_t hash = bpe_hash_(s, n);
+    size_t mask = t->piece_map_cap - 1, h = (size_t)hash & mask;
+    while (t->piece_map[h] != UINT64_MAX) h = (h + 1) & mask;
+    t->piece_map[h] = (hash >> 32) << 32 | (uint32_t)id;
+    return 0;
+}
+
+// model.vocab and model.merges of a SentencePiece-style tokenizer.json; n_ids bounds
+// the ids of the vocabulary and the added tokens.
+static int bpe_sp_load_model_(BpeTokenizer *t, const char *path, const JsonValue *model, int64_t id_limit, int32_t n_ids,
+                              char *err, size_t errlen) {
+    const JsonValue *vocab = json_get(model, "vocab"), *merges = json_get(model, "merges");
+    if (!vocab || vocab->type != JSON_OBJECT || vocab->count == 0)
+        return bpe_err_(err, errlen, BPE_EFORMAT, "%s: model.vocab is not a non-empty JSON object of token -> id", path);
+    t->piece_off = (int64_t *)malloc((size_t)n_ids * sizeof(int64_t));
+    t->piece_len = (int32_t *)malloc((size_t)n_ids * sizeof(int32_t));
+    for (t->piece_map_cap = 1024; t->piece_map_cap < 2 * vocab->count; t->piece_map_cap *= 2) {}
+    t->piece_map = (uint64_t *)malloc(t->piece_map_cap * sizeof(uint64_t));
+    size_t key_bytes = 0;
+    for (size_t i = 0; i < vocab->count; i++) key_bytes += vocab->key_lengths[i];
+    // sized up front: the strings, the decoded bytes, and the hash tables of the tokens and merges
+    if (!t->piece_off || !t->piece_len || !t->piece_map || bpe_grow_((void **)&t->piece_data, &t->piece_data_cap, key_bytes + 1, 1) ||
+        bpe_grow_((void **)&t->tok_data, &t->tok_data_cap, key_bytes + 1, 1) || bpe_pmap_reserve_(t, merges && merges->type == JSON_ARRAY ? merges->count : 0))
+        return bpe_err_(err, errlen, BPE_ENOMEM, "%s: out of memory", path);
+    memset(t->piece_map, 0xff, t->piece_map_cap * sizeof(uint64_t));
+    for (int32_t i = 0; i < n_ids; i++) t->piece_len[i] = -1;
+    t->n_pieces = n_ids;
+    char *buf = NULL;
+    size_t buf_cap = 0;
+    int rc = 0;
+    for (size_t i = 0; i < vocab->count && !rc; i++) {
+        const char *key = vocab->keys[i];
+        size_t klen = vocab->key_lengths[i];
+        int64_t id;
+        if (json_int64(&vocab->items[i], &id) || id < 0 || id >= id_limit)
+            rc = bpe_err_(err, errlen, BPE_EFORMAT, "%s: token \"%.80s\" has an invalid id (not an integer in 0..%lld)",
+                          path, key, (long long)id_limit - 1);
+        else if (t->piece_len[id] >= 0)
+            rc = bpe_err_(err, errlen, BPE_EFORMAT, "%s: duplicate id %ld (tokens \"%.80s\" and another)", path, (long)id, key);
+        else if (bpe_piece_find_(t, key, klen) >= 0)
+            rc = bpe_err_(err, errlen, BPE_EFORMAT, "%s: duplicate token \"%.80s\"", path, key);
+        else if (bpe_grow_((void **)&buf, &buf_cap, klen + 1, 1) || bpe_sp_set_piece_(t, (int32_t)id, key, klen, 1) ||
+                 bpe_set_token_(t, (int32_t)id, buf, bpe_sp_decode_piece_(key, klen, buf)) ||
+                 (bpe_vmap_find_(t, t->tok_data + t->tok_off[id], (size_t)t->tok_len[id]) < 0 && bpe_vmap_insert_(t, (int32_t)id)))
+            rc = bpe_err_(err, errlen, BPE_ENOMEM, "%s: out of memory", path);
+    }
+    for (int b = 0; b < 256 && !rc; b++) {
+        char name[8];
+        snprintf(name, sizeof name, "<0x%02X>", b);
+        t->sp_byte_tok[b] = bpe_piece_find_(t, name, 6);
+        if (t->sp_byte_fallback && t->sp_byte_tok[b] < 0)
+            rc = bpe_err_(err, errlen, BPE_EFORMAT, "%s: model.byte_fallback is true but the vocabulary has no token %s", path, name);
+    }
+    const JsonValue *unk = json_get(model, "unk_token");
+    if (!rc && unk && unk->type == JSON_STRING && (t->sp_unk = bpe_piece_find_(t, unk->string, unk->length)) < 0)
+        rc = bpe_err_(err, errlen, BPE_EFORMAT, "%s: model.unk_token \"%.80s\" is not in the vocabulary", path, unk->string);
+    else if (!rc && unk && unk->type != JSON_STRING && unk->type != JSON_NULL)
+        rc = bpe_err_(err, errlen, BPE_EFORMAT, "%s: model.unk_token is not a string", path);
+    if (!rc && (!merges || merges->type != JSON_ARRAY)) rc = bpe_err_(err, errlen, BPE_EFORMAT, "%s: model.merges is not an array", path);
+    for (size_t i = 0; !rc && i < merges->count; i++) {
+        const JsonValue *m = &merges->items[i];
+        const char *a, *b;
+        size_t na, nb;
+        if (m->type == JSON_STRING) {  // "a b": the pieces have no spaces
+            const char *sp = (const char *)memchr(m->string, ' ', m->length);
+            if (!sp || sp == m->string || sp == m->string + m->length - 1 || memchr(sp + 1, ' ', (size_t)(m->string + m->length - sp - 1))) {
+                rc = bpe_err_(err, errlen, BPE_EFORMAT, "%s: merge %ld: expected two tokens separated by one space", path, (long)i + 1);
+                break;
+            }
+            a = m->string; na = (size_t)(sp - a); b = sp + 1; nb = (size_t)(m->string + m->length - b);
+        } else if (m->type == JSON_ARRAY && m->count == 2 && m->items[0].type == JSON_STRING && m->items[1].type == JSON_STRING) {
+            a = m->items[0].string; na = m->items[0].length; b = m->items[1].string; nb = m->items[1].length;
+        } else {
+            rc = bpe_err_(err, errlen, BPE_EFORMAT, "%s: merge %ld is neither \"a b\" nor [\"a\", \"b\"]", path, (long)i + 1);
+            break;
+        }
+        int32_t ia = bpe_piece_find_(t, a, na), ib = bpe_piece_find_(t, b, nb), ir = -1;
+        if (ia >= 0 && ib >= 0) {
+            if (bpe_grow_((void **)&buf, &buf_cap, na + nb, 1)) { rc = bpe_err_(err, errlen, BPE_ENOMEM, "%s: out of memory", path); break; }
+            memcpy(buf, a, na); memcpy(buf + na, b, nb);
+            ir = bpe_piece_find_(t, buf, na + nb);
+        }
+        int w = (int)(na > 80 ? 80 : na), wb = (int)(nb > 80 ? 80 : nb);
+        if (ia < 0) rc = bpe_err_(err, errlen, BPE_EFORMAT, "%s: merge %ld names unknown token \"%.*s\"", path, (long)i + 1, w, a);
+        else if (ib < 0) rc = bpe_err_(err, errlen, BPE_EFORMAT, "%s: merge %ld names unknown token \"%.*s\"", path, (long)i + 1, wb, b);
+        else if (ir < 0) rc = bpe_err_(err, errlen, BPE_EFORMAT, "%s: merge %ld: the merged token \"%.*s%.*s\" is not in the vocabulary",
+                                       path, (long)i + 1, w, a, wb, b);
+        else {
+            int mr = bpe_add_merge_(t, ia, ib, ir);
+            if (mr == BPE_EINVAL) rc = bpe_err_(err, errlen, BPE_EFORMAT, "%s: merge %ld (\"%.*s %.*s\") is listed twice", path, (long)i + 1, w, a, wb, b);
+            else if (mr) rc = bpe_err_(err, errlen, BPE_ENOMEM, "%s: out of memory", path);
+        }
+    }
+    free(buf);
+    return rc;
+}
+
+// An added token of a SentencePiece-style tokenizer.json: the vocabulary's token with
+// that id must have the same string; a new id decodes to its content (as the decoder does).
+static int bpe_sp_added_token_(BpeTokenizer *t, const char *path, int32_t id, const char *s, size_t n, char *err, size_t errlen) {
+    if (t->piece_len[id] >= 0) {
+        if ((size_t)t->piece_len[id] != n || memcmp(t->piece_data + t->piece_off[id], s, n) != 0 || t->tok_special[id])
+            return bpe_err_(err, errlen, BPE_EFORMAT, "%s: added token \"%.80s\" has id %ld, which is already another token", path, s, (long)id);
+        return 0;
+    }
+    int dup = bpe_piece_find_(t, s, n) >= 0;
+    for (int32_t k = 0; k < t->n_specials && !dup; k++) {
+        int32_t l;
+        const char *x = bpe_added_text_(t, t->specials[k], &l);
+        dup = (size_t)l == n && memcmp(x, s, n) == 0;
+    }
+    if (dup) return bpe_err_(err, errlen, BPE_EFORMAT, "%s: duplicate token \"%.80s\"", path, s);
+    char *buf = (char *)malloc(n + 1);
+    int rc = !buf || bpe_sp_set_piece_(t, id, s, n, 0) || bpe_set_token_(t, id, buf, bpe_sp_decode_piece_(s, n, buf));
+    free(buf);
+    return rc ? bpe_err_(err, errlen, BPE_ENOMEM, "out of memory") : 0;
+}
+
 // The text[0..len) of a Hugging Face tokenizer.json of a byte-level BPE model (GPT-2's
 // pre-tokenizer); path only names it in errors.
 static int bpe_load_tokenizer_json_buffer(BpeTokenizer **out, const char *path, const char *text, size_t len, char *err, size_t errlen) {
@@ -1135,20 +1690,29 @@ static int bpe_load_tokenizer_json_buffer(BpeTokenizer **out, const char *path, 
     const JsonValue *merges = json_get(model, "merges");
     const JsonValue *added = json_get(doc.root, "added_tokens");
     const JsonValue *norm = json_get(doc.root, "normalizer");
+    t->sp = bpe_json_is_sp_(pt, model);
+    t->merge_hf = 1;
     if (!model || model->type != JSON_OBJECT) rc = bpe_err_(err, errlen, BPE_EFORMAT, "%s: no \"model\" object", path);
     else if (type && (type->type != JSON_STRING || strcmp(type->string, "BPE") != 0))
         rc = bpe_err_(err, errlen, BPE_EFORMAT, "%s: model type is not BPE", path);
     else if (!merges || merges->type != JSON_ARRAY) rc = bpe_err_(err, errlen, BPE_EFORMAT, "%s: model.merges is not an array", path);
     else if (added && added->type != JSON_ARRAY && added->type != JSON_NULL)
         rc = bpe_err_(err, errlen, BPE_EFORMAT, "%s: added_tokens is not an array", path);
-    else if (norm && norm->type != JSON_NULL && !bpe_json_type_is_(norm, "NFC"))
-        rc = bpe_err_(err, errlen, BPE_EFORMAT, "%s: normalizer is not supported (only null or NFC)", path);
-    else rc = bpe_json_pretok_(pt, path, &t->pretok, err, errlen);
+    else rc = bpe_json_normalizers_(t, norm, t->sp, path, err, errlen);
+    if (!rc) rc = t->sp ? bpe_json_sp_config_(t, doc.root, path, err, errlen) : bpe_json_pretok_(pt, path, &t->pretok, err, errlen);
     t->ignore_merges = json_get(model, "ignore_merges") && json_get(model, "ignore_merges")->type == JSON_TRUE;
     const JsonValue *vocab = json_get(model, "vocab");
-    int64_t id_limit = bpe_id_limit_((vocab ? vocab->count : 0) + (added && added->type == JSON_ARRAY ? added->count : 0));
-    if (!rc) rc = bpe_load_vocab_json_(t, path, vocab, id_limit, err, errlen);
-    for (size_t i = 0; !rc && i < merges->count; i++) {
+    size_t n_added = added && added->type == JSON_ARRAY ? added->count : 0;
+    int64_t id_limit = bpe_id_limit_((vocab && vocab->type == JSON_OBJECT ? vocab->count : 0) + n_added);
+    if (!rc && t->sp) {  // the id tables cover the largest id of the vocabulary and the added tokens
+        int64_t top = -1, id;
+        for (size_t i = 0; vocab && vocab->type == JSON_OBJECT && i < vocab->count; i++)
+            if (!json_int64(&vocab->items[i], &id) && id > top && id < id_limit) top = id;
+        for (size_t i = 0; i < n_added; i++)
+            if (!json_int64(json_get(&added->items[i], "id"), &id) && id > top && id < id_limit) top = id;
+        rc = bpe_sp_load_model_(t, path, model, id_limit, top >= 0 ? (int32_t)top + 1 : 1, err, errlen);
+    } else if (!rc) rc = bpe_load_vocab_json_(t, path, vocab, id_limit, err, errlen);
+    for (size_t i = 0; !rc && !t->sp && i < merges->count; i++) {
         const JsonValue *m = &merges->items[i];
         if (m->type == JSON_STRING) {
             const char *sp = (const char *)memchr(m->string, ' ', m->length);
@@ -1174,12 +1738,16 @@ static int bpe_load_tokenizer_json_buffer(BpeTokenizer **out, const char *path, 
                           path, (long)i, (long long)id_limit - 1);
             break;
         }
-        static const char *const unsupported[] = {"lstrip", "rstrip", "single_word"};
-        for (int k = 0; k < 3 && !rc; k++)
+        static const char *const unsupported[] = {"lstrip", "rstrip", "single_word", "normalized"};
+        for (int k = 0; k < (t->n_norm ? 4 : 3) && !rc; k++)  // normalized: matched in the normalized text
             if (json_get(a, unsupported[k]) && json_get(a, unsupported[k])->type == JSON_TRUE)
-                rc = bpe_err_(err, errlen, BPE_EFORMAT, "%s: added token \"%.80s\": %s=true is not supported", path, c->string, unsupported[k]);
+                rc = bpe_err_(err, errlen, BPE_EFORMAT, "%s: added token \"%.80s\": %s=true is not supported%s", path, c->string,
+                              unsupported[k], k == 3 ? " with a normalizer" : "");
         if (rc) break;
-        if (id < t->n_ids && t->tok_len[id] >= 0) {
+        if (t->sp) {
+            rc = bpe_sp_added_token_(t, path, (int32_t)id, c->string, c->length, err, errlen);
+            if (rc) break;
+        } else if (id < t->n_ids && t->tok_len[id] >= 0) {
             if ((size_t)t->tok_len[id] != c->length || memcmp(t->tok_data + t->tok_off[id], c->string, c->length) != 0 ||
                 t->tok_special[id]) {
                 rc = bpe_err_(err, errlen, BPE_EFORMAT, "%s: added token \"%.80s\" has id %ld, which is already another token",
@@ -1277,6 +1845,8 @@ static void bpe_write_vocab_object_(const BpeTokenizer *t, FILE *f, char *buf, i
 
 // encoder.json + vocab.bpe in dir (created if missing).
 static int bpe_save_gpt2_dir(const BpeTokenizer *t, const char *dir, char *err, size_t errlen) {
+    if (t->sp || t->n_norm) return bpe_err_(err, errlen, BPE_EINVAL, "%s: GPT-2 files cannot describe this tokenizer (%s)", dir,
+                                            t->sp ? "SentencePiece-style" : "it has a normalizer");
     if (mkdir(dir, 0777) != 0 && errno != EEXIST) return bpe_err_(err, errlen, BPE_EIO, "%s: cannot create directory: %s", dir, strerror(errno));
     size_t n = strlen(dir) + 32;
     char *path = (char *)malloc(n);
@@ -1313,6 +1883,7 @@ static int bpe_save_gpt2_dir(const BpeTokenizer *t, const char *dir, char *err, 
 // A Hugging Face tokenizer.json (byte-level BPE) with this tokenizer's pre-tokenizer,
 // ignore_merges and added tokens.
 static int bpe_save_tokenizer_json(const BpeTokenizer *t, const char *path, char *err, size_t errlen) {
+    if (t->sp) return bpe_err_(err, errlen, BPE_EINVAL, "%s: saving a SentencePiece-style tokenizer is not supported", path);
     char *buf = (char *)malloc(4 * (size_t)bpe_max_token_len_(t) + 8);
     if (!buf) return bpe_err_(err, errlen, BPE_ENOMEM, "out of memory");
     FILE *f = fopen(path, "wb");
@@ -1325,7 +1896,7 @@ static int bpe_save_tokenizer_json(const BpeTokenizer *t, const char *path, char
         fprintf(f, ", \"single_word\": false, \"lstrip\": false, \"rstrip\": false, \"normalized\": false, \"special\": %s}",
                 t->tok_special[id] == 1 ? "true" : "false");
     }
-    fputs("],\n\"normalizer\": null,\n\"pre_tokenizer\": ", f);
+    fprintf(f, "],\n\"normalizer\": %s,\n\"pre_tokenizer\": ", t->n_norm ? "{\"type\": \"NFC\"}" : "null");  // (NFC is the only one here)
     const char *re = t->pretok == BPE_PRE_CL100K ? BPE_RE_CL100K : t->pretok == BPE_PRE_QWEN2 ? BPE_RE_QWEN2
                    : t->pretok == BPE_PRE_O200K ? BPE_RE_O200K : NULL;
     if (re) {

@@ -12,6 +12,17 @@
 //                                                 rank table NAME (cl100k_base, o200k_base)
 //   node ref_encode.js tiktoken NAME OUTDIR FILE...  OUTDIR/NAME.FILE.ids and .ids-special from js-tiktoken
 //   node ref_encode.js bench NAME FILE REPEATS    js-tiktoken's encoding speed on FILE (median MB/s)
+//   node ref_encode.js hf TOKENIZER FILE IDS TEXT  Hugging Face tokenizers (npm `tokenizers`, the Rust library):
+//                                                 FILE's ids (special tokens matched, none added) into IDS,
+//                                                 those ids decoded into TEXT; several FILE IDS TEXT triples may follow
+//   node ref_encode.js hf-bench TOKENIZER FILE REPEATS  its encoding speed on FILE (median MB/s)
+//   node ref_encode.js normalize FORM IN OUT      IN in Unicode form FORM (NFC, NFD) by String.prototype.normalize
+//   node ref_encode.js sp-gen SEED POOL OUT BYTES  mixed text for SentencePiece-style tokenizers (Gemma 3's
+//                                                 special tokens, literal <0xNN> and unused tokens, whitespace
+//                                                 runs, decomposed accents, rare characters for byte fallback)
+//   node ref_encode.js nfc-cases POOL OUT         NFC test cases (code points of POOL, mark orders, Hangul)
+//   node ref_encode.js json-edit IN OUT EDIT      a tokenizer.json variant: EDIT is JavaScript run with `j`
+//                                                 the parsed file (e.g. "j.model.byte_fallback = false")
 'use strict';
 const fs = require('fs');
 const path = require('path');
@@ -196,6 +207,86 @@ if (cmd === 'gpt3dir') {
   }
   speeds.sort((a, b) => a - b);
   console.log(speeds[Math.floor(speeds.length / 2)].toFixed(2));
+} else if (cmd === 'hf' || cmd === 'hf-bench') {
+  const { Tokenizer } = require(path.join(NM, 'tokenizers'));
+  const tok = Tokenizer.fromFile(args[0]);
+  (async () => {
+    if (cmd === 'hf-bench') {
+      const text = fs.readFileSync(args[1], 'utf8');
+      const mb = Buffer.byteLength(text) / 1e6, speeds = [];
+      for (let r = 0; r < Number(args[2]); r++) {
+        const t0 = process.hrtime.bigint();
+        await tok.encode(text, null, { addSpecialTokens: false });
+        speeds.push(mb / (Number(process.hrtime.bigint() - t0) / 1e9));
+      }
+      speeds.sort((a, b) => a - b);
+      console.log(speeds[Math.floor(speeds.length / 2)].toFixed(2));
+      return;
+    }
+    for (let k = 1; k + 2 < args.length + 1; k += 3) {
+      const text = fs.readFileSync(args[k], 'utf8');
+      const ids = (await tok.encode(text, null, { addSpecialTokens: false })).getIds();
+      fs.writeFileSync(args[k + 1], ids.join(' ') + '\n');
+      fs.writeFileSync(args[k + 2], await tok.decode(ids, false));
+    }
+  })().catch((e) => { console.error(e); process.exit(1); });
+} else if (cmd === 'normalize') {
+  fs.writeFileSync(args[2], fs.readFileSync(args[1], 'utf8').normalize(args[0]));
+} else if (cmd === 'sp-gen') {
+  let seed = Number(args[0]) >>> 0;
+  const rnd = () => {  // mulberry32, as in gen
+    seed = (seed + 0x6D2B79F5) >>> 0;
+    let t = seed;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+  const pick = (a) => a[Math.floor(rnd() * a.length)];
+  const pool = JSON.parse(fs.readFileSync(args[1], 'utf8'));
+  const bits = ['<start_of_turn>', '<end_of_turn>', '<bos>', '<eos>', '<pad>', '<unk>', '<mask>', '<unused0>', '<unused6241>',
+    '<unused', '<start_of_image>', '<0x41>', '<0x0A>', '<0xZZ>', '<s>', '</s>', '[multimodal]', '<h1>', '</h1>', '<|endoftext|>',
+    '\n', '\n\n', '\n\n\n\n\n', '\t', '\t\t\t', '    ', '        ', ' ', '  ', '\r\n', '\u00a0', '\u3000',
+    'e\u0301', 'A\u030a', '\u1100\u1161\u11a8', 'n\u0303o', '\u2581', '\u2581\u2581', 'x\u2581y',
+    'def f(x):\n    return x', '{"a": [1, 2]}', 'int main() { return 0; }', '😀', '👩‍💻', '🇩🇪', '你好，世界', 'こんにちは', '안녕하세요',
+    'Привет', 'مرحبا', '\u{10FFFD}', '\u{E000}', '\u{1D11E}', '\u{20000}', '\ufeff', '\u200d', '12345', '3.14'];
+  const words = 'the quick brown fox jumps over lazy dog Hello World tokenization is fun'.split(' ');
+  const want = Number(args[3]);
+  const out = [];
+  let size = 0;
+  while (size < want) {
+    let piece = '';
+    const r = rnd();
+    if (r < 0.4) { for (let k = 0; k < 10; k++) piece += pick(words) + (rnd() < 0.7 ? ' ' : pick(bits)); }
+    else if (r < 0.7) { for (let k = 0; k < 8; k++) piece += pick(bits); }
+    else { for (let k = 0; k < 20; k++) piece += String.fromCodePoint(pick(pool)) + (rnd() < 0.2 ? pick(bits) : ''); }
+    out.push(piece);
+    size += Buffer.byteLength(piece);
+  }
+  fs.writeFileSync(args[2], out.join(''));
+} else if (cmd === 'nfc-cases') {
+  // Code points of POOL alone and in their NFD form; bases with two combining marks
+  // in both orders (canonical ordering, blocking); all Hangul L V (T) sequences, with
+  // one code point past each range. One case per line (a newline composes with nothing).
+  const pool = JSON.parse(fs.readFileSync(args[0], 'utf8'));
+  const lines = [];
+  for (const cp of pool) {  // those with a decomposition or a mark, and every 64th other one
+    const c = String.fromCodePoint(cp), d = c.normalize('NFD');
+    if (d !== c || /\p{M}/u.test(c) || cp % 64 === 0) lines.push(c, d);
+  }
+  const marks = [0x300, 0x301, 0x302, 0x303, 0x308, 0x30A, 0x316, 0x31B, 0x323, 0x327, 0x328, 0x345, 0x5B0, 0x93C, 0x3099, 0x1AB0];
+  for (const base of ['a', 'e', 'o', 'u', 's', 'A', 'O', 'U', '\u03b1', '\u03c9', '\u0915', '\u304b', '\u00e9', '\u1e63', '\u0301'])
+    for (const m1 of marks) for (const m2 of marks) lines.push(base + String.fromCodePoint(m1, m2));
+  for (let l = 0x1100; l <= 0x1113; l++)
+    for (let v = 0x1161; v <= 0x1176; v++) {
+      lines.push(String.fromCodePoint(l, v));
+      for (let t = 0x11A6; t <= 0x11C3; t++) lines.push(String.fromCodePoint(l, v, t));
+    }
+  for (let s = 0xAC00; s < 0xAC00 + 11172; s += 7) lines.push(String.fromCodePoint(s, 0x11A8), String.fromCodePoint(s, 0x11A7));
+  fs.writeFileSync(args[1], lines.join('\n'));
+} else if (cmd === 'json-edit') {
+  const j = JSON.parse(fs.readFileSync(args[0], 'utf8'));
+  new Function('j', args[2])(j);
+  fs.writeFileSync(args[1], JSON.stringify(j));
 } else {
   console.error('usage: see the comment at the top of ref_encode.js');
   process.exit(2);

