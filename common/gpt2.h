@@ -415,6 +415,7 @@ static int gpt2_parse_descriptor(const char *desc, GPT2Config *cfg) {
     if (family == FAMILY_GEMMA3) {
         cfg->rope_theta = 1e6f;
         cfg->rope_local_theta = 10000.0f;
+        cfg->attn_scalar = (float)HS;
         cfg->window = (int)window;
         for (int l = 0; l < L; l++) cfg->layer_flags[l] = l % pattern == pattern - 1 ? 0 : LAYER_SLIDING;
     }

@@ -159,9 +159,10 @@ if gpu_ready hf_export_loads_in_transformers; then
     fi
 fi
 # The Llama-family reference directories are Hugging Face directories: transformers'
-# LlamaForCausalLM / Qwen2ForCausalLM against dev/ref_llama.py's float64 forward (needs
-# transformers, not the GPU; a skip where it is missing).
-for m in tiny_llama tiny_llama_bf16 tiny_qwen2; do
+# LlamaForCausalLM / Qwen2ForCausalLM / Qwen3ForCausalLM / Gemma3ForCausalLM /
+# SmolLM3ForCausalLM against dev/ref_llama.py's and dev/ref_families.py's float64
+# forward (needs transformers, not the GPU; a skip where it is missing).
+for m in tiny_llama tiny_llama_bf16 tiny_qwen2 tiny_qwen3 tiny_smollm3 tiny_gemma3; do
     check "ref_${m}_in_transformers" 120 "$py" dev/check_hf_export.py "dev/ref/$m"
 done
 
