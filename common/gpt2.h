@@ -418,6 +418,7 @@ static int gpt2_parse_descriptor(const char *desc, GPT2Config *cfg) {
         cfg->attn_scalar = (float)HS;
         cfg->window = (int)window;
         for (int l = 0; l < L; l++) cfg->layer_flags[l] = l % pattern == pattern - 1 ? 0 : LAYER_SLIDING;
+        if (!any_layer_flag(cfg, LAYER_SLIDING)) cfg->window = 0;  // p1: every layer full
     }
     return 0;
 }
