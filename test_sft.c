@@ -206,6 +206,112 @@ static void test_rope_rules(void) {
           lhs, rhs);
 }
 
+// ---- sliding-window attention against a naive float64 formulation ---------
+
+// The rule written out per (query t, key s), independently of attention_first_key:
+// visible iff s <= t, s is in t's document (doc_start[s] == doc_start[t]) and, with a
+// window W > 0, t - s < W (transformers' sliding_window_overlay: kv_idx > q_idx - W).
+static int window_visible(const int *ds_row, int t, int s, int window) {
+    return s <= t && ds_row[s] == ds_row[t] && (window <= 0 || t - s < window);
+}
+
+// out (B, T, NH HS) in float64 from qkv (as attention_forward's), by that rule.
+static void naive_window_attention(double *out, const double *qkv, const int *ds, int B, int T, int NH, int KVH, int HS, int window) {
+    int QKV = (NH + 2 * KVH) * HS;
+    double scale = 1.0 / sqrt((double)HS), *sc = (double *)xmalloc((size_t)T * sizeof(double));
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++)
+            for (int t = 0; t < T; t++) {
+                const double *q = qkv + ((size_t)b * T + t) * QKV + h * HS;
+                int kh = h / (NH / KVH);
+                double mx = -INFINITY, sum = 0.0;
+                for (int s = 0; s < T; s++) {
+                    if (!window_visible(ds + b * T, t, s, window)) continue;
+                    const double *k = qkv + ((size_t)b * T + s) * QKV + (NH + kh) * HS;
+                    double d = 0.0;
+                    for (int i = 0; i < HS; i++) d += q[i] * k[i];
+                    sc[s] = d * scale;
+                    mx = fmax(mx, sc[s]);
+                }
+                for (int s = 0; s < T; s++)
+                    if (window_visible(ds + b * T, t, s, window)) sum += exp(sc[s] - mx);
+                double *o = out + ((size_t)b * T + t) * NH * HS + h * HS;
+                for (int i = 0; i < HS; i++) o[i] = 0.0;
+                for (int s = 0; s < T; s++) {
+                    if (!window_visible(ds + b * T, t, s, window)) continue;
+                    const double *v = qkv + ((size_t)b * T + s) * QKV + (NH + KVH + kh) * HS;
+                    for (int i = 0; i < HS; i++) o[i] += exp(sc[s] - mx) / sum * v[i];
+                }
+            }
+    free(sc);
+}
+
+// attention_forward / attention_backward / attention_decode with windows 1, 3 and 5
+// (shorter than the documents), 9, T + 4 (longer than every document) and 0 (full), on
+// two rows of packed documents (lengths 7, 1, 9 | 13, 4; a window of 9 or more is
+// the plain causal mask): the forward against the naive formulation, the backward
+// against central differences of it (loss sum(out * R)), the decode step against row t.
+static void test_window_attention(void) {
+    enum { B = 2, T = 17, NH = 4, KVH = 2, HS = 4, QKV = (NH + 2 * KVH) * HS, A = NH * HS };
+    int ds[B * T];
+    for (int t = 0; t < T; t++) {
+        ds[t] = t < 7 ? 0 : t < 8 ? 7 : 8;
+        ds[T + t] = t < 13 ? 0 : 13;
+    }
+    float qkv[B * T * QKV], R[B * T * A], out[B * T * A], dqkv[B * T * QKV];
+    double qkvd[B * T * QKV], outd[B * T * A], op[B * T * A], om[B * T * A];
+    Rng rng;
+    rng_seed(&rng, 12345);
+    for (int i = 0; i < B * T * QKV; i++) qkv[i] = (2.0f * rng_float(&rng) - 1.0f) * 1.5f;
+    for (int i = 0; i < B * T * A; i++) R[i] = 2.0f * rng_float(&rng) - 1.0f;
+    float *att = (float *)xmalloc((size_t)B * NH * T * T * sizeof(float));
+    const int windows[] = {1, 3, 5, 9, T + 4, 0};
+    for (size_t wi = 0; wi < sizeof windows / sizeof windows[0]; wi++) {
+        int W = windows[wi];
+        for (int i = 0; i < B * T * QKV; i++) qkvd[i] = qkv[i];
+        attention_forward(out, att, qkv, ds, B, T, NH, KVH, HS, 1.0f / sqrtf((float)HS), W);
+        naive_window_attention(outd, qkvd, ds, B, T, NH, KVH, HS, W);
+        double fe = 0.0;
+        for (int i = 0; i < B * T * A; i++) fe = fmax(fe, fabs(out[i] - outd[i]));
+        char name[96];
+        snprintf(name, sizeof name, "attention_window_%d_forward_matches_naive", W);
+        check(name, fe < 1e-5, "max |out - naive| %.3g", fe);
+
+        memset(dqkv, 0, sizeof dqkv);
+        attention_backward(dqkv, R, qkv, att, ds, B, T, NH, KVH, HS, 1.0f / sqrtf((float)HS), W);
+        double be = 0.0, bmax = 0.0, h = 1e-5;
+        for (int i = 0; i < B * T * QKV; i++) {
+            qkvd[i] = qkv[i] + h;
+            naive_window_attention(op, qkvd, ds, B, T, NH, KVH, HS, W);
+            qkvd[i] = qkv[i] - h;
+            naive_window_attention(om, qkvd, ds, B, T, NH, KVH, HS, W);
+            qkvd[i] = qkv[i];
+            double g = 0.0;
+            for (int j = 0; j < B * T * A; j++) g += (op[j] - om[j]) * R[j];
+            g /= 2 * h;
+            be = fmax(be, fabs(dqkv[i] - g));
+            bmax = fmax(bmax, fabs(g));
+        }
+        snprintf(name, sizeof name, "attention_window_%d_backward_matches_finite_differences", W);
+        check(name, be < 1e-4 * bmax, "max |dqkv - fd| %.3g, max |fd| %.3g", be, bmax);
+
+        // decode: row 1's first document (positions 0..12) through the cache layout (rows of KVH HS)
+        float kc[13 * KVH * HS], vc[13 * KVH * HS], dec[A], datt[NH * 13];
+        for (int s = 0; s < 13; s++) {
+            memcpy(kc + s * KVH * HS, qkv + (size_t)(T + s) * QKV + A, KVH * HS * sizeof(float));
+            memcpy(vc + s * KVH * HS, qkv + (size_t)(T + s) * QKV + A + KVH * HS, KVH * HS * sizeof(float));
+        }
+        double de = 0.0;
+        for (int t = 0; t < 13; t++) {
+            attention_decode(dec, datt, qkv + (size_t)(T + t) * QKV, kc, vc, t, 13, NH, KVH, HS, 1.0f / sqrtf((float)HS), W);
+            for (int i = 0; i < A; i++) de = fmax(de, fabs(dec[i] - outd[(size_t)(T + t) * A + i]));
+        }
+        snprintf(name, sizeof name, "attention_window_%d_decode_matches_naive", W);
+        check(name, de < 1e-5, "max |decode - naive| %.3g", de);
+    }
+    free(att);
+}
+
 // ---- against PyTorch -----------------------------------------------------
 
 // Check names are "<tag>reference_...": tag "" for GPT-2, "llama_" and "qwen2_".
@@ -1540,6 +1646,7 @@ int main(void) {
     st_open(&expect, REF_EXPECT);
     test_gemm();
     test_rope_rules();
+    test_window_attention();
     test_reference_forward_backward("", REF_MODEL, 0);
     test_reference_training("", REF_MODEL);
     test_llama_references();

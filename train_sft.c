@@ -318,19 +318,24 @@ static void matmul_backward(float *dinp, float *dw, float *dbias, const float *d
     }
 }
 
-// The first key position a query at row position t attends to: its document's start
-// s0, or with a sliding window the window's, t - window + 1, when that is later.
-static inline int attention_first_key(int s0, int t, int window) { return window > 0 && t - window + 1 > s0 ? t - window + 1 : s0; }
+// The first key position query t sees: its document's start ds, and with a sliding
+// window of W > 0 keys (Gemma 3's sliding layers; W = 0: full causal) also t - W + 1.
+// That is transformers' convention (masking_utils: sliding_window_overlay allows
+// kv_idx > q_idx - W, and'ed with the causal kv_idx <= q_idx): query t sees key s iff
+// s <= t and t - s < W, W keys counting itself; the window restarts in each packed
+// document like the causal mask.
+static inline int attention_first_key(int ds, int t, int window) {
+    return window > 0 && t - window + 1 > ds ? t - window + 1 : ds;
+}
 
-// Causal self-attention within documents, grouped-query. qkv rows (width QKV =
-// (NH + 2 KVH) HS) hold [q (NH heads) | k (KVH heads) | v (KVH heads)], heads of HS
-// channels; query head h reads key/value head h / (NH / KVH) (GPT-2: KVH = NH, HS =
-// C/NH, QKV = 3C). For position t whose document starts at row position
-// s0 = doc_start[t]:  att[t, s] = softmax_{s0 <= s <= t}(scale q_t . k_s) with scale
-// 1/sqrt(HS) (attention_scale), out_t = sum_s att[t, s] v_s; out rows are NH*HS wide.
-// A sliding window (window > 0; 0: full causal) also needs t - s < window, so s starts
-// at max(s0, t - window + 1): the window restarts with the document as the causal mask
-// does. att is (B, NH, T, T); entries outside [first key, t] are unused.
+// Causal self-attention within documents, grouped-query, optionally in a sliding
+// window. qkv rows (width QKV = (NH + 2 KVH) HS) hold [q (NH heads) | k (KVH heads) |
+// v (KVH heads)], heads of HS channels; query head h reads key/value head h / (NH / KVH)
+// (GPT-2: KVH = NH, HS = C/NH, QKV = 3C). For position t with first key
+// s0 = attention_first_key(doc_start[t], t, window):
+// att[t, s] = softmax_{s0 <= s <= t}(scale q_t . k_s), out_t = sum_s att[t, s] v_s, scale
+// 1/sqrt(HS) or Gemma 3's query_pre_attn_scalar^-1/2 (attention_scale);
+// out rows are NH*HS wide. att is (B, NH, T, T); entries outside [s0, t] are unused.
 static void attention_forward(float *out, float *att, const float *qkv, const int *doc_start, int B, int T, int NH, int KVH, int HS, float scale,
                               int window) {
     int QKV = (NH + 2 * KVH) * HS, A = NH * HS, group = NH / KVH;
@@ -366,7 +371,8 @@ static void attention_forward(float *out, float *att, const float *qkv, const in
 
 // With p = att[t, :], g_s = dout_t . v_s:  dv_s += p_s dout_t,
 // dpre_s = p_s (g_s - sum_r p_r g_r),  dq_t += scale sum_s dpre_s k_s,  dk_s += scale dpre_s q_t;
-// dk and dv of a key/value head sum over the NH/KVH query heads that read it.
+// dk and dv of a key/value head sum over the NH/KVH query heads that read it; s runs over
+// s0 .. t as in attention_forward (the same window).
 // One thread per (row, key/value head), its query heads in order: dk and dv of a
 // head are written only by its thread, in a fixed order.
 static void attention_backward(float *dqkv, const float *dout, const float *qkv, const float *att, const int *doc_start,
@@ -1197,13 +1203,42 @@ static void kv_rope_angles(float *cos_t, float *sin_t, const float *inv_freq, in
     }
 }
 
+// Attention of the one query at position t (q: the NH heads of its qkv row) to the cached
+// keys and values kc, vc (rows of KVH HS) of positions 0..t, one document: out (NH HS) as
+// attention_forward's row t, with the same scale and sliding window (first key
+// attention_first_key(0, t, window)). att: NH rows of cap floats, scratch.
+static void attention_decode(float *out, float *att, const float *q, const float *kc, const float *vc, int t, int cap, int NH,
+                             int KVH, int HS, float scale, int window) {
+    int kvw = KVH * HS, group = NH / KVH, s0 = attention_first_key(0, t, window);
+#pragma omp parallel for schedule(static)
+    for (int h = 0; h < NH; h++) {  // softmax over the cached positions s0..t
+        const float *qh = q + h * HS;
+        int kh = h / group;
+        float *a = att + (size_t)h * cap, mx = -INFINITY, sum = 0.0f;
+        for (int s = s0; s <= t; s++) {
+            const float *k = kc + (size_t)s * kvw + kh * HS;
+            float d = 0.0f;
+            for (int i = 0; i < HS; i++) d += qh[i] * k[i];
+            a[s] = d * scale;
+            if (a[s] > mx) mx = a[s];
+        }
+        for (int s = s0; s <= t; s++) { a[s] = expf(a[s] - mx); sum += a[s]; }
+        float *o = out + h * HS;
+        for (int i = 0; i < HS; i++) o[i] = 0.0f;
+        for (int s = s0; s <= t; s++) {
+            const float *v = vc + (size_t)s * kvw + kh * HS;
+            for (int i = 0; i < HS; i++) o[i] += a[s] / sum * v[i];
+        }
+    }
+}
+
 // Appends `token` at position kv->len (< context) and returns the logits for the next token.
 // Each layer computes what gpt2_forward does for one row; a sliding layer attends to
 // its window of cached positions only.
 static const float *gpt2_decode_step(const GPT2 *m, KVCache *kv, int token) {
     const GPT2Config *c = &m->cfg;
     const ParamTensors *p = &m->params;
-    int C = c->C, NH = c->NH, KVH = c->KVH, HS = c->HS, QKV = qkv_width(c), A = NH * HS, t = kv->len, group = NH / KVH;
+    int C = c->C, NH = c->NH, KVH = c->KVH, HS = c->HS, QKV = qkv_width(c), A = NH * HS, t = kv->len;
     int llama = is_llama_family(c), wl = weight_layout(c), kvw = kv->kvw, zero = 0;
     float mean, rstd, scale = attention_scale(c), one = norm_one(c), emb = embedding_scale(c);
     kv_reserve(kv, c, t + 1);
@@ -1222,27 +1257,7 @@ static const float *gpt2_decode_step(const GPT2 *m, KVCache *kv, int token) {
         float *kc = kv->k + (size_t)l * kv->cap * kvw, *vc = kv->v + (size_t)l * kv->cap * kvw;
         memcpy(kc + (size_t)t * kvw, kv->qkv + A, (size_t)kvw * sizeof(float));
         memcpy(vc + (size_t)t * kvw, kv->qkv + A + kvw, (size_t)kvw * sizeof(float));
-        int s0 = attention_first_key(0, t, layer_window(c, l));
-#pragma omp parallel for schedule(static)
-        for (int h = 0; h < NH; h++) {  // softmax over the cached positions s0..t
-            const float *q = kv->qkv + h * HS;
-            int kh = h / group;
-            float *a = kv->att + (size_t)h * kv->cap, mx = -INFINITY, sum = 0.0f;
-            for (int s = s0; s <= t; s++) {
-                const float *k = kc + (size_t)s * kvw + kh * HS;
-                float d = 0.0f;
-                for (int i = 0; i < HS; i++) d += q[i] * k[i];
-                a[s] = d * scale;
-                if (a[s] > mx) mx = a[s];
-            }
-            for (int s = s0; s <= t; s++) { a[s] = expf(a[s] - mx); sum += a[s]; }
-            float *o = kv->atty + h * HS;
-            for (int i = 0; i < HS; i++) o[i] = 0.0f;
-            for (int s = s0; s <= t; s++) {
-                const float *v = vc + (size_t)s * kvw + kh * HS;
-                for (int i = 0; i < HS; i++) o[i] += a[s] / sum * v[i];
-            }
-        }
+        attention_decode(kv->atty, kv->att, kv->qkv, kc, vc, t, kv->cap, NH, KVH, HS, scale, layer_window(c, l));
         matvec_forward(kv->ln, kv->atty, param_layer(c, p, P_ATTPROJW, l), param_layer(c, p, P_ATTPROJB, l), A, C, wl);
         const float *attn = kv->ln;
         if (c->post_norms) { rmsnorm_forward(kv->post, &rstd, kv->ln, param_layer(c, p, P_POSTATTNW, l), 1, C, c->eps, one); attn = kv->post; }

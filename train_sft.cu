@@ -506,7 +506,7 @@ static void attn_forward(GpuModel *M, const LayerActs *x, int B, int T) {
     const GPT2Config *c = &M->cfg;
     kt_mark(M->stream, K_ATTENTION);
     if (is_llama_family(c)) rope_forward(x->qkv, M->b.pos, M->inv_freq, B * T, c->NH, c->KVH, c->HS, M->stream);
-    attention_forward(x->atty, x->lse, x->qkv, M->b.doc_start, B, T, c->NH, c->KVH, c->HS, M->stream);
+    attention_forward(x->atty, x->lse, x->qkv, M->b.doc_start, B, T, c->NH, c->KVH, c->HS, 0, M->stream);
 }
 
 // M->a.dqkv = the gradient of the layer's q|k|v product's output (before RoPE), from M->a.datty
@@ -514,7 +514,8 @@ static void attn_backward(GpuModel *M, const LayerActs *x, int B, int T) {
     const GPT2Config *c = &M->cfg;
     Acts *a = &M->a;
     kt_mark(M->stream, K_ATTENTION);
-    attention_backward(a->dqkv, a->scratch, a->datty, x->atty, x->lse, x->qkv, M->b.doc_start, B, T, c->NH, c->KVH, c->HS, M->stream);
+    attention_backward(a->dqkv, a->scratch, a->datty, x->atty, x->lse, x->qkv, M->b.doc_start, B, T, c->NH, c->KVH, c->HS, 0,
+                       M->stream);
     if (is_llama_family(c)) rope_backward(a->dqkv, M->b.pos, M->inv_freq, B * T, c->NH, c->KVH, c->HS, M->stream);
 }
 

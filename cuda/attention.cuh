@@ -6,9 +6,11 @@
 // (B, T, QKV) with QKV = (NH + 2 KVH) HS, each row [q (NH heads) | k (KVH heads) | v (KVH
 // heads)] of HS channels per head; out is (B, T, NH HS). Query head h reads key/value head
 // h / (NH / KVH) (grouped-query attention; KVH == NH is GPT-2's multi-head attention). The
-// query at position t attends to keys s with doc_start[b*T+t] <= s <= t; scores are
-// q.k / sqrt(HS), softmax over those keys, out_t = sum_s p_s v_s. In the backward, dK and
-// dV of a kv head are the sums over the NH / KVH query heads that read it.
+// query at position t attends to keys s with f <= s <= t, f = doc_start[b*T+t] or, with a
+// sliding window of W > 0 keys, max(doc_start[b*T+t], t - W + 1) (att_first_key:
+// transformers' convention, t - s < W); scores are q.k / sqrt(HS), softmax over those
+// keys, out_t = sum_s p_s v_s. In the backward, dK and dV of a kv head are the sums over
+// the NH / KVH query heads that read it.
 //
 // Two sets of kernels with the same tiling and skipping: the tensor-core kernels at the
 // end of this file (bf16 build, head sizes that are multiples of 16: what the trainer uses
@@ -23,7 +25,7 @@
 //  - Shared tiles are row-major with row stride hs + 1 (odd): reading a column across 16
 //    rows and reading a row across 16 channels are both free of bank conflicts.
 //  - Forward: one block per (query tile, query head, batch row); loops over the key tiles
-//    that intersect [min doc_start of the tile, last query of the tile] with the online
+//    that intersect [min first key of the tile, last query of the tile] with the online
 //    softmax (running max m and sum l per query, in log2 units); saves lse = ln(sum
 //    exp(score)) per query and query head.
 //  - Backward, no atomics: D_t = dout_t . out_t first (one warp per (row, query head));
@@ -33,7 +35,8 @@
 //    recompute P from lse. Each output element is written by exactly one thread, once:
 //    dqkv is overwritten and the results are bit-identical run to run.
 //  - Key (query) tiles entirely outside the attended range are skipped, so packed short
-//    documents cost about (document length) per query, not T.
+//    documents cost about (document length) per query, not T, and a window of W about W
+//    (plus a partial tile at each end, masked inside).
 //  - Grouped heads and occupancy (not measured: no GPU yet): the dK, dV kernels have
 //    B KVH T/64 blocks, each doing NH/KVH times a multi-head block's work. With few kv
 //    heads and a small batch (Qwen2.5-0.5B: KVH 2; B 4, T 1024 gives 128 blocks for 132
@@ -113,12 +116,17 @@ __device__ inline float att_row_sum(float v) {
     return v;
 }
 
-// Loads doc_start of the 64 rows of tile q0 into ds_s (INT_MAX past T, so such rows see
-// no key) and their minimum into *min_s. Contains __syncthreads; call from all threads.
-__device__ inline void att_load_doc_start(int *ds_s, int *min_s, const int *ds_b, int q0, int T) {
+// The first key query t sees (train_sft.c's attention_first_key): its document's start ds
+// and, with a sliding window of W > 0 keys, t - W + 1 (key s visible iff s <= t, t - s < W).
+__host__ __device__ inline int att_first_key(int ds, int t, int window) { return window > 0 && t - window + 1 > ds ? t - window + 1 : ds; }
+
+// Loads the first keys (att_first_key) of the 64 rows of tile q0 into ds_s (INT_MAX past T,
+// so such rows see no key) and their minimum into *min_s. Contains __syncthreads; call
+// from all threads.
+__device__ inline void att_load_doc_start(int *ds_s, int *min_s, const int *ds_b, int q0, int T, int window) {
     if (threadIdx.x < ATT_TILE) {
         int t = q0 + threadIdx.x;
-        ds_s[threadIdx.x] = t < T ? ds_b[t] : INT_MAX;
+        ds_s[threadIdx.x] = t < T ? att_first_key(ds_b[t], t, window) : INT_MAX;
     }
     __syncthreads();
     if (threadIdx.x < 32) {
@@ -129,11 +137,18 @@ __device__ inline void att_load_doc_start(int *ds_s, int *min_s, const int *ds_b
     __syncthreads();
 }
 
+// tiles (null in training; dev/cuda/attention.cu's check of the tile skipping): the number
+// of tiles the block of tile `tile`, head `head` of `heads`, batch row blockIdx.z visited.
+__device__ inline void att_count_tiles(int *tiles, int visited, int tile, int head, int heads) {
+    if (tiles && threadIdx.x == 0) tiles[((size_t)blockIdx.z * heads + head) * gridDim.x + tile] = visited;
+}
+
 // ---------------------------------------------------------------------------------------
 // Forward. Grid (query tiles, NH, B); the last query tiles (most keys) start first.
 template <int HS>
 __global__ void __launch_bounds__(ATT_THREADS)
-    attention_forward_kernel(floatX *out, float *lse, const floatX *qkv, const int *doc_start, int T, int NH, int KVH) {
+    attention_forward_kernel(floatX *out, float *lse, const floatX *qkv, const int *doc_start, int T, int NH, int KVH, int window,
+                             int *tiles) {
     constexpr int LD = HS + 1;
     constexpr int NC = (HS + 15) / 16;
     extern __shared__ float att_smem[];
@@ -154,7 +169,7 @@ __global__ void __launch_bounds__(ATT_THREADS)
     const float scale_log2 = ATT_LOG2E / sqrtf((float)HS);
 
     att_load_tile<HS>(Qs, qb, q0, T, QKV);
-    att_load_doc_start(ds_s, &kmin_s, doc_start + (size_t)b * T, q0, T);
+    att_load_doc_start(ds_s, &kmin_s, doc_start + (size_t)b * T, q0, T, window);
     const int kmin = kmin_s;
     const int qlast = min(q0 + ATT_TILE, T) - 1;
 
@@ -170,7 +185,8 @@ __global__ void __launch_bounds__(ATT_THREADS)
         for (int c = 0; c < NC; c++) o[i][c] = 0.0f;
     }
 
-    for (int k0 = (kmin / ATT_TILE) * ATT_TILE; k0 <= qlast; k0 += ATT_TILE) {
+    int visited = 0;
+    for (int k0 = (kmin / ATT_TILE) * ATT_TILE; k0 <= qlast; k0 += ATT_TILE, visited++) {
         att_load_tile<HS>(Ks, kb, k0, T, QKV);
         att_load_tile<HS>(Vs, vb, k0, T, QKV);
         __syncthreads();
@@ -205,6 +221,7 @@ __global__ void __launch_bounds__(ATT_THREADS)
         att_tile_accumulate<HS, NC>(o, Ps, Vs, ty, tx);
         __syncthreads(); // before the next tile overwrites Ks, Vs, Ps
     }
+    att_count_tiles(tiles, visited, q0 / ATT_TILE, h, NH);
 
 #pragma unroll
     for (int i = 0; i < 4; i++) {
@@ -242,7 +259,7 @@ __global__ void attention_backward_d_kernel(float *D, const floatX *dout, const 
 template <int HS>
 __global__ void __launch_bounds__(ATT_THREADS)
     attention_backward_dkdv_kernel(floatX *dqkv, const floatX *dout, const float *lse, const float *D, const floatX *qkv,
-                                   const int *doc_start, int T, int NH, int KVH) {
+                                   const int *doc_start, int T, int NH, int KVH, int window, int *tiles) {
     constexpr int LD = HS + 1;
     constexpr int NC = (HS + 15) / 16;
     extern __shared__ float att_smem[];
@@ -276,11 +293,15 @@ __global__ void __launch_bounds__(ATT_THREADS)
 #pragma unroll
         for (int c = 0; c < NC; c++) dk[i][c] = dv[i][c] = 0.0f;
 
-    // queries before k0 cannot see these keys (causal); tiles are aligned since 64 == 64
-    for (int q0 = k0; q0 < T; q0 += ATT_TILE) {
+    // queries before k0 cannot see these keys (causal), nor, with a window, queries from
+    // klast + window on; tiles are aligned since 64 == 64
+    const int qend = window > 0 ? min(T, klast + window) : T;
+    int visited = 0;
+    for (int q0 = k0; q0 < qend; q0 += ATT_TILE) {
         __syncthreads(); // every thread is done with the previous tile's ds_s
-        att_load_doc_start(ds_s, &qmin_s, ds_b, q0, T);
+        att_load_doc_start(ds_s, &qmin_s, ds_b, q0, T, window);
         if (qmin_s > klast) continue; // no query of this tile reaches back to our keys (uniform)
+        visited++;
         for (int h = kvh * G; h < (kvh + 1) * G; h++) {
             __syncthreads(); // every thread is done with the previous head's Qs, dOs, PT, dST
             att_load_tile<HS>(Qs, qkv_b + (size_t)h * HS, q0, T, QKV);
@@ -311,6 +332,7 @@ __global__ void __launch_bounds__(ATT_THREADS)
             att_tile_accumulate<HS, NC>(dk, dST, Qs, ty, tx);
         }
     }
+    att_count_tiles(tiles, visited, blockIdx.x, kvh, KVH);
 
 #pragma unroll
     for (int i = 0; i < 4; i++) {
@@ -333,7 +355,7 @@ __global__ void __launch_bounds__(ATT_THREADS)
 template <int HS>
 __global__ void __launch_bounds__(ATT_THREADS)
     attention_backward_dq_kernel(floatX *dqkv, const floatX *dout, const float *lse, const float *D, const floatX *qkv,
-                                 const int *doc_start, int T, int NH, int KVH) {
+                                 const int *doc_start, int T, int NH, int KVH, int window, int *tiles) {
     constexpr int LD = HS + 1;
     constexpr int NC = (HS + 15) / 16;
     extern __shared__ float att_smem[];
@@ -357,7 +379,7 @@ __global__ void __launch_bounds__(ATT_THREADS)
 
     att_load_tile<HS>(Qs, qb, q0, T, QKV);
     att_load_tile<HS>(dOs, dout + (size_t)b * T * OC + (size_t)h * HS, q0, T, OC);
-    att_load_doc_start(ds_s, &kmin_s, doc_start + (size_t)b * T, q0, T);
+    att_load_doc_start(ds_s, &kmin_s, doc_start + (size_t)b * T, q0, T, window);
     const int kmin = kmin_s;
     const int qlast = min(q0 + ATT_TILE, T) - 1;
 
@@ -375,7 +397,8 @@ __global__ void __launch_bounds__(ATT_THREADS)
         for (int c = 0; c < NC; c++) dq[i][c] = 0.0f;
     }
 
-    for (int k0 = (kmin / ATT_TILE) * ATT_TILE; k0 <= qlast; k0 += ATT_TILE) {
+    int visited = 0;
+    for (int k0 = (kmin / ATT_TILE) * ATT_TILE; k0 <= qlast; k0 += ATT_TILE, visited++) {
         att_load_tile<HS>(Ks, kb, k0, T, QKV);
         att_load_tile<HS>(Vs, vb, k0, T, QKV);
         __syncthreads();
@@ -395,6 +418,7 @@ __global__ void __launch_bounds__(ATT_THREADS)
         att_tile_accumulate<HS, NC>(dq, dSs, Ks, ty, tx);
         __syncthreads(); // before the next tile overwrites Ks, Vs, dSs
     }
+    att_count_tiles(tiles, visited, q0 / ATT_TILE, h, NH);
 
 #pragma unroll
     for (int i = 0; i < 4; i++) {
@@ -525,7 +549,7 @@ __device__ inline void att_tc_store_rows(__nv_bfloat16 *dst, size_t stride, int 
 template <int HS>
 __global__ void __launch_bounds__(ATT_TC_THREADS)
     attention_forward_tc_kernel(__nv_bfloat16 *out, float *lse, const __nv_bfloat16 *qkv, const int *doc_start, int T, int NH,
-                                int KVH) {
+                                int KVH, int window, int *tiles) {
     constexpr int LD = HS + ATT_TC_PAD;
     extern __shared__ float4 att_tc_smem[]; // 16-byte aligned
     __nv_bfloat16 *Qs = (__nv_bfloat16 *)att_tc_smem; // [64][LD]
@@ -544,7 +568,7 @@ __global__ void __launch_bounds__(ATT_TC_THREADS)
     const float scale_log2 = ATT_LOG2E / sqrtf((float)HS);
 
     att_tc_load_tile<HS>(Qs, nullptr, qb, q0, T, QKV);
-    att_load_doc_start(ds_s, &kmin_s, doc_start + (size_t)b * T, q0, T); // its barriers also publish Qs
+    att_load_doc_start(ds_s, &kmin_s, doc_start + (size_t)b * T, q0, T, window); // its barriers also publish Qs
     const int kmin = kmin_s;
     const int qlast = min(q0 + ATT_TILE, T) - 1;
 
@@ -563,7 +587,8 @@ __global__ void __launch_bounds__(ATT_TC_THREADS)
 #pragma unroll
         for (int i = 0; i < 4; i++) o[c][i] = 0.0f;
 
-    for (int k0 = (kmin / ATT_TILE) * ATT_TILE; k0 <= qlast; k0 += ATT_TILE) {
+    int visited = 0;
+    for (int k0 = (kmin / ATT_TILE) * ATT_TILE; k0 <= qlast; k0 += ATT_TILE, visited++) {
         __syncthreads(); // every warp is done with the previous Ks, Vt
         att_tc_load_tile<HS>(Ks, nullptr, kb, k0, T, QKV);
         att_tc_load_tile<HS>(nullptr, Vt, vb, k0, T, QKV);
@@ -605,6 +630,7 @@ __global__ void __launch_bounds__(ATT_TC_THREADS)
         l[1] += att_tc_row_sum(rs[1]);
         att_tc_accumulate<HS>(o, s, Vt);
     }
+    att_count_tiles(tiles, visited, q0 / ATT_TILE, h, NH);
 
     // every real query sees at least itself, so l >= 1; rows past T are not stored
     float inv[2] = {rowq[0] < T ? 1.0f / l[0] : 0.0f, rowq[1] < T ? 1.0f / l[1] : 0.0f};
@@ -621,7 +647,8 @@ __global__ void __launch_bounds__(ATT_TC_THREADS)
 template <int HS>
 __global__ void __launch_bounds__(ATT_TC_THREADS)
     attention_backward_dkdv_tc_kernel(__nv_bfloat16 *dqkv, const __nv_bfloat16 *dout, const float *lse, const float *D,
-                                      const __nv_bfloat16 *qkv, const int *doc_start, int T, int NH, int KVH) {
+                                      const __nv_bfloat16 *qkv, const int *doc_start, int T, int NH, int KVH, int window,
+                                      int *tiles) {
     constexpr int LD = HS + ATT_TC_PAD;
     extern __shared__ float4 att_tc_smem[]; // 16-byte aligned
     __nv_bfloat16 *Ks = (__nv_bfloat16 *)att_tc_smem; // [64][LD] keys of this block
@@ -657,11 +684,15 @@ __global__ void __launch_bounds__(ATT_TC_THREADS)
     key[0] = k0 + 16 * warp + g;
     key[1] = key[0] + 8;
 
-    // queries before k0 cannot see these keys (causal)
-    for (int q0 = k0; q0 < T; q0 += ATT_TILE) {
+    // queries before k0 cannot see these keys (causal), nor, with a window, queries from
+    // klast + window on
+    const int qend = window > 0 ? min(T, klast + window) : T;
+    int visited = 0;
+    for (int q0 = k0; q0 < qend; q0 += ATT_TILE) {
         __syncthreads(); // every warp is done with the previous tile's ds_s
-        att_load_doc_start(ds_s, &qmin_s, ds_b, q0, T);
+        att_load_doc_start(ds_s, &qmin_s, ds_b, q0, T, window);
         if (qmin_s > klast) continue; // no query of this tile reaches back to our keys (uniform)
+        visited++;
         for (int h = kvh * G; h < (kvh + 1) * G; h++) {
             __syncthreads(); // every warp is done with the previous head's tiles
             att_tc_load_tile<HS>(Qs, Qt, qkv_b + (size_t)h * HS, q0, T, QKV);
@@ -689,6 +720,7 @@ __global__ void __launch_bounds__(ATT_TC_THREADS)
             att_tc_accumulate<HS>(dk, ds, Qt);
         }
     }
+    att_count_tiles(tiles, visited, blockIdx.x, kvh, KVH);
 
     const float mul_k[2] = {scale, scale}, mul_v[2] = {1.0f, 1.0f};
     __nv_bfloat16 *dkb = dqkv + (size_t)b * T * QKV + (size_t)(NH + kvh) * HS;
@@ -702,7 +734,8 @@ __global__ void __launch_bounds__(ATT_TC_THREADS)
 template <int HS>
 __global__ void __launch_bounds__(ATT_TC_THREADS)
     attention_backward_dq_tc_kernel(__nv_bfloat16 *dqkv, const __nv_bfloat16 *dout, const float *lse, const float *D,
-                                    const __nv_bfloat16 *qkv, const int *doc_start, int T, int NH, int KVH) {
+                                    const __nv_bfloat16 *qkv, const int *doc_start, int T, int NH, int KVH, int window,
+                                    int *tiles) {
     constexpr int LD = HS + ATT_TC_PAD;
     extern __shared__ float4 att_tc_smem[]; // 16-byte aligned
     __nv_bfloat16 *Qs = (__nv_bfloat16 *)att_tc_smem; // [64][LD]
@@ -725,7 +758,7 @@ __global__ void __launch_bounds__(ATT_TC_THREADS)
 
     att_tc_load_tile<HS>(Qs, nullptr, qb, q0, T, QKV);
     att_tc_load_tile<HS>(dOs, nullptr, dout + (size_t)b * T * OC + (size_t)h * HS, q0, T, OC);
-    att_load_doc_start(ds_s, &kmin_s, doc_start + (size_t)b * T, q0, T); // its barriers also publish Qs, dOs
+    att_load_doc_start(ds_s, &kmin_s, doc_start + (size_t)b * T, q0, T, window); // its barriers also publish Qs, dOs
     const int kmin = kmin_s;
     const int qlast = min(q0 + ATT_TILE, T) - 1;
 
@@ -744,7 +777,8 @@ __global__ void __launch_bounds__(ATT_TC_THREADS)
 #pragma unroll
         for (int i = 0; i < 4; i++) dq[c][i] = 0.0f;
 
-    for (int k0 = (kmin / ATT_TILE) * ATT_TILE; k0 <= qlast; k0 += ATT_TILE) {
+    int visited = 0;
+    for (int k0 = (kmin / ATT_TILE) * ATT_TILE; k0 <= qlast; k0 += ATT_TILE, visited++) {
         __syncthreads(); // every warp is done with the previous Ks, Vs, Kt
         att_tc_load_tile<HS>(Ks, Kt, kb, k0, T, QKV);
         att_tc_load_tile<HS>(Vs, nullptr, vb, k0, T, QKV);
@@ -763,6 +797,7 @@ __global__ void __launch_bounds__(ATT_TC_THREADS)
             }
         att_tc_accumulate<HS>(dq, ds, Kt);
     }
+    att_count_tiles(tiles, visited, q0 / ATT_TILE, h, NH);
 
     const float mul[2] = {scale, scale};
     att_tc_store_rows<HS>(dqkv + (size_t)b * T * QKV + (size_t)h * HS, QKV, q0 + 16 * warp, T, dq, mul);
@@ -794,6 +829,13 @@ inline void attention_check_heads(int NH, int KVH, int HS) {
 // size a multiple of 16), else the fp32-FMA ones; dev/cuda/attention.cu picks one directly.
 enum AttKernels { ATT_AUTO, ATT_FMA, ATT_TC };
 
+// Per-block tile counts (dev/cuda/attention.cu checks the skipping with them; a null
+// member is not recorded): forward and dQ blocks (B, NH, query tiles) count the key tiles
+// they visited, dK dV blocks (B, KVH, key tiles) the query tiles.
+struct AttTileCounts {
+    int *fwd, *dkdv, *dq;
+};
+
 inline bool attention_tc_supported(int hs) {
 #if defined(ENABLE_FP32)
     (void)hs;
@@ -813,27 +855,28 @@ inline bool attention_use_tc(int hs, AttKernels which) {
 
 template <int HS>
 void attention_forward_fma_hs(floatX *out, float *lse, const floatX *qkv, const int *doc_start, int B, int T, int NH, int KVH,
-                              cudaStream_t stream) {
+                              int window, int *tiles, cudaStream_t stream) {
     size_t smem = (3 * (size_t)ATT_TILE * (HS + 1) + (size_t)ATT_TILE * ATT_PLD) * sizeof(float);
     CUDA_CHECK(cudaFuncSetAttribute(attention_forward_kernel<HS>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     dim3 grid(ceil_div(T, ATT_TILE), NH, B);
-    attention_forward_kernel<HS><<<grid, ATT_THREADS, smem, stream>>>(out, lse, qkv, doc_start, T, NH, KVH);
+    attention_forward_kernel<HS><<<grid, ATT_THREADS, smem, stream>>>(out, lse, qkv, doc_start, T, NH, KVH, window, tiles);
     LAUNCH_CHECK();
 }
 
 template <int HS>
 void attention_backward_fma_hs(floatX *dqkv, const float *D, const floatX *dout, const float *lse, const floatX *qkv,
-                               const int *doc_start, int B, int T, int NH, int KVH, cudaStream_t stream) {
+                               const int *doc_start, int B, int T, int NH, int KVH, int window, const AttTileCounts &tiles,
+                               cudaStream_t stream) {
     size_t smem_kv = (4 * (size_t)ATT_TILE * (HS + 1) + 2 * (size_t)ATT_TILE * ATT_PLD) * sizeof(float);
     CUDA_CHECK(cudaFuncSetAttribute(attention_backward_dkdv_kernel<HS>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     (int)smem_kv));
     attention_backward_dkdv_kernel<HS><<<dim3(ceil_div(T, ATT_TILE), KVH, B), ATT_THREADS, smem_kv, stream>>>(
-        dqkv, dout, lse, D, qkv, doc_start, T, NH, KVH);
+        dqkv, dout, lse, D, qkv, doc_start, T, NH, KVH, window, tiles.dkdv);
     LAUNCH_CHECK();
     size_t smem_q = (4 * (size_t)ATT_TILE * (HS + 1) + (size_t)ATT_TILE * ATT_PLD) * sizeof(float);
     CUDA_CHECK(cudaFuncSetAttribute(attention_backward_dq_kernel<HS>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_q));
     attention_backward_dq_kernel<HS><<<dim3(ceil_div(T, ATT_TILE), NH, B), ATT_THREADS, smem_q, stream>>>(
-        dqkv, dout, lse, D, qkv, doc_start, T, NH, KVH);
+        dqkv, dout, lse, D, qkv, doc_start, T, NH, KVH, window, tiles.dq);
     LAUNCH_CHECK();
 }
 
@@ -846,42 +889,46 @@ inline size_t att_tc_smem_bytes(int hs, int tiles, int transposed) {
 
 template <int HS>
 void attention_forward_tc_hs(floatX *out, float *lse, const floatX *qkv, const int *doc_start, int B, int T, int NH, int KVH,
-                             cudaStream_t stream) {
+                             int window, int *tiles, cudaStream_t stream) {
     size_t smem = att_tc_smem_bytes(HS, 2, 1); // Q, K; V transposed
     CUDA_CHECK(cudaFuncSetAttribute(attention_forward_tc_kernel<HS>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     dim3 grid(ceil_div(T, ATT_TILE), NH, B);
-    attention_forward_tc_kernel<HS><<<grid, ATT_TC_THREADS, smem, stream>>>(out, lse, qkv, doc_start, T, NH, KVH);
+    attention_forward_tc_kernel<HS><<<grid, ATT_TC_THREADS, smem, stream>>>(out, lse, qkv, doc_start, T, NH, KVH, window, tiles);
     LAUNCH_CHECK();
 }
 
 template <int HS>
 void attention_backward_tc_hs(floatX *dqkv, const float *D, const floatX *dout, const float *lse, const floatX *qkv,
-                              const int *doc_start, int B, int T, int NH, int KVH, cudaStream_t stream) {
+                              const int *doc_start, int B, int T, int NH, int KVH, int window, const AttTileCounts &tiles,
+                              cudaStream_t stream) {
     size_t smem_kv = att_tc_smem_bytes(HS, 4, 2); // K, V, Q, dout; Q and dout transposed
     CUDA_CHECK(cudaFuncSetAttribute(attention_backward_dkdv_tc_kernel<HS>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     (int)smem_kv));
     attention_backward_dkdv_tc_kernel<HS><<<dim3(ceil_div(T, ATT_TILE), KVH, B), ATT_TC_THREADS, smem_kv, stream>>>(
-        dqkv, dout, lse, D, qkv, doc_start, T, NH, KVH);
+        dqkv, dout, lse, D, qkv, doc_start, T, NH, KVH, window, tiles.dkdv);
     LAUNCH_CHECK();
     size_t smem_q = att_tc_smem_bytes(HS, 4, 1); // Q, dout, K, V; K transposed
     CUDA_CHECK(cudaFuncSetAttribute(attention_backward_dq_tc_kernel<HS>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     (int)smem_q));
     attention_backward_dq_tc_kernel<HS><<<dim3(ceil_div(T, ATT_TILE), NH, B), ATT_TC_THREADS, smem_q, stream>>>(
-        dqkv, dout, lse, D, qkv, doc_start, T, NH, KVH);
+        dqkv, dout, lse, D, qkv, doc_start, T, NH, KVH, window, tiles.dq);
     LAUNCH_CHECK();
 }
 #endif
 
 // qkv (B,T,(NH+2KVH)HS) floatX in; out (B,T,NH HS) floatX and lse (B,NH,T) float (the
-// log-sum-exp of each query's scaled scores) out.
+// log-sum-exp of each query's scaled scores) out. window: the sliding window in keys (0:
+// full causal). tiles: per-block tile counts (dev/cuda/attention.cu), null in training.
 inline void attention_forward(floatX *out, float *lse, const floatX *qkv, const int *doc_start, int B, int T, int NH, int KVH,
-                              int HS, cudaStream_t stream, AttKernels which = ATT_AUTO) {
+                              int HS, int window, cudaStream_t stream, AttKernels which = ATT_AUTO,
+                              const AttTileCounts *tiles = nullptr) {
+    int *tiles_fwd = tiles ? tiles->fwd : nullptr;
     attention_check_heads(NH, KVH, HS);
 #if !defined(ENABLE_FP32)
     if (attention_use_tc(HS, which)) {
         switch (HS) {
 #define ATT_CASE(H)                                                                                                    \
-    case H: attention_forward_tc_hs<H>(out, lse, qkv, doc_start, B, T, NH, KVH, stream); break;
+    case H: attention_forward_tc_hs<H>(out, lse, qkv, doc_start, B, T, NH, KVH, window, tiles_fwd, stream); break;
             ATT_TC_HEAD_SIZES(ATT_CASE)
 #undef ATT_CASE
         }
@@ -892,7 +939,7 @@ inline void attention_forward(floatX *out, float *lse, const floatX *qkv, const 
 #endif
     switch (HS) {
 #define ATT_CASE(H)                                                                                                    \
-    case H: attention_forward_fma_hs<H>(out, lse, qkv, doc_start, B, T, NH, KVH, stream); break;
+    case H: attention_forward_fma_hs<H>(out, lse, qkv, doc_start, B, T, NH, KVH, window, tiles_fwd, stream); break;
         ATT_HEAD_SIZES(ATT_CASE)
 #undef ATT_CASE
     }
@@ -904,8 +951,9 @@ inline size_t attention_backward_scratch_floats(int B, int T, int NH) { return (
 // dqkv (B,T,(NH+2KVH)HS) floatX is overwritten (not accumulated); dK, dV of a kv head are
 // summed over its query heads. Deterministic: no atomics.
 inline void attention_backward(floatX *dqkv, float *scratch, const floatX *dout, const floatX *out, const float *lse,
-                               const floatX *qkv, const int *doc_start, int B, int T, int NH, int KVH, int HS,
-                               cudaStream_t stream, AttKernels which = ATT_AUTO) {
+                               const floatX *qkv, const int *doc_start, int B, int T, int NH, int KVH, int HS, int window,
+                               cudaStream_t stream, AttKernels which = ATT_AUTO, const AttTileCounts *tiles = nullptr) {
+    const AttTileCounts counts = tiles ? *tiles : AttTileCounts{nullptr, nullptr, nullptr};
     attention_check_heads(NH, KVH, HS);
     bool tc = attention_use_tc(HS, which);
     long warps = (long)B * T * NH;
@@ -915,7 +963,7 @@ inline void attention_backward(floatX *dqkv, float *scratch, const floatX *dout,
     if (tc) {
         switch (HS) {
 #define ATT_CASE(H)                                                                                                    \
-    case H: attention_backward_tc_hs<H>(dqkv, scratch, dout, lse, qkv, doc_start, B, T, NH, KVH, stream); break;
+    case H: attention_backward_tc_hs<H>(dqkv, scratch, dout, lse, qkv, doc_start, B, T, NH, KVH, window, counts, stream); break;
             ATT_TC_HEAD_SIZES(ATT_CASE)
 #undef ATT_CASE
         }
@@ -926,7 +974,7 @@ inline void attention_backward(floatX *dqkv, float *scratch, const floatX *dout,
 #endif
     switch (HS) {
 #define ATT_CASE(H)                                                                                                    \
-    case H: attention_backward_fma_hs<H>(dqkv, scratch, dout, lse, qkv, doc_start, B, T, NH, KVH, stream); break;
+    case H: attention_backward_fma_hs<H>(dqkv, scratch, dout, lse, qkv, doc_start, B, T, NH, KVH, window, counts, stream); break;
         ATT_HEAD_SIZES(ATT_CASE)
 #undef ATT_CASE
     }

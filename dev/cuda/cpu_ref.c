@@ -24,12 +24,13 @@ void ref_matmul_backward(float *dinp, float *dw, float *dbias, const float *dout
     matmul_backward(dinp, dw, dbias, dout, inp, w, N, C, OC, W_IN_OUT);
 }
 
-void ref_attention_forward(float *out, float *att, const float *qkv, const int *doc_start, int B, int T, int NH, int KVH, int HS) {
-    attention_forward(out, att, qkv, doc_start, B, T, NH, KVH, HS, 1.0f / sqrtf((float)HS), 0);  // full causal
+void ref_attention_forward(float *out, float *att, const float *qkv, const int *doc_start, int B, int T, int NH, int KVH, int HS,
+                           int window) {
+    attention_forward(out, att, qkv, doc_start, B, T, NH, KVH, HS, 1.0f / sqrtf((float)HS), window);  // the GPU kernels' scale
 }
 void ref_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *att, const int *doc_start, int B, int T, int NH,
-                            int KVH, int HS) {
-    attention_backward(dqkv, dout, qkv, att, doc_start, B, T, NH, KVH, HS, 1.0f / sqrtf((float)HS), 0);
+                            int KVH, int HS, int window) {
+    attention_backward(dqkv, dout, qkv, att, doc_start, B, T, NH, KVH, HS, 1.0f / sqrtf((float)HS), window);
 }
 void ref_gelu_forward(float *out, const float *inp, long N) { gelu_forward(out, inp, (size_t)N); }
 void ref_gelu_backward(float *dinp, const float *inp, const float *dout, long N) { gelu_backward(dinp, inp, dout, (size_t)N); }

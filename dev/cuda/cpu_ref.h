@@ -16,10 +16,12 @@ void ref_matmul_forward(float *out, const float *inp, const float *w, const floa
 void ref_matmul_backward(float *dinp, float *dw, float *dbias, const float *dout, const float *inp, const float *w, int N, int C, int OC);
 // Grouped-query attention: qkv rows [q (NH HS) | k (KVH HS) | v (KVH HS)], out rows NH HS,
 // query head h reads kv head h / (NH/KVH). att is (B, NH, T, T) scratch for the CPU's
-// materialized attention; the backward adds into dqkv.
-void ref_attention_forward(float *out, float *att, const float *qkv, const int *doc_start, int B, int T, int NH, int KVH, int HS);
+// materialized attention; the backward adds into dqkv. window: the sliding window in keys
+// (0: full causal), as train_sft.c's attention_first_key.
+void ref_attention_forward(float *out, float *att, const float *qkv, const int *doc_start, int B, int T, int NH, int KVH, int HS,
+                           int window);
 void ref_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *att, const int *doc_start, int B, int T, int NH,
-                            int KVH, int HS);
+                            int KVH, int HS, int window);
 void ref_gelu_forward(float *out, const float *inp, long N);
 void ref_gelu_backward(float *dinp, const float *inp, const float *dout, long N);
 // logits (R, V) in, with targets: losses (R) out and logits replaced by softmax - onehot
