@@ -32,13 +32,20 @@ static void check(const char *name, int ok, const char *fmt, ...) {
 // a tied head. Same data, packing and training settings as the GPT-2 reference.
 #define REF_LLAMA REF_DIR "/tiny_llama"
 #define REF_QWEN2 REF_DIR "/tiny_qwen2"
+// The newer families' references (dev/ref_families.py): a Qwen3 with q/k norms, a head
+// size that is not C/heads, an untied head and a sliding window on its second layer; a
+// SmolLM3 with no RoPE on its first layer; a Gemma 3 with every Gemma feature (a
+// sliding layer with its own rotary base, a full one with linear scaling).
+#define REF_QWEN3 REF_DIR "/tiny_qwen3"
+#define REF_SMOLLM3 REF_DIR "/tiny_smollm3"
+#define REF_GEMMA3 REF_DIR "/tiny_gemma3"
 
 static SafeTensors expect;       // REF_EXPECT, GPT-2's
 static SafeTensors *cur_expect = &expect;  // the reference file expect_tensor reads
 
 static float *expect_tensor(const char *name, int64_t *numel) {
     const StTensor *t = st_find(cur_expect, name);
-    if (!t) fatal("%s: reference tensor %s missing (regenerate with dev/ref_gpt2.py or dev/ref_llama.py)", cur_expect->path, name);
+    if (!t) fatal("%s: reference tensor %s missing (regenerate with dev/ref_gpt2.py, dev/ref_llama.py or dev/ref_families.py)", cur_expect->path, name);
     float *out = (float *)xmalloc((size_t)t->numel * sizeof(float));
     st_read_f32(cur_expect, t, out);
     if (numel) *numel = t->numel;
@@ -262,7 +269,7 @@ static void test_window_attention(void) {
     for (size_t wi = 0; wi < sizeof windows / sizeof windows[0]; wi++) {
         int W = windows[wi];
         for (int i = 0; i < B * T * QKV; i++) qkvd[i] = qkv[i];
-        attention_forward(out, att, qkv, ds, B, T, NH, KVH, HS, W);
+        attention_forward(out, att, qkv, ds, B, T, NH, KVH, HS, 1.0f / sqrtf((float)HS), W);
         naive_window_attention(outd, qkvd, ds, B, T, NH, KVH, HS, W);
         double fe = 0.0;
         for (int i = 0; i < B * T * A; i++) fe = fmax(fe, fabs(out[i] - outd[i]));
@@ -271,7 +278,7 @@ static void test_window_attention(void) {
         check(name, fe < 1e-5, "max |out - naive| %.3g", fe);
 
         memset(dqkv, 0, sizeof dqkv);
-        attention_backward(dqkv, R, qkv, att, ds, B, T, NH, KVH, HS, W);
+        attention_backward(dqkv, R, qkv, att, ds, B, T, NH, KVH, HS, 1.0f / sqrtf((float)HS), W);
         double be = 0.0, bmax = 0.0, h = 1e-5;
         for (int i = 0; i < B * T * QKV; i++) {
             qkvd[i] = qkv[i] + h;
@@ -296,7 +303,7 @@ static void test_window_attention(void) {
         }
         double de = 0.0;
         for (int t = 0; t < 13; t++) {
-            attention_decode(dec, datt, qkv + (size_t)(T + t) * QKV, kc, vc, t, 13, NH, KVH, HS, W);
+            attention_decode(dec, datt, qkv + (size_t)(T + t) * QKV, kc, vc, t, 13, NH, KVH, HS, 1.0f / sqrtf((float)HS), W);
             for (int i = 0; i < A; i++) de = fmax(de, fabs(dec[i] - outd[(size_t)(T + t) * A + i]));
         }
         snprintf(name, sizeof name, "attention_window_%d_decode_matches_naive", W);
@@ -310,11 +317,15 @@ static void test_window_attention(void) {
 // Check names are "<tag>reference_...": tag "" for GPT-2, "llama_" and "qwen2_".
 static void check_name(char *buf, size_t n, const char *tag, const char *name) { snprintf(buf, n, "%sreference_%s", tag, name); }
 
-static void test_reference_forward_backward(const char *tag, const char *model_dir) {
+// chunk_rows > 0: the classifier works on chunks of that many rows (loss and gradients
+// only: logits of more rows than a chunk are not kept).
+static void test_reference_forward_backward(const char *tag, const char *model_dir, int chunk_rows) {
     char name[128];
     DataFile df;
     data_load(&df, REF_DATA);
     GPT2 m;
+    int saved_chunk = classifier_chunk_floats;
+    if (chunk_rows) classifier_chunk_floats = chunk_rows * 61;  // the reference vocabulary
     model_from_dir(&m, model_dir, 2, 16);
     Loader ld;
     loader_init(&ld, &df, 2, 16, 0, 0, 1);
@@ -323,16 +334,18 @@ static void test_reference_forward_backward(const char *tag, const char *model_d
 
     // logits at every filled position
     float *ref_logits = expect_tensor("logits", NULL), *filled = expect_tensor("filled", NULL);
-    m.num_rows = 0;
-    for (int i = 0; i < BT; i++) if (filled[i] > 0) m.rows[m.num_rows++] = i;
-    gpt2_forward(&m, ld.inputs, ld.pos, ld.doc_start, NULL, 2, 16);
-    double worst = 0.0;
-    for (int r = 0; r < m.num_rows; r++) {
-        double e = rel_err(m.acts.logits + (size_t)r * V, ref_logits + (size_t)m.rows[r] * V, (size_t)V, 1.0);
-        if (e > worst) worst = e;
+    if (!chunk_rows) {
+        m.num_rows = 0;
+        for (int i = 0; i < BT; i++) if (filled[i] > 0) m.rows[m.num_rows++] = i;
+        gpt2_forward(&m, ld.inputs, ld.pos, ld.doc_start, NULL, 2, 16);
+        double worst = 0.0;
+        for (int r = 0; r < m.num_rows; r++) {
+            double e = rel_err(m.acts.logits + (size_t)r * V, ref_logits + (size_t)m.rows[r] * V, (size_t)V, 1.0);
+            if (e > worst) worst = e;
+        }
+        check_name(name, sizeof name, tag, "logits");
+        check(name, worst < 2e-5 && m.num_rows > 20, "max relative error %.3g over %d positions", worst, m.num_rows);
     }
-    check_name(name, sizeof name, tag, "logits");
-    check(name, worst < 2e-5 && m.num_rows > 20, "max relative error %.3g over %d positions", worst, m.num_rows);
 
     // loss: mean over targets; then gradients of that mean
     float *ref_loss = expect_tensor("loss", NULL), *ref_count = expect_tensor("targets", NULL);
@@ -348,9 +361,11 @@ static void test_reference_forward_backward(const char *tag, const char *model_d
     char worst_name[256] = "";
     double ge = compare_params(&m, &m.grads, "grad.", worst_name, sizeof worst_name, 0);
     check_name(name, sizeof name, tag, "gradients");
-    check(name, ge < 1e-4, "worst relative gradient error %.3g in %s", ge, worst_name);
+    check(name, ge < 1e-4 && (!chunk_rows || m.num_rows > 2 * classifier_chunk_rows(&m.cfg, BT)), "worst relative gradient error %.3g in %s",
+          ge, worst_name);
     free(ref_logits); free(filled); free(ref_loss); free(ref_count);
     loader_free(&ld); gpt2_free(&m); data_free(&df);
+    classifier_chunk_floats = saved_chunk;
 }
 
 static void test_reference_training(const char *tag, const char *model_dir) {
@@ -397,16 +412,21 @@ static void test_reference_training(const char *tag, const char *model_dir) {
     loader_free(&ld); gpt2_free(&m); data_free(&df);
 }
 
-// The same checks for the Llama-family references, each against its own expectations.
+// The same checks for the Llama-family references, each against its own expectations;
+// Gemma 3's (the 262,144-token vocabulary family) once more with the classifier in
+// chunks of 3 rows.
 static void test_llama_references(void) {
-    const char *tags[] = {"llama_", "qwen2_"}, *dirs[] = {REF_LLAMA, REF_QWEN2};
-    const char *files[] = {REF_LLAMA "_expect.safetensors", REF_QWEN2 "_expect.safetensors"};
-    for (int k = 0; k < 2; k++) {
+    const char *tags[] = {"llama_", "qwen2_", "qwen3_", "smollm3_", "gemma3_", "gemma3_chunked_"};
+    const char *dirs[] = {REF_LLAMA, REF_QWEN2, REF_QWEN3, REF_SMOLLM3, REF_GEMMA3, REF_GEMMA3};
+    const char *files[] = {REF_LLAMA "_expect.safetensors", REF_QWEN2 "_expect.safetensors", REF_QWEN3 "_expect.safetensors",
+                           REF_SMOLLM3 "_expect.safetensors", REF_GEMMA3 "_expect.safetensors", REF_GEMMA3 "_expect.safetensors"};
+    for (int k = 0; k < 6; k++) {
         SafeTensors st;
         st_open(&st, files[k]);
         cur_expect = &st;
-        test_reference_forward_backward(tags[k], dirs[k]);
-        test_reference_training(tags[k], dirs[k]);
+        int chunked = k == 5;
+        test_reference_forward_backward(tags[k], dirs[k], chunked ? 3 : 0);
+        if (!chunked) test_reference_training(tags[k], dirs[k]);
         cur_expect = &expect;
         st_close(&st);
     }
@@ -1269,12 +1289,15 @@ static void test_vocab_growth(void) {
 }
 
 // The KV-cache decoder gives the same logits as the full forward pass, for GPT-2 and
-// both Llama-family references (RoPE at the cache position, grouped-query heads,
-// biases, untied head). The cache starts with room for 5 positions and grows.
+// the Llama-family references (RoPE at the cache position, grouped-query heads,
+// biases, untied head; q/k norms, NoPE, sliding windows of 5 and 6 positions over 24,
+// two rotary tables, post norms, GeGLU). The cache starts with room for 5 positions and grows.
 static void test_kv_cache_decode(void) {
-    const char *dirs[] = {REF_MODEL, REF_LLAMA, REF_QWEN2}, *names[] = {"kv_cache_decode_matches_forward", "llama_kv_cache_decode_matches_forward",
-                                                                          "qwen2_kv_cache_decode_matches_forward"};
-    for (int k = 0; k < 3; k++) {
+    const char *dirs[] = {REF_MODEL, REF_LLAMA, REF_QWEN2, REF_QWEN3, REF_SMOLLM3, REF_GEMMA3};
+    const char *names[] = {"kv_cache_decode_matches_forward", "llama_kv_cache_decode_matches_forward", "qwen2_kv_cache_decode_matches_forward",
+                           "qwen3_kv_cache_decode_matches_forward", "smollm3_kv_cache_decode_matches_forward",
+                           "gemma3_kv_cache_decode_matches_forward"};
+    for (int k = 0; k < 6; k++) {
         GPT2 m;
         model_from_dir(&m, dirs[k], 1, 24);
         int toks[24], pos[24], start[24] = {0};
@@ -1490,6 +1513,24 @@ static void test_state_model_fields(void) {
           "same parameter count %d, same model exit %d (want 0), other kv heads/MLP exit %d (want 1)", P == gpt2_num_parameters(&b), same, other);
     check("state_before_family_fields_is_gpt2", old_gpt2 == 0 && old_llama == 1, "old file read as GPT-2: exit %d (want 0), as Llama: exit %d (want 1)",
           old_gpt2, old_llama);
+    // the newer families' features: a Gemma 3 state file does not resume a model of the
+    // same sizes with another window, another sliding pattern or without its embedding scale
+    GPT2Config g1, g2, g3, g4;
+    gpt2_parse_descriptor("l3c32h4k2a16gw5p3", &g1);
+    gpt2_parse_descriptor("l3c32h4k2a16gw6p3", &g2);
+    gpt2_parse_descriptor("l3c32h4k2a16gw5p2", &g3);
+    g1.V = g2.V = g3.V = 61;
+    g4 = g1;
+    g4.embed_scale = 0;
+    size_t PGem = gpt2_num_parameters(&g1);
+    float *gz = (float *)xcalloc(2 * PGem, sizeof(float));
+    snprintf(path, sizeof path, "%s/state_gemma3.bin", tmp_root);
+    write_state_file(path, &g1, &st, gz, gz + PGem, PGem);
+    int g_same = read_state_status(path, &g1), g_window = read_state_status(path, &g2), g_pattern = read_state_status(path, &g3);
+    int g_scale = read_state_status(path, &g4);
+    check("state_checks_family_features", PGem == gpt2_num_parameters(&g2) && g_same == 0 && g_window == 1 && g_pattern == 1 && g_scale == 1,
+          "same model exit %d (want 0); other window %d, other sliding layers %d, no embedding scale %d (want 1)", g_same, g_window, g_pattern, g_scale);
+    free(gz);
     free(zeros);
 }
 
@@ -1606,7 +1647,7 @@ int main(void) {
     test_gemm();
     test_rope_rules();
     test_window_attention();
-    test_reference_forward_backward("", REF_MODEL);
+    test_reference_forward_backward("", REF_MODEL, 0);
     test_reference_training("", REF_MODEL);
     test_llama_references();
     test_import_variants();
@@ -1622,8 +1663,10 @@ int main(void) {
     test_resume_bit_identical("", "d2c16h2t24");
     test_resume_bit_identical("llama_", "l2c32h4k2f48ut24");  // untied head, grouped-query
     test_resume_bit_identical("qwen2_", "l2c32h4k1bt24");     // q/k/v biases
+    test_resume_bit_identical("gemma3_", "l3c32h4k2a16gw5p3t24");  // every Gemma 3 feature; the export's layer_types
     test_thread_count_independent("", "d2c32h2t24");
     test_thread_count_independent("llama_", "l2c32h4k2t24");
+    test_thread_count_independent("gemma3_", "l3c32h4k2a16gw5p3t24");
     test_shuffle_orders();
     test_validation_reference();
     test_resume_sampling();

@@ -161,29 +161,31 @@ static void gemm(int M, int N, int K, const float *A, long a_rs, long a_cs, cons
 // Layers. Shapes: BT rows (B rows of T positions), C channels, OC output channels.
 
 // x[i] = wte[token[i]] + wpe[pos[i]]  (pos restarts at 0 in every document).
-// wpe NULL (Llama family: positions enter through RoPE instead): x[i] = wte[token[i]].
-static void encoder_forward(float *out, const int *inputs, const int *pos, const float *wte, const float *wpe, int BT, int C) {
+// wpe NULL (Llama family: positions enter through RoPE instead): x[i] = wte[token[i]] * scale
+// (scale 1, or Gemma 3's sqrt(C)).
+static void encoder_forward(float *out, const int *inputs, const int *pos, const float *wte, const float *wpe, float scale, int BT, int C) {
 #pragma omp parallel for schedule(static)
     for (int i = 0; i < BT; i++) {
         const float *te = wte + (size_t)inputs[i] * C;
         float *o = out + (size_t)i * C;
-        if (!wpe) { memcpy(o, te, (size_t)C * sizeof(float)); continue; }
+        if (!wpe) { for (int c = 0; c < C; c++) o[c] = te[c] * scale; continue; }
         const float *pe = wpe + (size_t)pos[i] * C;
         for (int c = 0; c < C; c++) o[c] = te[c] + pe[c];
     }
 }
 
-// dwte[token[i]] += dout[i], dwpe[pos[i]] += dout[i] (dwpe NULL: no wpe). Rows repeat
-// across i, so threads split the channels instead of the rows: no races, fixed order.
-static void encoder_backward(float *dwte, float *dwpe, const float *dout, const int *inputs, const int *pos, int BT, int C) {
+// dwte[token[i]] += dout[i] * scale (scale 1 with wpe), dwpe[pos[i]] += dout[i] (dwpe NULL: no
+// wpe). Rows repeat across i, so threads split the channels instead of the rows: no
+// races, fixed order.
+static void encoder_backward(float *dwte, float *dwpe, const float *dout, const int *inputs, const int *pos, float scale, int BT, int C) {
 #pragma omp parallel for schedule(static)
     for (int c0 = 0; c0 < C; c0 += 16) {
         int c1 = c0 + 16 < C ? c0 + 16 : C;
         for (int i = 0; i < BT; i++) {
             const float *d = dout + (size_t)i * C;
             float *te = dwte + (size_t)inputs[i] * C;
+            if (!dwpe) { for (int c = c0; c < c1; c++) te[c] += d[c] * scale; continue; }
             for (int c = c0; c < c1; c++) te[c] += d[c];
-            if (!dwpe) continue;
             float *pe = dwpe + (size_t)pos[i] * C;
             for (int c = c0; c < c1; c++) pe[c] += d[c];
         }
@@ -239,9 +241,10 @@ static void layernorm_backward(float *dinp, float *dw, float *db, const float *d
     }
 }
 
-// RMSNorm (Llama family): y = x * rstd * w, rstd = 1 / sqrt(mean(x^2) + eps) over
-// the C channels of a row; rstd (N) is kept for the backward pass.
-static void rmsnorm_forward(float *out, float *rstd, const float *inp, const float *w, int N, int C, float eps) {
+// RMSNorm (Llama family): y = x * rstd * (w + one), rstd = 1 / sqrt(mean(x^2) + eps)
+// over the C channels of a row, one = 0, or 1 where norms scale by 1 + w (Gemma 3);
+// rstd (N) is kept for the backward pass.
+static void rmsnorm_forward(float *out, float *rstd, const float *inp, const float *w, int N, int C, float eps, float one) {
 #pragma omp parallel for schedule(static)
     for (int i = 0; i < N; i++) {
         const float *x = inp + (size_t)i * C;
@@ -249,21 +252,22 @@ static void rmsnorm_forward(float *out, float *rstd, const float *inp, const flo
         for (int c = 0; c < C; c++) ss += x[c] * x[c];
         float s = 1.0f / sqrtf(ss / (float)C + eps);
         float *o = out + (size_t)i * C;
-        for (int c = 0; c < C; c++) o[c] = x[c] * s * w[c];
+        for (int c = 0; c < C; c++) o[c] = x[c] * s * (w[c] + one);
         rstd[i] = s;
     }
 }
 
-// With n = x * rstd and g = dy * w:  dx += rstd * (g - n * mean(g * n)),  dw += sum_rows dy * n
-static void rmsnorm_backward(float *dinp, float *dw, const float *dout, const float *inp, const float *w, const float *rstd, int N, int C) {
+// With n = x * rstd and g = dy * (w + one):  dx += rstd * (g - n * mean(g * n)),  dw += sum_rows dy * n
+static void rmsnorm_backward(float *dinp, float *dw, const float *dout, const float *inp, const float *w, const float *rstd, int N, int C,
+                             float one) {
 #pragma omp parallel for schedule(static)
     for (int i = 0; i < N; i++) {
         const float *x = inp + (size_t)i * C, *dy = dout + (size_t)i * C;
         float s = rstd[i], gn_mean = 0.0f;
-        for (int c = 0; c < C; c++) gn_mean += dy[c] * w[c] * x[c] * s;
+        for (int c = 0; c < C; c++) gn_mean += dy[c] * (w[c] + one) * x[c] * s;
         gn_mean /= (float)C;
         float *dx = dinp + (size_t)i * C;
-        for (int c = 0; c < C; c++) dx[c] += s * (dy[c] * w[c] - x[c] * s * gn_mean);
+        for (int c = 0; c < C; c++) dx[c] += s * (dy[c] * (w[c] + one) - x[c] * s * gn_mean);
     }
 #pragma omp parallel for schedule(static)
     for (int c0 = 0; c0 < C; c0 += 16) {
@@ -329,12 +333,12 @@ static inline int attention_first_key(int ds, int t, int window) {
 // v (KVH heads)], heads of HS channels; query head h reads key/value head h / (NH / KVH)
 // (GPT-2: KVH = NH, HS = C/NH, QKV = 3C). For position t with first key
 // s0 = attention_first_key(doc_start[t], t, window):
-// att[t, s] = softmax_{s0 <= s <= t}(q_t . k_s / sqrt(HS)), out_t = sum_s att[t, s] v_s;
+// att[t, s] = softmax_{s0 <= s <= t}(scale q_t . k_s), out_t = sum_s att[t, s] v_s, scale
+// 1/sqrt(HS) or Gemma 3's query_pre_attn_scalar^-1/2 (attention_scale);
 // out rows are NH*HS wide. att is (B, NH, T, T); entries outside [s0, t] are unused.
-static void attention_forward(float *out, float *att, const float *qkv, const int *doc_start, int B, int T, int NH, int KVH, int HS,
+static void attention_forward(float *out, float *att, const float *qkv, const int *doc_start, int B, int T, int NH, int KVH, int HS, float scale,
                               int window) {
     int QKV = (NH + 2 * KVH) * HS, A = NH * HS, group = NH / KVH;
-    float scale = 1.0f / sqrtf((float)HS);
 #pragma omp parallel for collapse(3) schedule(static)
     for (int b = 0; b < B; b++)
         for (int h = 0; h < NH; h++)
@@ -372,9 +376,8 @@ static void attention_forward(float *out, float *att, const float *qkv, const in
 // One thread per (row, key/value head), its query heads in order: dk and dv of a
 // head are written only by its thread, in a fixed order.
 static void attention_backward(float *dqkv, const float *dout, const float *qkv, const float *att, const int *doc_start,
-                               int B, int T, int NH, int KVH, int HS, int window) {
+                               int B, int T, int NH, int KVH, int HS, float scale, int window) {
     int QKV = (NH + 2 * KVH) * HS, A = NH * HS, group = NH / KVH;
-    float scale = 1.0f / sqrtf((float)HS);
 #pragma omp parallel
     {
         float *g = (float *)xmalloc((size_t)T * sizeof(float));
@@ -448,6 +451,57 @@ static void rope_backward(float *dqkv, const int *pos, const float *cos_t, const
     }
 }
 
+// Per-head RMSNorm of q and k (Qwen3, Gemma 3: q_norm, k_norm), before RoPE: in every
+// qkv row (width QKV), each of the NH query heads and KVH key heads x (HS channels) becomes
+// x * rstd * (w + one), rstd = 1 / sqrt(mean(x^2) + eps), w = wq for query heads and wk
+// for key heads (HS each; one as in rmsnorm_forward). In place; the heads before the
+// norm go to raw (BT, (NH + KVH) HS) and their rstd to rstd (BT, NH + KVH), for the backward pass.
+static void qk_norm_forward(float *qkv, float *raw, float *rstd, const float *wq, const float *wk, int BT, int NH, int KVH, int HS, float eps,
+                            float one) {
+    int QKV = (NH + 2 * KVH) * HS, H = NH + KVH;
+#pragma omp parallel for schedule(static)
+    for (int r = 0; r < BT; r++) {
+        float *x = qkv + (size_t)r * QKV;
+        memcpy(raw + (size_t)r * H * HS, x, (size_t)H * HS * sizeof(float));
+        for (int h = 0; h < H; h++) {
+            float *xh = x + h * HS, ss = 0.0f;
+            const float *w = h < NH ? wq : wk;
+            for (int i = 0; i < HS; i++) ss += xh[i] * xh[i];
+            float sc = 1.0f / sqrtf(ss / (float)HS + eps);
+            for (int i = 0; i < HS; i++) xh[i] = xh[i] * sc * (w[i] + one);
+            rstd[(size_t)r * H + h] = sc;
+        }
+    }
+}
+
+// The RMSNorm backward pass (rmsnorm_backward) per head, in place on the q and k heads of
+// dqkv: dy (the gradient of the normed heads) becomes dx. dwq and dwk += sum over rows
+// and heads of dy * n, n = raw * rstd; each channel's sum runs over rows, then heads, in order.
+static void qk_norm_backward(float *dqkv, float *dwq, float *dwk, const float *raw, const float *rstd, const float *wq, const float *wk,
+                             int BT, int NH, int KVH, int HS, float one) {
+    int QKV = (NH + 2 * KVH) * HS, H = NH + KVH;
+#pragma omp parallel for schedule(static)
+    for (int i = 0; i < HS; i++) {  // weight gradients first: they read dy, which the pass below overwrites
+        float sq = 0.0f, sk = 0.0f;
+        for (int r = 0; r < BT; r++)
+            for (int h = 0; h < H; h++) {
+                float g = dqkv[(size_t)r * QKV + h * HS + i] * raw[((size_t)r * H + h) * HS + i] * rstd[(size_t)r * H + h];
+                if (h < NH) sq += g; else sk += g;
+            }
+        dwq[i] += sq;
+        dwk[i] += sk;
+    }
+#pragma omp parallel for schedule(static)
+    for (int r = 0; r < BT; r++)
+        for (int h = 0; h < H; h++) {
+            float *d = dqkv + (size_t)r * QKV + h * HS, sc = rstd[(size_t)r * H + h], gn_mean = 0.0f;
+            const float *x = raw + ((size_t)r * H + h) * HS, *w = h < NH ? wq : wk;
+            for (int i = 0; i < HS; i++) gn_mean += d[i] * (w[i] + one) * x[i] * sc;
+            gn_mean /= (float)HS;
+            for (int i = 0; i < HS; i++) d[i] = sc * (d[i] * (w[i] + one) - x[i] * sc * gn_mean);
+        }
+}
+
 // cos and sin of the rotary angles pos * inv_freq[i] for positions 0..npos-1, each
 // (npos, HS/2), in fp32 as transformers computes them.
 static void rope_table(float *cos_t, float *sin_t, const float *inv_freq, int npos, int half) {
@@ -514,6 +568,35 @@ static void swiglu_backward(float *dfch, const float *fch, const float *dout, in
     }
 }
 
+// GeGLU (Gemma 3): fch rows (N, 2FF) hold [gate | up]; out (N, FF) = gelu(gate) * up,
+// gelu the tanh approximation above (transformers' gelu_pytorch_tanh).
+static void geglu_forward(float *out, const float *fch, int N, int FF) {
+#pragma omp parallel for schedule(static)
+    for (int r = 0; r < N; r++) {
+        const float *gate = fch + (size_t)r * 2 * FF, *up = gate + FF;
+        float *o = out + (size_t)r * FF;
+        for (int i = 0; i < FF; i++) {
+            float x = gate[i];
+            o[i] = 0.5f * x * (1.0f + tanh_via_exp(GELU_SCALE * (x + 0.044715f * x * x * x))) * up[i];
+        }
+    }
+}
+
+// dgate += dout * up * gelu'(gate) (gelu' as in gelu_backward);  dup += dout * gelu(gate)
+static void geglu_backward(float *dfch, const float *fch, const float *dout, int N, int FF) {
+#pragma omp parallel for schedule(static)
+    for (int r = 0; r < N; r++) {
+        const float *gate = fch + (size_t)r * 2 * FF, *up = gate + FF, *dy = dout + (size_t)r * FF;
+        float *dgate = dfch + (size_t)r * 2 * FF, *dup = dgate + FF;
+        for (int i = 0; i < FF; i++) {
+            float x = gate[i], th = tanh_via_exp(GELU_SCALE * (x + 0.044715f * x * x * x));
+            float local = 0.5f * (1.0f + th) + 0.5f * x * (1.0f - th * th) * GELU_SCALE * (1.0f + 3.0f * 0.044715f * x * x);
+            dgate[i] += dy[i] * up[i] * local;
+            dup[i] += dy[i] * 0.5f * x * (1.0f + th);
+        }
+    }
+}
+
 static void residual_forward(float *out, const float *a, const float *b, size_t N) {
 #pragma omp parallel for schedule(static)
     for (size_t i = 0; i < N; i++) out[i] = a[i] + b[i];
@@ -550,30 +633,49 @@ static void classifier_backward(float *dx, float *dhead, const float *dlogits, c
     gemm(V, C, R, dlogits, 1, V, x, C, 1, dhead, C, 1);
 }
 
+// The classifier works on chunks of rows so that its logits never take more than
+// classifier_chunk_floats (64 MB) however large the vocabulary (Gemma 3's 262,144 at
+// B=4, T=1024 would need 4.3 GB for all rows at once): the forward pass computes each
+// chunk's logits and losses and keeps only the losses; the backward pass computes the
+// chunk's logits again (the same numbers: the products are deterministic), turns them
+// into dlogits and takes that chunk's share of dx and dhead. Tests lower the size to
+// make a tiny model's classifier take several chunks.
+static int classifier_chunk_floats = 1 << 24;
+static int classifier_chunk_rows(const GPT2Config *c, int BT) {
+    int rows = classifier_chunk_floats / c->V;
+    return rows < 1 ? 1 : rows > BT ? BT : rows;
+}
+
 // ----------------------------------------------------------------------------
 // The model: parameters, gradients and AdamW moments (one allocation each, laid
 // out as in gpt2.h) and the activations of one micro-batch of up to B x T.
 // Widths: QKV = (NH + 2 KVH) HS (qkv_width), A = NH HS (attention output), FF the
-// MLP width, FCW the fc output (GPT-2: FF = 4C; Llama family: [gate | up], 2FF).
+// MLP width, FCW the fc output (GPT-2: FF = 4C; Llama family: [gate | up], 2FF),
+// QK = (NH + KVH) HS the q and k heads, CR the classifier's chunk of rows.
 
 typedef struct {
     float *encoded;                    // (BT, C)
     float *ln1, *ln1_mean, *ln1_rstd;  // (L, BT, C), (L, BT) (GPT-2 only: RMSNorm keeps no mean), (L, BT)
-    float *qkv;                        // (L, BT, QKV), q and k rotated by RoPE (Llama family)
+    float *qkv;                        // (L, BT, QKV), q and k normed (qk_norm) and rotated by RoPE (Llama family)
+    float *qk_raw, *qk_rstd;           // (L, BT, QK), (L, BT, NH + KVH): q and k heads before their norms, and its rstd (qk_norm)
     float *atty;                       // (L, BT, A)
     float *att;                        // (L, B, NH, T, T)
+    float *attn_out, *attn_rstd;       // (L, BT, C), (L, BT): o_proj's output before post_attention_layernorm (post_norms)
     float *residual2;                  // (L, BT, C)
     float *ln2, *ln2_mean, *ln2_rstd;  // (L, BT, C), (L, BT) (GPT-2 only), (L, BT)
     float *fch;                        // (L, BT, FCW)
-    float *fch_act;                    // (L, BT, FF): gelu(fch) (GPT-2) or swiglu(fch) (Llama family)
+    float *fch_act;                    // (L, BT, FF): gelu(fch) (GPT-2), swiglu(fch) or geglu(fch) (Llama family)
+    float *mlp_out, *mlp_rstd;         // (L, BT, C), (L, BT): down_proj's output before post_feedforward_layernorm (post_norms)
     float *residual3;                  // (L, BT, C)
     float *lnf, *lnf_mean, *lnf_rstd;  // (BT, C), (BT) (GPT-2 only), (BT)
     float *x_sel;                      // (BT, C): lnf rows that go to the classifier
-    float *logits;                     // (BT, V): logits (then dlogits) of the selected rows
+    float *logits;                     // (CR, V): logits (then dlogits) of a chunk of the selected rows
     float *losses;                     // (BT): loss of each selected row
     float *rope_cos, *rope_sin;        // (T, HS/2) each: RoPE's cos and sin at positions 0..T-1 (Llama family; GPT-2 none)
-    // gradient scratch, reused layer by layer: (BT, C), (BT, C), (BT, A), (BT, QKV), (BT, FCW), (BT, FF), (BT, C)
-    float *dresidual, *dln, *datty, *dqkv, *dfch, *dfch_act, *dx_sel;
+    float *rope_cos_local, *rope_sin_local;  // (T, HS/2) each: the sliding layers' own table (rope_local_theta)
+    // gradient scratch, reused layer by layer: (BT, C), (BT, C), (BT, A), (BT, QKV), (BT, FCW), (BT, FF), (BT, C),
+    // (BT, C) (post_norms: the gradient of a sub-layer's output before its norm)
+    float *dresidual, *dln, *datty, *dqkv, *dfch, *dfch_act, *dx_sel, *dpost;
 } Activations;
 
 typedef struct {
@@ -606,28 +708,57 @@ static float *param_layer(const GPT2Config *c, const ParamTensors *t, int i, int
     return n ? t->t[i] + (size_t)l * n : NULL;
 }
 
+// The added 1 of the RMSNorms: 1 where they scale by 1 + w (Gemma 3), else 0.
+static float norm_one(const GPT2Config *c) { return c->norm_plus_one ? 1.0f : 0.0f; }
+
 // The block's normalization: LayerNorm for GPT-2; RMSNorm (no mean, no bias) for the Llama family.
 static void norm_forward(const GPT2Config *c, float *out, float *mean, float *rstd, const float *inp, const float *w, const float *b, int N) {
-    if (is_llama_family(c)) rmsnorm_forward(out, rstd, inp, w, N, c->C, c->eps);
+    if (is_llama_family(c)) rmsnorm_forward(out, rstd, inp, w, N, c->C, c->eps, norm_one(c));
     else layernorm_forward(out, mean, rstd, inp, w, b, N, c->C, c->eps);
 }
 
 static void norm_backward(const GPT2Config *c, float *dinp, float *dw, float *db, const float *dout, const float *inp, const float *w,
                           const float *mean, const float *rstd, int N) {
-    if (is_llama_family(c)) rmsnorm_backward(dinp, dw, dout, inp, w, rstd, N, c->C);
+    if (is_llama_family(c)) rmsnorm_backward(dinp, dw, dout, inp, w, rstd, N, c->C, norm_one(c));
     else layernorm_backward(dinp, dw, db, dout, inp, w, mean, rstd, N, c->C);
 }
 
+// The MLP's activation of fch (BT rows) into fch_act, and its backward pass.
+static void mlp_act_forward(const GPT2Config *c, float *fch_act, const float *fch, int BT) {
+    if (c->mlp_act == MLP_SWIGLU) swiglu_forward(fch_act, fch, BT, c->FF);
+    else if (c->mlp_act == MLP_GEGLU) geglu_forward(fch_act, fch, BT, c->FF);
+    else gelu_forward(fch_act, fch, (size_t)BT * c->FF);
+}
+
+static void mlp_act_backward(const GPT2Config *c, float *dfch, const float *fch, const float *dfch_act, int BT) {
+    if (c->mlp_act == MLP_SWIGLU) swiglu_backward(dfch, fch, dfch_act, BT, c->FF);
+    else if (c->mlp_act == MLP_GEGLU) geglu_backward(dfch, fch, dfch_act, BT, c->FF);
+    else gelu_backward(dfch, fch, dfch_act, (size_t)BT * c->FF);
+}
+
+// The embedding's factor: embed_scale, or 1.
+static float embedding_scale(const GPT2Config *c) { return c->embed_scale != 0 ? c->embed_scale : 1.0f; }
+
+// Layer l's rotary table (cos, sin) in a, or 0 when the layer has no RoPE.
+static int layer_rope_table(const GPT2Config *c, const Activations *a, int l, const float **cos_t, const float **sin_t) {
+    int kind = layer_rope(c, l);
+    *cos_t = kind == ROPE_LOCAL ? a->rope_cos_local : a->rope_cos;
+    *sin_t = kind == ROPE_LOCAL ? a->rope_sin_local : a->rope_sin;
+    return kind != ROPE_NONE;
+}
+
 // Floats of each activation array for B x T, in the order of Activations; returns the count.
-#define NUM_ACTIVATIONS 29
+#define NUM_ACTIVATIONS 38
 static int gpt2_activation_sizes(const GPT2Config *c, int B, int T, size_t sizes[NUM_ACTIVATIONS]) {
     size_t BT = (size_t)B * T, L = (size_t)c->L, C = (size_t)c->C, QKV = (size_t)qkv_width(c), A = (size_t)c->NH * c->HS;
     size_t FF = (size_t)c->FF, FCW = (size_t)fc_width(c), llama = (size_t)is_llama_family(c);
-    size_t mean = llama ? 0 : 1, rope = llama ? (size_t)T * (c->HS / 2) : 0;
-    size_t s[NUM_ACTIVATIONS] = {BT * C, L * BT * C, mean * L * BT, L * BT, L * BT * QKV, L * BT * A, L * B * c->NH * (size_t)T * T,
-                                 L * BT * C, L * BT * C, mean * L * BT, L * BT, L * BT * FCW, L * BT * FF, L * BT * C,
-                                 BT * C, mean * BT, BT, BT * C, BT * (size_t)c->V, BT, rope, rope,
-                                 BT * C, BT * C, BT * A, BT * QKV, BT * FCW, BT * FF, BT * C};
+    size_t mean = llama ? 0 : 1, rope = llama ? (size_t)T * (c->HS / 2) : 0, local = c->rope_local_theta != 0 ? rope : 0;
+    size_t qk = c->qk_norm ? 1 : 0, post = c->post_norms ? 1 : 0, H = (size_t)c->NH + c->KVH, CR = (size_t)classifier_chunk_rows(c, (int)BT);
+    size_t s[NUM_ACTIVATIONS] = {BT * C, L * BT * C, mean * L * BT, L * BT, L * BT * QKV, qk * L * BT * H * c->HS, qk * L * BT * H,
+                                 L * BT * A, L * B * c->NH * (size_t)T * T, post * L * BT * C, post * L * BT,
+                                 L * BT * C, L * BT * C, mean * L * BT, L * BT, L * BT * FCW, L * BT * FF, post * L * BT * C, post * L * BT,
+                                 L * BT * C, BT * C, mean * BT, BT, BT * C, CR * (size_t)c->V, BT, rope, rope, local, local,
+                                 BT * C, BT * C, BT * A, BT * QKV, BT * FCW, BT * FF, BT * C, post * BT * C};
     memcpy(sizes, s, sizeof s);
     return NUM_ACTIVATIONS;
 }
@@ -650,10 +781,11 @@ static void gpt2_allocate(GPT2 *m, int B, int T) {
     size_t BT = (size_t)B * T, sizes[NUM_ACTIVATIONS];
     int n = gpt2_activation_sizes(c, B, T, sizes);
     Activations *a = &m->acts;
-    float **ptrs[] = {&a->encoded, &a->ln1, &a->ln1_mean, &a->ln1_rstd, &a->qkv, &a->atty, &a->att, &a->residual2, &a->ln2,
-                      &a->ln2_mean, &a->ln2_rstd, &a->fch, &a->fch_act, &a->residual3, &a->lnf, &a->lnf_mean, &a->lnf_rstd,
-                      &a->x_sel, &a->logits, &a->losses, &a->rope_cos, &a->rope_sin, &a->dresidual, &a->dln, &a->datty,
-                      &a->dqkv, &a->dfch, &a->dfch_act, &a->dx_sel};
+    float **ptrs[] = {&a->encoded, &a->ln1, &a->ln1_mean, &a->ln1_rstd, &a->qkv, &a->qk_raw, &a->qk_rstd, &a->atty, &a->att, &a->attn_out,
+                      &a->attn_rstd, &a->residual2, &a->ln2, &a->ln2_mean, &a->ln2_rstd, &a->fch, &a->fch_act, &a->mlp_out, &a->mlp_rstd,
+                      &a->residual3, &a->lnf, &a->lnf_mean, &a->lnf_rstd, &a->x_sel, &a->logits, &a->losses, &a->rope_cos, &a->rope_sin,
+                      &a->rope_cos_local, &a->rope_sin_local, &a->dresidual, &a->dln, &a->datty, &a->dqkv, &a->dfch, &a->dfch_act,
+                      &a->dx_sel, &a->dpost};
     size_t total = 0;
     for (int i = 0; i < n; i++) total += sizes[i];
     m->acts_floats = total;
@@ -664,6 +796,10 @@ static void gpt2_allocate(GPT2 *m, int B, int T) {
         float *inv_freq = (float *)xmalloc((size_t)(c->HS / 2) * sizeof(float));
         rope_inv_freq(c, inv_freq);
         rope_table(a->rope_cos, a->rope_sin, inv_freq, T, c->HS / 2);
+        if (c->rope_local_theta != 0) {
+            rope_local_inv_freq(c, inv_freq);
+            rope_table(a->rope_cos_local, a->rope_sin_local, inv_freq, T, c->HS / 2);
+        }
         free(inv_freq);
     }
     m->rows = (int *)xmalloc(BT * sizeof(int));
@@ -697,32 +833,44 @@ static void gpt2_free(GPT2 *m) {
 
 // Forward pass over B rows of T positions. The classifier runs on the positions
 // that have a target (targets != NULL; returns the summed loss) or, with
-// targets == NULL, on the positions listed in m->rows[0..m->num_rows) by the caller.
+// targets == NULL, on the positions listed in m->rows[0..m->num_rows) by the caller
+// (at most classifier_chunk_rows of them; their logits are left in acts.logits).
 // GPT-2 block:  x2 = x + attproj(attention(qkv(LN1(x))));  x3 = x2 + fcproj(gelu(fc(LN2(x2))))
 // Llama block:  x2 = x + o_proj(attention(rope(qkv(RMS1(x)))));  x3 = x2 + down(swiglu(gate|up(RMS2(x2))))
+// with the features of gpt2.h where the model has them: q/k norms before RoPE, a
+// layer's own rotary table or none, a sliding window, post norms on o_proj's and
+// down's outputs, GeGLU, the embedding scale.
 static double gpt2_forward(GPT2 *m, const int *inputs, const int *pos, const int *doc_start, const int *targets, int B, int T) {
     const GPT2Config *c = &m->cfg;
-    int L = c->L, C = c->C, NH = c->NH, KVH = c->KVH, HS = c->HS, V = c->V, BT = B * T;
+    int L = c->L, C = c->C, NH = c->NH, KVH = c->KVH, HS = c->HS, V = c->V, BT = B * T, H = NH + KVH;
     int QKV = qkv_width(c), A = NH * HS, FF = c->FF, FCW = fc_width(c), llama = is_llama_family(c), wl = weight_layout(c);
+    float scale = attention_scale(c), one = norm_one(c);
     ParamTensors *p = &m->params;
     Activations *a = &m->acts;
-    encoder_forward(a->encoded, inputs, pos, p->wte, llama ? NULL : p->wpe, BT, C);
+    encoder_forward(a->encoded, inputs, pos, p->wte, llama ? NULL : p->wpe, embedding_scale(c), BT, C);
     for (int l = 0; l < L; l++) {
         const float *residual = l == 0 ? a->encoded : a->residual3 + (size_t)(l - 1) * BT * C;
         size_t o1 = (size_t)l * BT, oc = o1 * C;
         float *qkv = a->qkv + o1 * QKV, *atty = a->atty + o1 * A, *fch = a->fch + o1 * FCW, *fch_act = a->fch_act + o1 * FF;
         norm_forward(c, a->ln1 + oc, a->ln1_mean + o1, a->ln1_rstd + o1, residual, param_layer(c, p, P_LN1W, l), param_layer(c, p, P_LN1B, l), BT);
         matmul_forward(qkv, a->ln1 + oc, param_layer(c, p, P_QKVW, l), param_layer(c, p, P_QKVB, l), BT, C, QKV, wl);
-        if (llama) rope_forward(qkv, pos, a->rope_cos, a->rope_sin, BT, NH, KVH, HS);
-        attention_forward(atty, a->att + (size_t)l * B * NH * T * T, qkv, doc_start, B, T, NH, KVH, HS, 0);
-        matmul_forward(a->residual2 + oc, atty, param_layer(c, p, P_ATTPROJW, l), param_layer(c, p, P_ATTPROJB, l), BT, A, C, wl);
+        if (c->qk_norm)
+            qk_norm_forward(qkv, a->qk_raw + o1 * H * HS, a->qk_rstd + o1 * H, param_layer(c, p, P_QNORMW, l), param_layer(c, p, P_KNORMW, l), BT,
+                            NH, KVH, HS, c->eps, one);
+        const float *cos_t, *sin_t;
+        if (layer_rope_table(c, a, l, &cos_t, &sin_t)) rope_forward(qkv, pos, cos_t, sin_t, BT, NH, KVH, HS);
+        attention_forward(atty, a->att + (size_t)l * B * NH * T * T, qkv, doc_start, B, T, NH, KVH, HS, scale, layer_window(c, l));
+        float *attn = c->post_norms ? a->attn_out + oc : a->residual2 + oc;
+        matmul_forward(attn, atty, param_layer(c, p, P_ATTPROJW, l), param_layer(c, p, P_ATTPROJB, l), BT, A, C, wl);
+        if (c->post_norms) rmsnorm_forward(a->residual2 + oc, a->attn_rstd + o1, attn, param_layer(c, p, P_POSTATTNW, l), BT, C, c->eps, one);
         residual_forward(a->residual2 + oc, a->residual2 + oc, residual, (size_t)BT * C);
         norm_forward(c, a->ln2 + oc, a->ln2_mean + o1, a->ln2_rstd + o1, a->residual2 + oc, param_layer(c, p, P_LN2W, l),
                      param_layer(c, p, P_LN2B, l), BT);
         matmul_forward(fch, a->ln2 + oc, param_layer(c, p, P_FCW, l), param_layer(c, p, P_FCB, l), BT, C, FCW, wl);
-        if (llama) swiglu_forward(fch_act, fch, BT, FF);
-        else gelu_forward(fch_act, fch, (size_t)BT * FF);
-        matmul_forward(a->residual3 + oc, fch_act, param_layer(c, p, P_FCPROJW, l), param_layer(c, p, P_FCPROJB, l), BT, FF, C, wl);
+        mlp_act_forward(c, fch_act, fch, BT);
+        float *mlp = c->post_norms ? a->mlp_out + oc : a->residual3 + oc;
+        matmul_forward(mlp, fch_act, param_layer(c, p, P_FCPROJW, l), param_layer(c, p, P_FCPROJB, l), BT, FF, C, wl);
+        if (c->post_norms) rmsnorm_forward(a->residual3 + oc, a->mlp_rstd + o1, mlp, param_layer(c, p, P_POSTFFNW, l), BT, C, c->eps, one);
         residual_forward(a->residual3 + oc, a->residual3 + oc, a->residual2 + oc, (size_t)BT * C);
     }
     norm_forward(c, a->lnf, a->lnf_mean, a->lnf_rstd, a->residual3 + (size_t)(L - 1) * BT * C, p->lnfw, param_layer(c, p, P_LNFB, 0), BT);
@@ -732,7 +880,11 @@ static double gpt2_forward(GPT2 *m, const int *inputs, const int *pos, const int
             if (targets[i] >= 0) { m->rows[m->num_rows] = i; m->row_targets[m->num_rows++] = targets[i]; }
     }
     for (int r = 0; r < m->num_rows; r++) memcpy(a->x_sel + (size_t)r * C, a->lnf + (size_t)m->rows[r] * C, (size_t)C * sizeof(float));
-    classifier_forward(a->logits, a->losses, a->x_sel, output_head(c, p), targets ? m->row_targets : NULL, m->num_rows, C, V);
+    int CR = classifier_chunk_rows(c, BT);
+    if (!targets && m->num_rows > CR) fatal("gpt2_forward: logits of %d rows asked for; at most %d fit the classifier's chunk", m->num_rows, CR);
+    for (int r0 = 0; r0 < m->num_rows; r0 += CR)
+        classifier_forward(a->logits, a->losses + r0, a->x_sel + (size_t)r0 * C, output_head(c, p), targets ? m->row_targets + r0 : NULL,
+                           m->num_rows - r0 < CR ? m->num_rows - r0 : CR, C, V);
     double loss = 0.0;
     if (targets) for (int r = 0; r < m->num_rows; r++) loss += a->losses[r];
     return loss;
@@ -742,47 +894,72 @@ static double gpt2_forward(GPT2 *m, const int *inputs, const int *pos, const int
 // to the gradients.
 static void gpt2_backward(GPT2 *m, const int *inputs, const int *pos, const int *doc_start, int B, int T) {
     const GPT2Config *c = &m->cfg;
-    int L = c->L, C = c->C, NH = c->NH, KVH = c->KVH, HS = c->HS, V = c->V, BT = B * T;
+    int L = c->L, C = c->C, NH = c->NH, KVH = c->KVH, HS = c->HS, V = c->V, BT = B * T, H = NH + KVH;
     int QKV = qkv_width(c), A = NH * HS, FF = c->FF, FCW = fc_width(c), llama = is_llama_family(c), wl = weight_layout(c);
+    float scale = attention_scale(c), one = norm_one(c);
     ParamTensors *p = &m->params, *g = &m->grads;
     Activations *a = &m->acts;
     size_t btc = (size_t)BT * C;
-    classifier_backward(a->dx_sel, output_head(c, g), a->logits, a->x_sel, output_head(c, p), m->num_rows, C, V);
+    // the classifier chunk by chunk; with one chunk, its dlogits are still in acts.logits from the forward pass
+    int CR = classifier_chunk_rows(c, BT);
+    for (int r0 = 0; r0 < m->num_rows; r0 += CR) {
+        int n = m->num_rows - r0 < CR ? m->num_rows - r0 : CR;
+        const float *x = a->x_sel + (size_t)r0 * C;
+        if (m->num_rows > CR) classifier_forward(a->logits, a->losses + r0, x, output_head(c, p), m->row_targets + r0, n, C, V);
+        classifier_backward(a->dx_sel + (size_t)r0 * C, output_head(c, g), a->logits, x, output_head(c, p), n, C, V);
+    }
     memset(a->dln, 0, btc * sizeof(float));  // dln holds d(lnf): zero except selected rows
     for (int r = 0; r < m->num_rows; r++) memcpy(a->dln + (size_t)m->rows[r] * C, a->dx_sel + (size_t)r * C, (size_t)C * sizeof(float));
     memset(a->dresidual, 0, btc * sizeof(float));
-    norm_backward(c, a->dresidual, g->lnfw, param_layer(c, g, P_LNFB, 0), a->dln, a->residual3 + (size_t)(L - 1) * btc, p->lnfw, a->lnf_mean,
+    norm_backward(c, a->dresidual, g->lnfw, param_layer(c, g, P_LNFB, 0), a->dln, a->residual3 + (size_t)(L - 1) * BT * C, p->lnfw, a->lnf_mean,
                   a->lnf_rstd, BT);
     for (int l = L - 1; l >= 0; l--) {
         const float *residual = l == 0 ? a->encoded : a->residual3 + (size_t)(l - 1) * btc;
         size_t o1 = (size_t)l * BT, oc = o1 * C;
         float *qkv = a->qkv + o1 * QKV, *atty = a->atty + o1 * A, *fch = a->fch + o1 * FCW, *fch_act = a->fch_act + o1 * FF;
-        // MLP: residual3 = residual2 + fcproj(act(fc(norm2(residual2))))
+        // MLP: residual3 = residual2 + [post_norm](fcproj(act(fc(norm2(residual2)))))
+        const float *dmlp = a->dresidual;
+        if (c->post_norms) {
+            memset(a->dpost, 0, btc * sizeof(float));
+            rmsnorm_backward(a->dpost, param_layer(c, g, P_POSTFFNW, l), a->dresidual, a->mlp_out + oc, param_layer(c, p, P_POSTFFNW, l),
+                             a->mlp_rstd + o1, BT, C, one);
+            dmlp = a->dpost;
+        }
         memset(a->dfch_act, 0, (size_t)BT * FF * sizeof(float));
-        matmul_backward(a->dfch_act, param_layer(c, g, P_FCPROJW, l), param_layer(c, g, P_FCPROJB, l), a->dresidual, fch_act,
+        matmul_backward(a->dfch_act, param_layer(c, g, P_FCPROJW, l), param_layer(c, g, P_FCPROJB, l), dmlp, fch_act,
                         param_layer(c, p, P_FCPROJW, l), BT, FF, C, wl);
         memset(a->dfch, 0, (size_t)BT * FCW * sizeof(float));
-        if (llama) swiglu_backward(a->dfch, fch, a->dfch_act, BT, FF);
-        else gelu_backward(a->dfch, fch, a->dfch_act, (size_t)BT * FF);
+        mlp_act_backward(c, a->dfch, fch, a->dfch_act, BT);
         memset(a->dln, 0, btc * sizeof(float));
         matmul_backward(a->dln, param_layer(c, g, P_FCW, l), param_layer(c, g, P_FCB, l), a->dfch, a->ln2 + oc, param_layer(c, p, P_FCW, l),
                         BT, C, FCW, wl);
         norm_backward(c, a->dresidual, param_layer(c, g, P_LN2W, l), param_layer(c, g, P_LN2B, l), a->dln, a->residual2 + oc,
                       param_layer(c, p, P_LN2W, l), a->ln2_mean + o1, a->ln2_rstd + o1, BT);
-        // attention: residual2 = residual + attproj(attention(rope(qkv(norm1(residual)))))
+        // attention: residual2 = residual + [post_norm](attproj(attention(rope(qk_norm(qkv(norm1(residual)))))))
+        const float *dattn = a->dresidual;
+        if (c->post_norms) {
+            memset(a->dpost, 0, btc * sizeof(float));
+            rmsnorm_backward(a->dpost, param_layer(c, g, P_POSTATTNW, l), a->dresidual, a->attn_out + oc, param_layer(c, p, P_POSTATTNW, l),
+                             a->attn_rstd + o1, BT, C, one);
+            dattn = a->dpost;
+        }
         memset(a->datty, 0, (size_t)BT * A * sizeof(float));
-        matmul_backward(a->datty, param_layer(c, g, P_ATTPROJW, l), param_layer(c, g, P_ATTPROJB, l), a->dresidual, atty,
+        matmul_backward(a->datty, param_layer(c, g, P_ATTPROJW, l), param_layer(c, g, P_ATTPROJB, l), dattn, atty,
                         param_layer(c, p, P_ATTPROJW, l), BT, A, C, wl);
         memset(a->dqkv, 0, (size_t)BT * QKV * sizeof(float));
-        attention_backward(a->dqkv, a->datty, qkv, a->att + (size_t)l * B * NH * T * T, doc_start, B, T, NH, KVH, HS, 0);
-        if (llama) rope_backward(a->dqkv, pos, a->rope_cos, a->rope_sin, BT, NH, KVH, HS);
+        attention_backward(a->dqkv, a->datty, qkv, a->att + (size_t)l * B * NH * T * T, doc_start, B, T, NH, KVH, HS, scale, layer_window(c, l));
+        const float *cos_t, *sin_t;
+        if (layer_rope_table(c, a, l, &cos_t, &sin_t)) rope_backward(a->dqkv, pos, cos_t, sin_t, BT, NH, KVH, HS);
+        if (c->qk_norm)
+            qk_norm_backward(a->dqkv, param_layer(c, g, P_QNORMW, l), param_layer(c, g, P_KNORMW, l), a->qk_raw + o1 * H * HS, a->qk_rstd + o1 * H,
+                             param_layer(c, p, P_QNORMW, l), param_layer(c, p, P_KNORMW, l), BT, NH, KVH, HS, one);
         memset(a->dln, 0, btc * sizeof(float));
         matmul_backward(a->dln, param_layer(c, g, P_QKVW, l), param_layer(c, g, P_QKVB, l), a->dqkv, a->ln1 + oc, param_layer(c, p, P_QKVW, l),
                         BT, C, QKV, wl);
         norm_backward(c, a->dresidual, param_layer(c, g, P_LN1W, l), param_layer(c, g, P_LN1B, l), a->dln, residual,
                       param_layer(c, p, P_LN1W, l), a->ln1_mean + o1, a->ln1_rstd + o1, BT);
     }
-    encoder_backward(g->wte, llama ? NULL : g->wpe, a->dresidual, inputs, pos, BT, C);
+    encoder_backward(g->wte, llama ? NULL : g->wpe, a->dresidual, inputs, pos, embedding_scale(c), BT, C);
 }
 
 // ----------------------------------------------------------------------------
@@ -927,13 +1104,14 @@ typedef struct {
     int len, cap;            // tokens in the cache, positions it has room for (<= context)
     int kvw;                 // width of a cached key or value row: KVH * HS (GPT-2: C)
     float *k, *v;            // (L, cap, kvw): keys (rotated by RoPE in the Llama family) and values
-    float *x, *ln;           // (C): the residual stream; a normed row or a projection
+    float *x, *ln, *post;    // (C): the residual stream; a normed row or a projection; a post-normed projection (post_norms)
     float *qkv;              // (QKV)
+    float *qk_raw, *qk_rstd; // (NH + KVH) HS, NH + KVH: the q/k norms' input and rstd (qk_norm)
     float *atty;             // (NH * HS)
     float *fch, *fch_act;    // (fc width), (FF)
     float *att;              // (NH, cap)
-    float *inv_freq;         // (HS / 2): RoPE's frequencies (Llama family)
-    float *rope_cos, *rope_sin;  // (HS / 2): cos and sin at the current position
+    float *inv_freq, *inv_freq_local;  // (HS / 2): RoPE's frequencies (Llama family); the sliding layers' own (rope_local_theta)
+    float *rope_cos, *rope_sin, *rope_cos_local, *rope_sin_local;  // (HS / 2): cos and sin at the current position, of each table
     float *logits;           // (V)
 } KVCache;
 
@@ -946,15 +1124,22 @@ static void kv_init(KVCache *kv, const GPT2Config *c, int cap) {
     kv->v = (float *)xmalloc(lc * sizeof(float));
     kv->x = (float *)xmalloc((size_t)c->C * sizeof(float));
     kv->ln = (float *)xmalloc((size_t)c->C * sizeof(float));
+    kv->post = (float *)xmalloc((size_t)c->C * sizeof(float));
     kv->qkv = (float *)xmalloc((size_t)qkv_width(c) * sizeof(float));
+    kv->qk_raw = (float *)xmalloc((size_t)(c->NH + c->KVH) * c->HS * sizeof(float));
+    kv->qk_rstd = (float *)xmalloc((size_t)(c->NH + c->KVH) * sizeof(float));
     kv->atty = (float *)xmalloc((size_t)c->NH * c->HS * sizeof(float));
     kv->fch = (float *)xmalloc((size_t)fc_width(c) * sizeof(float));
     kv->fch_act = (float *)xmalloc((size_t)c->FF * sizeof(float));
     kv->att = (float *)xmalloc((size_t)c->NH * cap * sizeof(float));
     kv->inv_freq = (float *)xmalloc(half * sizeof(float));
+    kv->inv_freq_local = (float *)xmalloc(half * sizeof(float));
     kv->rope_cos = (float *)xmalloc(half * sizeof(float));
     kv->rope_sin = (float *)xmalloc(half * sizeof(float));
+    kv->rope_cos_local = (float *)xmalloc(half * sizeof(float));
+    kv->rope_sin_local = (float *)xmalloc(half * sizeof(float));
     if (is_llama_family(c)) rope_inv_freq(c, kv->inv_freq);
+    if (c->rope_local_theta != 0) rope_local_inv_freq(c, kv->inv_freq_local);
     kv->logits = (float *)xmalloc((size_t)c->V * sizeof(float));
 }
 
@@ -978,8 +1163,9 @@ static void kv_reserve(KVCache *kv, const GPT2Config *c, int n) {
 }
 
 static void kv_free(KVCache *kv) {
-    free(kv->k); free(kv->v); free(kv->x); free(kv->ln); free(kv->qkv); free(kv->atty);
-    free(kv->fch); free(kv->fch_act); free(kv->att); free(kv->inv_freq); free(kv->rope_cos); free(kv->rope_sin); free(kv->logits);
+    free(kv->k); free(kv->v); free(kv->x); free(kv->ln); free(kv->post); free(kv->qkv); free(kv->qk_raw); free(kv->qk_rstd); free(kv->atty);
+    free(kv->fch); free(kv->fch_act); free(kv->att); free(kv->inv_freq); free(kv->inv_freq_local); free(kv->rope_cos); free(kv->rope_sin);
+    free(kv->rope_cos_local); free(kv->rope_sin_local); free(kv->logits);
 }
 
 // out[OC] = x[C] * W + bias (bias NULL: none), W as in matmul_forward: one row, so a
@@ -1008,14 +1194,22 @@ static void matvec_forward(float *out, const float *x, const float *w, const flo
     }
 }
 
+// The angles of position t, as rope_table computes them.
+static void kv_rope_angles(float *cos_t, float *sin_t, const float *inv_freq, int t, int half) {
+    for (int i = 0; i < half; i++) {
+        float angle = (float)t * inv_freq[i];
+        cos_t[i] = cosf(angle);
+        sin_t[i] = sinf(angle);
+    }
+}
+
 // Attention of the one query at position t (q: the NH heads of its qkv row) to the cached
 // keys and values kc, vc (rows of KVH HS) of positions 0..t, one document: out (NH HS) as
-// attention_forward's row t, with the same sliding window (first key
+// attention_forward's row t, with the same scale and sliding window (first key
 // attention_first_key(0, t, window)). att: NH rows of cap floats, scratch.
 static void attention_decode(float *out, float *att, const float *q, const float *kc, const float *vc, int t, int cap, int NH,
-                             int KVH, int HS, int window) {
+                             int KVH, int HS, float scale, int window) {
     int kvw = KVH * HS, group = NH / KVH, s0 = attention_first_key(0, t, window);
-    float scale = 1.0f / sqrtf((float)HS);
 #pragma omp parallel for schedule(static)
     for (int h = 0; h < NH; h++) {  // softmax over the cached positions s0..t
         const float *qh = q + h * HS;
@@ -1039,36 +1233,42 @@ static void attention_decode(float *out, float *att, const float *q, const float
 }
 
 // Appends `token` at position kv->len (< context) and returns the logits for the next token.
+// Each layer computes what gpt2_forward does for one row; a sliding layer attends to
+// its window of cached positions only.
 static const float *gpt2_decode_step(const GPT2 *m, KVCache *kv, int token) {
     const GPT2Config *c = &m->cfg;
     const ParamTensors *p = &m->params;
-    int C = c->C, NH = c->NH, KVH = c->KVH, HS = c->HS, QKV = qkv_width(c), A = NH * HS, FF = c->FF, t = kv->len;
+    int C = c->C, NH = c->NH, KVH = c->KVH, HS = c->HS, QKV = qkv_width(c), A = NH * HS, t = kv->len;
     int llama = is_llama_family(c), wl = weight_layout(c), kvw = kv->kvw, zero = 0;
-    float mean, rstd;
+    float mean, rstd, scale = attention_scale(c), one = norm_one(c), emb = embedding_scale(c);
     kv_reserve(kv, c, t + 1);
-    for (int i = 0; i < C; i++) kv->x[i] = p->wte[(size_t)token * C + i] + (llama ? 0.0f : p->wpe[(size_t)t * C + i]);
-    if (llama)  // the angles of position t, as rope_table computes them
-        for (int i = 0; i < HS / 2; i++) {
-            float angle = (float)t * kv->inv_freq[i];
-            kv->rope_cos[i] = cosf(angle);
-            kv->rope_sin[i] = sinf(angle);
-        }
+    for (int i = 0; i < C; i++) kv->x[i] = llama ? p->wte[(size_t)token * C + i] * emb : p->wte[(size_t)token * C + i] + p->wpe[(size_t)t * C + i];
+    if (llama) kv_rope_angles(kv->rope_cos, kv->rope_sin, kv->inv_freq, t, HS / 2);
+    if (c->rope_local_theta != 0) kv_rope_angles(kv->rope_cos_local, kv->rope_sin_local, kv->inv_freq_local, t, HS / 2);
     for (int l = 0; l < c->L; l++) {
         norm_forward(c, kv->ln, &mean, &rstd, kv->x, param_layer(c, p, P_LN1W, l), param_layer(c, p, P_LN1B, l), 1);
         matvec_forward(kv->qkv, kv->ln, param_layer(c, p, P_QKVW, l), param_layer(c, p, P_QKVB, l), C, QKV, wl);
-        if (llama) rope_forward(kv->qkv, &zero, kv->rope_cos, kv->rope_sin, 1, NH, KVH, HS);  // a one-position table
+        if (c->qk_norm)
+            qk_norm_forward(kv->qkv, kv->qk_raw, kv->qk_rstd, param_layer(c, p, P_QNORMW, l), param_layer(c, p, P_KNORMW, l), 1, NH, KVH, HS, c->eps,
+                            one);
+        int rope = layer_rope(c, l), local = rope == ROPE_LOCAL;
+        if (rope != ROPE_NONE)  // a one-position table
+            rope_forward(kv->qkv, &zero, local ? kv->rope_cos_local : kv->rope_cos, local ? kv->rope_sin_local : kv->rope_sin, 1, NH, KVH, HS);
         float *kc = kv->k + (size_t)l * kv->cap * kvw, *vc = kv->v + (size_t)l * kv->cap * kvw;
         memcpy(kc + (size_t)t * kvw, kv->qkv + A, (size_t)kvw * sizeof(float));
         memcpy(vc + (size_t)t * kvw, kv->qkv + A + kvw, (size_t)kvw * sizeof(float));
-        attention_decode(kv->atty, kv->att, kv->qkv, kc, vc, t, kv->cap, NH, KVH, HS, 0);
+        attention_decode(kv->atty, kv->att, kv->qkv, kc, vc, t, kv->cap, NH, KVH, HS, scale, layer_window(c, l));
         matvec_forward(kv->ln, kv->atty, param_layer(c, p, P_ATTPROJW, l), param_layer(c, p, P_ATTPROJB, l), A, C, wl);
-        for (int i = 0; i < C; i++) kv->x[i] += kv->ln[i];
+        const float *attn = kv->ln;
+        if (c->post_norms) { rmsnorm_forward(kv->post, &rstd, kv->ln, param_layer(c, p, P_POSTATTNW, l), 1, C, c->eps, one); attn = kv->post; }
+        for (int i = 0; i < C; i++) kv->x[i] += attn[i];
         norm_forward(c, kv->ln, &mean, &rstd, kv->x, param_layer(c, p, P_LN2W, l), param_layer(c, p, P_LN2B, l), 1);
         matvec_forward(kv->fch, kv->ln, param_layer(c, p, P_FCW, l), param_layer(c, p, P_FCB, l), C, fc_width(c), wl);
-        if (llama) swiglu_forward(kv->fch_act, kv->fch, 1, FF);
-        else gelu_forward(kv->fch_act, kv->fch, (size_t)FF);
-        matvec_forward(kv->ln, kv->fch_act, param_layer(c, p, P_FCPROJW, l), param_layer(c, p, P_FCPROJB, l), FF, C, wl);
-        for (int i = 0; i < C; i++) kv->x[i] += kv->ln[i];
+        mlp_act_forward(c, kv->fch_act, kv->fch, 1);
+        matvec_forward(kv->ln, kv->fch_act, param_layer(c, p, P_FCPROJW, l), param_layer(c, p, P_FCPROJB, l), c->FF, C, wl);
+        const float *mlp = kv->ln;
+        if (c->post_norms) { rmsnorm_forward(kv->post, &rstd, kv->ln, param_layer(c, p, P_POSTFFNW, l), 1, C, c->eps, one); mlp = kv->post; }
+        for (int i = 0; i < C; i++) kv->x[i] += mlp[i];
     }
     norm_forward(c, kv->ln, &mean, &rstd, kv->x, p->lnfw, param_layer(c, p, P_LNFB, 0), 1);
     const float *head = output_head(c, p);

@@ -966,6 +966,9 @@ int main(int argc, char **argv) {
         return 0;
     }
     GPT2Config cfg = run.cfg;
+    // the newer families' features (q/k norms, post norms, GeGLU, sliding windows, NoPE) have no kernels here yet
+    if (cfg.family == FAMILY_QWEN3 || cfg.family == FAMILY_GEMMA3 || cfg.family == FAMILY_SMOLLM3)
+        fatal("%s: Qwen3, Gemma 3 and SmolLM3 models are not computed by the GPU trainer yet; train them with ./train_sft (CPU)", args.init);
     int steps = run.steps, A = run.A, BT = args.B * args.T;
     GpuComm comm;
     ncclUniqueId id;

@@ -195,10 +195,28 @@ static void checkpoint_dir_name(char *buf, size_t n, const char *out_dir, int64_
     snprintf(buf, n, "%s/step_%08lld", out_dir, (long long)step);
 }
 
-// Header fields 18..23: the model's family, key/value heads, head size, MLP width,
-// q/k/v biases and tied head (added with the Llama family).
-static void state_model_fields(const GPT2Config *cfg, int64_t f[6]) {
+// A hash of the newer families' features (gpt2.h: MLP, norms, scales, windows, rotary
+// tables, per-layer flags); 0 for GPT-2, Llama and Qwen2, which have none, so their
+// state files from before it existed read as they are.
+static int64_t state_feature_hash(const GPT2Config *c) {
+    if (c->family == FAMILY_GPT2 || c->family == FAMILY_LLAMA || c->family == FAMILY_QWEN2) return 0;
+    float fl[5] = {c->embed_scale, c->attn_scalar, c->rope_local_theta, c->rope_linear, c->rope_theta};
+    int in[6] = {c->mlp_act, c->qk_norm, c->norm_plus_one, c->post_norms, c->window, c->L};
+    uint64_t h = 0xcbf29ce484222325ull;
+    const unsigned char *parts[3] = {(const unsigned char *)fl, (const unsigned char *)in, c->layer_flags};
+    size_t sizes[3] = {sizeof fl, sizeof in, (size_t)c->L};
+    for (int k = 0; k < 3; k++)
+        for (size_t i = 0; i < sizes[k]; i++) h = (h ^ parts[k][i]) * 0x100000001b3ull;
+    return (int64_t)(h >> 1) | 1;
+}
+
+// Header fields 18..24: the model's family, key/value heads, head size, MLP width,
+// q/k/v biases and tied head (added with the Llama family), and the feature hash
+// (added with Qwen3, Gemma 3 and SmolLM3).
+#define STATE_MODEL_FIELDS 7
+static void state_model_fields(const GPT2Config *cfg, int64_t f[STATE_MODEL_FIELDS]) {
     f[0] = cfg->family; f[1] = cfg->KVH; f[2] = cfg->HS; f[3] = cfg->FF; f[4] = cfg->qkv_bias; f[5] = cfg->tied;
+    f[6] = state_feature_hash(cfg);
 }
 
 static void write_state_file(const char *path, const GPT2Config *cfg, const TrainState *s, const float *m, const float *v, size_t P) {
@@ -230,7 +248,7 @@ static void read_state_buffer(const char *path, const char *buf, size_t len, con
                               size_t P) {
     int64_t h[32];
     read_state_header(path, buf, len, h);
-    int64_t want[6];
+    int64_t want[STATE_MODEL_FIELDS];
     state_model_fields(cfg, want);
     if (h[19] == 0) {  // written before fields 18..23 existed, when every model was GPT-2
         GPT2Config g = *cfg;
@@ -509,13 +527,23 @@ static void describe_model(const GPT2Config *c, char *buf, size_t n) {
         snprintf(buf, n, "GPT-2, %d layers, %d heads, %d channels, vocab %d, context %d", c->L, c->NH, c->C, c->V, c->maxT);
         return;
     }
-    char scaling[128] = "";
+    char scaling[128] = "", extra[256] = "";
     if (c->rope_factor != 0)
         snprintf(scaling, sizeof scaling, ", llama3 scaling x%g (low %g, high %g, original context %d)", c->rope_factor, c->rope_low_freq,
                  c->rope_high_freq, c->rope_orig_maxT);
-    snprintf(buf, n, "%s, %d layers, %d heads (%d key/value heads) of size %d, %d channels, MLP %d, vocab %d, context %d, rope theta %g%s, %s head%s",
-             c->family == FAMILY_QWEN2 ? "Qwen2" : "Llama", c->L, c->NH, c->KVH, c->HS, c->C, c->FF, c->V, c->maxT, c->rope_theta, scaling,
-             c->tied ? "tied" : "untied", c->qkv_bias ? ", q/k/v biases" : "");
+    if (c->rope_linear != 0) snprintf(scaling, sizeof scaling, ", linear scaling x%g", c->rope_linear);
+    int sliding = 0, nope = 0;
+    for (int l = 0; l < c->L; l++) { sliding += (c->layer_flags[l] & LAYER_SLIDING) != 0; nope += (c->layer_flags[l] & LAYER_NO_ROPE) != 0; }
+    size_t e = 0;
+    if (c->qk_norm) e += (size_t)snprintf(extra + e, sizeof extra - e, ", q/k norms");
+    if (sliding) e += (size_t)snprintf(extra + e, sizeof extra - e, ", %d sliding-window layers (window %d, rope theta %g)", sliding, c->window,
+                                       c->rope_local_theta != 0 ? c->rope_local_theta : c->rope_theta);
+    if (nope) snprintf(extra + e, sizeof extra - e, ", %d layers without RoPE", nope);
+    const char *name = c->family == FAMILY_QWEN2 ? "Qwen2" : c->family == FAMILY_QWEN3 ? "Qwen3" : c->family == FAMILY_GEMMA3 ? "Gemma 3"
+                     : c->family == FAMILY_SMOLLM3 ? "SmolLM3" : "Llama";
+    snprintf(buf, n, "%s, %d layers, %d heads (%d key/value heads) of size %d, %d channels, MLP %d, vocab %d, context %d, rope theta %g%s, %s head%s%s",
+             name, c->L, c->NH, c->KVH, c->HS, c->C, c->FF, c->V, c->maxT, c->rope_theta, scaling,
+             c->tied ? "tied" : "untied", c->qkv_bias ? ", q/k/v biases" : "", extra);
 }
 
 // The start-of-run report shared by both trainers (each adds its memory line).

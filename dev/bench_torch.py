@@ -15,6 +15,10 @@
                                                      no biases, tied head unless "untied"), as the trainer's
                                                      lN descriptors build it; written from the architecture
                                                      (llama_api.md's conventions), not from transformers
+  bench_torch.py cpu-qwen3 L NH KVH C FF HS VOCAB B T STEPS
+                                                     the same with Qwen3's differences: head size HS (not
+                                                     C/NH) and every q and k head RMS-normed before RoPE
+                                                     (as the trainer's lN...a<HS>q descriptors build it)
 On the CPU: Debian's python3-torch (with libopenblas0-pthread).
 """
 import math
@@ -85,7 +89,7 @@ def bench_torch(device, L, NH, C, V, B, T, steps):
     time_steps(model, gpu, dev, V, B, T, steps)
 
 
-def bench_llama(device, L, NH, KVH, C, FF, V, B, T, steps, untied=False):
+def bench_llama(device, L, NH, KVH, C, FF, V, B, T, steps, untied=False, HS=None, qk_norm=False):
     import torch
     import torch.nn as nn
     import torch.nn.functional as F
@@ -93,7 +97,7 @@ def bench_llama(device, L, NH, KVH, C, FF, V, B, T, steps, untied=False):
     dev = "cuda" if gpu else "cpu"
     torch.set_num_threads(os.cpu_count())
     torch.manual_seed(0)
-    HS = C // NH
+    HS = HS or C // NH
     eps = 1e-5
 
     def rmsnorm(x, w):
@@ -112,6 +116,7 @@ def bench_llama(device, L, NH, KVH, C, FF, V, B, T, steps, untied=False):
         def __init__(self):
             super().__init__()
             self.n1, self.n2 = nn.Parameter(torch.ones(C)), nn.Parameter(torch.ones(C))
+            self.qn, self.kn = (nn.Parameter(torch.ones(HS)), nn.Parameter(torch.ones(HS))) if qk_norm else (None, None)
             self.qkv = nn.Linear(C, (NH + 2 * KVH) * HS, bias=False)
             self.o = nn.Linear(NH * HS, C, bias=False)
             self.gate_up = nn.Linear(C, 2 * FF, bias=False)
@@ -119,8 +124,11 @@ def bench_llama(device, L, NH, KVH, C, FF, V, B, T, steps, untied=False):
 
         def forward(self, x, mask):
             q, k, v = self.qkv(rmsnorm(x, self.n1)).split([NH * HS, KVH * HS, KVH * HS], dim=2)
-            q = rope(q.view(B, T, NH, HS).transpose(1, 2))
-            k = rope(k.view(B, T, KVH, HS).transpose(1, 2)).repeat_interleave(NH // KVH, dim=1)
+            q, k = q.view(B, T, NH, HS).transpose(1, 2), k.view(B, T, KVH, HS).transpose(1, 2)
+            if qk_norm:
+                q, k = rmsnorm(q, self.qn), rmsnorm(k, self.kn)
+            q = rope(q)
+            k = rope(k).repeat_interleave(NH // KVH, dim=1)
             v = v.view(B, T, KVH, HS).transpose(1, 2).repeat_interleave(NH // KVH, dim=1)
             if gpu:
                 y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
@@ -183,6 +191,9 @@ def time_steps(model, gpu, dev, V, B, T, steps):
 
 if sys.argv[1] == "data":
     write_data(sys.argv[2], *map(int, sys.argv[3:6]))
+elif sys.argv[1].endswith("-qwen3"):
+    L, NH, KVH, C, FF, HS, V, B, T, steps = map(int, sys.argv[2:12])
+    bench_llama(sys.argv[1].split("-")[0], L, NH, KVH, C, FF, V, B, T, steps, HS=HS, qk_norm=True)
 elif sys.argv[1].endswith("-llama"):
     bench_llama(sys.argv[1].split("-")[0], *map(int, sys.argv[2:11]), untied=sys.argv[11:12] == ["untied"])
 else:

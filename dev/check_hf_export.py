@@ -4,8 +4,12 @@ directory) as the same model: from_pretrained(DIR) must give the logits that our
 independent forward gives with the exported tensors: dev/ref_gpt2.py's for GPT-2
 (GPT2LMHeadModel), dev/ref_llama.py's for Llama and Qwen2 (LlamaForCausalLM,
 Qwen2ForCausalLM; one model.safetensors or shards listed by
-model.safetensors.index.json). The output head must be tied to the embeddings
-exactly when the model ties them (always for GPT-2; tie_word_embeddings otherwise).
+model.safetensors.index.json), dev/ref_families.py's for Qwen3, Gemma 3 and SmolLM3
+(Qwen3ForCausalLM, Gemma3ForCausalLM for model_type gemma3_text, SmolLM3ForCausalLM:
+q/k norms, sliding windows, NoPE layers, two rotary tables, post norms). The output
+head must be tied to the embeddings exactly when the model ties them (always for
+GPT-2; tie_word_embeddings otherwise). 64 tokens, so windows shorter than that (the
+tiny references' 5 and 6) are exercised.
 
 Usage: python3 dev/check_hf_export.py CHECKPOINT_DIR
 Needs torch, safetensors and transformers (the GPU machine's image has them); prints
@@ -64,19 +68,24 @@ if kind == "gpt2":
     embed, want_tied, arch = model.transformer.wte, True, "GPT2LMHeadModel"
     # both sides in float64
     tol = 1e-9
-elif kind in ("llama", "qwen2"):
+elif kind in ("llama", "qwen2", "qwen3", "gemma3_text", "smollm3"):
     import ref_llama  # noqa: E402
+    import ref_families  # noqa: E402
     model = AutoModelForCausalLM.from_pretrained(d, dtype=torch.float64, attn_implementation="eager").eval()
     P = exported_tensors(d)
     toks = [(i * 7919 + 13) % cfg["vocab_size"] for i in range(min(64, cfg["max_position_embeddings"]))]
-    ours = lambda toks: ref_llama.forward_doc(P, toks, cfg)  # noqa: E731
-    embed, want_tied = model.model.embed_tokens, bool(cfg.get("tie_word_embeddings", False))
-    arch = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM"}[kind]
+    forward = ref_llama.forward_doc if kind in ("llama", "qwen2") else ref_families.forward_doc
+    ours = lambda toks: forward(P, toks, cfg)  # noqa: E731
+    # transformers' defaults where a config leaves the field out (our exports write them)
+    default_tied = kind in ("gemma3_text", "smollm3")
+    embed, want_tied = model.model.embed_tokens, bool(cfg.get("tie_word_embeddings", default_tied))
+    arch = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM", "gemma3_text": "Gemma3ForCausalLM",
+            "smollm3": "SmolLM3ForCausalLM"}[kind]
     # transformers computes the rotary angles in float32 whatever the model's dtype
     # (position * inv_freq, rounded at 1e-7 relative: 4e-6 rad at position 63)
     tol = 1e-4
 else:
-    print("FAIL hf_export_loads_in_transformers: %s: model_type %r is none of gpt2, llama, qwen2" % (d, kind))
+    print("FAIL hf_export_loads_in_transformers: %s: model_type %r is none of gpt2, llama, qwen2, qwen3, gemma3_text, smollm3" % (d, kind))
     sys.exit(1)
 
 with torch.no_grad():

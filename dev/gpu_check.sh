@@ -404,8 +404,9 @@ elif [ $have_gpu = 1 ] && check pytorch_compile 240 "$py" "$repo/dev/bench_torch
             "$(awk -v x="$tps" -v f="$(flops_per_token d12 50304)" -v p=$PEAK 'BEGIN {printf "%.1f", 100 * x * f / p}')" - >> "$bench"
     else fail pytorch_compile_result "no ms/step on the last line of logs/pytorch_compile.log"; fi
 fi
-# transformers' Llama/Qwen2 against dev/ref_llama.py's float64 forward on the reference directories
-for m in tiny_llama tiny_llama_bf16 tiny_qwen2; do
+# transformers' Llama / Qwen2 / Qwen3 / SmolLM3 / Gemma 3 against dev/ref_llama.py's and
+# dev/ref_families.py's float64 forward on the reference directories
+for m in tiny_llama tiny_llama_bf16 tiny_qwen2 tiny_qwen3 tiny_smollm3 tiny_gemma3; do
     if [ $mode = dry ]; then skip "ref_${m}_in_transformers" "dry run: needs Python's transformers"
     else check "ref_${m}_in_transformers" 90 "$py" "$repo/dev/check_hf_export.py" "$repo/dev/ref/$m"; fi
 done

@@ -393,8 +393,8 @@ TEST_TOL = {"logits": 2e-5, "loss": 1e-5, "grad.": 1e-4, "train_loss": 1e-5, "tr
             "final.": 1e-5, "val_loss": 1e-5}
 
 
-def check_float32_lands_close(expect, forward, params, name):
-    """The same computation in float32 must land within a fifth of test_sft's
+def check_float32_lands_close(expect, forward, params, name, margin=5):
+    """The same computation in float32 must land within a fifth (1/margin) of test_sft's
     tolerances. AdamW divides by sqrt(v) + 1e-8, so a gradient entry near 1e-8 after
     clipping turns float32 rounding into a visibly different step; with an unlucky
     random model that fails a correct float32 trainer. This rejects such a model."""
@@ -406,9 +406,9 @@ def check_float32_lands_close(expect, forward, params, name):
             continue
         err = ((e32[k].double() - ref.double()).abs().max() / max(ref.double().abs().max().item(), 1e-6)).item()
         worst[k] = err
-        assert err < tol / 5, "%s: float32 lands %.3g from the float64 %s (test_sft allows %g)" % (name, err, k, tol)
+        assert err < tol / margin, "%s: float32 lands %.3g from the float64 %s (test_sft allows %g)" % (name, err, k, tol)
     k = max(worst, key=lambda k: worst[k] / next(t for p, t in TEST_TOL.items() if k.startswith(p)))
-    print("%s: float32 lands within a fifth of test_sft's tolerances (closest: %s at %.3g)" % (name, k, worst[k]))
+    print("%s: float32 lands within 1/%g of test_sft's tolerances (closest: %s at %.3g)" % (name, margin, k, worst[k]))
 
 
 def write_model_reference(out, name, cfg, params):

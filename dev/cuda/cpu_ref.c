@@ -5,10 +5,10 @@
 #include "cpu_ref.h"
 
 void ref_encoder_forward(float *out, const int *inputs, const int *pos, const float *wte, const float *wpe, int BT, int C) {
-    encoder_forward(out, inputs, pos, wte, wpe, BT, C);
+    encoder_forward(out, inputs, pos, wte, wpe, 1.0f, BT, C);
 }
 void ref_encoder_backward(float *dwte, float *dwpe, const float *dout, const int *inputs, const int *pos, int BT, int C) {
-    encoder_backward(dwte, dwpe, dout, inputs, pos, BT, C);
+    encoder_backward(dwte, dwpe, dout, inputs, pos, 1.0f, BT, C);
 }
 void ref_layernorm_forward(float *out, float *mean, float *rstd, const float *inp, const float *w, const float *b, int N, int C, float eps) {
     layernorm_forward(out, mean, rstd, inp, w, b, N, C, eps);
@@ -26,11 +26,11 @@ void ref_matmul_backward(float *dinp, float *dw, float *dbias, const float *dout
 
 void ref_attention_forward(float *out, float *att, const float *qkv, const int *doc_start, int B, int T, int NH, int KVH, int HS,
                            int window) {
-    attention_forward(out, att, qkv, doc_start, B, T, NH, KVH, HS, window);
+    attention_forward(out, att, qkv, doc_start, B, T, NH, KVH, HS, 1.0f / sqrtf((float)HS), window);  // the GPU kernels' scale
 }
 void ref_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *att, const int *doc_start, int B, int T, int NH,
                             int KVH, int HS, int window) {
-    attention_backward(dqkv, dout, qkv, att, doc_start, B, T, NH, KVH, HS, window);
+    attention_backward(dqkv, dout, qkv, att, doc_start, B, T, NH, KVH, HS, 1.0f / sqrtf((float)HS), window);
 }
 void ref_gelu_forward(float *out, const float *inp, long N) { gelu_forward(out, inp, (size_t)N); }
 void ref_gelu_backward(float *dinp, const float *inp, const float *dout, long N) { gelu_backward(dinp, inp, dout, (size_t)N); }
@@ -49,10 +49,10 @@ void ref_adamw(float *p, const float *g, float *m, float *v, long n, float lr, f
 
 // ---- the Llama family's layers ----
 void ref_rmsnorm_forward(float *out, float *rstd, const float *inp, const float *w, int N, int C, float eps) {
-    rmsnorm_forward(out, rstd, inp, w, N, C, eps);
+    rmsnorm_forward(out, rstd, inp, w, N, C, eps, 0.0f);
 }
 void ref_rmsnorm_backward(float *dinp, float *dw, const float *dout, const float *inp, const float *w, const float *rstd, int N, int C) {
-    rmsnorm_backward(dinp, dw, dout, inp, w, rstd, N, C);
+    rmsnorm_backward(dinp, dw, dout, inp, w, rstd, N, C, 0.0f);
 }
 // train_sft.c reads cos and sin from tables over the positions; here tables up to the largest position given
 static void ref_rope(float *qkv, const int *pos, const float *inv_freq, int BT, int NH, int KVH, int HS, int backward) {
