@@ -26,7 +26,7 @@
 # parallel scaling efficiency where the machine has several GPUs; GPT-2 XL (1.5B, T=1024,
 # -r 2) for a few steps with its peak memory; transformers loading our export and the
 # Llama-family references (dev/ref/tiny_llama*, tiny_qwen2); PyTorch (torch.compile) on the same shapes;
-# the Llama family's benchmark: SmolLM2-360M's and Llama-3.2-1B's shapes per recompute level
+# the Llama family's benchmark: SmolLM2-360M's, Llama-3.2-1B's and Qwen3-0.6B's shapes per recompute level
 # (B=LLAMA_B, default 8, T=1024) with tokens/s, MFU and peak memory, and PyTorch on the 360M shape.
 set -u -o pipefail
 cd "$(dirname "$0")/.." || exit 2
@@ -275,24 +275,28 @@ if gpu_ready determinism_124M bench_124M_V50257_r0 bench_124M_V50257_r1 bench_12
         row gpt2_xl_peak_memory ok 0 "$(grep -m1 'peak in use' "$OUT/logs/gpt2_xl_r2.log" | sed 's/^memory| //')"
 fi
 
-# ---- the Llama family: SmolLM2-360M's and Llama-3.2-1B's shapes (fresh models of the
-# same sizes and vocabularies, tied heads) per recompute level, T=1024, B=$LB (default 8):
-# tokens/s, MFU and peak memory; then PyTorch (torch.compile) on the 360M shape.
+# ---- the Llama family: SmolLM2-360M's, Llama-3.2-1B's and Qwen3-0.6B's shapes (fresh models
+# of the same sizes and vocabularies, tied heads; Qwen3 with its q/k norms and head size 128)
+# per recompute level, T=1024, B=$LB (default 8): tokens/s, MFU and peak memory; then PyTorch
+# (torch.compile) on the 360M shape. (Gemma-3-1B's head size 256 has no GPU attention kernel.)
 LB=${LLAMA_B:-8}
-llama_flops_per_token() {  # L C NH KVH FF V: 6 N (N: parameters, the tied head once) + attention 6 L NH HS T (causal)
-    local L=$1 C=$2 NH=$3 KVH=$4 FF=$5 V=$6 HS=$(($2 / $3))
+llama_flops_per_token() {  # L C NH KVH FF V [HS]: 6 N (N: parameters, the tied head once) + attention 6 L NH HS T (causal)
+    local L=$1 C=$2 NH=$3 KVH=$4 FF=$5 V=$6 HS=${7:-$(($2 / $3))}
     echo $((6 * (V * C + L * (C * (NH + 2 * KVH) * HS + NH * HS * C + 3 * C * FF + 2 * C) + C) + 6 * L * NH * HS * 1024))
 }
 if gpu_ready bench_smollm2_360M_r0 bench_smollm2_360M_r1 bench_smollm2_360M_r2 bench_llama32_1B_r0 bench_llama32_1B_r1 \
-    bench_llama32_1B_r2 pytorch_compile_smollm2_360M; then
-    for shape in "smollm2_360M 32 960 15 5 2560 49152" "llama32_1B 16 2048 32 8 8192 128256"; do
-        read -r sname L C NH KVH FF V <<< "$shape"
+    bench_llama32_1B_r2 bench_qwen3_06B_r0 bench_qwen3_06B_r1 bench_qwen3_06B_r2 pytorch_compile_smollm2_360M; then
+    # name L C NH KVH FF V HS descriptor-suffix (HS: the head size; the suffix: a128q for Qwen3's head size and family)
+    for shape in "smollm2_360M 32 960 15 5 2560 49152 64 -" "llama32_1B 16 2048 32 8 8192 128256 64 -" \
+        "qwen3_06B 28 1024 16 8 3072 151936 128 a128q"; do
+        read -r sname L C NH KVH FF V HS suffix <<< "$shape"
+        [ "$suffix" = - ] && suffix=""
         check "bench_data_$sname" 120 "$py" dev/bench_torch.py data "$OUT/runs/bench_$sname.bin" "$V" $((LB * (STEPS + 1))) 1024 || continue
-        flops=$(llama_flops_per_token "$L" "$C" "$NH" "$KVH" "$FF" "$V")
+        flops=$(llama_flops_per_token "$L" "$C" "$NH" "$KVH" "$FF" "$V" "$HS")
         for r in 0 1 2; do
             name="bench_${sname}_r$r"
             log="$OUT/logs/$name.log"
-            SFT_KERNEL_TIMES=4 check "$name" 300 ./train_sftcu -i "$OUT/runs/bench_$sname.bin" -e "l${L}c${C}h${NH}k${KVH}f${FF}t1024" \
+            SFT_KERNEL_TIMES=4 check "$name" 300 ./train_sftcu -i "$OUT/runs/bench_$sname.bin" -e "l${L}c${C}h${NH}k${KVH}f${FF}t1024$suffix" \
                 -b "$LB" -t 1024 -S 0 -x "$STEPS" -r $r -o "$OUT/runs/$name" || { rm -rf "$OUT/runs/$name"; continue; }
             rm -rf "$OUT/runs/$name"  # its final checkpoint: 15 GB for the 1B shape (F32 export + AdamW state)
             ms=$(median_ms "$log")
