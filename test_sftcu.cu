@@ -561,6 +561,30 @@ int main(void) {
         test_llama_gpu(descs[k], &c2, params, 2, 32);
         free(params);
     }
+    // the newer families against the CPU trainer: the PyTorch-checked tiny_gemma3 (a window of 5
+    // in 16-token rows, (1 + w) norms, post norms, q/k norms, GeGLU, embedding scale,
+    // query_pre_attn_scalar 24 with head size 16, local and linear-scaled rotary tables) and
+    // tiny_smollm3 (layer 0 without RoPE); tiny_qwen3's head size 12 has no GPU attention kernel
+    const char *new_dirs[2] = {"dev/ref/tiny_gemma3", "dev/ref/tiny_smollm3"};
+    for (int k = 0; k < 2; k++) {
+        gpt2_load_hf(new_dirs[k], &cfg, &params, &p);
+        for (int r = 0; r <= 2; r++) {
+            char name[64];
+            snprintf(name, sizeof name, "%s_recompute%d", new_dirs[k] + 8, r);
+            test_step_against_cpu(name, &cfg, params, "dev/ref/tiny_train.bin", 2, 16, r);
+        }
+        free(params);
+    }
+    // fresh ones with head size 32: Qwen3 (q/k norms, head size independent of C / NH), SmolLM3
+    // (layer 3 without RoPE), Gemma 3 (window 8 in 32-token rows on layers 0 and 2, query_pre_attn_scalar 20)
+    const char *new_descs[3] = {"l2c64h4k2f96a32uq", "l4c128h4k2f192n", "l3c128h4k2f192gw8p2"};
+    for (int k = 0; k < 3; k++) {
+        params = llama_test_params(&c2, new_descs[k], 61, 13);
+        if (c2.family == FAMILY_GEMMA3) c2.attn_scalar = 20.0f;
+        test_step_against_cpu(new_descs[k], &c2, params, "dev/ref/tiny_train.bin", 2, 32, 0);
+        test_llama_gpu(new_descs[k], &c2, params, 2, 32);
+        free(params);
+    }
     test_programs();
     test_programs_llama();
     printf("test_sftcu_%s: %d failed\n", PRECISION_NAME, failures);

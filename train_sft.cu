@@ -4,10 +4,12 @@ semantics, checkpoints and Hugging Face export as the CPU trainer (train_sft.c),
 which is its reference: every kernel in cuda/ has a CPU twin there, checked in
 dev/cuda/, and test_sftcu compares whole steps.
 
-Both model families of common/gpt2.h: GPT-2, and Llama/Qwen2 (RMSNorm, rotary positions,
-SwiGLU, [out, in] weights, no position embedding, tied or untied head), chosen by the
-configuration in a few dispatching layer functions (norm_*, linear_*, mlp_*), so that both
-run through the same layer_forward and gpu_backward.
+Both model families of common/gpt2.h: GPT-2, and the Llama family (Llama, Qwen2, Qwen3,
+Gemma 3, SmolLM3: RMSNorm, rotary positions, SwiGLU or GeGLU, [out, in] weights, no position
+embedding, tied or untied head, and the newer families' features: q/k norms, (1 + w) norms,
+post norms, embedding and attention scales, per-layer rotary tables or none, sliding windows),
+chosen by the configuration in a few dispatching layer functions (norm_*, linear_*, mlp_*,
+attn_*), so that all run through the same layer_forward and gpu_backward.
 Matrix products run through cuBLASLt (the layers', with bias, GELU, its derivative and the
 bias gradient in the product's epilogue) and cuBLAS (the classifier's); everything else is our own kernels (the
 headers in cuda/); each residual add is fused into the LayerNorm (RMSNorm) that follows it.
@@ -58,7 +60,11 @@ moments by default when W > 1.
 // 2 FF for the Llama family ([gate | up]).
 struct Acts {
     floatX *encoded;                   // (BT, C)
-    floatX *ln1, *qkv, *atty;          // (BT, C) / (BT, QKV) (q and k after RoPE) / (BT, A), per layer unless recomputed
+    floatX *ln1, *qkv, *atty;          // (BT, C) / (BT, QKV) (q and k after their norms and RoPE) / (BT, A), per layer unless recomputed
+    floatX *qk_raw;                    // (BT, (NH + KVH) HS) q and k before their norms (qk_norm), kept as qkv
+    float *qk_rstd;                    // (BT, NH + KVH) their rstd (qk_norm), kept as qkv
+    floatX *attn_out, *mlp_out;        // (BT, C) each: o_proj's and down's outputs before the post norms (post_norms), kept as qkv
+    float *attn_rstd, *mlp_rstd;       // (BT) each: the post norms' rstd (post_norms), kept as qkv
     float *ln1_mean, *ln1_rstd, *lse;  // (L, BT), (L, BT), (L, NH, BT); the means only for GPT-2's LayerNorm
     floatX *residual2, *ln2;           // (BT, C)
     float *ln2_mean, *ln2_rstd;        // (L, BT)
@@ -69,7 +75,8 @@ struct Acts {
     floatX *x_sel, *logits;            // (BT, C), (BT, Vp): rows that go to the classifier
     float *losses;                     // (BT)
     floatX *dresidual, *dln, *datty, *dqkv, *dfch, *dx_sel;  // gradient scratch, one layer: (BT, C), (BT, C), (BT, A), (BT, QKV), (BT, FW), (BT, C)
-    floatX *dswiglu;                   // (BT, FF) the gradient of the SwiGLU output (Llama family; empty for GPT-2)
+    floatX *dswiglu;                   // (BT, FF) the gradient of the SwiGLU (GeGLU) output (Llama family; empty for GPT-2)
+    floatX *dpost;                     // (BT, C) the gradient of a sub-layer's output before its post norm (post_norms)
     float *scratch;                    // reductions
     float *norm2, *grad_scale;         // one float each
 };
@@ -119,6 +126,7 @@ struct GpuModel {
     void *blas_workspace;              // (BLAS_WORKSPACE bytes) cuBLAS's workspace, set once with the stream
     cudaStream_t stream;
     float *inv_freq;                   // (HS/2) RoPE's frequencies on the device (Llama family; rope_inv_freq)
+    float *inv_freq_local;             // (HS/2) the sliding layers' own (rope_local_theta; rope_local_inv_freq), else null
     float *host_logits;                // one row, for generation
     floatX *host_row;
 };
@@ -156,11 +164,19 @@ static size_t gpu_acts_alloc(Acts *a, size_t *scratch_floats, const GPT2Config *
     size_t ML = llama ? 0 : L;  // LayerNorm means: RMSNorm has none
     size_t lay = stored_per_layer(recompute, true) ? L : 1;   // ln1, ln2, fch, fch_gelu: recomputed at level 1
     size_t big = stored_per_layer(recompute, false) ? L : 1;  // qkv, atty, lse, residual2: kept at level 1
+    size_t QK = cfg->qk_norm ? (size_t)(cfg->NH + cfg->KVH) * cfg->HS : 0, QH = cfg->qk_norm ? (size_t)(cfg->NH + cfg->KVH) : 0;
+    size_t PC = cfg->post_norms ? C : 0, P1 = cfg->post_norms ? 1 : 0;  // the post norms' widths
     a->encoded = (floatX *)acts_take(BT * C * X, &t, allocate);
     a->ln1 = (floatX *)acts_take(lay * BT * C * X, &t, allocate);
     a->qkv = (floatX *)acts_take(big * BT * QKV * X, &t, allocate);
     a->atty = (floatX *)acts_take(big * BT * A * X, &t, allocate);
     a->lse = (float *)acts_take(big * NH * BT * F, &t, allocate);
+    a->qk_raw = (floatX *)acts_take(big * BT * QK * X, &t, allocate);
+    a->qk_rstd = (float *)acts_take(big * BT * QH * F, &t, allocate);
+    a->attn_out = (floatX *)acts_take(big * BT * PC * X, &t, allocate);
+    a->mlp_out = (floatX *)acts_take(big * BT * PC * X, &t, allocate);
+    a->attn_rstd = (float *)acts_take(big * BT * P1 * F, &t, allocate);
+    a->mlp_rstd = (float *)acts_take(big * BT * P1 * F, &t, allocate);
     a->ln1_mean = (float *)acts_take(ML * BT * F, &t, allocate);
     a->ln1_rstd = (float *)acts_take(L * BT * F, &t, allocate);
     a->residual2 = (floatX *)acts_take(big * BT * C * X, &t, allocate);
@@ -183,12 +199,15 @@ static size_t gpu_acts_alloc(Acts *a, size_t *scratch_floats, const GPT2Config *
     a->dfch = (floatX *)acts_take(BT * FW * X, &t, allocate);
     a->dx_sel = (floatX *)acts_take(BT * C * X, &t, allocate);
     a->dswiglu = (floatX *)acts_take((llama ? BT * FF : 0) * X, &t, allocate);
+    a->dpost = (floatX *)acts_take(BT * PC * X, &t, allocate);
     size_t s = layernorm_backward_scratch_floats((int)BT, (int)C);  // RMSNorm's needs half of it
     // the bias gradient before it is added: GPT-2's widest product (in the epilogue); Qwen2's
     // q, k, v bias by bias_backward's partial sums
     size_t s2 = llama ? (cfg->qkv_bias ? bias_backward_scratch_floats((int)BT, (int)QKV) : 0) : FW;
     size_t s3 = attention_backward_scratch_floats(B, T, (int)NH);
     size_t s4 = global_norm_scratch_floats();
+    size_t s5 = cfg->qk_norm ? qk_norm_backward_scratch_floats((int)BT, cfg->HS) : 0;
+    if (s5 > s) s = s5;
     if (s2 > s) s = s2;
     if (s3 > s) s = s3;
     if (s4 > s) s = s4;
@@ -285,12 +304,18 @@ static void gpu_model_build(GpuModel *M, const GPT2Config *cfg, const float *hos
     for (int i = 0; i < cfg->maxT; i++) M->slot_pos[i] = -1;
     M->host_logits = (float *)xmalloc(V * sizeof(float));
     M->host_row = (floatX *)xmalloc(V * sizeof(floatX));
-    M->inv_freq = NULL;
+    M->inv_freq = M->inv_freq_local = NULL;
     if (is_llama_family(cfg)) {  // the shared frequencies (common/gpt2.h), as the CPU trainer's
-        float *f = (float *)xmalloc((size_t)(cfg->HS / 2) * sizeof(float));
+        size_t half = (size_t)(cfg->HS / 2);
+        float *f = (float *)xmalloc(half * sizeof(float));
         rope_inv_freq(cfg, f);
-        M->inv_freq = (float *)dev_alloc((size_t)(cfg->HS / 2) * sizeof(float));
-        CUDA_CHECK(cudaMemcpy(M->inv_freq, f, (size_t)(cfg->HS / 2) * sizeof(float), cudaMemcpyHostToDevice));
+        M->inv_freq = (float *)dev_alloc(half * sizeof(float));
+        CUDA_CHECK(cudaMemcpy(M->inv_freq, f, half * sizeof(float), cudaMemcpyHostToDevice));
+        if (cfg->rope_local_theta != 0) {
+            rope_local_inv_freq(cfg, f);
+            M->inv_freq_local = (float *)dev_alloc(half * sizeof(float));
+            CUDA_CHECK(cudaMemcpy(M->inv_freq_local, f, half * sizeof(float), cudaMemcpyHostToDevice));
+        }
         free(f);
     }
 }
@@ -300,7 +325,8 @@ static void gpu_model_free(GpuModel *M) {
     void *ptrs[] = {M->params, M->grads, M->m, M->v, a->encoded, a->ln1, a->qkv, a->atty, a->lse, a->ln1_mean, a->ln1_rstd, a->residual2,
                     a->ln2, a->ln2_mean, a->ln2_rstd, a->fch, a->fch_gelu, a->residual3, a->lnf, a->lnf_mean, a->lnf_rstd, a->x_sel,
                     a->logits, a->losses, a->dresidual, a->dln, a->datty, a->dqkv, a->dfch, a->dx_sel, a->dswiglu, a->scratch, a->norm2,
-                    a->grad_scale, M->dev_block, M->blas_workspace, M->inv_freq};
+                    a->grad_scale, M->dev_block, M->blas_workspace, M->inv_freq, M->inv_freq_local, a->qk_raw, a->qk_rstd, a->attn_out,
+                    a->mlp_out, a->attn_rstd, a->mlp_rstd, a->dpost};
     for (size_t i = 0; i < sizeof ptrs / sizeof ptrs[0]; i++) CUDA_CHECK(cudaFree(ptrs[i]));
 #if !defined(ENABLE_FP32)
     CUDA_CHECK(cudaFree(M->master));
@@ -376,8 +402,10 @@ static void kt_step_end(cudaStream_t s) {
 // Pointers to layer l's activations (index 0 where one layer's worth is reused).
 struct LayerActs {
     floatX *ln1, *qkv, *atty, *residual2, *ln2, *fch, *fch_gelu, *residual3;
+    floatX *qk_raw, *attn_out, *mlp_out;                   // null without qk_norm (qk_raw), post_norms (the others)
     const floatX *input;
     float *ln1_mean, *ln1_rstd, *lse, *ln2_mean, *ln2_rstd;  // the means null for the Llama family
+    float *qk_rstd, *attn_rstd, *mlp_rstd;                 // null as qk_raw, attn_out and mlp_out
 };
 
 static LayerActs layer_acts(const GpuModel *M, int l, int BT) {
@@ -391,6 +419,13 @@ static LayerActs layer_acts(const GpuModel *M, int l, int BT) {
     r.qkv = a->qkv + big * BT * QKV;
     r.atty = a->atty + big * BT * A;
     r.lse = a->lse + big * NH * BT;
+    size_t H = (size_t)c->NH + c->KVH;
+    r.qk_raw = c->qk_norm ? a->qk_raw + big * BT * H * c->HS : nullptr;
+    r.qk_rstd = c->qk_norm ? a->qk_rstd + big * BT * H : nullptr;
+    r.attn_out = c->post_norms ? a->attn_out + big * BT * C : nullptr;
+    r.mlp_out = c->post_norms ? a->mlp_out + big * BT * C : nullptr;
+    r.attn_rstd = c->post_norms ? a->attn_rstd + big * BT : nullptr;
+    r.mlp_rstd = c->post_norms ? a->mlp_rstd + big * BT : nullptr;
     r.residual2 = a->residual2 + big * BT * C;
     r.ln2 = a->ln2 + lay * BT * C;
     r.fch = a->fch + lay * BT * FW;
@@ -417,14 +452,21 @@ static float *lg(const GpuModel *M, int i, int l) {
 // ----------------------------------------------------------------------------
 // The layers whose kernels differ between the families, chosen by the configuration.
 // GPT-2: LayerNorm, Conv1D weights [in, out] with biases, GELU (in the product's epilogue).
-// Llama family: RMSNorm (no mean, no bias), nn.Linear weights [out, in] (Qwen2's q, k, v
-// biases), RoPE on q and k, SwiGLU.
+// Llama family: RMSNorm (no mean, no bias; Gemma 3's scales by 1 + w), nn.Linear weights
+// [out, in] (Qwen2's q, k, v biases), q/k norms (Qwen3, Gemma 3), RoPE on q and k (per layer:
+// the global or the sliding layers' table, or none), SwiGLU or GeGLU (Gemma 3).
+
+// The added 1 of the RMSNorms: 1 where they scale by 1 + w (Gemma 3), else 0 (train_sft.c's norm_one).
+static float norm_one(const GPT2Config *c) { return c->norm_plus_one ? 1.0f : 0.0f; }
+
+// The token embedding's factor: embed_scale (Gemma 3), or 1 (train_sft.c's embedding_scale).
+static float embedding_scale(const GPT2Config *c) { return c->embed_scale != 0 ? c->embed_scale : 1.0f; }
 
 // out = norm(inp) over BT rows of C channels (mean unused by RMSNorm, b null there)
 static void norm_forward(GpuModel *M, floatX *out, float *mean, float *rstd, const floatX *inp, const floatX *w, const floatX *b, int BT) {
     const GPT2Config *c = &M->cfg;
     kt_mark(M->stream, K_LAYERNORM);
-    if (is_llama_family(c)) rmsnorm_forward(out, rstd, inp, w, BT, c->C, c->eps, M->stream);
+    if (is_llama_family(c)) rmsnorm_forward(out, rstd, inp, w, BT, c->C, c->eps, norm_one(c), M->stream);
     else layernorm_forward(out, mean, rstd, inp, w, b, BT, c->C, c->eps, M->stream);
 }
 
@@ -433,7 +475,7 @@ static void fused_residual_norm_forward(GpuModel *M, floatX *residual_out, float
                                         const floatX *bsum, const floatX *w, const floatX *b, int BT) {
     const GPT2Config *c = &M->cfg;
     kt_mark(M->stream, K_LAYERNORM);
-    if (is_llama_family(c)) fused_residual_rmsnorm_forward(residual_out, out, rstd, a, bsum, w, BT, c->C, c->eps, M->stream);
+    if (is_llama_family(c)) fused_residual_rmsnorm_forward(residual_out, out, rstd, a, bsum, w, BT, c->C, c->eps, norm_one(c), M->stream);
     else fused_residual_layernorm_forward(residual_out, out, mean, rstd, a, bsum, w, b, BT, c->C, c->eps, M->stream);
 }
 
@@ -442,7 +484,7 @@ static void norm_backward(GpuModel *M, floatX *dinp, float *dw, float *db, const
                           const float *mean, const float *rstd, int BT) {
     const GPT2Config *c = &M->cfg;
     kt_mark(M->stream, K_LAYERNORM);
-    if (is_llama_family(c)) rmsnorm_backward(dinp, dw, M->a.scratch, dout, inp, w, rstd, BT, c->C, M->stream);
+    if (is_llama_family(c)) rmsnorm_backward(dinp, dw, M->a.scratch, dout, inp, w, rstd, BT, c->C, norm_one(c), M->stream);
     else layernorm_backward(dinp, dw, db, M->a.scratch, dout, inp, w, mean, rstd, BT, c->C, M->stream);
 }
 
@@ -467,7 +509,7 @@ static void linear_backward(GpuModel *M, floatX *dinp, float *dw, float *dbias, 
 }
 
 // The MLP up to its hidden activation x.fch_gelu (BT, FF) from x.ln2: GPT-2 fch = fc(ln2) and
-// its GELU in the product's epilogue; Llama fch = [gate | up] of ln2 and the SwiGLU kernel.
+// its GELU in the product's epilogue; Llama fch = [gate | up] of ln2 and the SwiGLU (GeGLU) kernel.
 static void mlp_up_forward(GpuModel *M, int l, const LayerActs *x, int BT) {
     const GPT2Config *c = &M->cfg;
     cudaStream_t s = M->stream;
@@ -478,12 +520,12 @@ static void mlp_up_forward(GpuModel *M, int l, const LayerActs *x, int BT) {
     }
     matmul_forward_oi(&M->lt, x->fch, x->ln2, lp(M, P_FCW, l), nullptr, BT, c->C, 2 * c->FF, s);
     kt_mark(s, K_OTHER);
-    swiglu_forward(x->fch_gelu, x->fch, BT, c->FF, s);
+    glu_forward(x->fch_gelu, x->fch, BT, c->FF, c->mlp_act, s);
 }
 
 // Backward through the MLP's output product and its activation: from dout (the residual
 // stream's gradient) to M->a.dfch, the gradient of the first product's output. GPT-2: the
-// GELU's derivative in the epilogue; Llama: the product into dswiglu, then SwiGLU's backward.
+// GELU's derivative in the epilogue; Llama: the product into dswiglu, then SwiGLU's (GeGLU's) backward.
 static void mlp_down_backward(GpuModel *M, int l, const LayerActs *x, const floatX *dout, int BT) {
     const GPT2Config *c = &M->cfg;
     Acts *a = &M->a;
@@ -496,25 +538,65 @@ static void mlp_down_backward(GpuModel *M, int l, const LayerActs *x, const floa
     }
     matmul_backward_oi(&M->lt, a->dswiglu, lg(M, P_FCPROJW, l), dout, x->fch_gelu, lp(M, P_FCPROJW, l), BT, c->FF, c->C, s);
     kt_mark(s, K_OTHER);
-    swiglu_backward(a->dfch, x->fch, a->dswiglu, BT, c->FF, s);
+    glu_backward(a->dfch, x->fch, a->dswiglu, BT, c->FF, c->mlp_act, s);
 }
 
-// Attention of the layer (document-masked causal; query head h reads key/value head h / (NH/KVH)).
-static void attn_forward(GpuModel *M, const LayerActs *x, int B, int T) {
+// Layer l's rotary frequencies on the device, or null for a layer without RoPE (NoPE, GPT-2).
+static const float *layer_inv_freq(const GpuModel *M, int l) {
+    int kind = layer_rope(&M->cfg, l);
+    return kind == ROPE_NONE ? nullptr : kind == ROPE_LOCAL ? M->inv_freq_local : M->inv_freq;
+}
+
+// Attention of layer l (document-masked causal, within the layer's window; query head h reads
+// key/value head h / (NH/KVH); scores times attention_scale): q and k normed per head
+// (qk_norm), then rotated by the layer's table (if any), in place in qkv.
+static void attn_forward(GpuModel *M, int l, const LayerActs *x, int B, int T) {
     const GPT2Config *c = &M->cfg;
     kt_mark(M->stream, K_ATTENTION);
-    if (is_llama_family(c)) rope_forward(x->qkv, M->b.pos, M->inv_freq, B * T, c->NH, c->KVH, c->HS, M->stream);
-    attention_forward(x->atty, x->lse, x->qkv, M->b.doc_start, B, T, c->NH, c->KVH, c->HS, 0, M->stream);
+    if (c->qk_norm)
+        qk_norm_forward(x->qkv, x->qk_raw, x->qk_rstd, lp(M, P_QNORMW, l), lp(M, P_KNORMW, l), B * T, c->NH, c->KVH, c->HS, c->eps, norm_one(c),
+                        M->stream);
+    const float *inv_freq = layer_inv_freq(M, l);
+    if (inv_freq) rope_forward(x->qkv, M->b.pos, inv_freq, B * T, c->NH, c->KVH, c->HS, M->stream);
+    attention_forward(x->atty, x->lse, x->qkv, M->b.doc_start, B, T, c->NH, c->KVH, c->HS, attention_scale(c), layer_window(c, l), M->stream);
 }
 
-// M->a.dqkv = the gradient of the layer's q|k|v product's output (before RoPE), from M->a.datty
-static void attn_backward(GpuModel *M, const LayerActs *x, int B, int T) {
+// M->a.dqkv = the gradient of layer l's q|k|v product's output (before the q/k norms and RoPE), from M->a.datty
+static void attn_backward(GpuModel *M, int l, const LayerActs *x, int B, int T) {
     const GPT2Config *c = &M->cfg;
     Acts *a = &M->a;
     kt_mark(M->stream, K_ATTENTION);
-    attention_backward(a->dqkv, a->scratch, a->datty, x->atty, x->lse, x->qkv, M->b.doc_start, B, T, c->NH, c->KVH, c->HS, 0,
-                       M->stream);
-    if (is_llama_family(c)) rope_backward(a->dqkv, M->b.pos, M->inv_freq, B * T, c->NH, c->KVH, c->HS, M->stream);
+    attention_backward(a->dqkv, a->scratch, a->datty, x->atty, x->lse, x->qkv, M->b.doc_start, B, T, c->NH, c->KVH, c->HS, attention_scale(c),
+                       layer_window(c, l), M->stream);
+    const float *inv_freq = layer_inv_freq(M, l);
+    if (inv_freq) rope_backward(a->dqkv, M->b.pos, inv_freq, B * T, c->NH, c->KVH, c->HS, M->stream);
+    if (c->qk_norm)
+        qk_norm_backward(a->dqkv, lg(M, P_QNORMW, l), lg(M, P_KNORMW, l), a->scratch, x->qk_raw, x->qk_rstd, lp(M, P_QNORMW, l), lp(M, P_KNORMW, l),
+                         B * T, c->NH, c->KVH, c->HS, norm_one(c), M->stream);
+}
+
+// A sub-layer's output product into out: without post norms the product itself; with them
+// (Gemma 3) the product into prod (kept for backward) and its RMSNorm (weight w, rstd kept)
+// into out. out then goes to the fused residual add + next norm.
+static void sublayer_output_forward(GpuModel *M, floatX *out, floatX *prod, float *rstd, const floatX *w, const floatX *inp, const floatX *pw,
+                                    const floatX *pb, int BT, int IC) {
+    const GPT2Config *c = &M->cfg;
+    if (!c->post_norms) { linear_forward(M, out, inp, pw, pb, BT, IC, c->C); return; }
+    linear_forward(M, prod, inp, pw, pb, BT, IC, c->C);
+    kt_mark(M->stream, K_LAYERNORM);
+    rmsnorm_forward(out, rstd, prod, w, BT, c->C, c->eps, norm_one(c), M->stream);
+}
+
+// The gradient of a sub-layer's output product from dout (the residual stream's): dout itself,
+// or with post norms their backward into M->a.dpost (zeroed first: the kernel adds), dw += its weight gradient.
+static const floatX *sublayer_output_backward(GpuModel *M, const floatX *dout, float *dw, const floatX *prod, const floatX *w, const float *rstd,
+                                              int BT) {
+    const GPT2Config *c = &M->cfg;
+    if (!c->post_norms) return dout;
+    kt_mark(M->stream, K_LAYERNORM);
+    CUDA_CHECK(cudaMemsetAsync(M->a.dpost, 0, (size_t)BT * c->C * sizeof(floatX), M->stream));
+    rmsnorm_backward(M->a.dpost, dw, M->a.scratch, dout, prod, w, rstd, BT, c->C, norm_one(c), M->stream);
+    return M->a.dpost;
 }
 
 // ----------------------------------------------------------------------------
@@ -528,18 +610,18 @@ static void layer_forward(GpuModel *M, int l, int B, int T) {
     int C = c->C, BT = B * T, A = c->NH * c->HS;
     LayerActs x = layer_acts(M, l, BT);
     linear_forward(M, x.qkv, x.ln1, lp(M, P_QKVW, l), lp(M, P_QKVB, l), BT, C, qkv_width(c));
-    attn_forward(M, &x, B, T);
-    // the attention projection goes to ln2's buffer: the fused kernel reads each row before it writes it
-    linear_forward(M, x.ln2, x.atty, lp(M, P_ATTPROJW, l), lp(M, P_ATTPROJB, l), BT, A, C);
+    attn_forward(M, l, &x, B, T);
+    // the attention projection (post-normed) goes to ln2's buffer: the fused kernel reads each row before it writes it
+    sublayer_output_forward(M, x.ln2, x.attn_out, x.attn_rstd, lp(M, P_POSTATTNW, l), x.atty, lp(M, P_ATTPROJW, l), lp(M, P_ATTPROJB, l), BT, A);
     fused_residual_norm_forward(M, x.residual2, x.ln2, x.ln2_mean, x.ln2_rstd, x.input, x.ln2, lp(M, P_LN2W, l), lp(M, P_LN2B, l), BT);
     mlp_up_forward(M, l, &x, BT);
 }
 
-// Layer l's last product and residual add (residual3 = residual2 + fcproj(fch_gelu)), fused
-// into the norm that follows: the next layer's ln1, or after the last layer lnf.
+// Layer l's last product and residual add (residual3 = residual2 + [post_norm](fcproj(fch_gelu))),
+// fused into the norm that follows: the next layer's ln1, or after the last layer lnf.
 static void layer_output_forward(GpuModel *M, int l, int B, int T) {
     const GPT2Config *c = &M->cfg;
-    int C = c->C, BT = B * T;
+    int BT = B * T;
     Acts *a = &M->a;
     LayerActs x = layer_acts(M, l, BT);
     floatX *ln_out = a->lnf;
@@ -551,7 +633,8 @@ static void layer_output_forward(GpuModel *M, int l, int B, int T) {
         w = lp(M, P_LN1W, l + 1); b = lp(M, P_LN1B, l + 1);
     }
     // into the norm's output buffer, which the fused kernel reads row by row before writing it
-    linear_forward(M, ln_out, x.fch_gelu, lp(M, P_FCPROJW, l), lp(M, P_FCPROJB, l), BT, c->FF, C);
+    sublayer_output_forward(M, ln_out, x.mlp_out, x.mlp_rstd, lp(M, P_POSTFFNW, l), x.fch_gelu, lp(M, P_FCPROJW, l), lp(M, P_FCPROJB, l), BT,
+                            c->FF);
     fused_residual_norm_forward(M, x.residual3, ln_out, mean, rstd, x.residual2, ln_out, w, b, BT);
 }
 
@@ -565,7 +648,8 @@ static void gpu_forward(GpuModel *M, int B, int T, bool with_targets, float grad
     cudaStream_t s = M->stream;
     Acts *a = &M->a;
     kt_mark(s, K_ENCODER);
-    encoder_forward(a->encoded, M->b.inputs, M->b.pos, M->p[P_WTE], lp(M, P_WPE, 0), BT, C, s);  // no wpe: Llama family
+    // no wpe: Llama family, whose token embedding is scaled (Gemma 3's sqrt(C); else 1)
+    encoder_forward(a->encoded, M->b.inputs, M->b.pos, M->p[P_WTE], lp(M, P_WPE, 0), embedding_scale(c), BT, C, s);
     LayerActs x0 = layer_acts(M, 0, BT);
     norm_forward(M, x0.ln1, x0.ln1_mean, x0.ln1_rstd, a->encoded, lp(M, P_LN1W, 0), lp(M, P_LN1B, 0), BT);
     for (int l = 0; l < L; l++) {
@@ -605,24 +689,30 @@ static void gpu_backward(GpuModel *M, int B, int T) {
         if (M->recompute == 2) {  // everything but the layer's input was dropped
             norm_forward(M, x.ln1, x.ln1_mean, x.ln1_rstd, x.input, lp(M, P_LN1W, l), lp(M, P_LN1B, l), BT);
             layer_forward(M, l, B, T);
+            // the MLP's post norm needs its input and rstd: the product again, its normed output dropped (dln is free here)
+            if (c->post_norms)
+                sublayer_output_forward(M, a->dln, x.mlp_out, x.mlp_rstd, lp(M, P_POSTFFNW, l), x.fch_gelu, lp(M, P_FCPROJW, l), lp(M, P_FCPROJB, l),
+                                        BT, c->FF);
         }
         if (M->recompute == 1) {  // the norm outputs and the MLP's first product were dropped
             norm_forward(M, x.ln2, x.ln2_mean, x.ln2_rstd, x.residual2, lp(M, P_LN2W, l), lp(M, P_LN2B, l), BT);
             mlp_up_forward(M, l, &x, BT);  // the forward's own calls: bit-identical activations
         }
-        // MLP: residual3 = residual2 + fcproj(act(fc(ln2(residual2))))
-        mlp_down_backward(M, l, &x, a->dresidual, BT);
+        // MLP: residual3 = residual2 + [post_norm](fcproj(act(fc(ln2(residual2)))))
+        const floatX *dmlp = sublayer_output_backward(M, a->dresidual, lg(M, P_POSTFFNW, l), x.mlp_out, lp(M, P_POSTFFNW, l), x.mlp_rstd, BT);
+        mlp_down_backward(M, l, &x, dmlp, BT);
         linear_backward(M, a->dln, lg(M, P_FCW, l), lg(M, P_FCB, l), a->dfch, x.ln2, lp(M, P_FCW, l), BT, C, (int)mlp_first_width(c));
         norm_backward(M, a->dresidual, lg(M, P_LN2W, l), lg(M, P_LN2B, l), a->dln, x.residual2, lp(M, P_LN2W, l), x.ln2_mean, x.ln2_rstd, BT);
-        // attention: residual2 = input + attproj(attention(qkv(ln1(input))))
-        linear_backward(M, a->datty, lg(M, P_ATTPROJW, l), lg(M, P_ATTPROJB, l), a->dresidual, x.atty, lp(M, P_ATTPROJW, l), BT, A, C);
-        attn_backward(M, &x, B, T);
+        // attention: residual2 = input + [post_norm](attproj(attention(rope(qk_norm(qkv(ln1(input)))))))
+        const floatX *dattn = sublayer_output_backward(M, a->dresidual, lg(M, P_POSTATTNW, l), x.attn_out, lp(M, P_POSTATTNW, l), x.attn_rstd, BT);
+        linear_backward(M, a->datty, lg(M, P_ATTPROJW, l), lg(M, P_ATTPROJB, l), dattn, x.atty, lp(M, P_ATTPROJW, l), BT, A, C);
+        attn_backward(M, l, &x, B, T);
         if (M->recompute == 1) norm_forward(M, x.ln1, x.ln1_mean, x.ln1_rstd, x.input, lp(M, P_LN1W, l), lp(M, P_LN1B, l), BT);
         linear_backward(M, a->dln, lg(M, P_QKVW, l), lg(M, P_QKVB, l), a->dqkv, x.ln1, lp(M, P_QKVW, l), BT, C, qkv_width(c));
         norm_backward(M, a->dresidual, lg(M, P_LN1W, l), lg(M, P_LN1B, l), a->dln, x.input, lp(M, P_LN1W, l), x.ln1_mean, x.ln1_rstd, BT);
     }
     kt_mark(s, K_ENCODER);
-    encoder_backward(M->g[P_WTE], lg(M, P_WPE, 0), a->dresidual, &M->b.enc, C, s);
+    encoder_backward(M->g[P_WTE], lg(M, P_WPE, 0), a->dresidual, &M->b.enc, embedding_scale(c), C, s);
 }
 
 // Fills the host block of a micro-batch (laid out as h): its positions, its
@@ -966,9 +1056,6 @@ int main(int argc, char **argv) {
         return 0;
     }
     GPT2Config cfg = run.cfg;
-    // the newer families' features (q/k norms, post norms, GeGLU, sliding windows, NoPE) have no kernels here yet
-    if (cfg.family == FAMILY_QWEN3 || cfg.family == FAMILY_GEMMA3 || cfg.family == FAMILY_SMOLLM3)
-        fatal("%s: Qwen3, Gemma 3 and SmolLM3 models are not computed by the GPU trainer yet; train them with ./train_sft (CPU)", args.init);
     int steps = run.steps, A = run.A, BT = args.B * args.T;
     GpuComm comm;
     ncclUniqueId id;
@@ -982,6 +1069,7 @@ int main(int argc, char **argv) {
                     "the model's starting weights (-e, or the checkpoint of -y 1)");
     size_t free0, total_mem;
     CUDA_CHECK(cudaMemGetInfo(&free0, &total_mem));
+    attention_check_heads(cfg.NH, cfg.KVH, cfg.HS);  // before allocating: head sizes without attention kernels (Gemma 3's 256)
     MemPlan plan = memory_plan(&cfg, args.B, args.T, recompute, dist.world, dist.zero);
     check_device_memory(&plan, free0);
     if (lead) warn_lost_targets(&run.train, args.T);

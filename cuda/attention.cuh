@@ -147,7 +147,7 @@ __device__ inline void att_count_tiles(int *tiles, int visited, int tile, int he
 // Forward. Grid (query tiles, NH, B); the last query tiles (most keys) start first.
 template <int HS>
 __global__ void __launch_bounds__(ATT_THREADS)
-    attention_forward_kernel(floatX *out, float *lse, const floatX *qkv, const int *doc_start, int T, int NH, int KVH, int window,
+    attention_forward_kernel(floatX *out, float *lse, const floatX *qkv, const int *doc_start, int T, int NH, int KVH, float scale, int window,
                              int *tiles) {
     constexpr int LD = HS + 1;
     constexpr int NC = (HS + 15) / 16;
@@ -166,7 +166,7 @@ __global__ void __launch_bounds__(ATT_THREADS)
     const floatX *qb = qkv + (size_t)b * T * QKV + (size_t)h * HS;          // this query head
     const floatX *kb = qkv + (size_t)b * T * QKV + (size_t)(NH + kvh) * HS; // its kv head
     const floatX *vb = kb + (size_t)KVH * HS;
-    const float scale_log2 = ATT_LOG2E / sqrtf((float)HS);
+    const float scale_log2 = ATT_LOG2E * scale;
 
     att_load_tile<HS>(Qs, qb, q0, T, QKV);
     att_load_doc_start(ds_s, &kmin_s, doc_start + (size_t)b * T, q0, T, window);
@@ -259,7 +259,7 @@ __global__ void attention_backward_d_kernel(float *D, const floatX *dout, const 
 template <int HS>
 __global__ void __launch_bounds__(ATT_THREADS)
     attention_backward_dkdv_kernel(floatX *dqkv, const floatX *dout, const float *lse, const float *D, const floatX *qkv,
-                                   const int *doc_start, int T, int NH, int KVH, int window, int *tiles) {
+                                   const int *doc_start, int T, int NH, int KVH, float scale, int window, int *tiles) {
     constexpr int LD = HS + 1;
     constexpr int NC = (HS + 15) / 16;
     extern __shared__ float att_smem[];
@@ -280,7 +280,6 @@ __global__ void __launch_bounds__(ATT_THREADS)
     const floatX *qkv_b = qkv + (size_t)b * T * QKV;
     const floatX *kb = qkv_b + (size_t)(NH + kvh) * HS, *vb = kb + (size_t)KVH * HS;
     const int *ds_b = doc_start + (size_t)b * T;
-    const float scale = 1.0f / sqrtf((float)HS);
     const float scale_log2 = ATT_LOG2E * scale;
     const int klast = min(k0 + ATT_TILE, T) - 1;
 
@@ -356,7 +355,7 @@ __global__ void __launch_bounds__(ATT_THREADS)
 template <int HS>
 __global__ void __launch_bounds__(ATT_THREADS)
     attention_backward_dq_kernel(floatX *dqkv, const floatX *dout, const float *lse, const float *D, const floatX *qkv,
-                                 const int *doc_start, int T, int NH, int KVH, int window, int *tiles) {
+                                 const int *doc_start, int T, int NH, int KVH, float scale, int window, int *tiles) {
     constexpr int LD = HS + 1;
     constexpr int NC = (HS + 15) / 16;
     extern __shared__ float att_smem[];
@@ -375,7 +374,6 @@ __global__ void __launch_bounds__(ATT_THREADS)
     const floatX *qb = qkv + (size_t)b * T * QKV + (size_t)h * HS;          // this query head
     const floatX *kb = qkv + (size_t)b * T * QKV + (size_t)(NH + kvh) * HS; // its kv head
     const floatX *vb = kb + (size_t)KVH * HS;
-    const float scale = 1.0f / sqrtf((float)HS);
     const float scale_log2 = ATT_LOG2E * scale;
 
     att_load_tile<HS>(Qs, qb, q0, T, QKV);
@@ -561,7 +559,7 @@ __device__ inline void att_tc_store_rows(__nv_bfloat16 *dst, size_t stride, int 
 template <int HS>
 __global__ void __launch_bounds__(ATT_TC_THREADS)
     attention_forward_tc_kernel(__nv_bfloat16 *out, float *lse, const __nv_bfloat16 *qkv, const int *doc_start, int T, int NH,
-                                int KVH, int window, int *tiles) {
+                                int KVH, float scale, int window, int *tiles) {
     constexpr int LD = HS + ATT_TC_PAD;
     extern __shared__ float4 att_tc_smem[]; // 16-byte aligned
     __nv_bfloat16 *Qs = (__nv_bfloat16 *)att_tc_smem; // [64][LD]
@@ -577,7 +575,7 @@ __global__ void __launch_bounds__(ATT_TC_THREADS)
     const __nv_bfloat16 *qb = qkv + (size_t)b * T * QKV + (size_t)h * HS;          // this query head
     const __nv_bfloat16 *kb = qkv + (size_t)b * T * QKV + (size_t)(NH + kvh) * HS; // its kv head
     const __nv_bfloat16 *vb = kb + (size_t)KVH * HS;
-    const float scale_log2 = ATT_LOG2E / sqrtf((float)HS);
+    const float scale_log2 = ATT_LOG2E * scale;
 
     att_tc_load_tile<HS>(Qs, qb, q0, T, QKV);
     att_load_doc_start(ds_s, &kmin_s, doc_start + (size_t)b * T, q0, T, window); // its barriers also publish Qs
@@ -659,7 +657,7 @@ __global__ void __launch_bounds__(ATT_TC_THREADS)
 template <int HS>
 __global__ void __launch_bounds__(ATT_TC_THREADS)
     attention_backward_dkdv_tc_kernel(__nv_bfloat16 *dqkv, const __nv_bfloat16 *dout, const float *lse, const float *D,
-                                      const __nv_bfloat16 *qkv, const int *doc_start, int T, int NH, int KVH, int window,
+                                      const __nv_bfloat16 *qkv, const int *doc_start, int T, int NH, int KVH, float scale, int window,
                                       int *tiles) {
     constexpr int LD = HS + ATT_TC_PAD;
     extern __shared__ float4 att_tc_smem[]; // 16-byte aligned
@@ -678,7 +676,6 @@ __global__ void __launch_bounds__(ATT_TC_THREADS)
     const __nv_bfloat16 *qkv_b = qkv + (size_t)b * T * QKV;
     const __nv_bfloat16 *kb = qkv_b + (size_t)(NH + kvh) * HS, *vb = kb + (size_t)KVH * HS;
     const int *ds_b = doc_start + (size_t)b * T;
-    const float scale = 1.0f / sqrtf((float)HS);
     const float scale_log2 = ATT_LOG2E * scale;
     const int klast = min(k0 + ATT_TILE, T) - 1;
 
@@ -745,7 +742,7 @@ __global__ void __launch_bounds__(ATT_TC_THREADS)
 template <int HS>
 __global__ void __launch_bounds__(ATT_TC_THREADS)
     attention_backward_dq_tc_kernel(__nv_bfloat16 *dqkv, const __nv_bfloat16 *dout, const float *lse, const float *D,
-                                    const __nv_bfloat16 *qkv, const int *doc_start, int T, int NH, int KVH, int window,
+                                    const __nv_bfloat16 *qkv, const int *doc_start, int T, int NH, int KVH, float scale, int window,
                                     int *tiles) {
     constexpr int LD = HS + ATT_TC_PAD;
     extern __shared__ float4 att_tc_smem[]; // 16-byte aligned
@@ -763,7 +760,6 @@ __global__ void __launch_bounds__(ATT_TC_THREADS)
     const __nv_bfloat16 *qb = qkv + (size_t)b * T * QKV + (size_t)h * HS;          // this query head
     const __nv_bfloat16 *kb = qkv + (size_t)b * T * QKV + (size_t)(NH + kvh) * HS; // its kv head
     const __nv_bfloat16 *vb = kb + (size_t)KVH * HS;
-    const float scale = 1.0f / sqrtf((float)HS);
     const float scale_log2 = ATT_LOG2E * scale;
 
     att_tc_load_tile<HS>(Qs, qb, q0, T, QKV);
@@ -865,28 +861,28 @@ inline bool attention_use_tc(int hs, AttKernels which) {
 
 template <int HS>
 void attention_forward_fma_hs(floatX *out, float *lse, const floatX *qkv, const int *doc_start, int B, int T, int NH, int KVH,
-                              int window, int *tiles, cudaStream_t stream) {
+                              float scale, int window, int *tiles, cudaStream_t stream) {
     size_t smem = (3 * (size_t)ATT_TILE * (HS + 1) + (size_t)ATT_TILE * ATT_PLD) * sizeof(float);
     CUDA_CHECK(cudaFuncSetAttribute(attention_forward_kernel<HS>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     dim3 grid(ceil_div(T, ATT_TILE), NH, B);
-    attention_forward_kernel<HS><<<grid, ATT_THREADS, smem, stream>>>(out, lse, qkv, doc_start, T, NH, KVH, window, tiles);
+    attention_forward_kernel<HS><<<grid, ATT_THREADS, smem, stream>>>(out, lse, qkv, doc_start, T, NH, KVH, scale, window, tiles);
     LAUNCH_CHECK();
 }
 
 template <int HS>
 void attention_backward_fma_hs(floatX *dqkv, const float *D, const floatX *dout, const float *lse, const floatX *qkv,
-                               const int *doc_start, int B, int T, int NH, int KVH, int window, const AttTileCounts &tiles,
+                               const int *doc_start, int B, int T, int NH, int KVH, float scale, int window, const AttTileCounts &tiles,
                                cudaStream_t stream) {
     size_t smem_kv = (4 * (size_t)ATT_TILE * (HS + 1) + 2 * (size_t)ATT_TILE * ATT_PLD) * sizeof(float);
     CUDA_CHECK(cudaFuncSetAttribute(attention_backward_dkdv_kernel<HS>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     (int)smem_kv));
     attention_backward_dkdv_kernel<HS><<<dim3(ceil_div(T, ATT_TILE), KVH, B), ATT_THREADS, smem_kv, stream>>>(
-        dqkv, dout, lse, D, qkv, doc_start, T, NH, KVH, window, tiles.dkdv);
+        dqkv, dout, lse, D, qkv, doc_start, T, NH, KVH, scale, window, tiles.dkdv);
     LAUNCH_CHECK();
     size_t smem_q = (4 * (size_t)ATT_TILE * (HS + 1) + (size_t)ATT_TILE * ATT_PLD) * sizeof(float);
     CUDA_CHECK(cudaFuncSetAttribute(attention_backward_dq_kernel<HS>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_q));
     attention_backward_dq_kernel<HS><<<dim3(ceil_div(T, ATT_TILE), NH, B), ATT_THREADS, smem_q, stream>>>(
-        dqkv, dout, lse, D, qkv, doc_start, T, NH, KVH, window, tiles.dq);
+        dqkv, dout, lse, D, qkv, doc_start, T, NH, KVH, scale, window, tiles.dq);
     LAUNCH_CHECK();
 }
 
@@ -896,38 +892,39 @@ inline size_t att_tc_smem_bytes(int hs, int tiles) { return (size_t)tiles * ATT_
 
 template <int HS>
 void attention_forward_tc_hs(floatX *out, float *lse, const floatX *qkv, const int *doc_start, int B, int T, int NH, int KVH,
-                             int window, int *tiles, cudaStream_t stream) {
+                             float scale, int window, int *tiles, cudaStream_t stream) {
     size_t smem = att_tc_smem_bytes(HS, 3); // Q, K, V
     CUDA_CHECK(cudaFuncSetAttribute(attention_forward_tc_kernel<HS>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     dim3 grid(ceil_div(T, ATT_TILE), NH, B);
-    attention_forward_tc_kernel<HS><<<grid, ATT_TC_THREADS, smem, stream>>>(out, lse, qkv, doc_start, T, NH, KVH, window, tiles);
+    attention_forward_tc_kernel<HS><<<grid, ATT_TC_THREADS, smem, stream>>>(out, lse, qkv, doc_start, T, NH, KVH, scale, window, tiles);
     LAUNCH_CHECK();
 }
 
 template <int HS>
 void attention_backward_tc_hs(floatX *dqkv, const float *D, const floatX *dout, const float *lse, const floatX *qkv,
-                              const int *doc_start, int B, int T, int NH, int KVH, int window, const AttTileCounts &tiles,
+                              const int *doc_start, int B, int T, int NH, int KVH, float scale, int window, const AttTileCounts &tiles,
                               cudaStream_t stream) {
     size_t smem_kv = att_tc_smem_bytes(HS, 4); // K, V, Q, dout
     CUDA_CHECK(cudaFuncSetAttribute(attention_backward_dkdv_tc_kernel<HS>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     (int)smem_kv));
     attention_backward_dkdv_tc_kernel<HS><<<dim3(ceil_div(T, ATT_TILE), KVH, B), ATT_TC_THREADS, smem_kv, stream>>>(
-        dqkv, dout, lse, D, qkv, doc_start, T, NH, KVH, window, tiles.dkdv);
+        dqkv, dout, lse, D, qkv, doc_start, T, NH, KVH, scale, window, tiles.dkdv);
     LAUNCH_CHECK();
     size_t smem_q = att_tc_smem_bytes(HS, 4); // Q, dout, K, V
     CUDA_CHECK(cudaFuncSetAttribute(attention_backward_dq_tc_kernel<HS>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     (int)smem_q));
     attention_backward_dq_tc_kernel<HS><<<dim3(ceil_div(T, ATT_TILE), NH, B), ATT_TC_THREADS, smem_q, stream>>>(
-        dqkv, dout, lse, D, qkv, doc_start, T, NH, KVH, window, tiles.dq);
+        dqkv, dout, lse, D, qkv, doc_start, T, NH, KVH, scale, window, tiles.dq);
     LAUNCH_CHECK();
 }
 #endif
 
 // qkv (B,T,(NH+2KVH)HS) floatX in; out (B,T,NH HS) floatX and lse (B,NH,T) float (the
-// log-sum-exp of each query's scaled scores) out. window: the sliding window in keys (0:
+// log-sum-exp of each query's scaled scores) out. scale: the factor on q.k (1/sqrt(HS), or Gemma 3's
+// query_pre_attn_scalar^-1/2). window: the sliding window in keys (0:
 // full causal). tiles: per-block tile counts (dev/cuda/attention.cu), null in training.
 inline void attention_forward(floatX *out, float *lse, const floatX *qkv, const int *doc_start, int B, int T, int NH, int KVH,
-                              int HS, int window, cudaStream_t stream, AttKernels which = ATT_AUTO,
+                              int HS, float scale, int window, cudaStream_t stream, AttKernels which = ATT_AUTO,
                               const AttTileCounts *tiles = nullptr) {
     int *tiles_fwd = tiles ? tiles->fwd : nullptr;
     attention_check_heads(NH, KVH, HS);
@@ -935,7 +932,7 @@ inline void attention_forward(floatX *out, float *lse, const floatX *qkv, const 
     if (attention_use_tc(HS, which)) {
         switch (HS) {
 #define ATT_CASE(H)                                                                                                    \
-    case H: attention_forward_tc_hs<H>(out, lse, qkv, doc_start, B, T, NH, KVH, window, tiles_fwd, stream); break;
+    case H: attention_forward_tc_hs<H>(out, lse, qkv, doc_start, B, T, NH, KVH, scale, window, tiles_fwd, stream); break;
             ATT_TC_HEAD_SIZES(ATT_CASE)
 #undef ATT_CASE
         }
@@ -946,7 +943,7 @@ inline void attention_forward(floatX *out, float *lse, const floatX *qkv, const 
 #endif
     switch (HS) {
 #define ATT_CASE(H)                                                                                                    \
-    case H: attention_forward_fma_hs<H>(out, lse, qkv, doc_start, B, T, NH, KVH, window, tiles_fwd, stream); break;
+    case H: attention_forward_fma_hs<H>(out, lse, qkv, doc_start, B, T, NH, KVH, scale, window, tiles_fwd, stream); break;
         ATT_HEAD_SIZES(ATT_CASE)
 #undef ATT_CASE
     }
@@ -958,7 +955,7 @@ inline size_t attention_backward_scratch_floats(int B, int T, int NH) { return (
 // dqkv (B,T,(NH+2KVH)HS) floatX is overwritten (not accumulated); dK, dV of a kv head are
 // summed over its query heads. Deterministic: no atomics.
 inline void attention_backward(floatX *dqkv, float *scratch, const floatX *dout, const floatX *out, const float *lse,
-                               const floatX *qkv, const int *doc_start, int B, int T, int NH, int KVH, int HS, int window,
+                               const floatX *qkv, const int *doc_start, int B, int T, int NH, int KVH, int HS, float scale, int window,
                                cudaStream_t stream, AttKernels which = ATT_AUTO, const AttTileCounts *tiles = nullptr) {
     const AttTileCounts counts = tiles ? *tiles : AttTileCounts{nullptr, nullptr, nullptr};
     attention_check_heads(NH, KVH, HS);
@@ -970,7 +967,7 @@ inline void attention_backward(floatX *dqkv, float *scratch, const floatX *dout,
     if (tc) {
         switch (HS) {
 #define ATT_CASE(H)                                                                                                    \
-    case H: attention_backward_tc_hs<H>(dqkv, scratch, dout, lse, qkv, doc_start, B, T, NH, KVH, window, counts, stream); break;
+    case H: attention_backward_tc_hs<H>(dqkv, scratch, dout, lse, qkv, doc_start, B, T, NH, KVH, scale, window, counts, stream); break;
             ATT_TC_HEAD_SIZES(ATT_CASE)
 #undef ATT_CASE
         }
@@ -981,7 +978,7 @@ inline void attention_backward(floatX *dqkv, float *scratch, const floatX *dout,
 #endif
     switch (HS) {
 #define ATT_CASE(H)                                                                                                    \
-    case H: attention_backward_fma_hs<H>(dqkv, scratch, dout, lse, qkv, doc_start, B, T, NH, KVH, window, counts, stream); break;
+    case H: attention_backward_fma_hs<H>(dqkv, scratch, dout, lse, qkv, doc_start, B, T, NH, KVH, scale, window, counts, stream); break;
         ATT_HEAD_SIZES(ATT_CASE)
 #undef ATT_CASE
     }

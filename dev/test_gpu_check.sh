@@ -91,7 +91,7 @@ else fail gpu_check_dry_run_summary_last "the output does not end with summary.t
 if [ -d "$tmp/scratch/runs" ] && [ -z "$(ls -A "$tmp/scratch/runs")" ]; then ok gpu_check_dry_run_removes_runs "runs/ is empty at the end"
 else fail gpu_check_dry_run_removes_runs "left in runs/: $(ls -A "$tmp/scratch/runs" 2>&1 | head -5 | tr '\n' ' ')"; fi
 nb=0
-for b in $(awk -F'\t' '$2 == "ok" && $1 ~ /^(gpt2_124M|llama32_1B|qwen25_05B)(_r[12])?$/ {print $1}' "$tmp/ar/logs/rows.tsv" 2> /dev/null); do
+for b in $(awk -F'\t' '$2 == "ok" && $1 ~ /^(gpt2_124M|llama32_1B|qwen25_05B|qwen3_06B)(_r[12])?$/ {print $1}' "$tmp/ar/logs/rows.tsv" 2> /dev/null); do
     log=$tmp/ar/logs/$b.log
     if ! grep -q '^done  | no model saved (-n -1)' "$log" || grep -q '^saved |' "$log"; then fail gpu_check_dry_run_no_checkpoints "$b: a checkpoint was saved or no '-n -1' line"; fi
     if ! grep -q "^$b	" "$tmp/out/bench.tsv" || ! grep -q "^$b	matmul	" "$tmp/out/kernels.tsv"; then fail gpu_check_dry_run_bench_rows "$b: no row in bench.tsv or kernels.tsv"; fi

@@ -180,7 +180,7 @@ static void forward_version(int version, floatX *out, float *lse, const floatX *
         attention_forward_v1_kernel<<<dim3(T, NH, B), 128, smem>>>(out, lse, qkv, doc_start, T, window, V1Heads{NH, KVH, HS});
         CUDA_CHECK(cudaGetLastError());
     } else {
-        attention_forward(out, lse, qkv, doc_start, B, T, NH, KVH, HS, window, 0, version == 2 ? ATT_FMA : ATT_TC, tiles);
+        attention_forward(out, lse, qkv, doc_start, B, T, NH, KVH, HS, 1.0f / sqrtf((float)HS), window, 0, version == 2 ? ATT_FMA : ATT_TC, tiles);
     }
 }
 
@@ -194,7 +194,7 @@ static void backward_version(int version, floatX *dqkv, float *scratch, const fl
         attention_backward_v1_dkdv_kernel<<<ceil_div(B * KVH * T, 128), 128>>>(dqkv, dout, out, lse, qkv, doc_start, B, T, window, H);
         CUDA_CHECK(cudaGetLastError());
     } else {
-        attention_backward(dqkv, scratch, dout, out, lse, qkv, doc_start, B, T, NH, KVH, HS, window, 0, version == 2 ? ATT_FMA : ATT_TC,
+        attention_backward(dqkv, scratch, dout, out, lse, qkv, doc_start, B, T, NH, KVH, HS, 1.0f / sqrtf((float)HS), window, 0, version == 2 ? ATT_FMA : ATT_TC,
                            tiles);
     }
 }

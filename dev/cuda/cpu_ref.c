@@ -4,11 +4,11 @@
 #include "../../train_sft.c"
 #include "cpu_ref.h"
 
-void ref_encoder_forward(float *out, const int *inputs, const int *pos, const float *wte, const float *wpe, int BT, int C) {
-    encoder_forward(out, inputs, pos, wte, wpe, 1.0f, BT, C);
+void ref_encoder_forward(float *out, const int *inputs, const int *pos, const float *wte, const float *wpe, float scale, int BT, int C) {
+    encoder_forward(out, inputs, pos, wte, wpe, scale, BT, C);
 }
-void ref_encoder_backward(float *dwte, float *dwpe, const float *dout, const int *inputs, const int *pos, int BT, int C) {
-    encoder_backward(dwte, dwpe, dout, inputs, pos, 1.0f, BT, C);
+void ref_encoder_backward(float *dwte, float *dwpe, const float *dout, const int *inputs, const int *pos, float scale, int BT, int C) {
+    encoder_backward(dwte, dwpe, dout, inputs, pos, scale, BT, C);
 }
 void ref_layernorm_forward(float *out, float *mean, float *rstd, const float *inp, const float *w, const float *b, int N, int C, float eps) {
     layernorm_forward(out, mean, rstd, inp, w, b, N, C, eps);
@@ -48,12 +48,23 @@ void ref_adamw(float *p, const float *g, float *m, float *v, long n, float lr, f
 }
 
 // ---- the Llama family's layers ----
-void ref_rmsnorm_forward(float *out, float *rstd, const float *inp, const float *w, int N, int C, float eps) {
-    rmsnorm_forward(out, rstd, inp, w, N, C, eps, 0.0f);
+void ref_rmsnorm_forward(float *out, float *rstd, const float *inp, const float *w, int N, int C, float eps, float one) {
+    rmsnorm_forward(out, rstd, inp, w, N, C, eps, one);
 }
-void ref_rmsnorm_backward(float *dinp, float *dw, const float *dout, const float *inp, const float *w, const float *rstd, int N, int C) {
-    rmsnorm_backward(dinp, dw, dout, inp, w, rstd, N, C, 0.0f);
+void ref_rmsnorm_backward(float *dinp, float *dw, const float *dout, const float *inp, const float *w, const float *rstd, int N, int C,
+                          float one) {
+    rmsnorm_backward(dinp, dw, dout, inp, w, rstd, N, C, one);
 }
+void ref_qk_norm_forward(float *qkv, float *raw, float *rstd, const float *wq, const float *wk, int BT, int NH, int KVH, int HS, float eps,
+                         float one) {
+    qk_norm_forward(qkv, raw, rstd, wq, wk, BT, NH, KVH, HS, eps, one);
+}
+void ref_qk_norm_backward(float *dqkv, float *dwq, float *dwk, const float *raw, const float *rstd, const float *wq, const float *wk, int BT,
+                          int NH, int KVH, int HS, float one) {
+    qk_norm_backward(dqkv, dwq, dwk, raw, rstd, wq, wk, BT, NH, KVH, HS, one);
+}
+void ref_geglu_forward(float *out, const float *fch, int BT, int FF) { geglu_forward(out, fch, BT, FF); }
+void ref_geglu_backward(float *dfch, const float *fch, const float *dout, int BT, int FF) { geglu_backward(dfch, fch, dout, BT, FF); }
 // train_sft.c reads cos and sin from tables over the positions; here tables up to the largest position given
 static void ref_rope(float *qkv, const int *pos, const float *inv_freq, int BT, int NH, int KVH, int HS, int backward) {
     int npos = 1, half = HS / 2;

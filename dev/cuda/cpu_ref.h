@@ -7,8 +7,9 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
-void ref_encoder_forward(float *out, const int *inputs, const int *pos, const float *wte, const float *wpe, int BT, int C);
-void ref_encoder_backward(float *dwte, float *dwpe, const float *dout, const int *inputs, const int *pos, int BT, int C);
+// wpe (dwpe) may be null: no position embedding, the token embedding times scale (1 with wpe)
+void ref_encoder_forward(float *out, const int *inputs, const int *pos, const float *wte, const float *wpe, float scale, int BT, int C);
+void ref_encoder_backward(float *dwte, float *dwpe, const float *dout, const int *inputs, const int *pos, float scale, int BT, int C);
 void ref_layernorm_forward(float *out, float *mean, float *rstd, const float *inp, const float *w, const float *b, int N, int C, float eps);
 void ref_layernorm_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp, const float *w, const float *mean,
                             const float *rstd, int N, int C);
@@ -31,15 +32,25 @@ void ref_crossentropy_softmax(float *logits, float *losses, const int *targets, 
 // torch.optim.AdamW on n parameters (decay already folded: pass wd = 0 for no decay)
 void ref_adamw(float *p, const float *g, float *m, float *v, long n, float lr, float beta1, float beta2, float eps, float wd, int t);
 // The Llama family's layers.
-// RMSNorm: y = x * rstd * w; backward adds into dinp and dw.
-void ref_rmsnorm_forward(float *out, float *rstd, const float *inp, const float *w, int N, int C, float eps);
-void ref_rmsnorm_backward(float *dinp, float *dw, const float *dout, const float *inp, const float *w, const float *rstd, int N, int C);
+// RMSNorm: y = x * rstd * (w + one), one 0 or 1 (Gemma 3); backward adds into dinp and dw.
+void ref_rmsnorm_forward(float *out, float *rstd, const float *inp, const float *w, int N, int C, float eps, float one);
+void ref_rmsnorm_backward(float *dinp, float *dw, const float *dout, const float *inp, const float *w, const float *rstd, int N, int C,
+                          float one);
+// Per-head q/k RMSNorm in place on the q and k heads of qkv rows; raw (BT, (NH + KVH) HS) and
+// rstd (BT, NH + KVH) out. Backward: dq, dk in place (overwritten), dwq and dwk added into.
+void ref_qk_norm_forward(float *qkv, float *raw, float *rstd, const float *wq, const float *wk, int BT, int NH, int KVH, int HS, float eps,
+                         float one);
+void ref_qk_norm_backward(float *dqkv, float *dwq, float *dwk, const float *raw, const float *rstd, const float *wq, const float *wk, int BT,
+                          int NH, int KVH, int HS, float one);
 // RoPE in place on the q and k heads of qkv (BT, (NH + 2 KVH) HS); backward rotates dq, dk back
 void ref_rope_forward(float *qkv, const int *pos, const float *inv_freq, int BT, int NH, int KVH, int HS);
 void ref_rope_backward(float *dqkv, const int *pos, const float *inv_freq, int BT, int NH, int KVH, int HS);
 // SwiGLU: out (BT, FF) = silu(gate) * up of fch (BT, [gate FF | up FF]); backward adds into dfch
 void ref_swiglu_forward(float *out, const float *fch, int BT, int FF);
 void ref_swiglu_backward(float *dfch, const float *fch, const float *dout, int BT, int FF);
+// GeGLU (Gemma 3): out = gelu_tanh(gate) * up; backward adds into dfch
+void ref_geglu_forward(float *out, const float *fch, int BT, int FF);
+void ref_geglu_backward(float *dfch, const float *fch, const float *dout, int BT, int FF);
 // [out, in] weights (nn.Linear): out = inp w^T + bias (bias may be null); backward adds
 void ref_matmul_forward_oi(float *out, const float *inp, const float *w, const float *bias, int N, int C, int OC);
 void ref_matmul_backward_oi(float *dinp, float *dw, float *dbias, const float *dout, const float *inp, const float *w, int N, int C, int OC);

@@ -46,7 +46,7 @@ static void encoder_forward_v(int version, floatX* out, const int* inputs, const
         encoder_forward_v1_kernel<<<ceil_div((long)BT * C, 256), 256>>>(out, inputs, pos, wte, wpe, BT, C);
         CUDA_CHECK(cudaGetLastError());
     } else {
-        encoder_forward(out, inputs, pos, wte, wpe, BT, C, 0);
+        encoder_forward(out, inputs, pos, wte, wpe, 1.0f, BT, C, 0);
     }
 }
 // version 2 also needs the host's plan (made by make_plan), on the device
@@ -56,7 +56,7 @@ static void encoder_backward_v(int version, float* dwte, float* dwpe, const floa
         encoder_backward_v1_kernel<<<dim3(BT, ceil_div(C, 256), 2), 256>>>(dwte, dwpe, dout, inputs, pos, BT, C);
         CUDA_CHECK(cudaGetLastError());
     } else {
-        encoder_backward(dwte, dwpe, dout, plan, C, 0);
+        encoder_backward(dwte, dwpe, dout, plan, 1.0f, C, 0);
     }
 }
 
@@ -95,7 +95,7 @@ static void check_encoder(int BT, int T, int C, int V) {
     size_t n = (size_t)BT * C;
     std::vector<float> wte = rand_x((size_t)V * C, 1.0f), wpe = rand_x((size_t)T * C, 1.0f), dout = rand_x(n, 1.0f);
     std::vector<float> want(n);
-    ref_encoder_forward(want.data(), inputs.data(), pos.data(), wte.data(), wpe.data(), BT, C);
+    ref_encoder_forward(want.data(), inputs.data(), pos.data(), wte.data(), wpe.data(), 1.0f, BT, C);
     int *d_inputs = dev_copy(inputs), *d_pos = dev_copy(pos), *d_plan_block;
     EncoderPlan plan;
     make_plan(&plan, &d_plan_block, inputs, pos, V, T);
@@ -111,7 +111,7 @@ static void check_encoder(int BT, int T, int C, int V) {
     for (float& x : dwte0) x = frand();
     for (float& x : dwpe0) x = frand();
     std::vector<float> want_dwte = dwte0, want_dwpe = dwpe0;
-    ref_encoder_backward(want_dwte.data(), want_dwpe.data(), dout.data(), inputs.data(), pos.data(), BT, C);
+    ref_encoder_backward(want_dwte.data(), want_dwpe.data(), dout.data(), inputs.data(), pos.data(), 1.0f, BT, C);
     float *d_dwte = dev_copy(dwte0), *d_dwpe = dev_copy(dwpe0);
     std::vector<unsigned char> first[2];
     for (int v = 1; v <= 2; v++) {
@@ -143,28 +143,28 @@ static void check_encoder(int BT, int T, int C, int V) {
     for (float* p : {d_dwte, d_dwpe}) CUDA_CHECK(cudaFree(p));
 }
 
-// The Llama family: no position embedding (wpe and dwpe null). The reference is the CPU
-// encoder with an all-zero wpe (whose gradient it drops).
-static void check_encoder_no_wpe(int BT, int T, int C, int V) {
+// The Llama family: no position embedding (wpe and dwpe null), the token embedding times
+// scale (1, or Gemma 3's sqrt(C)), against the CPU encoder without wpe.
+static void check_encoder_no_wpe(int BT, int T, int C, int V, float scale) {
     char name[160];
     std::vector<int> inputs, pos;
     make_keys(inputs, pos, BT, T, V);
     size_t n = (size_t)BT * C;
-    std::vector<float> wte = rand_x((size_t)V * C, 1.0f), zero_wpe((size_t)T * C, 0.0f), dout = rand_x(n, 1.0f), want(n);
-    ref_encoder_forward(want.data(), inputs.data(), pos.data(), wte.data(), zero_wpe.data(), BT, C);
-    std::vector<float> dwte0 = rand_f((size_t)V * C, 1.0f), want_dwte = dwte0, dwpe_dropped((size_t)T * C, 0.0f);
-    ref_encoder_backward(want_dwte.data(), dwpe_dropped.data(), dout.data(), inputs.data(), pos.data(), BT, C);
+    std::vector<float> wte = rand_x((size_t)V * C, 1.0f), dout = rand_x(n, 1.0f), want(n);
+    ref_encoder_forward(want.data(), inputs.data(), pos.data(), wte.data(), nullptr, scale, BT, C);
+    std::vector<float> dwte0 = rand_f((size_t)V * C, 1.0f), want_dwte = dwte0;
+    ref_encoder_backward(want_dwte.data(), nullptr, dout.data(), inputs.data(), pos.data(), scale, BT, C);
     int *d_inputs = dev_copy(inputs), *d_pos = dev_copy(pos), *d_plan_block;
     EncoderPlan plan;
     make_plan(&plan, &d_plan_block, inputs, pos, V, T);
     floatX *d_wte = dev_x(wte), *d_out = dev_alloc<floatX>(n), *d_dout = dev_x(dout);
     float* d_dwte = dev_copy(dwte0);
     poison(d_out, n * sizeof(floatX));
-    encoder_forward(d_out, d_inputs, d_pos, d_wte, nullptr, BT, C, 0);
-    snprintf(name, sizeof name, "encoder_forward no wpe BT=%d C=%d V=%d", BT, C, V);
-    check(name, download_x(d_out, n), want, 0.0f);
-    encoder_backward(d_dwte, nullptr, d_dout, &plan, C, 0);
-    snprintf(name, sizeof name, "encoder_backward no wpe BT=%d C=%d V=%d dwte", BT, C, V);
+    encoder_forward(d_out, d_inputs, d_pos, d_wte, nullptr, scale, BT, C, 0);
+    snprintf(name, sizeof name, "encoder_forward no wpe BT=%d C=%d V=%d scale=%g", BT, C, V, scale);
+    check(name, download_x(d_out, n), want, scale == 1.0f ? 0.0f : TOL);  // scaled: rounded to floatX once more
+    encoder_backward(d_dwte, nullptr, d_dout, &plan, scale, C, 0);
+    snprintf(name, sizeof name, "encoder_backward no wpe BT=%d C=%d V=%d scale=%g dwte", BT, C, V, scale);
     check(name, download(d_dwte, (size_t)V * C), want_dwte, TOL_GRAD32);
     CUDA_CHECK(cudaFree(d_inputs));
     CUDA_CHECK(cudaFree(d_pos));
@@ -213,8 +213,10 @@ int main(void) {
     check_encoder(1000, 256, 768, 500);  // tokens repeat a few times, positions many times
     check_encoder(1000, 64, 99, 3);      // odd C (one-by-one path, a partial channel block); 3 tokens: ~333 rows each, over 4 tiles
     check_encoder(4096, 1024, 768, 50257);
-    check_encoder_no_wpe(500, 64, 576, 300);  // the 16-byte path
-    check_encoder_no_wpe(300, 64, 99, 7);     // odd C
+    check_encoder_no_wpe(500, 64, 576, 300, 1.0f);   // the 16-byte path
+    check_encoder_no_wpe(300, 64, 99, 7, 1.0f);      // odd C
+    check_encoder_no_wpe(500, 64, 576, 300, 24.0f);  // Gemma 3's embedding scale sqrt(C)
+    check_encoder_no_wpe(300, 64, 99, 7, 9.95f);     // odd C
     timings();
     CUDA_CHECK(cudaDeviceSynchronize());
     printf("encoder [%s]: %d failure(s)\n", PRECISION_NAME, g_failures);

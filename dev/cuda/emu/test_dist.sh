@@ -7,8 +7,8 @@
 #   -f DIR) against 1 process with the same -d, in fp32 with ZeRO-1 and -Z 0, and in bf16: per-step losses, gradient norms and
 #   validation losses, the final weights, AdamW moments and counters (cmp_runs.py; the
 #   tolerances are float rounding: only the order of the gradient sums differs); the same
-#   with ZeRO-1 for a Llama-family model (untied head, grouped-query attention), and on
-#   2 and 3 ranks for a model whose parameter count they do not divide (the last shard short);
+#   with ZeRO-1 for a Llama-family model (untied head, grouped-query attention) and a Gemma 3 one,
+#   and on 2 and 3 ranks for a model whose parameter count they do not divide (the last shard short);
 # - 2 ranks launched by mpirun with the MPI build (train_sftcu_fp32_mpi: the NCCL id by
 #   MPI_Bcast; no MASTER_ADDR, no -f, so the rendezvous cannot have carried it) against 1;
 # - the CPU trainer on the same flags (its kernels sum in other orders, and AdamW turns
@@ -103,6 +103,13 @@ if ran short_one $?; then
         fi
     done
 fi
+F=$F_GPT2
+
+# ---- Gemma 3 (embedding scale, (1 + w) norms, q/k norms, post norms, GeGLU, a window of 4 in
+# 16-token rows on layer 0): 2 ranks with ZeRO-1 vs 1 (fp32), the Llama family's tolerances ----
+F=${F_GPT2/-e d2c64h2t32/-e l2c64h4k2f96t32gw4p2}
+single gemma3_one "$bin/train_sftcu_fp32"; ran gemma3_one $? &&
+    { torchrun2 gemma3_z1 "$bin/train_sftcu_fp32"; ran gemma3_z1 $? && cmp_runs dist_gemma3_zero1_equals_1_rank "$tmp/gemma3_one" "$tmp/gemma3_z1" 1e-6 1e-4; }
 F=$F_GPT2
 
 # ---- 2 ranks from mpirun: the NCCL id over MPI (train_sftcu_fp32_mpi), no MASTER_ADDR, no -f ----
