@@ -361,6 +361,18 @@ static int starts_with_system(const JsonValue *list) {
 enum { SHAPE_TEXT, SHAPE_PC, SHAPE_MESSAGES, SHAPE_SHAREGPT, SHAPE_ALPACA, NSHAPES };
 static const char *shape_names[NSHAPES] = {"text", "prompt/completion", "messages", "conversations", "instruction/output"};
 
+// The "prompt" and "completion" members of a prompt/completion row: each a string or a
+// list of messages.
+static int get_prompt_completion(const JsonValue *row, const JsonValue **prompt, const JsonValue **completion, char *why, size_t wn) {
+    const JsonValue *a = json_get(row, "prompt"), *b = json_get(row, "completion");
+    if (!a) return bad(why, wn, "missing field \"prompt\" (a row with \"completion\" needs one)");
+    if (!b) return bad(why, wn, "missing field \"completion\" (a row with \"prompt\" needs one)");
+    if (a->type != JSON_STRING && a->type != JSON_ARRAY) return bad(why, wn, "\"prompt\" must be a string or a list of messages, got %s", type_name(a));
+    if (b->type != JSON_STRING && b->type != JSON_ARRAY) return bad(why, wn, "\"completion\" must be a string or a list of messages, got %s", type_name(b));
+    *prompt = a; *completion = b;
+    return 0;
+}
+
 // The shape of a row (SHAPE_*) and its optional "system" field (*sys; NULL if
 // absent), or -1 with why set when the row is bad.
 static int row_shape(const JsonValue *row, const JsonValue **sys, char *why, size_t wn) {
@@ -400,11 +412,7 @@ static int render_row(Ctx *c, const JsonValue *row, int train_on_prompt, ChatDoc
         check_bpe(c, chat_append_text(c->tok, d, a->string, a->length, 1, c->err, sizeof c->err));
         break;
     case SHAPE_PC:
-        a = json_get(row, "prompt"); b = json_get(row, "completion");
-        if (!a) return bad(why, wn, "missing field \"prompt\" (a row with \"completion\" needs one)");
-        if (!b) return bad(why, wn, "missing field \"completion\" (a row with \"prompt\" needs one)");
-        if (a->type != JSON_STRING && a->type != JSON_ARRAY) return bad(why, wn, "\"prompt\" must be a string or a list of messages, got %s", type_name(a));
-        if (b->type != JSON_STRING && b->type != JSON_ARRAY) return bad(why, wn, "\"completion\" must be a string or a list of messages, got %s", type_name(b));
+        if (get_prompt_completion(row, &a, &b, why, wn)) return -1;
         if (a->type == JSON_STRING && b->type == JSON_STRING) {
             note_reply(info, b, "completion");
             check_bpe(c, chat_append_text(c->tok, d, a->string, a->length, 0, c->err, sizeof c->err));
@@ -503,11 +511,7 @@ static int render_row_template(Ctx *c, const JsonValue *row, int train_on_prompt
         info->chat = 1;
         switch (shape) {
         case SHAPE_PC:
-            a = json_get(row, "prompt"); b = json_get(row, "completion");
-            if (!a) return bad(why, wn, "missing field \"prompt\" (a row with \"completion\" needs one)");
-            if (!b) return bad(why, wn, "missing field \"completion\" (a row with \"prompt\" needs one)");
-            if (a->type != JSON_STRING && a->type != JSON_ARRAY) return bad(why, wn, "\"prompt\" must be a string or a list of messages, got %s", type_name(a));
-            if (b->type != JSON_STRING && b->type != JSON_ARRAY) return bad(why, wn, "\"completion\" must be a string or a list of messages, got %s", type_name(b));
+            if (get_prompt_completion(row, &a, &b, why, wn)) return -1;
             if (dsys && !starts_with_system(a)) conv_add(&cv, "system", dsys, strlen(dsys), 0);
             if (a->type == JSON_STRING) conv_add(&cv, "user", a->string, a->length, 0);
             else rc = collect_messages(&cv, info, a, "prompt", 0, 0, why, wn);
