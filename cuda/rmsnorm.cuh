@@ -213,7 +213,7 @@ size_t qk_norm_backward_scratch_floats(int BT, int HS) { return 2 * (size_t)ceil
 
 // dqkv's q and k heads: the gradient after the norms becomes the one before (in place);
 // dwq, dwk (HS each, fp32) += the weight gradients, deterministic (partial sums in row order,
-// then colsum_final_kernel); scratch: qk_norm_backward_scratch_floats(BT, HS) floats
+// then colsum_final); scratch: qk_norm_backward_scratch_floats(BT, HS) floats
 void qk_norm_backward(floatX* dqkv, float* dwq, float* dwk, float* scratch, const floatX* raw, const float* rstd, const floatX* wq,
                       const floatX* wk, int BT, int NH, int KVH, int HS, float one, cudaStream_t s) {
     if (BT <= 0) return;
@@ -221,10 +221,8 @@ void qk_norm_backward(floatX* dqkv, float* dwq, float* dwk, float* scratch, cons
     dim3 pgrid(ceil_div(2 * HS, COLSUM_THREADS), chunks < COLSUM_MAX_GRID_Y ? chunks : COLSUM_MAX_GRID_Y);
     qk_norm_backward_partial_kernel<<<pgrid, COLSUM_THREADS, 0, s>>>(scratch, dqkv, raw, rstd, BT, NH, KVH, HS);  // reads dy before it is overwritten
     LAUNCH_CHECK();
-    colsum_final_kernel<<<ceil_div(HS, COLSUM_THREADS), COLSUM_THREADS, 0, s>>>(dwq, scratch, chunks, HS);
-    LAUNCH_CHECK();
-    colsum_final_kernel<<<ceil_div(HS, COLSUM_THREADS), COLSUM_THREADS, 0, s>>>(dwk, scratch + (size_t)chunks * HS, chunks, HS);
-    LAUNCH_CHECK();
+    colsum_final(dwq, scratch, chunks, HS, s);
+    colsum_final(dwk, scratch + (size_t)chunks * HS, chunks, HS, s);
     long units = (long)BT * (NH + KVH);
     qk_norm_backward_dinp_kernel<<<ceil_div(units, (long)(RMS_THREADS / 32)), RMS_THREADS, 0, s>>>(dqkv, raw, rstd, wq, wk, BT, NH, KVH, HS, one);
     LAUNCH_CHECK();
