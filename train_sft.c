@@ -793,7 +793,7 @@ static void gpt2_allocate(GPT2 *m, int B, int T) {
     float *p = m->acts_mem;
     for (int i = 0; i < n; i++) { *ptrs[i] = p; p += sizes[i]; }
     if (is_llama_family(c)) {  // positions within a row are below T
-        float *inv_freq = (float *)xmalloc((size_t)(c->HS / 2) * sizeof(float));
+        float *inv_freq = (float *)xcalloc((size_t)(c->HS / 2), sizeof(float));
         rope_inv_freq(c, inv_freq);
         rope_table(a->rope_cos, a->rope_sin, inv_freq, T, c->HS / 2);
         if (c->rope_local_theta != 0) {
