@@ -300,11 +300,18 @@ typedef struct {
 
 #define JINJA_NORETURN_ __attribute__((noreturn))
 
+// Error messages are one line: a name or string quoted in one (a dict key holding "\n")
+// has its control characters shown as spaces.
+static void jinja_one_line_(char *s) {
+    for (; *s; s++) if ((unsigned char)*s < 0x20) *s = ' ';
+}
+
 JINJA_NORETURN_ static void jlex_fail_(JLex_ *lx, size_t pos, const char *fmt, ...) {
     int line, col;
     jinja_linecol_(lx->src, lx->len, pos, &line, &col);
     char msg[200];
     va_list ap; va_start(ap, fmt); vsnprintf(msg, sizeof msg, fmt, ap); va_end(ap);
+    jinja_one_line_(msg);
     snprintf(lx->err, lx->errlen, "line %d column %d: %s", line, col, msg);
     longjmp(*lx->jb, 1);
 }
@@ -1288,6 +1295,7 @@ JINJA_NORETURN_ static void jr_fail_(JR_ *r, size_t pos, const char *fmt, ...) {
     jinja_linecol_(r->t->src, r->t->len, pos, &line, &col);
     char msg[300];
     va_list ap; va_start(ap, fmt); vsnprintf(msg, sizeof msg, fmt, ap); va_end(ap);
+    jinja_one_line_(msg);
     snprintf(r->err, r->errlen, "line %d column %d: %s", line, col, msg);
     longjmp(r->jb, 1);
 }
