@@ -117,9 +117,10 @@ else fail gpu_check_spent_budget_summary_last "the output does not end with summ
 
 # ---- the Makefile's NCCL cases (make nccl_info, and what the trainer's build line gets)
 nvcc_stand_in=$(command -v true)  # any program: only its folder's ../include is looked at
+# SAN= : under `make test SAN=1` the Makefile drops nvcc (and so NCCL) from the build
 nccl_case() {  # nccl_case ARGS...: make's nccl_info line and train_sftcu's build line
-    make -s nccl_info NVCC="$nvcc_stand_in" "$@" 2>&1 | tail -1
-    make -s -n -W train_sft.cu train_sftcu NVCC="$nvcc_stand_in" "$@" 2>&1 | grep -m1 ' -o train_sftcu '
+    make -s nccl_info SAN= NVCC="$nvcc_stand_in" "$@" 2>&1 | tail -1
+    make -s -n -W train_sft.cu train_sftcu SAN= NVCC="$nvcc_stand_in" "$@" 2>&1 | grep -m1 ' -o train_sftcu '
 }
 r=$(nccl_case NCCL=none)
 if echo "$r" | grep -q '^nccl: none' && echo "$r" | sed -n 2p | grep -q -- '-DSFT_NO_NCCL' && ! echo "$r" | sed -n 2p | grep -q -- '-lnccl\|libnccl'; then
