@@ -264,12 +264,6 @@ static void dist_finish(Dist *d) {
 // ---------------------------------------------------------------------------
 // Run consistency: every rank must train the same run.
 
-static uint64_t fnv1a(uint64_t h, const void *data, size_t n) {
-    const unsigned char *p = (const unsigned char *)data;
-    for (size_t i = 0; i < n; i++) { h ^= p[i]; h *= 0x100000001b3ull; }
-    return h;
-}
-
 static uint64_t fnv1a_int(uint64_t h, int64_t v) { return fnv1a(h, &v, sizeof v); }
 
 // Every rank checks that all ranks hold the same value (exact: the 64 bits are

@@ -202,11 +202,7 @@ static int64_t state_feature_hash(const GPT2Config *c) {
     if (c->family == FAMILY_GPT2 || c->family == FAMILY_LLAMA || c->family == FAMILY_QWEN2) return 0;
     float fl[5] = {c->embed_scale, c->attn_scalar, c->rope_local_theta, c->rope_linear, c->rope_theta};
     int in[6] = {c->mlp_act, c->qk_norm, c->norm_plus_one, c->post_norms, c->window, c->L};
-    uint64_t h = 0xcbf29ce484222325ull;
-    const unsigned char *parts[3] = {(const unsigned char *)fl, (const unsigned char *)in, c->layer_flags};
-    size_t sizes[3] = {sizeof fl, sizeof in, (size_t)c->L};
-    for (int k = 0; k < 3; k++)
-        for (size_t i = 0; i < sizes[k]; i++) h = (h ^ parts[k][i]) * 0x100000001b3ull;
+    uint64_t h = fnv1a(fnv1a(fnv1a(FNV1A_START, fl, sizeof fl), in, sizeof in), c->layer_flags, (size_t)c->L);
     return (int64_t)(h >> 1) | 1;
 }
 

@@ -201,4 +201,12 @@ static double now_seconds(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+// FNV-1a (64 bits) of n bytes, continuing from h (start with FNV1A_START).
+#define FNV1A_START 0xcbf29ce484222325ull
+static uint64_t fnv1a(uint64_t h, const void *data, size_t n) {
+    const unsigned char *p = (const unsigned char *)data;
+    for (size_t i = 0; i < n; i++) { h ^= p[i]; h *= 0x100000001b3ull; }
+    return h;
+}
+
 #endif

@@ -1040,9 +1040,7 @@ static void show_doc(Ctx *c, const ChatDoc *d, int64_t k, const char *split, con
 
 // Which side of the split a row goes to: a hash of the seed and the row's bytes.
 static int row_is_val(const Opts *o, const char *line, size_t n) {
-    uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a
-    for (size_t i = 0; i < n; i++) { h ^= (unsigned char)line[i]; h *= 0x100000001b3ull; }
-    uint64_t x = splitmix64(h ^ splitmix64(o->seed));
+    uint64_t x = splitmix64(fnv1a(FNV1A_START, line, n) ^ splitmix64(o->seed));
     return (double)(x >> 11) * (1.0 / 9007199254740992.0) < o->val_fraction;
 }
 

@@ -56,6 +56,7 @@
 #ifndef SFT_TEMPLATE_MASK_H
 #define SFT_TEMPLATE_MASK_H
 
+#include "../common/util.h"
 #include "chat_template.h"
 #include "jinja.h"
 
@@ -98,12 +99,8 @@ static int tmpl_put_json_string_(TmplBuf *b, const char *s, size_t n) {
     return rc ? rc : tmpl_put_(b, "\"", 1);
 }
 
-// FNV-1a, 64 bits: the template's hash in a data file's header.
-static uint64_t tmpl_hash(const char *s, size_t n) {
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (size_t i = 0; i < n; i++) { h ^= (unsigned char)s[i]; h *= 0x100000001b3ull; }
-    return h;
-}
+// The template's hash in a data file's header.
+static uint64_t tmpl_hash(const char *s, size_t n) { return fnv1a(FNV1A_START, s, n); }
 
 typedef struct ChatTemplate {
     char *source; size_t source_len;    // the template's text
