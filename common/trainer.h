@@ -14,6 +14,7 @@
 #include "evalset.h"
 #include "generate.h"
 #include "gpt2.h"
+#include "lora.h"
 #include "report.h"
 #include "util.h"
 
@@ -33,6 +34,7 @@ typedef struct {
     // data parallel (common/dist.h): -1 = from the environment (zero: -1 = 1 when world > 1)
     int rank, world, local_rank, zero;
     const char *rdzv_dir;     // -f: rendezvous through this shared directory instead of TCP ("" = TCP)
+    LoraArgs lora;            // -A -B -p -Q -T -M -F: LoRA (common/lora.h); rank 0 = full fine-tuning
 } TrainArgs;
 
 static void train_args_defaults(TrainArgs *a) {
@@ -44,6 +46,7 @@ static void train_args_defaults(TrainArgs *a) {
     a->lr = 1e-4f; a->final_lr_frac = 0.1f; a->weight_decay = 0.0f; a->grad_clip = 1.0f; a->temperature = 0.0f;
     a->max_nonfinite = 5;
     a->rank = -1; a->world = -1; a->local_rank = -1; a->zero = -1; a->rdzv_dir = "";
+    lora_args_defaults(&a->lora);
 }
 
 // The flags both trainers take; a trainer appends its own after these.
@@ -79,7 +82,8 @@ static void train_args_defaults(TrainArgs *a) {
     {'W', FLAG_INT, &(a)->world, "data parallel: number of ranks W (default: from the environment, else 1)"}, \
     {'D', FLAG_INT, &(a)->local_rank, "data parallel: local rank, the GPU index on this node (default: from the environment; with -R, the rank; else 0)"}, \
     {'Z', FLAG_INT, &(a)->zero, "ZeRO stage: 1 shards the AdamW state across ranks, 0 replicates it (default 1 when W > 1)"}, \
-    {'f', FLAG_STRING, &(a)->rdzv_dir, "GPU trainer: rendezvous through this shared directory instead of TCP to MASTER_ADDR"}
+    {'f', FLAG_STRING, &(a)->rdzv_dir, "GPU trainer: rendezvous through this shared directory instead of TCP to MASTER_ADDR"}, \
+    LORA_FLAGS(&(a)->lora)
 
 // synopsis: what follows the program name in the usage line, e.g. "-i train.bin [flags]".
 static void print_usage(const char *prog, const char *synopsis, const Flag *flags, int nflags) {
@@ -158,6 +162,14 @@ static void check_train_args(const char *prog, const TrainArgs *a) {
     if (a->world < -1 || a->world == 0) usage_error(prog, "-W must be at least 1, got %d", a->world);
     if (a->local_rank < -1) usage_error(prog, "-D must be >= 0, got %d", a->local_rank);
     if (a->zero < -1 || a->zero > 1) usage_error(prog, "-Z must be 0 or 1, got %d", a->zero);
+    const LoraArgs *lo = &a->lora;
+    if (lo->rank < 0 || lo->rank > LORA_MAX_RANK) usage_error(prog, "-A (LoRA rank) must be from 0 to %d, got %d", LORA_MAX_RANK, lo->rank);
+    if (!(lo->alpha > 0) || lo->alpha > 1e6f) usage_error(prog, "-B (LoRA alpha) must be positive, got %g", lo->alpha);
+    if (!(lo->dropout >= 0 && lo->dropout < 1)) usage_error(prog, "-p (LoRA dropout) must be in [0, 1), got %g", lo->dropout);
+    if (lo->rslora != 0 && lo->rslora != 1) usage_error(prog, "-Q must be 0 or 1, got %d", lo->rslora);
+    if (lo->merged != 0 && lo->merged != 1) usage_error(prog, "-M must be 0 or 1, got %d", lo->merged);
+    if (lo->rank == 0 && !lora_is_adapter_dir(a->init) && (lo->targets[0] || lo->dropout > 0 || lo->rslora || lo->merged || lo->base[0]))
+        usage_error(prog, "-T, -p, -Q, -M and -F are LoRA settings: pass -A with the rank (or -e a PEFT adapter directory)");
 }
 
 // ---------------------------------------------------------------------------

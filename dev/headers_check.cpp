@@ -6,6 +6,7 @@
 #include "common/generate.h"
 #include "common/gpt2.h"
 #include "common/json.h"
+#include "common/lora.h"
 #include "common/preempt.h"
 #include "common/rendezvous.h"
 #include "common/report.h"
