@@ -39,6 +39,7 @@ moments by default when W > 1.
 #include "cuda/elementwise.cuh"
 #include "cuda/encoder.cuh"
 #include "cuda/layernorm.cuh"
+#include "cuda/lora.cuh"
 #include "cuda/matmul.cuh"
 #include "cuda/optimizer.cuh"
 #include "cuda/rmsnorm.cuh"
@@ -77,6 +78,9 @@ struct Acts {
     floatX *dresidual, *dln, *datty, *dqkv, *dfch, *dx_sel;  // gradient scratch, one layer: (BT, C), (BT, C), (BT, A), (BT, QKV), (BT, FW), (BT, C)
     floatX *dswiglu;                   // (BT, FF) the gradient of the SwiGLU (GeGLU) output (Llama family; empty for GPT-2)
     floatX *dpost;                     // (BT, C) the gradient of a sub-layer's output before its post norm (post_norms)
+    floatX *lora_h;                    // LoRA: (adapters, BT, R) every adapter's h = s * dropout(x) A^T, all layers (cuda/lora.cuh)
+    floatX *lora_dh;                   // LoRA: (BT, R) one adapter's dh in backward
+    floatX *lora_x;                    // LoRA with dropout: (BT, widest input) one adapter's dropped-out input, or dh A in backward
     float *scratch;                    // reductions
     float *norm2, *grad_scale;         // one float each
 };
@@ -101,20 +105,33 @@ static void batch_layout(Batch *b, int *base, int BT) {
     b->enc.keys = base + 5 * (size_t)BT; b->enc.off = base + 7 * (size_t)BT; b->enc.rows = base + 9 * (size_t)BT + 1;
 }
 
+// With LoRA (common/lora.h, cuda/lora.cuh) the model's weights are frozen: params holds them in
+// floatX only (no gradients, master copy or moments), and what trains are the adapters, in
+// one floatX array in common/lora.h's layout with its fp32 gradients, master weights and
+// moments; ZeRO-1 shards those. "The trained weights" below are params without LoRA and the
+// adapters with it.
+
 struct GpuModel {
     GPT2Config cfg;                    // the model (V: the real vocabulary)
     GPT2Config cfg_dev;                // the same with V = Vp: the layout on the device
     size_t num_params;                 // parameters of cfg: the host's arrays (checkpoints)
     size_t num_params_dev;             // parameters of cfg_dev: the device's arrays
-    floatX *params;                    // (padded) the weights the kernels read (num_params_dev of them)
-    float *grads;                      // (padded) gradients of the step's mean loss, accumulated in fp32; with ZeRO-1 only this rank's shard is summed over ranks
+    floatX *params;                    // (padded without LoRA, else num_params_dev) the weights the kernels read (num_params_dev of them)
+    float *grads;                      // (padded) gradients of the trained weights for the step's mean loss, accumulated in fp32; with ZeRO-1 only this rank's shard is summed over ranks
     floatX *p[NUM_PARAM_TENSORS];      // each tensor's start in params
-    float *g[NUM_PARAM_TENSORS];       // each tensor's start in grads
-    float *master, *m, *v;             // (shard) this rank's fp32 state, from element lo; master == (float *)params + lo in the fp32 build
+    float *g[NUM_PARAM_TENSORS];       // each tensor's start in grads; null with LoRA (frozen)
+    floatX *train;                     // (padded) the trained weights: params, or with LoRA the adapters
+    size_t num_train;                  // how many: num_params_dev, or the adapters' lora.floats
+    float *master, *m, *v;             // (shard) this rank's fp32 state of the trained weights, from element lo; master == (float *)train + lo in the fp32 build
     GpuComm *comm;                     // the ranks (cuda/dist.cuh); world 1: no communication
     int zero;                          // 1: ZeRO-1 (the state is sharded), 0: every rank holds all of it
-    size_t shard, lo;                  // elements in this rank's state and its first one (num_params_dev and 0 without ZeRO)
-    size_t padded;                     // elements of params and grads: W * shard with ZeRO-1, else num_params_dev
+    size_t shard, lo;                  // elements in this rank's state and its first one (num_train and 0 without ZeRO)
+    size_t padded;                     // elements of train and grads: W * shard with ZeRO-1, else num_train
+    LoraLayout lora;                   // the adapters (common/lora.h): settings, modules, offsets in train; lora.n == 0: full fine-tuning
+    floatX *adapters;                  // (padded) LoRA: the adapter weights the kernels read (== train), else null
+    uint64_t dropout_seed;             // LoRA dropout's draw (common/lora.h's lora_dropout_key): the run's seed,
+    int64_t dropout_step;              // the optimizer step and
+    int dropout_micro;                 // the micro-batch of the step (over all ranks); -1: no dropout (evaluation, generation)
     int B, T, recompute;
     Acts a;
     size_t acts_bytes, scratch_floats;
@@ -156,7 +173,9 @@ static void *acts_take(size_t bytes, size_t *total, bool allocate) {
 // The MLP's first product's width: GPT-2's fc (FF), or the Llama family's gate|up (2 FF).
 static size_t mlp_first_width(const GPT2Config *c) { return (is_llama_family(c) ? 2 : 1) * (size_t)c->FF; }
 
-static size_t gpu_acts_alloc(Acts *a, size_t *scratch_floats, const GPT2Config *cfg, int B, int T, int recompute, bool allocate) {
+// lora: the adapters (none: lora->n == 0)
+static size_t gpu_acts_alloc(Acts *a, size_t *scratch_floats, const GPT2Config *cfg, const LoraLayout *lora, int B, int T, int recompute,
+                             bool allocate) {
     size_t L = cfg->L, C = cfg->C, BT = (size_t)B * T, V = cfg->V, NH = cfg->NH;
     size_t QKV = qkv_width(cfg), A = (size_t)cfg->NH * cfg->HS, FF = cfg->FF, FW = mlp_first_width(cfg);
     size_t t = 0, X = sizeof(floatX), F = sizeof(float);
@@ -200,6 +219,11 @@ static size_t gpu_acts_alloc(Acts *a, size_t *scratch_floats, const GPT2Config *
     a->dx_sel = (floatX *)acts_take(BT * C * X, &t, allocate);
     a->dswiglu = (floatX *)acts_take((llama ? BT * FF : 0) * X, &t, allocate);
     a->dpost = (floatX *)acts_take(BT * PC * X, &t, allocate);
+    size_t num_ad = (size_t)lora->n, R = (size_t)lora->lc.rank, widest = 0;  // LoRA: every adapter's h, one dh, one dropped-out input
+    for (int i = 0; i < lora->n; i++) widest = (size_t)lora->ad[i].in > widest ? (size_t)lora->ad[i].in : widest;
+    a->lora_h = (floatX *)acts_take(num_ad * BT * R * X, &t, allocate);
+    a->lora_dh = (floatX *)acts_take((num_ad ? BT * R : 0) * X, &t, allocate);
+    a->lora_x = (floatX *)acts_take((num_ad && lora->lc.dropout > 0.0f ? BT * widest : 0) * X, &t, allocate);
     size_t s = layernorm_backward_scratch_floats((int)BT, (int)C);  // RMSNorm's needs half of it
     // the bias gradient before it is added: GPT-2's widest product (in the epilogue); Qwen2's
     // q, k, v bias by bias_backward's partial sums
@@ -247,20 +271,56 @@ static size_t zero_shard(size_t P, int world, int zero) {
     return (dist_shard_size(P, world) + 63) / 64 * 64;
 }
 
-static void gpu_model_build(GpuModel *M, const GPT2Config *cfg, const float *host_params, int B, int T, int recompute, GpuComm *comm,
-                            int zero) {
+// The host's fp32 weights (host layout) as floatX into M->params (device layout, zero padding),
+// one tensor at a time through the host
+static void params_to_device_floatx(const GpuModel *M, const float *host) {
+    for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
+        size_t n = param_numel(&M->cfg, i), nd = param_numel(&M->cfg_dev, i);
+        floatX *tmp = (floatX *)xcalloc(nd ? nd : 1, sizeof(floatX));
+        for (size_t k = 0; k < n; k++) tmp[k] = from_float<floatX>(host[k]);
+        CUDA_CHECK(cudaMemcpy(M->p[i], tmp, nd * sizeof(floatX), cudaMemcpyHostToDevice));
+        free(tmp);
+        host += n;
+    }
+}
+
+// floatX copies of n fp32 values on the device (src) into dst, through the host
+static void floats_to_floatx(floatX *dst, const float *src, size_t n) {
+    float *tmp32 = (float *)xmalloc((n ? n : 1) * sizeof(float));
+    floatX *tmp = (floatX *)xmalloc((n ? n : 1) * sizeof(floatX));
+    CUDA_CHECK(cudaMemcpy(tmp32, src, n * sizeof(float), cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < n; i++) tmp[i] = from_float<floatX>(tmp32[i]);
+    CUDA_CHECK(cudaMemcpy(dst, tmp, n * sizeof(floatX), cudaMemcpyHostToDevice));
+    free(tmp32);
+    free(tmp);
+}
+
+// The model on the device from host_params (host layout). With LoRA (lora non-null, lora->n
+// adapters) the weights are frozen and the adapters host_adapters (lora->floats, common/lora.h's
+// layout) train; lora null: full fine-tuning.
+static void gpu_model_build_lora(GpuModel *M, const GPT2Config *cfg, const float *host_params, const LoraLayout *lora,
+                                 const float *host_adapters, int B, int T, int recompute, GpuComm *comm, int zero) {
     M->cfg = *cfg;
     M->cfg_dev = *cfg;
     M->cfg_dev.V = (cfg->V + VOCAB_PAD - 1) / VOCAB_PAD * VOCAB_PAD;
     M->B = B; M->T = T; M->recompute = recompute;
     M->num_params = gpt2_num_parameters(cfg);
     M->num_params_dev = gpt2_num_parameters(&M->cfg_dev);
+    memset(&M->lora, 0, sizeof M->lora);
+    if (lora && lora->n > 0) {  // a copy of the table: the caller's may go
+        M->lora = *lora;
+        M->lora.ad = (LoraAdapter *)xmalloc((size_t)lora->n * sizeof(LoraAdapter));
+        memcpy(M->lora.ad, lora->ad, (size_t)lora->n * sizeof(LoraAdapter));
+    }
+    bool frozen = M->lora.n > 0;
+    M->dropout_seed = 0; M->dropout_step = 0; M->dropout_micro = -1;
     size_t P = M->num_params_dev, BT = (size_t)B * T, V = cfg->V;
+    M->num_train = frozen ? M->lora.floats : P;
     M->comm = comm;
     M->zero = zero && comm->world > 1;
-    M->shard = zero_shard(P, comm->world, M->zero);
+    M->shard = zero_shard(M->num_train, comm->world, M->zero);
     M->lo = M->zero ? (size_t)comm->rank * M->shard : 0;
-    M->padded = M->zero ? (size_t)comm->world * M->shard : P;
+    M->padded = M->zero ? (size_t)comm->world * M->shard : M->num_train;
     CUDA_CHECK(cudaStreamCreate(&M->stream));
     CUBLAS_CHECK(cublasCreate(&M->blas));
     M->blas_workspace = dev_alloc(BLAS_WORKSPACE);
@@ -268,10 +328,12 @@ static void gpu_model_build(GpuModel *M, const GPT2Config *cfg, const float *hos
     CUBLAS_CHECK(cublasSetWorkspace(M->blas, M->blas_workspace, BLAS_WORKSPACE));
     blaslt_init(&M->lt, M->blas_workspace, BLAS_WORKSPACE);
     size_t N = M->padded, S = M->shard;
-    M->params = (floatX *)dev_alloc(N * sizeof(floatX));
+    M->params = (floatX *)dev_alloc((frozen ? P : N) * sizeof(floatX));
+    M->adapters = frozen ? (floatX *)dev_alloc(N * sizeof(floatX)) : nullptr;
+    M->train = frozen ? M->adapters : M->params;
     M->grads = (float *)dev_alloc(N * sizeof(float));
 #if defined(ENABLE_FP32)
-    M->master = (float *)M->params + M->lo;
+    M->master = (float *)M->train + M->lo;
 #else
     M->master = (float *)dev_alloc(S * sizeof(float));
 #endif
@@ -280,22 +342,26 @@ static void gpu_model_build(GpuModel *M, const GPT2Config *cfg, const float *hos
     CUDA_CHECK(cudaMemset(M->m, 0, S * sizeof(float)));
     CUDA_CHECK(cudaMemset(M->v, 0, S * sizeof(float)));
     size_t off = 0;
-    for (int i = 0; i < NUM_PARAM_TENSORS; i++) { M->p[i] = M->params + off; M->g[i] = M->grads + off; off += param_numel(&M->cfg_dev, i); }
-    {   // all the weights in fp32 through grads (free until the first step), zero padding
-        CUDA_CHECK(cudaMemset(M->grads, 0, N * sizeof(float)));
-        params_to_device(M, M->grads, host_params);
-        float *tmp32 = (float *)xmalloc(N * sizeof(float));
-        floatX *tmp = (floatX *)xmalloc(N * sizeof(floatX));
-        CUDA_CHECK(cudaMemcpy(tmp32, M->grads, N * sizeof(float), cudaMemcpyDeviceToHost));
-        for (size_t i = 0; i < N; i++) tmp[i] = from_float<floatX>(tmp32[i]);
-        free(tmp32);
-        CUDA_CHECK(cudaMemcpy(M->params, tmp, N * sizeof(floatX), cudaMemcpyHostToDevice));
-        free(tmp);
-#if !defined(ENABLE_FP32)
-        CUDA_CHECK(cudaMemcpy(M->master, M->grads + M->lo, S * sizeof(float), cudaMemcpyDeviceToDevice));
-#endif
+    for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
+        M->p[i] = M->params + off;
+        M->g[i] = frozen ? nullptr : M->grads + off;
+        off += param_numel(&M->cfg_dev, i);
     }
-    M->acts_bytes = gpu_acts_alloc(&M->a, &M->scratch_floats, &M->cfg_dev, B, T, recompute, true);
+    // the trained weights in fp32 through grads (free until the first step), zero padding, then
+    // as floatX; the master copy from there. With LoRA the frozen weights go tensor by tensor
+    // from the host (no fp32 copy of them on the device, ever)
+    CUDA_CHECK(cudaMemset(M->grads, 0, N * sizeof(float)));
+    if (frozen) {
+        params_to_device_floatx(M, host_params);
+        CUDA_CHECK(cudaMemcpy(M->grads, host_adapters, M->lora.floats * sizeof(float), cudaMemcpyHostToDevice));
+    } else {
+        params_to_device(M, M->grads, host_params);
+    }
+    floats_to_floatx(M->train, M->grads, N);
+#if !defined(ENABLE_FP32)
+    CUDA_CHECK(cudaMemcpy(M->master, M->grads + M->lo, S * sizeof(float), cudaMemcpyDeviceToDevice));
+#endif
+    M->acts_bytes = gpu_acts_alloc(&M->a, &M->scratch_floats, &M->cfg_dev, &M->lora, B, T, recompute, true);
     M->dev_block = (int *)dev_alloc(batch_ints((int)BT) * sizeof(int));
     CUDA_CHECK(cudaMallocHost((void **)&M->host_block, batch_ints((int)BT) * sizeof(int)));
     M->slot_tok = (int *)xmalloc(V * sizeof(int));
@@ -320,13 +386,19 @@ static void gpu_model_build(GpuModel *M, const GPT2Config *cfg, const float *hos
     }
 }
 
+// Full fine-tuning: every weight trains.
+static void gpu_model_build(GpuModel *M, const GPT2Config *cfg, const float *host_params, int B, int T, int recompute, GpuComm *comm,
+                            int zero) {
+    gpu_model_build_lora(M, cfg, host_params, nullptr, nullptr, B, T, recompute, comm, zero);
+}
+
 static void gpu_model_free(GpuModel *M) {
     Acts *a = &M->a;
     void *ptrs[] = {M->params, M->grads, M->m, M->v, a->encoded, a->ln1, a->qkv, a->atty, a->lse, a->ln1_mean, a->ln1_rstd, a->residual2,
                     a->ln2, a->ln2_mean, a->ln2_rstd, a->fch, a->fch_gelu, a->residual3, a->lnf, a->lnf_mean, a->lnf_rstd, a->x_sel,
                     a->logits, a->losses, a->dresidual, a->dln, a->datty, a->dqkv, a->dfch, a->dx_sel, a->dswiglu, a->scratch, a->norm2,
                     a->grad_scale, M->dev_block, M->blas_workspace, M->inv_freq, M->inv_freq_local, a->qk_raw, a->qk_rstd, a->attn_out,
-                    a->mlp_out, a->attn_rstd, a->mlp_rstd, a->dpost};
+                    a->mlp_out, a->attn_rstd, a->mlp_rstd, a->dpost, M->adapters, a->lora_h, a->lora_dh, a->lora_x};
     for (size_t i = 0; i < sizeof ptrs / sizeof ptrs[0]; i++) CUDA_CHECK(cudaFree(ptrs[i]));
 #if !defined(ENABLE_FP32)
     CUDA_CHECK(cudaFree(M->master));
@@ -336,6 +408,7 @@ static void gpu_model_free(GpuModel *M) {
     CUDA_CHECK(cudaStreamDestroy(M->stream));
     CUDA_CHECK(cudaFreeHost(M->host_block));
     free(M->host_logits); free(M->host_row); free(M->slot_tok); free(M->slot_pos);
+    free(M->lora.ad);
 }
 
 // ----------------------------------------------------------------------------
@@ -439,14 +512,72 @@ static LayerActs layer_acts(const GpuModel *M, int l, int BT) {
 
 // Layer l's slice of parameter tensor i (floatX weights) and of its fp32 gradient (for a
 // tensor outside the layers, l = 0: the whole tensor); null for a tensor the family does
-// not have (the Llama family's biases but Qwen2's q, k, v ones, its LayerNorm biases, wpe).
+// not have (the Llama family's biases but Qwen2's q, k, v ones, its LayerNorm biases, wpe),
+// and the gradient null for every tensor with LoRA (frozen: the backward skips it).
 static floatX *lp(const GpuModel *M, int i, int l) {
     int64_t shape[2], n = param_slice_shape(&M->cfg_dev, i, shape);
     return n ? M->p[i] + (size_t)l * n : nullptr;
 }
 static float *lg(const GpuModel *M, int i, int l) {
     int64_t shape[2], n = param_slice_shape(&M->cfg_dev, i, shape);
-    return n ? M->g[i] + (size_t)l * n : nullptr;
+    return n && M->g[i] ? M->g[i] + (size_t)l * n : nullptr;
+}
+
+// ----------------------------------------------------------------------------
+// LoRA (cuda/lora.cuh): the adapters on layer l's product of fused tensor `param` (P_QKVW,
+// P_ATTPROJW, P_FCW, P_FCPROJW), added to the base product's output in forward and to its
+// input gradient in backward.
+
+// Adapter a's input for this micro-batch: x itself, or dropout(x) in Acts.lora_x while training
+// with dropout (the draw of the step, micro-batch, layer and module: the same in backward)
+static const floatX *lora_input(GpuModel *M, const LoraAdapter *a, const floatX *x, int BT, uint64_t *key) {
+    if (M->dropout_micro < 0 || M->lora.lc.dropout <= 0.0f) return x;
+    *key = lora_dropout_key(M->dropout_seed, M->dropout_step, M->dropout_micro, a->layer, a->module);
+    lora_dropout_forward(M->a.lora_x, x, (size_t)BT * a->in, *key, M->lora.lc.dropout, M->stream);
+    return M->a.lora_x;
+}
+
+// adapter a's h (BT, R), kept from forward for backward
+static floatX *lora_h(const GpuModel *M, const LoraAdapter *a, int BT) {
+    return M->a.lora_h + (size_t)(a - M->lora.ad) * BT * M->lora.lc.rank;
+}
+
+// out (BT, OC) += every adapter's s * dropout(x) A^T B^T on its columns; x: the product's input (BT, IC)
+static void lora_site_forward(GpuModel *M, int l, int param, floatX *out, const floatX *x, int BT) {
+    const LoraAdapter *first;
+    int n = lora_adapters_of(&M->lora, l, param, &first), R = M->lora.lc.rank;
+    for (int k = 0; k < n; k++) {
+        const LoraAdapter *a = first + k;
+        uint64_t key = 0;
+        const floatX *xin = lora_input(M, a, x, BT, &key);
+        lora_forward(M->blas, out, lora_h(M, a, BT), xin, M->adapters + a->a, M->adapters + a->b, M->lora.scale, BT, a->in, a->out, a->off,
+                     a->rows, R);
+    }
+}
+
+// The adapters' dA, dB (fp32, added) and dinp (BT, IC) += their part of the input gradient, from
+// dout (BT, OC), the gradient of the product's output; x: its input, as in forward
+static void lora_site_backward(GpuModel *M, int l, int param, floatX *dinp, const floatX *dout, const floatX *x, int BT) {
+    const LoraAdapter *first;
+    int n = lora_adapters_of(&M->lora, l, param, &first), R = M->lora.lc.rank;
+    for (int k = 0; k < n; k++) {
+        const LoraAdapter *a = first + k;
+        uint64_t key = 0;
+        const floatX *xin = lora_input(M, a, x, BT, &key);  // the forward's mask, drawn again
+        const floatX *A = M->adapters + a->a, *Bm = M->adapters + a->b;
+        lora_backward_weights(M->blas, M->grads + a->a, M->grads + a->b, M->a.lora_dh, dout, lora_h(M, a, BT), xin, Bm, M->lora.scale, BT, a->in,
+                              a->out, a->off, a->rows, R);
+        if (xin == x) { lora_backward_dx(M->blas, dinp, M->a.lora_dh, A, BT, a->in, R, 1.0f); continue; }
+        lora_backward_dx(M->blas, M->a.lora_x, M->a.lora_dh, A, BT, a->in, R, 0.0f);  // xin is used: lora_x is free
+        lora_dropout_backward(dinp, M->a.lora_x, (size_t)BT * a->in, key, M->lora.lc.dropout, M->stream);
+    }
+}
+
+// whether layer l's product of `param` has adapters (its epilogue then cannot be fused: the
+// adapters add to the product before the GELU, and to the GELU output's gradient before its derivative)
+static bool has_adapters(const GpuModel *M, int l, int param) {
+    const LoraAdapter *first;
+    return lora_adapters_of(&M->lora, l, param, &first) > 0;
 }
 
 // ----------------------------------------------------------------------------
@@ -488,24 +619,30 @@ static void norm_backward(GpuModel *M, floatX *dinp, float *dw, float *db, const
     else layernorm_backward(dinp, dw, db, M->a.scratch, dout, inp, w, mean, rstd, BT, c->C, M->stream);
 }
 
-// out (BT, OC) = inp (BT, IC) times the weight w (+ bias; null: none, Llama family only)
-static void linear_forward(GpuModel *M, floatX *out, const floatX *inp, const floatX *w, const floatX *bias, int BT, int IC, int OC) {
+// out (BT, OC) = inp (BT, IC) times layer l's weight of tensor `param` (+ bias; null: none,
+// Llama family only), plus its adapters (LoRA)
+static void linear_forward(GpuModel *M, int l, int param, floatX *out, const floatX *inp, const floatX *bias, int BT, int IC, int OC) {
     kt_mark(M->stream, K_MATMUL);
+    const floatX *w = lp(M, param, l);
     if (is_llama_family(&M->cfg)) matmul_forward_oi(&M->lt, out, inp, w, bias, BT, IC, OC, M->stream);
     else matmul_forward(&M->lt, out, inp, w, bias, BT, IC, OC, M->stream);
+    lora_site_forward(M, l, param, out, inp, BT);
 }
 
-// dinp = dout times w^T (overwritten), dw += (fp32), dbias += its column sums (when not null)
-static void linear_backward(GpuModel *M, floatX *dinp, float *dw, float *dbias, const floatX *dout, const floatX *inp, const floatX *w, int BT,
+// dinp = dout times w^T (overwritten) plus the adapters' part (LoRA), dw += (fp32), dbias += its
+// column sums (when not null; both null with LoRA), w layer l's weight of tensor `param`
+static void linear_backward(GpuModel *M, int l, int param, floatX *dinp, float *dw, float *dbias, const floatX *dout, const floatX *inp, int BT,
                             int IC, int OC) {
     cudaStream_t s = M->stream;
     kt_mark(s, K_MATMUL);
+    const floatX *w = lp(M, param, l);
     if (!is_llama_family(&M->cfg)) {
         matmul_backward(&M->lt, dinp, dw, dbias, M->a.scratch, dout, inp, w, nullptr, BT, IC, OC, s);
-        return;
+    } else {
+        matmul_backward_oi(&M->lt, dinp, dw, dout, inp, w, BT, IC, OC, s);
+        if (dbias) bias_backward(dbias, M->a.scratch, dout, BT, OC, s);
     }
-    matmul_backward_oi(&M->lt, dinp, dw, dout, inp, w, BT, IC, OC, s);
-    if (dbias) bias_backward(dbias, M->a.scratch, dout, BT, OC, s);
+    lora_site_backward(M, l, param, dinp, dout, inp, BT);
 }
 
 // The MLP up to its hidden activation x.fch_gelu (BT, FF) from x.ln2: GPT-2 fch = fc(ln2) and
@@ -514,11 +651,17 @@ static void mlp_up_forward(GpuModel *M, int l, const LayerActs *x, int BT) {
     const GPT2Config *c = &M->cfg;
     cudaStream_t s = M->stream;
     kt_mark(s, K_MATMUL);
-    if (!is_llama_family(c)) {
+    if (!is_llama_family(c) && !has_adapters(M, l, P_FCW)) {
         matmul_forward_gelu(&M->lt, x->fch_gelu, x->fch, x->ln2, lp(M, P_FCW, l), lp(M, P_FCB, l), BT, c->C, c->FF, s);
         return;
     }
-    matmul_forward_oi(&M->lt, x->fch, x->ln2, lp(M, P_FCW, l), nullptr, BT, c->C, 2 * c->FF, s);
+    if (!is_llama_family(c)) {  // with adapters: the product with its bias and theirs, then the GELU
+        linear_forward(M, l, P_FCW, x->fch, x->ln2, lp(M, P_FCB, l), BT, c->C, c->FF);
+        kt_mark(s, K_OTHER);
+        gelu_forward(x->fch_gelu, x->fch, (size_t)BT * c->FF, s);
+        return;
+    }
+    linear_forward(M, l, P_FCW, x->fch, x->ln2, nullptr, BT, c->C, 2 * c->FF);
     kt_mark(s, K_OTHER);
     glu_forward(x->fch_gelu, x->fch, BT, c->FF, c->mlp_act, s);
 }
@@ -531,12 +674,18 @@ static void mlp_down_backward(GpuModel *M, int l, const LayerActs *x, const floa
     Acts *a = &M->a;
     cudaStream_t s = M->stream;
     kt_mark(s, K_MATMUL);
-    if (!is_llama_family(c)) {
+    if (!is_llama_family(c) && !has_adapters(M, l, P_FCPROJW)) {
         matmul_backward(&M->lt, a->dfch, lg(M, P_FCPROJW, l), lg(M, P_FCPROJB, l), a->scratch, dout, x->fch_gelu, lp(M, P_FCPROJW, l), x->fch, BT,
                         c->FF, c->C, s);
         return;
     }
-    matmul_backward_oi(&M->lt, a->dswiglu, lg(M, P_FCPROJW, l), dout, x->fch_gelu, lp(M, P_FCPROJW, l), BT, c->FF, c->C, s);
+    if (!is_llama_family(c)) {  // with adapters: the GELU output's gradient, theirs added, then the GELU's derivative
+        linear_backward(M, l, P_FCPROJW, a->dfch, lg(M, P_FCPROJW, l), lg(M, P_FCPROJB, l), dout, x->fch_gelu, BT, c->FF, c->C);
+        kt_mark(s, K_OTHER);
+        gelu_backward(a->dfch, x->fch, a->dfch, (size_t)BT * c->FF, s);
+        return;
+    }
+    linear_backward(M, l, P_FCPROJW, a->dswiglu, lg(M, P_FCPROJW, l), nullptr, dout, x->fch_gelu, BT, c->FF, c->C);
     kt_mark(s, K_OTHER);
     glu_backward(a->dfch, x->fch, a->dswiglu, BT, c->FF, c->mlp_act, s);
 }
@@ -575,14 +724,14 @@ static void attn_backward(GpuModel *M, int l, const LayerActs *x, int B, int T) 
                          B * T, c->NH, c->KVH, c->HS, norm_one(c), M->stream);
 }
 
-// A sub-layer's output product into out: without post norms the product itself; with them
-// (Gemma 3) the product into prod (kept for backward) and its RMSNorm (weight w, rstd kept)
-// into out. out then goes to the fused residual add + next norm.
-static void sublayer_output_forward(GpuModel *M, floatX *out, floatX *prod, float *rstd, const floatX *w, const floatX *inp, const floatX *pw,
+// A sub-layer's output product (layer l's tensor `param`, bias pb) into out: without post norms
+// the product itself; with them (Gemma 3) the product into prod (kept for backward) and its
+// RMSNorm (weight w, rstd kept) into out. out then goes to the fused residual add + next norm.
+static void sublayer_output_forward(GpuModel *M, int l, int param, floatX *out, floatX *prod, float *rstd, const floatX *w, const floatX *inp,
                                     const floatX *pb, int BT, int IC) {
     const GPT2Config *c = &M->cfg;
-    if (!c->post_norms) { linear_forward(M, out, inp, pw, pb, BT, IC, c->C); return; }
-    linear_forward(M, prod, inp, pw, pb, BT, IC, c->C);
+    if (!c->post_norms) { linear_forward(M, l, param, out, inp, pb, BT, IC, c->C); return; }
+    linear_forward(M, l, param, prod, inp, pb, BT, IC, c->C);
     kt_mark(M->stream, K_LAYERNORM);
     rmsnorm_forward(out, rstd, prod, w, BT, c->C, c->eps, norm_one(c), M->stream);
 }
@@ -609,10 +758,10 @@ static void layer_forward(GpuModel *M, int l, int B, int T) {
     const GPT2Config *c = &M->cfg;
     int C = c->C, BT = B * T, A = c->NH * c->HS;
     LayerActs x = layer_acts(M, l, BT);
-    linear_forward(M, x.qkv, x.ln1, lp(M, P_QKVW, l), lp(M, P_QKVB, l), BT, C, qkv_width(c));
+    linear_forward(M, l, P_QKVW, x.qkv, x.ln1, lp(M, P_QKVB, l), BT, C, qkv_width(c));
     attn_forward(M, l, &x, B, T);
     // the attention projection (post-normed) goes to ln2's buffer: the fused kernel reads each row before it writes it
-    sublayer_output_forward(M, x.ln2, x.attn_out, x.attn_rstd, lp(M, P_POSTATTNW, l), x.atty, lp(M, P_ATTPROJW, l), lp(M, P_ATTPROJB, l), BT, A);
+    sublayer_output_forward(M, l, P_ATTPROJW, x.ln2, x.attn_out, x.attn_rstd, lp(M, P_POSTATTNW, l), x.atty, lp(M, P_ATTPROJB, l), BT, A);
     fused_residual_norm_forward(M, x.residual2, x.ln2, x.ln2_mean, x.ln2_rstd, x.input, x.ln2, lp(M, P_LN2W, l), lp(M, P_LN2B, l), BT);
     mlp_up_forward(M, l, &x, BT);
 }
@@ -633,8 +782,7 @@ static void layer_output_forward(GpuModel *M, int l, int B, int T) {
         w = lp(M, P_LN1W, l + 1); b = lp(M, P_LN1B, l + 1);
     }
     // into the norm's output buffer, which the fused kernel reads row by row before writing it
-    sublayer_output_forward(M, ln_out, x.mlp_out, x.mlp_rstd, lp(M, P_POSTFFNW, l), x.fch_gelu, lp(M, P_FCPROJW, l), lp(M, P_FCPROJB, l), BT,
-                            c->FF);
+    sublayer_output_forward(M, l, P_FCPROJW, ln_out, x.mlp_out, x.mlp_rstd, lp(M, P_POSTFFNW, l), x.fch_gelu, lp(M, P_FCPROJB, l), BT, c->FF);
     fused_residual_norm_forward(M, x.residual3, ln_out, mean, rstd, x.residual2, ln_out, w, b, BT);
 }
 
@@ -677,7 +825,7 @@ static void gpu_backward(GpuModel *M, int B, int T) {
     kt_mark(s, K_CLASSIFIER);
     gemm_rm(M->blas, false, false, R, C, Vp, a->logits, Vp, M->p[head], C, a->dx_sel, C, 0.0f);
     kt_mark(s, K_CLASSIFIER);
-    gemm_rm(M->blas, true, false, Vp, C, R, a->logits, Vp, a->x_sel, C, M->g[head], C, 1.0f);
+    if (M->g[head]) gemm_rm(M->blas, true, false, Vp, C, R, a->logits, Vp, a->x_sel, C, M->g[head], C, 1.0f);  // null: frozen (LoRA)
     kt_mark(s, K_CLASSIFIER);
     scatter_rows_zero(a->dln, a->dx_sel, M->b.rows, R, BT, C, s);
     kt_mark(s, K_OTHER);
@@ -691,8 +839,8 @@ static void gpu_backward(GpuModel *M, int B, int T) {
             layer_forward(M, l, B, T);
             // the MLP's post norm needs its input and rstd: the product again, its normed output dropped (dln is free here)
             if (c->post_norms)
-                sublayer_output_forward(M, a->dln, x.mlp_out, x.mlp_rstd, lp(M, P_POSTFFNW, l), x.fch_gelu, lp(M, P_FCPROJW, l), lp(M, P_FCPROJB, l),
-                                        BT, c->FF);
+                sublayer_output_forward(M, l, P_FCPROJW, a->dln, x.mlp_out, x.mlp_rstd, lp(M, P_POSTFFNW, l), x.fch_gelu, lp(M, P_FCPROJB, l), BT,
+                                        c->FF);
         }
         if (M->recompute == 1) {  // the norm outputs and the MLP's first product were dropped
             norm_forward(M, x.ln2, x.ln2_mean, x.ln2_rstd, x.residual2, lp(M, P_LN2W, l), lp(M, P_LN2B, l), BT);
@@ -701,18 +849,18 @@ static void gpu_backward(GpuModel *M, int B, int T) {
         // MLP: residual3 = residual2 + [post_norm](fcproj(act(fc(ln2(residual2)))))
         const floatX *dmlp = sublayer_output_backward(M, a->dresidual, lg(M, P_POSTFFNW, l), x.mlp_out, lp(M, P_POSTFFNW, l), x.mlp_rstd, BT);
         mlp_down_backward(M, l, &x, dmlp, BT);
-        linear_backward(M, a->dln, lg(M, P_FCW, l), lg(M, P_FCB, l), a->dfch, x.ln2, lp(M, P_FCW, l), BT, C, (int)mlp_first_width(c));
+        linear_backward(M, l, P_FCW, a->dln, lg(M, P_FCW, l), lg(M, P_FCB, l), a->dfch, x.ln2, BT, C, (int)mlp_first_width(c));
         norm_backward(M, a->dresidual, lg(M, P_LN2W, l), lg(M, P_LN2B, l), a->dln, x.residual2, lp(M, P_LN2W, l), x.ln2_mean, x.ln2_rstd, BT);
         // attention: residual2 = input + [post_norm](attproj(attention(rope(qk_norm(qkv(ln1(input)))))))
         const floatX *dattn = sublayer_output_backward(M, a->dresidual, lg(M, P_POSTATTNW, l), x.attn_out, lp(M, P_POSTATTNW, l), x.attn_rstd, BT);
-        linear_backward(M, a->datty, lg(M, P_ATTPROJW, l), lg(M, P_ATTPROJB, l), dattn, x.atty, lp(M, P_ATTPROJW, l), BT, A, C);
+        linear_backward(M, l, P_ATTPROJW, a->datty, lg(M, P_ATTPROJW, l), lg(M, P_ATTPROJB, l), dattn, x.atty, BT, A, C);
         attn_backward(M, l, &x, B, T);
         if (M->recompute == 1) norm_forward(M, x.ln1, x.ln1_mean, x.ln1_rstd, x.input, lp(M, P_LN1W, l), lp(M, P_LN1B, l), BT);
-        linear_backward(M, a->dln, lg(M, P_QKVW, l), lg(M, P_QKVB, l), a->dqkv, x.ln1, lp(M, P_QKVW, l), BT, C, qkv_width(c));
+        linear_backward(M, l, P_QKVW, a->dln, lg(M, P_QKVW, l), lg(M, P_QKVB, l), a->dqkv, x.ln1, BT, C, qkv_width(c));
         norm_backward(M, a->dresidual, lg(M, P_LN1W, l), lg(M, P_LN1B, l), a->dln, x.input, lp(M, P_LN1W, l), x.ln1_mean, x.ln1_rstd, BT);
     }
     kt_mark(s, K_ENCODER);
-    encoder_backward(M->g[P_WTE], lg(M, P_WPE, 0), a->dresidual, &M->b.enc, embedding_scale(c), C, s);
+    if (M->g[P_WTE]) encoder_backward(M->g[P_WTE], lg(M, P_WPE, 0), a->dresidual, &M->b.enc, embedding_scale(c), C, s);  // null: frozen (LoRA)
 }
 
 // Fills the host block of a micro-batch (laid out as h): its positions, its
@@ -833,9 +981,11 @@ static StepResult gpu_train_step(GpuModel *M, Loader *ld, StepBuffers *sb, int A
     for (int k = 0; k < A; k++) {
         if (sb->batches[k].num_rows == 0) continue;  // contributes nothing
         batch_use(M, &sb->batches[k], sb->dev + (size_t)k * block, sb->dev_losses + (size_t)k * BT, BT);
+        M->dropout_micro = M->comm->rank * A + k;  // LoRA's dropout: the micro-batch's index over all ranks (dist_owns_microbatch)
         gpu_forward(M, B, T, true, inv_targets);
         gpu_backward(M, B, T);
     }
+    M->dropout_micro = -1;  // no dropout outside the step
     kt_mark(M->stream, K_OPTIMIZER);
     if (poison_this_step == POISON_GRAD) {  // test hook (trainer.h)
         float nan = NAN;
@@ -844,8 +994,8 @@ static StepResult gpu_train_step(GpuModel *M, Loader *ld, StepBuffers *sb, int A
     }
     // the sum over ranks; with ZeRO-1 each rank's squared norm of its shard, then their sum
     if (M->zero) comm_reduce_scatter_sum(M->comm, M->grads, M->shard);
-    else comm_allreduce_sum(M->comm, M->grads, M->num_params_dev);
-    global_norm_squared(M->a.norm2, M->a.scratch, M->grads + M->lo, M->zero ? M->shard : M->num_params_dev, M->stream);
+    else comm_allreduce_sum(M->comm, M->grads, M->num_train);
+    global_norm_squared(M->a.norm2, M->a.scratch, M->grads + M->lo, M->zero ? M->shard : M->num_train, M->stream);
     if (M->zero) comm_allreduce_sum(M->comm, M->a.norm2, 1);
     kt_mark(M->stream, K_OTHER);
     CUDA_CHECK(cudaMemcpyAsync(sb->host_losses, sb->dev_losses, (size_t)A * BT * sizeof(float), cudaMemcpyDeviceToHost, M->stream));
@@ -867,18 +1017,20 @@ static StepResult gpu_train_step(GpuModel *M, Loader *ld, StepBuffers *sb, int A
     kt_mark(M->stream, K_OPTIMIZER);
     grad_clip_scale(M->a.grad_scale, M->a.norm2, grad_clip, M->stream);
     *adam_t += 1;
-    // AdamW on this rank's part [lo, hi) of each tensor (all of it without ZeRO-1)
-    size_t off = 0, lo = M->lo, hi = M->lo + M->shard < M->num_params_dev ? M->lo + M->shard : M->num_params_dev;
-    for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
-        size_t n = param_numel(&M->cfg_dev, i);
+    // AdamW on this rank's part [lo, hi) of each tensor (all of it without ZeRO-1); with LoRA the
+    // adapters are one range, every A and B a matrix with weight decay (as the CPU trainer's)
+    size_t off = 0, lo = M->lo, hi = M->lo + M->shard < M->num_train ? M->lo + M->shard : M->num_train;
+    for (int i = 0; i < (M->lora.n ? 1 : NUM_PARAM_TENSORS); i++) {
+        size_t n = M->lora.n ? M->num_train : param_numel(&M->cfg_dev, i);
         size_t a = off > lo ? off : lo, b = off + n < hi ? off + n : hi;
+        float wd = M->lora.n || PARAM_INFO[i].decay ? weight_decay : 0.0f;
         if (a < b)
-            adamw_update(M->master + (a - lo), M->params + a, M->grads + a, M->m + (a - lo), M->v + (a - lo), b - a, lr, 0.9f, 0.95f, 1e-8f,
-                         PARAM_INFO[i].decay ? weight_decay : 0.0f, M->a.grad_scale, (int)*adam_t, M->stream);
+            adamw_update(M->master + (a - lo), M->train + a, M->grads + a, M->m + (a - lo), M->v + (a - lo), b - a, lr, 0.9f, 0.95f, 1e-8f, wd,
+                         M->a.grad_scale, (int)*adam_t, M->stream);
         off += n;
     }
     if (M->zero) {  // every rank's updated shard of the bf16 weights to every rank
-        comm_allgather(M->comm, M->params, M->shard);
+        comm_allgather(M->comm, M->train, M->shard);
         comm_wait(M->comm, "parameter all-gather");
     }
     kt_step_end(M->stream);
@@ -936,26 +1088,38 @@ static void gpu_generator_init(GpuGenerator *g, Generator *gen, GpuModel *M) {
     gen->self = g; gen->reset = gpu_generator_reset; gen->next_logits = gpu_generator_next; gen->V = M->cfg.V; gen->cap = cap;
 }
 
+// An fp32 array of the trained weights' shape between the device and the host layout: the
+// model's (vocabulary padding, params_to_host) or the adapters' (the same layout on both).
+static void trained_to_host(const GpuModel *M, float *host, const float *dev) {
+    if (!M->lora.n) { params_to_host(M, host, dev); return; }
+    CUDA_CHECK(cudaMemcpy(host, dev, M->num_train * sizeof(float), cudaMemcpyDeviceToHost));
+}
+static void trained_to_device(const GpuModel *M, float *dev, const float *host) {
+    if (!M->lora.n) { params_to_device(M, dev, host); return; }
+    CUDA_CHECK(cudaMemcpy(dev, host, M->num_train * sizeof(float), cudaMemcpyHostToDevice));
+}
+
 // One fp32 state array (this rank's shard) to the host in the host layout, on
 // every rank; with ZeRO-1 the shards are first gathered into grads (free between steps).
 static void state_to_host(GpuModel *M, float *host, const float *state) {
-    if (!M->zero) { params_to_host(M, host, state); return; }
+    if (!M->zero) { trained_to_host(M, host, state); return; }
     CUDA_CHECK(cudaMemcpyAsync(M->grads + M->lo, state, M->shard * sizeof(float), cudaMemcpyDeviceToDevice, M->stream));
     comm_allgather(M->comm, M->grads, M->shard);
     comm_wait(M->comm, "checkpoint gather");
-    params_to_host(M, host, M->grads);
+    trained_to_host(M, host, M->grads);
 }
 
 // The host's full array (host layout) into this rank's shard of a state array.
 static void state_to_device(GpuModel *M, float *state, const float *host) {
-    if (!M->zero) { params_to_device(M, state, host); return; }
+    if (!M->zero) { trained_to_device(M, state, host); return; }
     CUDA_CHECK(cudaMemset(M->grads, 0, M->padded * sizeof(float)));
-    params_to_device(M, M->grads, host);
+    trained_to_device(M, M->grads, host);
     CUDA_CHECK(cudaMemcpy(state, M->grads + M->lo, M->shard * sizeof(float), cudaMemcpyDeviceToDevice));
 }
 
-// Master weights and moments back to the host (host layout), for checkpoints: a
-// collective (every rank calls it); the same arrays as one process would write.
+// Master weights (of the model, or with LoRA of the adapters) and moments back to the host
+// (host layout), for checkpoints: a collective (every rank calls it); the same arrays as one
+// process would write.
 static void gpu_download_state(GpuModel *M, float *params, float *m, float *v) {
     state_to_host(M, params, M->master);
     state_to_host(M, m, M->m);
@@ -976,25 +1140,28 @@ static void gpu_upload_moments(GpuModel *M, const float *m, const float *v) {
 // with ZeRO-1: 2Ψ + 4Ψ + 12Ψ/W bytes. (The ZeRO paper's 2Ψ + 2Ψ + 12Ψ/W keeps bf16
 // gradients; this trainer accumulates them in fp32.) The fp32 build has no separate
 // master copy: 4Ψ + 4Ψ + 8Ψ/W.
+// With LoRA, for Ψ frozen weights and Φ adapter weights: 2Ψ + 2Φ weights, 4Φ gradients and
+// 12Φ/W state (fp32 build: 4Ψ + 4Φ + 4Φ + 8Φ/W), plus the adapters' activations.
 struct MemPlan { double params, grads, state, acts; };
 
-static MemPlan memory_plan(const GPT2Config *cfg, int B, int T, int recompute, int world, int zero) {
+static MemPlan memory_plan(const GPT2Config *cfg, const LoraLayout *lora, int B, int T, int recompute, int world, int zero) {
     GPT2Config dev = *cfg;  // the device's layout: vocabulary padded as in gpu_model_build
     dev.V = (cfg->V + VOCAB_PAD - 1) / VOCAB_PAD * VOCAB_PAD;
-    size_t P = gpt2_num_parameters(&dev), S = zero_shard(P, world, zero), N = zero && world > 1 ? S * world : P;
+    size_t P = gpt2_num_parameters(&dev), trained = lora->n ? lora->floats : P;
+    size_t S = zero_shard(trained, world, zero), N = zero && world > 1 ? S * world : trained;
     Acts sizing;
     size_t scratch, BT = (size_t)B * T;
     MemPlan m;
-    m.params = (double)N * sizeof(floatX);
+    m.params = (double)(lora->n ? P + N : N) * sizeof(floatX);
     m.grads = 4.0 * N;
     m.state = (sizeof(floatX) == sizeof(float) ? 8.0 : 12.0) * S;
-    m.acts = (double)gpu_acts_alloc(&sizing, &scratch, &dev, B, T, recompute, false) + (double)batch_ints((int)BT) * sizeof(int);
+    m.acts = (double)gpu_acts_alloc(&sizing, &scratch, &dev, lora, B, T, recompute, false) + (double)batch_ints((int)BT) * sizeof(int);
     return m;
 }
 
 static void check_device_memory(const MemPlan *m, size_t free_bytes) {
-    MemTerm terms[] = {{"parameters (" PRECISION_NAME ")", m->params, "use a smaller model (-e)"},
-                       {"gradients (fp32)", m->grads, "use a smaller model (-e)"},
+    MemTerm terms[] = {{"parameters (" PRECISION_NAME ")", m->params, "use a smaller model (-e), or LoRA (-A) to train adapters on a frozen one"},
+                       {"gradients (fp32)", m->grads, "use a smaller model (-e), or LoRA (-A)"},
                        {"master weights and AdamW state (fp32, this rank's ZeRO shard)", m->state, "use a smaller model (-e) or more ranks with -Z 1"},
                        {"activations", m->acts, "lower -b (rows per micro-batch) or -t (row length), or raise -r (recompute in backward)"}};
     check_memory_plan(terms, 4, (double)free_bytes - (double)BLAS_WORKSPACE, "free on the device, cudaMemGetInfo, less the cuBLAS workspace");
@@ -1070,7 +1237,9 @@ int main(int argc, char **argv) {
     size_t free0, total_mem;
     CUDA_CHECK(cudaMemGetInfo(&free0, &total_mem));
     attention_check_heads(cfg.NH, cfg.KVH, cfg.HS);  // before allocating: head sizes without attention kernels (Gemma 3's 256)
-    MemPlan plan = memory_plan(&cfg, args.B, args.T, recompute, dist.world, dist.zero);
+    LoraLayout no_lora;  // full fine-tuning until main takes the LoRA flags
+    memset(&no_lora, 0, sizeof no_lora);
+    MemPlan plan = memory_plan(&cfg, &no_lora, args.B, args.T, recompute, dist.world, dist.zero);
     check_device_memory(&plan, free0);
     if (lead) warn_lost_targets(&run.train, args.T);
     if (lead) open_output_dir(args.out_dir);

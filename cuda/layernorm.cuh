@@ -147,7 +147,8 @@ __global__ void layernorm_backward_partial_kernel(float* partial, const floatX* 
 
 size_t layernorm_backward_scratch_floats(int N, int C) { return 2 * (size_t)ceil_div(N, LN_BWD_ROWS) * C; }
 
-// dinp += ..., dw += sum_rows dy*n, db += sum_rows dy; scratch: layernorm_backward_scratch_floats(N, C) floats
+// dinp += ..., dw += sum_rows dy*n, db += sum_rows dy; scratch: layernorm_backward_scratch_floats(N, C) floats.
+// dw and db null: a frozen norm (LoRA), only dinp
 void layernorm_backward(floatX* dinp, float* dw, float* db, float* scratch, const floatX* dout, const floatX* inp, const floatX* w,
                         const float* mean, const float* rstd, int N, int C, cudaStream_t s) {
     if (N <= 0 || C <= 0) return;
@@ -156,6 +157,7 @@ void layernorm_backward(floatX* dinp, float* dw, float* db, float* scratch, cons
     if (vec) layernorm_backward_dinp_kernel<XVEC><<<grid, LN_THREADS, 0, s>>>(dinp, dout, inp, w, mean, rstd, N, C);
     else layernorm_backward_dinp_kernel<1><<<grid, LN_THREADS, 0, s>>>(dinp, dout, inp, w, mean, rstd, N, C);
     LAUNCH_CHECK();
+    if (!dw) return;
     int chunks = ceil_div(N, LN_BWD_ROWS);
     dim3 pgrid(ceil_div(C, COLSUM_THREADS), chunks < COLSUM_MAX_GRID_Y ? chunks : COLSUM_MAX_GRID_Y);
     layernorm_backward_partial_kernel<<<pgrid, COLSUM_THREADS, 0, s>>>(scratch, dout, inp, mean, rstd, N, C);

@@ -44,11 +44,11 @@ inline cudaDataType_t cublas_type(const __nv_bfloat16*) { return CUDA_R_16BF; }
 
 // C[M,N] = alpha * op(A)[M,K] op(B)[K,N] + beta * C, all row-major; trans_a means A is
 // stored as K x M (so op(A) = A^T), trans_b means B is stored as N x K. C is floatX or float.
+// alpha scales the product (LoRA's alpha / R, cuda/lora.cuh); 1 everywhere else.
 // Runs on the handle's stream (set once, with its workspace, when the handle is made).
 template <typename TC>
 inline void gemm_rm(cublasHandle_t h, bool trans_a, bool trans_b, int M, int N, int K, const floatX* A, int lda, const floatX* B, int ldb,
-                    TC* C, int ldc, float beta) {
-    float alpha = 1.0f;
+                    TC* C, int ldc, float beta, float alpha = 1.0f) {
     CUBLAS_CHECK(cublasGemmEx(h, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, K, &alpha, B, CUBLAS_FLOATX,
                               ldb, A, CUBLAS_FLOATX, lda, &beta, C, cublas_type(C), ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
     LAUNCH_CHECK();
@@ -329,12 +329,14 @@ __global__ void add_f32_kernel(float* out, const float* inp, int n) {
 
 // dinp = dout * w^T (overwritten), dw += inp^T * dout and dbias += column sums of dout (both
 // fp32); bias_scratch: OC floats, where BGRADA stores the column sums before they are added.
+// dw and dbias null: a frozen layer (LoRA), only dinp: the weight-gradient product is skipped.
 // With gelu_pre (N x C: inp = gelu(gelu_pre), C a multiple of 8) the data gradient goes on
 // through the GELU: dinp = (dout * w^T) * gelu'(gelu_pre), the gradient of gelu_pre.
 inline void matmul_backward(BlasLt* lt, floatX* dinp, float* dw, float* dbias, float* bias_scratch, const floatX* dout,
                             const floatX* inp, const floatX* w, const floatX* gelu_pre, int N, int C, int OC, cudaStream_t s) {
     lt_matmul_rm(lt, gelu_pre ? CUBLASLT_EPILOGUE_DGELU : CUBLASLT_EPILOGUE_DEFAULT, false, true, N, C, OC, dout, OC, w, OC, dinp, CUBLAS_FLOATX, C,
                  false, nullptr, gelu_pre, C, s);
+    if (!dw) return;
     lt_matmul_rm(lt, CUBLASLT_EPILOGUE_BGRADA, true, false, C, OC, N, inp, C, dout, OC, dw, CUDA_R_32F, OC, true, bias_scratch, nullptr, 0, s);
     add_f32_kernel<<<ceil_div(OC, 256), 256, 0, s>>>(dbias, bias_scratch, OC);
     LAUNCH_CHECK();
@@ -355,9 +357,11 @@ inline void matmul_forward_oi(BlasLt* lt, floatX* out, const floatX* inp, const 
                  false, (void*)bias, nullptr, 0, s);
 }
 
-// dinp[N, C] = dout[N, OC] * w[OC, C] (overwritten), dw[OC, C] += dout^T * inp (fp32)
+// dinp[N, C] = dout[N, OC] * w[OC, C] (overwritten), dw[OC, C] += dout^T * inp (fp32); dw null:
+// a frozen layer (LoRA), only dinp
 inline void matmul_backward_oi(BlasLt* lt, floatX* dinp, float* dw, const floatX* dout, const floatX* inp, const floatX* w, int N, int C,
                                int OC, cudaStream_t s) {
     lt_matmul_rm(lt, CUBLASLT_EPILOGUE_DEFAULT, false, false, N, C, OC, dout, OC, w, C, dinp, CUBLAS_FLOATX, C, false, nullptr, nullptr, 0, s);
+    if (!dw) return;
     lt_matmul_rm(lt, CUBLASLT_EPILOGUE_DEFAULT, true, false, OC, C, N, dout, OC, inp, C, dw, CUDA_R_32F, C, true, nullptr, nullptr, 0, s);
 }

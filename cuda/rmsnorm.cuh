@@ -122,7 +122,8 @@ __global__ void rmsnorm_backward_partial_kernel(float* partial, const floatX* do
 
 size_t rmsnorm_backward_scratch_floats(int N, int C) { return (size_t)ceil_div(N, RMS_BWD_ROWS) * C; }
 
-// dinp += ..., dw += sum_rows dy * x * rstd (fp32); scratch: rmsnorm_backward_scratch_floats(N, C) floats
+// dinp += ..., dw += sum_rows dy * x * rstd (fp32); scratch: rmsnorm_backward_scratch_floats(N, C) floats;
+// dw null: a frozen norm (LoRA), only dinp
 void rmsnorm_backward(floatX* dinp, float* dw, float* scratch, const floatX* dout, const floatX* inp, const floatX* w, const float* rstd, int N,
                       int C, float one, cudaStream_t s) {
     if (N <= 0 || C <= 0) return;
@@ -131,6 +132,7 @@ void rmsnorm_backward(floatX* dinp, float* dw, float* scratch, const floatX* dou
     if (vec) rmsnorm_backward_dinp_kernel<XVEC><<<grid, RMS_THREADS, 0, s>>>(dinp, dout, inp, w, rstd, N, C, one);
     else rmsnorm_backward_dinp_kernel<1><<<grid, RMS_THREADS, 0, s>>>(dinp, dout, inp, w, rstd, N, C, one);
     LAUNCH_CHECK();
+    if (!dw) return;
     int chunks = ceil_div(N, RMS_BWD_ROWS);
     dim3 pgrid(ceil_div(C, COLSUM_THREADS), chunks < COLSUM_MAX_GRID_Y ? chunks : COLSUM_MAX_GRID_Y);
     rmsnorm_backward_partial_kernel<<<pgrid, COLSUM_THREADS, 0, s>>>(scratch, dout, inp, rstd, N, C);
@@ -213,16 +215,19 @@ size_t qk_norm_backward_scratch_floats(int BT, int HS) { return 2 * (size_t)ceil
 
 // dqkv's q and k heads: the gradient after the norms becomes the one before (in place);
 // dwq, dwk (HS each, fp32) += the weight gradients, deterministic (partial sums in row order,
-// then colsum_final); scratch: qk_norm_backward_scratch_floats(BT, HS) floats
+// then colsum_final); scratch: qk_norm_backward_scratch_floats(BT, HS) floats; dwq and dwk null:
+// frozen norms (LoRA), only the input gradient
 void qk_norm_backward(floatX* dqkv, float* dwq, float* dwk, float* scratch, const floatX* raw, const float* rstd, const floatX* wq,
                       const floatX* wk, int BT, int NH, int KVH, int HS, float one, cudaStream_t s) {
     if (BT <= 0) return;
     int chunks = ceil_div(BT, RMS_BWD_ROWS);
     dim3 pgrid(ceil_div(2 * HS, COLSUM_THREADS), chunks < COLSUM_MAX_GRID_Y ? chunks : COLSUM_MAX_GRID_Y);
-    qk_norm_backward_partial_kernel<<<pgrid, COLSUM_THREADS, 0, s>>>(scratch, dqkv, raw, rstd, BT, NH, KVH, HS);  // reads dy before it is overwritten
-    LAUNCH_CHECK();
-    colsum_final(dwq, scratch, chunks, HS, s);
-    colsum_final(dwk, scratch + (size_t)chunks * HS, chunks, HS, s);
+    if (dwq) {
+        qk_norm_backward_partial_kernel<<<pgrid, COLSUM_THREADS, 0, s>>>(scratch, dqkv, raw, rstd, BT, NH, KVH, HS);  // reads dy before it is overwritten
+        LAUNCH_CHECK();
+        colsum_final(dwq, scratch, chunks, HS, s);
+        colsum_final(dwk, scratch + (size_t)chunks * HS, chunks, HS, s);
+    }
     long units = (long)BT * (NH + KVH);
     qk_norm_backward_dinp_kernel<<<ceil_div(units, (long)(RMS_THREADS / 32)), RMS_THREADS, 0, s>>>(dqkv, raw, rstd, wq, wk, BT, NH, KVH, HS, one);
     LAUNCH_CHECK();
