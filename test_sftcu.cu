@@ -10,6 +10,7 @@ Prints "ok NAME" / "FAIL NAME: why" / "skip NAME: why"; run from the repository 
 #include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <vector>
 
 #if defined(ENABLE_FP32)
 #define GPU_BINARY "train_sftcu_fp32"
@@ -395,6 +396,153 @@ static void test_llama_gpu(const char *name, const GPT2Config *cfg, const float 
     data_free(&df);
 }
 
+// ---- LoRA (common/lora.h, cuda/lora.cuh) ----
+
+// Fresh adapters of rank R on `targets` ("" = all) with scale alpha / R and dropout p: PEFT's
+// initialization, then B given values too (its 0 would leave dA = 0 and the adapters' output 0,
+// so that neither the scale nor A and B's roles would show).
+static float *lora_test_adapters(const GPT2Config *cfg, const char *targets, int R, float alpha, float p, LoraLayout *lay) {
+    LoraConfig lc = {R, alpha, p, 0, 0};
+    char err[512];
+    if (!lora_parse_targets(cfg, targets, "test_sftcu", &lc.targets, err, sizeof err)) fatal("%s", err);
+    lora_layout_init(lay, cfg, &lc);
+    float *adapter = (float *)xmalloc(lay->floats * sizeof(float));
+    lora_init(lay, adapter, 5);
+    Rng r;
+    rng_seed(&r, 9);
+    for (int i = 0; i < lay->n; i++)
+        for (size_t k = 0; k < (size_t)lay->ad[i].rows * R; k++) adapter[lay->ad[i].b + k] = 0.2f * rng_normal(&r);
+    return adapter;
+}
+
+// worst over the adapters' A and B of max |a - b| / max |b| (fp32) or of the difference of their
+// norms (bf16, as test_step_against_cpu's gradients)
+static double worst_adapter_error(const LoraLayout *lay, const float *a, const float *b, char *worst_name, size_t n) {
+    double worst = 0.0;
+    for (int i = 0; i < lay->n; i++)
+        for (int w = 0; w < 2; w++) {
+            const LoraAdapter *ad = &lay->ad[i];
+            size_t off = w ? ad->b : ad->a, len = (size_t)lay->lc.rank * (w ? ad->rows : ad->in);
+#if defined(ENABLE_FP32)
+            double e = rel_err(a + off, b + off, len);
+#else
+            double e = fabs(norm(a + off, len) - norm(b + off, len)) / (norm(b + off, len) + 1e-12);
+#endif
+            if (!(e <= worst)) { worst = e; lora_peft_name(ad, w ? 'B' : 'A', worst_name, n); }
+        }
+    return worst;
+}
+
+// One micro-batch with adapters (dropout p > 0: the draw of step 3, micro-batch 1 on both
+// sides): logits with dropout off, the loss and every adapter gradient, GPU against the CPU
+// trainer's LoRA; the frozen model gets no gradient (the GPU has none to give: M.g is null).
+static void test_lora_against_cpu(const char *name, const GPT2Config *cfg, const float *params, const char *targets, int R, float alpha, float p,
+                                  int B, int T, int recompute) {
+    DataFile df;
+    data_load(&df, "dev/ref/tiny_train.bin");
+    Loader ld;
+    loader_init(&ld, &df, B, T, 0, 0, 1);
+    loader_next_batch(&ld);
+    int BT = B * T, V = cfg->V;
+    LoraLayout lay;
+    float *adapter = lora_test_adapters(cfg, targets, R, alpha, p, &lay);
+    void *cpu = ref_model_new_lora(cfg, params, &lay, adapter, B, T);
+    GpuModel M;
+    GpuComm one;
+    comm_single(&one);
+    gpu_model_build_lora(&M, cfg, params, &lay, adapter, B, T, recompute, &one, 0);
+    char full[160];
+    // logits at every position, no dropout
+    int *rows = (int *)xmalloc(BT * sizeof(int));
+    for (int i = 0; i < BT; i++) rows[i] = i;
+    ref_model_set_dropout(cpu, 0, 0, -1);
+    const float *cl = ref_model_logits(cpu, ld.inputs, ld.pos, ld.doc_start, rows, BT, B, T);
+    gpu_upload_batch(&M, ld.inputs, ld.pos, ld.doc_start, NULL, BT, rows, BT);
+    gpu_forward(&M, B, T, false, 1.0f);
+    int Vp = M.cfg_dev.V;
+    float *gl = (float *)xmalloc((size_t)BT * Vp * sizeof(float));
+    download(gl, M.a.logits, (size_t)BT * Vp);
+    for (int r = 0; r < BT; r++) memmove(gl + (size_t)r * V, gl + (size_t)r * Vp, V * sizeof(float));
+    double le = rel_err(gl, cl, (size_t)BT * V);
+    snprintf(full, sizeof full, "%s_logits", name);
+    check(full, le < tol_for(cfg, TOL_LOGITS, TOL_LOGITS_GELU), "relative error %.3g", le);
+    // loss and adapter gradients of the mean loss, with the dropout of (seed 1337, step 3, micro-batch 1)
+    ref_model_set_dropout(cpu, 1337, 3, 1);
+    int n_cpu;
+    double cpu_loss = ref_model_mean_loss_and_grads(cpu, ld.inputs, ld.pos, ld.doc_start, ld.targets, B, T, &n_cpu);
+    M.dropout_seed = 1337; M.dropout_step = 3; M.dropout_micro = 1;
+    CUDA_CHECK(cudaMemset(M.grads, 0, M.padded * sizeof(float)));
+    gpu_upload_batch(&M, ld.inputs, ld.pos, ld.doc_start, ld.targets, BT, NULL, 0);
+    int Rn = M.b.num_rows;
+    gpu_forward(&M, B, T, true, 1.0f / (float)Rn);
+    float *losses = (float *)xmalloc(BT * sizeof(float));
+    double gpu_loss = gpu_loss_sum(&M, losses) / Rn;
+    gpu_backward(&M, B, T);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    snprintf(full, sizeof full, "%s_loss", name);
+    check(full, Rn == n_cpu && fabs(gpu_loss - cpu_loss) < TOL_LOSS * fabs(cpu_loss), "loss %.8f vs CPU %.8f, targets %d vs %d", gpu_loss, cpu_loss,
+          Rn, n_cpu);
+    float *gg = (float *)xmalloc(lay.floats * sizeof(float));
+    CUDA_CHECK(cudaMemcpy(gg, M.grads, lay.floats * sizeof(float), cudaMemcpyDeviceToHost));
+    char worst_name[300] = "";
+    double worst = worst_adapter_error(&lay, gg, ref_model_grads(cpu), worst_name, sizeof worst_name);
+    snprintf(full, sizeof full, "%s_adapter_gradients", name);
+    check(full, worst < tol_for(cfg, TOL_GRAD, TOL_GRAD_GELU), "worst error %.3g in %s (%d adapters)", worst, worst_name, lay.n);
+    free(gl); free(losses); free(gg); free(rows); free(adapter);
+    lora_layout_free(&lay);
+    gpu_model_free(&M);
+    ref_model_free(cpu);
+    loader_free(&ld);
+    data_free(&df);
+}
+
+// Three optimizer steps with adapters (dropout 0.1): the frozen model's weights on the device
+// are bit for bit those it started with, and the adapters (their floatX copy and the fp32
+// master) have moved.
+static void test_lora_frozen_base(const char *name, const GPT2Config *cfg, const float *params, int B, int T) {
+    DataFile df;
+    data_load(&df, "dev/ref/tiny_train.bin");
+    Loader ld;
+    loader_init(&ld, &df, B, T, 0, 0, 1);
+    LoraLayout lay;
+    float *adapter = lora_test_adapters(cfg, "", 4, 8.0f, 0.1f, &lay);
+    GpuModel M;
+    GpuComm one;
+    comm_single(&one);
+    gpu_model_build_lora(&M, cfg, params, &lay, adapter, B, T, 0, &one, 0);
+    M.dropout_seed = 1;
+    size_t P = M.num_params_dev;
+    std::vector<floatX> before(P), after(P);
+    CUDA_CHECK(cudaMemcpy(before.data(), M.params, P * sizeof(floatX), cudaMemcpyDeviceToHost));
+    StepBuffers sb;
+    step_buffers_init(&sb, 1, B * T);
+    int64_t adam_t = 0;
+    int updated = 0;
+    for (int step = 0; step < 3; step++) {
+        M.dropout_step = step;
+        StepResult r = gpu_train_step(&M, &ld, &sb, 1, 1e-2f, 0.1f, 1.0f, &adam_t);
+        updated += r.skipped == STEP_UPDATED;
+    }
+    CUDA_CHECK(cudaDeviceSynchronize());
+    CUDA_CHECK(cudaMemcpy(after.data(), M.params, P * sizeof(floatX), cudaMemcpyDeviceToHost));
+    float *master = (float *)xmalloc(lay.floats * sizeof(float)), *m = (float *)xmalloc(lay.floats * sizeof(float));
+    float *v = (float *)xmalloc(lay.floats * sizeof(float));
+    gpu_download_state(&M, master, m, v);
+    double moved = 0.0;
+    for (size_t k = 0; k < lay.floats; k++) moved = fmax(moved, fabs((double)master[k] - adapter[k]));
+    char full[160];
+    snprintf(full, sizeof full, "%s_lora_frozen_base", name);
+    bool same = !memcmp(before.data(), after.data(), P * sizeof(floatX));
+    check(full, updated == 3 && same && moved > 1e-4, "%d of 3 steps updated; the %zu frozen weights %s; adapters moved by up to %.3g", updated, P,
+          same ? "bit-identical" : "changed", moved);
+    step_buffers_free(&sb);
+    free(master); free(m); free(v); free(adapter);
+    lora_layout_free(&lay);
+    gpu_model_free(&M);
+    loader_free(&ld);
+    data_free(&df);
+}
+
 // ---- whole programs ----
 
 static int run(const char *cmd) {
@@ -509,6 +657,119 @@ static void test_programs(void) {
     check("resume_bit_identical", same, "exit %d; %d steps, %s the uninterrupted run's", rc4, nres, same ? "bit-identical to" : "different from");
 }
 
+// The memory plan with LoRA (memory_plan, what the trainer checks before it allocates and
+// prints in its memory line) against a hand count, for the Llama-3.1-8B shape at T = 2048 with
+// -r 2 and adapters of rank 16 on every module: the frozen weights 2 bytes each (bf16; 4 in
+// fp32) with none of full fine-tuning's gradients, master copy or moments; the adapters'
+// 2 + 4 + 12 bytes each (fp32: 4 + 4 + 8); Φ = 32 layers x 16 x (q 4096+4096, k and v 4096+1024,
+// o 4096+4096, gate and up 4096+14336, down 14336+4096). Prints the plan (docs/lora.md's table).
+static void test_lora_memory_plan(void) {
+    GPT2Config cfg;
+    if (gpt2_parse_descriptor("l32c4096h32k8f14336t2048", &cfg) != 0) fatal("test_sftcu: bad descriptor");
+    cfg.V = 128256;
+    LoraConfig lc = {16, 32.0f, 0.0f, 0, lora_all_targets(&cfg)};
+    LoraLayout lay, none;
+    lora_layout_init(&lay, &cfg, &lc);
+    memset(&none, 0, sizeof none);
+    size_t phi = (size_t)32 * 16 * (2 * 8192 + 2 * 5120 + 2 * 18432 + 18432);
+    GPT2Config dev = cfg;
+    dev.V = (cfg.V + VOCAB_PAD - 1) / VOCAB_PAD * VOCAB_PAD;
+    size_t P = gpt2_num_parameters(&dev);
+    double X = sizeof(floatX), GiB = 1073741824.0;
+    bool ok = lay.floats == phi;
+    char line[2048];
+    size_t len = (size_t)snprintf(line, sizeof line, "adapters %zu (hand count %zu), frozen %zu;", lay.floats, phi, P);
+    for (int B = 1; B <= 8; B *= 2) {
+        MemPlan m = memory_plan(&cfg, &lay, B, 2048, 2, 1, 0), full = memory_plan(&cfg, &none, B, 2048, 2, 1, 0);
+        ok = ok && m.params == X * (double)(P + phi) && m.grads == 4.0 * phi && m.state == (X == 4 ? 8.0 : 12.0) * phi && m.acts > full.acts &&
+             m.acts - full.acts < 0.05 * full.acts;
+        double total = m.params + m.grads + m.state + m.acts, ftotal = full.params + full.grads + full.state + full.acts;
+        len += (size_t)snprintf(line + len, sizeof line - len, " B=%d: weights %.2f + gradients %.3f + master and AdamW %.3f + activations %.2f = %.2f GiB (full fine-tuning %.2f GiB);",
+                                B, m.params / GiB, m.grads / GiB, m.state / GiB, m.acts / GiB, total / GiB, ftotal / GiB);
+    }
+    check("lora_memory_plan_llama31_8b", ok, "%s", line);
+    lora_layout_free(&lay);
+}
+
+// LoRA as whole programs (GPT-2 tiny, every module, dropout 0.1, rank 4): ten steps of
+// ./train_sftcu against ./train_sft (the losses; the final adapters in PEFT's files; the merged
+// models of -M 1), a resume from step 4 bit-identical to the uninterrupted run, and -e with the
+// CPU's adapter directory trained on by both (their losses again).
+static void test_programs_lora(void) {
+    const char *flags = "-i dev/ref/tiny_train.bin -e dev/ref/tiny -A 4 -B 8 -p 0.1 -b 2 -t 32 -d 128 -x 10 -l 1e-2 -u 2 -c 0.1 -S 1";
+    char cmd[2048], path[600];
+    double cpu[16], gpu[16], res[16];
+    snprintf(cmd, sizeof cmd, "./train_sft %s -M 1 -o %s/lora_cpu > /dev/null", flags, tmp_root);
+    int rc1 = run(cmd);
+    snprintf(cmd, sizeof cmd, "./%s %s -M 1 -o %s/lora_gpu > /dev/null", GPU_BINARY, flags, tmp_root);
+    int rc2 = run(cmd);
+    snprintf(path, sizeof path, "%s/lora_cpu/metrics.jsonl", tmp_root);
+    int nc = read_losses(path, cpu, 16);
+    snprintf(path, sizeof path, "%s/lora_gpu/metrics.jsonl", tmp_root);
+    int ng = read_losses(path, gpu, 16);
+    double worst = nc == 10 && ng == 10 ? 0.0 : 1.0;
+    for (int i = 0; i < 10 && i < nc && i < ng; i++) worst = fmax(worst, fabs(gpu[i] - cpu[i]) / fabs(cpu[i]));
+    double tol_steps = fmax(TOL_STEPS, TOL_STEPS_GELU);
+    check("lora_ten_steps_match_cpu", rc1 == 0 && rc2 == 0 && worst < tol_steps, "exit %d %d, %d/%d steps, worst relative loss difference %.3g",
+          rc1, rc2, nc, ng, worst);
+    // the final adapters (adapter_model.safetensors, PEFT's names) and the merged models
+    GPT2Config cfg, mcfg;
+    float *base, *mc, *mg;
+    ParamTensors p;
+    gpt2_load_hf("dev/ref/tiny", &cfg, &base, &p);
+    LoraConfig lc = {4, 8.0f, 0.1f, 0, lora_all_targets(&cfg)};
+    LoraLayout lay;
+    lora_layout_init(&lay, &cfg, &lc);
+    float *ac = (float *)xmalloc(lay.floats * sizeof(float)), *ag = (float *)xmalloc(lay.floats * sizeof(float));
+    bool have = rc1 == 0 && rc2 == 0;
+    double ea = 1.0, em = 1.0;
+    if (have) {
+        snprintf(path, sizeof path, "%s/lora_cpu/step_00000010", tmp_root);
+        lora_load_peft_weights(path, &lay, ac);
+        snprintf(path, sizeof path, "%s/lora_gpu/step_00000010", tmp_root);
+        lora_load_peft_weights(path, &lay, ag);
+        char worst_name[300] = "";
+        ea = 0.0;
+        for (int i = 0; i < lay.n; i++)
+            for (int w = 0; w < 2; w++) {
+                size_t off = w ? lay.ad[i].b : lay.ad[i].a, len = (size_t)4 * (w ? lay.ad[i].rows : lay.ad[i].in);
+                double e = rel_err(ag + off, ac + off, len);
+                if (!(e <= ea)) { ea = e; lora_peft_name(&lay.ad[i], w ? 'B' : 'A', worst_name, sizeof worst_name); }
+            }
+        snprintf(path, sizeof path, "%s/lora_cpu/merged", tmp_root);
+        gpt2_load_hf(path, &mcfg, &mc, &p);
+        snprintf(path, sizeof path, "%s/lora_gpu/merged", tmp_root);
+        gpt2_load_hf(path, &mcfg, &mg, &p);
+        em = rel_err(mg, mc, gpt2_num_parameters(&cfg));
+        free(mc); free(mg);
+    }
+    check("lora_adapters_and_merged_match_cpu", have && ea < tol_steps && em < tol_steps,
+          "after ten steps: adapters (adapter_model.safetensors) within %.3g, merged models (-M 1) within %.3g", ea, em);
+    // resume from step 4 reproduces steps 5..10 bit for bit (dropout's draw included)
+    snprintf(cmd, sizeof cmd, "./%s %s -n 4 -o %s/lora_resumed > /dev/null && echo step_00000004 > %s/lora_resumed/latest && ./%s %s -n 4 -y 1 -o %s/lora_resumed > /dev/null",
+             GPU_BINARY, flags, tmp_root, tmp_root, GPU_BINARY, flags, tmp_root);
+    int rc3 = run(cmd);
+    snprintf(path, sizeof path, "%s/lora_resumed/metrics.jsonl", tmp_root);
+    int nres = read_losses(path, res, 16);
+    bool same = rc3 == 0 && nres == ng && !memcmp(res, gpu, sizeof(double) * (size_t)ng);
+    check("lora_resume_bit_identical", same, "exit %d; %d steps, %s the uninterrupted run's", rc3, nres, same ? "bit-identical to" : "different from");
+    // -e the CPU's adapter directory: both trainers continue it
+    const char *cont = "-i dev/ref/tiny_train.bin -b 2 -t 32 -x 3 -l 1e-2 -S 1";
+    snprintf(cmd, sizeof cmd, "./train_sft %s -e %s/lora_cpu/step_00000010 -o %s/lora_cont_cpu > /dev/null && ./%s %s -e %s/lora_cpu/step_00000010 -o %s/lora_cont_gpu > /dev/null",
+             cont, tmp_root, tmp_root, GPU_BINARY, cont, tmp_root, tmp_root);
+    int rc4 = run(cmd);
+    snprintf(path, sizeof path, "%s/lora_cont_cpu/metrics.jsonl", tmp_root);
+    nc = read_losses(path, cpu, 16);
+    snprintf(path, sizeof path, "%s/lora_cont_gpu/metrics.jsonl", tmp_root);
+    ng = read_losses(path, gpu, 16);
+    worst = rc4 == 0 && nc == 3 && ng == 3 ? 0.0 : 1.0;
+    for (int i = 0; i < 3 && i < nc && i < ng; i++) worst = fmax(worst, fabs(gpu[i] - cpu[i]) / fabs(cpu[i]));
+    check("lora_continue_peft_adapter_matches_cpu", worst < tol_steps, "exit %d, %d/%d steps from the adapter directory, worst relative loss difference %.3g",
+          rc4, nc, ng, worst);
+    free(ac); free(ag); free(base);
+    lora_layout_free(&lay);
+}
+
 int main(void) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     int devices = 0;
@@ -585,8 +846,31 @@ int main(void) {
         test_llama_gpu(new_descs[k], &c2, params, 2, 32);
         free(params);
     }
+    // LoRA against the CPU trainer: GPT-2 (Conv1D, GELU: c_fc's and mlp.c_proj's adapters around it)
+    // every module and some, with dropout, at every recompute level; tiny_llama (q, k, v slices
+    // of one product, gate and up of another) the same
+    gpt2_load_hf("dev/ref/tiny", &cfg, &params, &p);
+    test_lora_against_cpu("tiny_lora_all", &cfg, params, "", 4, 8.0f, 0.0f, 2, 16, 0);
+    for (int r = 0; r <= 2; r++) {
+        char name[64];
+        snprintf(name, sizeof name, "tiny_lora_dropout_recompute%d", r);
+        test_lora_against_cpu(name, &cfg, params, "c_attn,c_fc", 4, 16.0f, 0.2f, 2, 16, r);
+    }
+    test_lora_frozen_base("tiny", &cfg, params, 2, 16);
+    free(params);
+    gpt2_load_hf("dev/ref/tiny_llama", &cfg, &params, &p);
+    test_lora_against_cpu("tiny_llama_lora_all", &cfg, params, "", 4, 8.0f, 0.0f, 2, 16, 0);
+    for (int r = 0; r <= 2; r++) {
+        char name[64];
+        snprintf(name, sizeof name, "tiny_llama_lora_dropout_recompute%d", r);
+        test_lora_against_cpu(name, &cfg, params, "k_proj,v_proj,up_proj,down_proj", 4, 16.0f, 0.2f, 2, 16, r);
+    }
+    test_lora_frozen_base("tiny_llama", &cfg, params, 2, 16);
+    free(params);
     test_programs();
     test_programs_llama();
+    test_programs_lora();
+    test_lora_memory_plan();
     printf("test_sftcu_%s: %d failed\n", PRECISION_NAME, failures);
     return failures ? 1 : 0;
 }

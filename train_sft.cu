@@ -1192,6 +1192,23 @@ static void exchange_nccl_id(Dist *d, const TrainArgs *a, uint64_t fingerprint, 
 }
 #endif
 
+// -M 1: the merged model (base + s B A, common/lora.h's lora_merge) as a Hugging Face
+// directory <out>/merged, from the base and the trained adapters in r (host, fp32).
+static void save_merged(const TrainArgs *a, const RunSetup *r) {
+    char dir[4200];
+    snprintf(dir, sizeof dir, "%s/merged", a->out_dir);
+    if (make_dirs(dir) != 0) fatal("%s: cannot create directory: %s", dir, strerror(errno));
+    size_t n = gpt2_num_parameters(&r->cfg);
+    float *mem = (float *)xmalloc(n * sizeof(float));
+    memcpy(mem, r->params, n * sizeof(float));
+    ParamTensors p;
+    param_pointers(&r->cfg, mem, &p);
+    lora_merge(&r->cfg, &p, &r->lora, r->adapter);
+    gpt2_save_hf(dir, &r->cfg, &p);
+    free(mem);
+    printf("merged| base + %g * B A written to %s\n", (double)r->lora.scale, dir);
+}
+
 #ifndef SFT_NO_MAIN
 int main(int argc, char **argv) {
     preempt_install();
@@ -1234,19 +1251,25 @@ int main(int argc, char **argv) {
     dist_check_same(&dist, run_fingerprint(&args, &run), "the run's flags, data files and model shape");
     dist_check_same(&dist, fnv1a(0xcbf29ce484222325ull, run.params, gpt2_num_parameters(&run.cfg) * sizeof(float)),
                     "the model's starting weights (-e, or the checkpoint of -y 1)");
+    bool lora = run_is_lora(&run);  // LoRA: the base frozen, the adapters run.adapter train
+    if (lora) dist_check_same(&dist, fnv1a(0xcbf29ce484222325ull, run.adapter, run.lora.floats * sizeof(float)), "the LoRA adapter's starting weights");
     size_t free0, total_mem;
     CUDA_CHECK(cudaMemGetInfo(&free0, &total_mem));
     attention_check_heads(cfg.NH, cfg.KVH, cfg.HS);  // before allocating: head sizes without attention kernels (Gemma 3's 256)
-    LoraLayout no_lora;  // full fine-tuning until main takes the LoRA flags
-    memset(&no_lora, 0, sizeof no_lora);
-    MemPlan plan = memory_plan(&cfg, &no_lora, args.B, args.T, recompute, dist.world, dist.zero);
+    MemPlan plan = memory_plan(&cfg, &run.lora, args.B, args.T, recompute, dist.world, dist.zero);
     check_device_memory(&plan, free0);
     if (lead) warn_lost_targets(&run.train, args.T);
     if (lead) open_output_dir(args.out_dir);
+    if (lead && run.write_base) {  // the LoRA base as trained on, for adapter_config.json to name
+        if (make_dirs(run.lora_base) != 0) fatal("%s: cannot create directory: %s", run.lora_base, strerror(errno));
+        gpt2_save_hf(run.lora_base, &run.cfg, &run.p);
+    }
     GpuModel M;
-    gpu_model_build(&M, &cfg, run.params, args.B, args.T, recompute, &comm, dist.zero);
+    gpu_model_build_lora(&M, &cfg, run.params, &run.lora, run.adapter, args.B, args.T, recompute, &comm, dist.zero);
+    M.dropout_seed = (uint64_t)args.seed;
     comm.stream = M.stream;  // from now on the collectives run on the model's stream
-    size_t P = M.num_params;
+    size_t P = lora ? run.lora.floats : M.num_params;  // the trained weights in the host layout (checkpoints)
+    CheckpointLora ck_lora = {&run.lora, run.adapter, run.lora_base, run.lora_state};
     float *host_m = (float *)xcalloc(P, sizeof(float)), *host_v = (float *)xcalloc(P, sizeof(float));
     Loader loader, val_loader;
     loader_init(&loader, &run.train, args.B, args.T, args.shuffle, (uint64_t)args.seed, 1);
@@ -1280,15 +1303,19 @@ int main(int argc, char **argv) {
         printf("ranks | %d (from %s), ZeRO-%d, NCCL %d.%d.%d\n", dist.world, dist.launcher, M.zero, v / 10000, v / 100 % 100, v % 100);
     }
 #endif
-    print_run_summary(&args, &run, P);
+    print_run_summary(&args, &run, M.num_params);
+    if (lora) print_lora_summary(&run);
     // every rank's device memory in use, printed by rank 0, against the plan (the same on every rank)
     double *used = (double *)xcalloc((size_t)dist.world, sizeof(double));
     used[dist.rank] = (double)(free0 - free1);
     if (comm.comm) ops_allreduce_f64(&comm, used, (size_t)dist.world);
+    const char *formula = lora ? (sizeof(floatX) == sizeof(float) ? "LoRA: 4P + 4A + 4A + 8A/W" : "LoRA: 2P + 2A + 4A + 12A/W")
+                               : (sizeof(floatX) == sizeof(float) ? "4P + 4P + 8P/W" : "2P + 4P + 12P/W");
+    char adapters[64] = "";
+    if (lora) snprintf(adapters, sizeof adapters, ", A = %zu adapter weights", M.num_train);
     printf("memory| per rank: parameters %.2f MiB + gradients %.2f MiB + master weights and AdamW %.2f MiB + activations %.2f MiB "
-           "= %.2f MiB planned (%s, P = %zu, W = %d, ZeRO-%d)\n", plan.params / MiB, plan.grads / MiB, plan.state / MiB, plan.acts / MiB,
-           (plan.params + plan.grads + plan.state + plan.acts) / MiB, sizeof(floatX) == sizeof(float) ? "4P + 4P + 8P/W" : "2P + 4P + 12P/W",
-           M.num_params_dev, dist.world, M.zero);
+           "= %.2f MiB planned (%s, P = %zu%s, W = %d, ZeRO-%d)\n", plan.params / MiB, plan.grads / MiB, plan.state / MiB, plan.acts / MiB,
+           (plan.params + plan.grads + plan.state + plan.acts) / MiB, formula, M.num_params_dev, adapters, dist.world, M.zero);
     for (int r = 0; r < dist.world; r++) printf("memory| rank %d: in use after setup %.2f MiB\n", r, used[r] / MiB);
     free(used);
     fflush(stdout);
@@ -1311,6 +1338,7 @@ int main(int argc, char **argv) {
         float lr = lr_at_step((int)step, steps, args.lr, args.warmup, args.final_lr_frac);
         double t0 = now_seconds();
         poison_this_step = test_poison_for_step(step + 1);
+        M.dropout_step = step;  // LoRA's dropout draw (with the seed and the micro-batch)
         StepResult r = gpu_train_step(&M, &loader, &sb, A, lr, args.weight_decay, args.grad_clip, &state.adam_t);
         double dt = now_seconds() - t0;
         size_t free_now;
@@ -1321,9 +1349,9 @@ int main(int argc, char **argv) {
             log_step(&log, state.step, r.skipped, r.loss, lr, r.grad_norm, r.targets, dt);
         if (state.step < steps) stop = preempt_poll(&dist);
         if ((args.ckpt_every > 0 && state.step % args.ckpt_every == 0 && state.step < steps) || (stop && args.ckpt_every >= 0)) {
-            gpu_download_state(&M, run.params, host_m, host_v);  // every rank: the shards meet
+            gpu_download_state(&M, lora ? run.adapter : run.params, host_m, host_v);  // every rank: the shards meet
             state.epoch = loader.epoch; state.cursor = loader.cursor; state.rng = sample_rng.state;
-            if (lead) save_checkpoint(args.out_dir, &cfg, &run.p, &state, host_m, host_v, P);
+            if (lead) save_checkpoint_files(args.out_dir, &cfg, &run.p, lora ? &ck_lora : NULL, &state, host_m, host_v, P);
             comm_barrier(&comm, "waiting for rank 0's checkpoint (SFT_CKPT_TIMEOUT)", ckpt_timeout);
             log_checkpoint(&log, state.step, 0);
         }
@@ -1339,12 +1367,13 @@ int main(int argc, char **argv) {
     generate_and_evaluate(&args, &run, &gen, state.step, 1, &log, &sample_rng);
     log_break(&log);
     printf("memory| peak in use %.1f MiB of %.1f MiB (rank 0)\n", (free0 - min_free) / MiB, total_mem / MiB);
+    if (args.ckpt_every >= 0 || args.lora.merged) gpu_download_state(&M, lora ? run.adapter : run.params, host_m, host_v);  // every rank
     if (args.ckpt_every >= 0) {  // -n -1 (benchmarks): no checkpoint
-        gpu_download_state(&M, run.params, host_m, host_v);
         state.epoch = loader.epoch; state.cursor = loader.cursor; state.rng = sample_rng.state;
-        if (lead) save_checkpoint(args.out_dir, &cfg, &run.p, &state, host_m, host_v, P);
+        if (lead) save_checkpoint_files(args.out_dir, &cfg, &run.p, lora ? &ck_lora : NULL, &state, host_m, host_v, P);
     }
     log_checkpoint(&log, state.step, 1);
+    if (lora && args.lora.merged && lead) save_merged(&args, &run);
     run_log_close(&log, state.step);
     dist_finish(&dist);  // NCCL's communicator, then MPI where it carried the id
     step_buffers_free(&sb);

@@ -4,6 +4,7 @@
 // "backward adds into its outputs" are exactly those of train_sft.c.
 #pragma once
 #include "../../common/gpt2.h"
+#include "../../common/lora.h"
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -62,6 +63,11 @@ void ref_model_free(void *model);
 double ref_model_mean_loss_and_grads(void *model, const int *inputs, const int *pos, const int *doc_start, const int *targets, int B, int T,
                                      int *num_targets);
 const float *ref_model_grads(void *model);
+// LoRA: the model with adapters `adapter` (lay->floats, common/lora.h's layout) on the frozen
+// params; ref_model_grads then gives the adapters' gradients (lay->floats)
+void *ref_model_new_lora(const GPT2Config *cfg, const float *params, const LoraLayout *lay, const float *adapter, int B, int T);
+// LoRA's dropout for the next forward and backward: the draw of (seed, step, micro-batch); micro -1: off
+void ref_model_set_dropout(void *model, uint64_t seed, int64_t step, int micro);
 // logits (R x V) of the listed row positions
 const float *ref_model_logits(void *model, const int *inputs, const int *pos, const int *doc_start, const int *rows, int R, int B, int T);
 #ifdef __cplusplus

@@ -3,7 +3,8 @@
 (for dev/cuda/emu/test_dist.sh): the per-step losses and gradient norms of
 metrics.jsonl and validation losses (relative difference at most LOSS_TOL), the final checkpoint's
 model.safetensors and state.bin (every tensor and both AdamW moments: largest absolute
-difference, relative to the tensor's largest magnitude, at most WEIGHT_TOL) and the
+difference, relative to the tensor's largest magnitude, at most WEIGHT_TOL; a LoRA checkpoint's
+adapter_model.safetensors instead of the model) and the
 state's counters and data cursor (exactly equal). One exception: the attention key
 biases (the middle third of each attn.c_attn.bias) have a zero gradient in exact
 arithmetic (softmax ignores a shift of a whole row of scores), so theirs is rounding
@@ -77,7 +78,8 @@ for s in ma:
         if not d <= loss_tol:
             fail(f'step {s}: {what} {x!r} vs {y!r} (relative difference {d:.2e} > {loss_tol:g})')
 da, db = final_dir(run_a), final_dir(run_b)
-ta, tb = safetensors(os.path.join(da, 'model.safetensors')), safetensors(os.path.join(db, 'model.safetensors'))
+weights = 'adapter_model.safetensors' if os.path.exists(os.path.join(da, 'adapter_model.safetensors')) else 'model.safetensors'
+ta, tb = safetensors(os.path.join(da, weights)), safetensors(os.path.join(db, weights))
 ha, sa = state(os.path.join(da, 'state.bin'))
 hb, sb = state(os.path.join(db, 'state.bin'))
 if not np.array_equal(ha, hb):

@@ -8,6 +8,7 @@
 #   validation losses, the final weights, AdamW moments and counters (cmp_runs.py; the
 #   tolerances are float rounding: only the order of the gradient sums differs); the same
 #   with ZeRO-1 for a Llama-family model (untied head, grouped-query attention) and a Gemma 3 one,
+#   and for LoRA adapters on a frozen GPT-2 (with dropout),
 #   and on 2 and 3 ranks for a model whose parameter count they do not divide (the last shard short);
 # - 2 ranks launched by mpirun with the MPI build (train_sftcu_fp32_mpi: the NCCL id by
 #   MPI_Bcast; no MASTER_ADDR, no -f, so the rendezvous cannot have carried it) against 1;
@@ -77,6 +78,15 @@ F_GPT2=$F
 F=${F/-e d2c64h2t32/-e l2c64h4k2f96t32u}
 single llama_one "$bin/train_sftcu_fp32"; ran llama_one $? &&
     { torchrun2 llama_z1 "$bin/train_sftcu_fp32"; ran llama_z1 $? && cmp_runs dist_llama_zero1_equals_1_rank "$tmp/llama_one" "$tmp/llama_z1" 1e-6 1e-4; }
+F=$F_GPT2
+
+# ---- LoRA (rank 4 on every module, dropout 0.1): only the adapters' gradients are reduced and
+# ZeRO-1 shards their state; 2 ranks vs 1 (fp32): losses, norms, the adapters (adapter_model.safetensors)
+# and their moments. The frozen base is the same on every rank (-e dev/ref/tiny, never updated) ----
+F_GPT2=$F
+F=${F/-e d2c64h2t32/-e dev/ref/tiny -A 4 -p 0.1}
+single lora_one "$bin/train_sftcu_fp32"; ran lora_one $? &&
+    { torchrun2 lora_z1 "$bin/train_sftcu_fp32"; ran lora_z1 $? && cmp_runs dist_lora_zero1_equals_1_rank "$tmp/lora_one" "$tmp/lora_z1" 1e-6 1e-5; }
 F=$F_GPT2
 
 # ---- ZeRO-1 shards that W does not divide: the last rank's is short ----
