@@ -357,7 +357,7 @@ static void test_reference_forward_backward(const char *tag, const char *model_d
     check(name, fabs(loss - ref_loss[0]) < 1e-5 * fabs(ref_loss[0]), "loss %.8f, reference %.8f", loss, ref_loss[0]);
     memset(m.grads_mem, 0, m.num_params * sizeof(float));
     gpt2_backward(&m, ld.inputs, ld.pos, ld.doc_start, 2, 16);
-    scale_gradients(m.grads_mem, m.num_params, 1.0f / (float)ld.num_targets);
+    scale_floats(m.grads_mem, m.num_params, 1.0f / (float)ld.num_targets);
     char worst_name[256] = "";
     double ge = compare_params(&m, &m.grads, "grad.", worst_name, sizeof worst_name, 0);
     check_name(name, sizeof name, tag, "gradients");

@@ -213,6 +213,7 @@ static void layernorm_forward(float *out, float *mean, float *rstd, const float 
 
 // With n = (x - mean) * rstd and g = dy * w:
 //   dx += rstd * (g - mean(g) - n * mean(g * n)),  dw += sum_rows dy * n,  db += sum_rows dy
+// (dw NULL: frozen weights (LoRA), dx only; the same in the other backward passes)
 static void layernorm_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp, const float *w,
                                const float *mean, const float *rstd, int N, int C) {
 #pragma omp parallel for schedule(static)
@@ -229,6 +230,7 @@ static void layernorm_backward(float *dinp, float *dw, float *db, const float *d
         float *dx = dinp + (size_t)i * C;
         for (int c = 0; c < C; c++) dx[c] += s * (dy[c] * w[c] - g_mean - (x[c] - m) * s * gn_mean);
     }
+    if (!dw) return;
 #pragma omp parallel for schedule(static)
     for (int c0 = 0; c0 < C; c0 += 16) {
         int c1 = c0 + 16 < C ? c0 + 16 : C;
@@ -269,6 +271,7 @@ static void rmsnorm_backward(float *dinp, float *dw, const float *dout, const fl
         float *dx = dinp + (size_t)i * C;
         for (int c = 0; c < C; c++) dx[c] += s * (dy[c] * (w[c] + one) - x[c] * s * gn_mean);
     }
+    if (!dw) return;
 #pragma omp parallel for schedule(static)
     for (int c0 = 0; c0 < C; c0 += 16) {
         int c1 = c0 + 16 < C ? c0 + 16 : C;
@@ -297,17 +300,17 @@ static void matmul_forward(float *out, const float *inp, const float *w, const f
 }
 
 // dinp += dout * W^T,  dW += inp^T * dout (stored in w's layout),  dbias += column
-// sums of dout (dbias NULL: no bias)
+// sums of dout (dbias NULL: no bias; dw NULL: frozen, and then no bias gradient either)
 static void matmul_backward(float *dinp, float *dw, float *dbias, const float *dout, const float *inp, const float *w, int N, int C, int OC,
                             int layout) {
     if (layout == W_IN_OUT) {
         gemm(N, C, OC, dout, OC, 1, w, 1, OC, dinp, C, 1);
-        gemm(C, OC, N, inp, 1, C, dout, OC, 1, dw, OC, 1);
+        if (dw) gemm(C, OC, N, inp, 1, C, dout, OC, 1, dw, OC, 1);
     } else {
         gemm(N, C, OC, dout, OC, 1, w, C, 1, dinp, C, 1);
-        gemm(OC, C, N, dout, 1, OC, inp, C, 1, dw, C, 1);
+        if (dw) gemm(OC, C, N, dout, 1, OC, inp, C, 1, dw, C, 1);
     }
-    if (!dbias) return;
+    if (!dbias || !dw) return;
 #pragma omp parallel for schedule(static)
     for (int o0 = 0; o0 < OC; o0 += 16) {
         int o1 = o0 + 16 < OC ? o0 + 16 : OC;
@@ -480,8 +483,8 @@ static void qk_norm_forward(float *qkv, float *raw, float *rstd, const float *wq
 static void qk_norm_backward(float *dqkv, float *dwq, float *dwk, const float *raw, const float *rstd, const float *wq, const float *wk,
                              int BT, int NH, int KVH, int HS, float one) {
     int QKV = (NH + 2 * KVH) * HS, H = NH + KVH;
-#pragma omp parallel for schedule(static)
-    for (int i = 0; i < HS; i++) {  // weight gradients first: they read dy, which the pass below overwrites
+#pragma omp parallel for schedule(static) if (dwq)
+    for (int i = 0; i < (dwq ? HS : 0); i++) {  // weight gradients first: they read dy, which the pass below overwrites
         float sq = 0.0f, sk = 0.0f;
         for (int r = 0; r < BT; r++)
             for (int h = 0; h < H; h++) {
@@ -597,6 +600,11 @@ static void geglu_backward(float *dfch, const float *fch, const float *dout, int
     }
 }
 
+static void scale_floats(float *x, size_t n, float s) {
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) x[i] *= s;
+}
+
 static void residual_forward(float *out, const float *a, const float *b, size_t N) {
 #pragma omp parallel for schedule(static)
     for (size_t i = 0; i < N; i++) out[i] = a[i] + b[i];
@@ -627,10 +635,10 @@ static void classifier_forward(float *logits, float *losses, const float *x, con
     if (targets) crossentropy_softmax(logits, losses, targets, R, V);
 }
 
-// dx = dlogits * head,  dhead += dlogits^T * x
+// dx = dlogits * head,  dhead += dlogits^T * x (dhead NULL: frozen)
 static void classifier_backward(float *dx, float *dhead, const float *dlogits, const float *x, const float *head, int R, int C, int V) {
     gemm(R, C, V, dlogits, V, 1, head, C, 1, dx, C, 0);
-    gemm(V, C, R, dlogits, 1, V, x, C, 1, dhead, C, 1);
+    if (dhead) gemm(V, C, R, dlogits, 1, V, x, C, 1, dhead, C, 1);
 }
 
 // The classifier works on chunks of rows so that its logits never take more than
@@ -693,7 +701,23 @@ typedef struct {
     int *rows;                // row index (b*T + t) of each classifier row
     int *row_targets;         // its target
     int num_rows;
+    // LoRA (common/lora.h), when lora.lc.rank > 0: the base is frozen (grads_mem NULL, no
+    // moments for it) and AdamW trains the adapter block; the trained vector is then the
+    // adapter's: `trained`, `trained_grads` and `num_trained` (padded, opt_lo and opt_n
+    // refer to it) are the adapter's, else params_mem, grads_mem and num_params
+    LoraLayout lora;
+    float *adapter, *adapter_grads;  // lora.floats each (padded with ZeRO-1)
+    float *lora_acts;         // hs = s * dropout(x) A^T of every adapter, (BT, R) each, then scratch dh (BT, R) and dropout(x) (BT, max in)
+    float *trained, *trained_grads;
+    size_t num_trained;
+    int training;             // 1 inside train_step: the adapters' dropout is on
+    uint64_t dropout_seed;    // -z; with the step and the micro-batch (over all ranks), the key of the dropout mask
+    int64_t dropout_step;
+    int dropout_micro;
 } GPT2;
+
+static int model_is_lora(const GPT2 *m) { return m->lora.lc.rank > 0; }
+
 
 // Width of the fc layer's output: GPT-2's FF (= 4C), the Llama family's [gate | up] 2FF.
 static int fc_width(const GPT2Config *c) { return is_llama_family(c) ? 2 * c->FF : c->FF; }
@@ -707,6 +731,9 @@ static float *param_layer(const GPT2Config *c, const ParamTensors *t, int i, int
     size_t n = (size_t)param_slice_shape(c, i, shape);
     return n ? t->t[i] + (size_t)l * n : NULL;
 }
+
+// Layer l's slice of gradient tensor i; NULL when the tensor is frozen (LoRA) or absent.
+static float *grad_layer(const GPT2 *m, int i, int l) { return model_is_lora(m) ? NULL : param_layer(&m->cfg, &m->grads, i, l); }
 
 // The added 1 of the RMSNorms: 1 where they scale by 1 + w (Gemma 3), else 0.
 static float norm_one(const GPT2Config *c) { return c->norm_plus_one ? 1.0f : 0.0f; }
@@ -769,14 +796,33 @@ static size_t gpt2_activation_floats(const GPT2Config *c, int B, int T) {
     return total;
 }
 
+// Floats of LoRA's activations at B x T: every adapter's hs (BT, R), then the scratch
+// dh (BT, R) and dropout(x) (BT, widest input; only with dropout).
+static size_t lora_activation_floats(const LoraLayout *lay, int B, int T) {
+    if (lay->lc.rank == 0) return 0;
+    size_t BT = (size_t)B * T, R = (size_t)lay->lc.rank, in = 0;
+    for (int i = 0; i < lay->n; i++) if ((size_t)lay->ad[i].in > in) in = (size_t)lay->ad[i].in;
+    return ((size_t)lay->n + 1) * BT * R + (lay->lc.dropout > 0 ? BT * in : 0);
+}
+
+// Allocates gradients, moments and activations for B x T; with LoRA (m->lora and
+// m->adapter set by the caller) the gradients and moments are the adapter's only.
 static void gpt2_allocate(GPT2 *m, int B, int T) {
     const GPT2Config *c = &m->cfg;
     m->num_params = gpt2_num_parameters(c);
-    m->padded = m->opt_n = m->num_params;
-    m->grads_mem = (float *)xcalloc(m->num_params, sizeof(float));
-    m->m_mem = (float *)xcalloc(m->num_params, sizeof(float));
-    m->v_mem = (float *)xcalloc(m->num_params, sizeof(float));
-    param_pointers(c, m->grads_mem, &m->grads);
+    if (model_is_lora(m)) {
+        m->trained = m->adapter;
+        m->num_trained = m->lora.floats;
+        m->adapter_grads = m->trained_grads = (float *)xcalloc(m->num_trained ? m->num_trained : 1, sizeof(float));
+        m->lora_acts = (float *)xcalloc(lora_activation_floats(&m->lora, B, T), sizeof(float));
+    } else {
+        m->grads_mem = (float *)xcalloc(m->num_params, sizeof(float));
+        param_pointers(c, m->grads_mem, &m->grads);
+        m->trained = m->params_mem; m->trained_grads = m->grads_mem; m->num_trained = m->num_params;
+    }
+    m->padded = m->opt_n = m->num_trained;
+    m->m_mem = (float *)xcalloc(m->num_trained ? m->num_trained : 1, sizeof(float));
+    m->v_mem = (float *)xcalloc(m->num_trained ? m->num_trained : 1, sizeof(float));
     m->B = B; m->T = T;
     size_t BT = (size_t)B * T, sizes[NUM_ACTIVATIONS];
     int n = gpt2_activation_sizes(c, B, T, sizes);
@@ -812,23 +858,90 @@ static void gpt2_allocate(GPT2 *m, int B, int T) {
 static void gpt2_distribute(GPT2 *m, Dist *d) {
     m->dist = d;
     if (!d->zero) return;
-    size_t shard = dist_shard_size(m->num_params, d->world), P = m->num_params;
+    size_t shard = dist_shard_size(m->num_trained, d->world), P = m->num_trained;
     m->padded = shard * (size_t)d->world;
     m->opt_lo = shard * (size_t)d->rank;
     m->opt_n = m->opt_lo >= P ? 0 : P - m->opt_lo < shard ? P - m->opt_lo : shard;
     float *params = (float *)xcalloc(m->padded, sizeof(float)), *grads = (float *)xcalloc(m->padded, sizeof(float));
-    memcpy(params, m->params_mem, P * sizeof(float));
-    free(m->params_mem); free(m->grads_mem); free(m->m_mem); free(m->v_mem);
-    m->params_mem = params; m->grads_mem = grads;
-    param_pointers(&m->cfg, m->params_mem, &m->params);
-    param_pointers(&m->cfg, m->grads_mem, &m->grads);
+    memcpy(params, m->trained, P * sizeof(float));
+    free(m->trained); free(m->trained_grads); free(m->m_mem); free(m->v_mem);
+    m->trained = params; m->trained_grads = grads;
+    if (model_is_lora(m)) { m->adapter = params; m->adapter_grads = grads; }
+    else {
+        m->params_mem = params; m->grads_mem = grads;
+        param_pointers(&m->cfg, m->params_mem, &m->params);
+        param_pointers(&m->cfg, m->grads_mem, &m->grads);
+    }
     m->m_mem = (float *)xcalloc(shard, sizeof(float));
     m->v_mem = (float *)xcalloc(shard, sizeof(float));
 }
 
 static void gpt2_free(GPT2 *m) {
     free(m->params_mem); free(m->grads_mem); free(m->m_mem); free(m->v_mem); free(m->acts_mem);
+    free(m->adapter); free(m->adapter_grads); free(m->lora_acts); lora_layout_free(&m->lora);
     free(m->rows); free(m->row_targets);
+}
+
+// ----------------------------------------------------------------------------
+// LoRA's adapters on a fused product out[N, OC] = inp[N, in] W (matmul_forward), for
+// the adapters of layer l on tensor `param` (common/lora.h's math): each adds
+// s * dropout(inp) A^T B^T to its output columns [off, off + rows).
+
+// dropout(inp) of adapter a into xd while training with p > 0 (returns xd), else inp.
+static const float *lora_dropout_input(const GPT2 *m, const LoraAdapter *a, const float *inp, float *xd, int N) {
+    float p = m->lora.lc.dropout;
+    if (!m->training || p == 0) return inp;
+    uint64_t key = lora_dropout_key(m->dropout_seed, m->dropout_step, m->dropout_micro, a->layer, a->module);
+    uint32_t threshold = lora_dropout_threshold(p);
+    float keep = 1.0f / (1.0f - p);
+    size_t n = (size_t)N * a->in;
+#pragma omp parallel for schedule(static)
+    for (size_t e = 0; e < n; e++) xd[e] = inp[e] * lora_dropout_mask(key, e, threshold, keep);
+    return xd;
+}
+
+// hs [N, R] = s * dropout(inp) A^T, kept for the backward pass;  out[:, off:off+rows] += hs B^T
+static void lora_forward(GPT2 *m, int l, int param, float *out, const float *inp, int N) {
+    const LoraAdapter *first;
+    int count = model_is_lora(m) ? lora_adapters_of(&m->lora, l, param, &first) : 0, R = m->lora.lc.rank;
+    size_t NR = (size_t)N * R, BTR = (size_t)m->B * m->T * R;
+    float *xd = m->lora_acts + ((size_t)m->lora.n + 1) * BTR;
+    for (int j = 0; j < count; j++) {
+        const LoraAdapter *a = first + j;
+        float *hs = m->lora_acts + (size_t)(a - m->lora.ad) * BTR;
+        const float *A = m->adapter + a->a, *Bm = m->adapter + a->b, *x = lora_dropout_input(m, a, inp, xd, N);
+        gemm(N, R, a->in, x, a->in, 1, A, 1, a->in, hs, R, 0);
+        scale_floats(hs, NR, m->lora.scale);
+        gemm(N, a->rows, R, hs, R, 1, Bm, 1, R, out + a->off, a->out, 1);
+    }
+}
+
+// With dout [N, OC] the gradient of the fused output and its slice d = dout[:, off:off+rows]:
+//   dB += d^T hs,  g = s * d B (= d loss / d h),  dA += g^T dropout(inp),  dinp += mask * (g A)
+static void lora_backward(GPT2 *m, int l, int param, float *dinp, const float *dout, const float *inp, int N) {
+    const LoraAdapter *first;
+    int count = model_is_lora(m) ? lora_adapters_of(&m->lora, l, param, &first) : 0, R = m->lora.lc.rank;
+    size_t NR = (size_t)N * R, BTR = (size_t)m->B * m->T * R;
+    float *g = m->lora_acts + (size_t)m->lora.n * BTR, *xd = g + BTR;
+    for (int j = 0; j < count; j++) {
+        const LoraAdapter *a = first + j;
+        const float *hs = m->lora_acts + (size_t)(a - m->lora.ad) * BTR, *A = m->adapter + a->a, *Bm = m->adapter + a->b;
+        float *dA = m->adapter_grads + a->a, *dB = m->adapter_grads + a->b;
+        const float *d = dout + a->off, *x = lora_dropout_input(m, a, inp, xd, N);
+        gemm(a->rows, R, N, d, 1, a->out, hs, R, 1, dB, R, 1);
+        gemm(N, R, a->rows, d, a->out, 1, Bm, R, 1, g, R, 0);
+        scale_floats(g, NR, m->lora.scale);
+        gemm(R, a->in, N, g, 1, R, x, a->in, 1, dA, a->in, 1);
+        if (x == inp) { gemm(N, a->in, R, g, R, 1, A, a->in, 1, dinp, a->in, 1); continue; }
+        // with dropout: xd (no longer needed) takes g A, then dinp += mask * xd
+        gemm(N, a->in, R, g, R, 1, A, a->in, 1, xd, a->in, 0);
+        uint64_t key = lora_dropout_key(m->dropout_seed, m->dropout_step, m->dropout_micro, a->layer, a->module);
+        uint32_t threshold = lora_dropout_threshold(m->lora.lc.dropout);
+        float keep = 1.0f / (1.0f - m->lora.lc.dropout);
+        size_t n = (size_t)N * a->in;
+#pragma omp parallel for schedule(static)
+        for (size_t e = 0; e < n; e++) dinp[e] += lora_dropout_mask(key, e, threshold, keep) * xd[e];
+    }
 }
 
 // Forward pass over B rows of T positions. The classifier runs on the positions
@@ -854,6 +967,7 @@ static double gpt2_forward(GPT2 *m, const int *inputs, const int *pos, const int
         float *qkv = a->qkv + o1 * QKV, *atty = a->atty + o1 * A, *fch = a->fch + o1 * FCW, *fch_act = a->fch_act + o1 * FF;
         norm_forward(c, a->ln1 + oc, a->ln1_mean + o1, a->ln1_rstd + o1, residual, param_layer(c, p, P_LN1W, l), param_layer(c, p, P_LN1B, l), BT);
         matmul_forward(qkv, a->ln1 + oc, param_layer(c, p, P_QKVW, l), param_layer(c, p, P_QKVB, l), BT, C, QKV, wl);
+        lora_forward(m, l, P_QKVW, qkv, a->ln1 + oc, BT);
         if (c->qk_norm)
             qk_norm_forward(qkv, a->qk_raw + o1 * H * HS, a->qk_rstd + o1 * H, param_layer(c, p, P_QNORMW, l), param_layer(c, p, P_KNORMW, l), BT,
                             NH, KVH, HS, c->eps, one);
@@ -862,14 +976,17 @@ static double gpt2_forward(GPT2 *m, const int *inputs, const int *pos, const int
         attention_forward(atty, a->att + (size_t)l * B * NH * T * T, qkv, doc_start, B, T, NH, KVH, HS, scale, layer_window(c, l));
         float *attn = c->post_norms ? a->attn_out + oc : a->residual2 + oc;
         matmul_forward(attn, atty, param_layer(c, p, P_ATTPROJW, l), param_layer(c, p, P_ATTPROJB, l), BT, A, C, wl);
+        lora_forward(m, l, P_ATTPROJW, attn, atty, BT);
         if (c->post_norms) rmsnorm_forward(a->residual2 + oc, a->attn_rstd + o1, attn, param_layer(c, p, P_POSTATTNW, l), BT, C, c->eps, one);
         residual_forward(a->residual2 + oc, a->residual2 + oc, residual, (size_t)BT * C);
         norm_forward(c, a->ln2 + oc, a->ln2_mean + o1, a->ln2_rstd + o1, a->residual2 + oc, param_layer(c, p, P_LN2W, l),
                      param_layer(c, p, P_LN2B, l), BT);
         matmul_forward(fch, a->ln2 + oc, param_layer(c, p, P_FCW, l), param_layer(c, p, P_FCB, l), BT, C, FCW, wl);
+        lora_forward(m, l, P_FCW, fch, a->ln2 + oc, BT);
         mlp_act_forward(c, fch_act, fch, BT);
         float *mlp = c->post_norms ? a->mlp_out + oc : a->residual3 + oc;
         matmul_forward(mlp, fch_act, param_layer(c, p, P_FCPROJW, l), param_layer(c, p, P_FCPROJB, l), BT, FF, C, wl);
+        lora_forward(m, l, P_FCPROJW, mlp, fch_act, BT);
         if (c->post_norms) rmsnorm_forward(a->residual3 + oc, a->mlp_rstd + o1, mlp, param_layer(c, p, P_POSTFFNW, l), BT, C, c->eps, one);
         residual_forward(a->residual3 + oc, a->residual3 + oc, a->residual2 + oc, (size_t)BT * C);
     }
@@ -906,12 +1023,12 @@ static void gpt2_backward(GPT2 *m, const int *inputs, const int *pos, const int 
         int n = m->num_rows - r0 < CR ? m->num_rows - r0 : CR;
         const float *x = a->x_sel + (size_t)r0 * C;
         if (m->num_rows > CR) classifier_forward(a->logits, a->losses + r0, x, output_head(c, p), m->row_targets + r0, n, C, V);
-        classifier_backward(a->dx_sel + (size_t)r0 * C, output_head(c, g), a->logits, x, output_head(c, p), n, C, V);
+        classifier_backward(a->dx_sel + (size_t)r0 * C, model_is_lora(m) ? NULL : output_head(c, g), a->logits, x, output_head(c, p), n, C, V);
     }
     memset(a->dln, 0, btc * sizeof(float));  // dln holds d(lnf): zero except selected rows
     for (int r = 0; r < m->num_rows; r++) memcpy(a->dln + (size_t)m->rows[r] * C, a->dx_sel + (size_t)r * C, (size_t)C * sizeof(float));
     memset(a->dresidual, 0, btc * sizeof(float));
-    norm_backward(c, a->dresidual, g->lnfw, param_layer(c, g, P_LNFB, 0), a->dln, a->residual3 + (size_t)(L - 1) * BT * C, p->lnfw, a->lnf_mean,
+    norm_backward(c, a->dresidual, model_is_lora(m) ? NULL : g->lnfw, grad_layer(m, P_LNFB, 0), a->dln, a->residual3 + (size_t)(L - 1) * BT * C, p->lnfw, a->lnf_mean,
                   a->lnf_rstd, BT);
     for (int l = L - 1; l >= 0; l--) {
         const float *residual = l == 0 ? a->encoded : a->residual3 + (size_t)(l - 1) * btc;
@@ -921,45 +1038,49 @@ static void gpt2_backward(GPT2 *m, const int *inputs, const int *pos, const int 
         const float *dmlp = a->dresidual;
         if (c->post_norms) {
             memset(a->dpost, 0, btc * sizeof(float));
-            rmsnorm_backward(a->dpost, param_layer(c, g, P_POSTFFNW, l), a->dresidual, a->mlp_out + oc, param_layer(c, p, P_POSTFFNW, l),
+            rmsnorm_backward(a->dpost, grad_layer(m, P_POSTFFNW, l), a->dresidual, a->mlp_out + oc, param_layer(c, p, P_POSTFFNW, l),
                              a->mlp_rstd + o1, BT, C, one);
             dmlp = a->dpost;
         }
         memset(a->dfch_act, 0, (size_t)BT * FF * sizeof(float));
-        matmul_backward(a->dfch_act, param_layer(c, g, P_FCPROJW, l), param_layer(c, g, P_FCPROJB, l), dmlp, fch_act,
+        matmul_backward(a->dfch_act, grad_layer(m, P_FCPROJW, l), grad_layer(m, P_FCPROJB, l), dmlp, fch_act,
                         param_layer(c, p, P_FCPROJW, l), BT, FF, C, wl);
+        lora_backward(m, l, P_FCPROJW, a->dfch_act, dmlp, fch_act, BT);
         memset(a->dfch, 0, (size_t)BT * FCW * sizeof(float));
         mlp_act_backward(c, a->dfch, fch, a->dfch_act, BT);
         memset(a->dln, 0, btc * sizeof(float));
-        matmul_backward(a->dln, param_layer(c, g, P_FCW, l), param_layer(c, g, P_FCB, l), a->dfch, a->ln2 + oc, param_layer(c, p, P_FCW, l),
+        matmul_backward(a->dln, grad_layer(m, P_FCW, l), grad_layer(m, P_FCB, l), a->dfch, a->ln2 + oc, param_layer(c, p, P_FCW, l),
                         BT, C, FCW, wl);
-        norm_backward(c, a->dresidual, param_layer(c, g, P_LN2W, l), param_layer(c, g, P_LN2B, l), a->dln, a->residual2 + oc,
+        lora_backward(m, l, P_FCW, a->dln, a->dfch, a->ln2 + oc, BT);
+        norm_backward(c, a->dresidual, grad_layer(m, P_LN2W, l), grad_layer(m, P_LN2B, l), a->dln, a->residual2 + oc,
                       param_layer(c, p, P_LN2W, l), a->ln2_mean + o1, a->ln2_rstd + o1, BT);
         // attention: residual2 = residual + [post_norm](attproj(attention(rope(qk_norm(qkv(norm1(residual)))))))
         const float *dattn = a->dresidual;
         if (c->post_norms) {
             memset(a->dpost, 0, btc * sizeof(float));
-            rmsnorm_backward(a->dpost, param_layer(c, g, P_POSTATTNW, l), a->dresidual, a->attn_out + oc, param_layer(c, p, P_POSTATTNW, l),
+            rmsnorm_backward(a->dpost, grad_layer(m, P_POSTATTNW, l), a->dresidual, a->attn_out + oc, param_layer(c, p, P_POSTATTNW, l),
                              a->attn_rstd + o1, BT, C, one);
             dattn = a->dpost;
         }
         memset(a->datty, 0, (size_t)BT * A * sizeof(float));
-        matmul_backward(a->datty, param_layer(c, g, P_ATTPROJW, l), param_layer(c, g, P_ATTPROJB, l), dattn, atty,
+        matmul_backward(a->datty, grad_layer(m, P_ATTPROJW, l), grad_layer(m, P_ATTPROJB, l), dattn, atty,
                         param_layer(c, p, P_ATTPROJW, l), BT, A, C, wl);
+        lora_backward(m, l, P_ATTPROJW, a->datty, dattn, atty, BT);
         memset(a->dqkv, 0, (size_t)BT * QKV * sizeof(float));
         attention_backward(a->dqkv, a->datty, qkv, a->att + (size_t)l * B * NH * T * T, doc_start, B, T, NH, KVH, HS, scale, layer_window(c, l));
         const float *cos_t, *sin_t;
         if (layer_rope_table(c, a, l, &cos_t, &sin_t)) rope_backward(a->dqkv, pos, cos_t, sin_t, BT, NH, KVH, HS);
         if (c->qk_norm)
-            qk_norm_backward(a->dqkv, param_layer(c, g, P_QNORMW, l), param_layer(c, g, P_KNORMW, l), a->qk_raw + o1 * H * HS, a->qk_rstd + o1 * H,
+            qk_norm_backward(a->dqkv, grad_layer(m, P_QNORMW, l), grad_layer(m, P_KNORMW, l), a->qk_raw + o1 * H * HS, a->qk_rstd + o1 * H,
                              param_layer(c, p, P_QNORMW, l), param_layer(c, p, P_KNORMW, l), BT, NH, KVH, HS, one);
         memset(a->dln, 0, btc * sizeof(float));
-        matmul_backward(a->dln, param_layer(c, g, P_QKVW, l), param_layer(c, g, P_QKVB, l), a->dqkv, a->ln1 + oc, param_layer(c, p, P_QKVW, l),
+        matmul_backward(a->dln, grad_layer(m, P_QKVW, l), grad_layer(m, P_QKVB, l), a->dqkv, a->ln1 + oc, param_layer(c, p, P_QKVW, l),
                         BT, C, QKV, wl);
-        norm_backward(c, a->dresidual, param_layer(c, g, P_LN1W, l), param_layer(c, g, P_LN1B, l), a->dln, residual,
+        lora_backward(m, l, P_QKVW, a->dln, a->dqkv, a->ln1 + oc, BT);
+        norm_backward(c, a->dresidual, grad_layer(m, P_LN1W, l), grad_layer(m, P_LN1B, l), a->dln, residual,
                       param_layer(c, p, P_LN1W, l), a->ln1_mean + o1, a->ln1_rstd + o1, BT);
     }
-    encoder_backward(g->wte, llama ? NULL : g->wpe, a->dresidual, inputs, pos, embedding_scale(c), BT, C);
+    if (!model_is_lora(m)) encoder_backward(g->wte, llama ? NULL : g->wpe, a->dresidual, inputs, pos, embedding_scale(c), BT, C);
 }
 
 // ----------------------------------------------------------------------------
@@ -971,11 +1092,6 @@ static void gpt2_backward(GPT2 *m, const int *inputs, const int *pos, const int 
 #define ADAM_BETA2 0.95f
 #define ADAM_EPS 1e-8f
 #define REDUCE_CHUNKS 256
-
-static void scale_gradients(float *g, size_t n, float s) {
-#pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < n; i++) g[i] *= s;
-}
 
 // Sum of squares of g[0..n), in fixed chunks so the result is the same for any thread count.
 static double sum_of_squares(const float *g, size_t n) {
@@ -1009,8 +1125,13 @@ static void adamw_tensor(float *p, const float *g, float *m, float *v, size_t n,
 // AdamW on the parameters [m->opt_lo, m->opt_lo + m->opt_n) with their gradients
 // g[0..opt_n) and the moments. A ZeRO-1 shard may start or end inside a tensor, so
 // each tensor's overlap with the range gets that tensor's weight decay.
+// With LoRA every tensor of the adapter block is a matrix: all decay.
 static void adamw_update(GPT2 *m, const float *g, float lr, float weight_decay, int64_t t) {
     size_t lo = m->opt_lo, hi = m->opt_lo + m->opt_n, off = 0;
+    if (model_is_lora(m)) {
+        adamw_tensor(m->adapter + lo, g, m->m_mem, m->v_mem, m->opt_n, lr, ADAM_BETA1, ADAM_BETA2, ADAM_EPS, weight_decay, t);
+        return;
+    }
     for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
         size_t end = off + param_numel(&m->cfg, i), a = off > lo ? off : lo, b = end < hi ? end : hi;
         if (a < b)
@@ -1040,23 +1161,26 @@ static StepResult train_step(GPT2 *m, Loader *ld, int A, float lr, float weight_
     StepResult r = {0};
     Dist *d = m->dist;
     int W = d ? d->world : 1;
-    memset(m->grads_mem, 0, m->padded * sizeof(float));
+    memset(m->trained_grads, 0, m->padded * sizeof(float));
     double loss_sum = 0.0;
     for (int k = 0; k < A * W; k++) {
         loader_next_batch(ld);
         r.targets += ld->num_targets;
         if (ld->num_targets == 0 || (d && !dist_owns_microbatch(d->rank, A, k))) continue;  // contributes nothing here
+        m->training = 1;
+        m->dropout_micro = k;
         loss_sum += gpt2_forward(m, ld->inputs, ld->pos, ld->doc_start, ld->targets, ld->B, ld->T);
         gpt2_backward(m, ld->inputs, ld->pos, ld->doc_start, ld->B, ld->T);
+        m->training = 0;
     }
     if (r.targets == 0) { r.skipped = STEP_NO_TARGETS; return r; }  // on every rank: N is the same everywhere
-    if (poison_this_step == POISON_GRAD) m->grads_mem[0] = NAN;  // test hook (trainer.h)
+    if (poison_this_step == POISON_GRAD) m->trained_grads[0] = NAN;  // test hook (trainer.h)
     // g[0..opt_n): the summed gradient of the parameters this rank updates
-    float *g = m->grads_mem;
-    if (d && d->zero) dist_reduce_scatter_sum_f32(d, m->grads_mem, g, m->padded / (size_t)W);
-    else if (d) dist_allreduce_sum_f32(d, m->grads_mem, m->num_params);
+    float *g = m->trained_grads;
+    if (d && d->zero) dist_reduce_scatter_sum_f32(d, m->trained_grads, g, m->padded / (size_t)W);
+    else if (d) dist_allreduce_sum_f32(d, m->trained_grads, m->num_trained);
     if (d) dist_allreduce_sum_f64(d, &loss_sum, 1);
-    scale_gradients(g, m->opt_n, 1.0f / (float)r.targets);  // sum of losses -> mean over the step's targets
+    scale_floats(g, m->opt_n, 1.0f / (float)r.targets);  // sum of losses -> mean over the step's targets
     r.loss = loss_sum / (double)r.targets;
     if (poison_this_step == POISON_LOSS) r.loss = NAN;
     double sq = sum_of_squares(g, m->opt_n);
@@ -1065,13 +1189,13 @@ static StepResult train_step(GPT2 *m, Loader *ld, int A, float lr, float weight_
     if (!isfinite(r.loss) || !isfinite(r.grad_norm)) { r.skipped = STEP_NONFINITE; return r; }  // never reaches the weights
     if (grad_clip > 0.0f) {
         float coef = grad_clip / (r.grad_norm + 1e-6f);
-        if (coef < 1.0f) scale_gradients(g, m->opt_n, coef);
+        if (coef < 1.0f) scale_floats(g, m->opt_n, coef);
     }
     *adam_t += 1;
     adamw_update(m, g, lr, weight_decay, *adam_t);
     if (d && d->zero) {
         size_t shard = m->padded / (size_t)W;
-        dist_allgather_f32(d, m->params_mem + (size_t)d->rank * shard, m->params_mem, shard);
+        dist_allgather_f32(d, m->trained + (size_t)d->rank * shard, m->trained, shard);
     }
     return r;
 }
@@ -1235,6 +1359,28 @@ static void attention_decode(float *out, float *att, const float *q, const float
 // Appends `token` at position kv->len (< context) and returns the logits for the next token.
 // Each layer computes what gpt2_forward does for one row; a sliding layer attends to
 // its window of cached positions only.
+// lora_forward on one row (no dropout: generation): out[off + o] += sum_r B[o][r] * s * (A x)[r]
+static void lora_matvec(const GPT2 *m, int l, int param, float *out, const float *x) {
+    const LoraAdapter *first;
+    int count = model_is_lora(m) ? lora_adapters_of(&m->lora, l, param, &first) : 0, R = m->lora.lc.rank;
+    float h[LORA_MAX_RANK];
+    for (int j = 0; j < count; j++) {
+        const LoraAdapter *a = first + j;
+        const float *A = m->adapter + a->a, *Bm = m->adapter + a->b;
+        for (int r = 0; r < R; r++) {
+            float d = 0.0f;
+            for (int k = 0; k < a->in; k++) d += A[(size_t)r * a->in + k] * x[k];
+            h[r] = m->lora.scale * d;
+        }
+#pragma omp parallel for schedule(static)
+        for (int o = 0; o < a->rows; o++) {
+            float d = 0.0f;
+            for (int r = 0; r < R; r++) d += Bm[(size_t)o * R + r] * h[r];
+            out[a->off + o] += d;
+        }
+    }
+}
+
 static const float *gpt2_decode_step(const GPT2 *m, KVCache *kv, int token) {
     const GPT2Config *c = &m->cfg;
     const ParamTensors *p = &m->params;
@@ -1248,6 +1394,7 @@ static const float *gpt2_decode_step(const GPT2 *m, KVCache *kv, int token) {
     for (int l = 0; l < c->L; l++) {
         norm_forward(c, kv->ln, &mean, &rstd, kv->x, param_layer(c, p, P_LN1W, l), param_layer(c, p, P_LN1B, l), 1);
         matvec_forward(kv->qkv, kv->ln, param_layer(c, p, P_QKVW, l), param_layer(c, p, P_QKVB, l), C, QKV, wl);
+        lora_matvec(m, l, P_QKVW, kv->qkv, kv->ln);
         if (c->qk_norm)
             qk_norm_forward(kv->qkv, kv->qk_raw, kv->qk_rstd, param_layer(c, p, P_QNORMW, l), param_layer(c, p, P_KNORMW, l), 1, NH, KVH, HS, c->eps,
                             one);
@@ -1259,13 +1406,16 @@ static const float *gpt2_decode_step(const GPT2 *m, KVCache *kv, int token) {
         memcpy(vc + (size_t)t * kvw, kv->qkv + A + kvw, (size_t)kvw * sizeof(float));
         attention_decode(kv->atty, kv->att, kv->qkv, kc, vc, t, kv->cap, NH, KVH, HS, scale, layer_window(c, l));
         matvec_forward(kv->ln, kv->atty, param_layer(c, p, P_ATTPROJW, l), param_layer(c, p, P_ATTPROJB, l), A, C, wl);
+        lora_matvec(m, l, P_ATTPROJW, kv->ln, kv->atty);
         const float *attn = kv->ln;
         if (c->post_norms) { rmsnorm_forward(kv->post, &rstd, kv->ln, param_layer(c, p, P_POSTATTNW, l), 1, C, c->eps, one); attn = kv->post; }
         for (int i = 0; i < C; i++) kv->x[i] += attn[i];
         norm_forward(c, kv->ln, &mean, &rstd, kv->x, param_layer(c, p, P_LN2W, l), param_layer(c, p, P_LN2B, l), 1);
         matvec_forward(kv->fch, kv->ln, param_layer(c, p, P_FCW, l), param_layer(c, p, P_FCB, l), C, fc_width(c), wl);
+        lora_matvec(m, l, P_FCW, kv->fch, kv->ln);
         mlp_act_forward(c, kv->fch_act, kv->fch, 1);
         matvec_forward(kv->ln, kv->fch_act, param_layer(c, p, P_FCPROJW, l), param_layer(c, p, P_FCPROJB, l), c->FF, C, wl);
+        lora_matvec(m, l, P_FCPROJW, kv->ln, kv->fch_act);
         const float *mlp = kv->ln;
         if (c->post_norms) { rmsnorm_forward(kv->post, &rstd, kv->ln, param_layer(c, p, P_POSTFFNW, l), 1, C, c->eps, one); mlp = kv->post; }
         for (int i = 0; i < C; i++) kv->x[i] += mlp[i];
@@ -1307,12 +1457,15 @@ static void cpu_generator_init(CpuGenerator *g, Generator *gen, const GPT2 *m) {
 // ----------------------------------------------------------------------------
 // Memory of one rank, in floats: parameters and gradients (padded to W shards with
 // ZeRO-1), the AdamW moments (two per parameter, or per parameter of its shard) and
-// one micro-batch's activations.
+// one micro-batch's activations. With LoRA (lay->lc.rank > 0) the gradients and moments
+// are the adapter's, the parameters the frozen base plus the adapter.
 typedef struct { size_t params, grads, adamw, acts; } RankMemory;
 
-static RankMemory rank_memory(const GPT2Config *c, int B, int T, int world, int zero) {
-    size_t P = gpt2_num_parameters(c), shard = dist_shard_size(P, world);
-    RankMemory r = {zero ? shard * world : P, zero ? shard * world : P, 2 * (zero ? shard : P), gpt2_activation_floats(c, B, T)};
+static RankMemory rank_memory(const GPT2Config *c, const LoraLayout *lay, int B, int T, int world, int zero) {
+    size_t base = gpt2_num_parameters(c), P = lay->lc.rank ? lay->floats : base, shard = dist_shard_size(P, world);
+    size_t trained = zero ? shard * world : P;
+    RankMemory r = {lay->lc.rank ? base + trained : trained, trained, 2 * (zero ? shard : P),
+                    gpt2_activation_floats(c, B, T) + lora_activation_floats(lay, B, T)};
     return r;
 }
 
@@ -1339,7 +1492,7 @@ static uint64_t hash_floats(const float *x, size_t n) {
 // Reads the AdamW moments of a -y 1 resume (resume_state): with ZeRO-1 the file's
 // full moments pass through a temporary and each rank keeps its shard.
 static void resume_dist(const TrainArgs *a, const RunSetup *r, GPT2 *m, TrainState *s, Loader *ld, Rng *sample_rng) {
-    size_t P = m->num_params;
+    size_t P = m->num_trained;
     if (m->opt_n == P && m->opt_lo == 0) { resume_state(a, r, s, m->m_mem, m->v_mem, P, ld, sample_rng); return; }
     float *mf = (float *)xcalloc(P, sizeof(float)), *vf = (float *)xcalloc(P, sizeof(float));
     resume_state(a, r, s, mf, vf, P, ld, sample_rng);
@@ -1348,21 +1501,42 @@ static void resume_dist(const TrainArgs *a, const RunSetup *r, GPT2 *m, TrainSta
     free(mf); free(vf);
 }
 
+// The checkpoint files of s with the moments m, v: the model, or LoRA's adapter.
+static void save_model_checkpoint(const TrainArgs *a, const RunSetup *r, const GPT2 *m, const TrainState *s, const float *mf, const float *vf) {
+    CheckpointLora lora = {&m->lora, m->adapter, r->lora_base, r->lora_state};
+    save_checkpoint_files(a->out_dir, &m->cfg, &m->params, model_is_lora(m) ? &lora : NULL, s, mf, vf, m->num_trained);
+}
+
 // Rank 0 writes the checkpoint of s (the same files whatever W is); with ZeRO-1 the
 // moment shards are first gathered to it.
-static void checkpoint_dist(const TrainArgs *a, GPT2 *m, const TrainState *s) {
+static void checkpoint_dist(const TrainArgs *a, const RunSetup *r, GPT2 *m, const TrainState *s) {
     if (a->ckpt_every < 0) return;  // -n -1: no checkpoints
     Dist *d = m->dist;
     if (!d->zero) {
-        if (d->rank == 0) save_checkpoint(a->out_dir, &m->cfg, &m->params, s, m->m_mem, m->v_mem, m->num_params);
+        if (d->rank == 0) save_model_checkpoint(a, r, m, s, m->m_mem, m->v_mem);
         return;
     }
     size_t shard = m->padded / (size_t)d->world;
     float *mf = d->rank == 0 ? (float *)xcalloc(m->padded, sizeof(float)) : NULL, *vf = d->rank == 0 ? (float *)xcalloc(m->padded, sizeof(float)) : NULL;
     dist_gather_f32(d, m->m_mem, mf, shard);
     dist_gather_f32(d, m->v_mem, vf, shard);
-    if (d->rank == 0) save_checkpoint(a->out_dir, &m->cfg, &m->params, s, mf, vf, m->num_params);
+    if (d->rank == 0) save_model_checkpoint(a, r, m, s, mf, vf);
     free(mf); free(vf);
+}
+
+// -M 1: the merged model (base + s B A) as a Hugging Face directory <out>/merged.
+static void save_merged(const TrainArgs *a, const GPT2 *m) {
+    char dir[4200];
+    snprintf(dir, sizeof dir, "%s/merged", a->out_dir);
+    if (make_dirs(dir) != 0) fatal("%s: cannot create directory: %s", dir, strerror(errno));
+    float *mem = (float *)xmalloc(m->num_params * sizeof(float));
+    memcpy(mem, m->params_mem, m->num_params * sizeof(float));
+    ParamTensors p;
+    param_pointers(&m->cfg, mem, &p);
+    lora_merge(&m->cfg, &p, &m->lora, m->adapter);
+    gpt2_save_hf(dir, &m->cfg, &p);
+    free(mem);
+    printf("merged| base + %g * B A written to %s\n", (double)m->lora.scale, dir);
 }
 
 // OpenMP threads that wait for work spin on their core (libgomp: 300000 spins
@@ -1413,11 +1587,15 @@ int main(int argc, char **argv) {
         dist_finish(&dist);
         return 0;
     }
-    RankMemory mem = rank_memory(&run.cfg, args.B, args.T, dist.world, dist.zero);
+    RankMemory mem = rank_memory(&run.cfg, &run.lora, args.B, args.T, dist.world, dist.zero);
     check_host_memory(&mem);
     if (dist.rank == 0) {
         warn_lost_targets(&run.train, args.T);
         open_output_dir(args.out_dir);
+        if (run.write_base) {  // the LoRA base as trained on, for adapter_config.json to name
+            if (make_dirs(run.lora_base) != 0) fatal("%s: cannot create directory: %s", run.lora_base, strerror(errno));
+            gpt2_save_hf(run.lora_base, &run.cfg, &run.p);
+        }
     }
     GPT2 model;
     memset(&model, 0, sizeof model);
@@ -1425,9 +1603,16 @@ int main(int argc, char **argv) {
     model.params_mem = run.params;
     model.params = run.p;
     run.params = NULL;  // the model owns them now
+    if (run_is_lora(&run)) {
+        lora_layout_init(&model.lora, &model.cfg, &run.lora.lc);
+        model.adapter = run.adapter;
+        run.adapter = NULL;
+        model.dropout_seed = (uint64_t)args.seed;
+    }
     gpt2_allocate(&model, args.B, args.T);
     gpt2_distribute(&model, &dist);
     dist_check_same(&dist, hash_floats(model.params_mem, model.num_params), "the model's starting weights (-e, or the checkpoint of -y 1)");
+    if (model_is_lora(&model)) dist_check_same(&dist, hash_floats(model.adapter, model.num_trained), "the LoRA adapter's starting weights");
     Loader loader, val_loader;
     loader_init(&loader, &run.train, args.B, args.T, args.shuffle, (uint64_t)args.seed, 1);
     if (run.have_val) loader_init(&val_loader, &run.val, args.B, args.T, 0, 0, 0);
@@ -1446,9 +1631,10 @@ int main(int argc, char **argv) {
     if (dist.world > 1)
         printf("ranks | %d ranks (%s), ZeRO-%d: each rank computes %d of the %d micro-batches of a step%s\n", dist.world, dist.launcher, dist.zero,
                run.A, run.A * dist.world, dist.zero ? " and updates 1/W of the parameters" : "");
-    printf("memory| per rank: parameters %.3f MB, gradients %.3f MB, AdamW state %.3f MB (moments of %zu of %zu parameters), activations %.3f MB; "
-           "%d threads, %s\n", mem.params * 4 / 1e6, mem.grads * 4 / 1e6, mem.adamw * 4 / 1e6, mem.adamw / 2, model.num_params,
-           mem.acts * 4 / 1e6, omp_get_max_threads(), wait);
+    if (model_is_lora(&model)) print_lora_summary(&run);
+    printf("memory| per rank: parameters %.3f MB, gradients %.3f MB, AdamW state %.3f MB (moments of %zu of %zu %s), activations %.3f MB; "
+           "%d threads, %s\n", mem.params * 4 / 1e6, mem.grads * 4 / 1e6, mem.adamw * 4 / 1e6, mem.adamw / 2, model.num_trained,
+           model_is_lora(&model) ? "adapter parameters; the base is frozen" : "parameters", mem.acts * 4 / 1e6, omp_get_max_threads(), wait);
 
     CpuGenerator cpu_gen;
     Generator gen;
@@ -1468,6 +1654,7 @@ int main(int argc, char **argv) {
         double t0 = now_seconds();
         poison_this_step = test_poison_for_step(step + 1);
         double c0 = dist.comm_seconds;
+        model.dropout_step = step;
         StepResult r = train_step(&model, &loader, run.A, lr, args.weight_decay, args.grad_clip, &state.adam_t);
         double dt = now_seconds() - t0;
         step_comm += dist.comm_seconds - c0;
@@ -1477,7 +1664,7 @@ int main(int argc, char **argv) {
         if (state.step < steps) stop = preempt_poll(&dist);
         if ((args.ckpt_every > 0 && state.step % args.ckpt_every == 0 && state.step < steps) || stop) {
             state.epoch = loader.epoch; state.cursor = loader.cursor; state.rng = sample_rng.state;
-            checkpoint_dist(&args, &model, &state);
+            checkpoint_dist(&args, &run, &model, &state);
             log_checkpoint(&log, state.step, 0);
         }
     }
@@ -1491,8 +1678,9 @@ int main(int argc, char **argv) {
     }
     generate_and_evaluate(&args, &run, &gen, state.step, 1, &log, &sample_rng);
     state.epoch = loader.epoch; state.cursor = loader.cursor; state.rng = sample_rng.state;
-    checkpoint_dist(&args, &model, &state);
+    checkpoint_dist(&args, &run, &model, &state);
     log_checkpoint(&log, state.step, 1);
+    if (args.lora.merged && dist.rank == 0) save_merged(&args, &model);
     run_log_close(&log, state.step);
     if (dist.world > 1)
         printf("ranks | %.1f%% of this run's step time was spent in collectives (%.3f s of %.3f s, waiting for the slowest rank included)\n",

@@ -227,8 +227,15 @@ static void state_model_fields(const GPT2Config *cfg, int64_t f[STATE_MODEL_FIEL
     f[6] = state_feature_hash(cfg);
 }
 
-static void write_state_file(const char *path, const GPT2Config *cfg, const TrainState *s, const float *m, const float *v, size_t P) {
+// Header fields 25..27: LoRA's rank (0: full fine-tuning, and files from before LoRA),
+// a hash of its other settings and one of the frozen base weights, so that a resume
+// continues on the same base with the same adapters.
+typedef struct { int64_t rank, settings, base; } StateLora;
+
+static void write_state_file_lora(const char *path, const GPT2Config *cfg, const TrainState *s, const float *m, const float *v, size_t P,
+                                  const StateLora *lo) {
     int64_t h[32] = {0};
+    if (lo) { h[25] = lo->rank; h[26] = lo->settings; h[27] = lo->base; }
     h[0] = STATE_MAGIC; h[1] = STATE_VERSION; h[2] = cfg->L; h[3] = cfg->NH; h[4] = cfg->C; h[5] = cfg->V; h[6] = cfg->maxT;
     h[7] = s->step; h[8] = s->adam_t; h[9] = s->epoch; h[10] = s->cursor; memcpy(&h[11], &s->rng, 8);
     h[12] = s->data_docs; h[13] = s->data_tokens; h[14] = s->B; h[15] = s->T; h[16] = s->A; h[17] = (int64_t)P;
@@ -239,6 +246,10 @@ static void write_state_file(const char *path, const GPT2Config *cfg, const Trai
     atomic_write(&af, m, P * sizeof(float));
     atomic_write(&af, v, P * sizeof(float));
     atomic_commit(&af);
+}
+
+static void write_state_file(const char *path, const GPT2Config *cfg, const TrainState *s, const float *m, const float *v, size_t P) {
+    write_state_file_lora(path, cfg, s, m, v, P, NULL);
 }
 
 // Reads the contents buf[0..len) of state.bin (path names it in errors) into s, m
@@ -252,8 +263,8 @@ static void read_state_header(const char *path, const char *buf, size_t len, int
     if (h[1] != STATE_VERSION) fatal("%s: unsupported training state version %lld", path, (long long)h[1]);
 }
 
-static void read_state_buffer(const char *path, const char *buf, size_t len, const GPT2Config *cfg, TrainState *s, float *m, float *v,
-                              size_t P) {
+static void read_state_buffer_lora(const char *path, const char *buf, size_t len, const GPT2Config *cfg, TrainState *s, float *m, float *v,
+                                   size_t P, const StateLora *lo) {
     int64_t h[32];
     read_state_header(path, buf, len, h);
     int64_t want[STATE_MODEL_FIELDS];
@@ -265,7 +276,13 @@ static void read_state_buffer(const char *path, const char *buf, size_t len, con
     }
     if (h[2] != cfg->L || h[3] != cfg->NH || h[4] != cfg->C || h[5] != cfg->V || h[6] != cfg->maxT || h[17] != (int64_t)P ||
         memcmp(&h[18], want, sizeof want) != 0)
-        fatal("%s: optimizer state is for a different model shape than model.safetensors beside it", path);
+        fatal("%s: optimizer state is for a different model shape than %s beside it", path,
+              lo ? "adapter_model.safetensors" : "model.safetensors");
+    StateLora none = {0, 0, 0}, want_lora = lo ? *lo : none;
+    if (h[25] != want_lora.rank || h[26] != want_lora.settings)
+        fatal("%s: optimizer state is for %s", path, h[25] ? "LoRA adapters of other settings than adapter_config.json beside it" : "full fine-tuning");
+    if (h[27] != want_lora.base)
+        fatal("%s: the LoRA base model's weights differ from those this state was trained on (base_model_name_or_path changed?)", path);
     if (len != sizeof h + 2 * P * sizeof(float))
         fatal("%s: file is %zu bytes, expected %zu: truncated or corrupt", path, len, sizeof h + 2 * P * sizeof(float));
     s->step = h[7]; s->adam_t = h[8]; s->epoch = h[9]; s->cursor = h[10]; memcpy(&s->rng, &h[11], 8);
@@ -276,11 +293,20 @@ static void read_state_buffer(const char *path, const char *buf, size_t len, con
     memcpy(v, buf + sizeof h + P * sizeof(float), P * sizeof(float));
 }
 
-static void read_state_file(const char *path, const GPT2Config *cfg, TrainState *s, float *m, float *v, size_t P) {
+static void read_state_buffer(const char *path, const char *buf, size_t len, const GPT2Config *cfg, TrainState *s, float *m, float *v,
+                              size_t P) {
+    read_state_buffer_lora(path, buf, len, cfg, s, m, v, P, NULL);
+}
+
+static void read_state_file_lora(const char *path, const GPT2Config *cfg, TrainState *s, float *m, float *v, size_t P, const StateLora *lo) {
     size_t len;
     char *buf = read_whole_file(path, &len);
-    read_state_buffer(path, buf, len, cfg, s, m, v, P);
+    read_state_buffer_lora(path, buf, len, cfg, s, m, v, P, lo);
     free(buf);
+}
+
+static void read_state_file(const char *path, const GPT2Config *cfg, TrainState *s, float *m, float *v, size_t P) {
+    read_state_file_lora(path, cfg, s, m, v, P, NULL);
 }
 
 // 1 if all n values are finite (no NaN or Inf).
@@ -304,20 +330,26 @@ static int rename_exchange(const char *a, const char *b) {
 // A write error (disk full) is fatal: the .tmp directory is removed, and the
 // previous checkpoint and `latest` are untouched. A model or optimizer state
 // holding NaN or Inf is never written.
-static void save_checkpoint(const char *out_dir, const GPT2Config *cfg, const ParamTensors *params, const TrainState *s,
-                            const float *m, const float *v, size_t P) {
+// A LoRA checkpoint holds the adapter in PEFT's format (adapter_config.json naming
+// the base directory, adapter_model.safetensors) instead of the model; P = its floats.
+typedef struct { const LoraLayout *lay; const float *adapter; const char *base; StateLora state; } CheckpointLora;
+
+static void save_checkpoint_files(const char *out_dir, const GPT2Config *cfg, const ParamTensors *params, const CheckpointLora *lora,
+                                  const TrainState *s, const float *m, const float *v, size_t P) {
     char final_dir[4096], tmp_dir[4200], path[4400];
     checkpoint_dir_name(final_dir, sizeof final_dir, out_dir, s->step);
     int finite = all_finite(m, P) && all_finite(v, P);
-    for (int i = 0; i < NUM_PARAM_TENSORS; i++) finite &= all_finite(params->t[i], param_numel(cfg, i));
+    if (lora) finite &= all_finite(lora->adapter, P);
+    else for (int i = 0; i < NUM_PARAM_TENSORS; i++) finite &= all_finite(params->t[i], param_numel(cfg, i));
     if (!finite) fatal("%s: not written: the model or optimizer state holds NaN or Inf", final_dir);
     snprintf(tmp_dir, sizeof tmp_dir, "%s.tmp", final_dir);
     remove_flat_dir(tmp_dir);  // left by a run killed while writing it
     if (make_dirs(tmp_dir) != 0) fatal("%s: cannot create directory: %s", tmp_dir, strerror(errno));
     snprintf(fatal_cleanup_dir, sizeof fatal_cleanup_dir, "%s", tmp_dir);
-    gpt2_save_hf(tmp_dir, cfg, params);
+    if (lora) lora_save_peft(tmp_dir, cfg, lora->lay, lora->adapter, lora->base);
+    else gpt2_save_hf(tmp_dir, cfg, params);
     snprintf(path, sizeof path, "%s/state.bin", tmp_dir);
-    write_state_file(path, cfg, s, m, v, P);
+    write_state_file_lora(path, cfg, s, m, v, P, lora ? &lora->state : NULL);
     if (!is_directory(final_dir)) {
         if (rename(tmp_dir, final_dir) != 0) fatal("%s: cannot rename into place: %s", final_dir, strerror(errno));
     } else if (rename_exchange(tmp_dir, final_dir) != 0) {
@@ -337,6 +369,11 @@ static void save_checkpoint(const char *out_dir, const GPT2Config *cfg, const Pa
     char line[64];
     int n = snprintf(line, sizeof line, "%s\n", base);
     write_file_atomic(path, line, (size_t)n);
+}
+
+static void save_checkpoint(const char *out_dir, const GPT2Config *cfg, const ParamTensors *params, const TrainState *s,
+                            const float *m, const float *v, size_t P) {
+    save_checkpoint_files(out_dir, cfg, params, NULL, s, m, v, P);
 }
 
 // The directory <out>/latest names, or fatal if there is none.
@@ -426,7 +463,68 @@ typedef struct {
     int A, steps;             // micro-batches per step on each rank, optimizer steps
     int world;                // ranks W: a step is A*W micro-batches
     int64_t rows_per_epoch, filled, train_targets;
+    // LoRA (common/lora.h; lora.lc.rank 0 = full fine-tuning): the adapters, their fp32
+    // values, and the base model's directory as adapter_config.json names it; a base that
+    // is not a directory as it is trained (a fresh model, a grown vocabulary) is written
+    // to <out>/base by rank 0 (write_base) and named so
+    LoraLayout lora;
+    float *adapter;           // lora.floats
+    char lora_base[4096];
+    int write_base;
+    StateLora lora_state;     // what state.bin records of them (run_state_lora)
 } RunSetup;
+
+static int run_is_lora(const RunSetup *r) { return r->lora.lc.rank > 0; }
+
+// The hash of the LoRA settings and of the base weights that state.bin records.
+static StateLora run_state_lora(const RunSetup *r) {
+    StateLora s = {0, 0, 0};
+    if (!run_is_lora(r)) return s;
+    const LoraConfig *lc = &r->lora.lc;
+    s.rank = lc->rank;
+    s.settings = (int64_t)(fnv1a(fnv1a(fnv1a(fnv1a(FNV1A_START, &lc->alpha, 4), &lc->dropout, 4), &lc->rslora, 4), &lc->targets, 4) >> 1) | 1;
+    s.base = (int64_t)(fnv1a(FNV1A_START, r->params, gpt2_num_parameters(&r->cfg) * sizeof(float)) >> 1) | 1;
+    return s;
+}
+
+// The base directory as adapter_config.json records it: absolute, so a resume from
+// elsewhere finds it.
+static void lora_base_path(const char *dir, char *out, size_t n) {
+    char *abs = realpath(dir, NULL);
+    snprintf(out, n, "%s", abs ? abs : dir);
+    free(abs);
+}
+
+// A PEFT adapter directory (-e, or the checkpoint of -y 1): its base model (-F, else
+// base_model_name_or_path), then the adapter on it.
+static void setup_adapter(const char *prog, const TrainArgs *a, RunSetup *r, const char *dir) {
+    PeftAdapterConfig pc;
+    lora_read_peft_config(dir, &pc);
+    const char *base = a->lora.base[0] ? a->lora.base : pc.base;
+    if (!base[0] || !is_directory(base))
+        fatal("%s/adapter_config.json: base_model_name_or_path '%s' is not a local directory: pass the base model's directory with -F", dir, pc.base);
+    if (a->lora.rank && a->lora.rank != pc.rank)
+        usage_error(prog, "-A %d differs from the rank r = %d of the adapter %s (its adapter_config.json sets the LoRA settings)", a->lora.rank, pc.rank, dir);
+    gpt2_load_hf(base, &r->cfg, &r->params, &r->p);
+    LoraConfig lc;
+    lora_config_from_peft(dir, &pc, &r->cfg, &lc);
+    lora_layout_init(&r->lora, &r->cfg, &lc);
+    r->adapter = (float *)xmalloc((r->lora.floats ? r->lora.floats : 1) * sizeof(float));
+    lora_load_peft_weights(dir, &r->lora, r->adapter);
+    lora_base_path(base, r->lora_base, sizeof r->lora_base);
+}
+
+// -A R on the model of -e: fresh adapters from the seed on the targets of -T.
+static void setup_fresh_adapter(const char *prog, const TrainArgs *a, RunSetup *r) {
+    LoraConfig lc = {a->lora.rank, a->lora.alpha, a->lora.dropout, a->lora.rslora, 0};
+    char err[512];
+    if (!lora_parse_targets(&r->cfg, a->lora.targets, "-T", &lc.targets, err, sizeof err)) usage_error(prog, "%s", err);
+    lora_layout_init(&r->lora, &r->cfg, &lc);
+    r->adapter = (float *)xmalloc((r->lora.floats ? r->lora.floats : 1) * sizeof(float));
+    lora_init(&r->lora, r->adapter, (uint64_t)a->seed);
+    if (is_directory(a->init)) lora_base_path(a->init, r->lora_base, sizeof r->lora_base);
+    else r->write_base = 1;
+}
 
 // Refuses an input whose tokens would mean something else than the training
 // data's: `path` (described as `what`) has a vocabulary of `size` tokens and the
@@ -459,16 +557,23 @@ static void setup_run(const char *prog, TrainArgs *a, RunSetup *r) {
     }
     if (a->resume) {
         latest_checkpoint(a->out_dir, r->resume_dir, sizeof r->resume_dir);
-        gpt2_load_hf(r->resume_dir, &r->cfg, &r->params, &r->p);
+        if (lora_is_adapter_dir(r->resume_dir)) setup_adapter(prog, a, r, r->resume_dir);
+        else gpt2_load_hf(r->resume_dir, &r->cfg, &r->params, &r->p);
+    } else if (lora_is_adapter_dir(a->init)) {
+        setup_adapter(prog, a, r, a->init);
     } else {
         load_model(a->init, (int)r->train.vocab_size, (uint64_t)a->seed, &r->cfg, &r->params, &r->p);
+        if (a->lora.rank > 0) setup_fresh_adapter(prog, a, r);
     }
     GPT2Config *cfg = &r->cfg;
     if (!a->resume && r->train.vocab_size > cfg->V) {
         printf("model | the data's vocabulary (%lld) is larger than the model's (%d): growing the token embedding, "
                "new rows start at the mean embedding\n", (long long)r->train.vocab_size, cfg->V);
         gpt2_grow_vocab(cfg, &r->params, &r->p, (int)r->train.vocab_size);
+        if (run_is_lora(r)) r->write_base = 1;  // the base trained on is no longer the directory's
     }
+    if (r->write_base) snprintf(r->lora_base, sizeof r->lora_base, "%s/base", a->out_dir);
+    r->lora_state = run_state_lora(r);
     // after growth the model's vocabulary is the data's (so every token id is below it)
     check_same_vocabulary(a->resume ? r->resume_dir : a->init, "the model", cfg->V, 0, &r->train,
                           a->resume ? "resume with the data the checkpoint was trained on"
@@ -513,7 +618,7 @@ static void resume_state(const TrainArgs *a, const RunSetup *r, TrainState *s, f
     if (a->resume) {
         char path[4200];
         snprintf(path, sizeof path, "%s/state.bin", r->resume_dir);
-        read_state_file(path, &r->cfg, s, m, v, P);
+        read_state_file_lora(path, &r->cfg, s, m, v, P, run_is_lora(r) ? &r->lora_state : NULL);
         if (s->data_docs != r->train.num_docs || s->data_tokens != r->train.num_tokens)
             fatal("%s: the checkpoint was trained on a different data file (%lld documents, %lld tokens) than %s", path,
                   (long long)s->data_docs, (long long)s->data_tokens, r->train.path);
@@ -570,10 +675,25 @@ static void print_run_summary(const TrainArgs *a, const RunSetup *r, size_t num_
            a->final_lr_frac, a->weight_decay, a->grad_clip);
 }
 
+// The LoRA line of the start-of-run report.
+static void print_lora_summary(const RunSetup *r) {
+    const LoraConfig *lc = &r->lora.lc;
+    char targets[512] = "";
+    size_t n = 0;
+    for (int m = 0; m < LORA_NUM_MODULES; m++)
+        if (((lc->targets >> m) & 1) && m != LORA_MLP_C_PROJ) n += (size_t)snprintf(targets + n, sizeof targets - n, "%s%s", n ? "," : "", LORA_MODULES[m].target);
+    size_t P = gpt2_num_parameters(&r->cfg);
+    printf("lora  | rank %d, alpha %g, scale %g%s, dropout %g, targets %s: %zu adapter parameters (%.3f%% of the %.2fM frozen), base %s\n",
+           lc->rank, (double)lc->alpha, (double)r->lora.scale, lc->rslora ? " (rsLoRA)" : "", (double)lc->dropout, targets, r->lora.floats,
+           100.0 * (double)r->lora.floats / (double)P, P / 1e6, r->lora_base);
+}
+
 static void run_free(RunSetup *r) {
     if (r->have_val) data_free(&r->val);
     data_free(&r->train);
     free(r->params);
+    free(r->adapter);
+    lora_layout_free(&r->lora);
     if (r->tok) { evalset_free(&r->evalset); chat_tokens_free(&r->chat); bpe_free(r->tok); }
 }
 
