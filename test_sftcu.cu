@@ -659,13 +659,13 @@ static void test_programs(void) {
 
 // The memory plan with LoRA (memory_plan, what the trainer checks before it allocates and
 // prints in its memory line) against a hand count, for the Llama-3.1-8B shape at T = 2048 with
-// -r 2 and adapters of rank 16 on every module: the frozen weights 2 bytes each (bf16; 4 in
+// -r 2 (untied head, as Llama-3.1-8B) and adapters of rank 16 on every module: the frozen weights 2 bytes each (bf16; 4 in
 // fp32) with none of full fine-tuning's gradients, master copy or moments; the adapters'
 // 2 + 4 + 12 bytes each (fp32: 4 + 4 + 8); Φ = 32 layers x 16 x (q 4096+4096, k and v 4096+1024,
 // o 4096+4096, gate and up 4096+14336, down 14336+4096). Prints the plan (docs/lora.md's table).
 static void test_lora_memory_plan(void) {
     GPT2Config cfg;
-    if (gpt2_parse_descriptor("l32c4096h32k8f14336t2048", &cfg) != 0) fatal("test_sftcu: bad descriptor");
+    if (gpt2_parse_descriptor("l32c4096h32k8f14336t2048u", &cfg) != 0) fatal("test_sftcu: bad descriptor");
     cfg.V = 128256;
     LoraConfig lc = {16, 32.0f, 0.0f, 0, lora_all_targets(&cfg)};
     LoraLayout lay, none;
@@ -696,7 +696,7 @@ static void test_lora_memory_plan(void) {
 // models of -M 1), a resume from step 4 bit-identical to the uninterrupted run, and -e with the
 // CPU's adapter directory trained on by both (their losses again).
 static void test_programs_lora(void) {
-    const char *flags = "-i dev/ref/tiny_train.bin -e dev/ref/tiny -A 4 -B 8 -p 0.1 -b 2 -t 32 -d 128 -x 10 -l 1e-2 -u 2 -c 0.1 -S 1";
+    const char *flags = "-i dev/ref/tiny_train.bin -e dev/ref/tiny -A 4 -B 8 -p 0.1 -b 2 -t 24 -d 96 -x 10 -l 1e-2 -u 2 -c 0.1 -S 1";
     char cmd[2048], path[600];
     double cpu[16], gpu[16], res[16];
     snprintf(cmd, sizeof cmd, "./train_sft %s -M 1 -o %s/lora_cpu > /dev/null", flags, tmp_root);
@@ -754,7 +754,7 @@ static void test_programs_lora(void) {
     bool same = rc3 == 0 && nres == ng && !memcmp(res, gpu, sizeof(double) * (size_t)ng);
     check("lora_resume_bit_identical", same, "exit %d; %d steps, %s the uninterrupted run's", rc3, nres, same ? "bit-identical to" : "different from");
     // -e the CPU's adapter directory: both trainers continue it
-    const char *cont = "-i dev/ref/tiny_train.bin -b 2 -t 32 -x 3 -l 1e-2 -S 1";
+    const char *cont = "-i dev/ref/tiny_train.bin -b 2 -t 24 -x 3 -l 1e-2 -S 1";
     snprintf(cmd, sizeof cmd, "./train_sft %s -e %s/lora_cpu/step_00000010 -o %s/lora_cont_cpu > /dev/null && ./%s %s -e %s/lora_cpu/step_00000010 -o %s/lora_cont_gpu > /dev/null",
              cont, tmp_root, tmp_root, GPU_BINARY, cont, tmp_root, tmp_root);
     int rc4 = run(cmd);

@@ -28,6 +28,8 @@
 #   -> the headline benchmarks, bf16, T=1024, -n -1 (no checkpoints): GPT-2 124M (B=16),
 #      Llama-3.2-1B's, Qwen2.5-0.5B's and Qwen3-0.6B's shapes (B=LLAMA_B, default 8): tokens/s, MFU,
 #      peak memory, kernel time per class (SFT_KERNEL_TIMES)
+#   -> LoRA on Llama-3.1-8B's shape (R=16 on every module, T=2048, -r 2, B=LORA_B, default 4):
+#      the frozen bf16 base, tokens/s, MFU (4N per token: no weight gradients), peak memory
 #   -> transformers loads our exports (GPT-2, Llama, Qwen2; dev/check_hf_export.py)
 #   -> the rest while the budget lasts: the dev/cuda checks (bf16, then fp32),
 #      compute-sanitizer memcheck on a tiny step, GPT-2 XL (-r 2), 2 ranks on the one GPU,
@@ -67,10 +69,10 @@ py=${PYTHON:-python3}
 nproc=$(nproc)
 PEAK=989e12  # H100/H200 SXM dense bf16 tensor-core peak, FLOP/s: the MFU denominator
 if [ $mode = real ]; then
-    B=${GPT2_B:-16} LB=${LLAMA_B:-8} T=1024 STEPS=${STEPS:-12} KT_STEP=4 DIST_STEPS=4 SHORT_STEPS=3
+    B=${GPT2_B:-16} LB=${LLAMA_B:-8} T=1024 STEPS=${STEPS:-12} KT_STEP=4 DIST_STEPS=4 SHORT_STEPS=3 LORA_T=2048
     TRAINER=./train_sftcu
 else  # an emulated step costs about a CPU second whatever the shape: few steps
-    B=1 LB=1 T=32 STEPS=1 KT_STEP=1 DIST_STEPS=2 SHORT_STEPS=1
+    B=1 LB=1 T=32 STEPS=1 KT_STEP=1 DIST_STEPS=2 SHORT_STEPS=1 LORA_T=32
     TRAINER=./train_sftcu_fp32  # the one binary the dry run builds (the emulator is slow to build)
 fi
 
@@ -183,19 +185,21 @@ llama32_1B l16c2048h32k8f8192t1024 128256 $LB
 qwen25_05B l24c896h14k2f4864t1024b 151936 $LB
 qwen3_06B l28c1024h16k8f3072t1024a128q 151936 $LB"
     XL="gpt2_xl d48c1600h25 50257 4"
+    LORA="llama31_8b_lora l32c4096h32k8f14336t2048u 128256 ${LORA_B:-4}"  # B: docs/lora.md's GPU memory table
 else
     SHAPES="gpt2_124M d2c64h2t32 61 $B
 llama32_1B l2c64h4k2f96t32 61 $LB
 qwen25_05B l2c64h4k2f96t32b 61 $LB
 qwen3_06B l2c64h4k2f96t32a32q 61 $LB"
     XL="gpt2_xl d3c96h3t32 61 2"  # 61: dev/ref/tiny_train.bin's vocabulary
+    LORA="llama31_8b_lora l2c64h4k2f96t32 61 1"
 fi
 data_pids=""
-start_data() {  # start_data NAME V DOCS: bench_torch.py in the background, its own row when waited for
+start_data() {  # start_data NAME V DOCS [T]: bench_torch.py in the background, its own row when waited for
     local limit
     limit=$(limit_for 150) || { skip "data_$1" "the time budget is spent"; return; }
     ( s0=$(elapsed) t0=$SECONDS
-      timeout --kill-after=5 "$limit" "$py" dev/bench_torch.py data "$R/data_$1.bin" "$2" "$3" $T > "$L/data_$1.log" 2>&1
+      timeout --kill-after=5 "$limit" "$py" dev/bench_torch.py data "$R/data_$1.bin" "$2" "$3" "${4:-$T}" > "$L/data_$1.log" 2>&1
       echo "$? $((SECONDS - t0)) $limit $s0" > "$R/data_$1.rc" ) &
     data_pids="$data_pids $!"
 }
@@ -215,6 +219,8 @@ if [ $mode = real ] && [ $have_gpu = 1 ]; then
     while read -r name desc V b; do start_data "$name" "$V" $((b * (STEPS + 1))); done <<< "$SHAPES"
     read -r name desc V b <<< "$XL"
     start_data "$name" "$V" $((b * 4))
+    read -r name desc V b <<< "$LORA"
+    start_data "$name" "$V" $((b * (STEPS + 1))) $LORA_T
 fi
 
 # ---- the build: one make over every GPU program (-k: one broken check does not stop the rest)
@@ -267,10 +273,11 @@ median_ms() {  # the median ms/step of a log's steps after the first two (all of
     [ "$(grep -c '^step' "$1")" -lt 3 ] && skip=1
     grep '^step' "$1" | tail -n +$skip | sed -n 's/.*| \([0-9.]*\) ms |.*/\1/p' | sort -n | awk '{a[NR] = $1} END {if (NR) print a[int((NR + 1) / 2)]}'
 }
-# flops_per_token DESCRIPTOR V: 6 N (N: the parameters, a tied head once) + causal attention 6 L NH HS T
-# (HS: the descriptor's a<N>, else C / NH; Gemma-3-1B's head size 256 has no GPU attention kernel yet)
+# flops_per_token DESCRIPTOR V [T [lora]]: 6 N (N: the parameters, a tied head once) + causal attention 6 L NH HS T
+# (HS: the descriptor's a<N>, else C / NH; Gemma-3-1B's head size 256 has no GPU attention kernel yet);
+# with lora 4 N (forward and input gradients: a frozen base has no weight-gradient products)
 flops_per_token() {
-    awk -v d="$1" -v V="$2" -v T=$T 'BEGIN {
+    awk -v d="$1" -v V="$2" -v T="${3:-$T}" -v w="$([ "${4:-}" = lora ] && echo 4 || echo 6)" 'BEGIN {
         fam = substr(d, 1, 1); s = substr(d, 2); L = s + 0; C = 64 * L; NH = L; KVH = -1; FF = -1; bias = 0; HS = -1
         while (match(s, /[a-z][0-9]*/)) {
             k = substr(s, RSTART, 1); v = substr(s, RSTART + 1, RLENGTH - 1) + 0; s = substr(s, RSTART + RLENGTH)
@@ -282,15 +289,18 @@ flops_per_token() {
             N = V * C + L * (C * (NH + 2 * KVH) * HS + bias * (NH + 2 * KVH) * HS + NH * HS * C + 3 * C * FF + 2 * C) + C
         }
         if (HS < 0) HS = C / NH
-        printf "%.0f", 6 * N + 6 * L * NH * HS * T }'
+        printf "%.0f", w * N + 6 * L * NH * HS * T }'
 }
-# bench NAME DESCRIPTOR V B RECOMPUTE LIMIT: a run without checkpoints (-n -1); its row in
+# bench NAME DESCRIPTOR V B RECOMPUTE LIMIT [T [FLAGS...]]: a run without checkpoints (-n -1),
+# at T (default $T) with the trainer's FLAGS (LoRA's -A: MFU of 4N per token); its row in
 # bench.tsv, its kernel times in kernels.tsv; its run folder removed once parsed
 bench_run() {
-    local name=$1 desc=$2 V=$3 b=$4 r=$5 lim=$6 data
+    local name=$1 desc=$2 V=$3 b=$4 r=$5 lim=$6 t=${7:-$T} data kind=""
+    local extra=("${@:8}")
+    [[ " ${extra[*]} " == *" -A "* ]] && kind=lora
     ready "$name" "$TRAINER" || return 1
     if ! data=$(data_file "${name%_r[0-9]}"); then skip "$name" "no data file (see its data_ row)"; return 1; fi
-    SFT_KERNEL_TIMES=$KT_STEP check "$name" "$lim" "$TRAINER" -i "$data" -e "$desc" -b "$b" -t $T -x $STEPS -r "$r" -S 0 -n -1 -o "$R/$name"
+    SFT_KERNEL_TIMES=$KT_STEP check "$name" "$lim" "$TRAINER" -i "$data" -e "$desc" -b "$b" -t "$t" -x $STEPS -r "$r" -S 0 -n -1 -o "$R/$name" "${extra[@]}"
     local rc=$? log=$L/$name.log
     rm -rf "${R:?}/$name"
     [ $rc -eq 0 ] || return 1
@@ -298,15 +308,19 @@ bench_run() {
     ms=$(median_ms "$log")
     mem=$(sed -n 's/^memory| peak in use \([0-9.]*\) MiB.*/\1/p' "$log")
     if [ -z "$ms" ] || [ -z "$mem" ]; then fail "${name}_result" "no ms/step or peak memory in logs/$name.log"; return 1; fi
-    tps=$(awk -v b="$b" -v t=$T -v ms="$ms" 'BEGIN {printf "%.0f", b * t * 1000 / ms}')
-    mfu=$(awk -v x="$tps" -v f="$(flops_per_token "$desc" "$V")" -v p=$PEAK 'BEGIN {printf "%.1f", 100 * x * f / p}')
-    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "$desc" "$b" $T "$r" "$ms" "$tps" "$mfu" "$mem" >> "$bench"
+    tps=$(awk -v b="$b" -v t="$t" -v ms="$ms" 'BEGIN {printf "%.0f", b * t * 1000 / ms}')
+    mfu=$(awk -v x="$tps" -v f="$(flops_per_token "$desc" "$V" "$t" $kind)" -v p=$PEAK 'BEGIN {printf "%.1f", 100 * x * f / p}')
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "$desc" "$b" "$t" "$r" "$ms" "$tps" "$mfu" "$mem" >> "$bench"
     grep -m1 '^kernels|' "$log" | tr '|' '\n' | sed -n 's/^ *\([a-z]*\) \([0-9.]*\) ms (\([0-9.]*\)%).*/\1 \2 \3/p' |
         while read -r cls kms pct; do printf '%s\t%s\t%s\t%s\n' "$name" "$cls" "$kms" "$pct" >> "$kernels"; done
     return 0
 }
 [ -n "$data_pids" ] && wait $data_pids
 while read -r name desc V b; do bench_run "$name" "$desc" "$V" "$b" 0 180; done <<< "$SHAPES"
+# LoRA R=16 (alpha 32) on every module of Llama-3.1-8B's shape: the base frozen in bf16; its
+# random initialization on the host takes a while (8B weights), hence the limit
+read -r name desc V b <<< "$LORA"
+bench_run "$name" "$desc" "$V" "$b" 2 240 $LORA_T -A 16 -B 32
 if [ -s "$L/gpt2_124M.log" ]; then  # random init: the first loss is about ln V
     l1=$(sed -n 's/^step 1\/[0-9]* | loss \([0-9.]*\).*/\1/p' "$L/gpt2_124M.log")
     V1=$(echo "$SHAPES" | awk 'NR == 1 {print $3}')
