@@ -1079,7 +1079,7 @@ static void test_bad_inputs(void) {
     expect_bad("init_not_found", "-i " REF_DATA " -e /nonexistent/model", "/nonexistent/model: no such directory");
     // flags and the output directory
     expect_bad("flag_bad_value", "-i " REF_DATA " -b abc", "flag -b takes an integer, got 'abc'");
-    expect_bad("flag_unknown", "-i " REF_DATA " -Q 1", "unknown flag -Q");
+    expect_bad("flag_unknown", "-i " REF_DATA " -X 1", "unknown flag -X");
     expect_bad("flag_out_of_range", "-i " REF_DATA " -q 2", "-q must be between 0 and 1");
     expect_bad("batch_not_multiple", "-i " REF_DATA " -e d1c16h2t24 -b 2 -t 16 -d 50", "-d 50 is not a multiple of B*T = 32");
     char err[4096], cmd[2048];

@@ -2,7 +2,9 @@
 //   dist_tool diff DIR_A DIR_B     compare two checkpoints: prints the largest difference of
 //                                  the weights and of the AdamW moments, per tensor relative to
 //                                  its largest magnitude in DIR_B, and whether the counters
-//                                  (step, updates, epoch, cursor, RNG, B, T, micro-batches) agree
+//                                  (step, updates, epoch, cursor, RNG, B, T, micro-batches) agree;
+//                                  of LoRA checkpoints (PEFT adapters): the adapter blocks, whose
+//                                  state files must also agree on the LoRA settings and base
 //   dist_tool mkdata OUT           writes the test's data file (below)
 //   dist_tool plan DATA T B A W STEPS SEED SHUFFLE
 //                                  replays the training loader and prints, per rank, how many
@@ -46,7 +48,62 @@ static double max_rel_diff(const GPT2Config *c, const float *a, const float *b, 
     return result;
 }
 
+// A LoRA checkpoint's adapter block on its base, and its state file (whose LoRA fields
+// must be those of `want`, or of the file itself when want is NULL).
+static float *load_lora_checkpoint(const char *dir, LoraLayout *lay, TrainState *s, float **m, float **v, StateLora *lo, const StateLora *want) {
+    PeftAdapterConfig pc;
+    lora_read_peft_config(dir, &pc);
+    GPT2Config c;
+    float *base;
+    ParamTensors p;
+    gpt2_load_hf(pc.base, &c, &base, &p);
+    LoraConfig lc;
+    lora_config_from_peft(dir, &pc, &c, &lc);
+    lora_layout_init(lay, &c, &lc);
+    float *x = (float *)xmalloc(lay->floats * 4);
+    lora_load_peft_weights(dir, lay, x);
+    char path[4200];
+    snprintf(path, sizeof path, "%s/state.bin", dir);
+    size_t len;
+    char *buf = read_whole_file(path, &len);
+    int64_t h[32];
+    read_state_header(path, buf, len, h);
+    lo->rank = h[25]; lo->settings = h[26]; lo->base = h[27];
+    *m = (float *)xmalloc(lay->floats * 4);
+    *v = (float *)xmalloc(lay->floats * 4);
+    read_state_buffer_lora(path, buf, len, &c, s, *m, *v, lay->floats, want ? want : lo);
+    free(buf); free(base);
+    return x;
+}
+
+// The largest difference of n floats relative to b's largest magnitude.
+static double block_rel_diff(const float *a, const float *b, size_t n) {
+    double diff = 0, scale = 0;
+    for (size_t k = 0; k < n; k++) {
+        double d = fabs((double)a[k] - (double)b[k]);
+        if (!(d <= diff)) diff = d;
+        if (fabs((double)b[k]) > scale) scale = fabs((double)b[k]);
+    }
+    return scale > 0 ? diff / scale : diff;
+}
+
+static int cmd_diff_lora(const char *da, const char *db) {
+    LoraLayout la, lb;
+    TrainState sa, sb;
+    float *ma, *va, *mb, *vb;
+    StateLora loa, lob;
+    float *xa = load_lora_checkpoint(da, &la, &sa, &ma, &va, &loa, NULL), *xb = load_lora_checkpoint(db, &lb, &sb, &mb, &vb, &lob, &loa);
+    if (la.floats != lb.floats) fatal("%s and %s: different adapters", da, db);
+    int same = sa.step == sb.step && sa.adam_t == sb.adam_t && sa.epoch == sb.epoch && sa.cursor == sb.cursor && sa.rng == sb.rng &&
+               sa.B == sb.B && sa.T == sb.T && sa.A == sb.A && sa.data_docs == sb.data_docs && sa.data_tokens == sb.data_tokens;
+    double w = block_rel_diff(xa, xb, la.floats), m = block_rel_diff(ma, mb, la.floats), v = block_rel_diff(va, vb, la.floats);
+    printf("weights %.3g moments %.3g counters %s (LoRA adapters of %zu floats)\n", w, m > v ? m : v, same ? "same" : "differ", la.floats);
+    free(xa); free(xb); free(ma); free(va); free(mb); free(vb); lora_layout_free(&la); lora_layout_free(&lb);
+    return 0;
+}
+
 static int cmd_diff(const char *da, const char *db) {
+    if (lora_is_adapter_dir(da)) return cmd_diff_lora(da, db);
     GPT2Config ca, cb;
     float *pa, *pb;
     ParamTensors ta, tb;

@@ -10,6 +10,7 @@
 #   accumulation (2 micro-batches per rank), clipping, weight decay, -S 1 and micro-
 #   batches without targets on rank 1 (dev/dist_tool plan confirms the data has them);
 # - ZeRO-0 on 2 ranks equals ZeRO-1 and the single process within the same tolerances;
+# - LoRA (a Llama's adapters, dropout on) on 2 ranks with ZeRO-1 equals one process;
 # - ZeRO-1 on 2 and 3 ranks of a model whose parameter count neither divides (the last
 #   shard short) equals the single process; every rank's validation batches hold targets
 #   (dev/dist_tool val confirms it), so the sum of validation losses over ranks is checked;
@@ -144,6 +145,22 @@ if run1 $lflags -o "$tmp/l1" && run2 $lflags -Z 1 -o "$tmp/l2"; then
     series "$tmp/l1/metrics.jsonl" > "$tmp/l1.s"; series "$tmp/l2/metrics.jsonl" > "$tmp/l2.s"
     why="$(close_series "$tmp/l1.s" "$tmp/l2.s" 1e-6)$(close_models "$tmp/l2/$final" "$tmp/l1/$final")"
     grep -q "^model | Qwen2, 2 layers, 4 heads (2 key/value heads)" "$tmp/last.log" || why="not the Qwen2 model: $(grep -m1 '^model' "$tmp/last.log") $why"
+    [ -z "$why" ] && ok $name || fail $name "$why"
+fi
+
+# ---- LoRA: only the adapters' gradients are reduced and their moments sharded ----
+# A Llama (C 32, q 32 and v 16 rows, MLP 128) with adapters on q_proj, v_proj and down_proj,
+# rank 3: 2 layers x ((3*32 + 32*3) + (3*32 + 16*3) + (3*128 + 32*3)) = 1632 floats, 816 per
+# rank; dropout on: 2 ranks (ZeRO-1) equal one process,
+# losses within 1e-6 and the final adapters and moments within 1e-5; the memory line
+# counts moments of the adapter's shard only.
+name=dist_lora_zero1_equals_one_process
+loflags="${flags/d2c64h2t32/l2c32h4k2t32} -A 3 -T q_proj,v_proj,down_proj -p 0.1"
+if run1 $loflags -o "$tmp/lo1" && run2 $loflags -o "$tmp/lo2"; then
+    series "$tmp/lo1/metrics.jsonl" > "$tmp/lo1.s"; series "$tmp/lo2/metrics.jsonl" > "$tmp/lo2.s"
+    why="$(close_series "$tmp/lo1.s" "$tmp/lo2.s" 1e-6)$(close_models "$tmp/lo2/$final" "$tmp/lo1/$final")"
+    grep -q "(moments of 816 of 1632 adapter parameters; the base is frozen)" "$tmp/last.log" || why="memory line: $(grep -m1 '^memory' "$tmp/last.log") $why"
+    [ -f "$tmp/lo2/$final/adapter_model.safetensors" ] || why="no adapter checkpoint $why"
     [ -z "$why" ] && ok $name || fail $name "$why"
 fi
 
