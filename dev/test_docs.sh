@@ -59,9 +59,9 @@ done
 [ -x ./prepare ] && check_flags "prepare --inspect" "$(./prepare --inspect -h 2>&1 | help_flags)" docs/data.md
 [ -x ./tok ] && check_flags tok "$(./tok 2>&1 | help_flags)" docs/tokenizer.md
 [ -x ./make_tasks ] && check_flags make_tasks "$(./make_tasks -h 2>&1 | help_flags)" docs/data.md
-if [ -x ./train_sftcu ]; then
-    check_flags train_sftcu "$(./train_sftcu -h 2>&1 | help_flags)" docs/training.md docs/gpu.md
-else  # not built here (no nvcc): its own flags from the source, the shared ones are train_sft's
+if [ -x ./train_sftcu ] && help=$(./train_sftcu -h 2>&1); then
+    check_flags train_sftcu "$(echo "$help" | help_flags)" docs/training.md docs/gpu.md
+else  # not built here (no nvcc), or it cannot start: its own flags from the source, the shared ones are train_sft's
     check_flags "train_sftcu (its Flag entries in train_sft.cu; not built here)" \
         "$(grep -oE "\{'[A-Za-z]', FLAG_" train_sft.cu | sed "s/{'\(.\)'.*/-\1/" | sort -u)" docs/gpu.md
 fi
@@ -104,7 +104,7 @@ flag_value() { local want=${!#} v="" i; local w=("${@:1:$#-1}"); for ((i = 0; i 
 run_in_tmp() {
     local name=$1 cmd=$2 input=${3:-/dev/null}
     if (cd "$tmp" && timeout 300 bash -c "$cmd" < "$input" > "$tmp/cmd.log" 2>&1); then echo "ok readme_command $name"
-    else fail "readme_command $name: exited $? ($(grep -v '^$' "$tmp/cmd.log" | tail -n 1 | cut -c1-200))"; fi
+    else fail "readme_command $name: exited $? ($( (grep -m1 '^error' "$tmp/cmd.log" || grep -v '^$' "$tmp/cmd.log" | tail -n 1) | cut -c1-200))"; fi
 }
 # as_one_process NAME W CMD: a command line for W ranks, checked and run as one process
 as_one_process() {
