@@ -2,8 +2,9 @@
 # dev/test_docs.sh: the documentation stays true to the programs (in `make test`; run
 # from anywhere after `make train_sft chat prepare tok make_tasks`).
 # (a) Every flag a program prints in its help has a row in its docs/ page: a table line
-#     whose first cell holds the flag in backticks (`-t T`, `--max-len N`). The GPU
-#     trainer's flags are train_sft's (docs/training.md) plus its own (docs/gpu.md):
+#     whose first cell holds the flag in backticks (`-t T`, `--max-len N`). The trainers'
+#     flags are on docs/training.md, or docs/lora.md for the LoRA ones (the page may be
+#     absent while there are none); the GPU trainer's own on docs/gpu.md:
 #     from ./train_sftcu -h where it is built, else from the Flag entries in train_sft.cu.
 # (b) The README's commands run: every line of a ```sh block, in order, in one scratch
 #     directory holding tiny stand-ins named as the README names them (gpt2/: a 1-layer
@@ -45,7 +46,7 @@ check_flags() {
     shift 2
     if [ -z "$flags" ]; then fail "doc_flags $name: no flags found in its help"; return; fi
     for f in $flags; do
-        grep -qE "^\|[^|]*\`$f[\` ]" "$@" || missing+=("$f")
+        grep -qsE "^\|[^|]*\`$f[\` ]" "$@" || missing+=("$f")
     done
     if [ ${#missing[@]} -eq 0 ]; then echo "ok doc_flags $name: $(echo $flags | wc -w) flags, each a row of $*"
     else fail "doc_flags $name: no row in $* for ${missing[*]}"; fi
@@ -53,14 +54,14 @@ check_flags() {
 for p in train_sft chat prepare tok make_tasks; do
     [ -x "./$p" ] || { fail "doc_flags $p: ./$p is not built (make $p)"; continue; }
 done
-[ -x ./train_sft ] && check_flags train_sft "$(./train_sft -h 2>&1 | help_flags)" docs/training.md
+[ -x ./train_sft ] && check_flags train_sft "$(./train_sft -h 2>&1 | help_flags)" docs/training.md docs/lora.md
 [ -x ./chat ] && check_flags chat "$(./chat -h 2>&1 | help_flags)" docs/chat.md
 [ -x ./prepare ] && check_flags prepare "$(./prepare -h 2>&1 | help_flags)" docs/data.md
 [ -x ./prepare ] && check_flags "prepare --inspect" "$(./prepare --inspect -h 2>&1 | help_flags)" docs/data.md
 [ -x ./tok ] && check_flags tok "$(./tok 2>&1 | help_flags)" docs/tokenizer.md
 [ -x ./make_tasks ] && check_flags make_tasks "$(./make_tasks -h 2>&1 | help_flags)" docs/data.md
 if [ -x ./train_sftcu ] && help=$(./train_sftcu -h 2>&1); then
-    check_flags train_sftcu "$(echo "$help" | help_flags)" docs/training.md docs/gpu.md
+    check_flags train_sftcu "$(echo "$help" | help_flags)" docs/training.md docs/lora.md docs/gpu.md
 else  # not built here (no nvcc), or it cannot start: its own flags from the source, the shared ones are train_sft's
     check_flags "train_sftcu (its Flag entries in train_sft.cu; not built here)" \
         "$(grep -oE "\{'[A-Za-z]', FLAG_" train_sft.cu | sed "s/{'\(.\)'.*/-\1/" | sort -u)" docs/gpu.md
@@ -149,7 +150,9 @@ else
                 if ! command -v mpirun > /dev/null || [ ! -x ./train_sft_mpi ]; then
                     echo "skip readme_command $name: needs mpirun and ./train_sft_mpi (make train_sft_mpi)"
                 else
-                    run_in_tmp "$name" "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 $cmd"
+                    # as root, and 2 ranks on 1 core; under SAN=1 LeakSanitizer would report Open
+                    # MPI's own allocations at exit (as dev/test_dist.sh says)
+                    run_in_tmp "$name" "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 ASAN_OPTIONS=\${ASAN_OPTIONS:+\$ASAN_OPTIONS:}detect_leaks=0 $cmd"
                 fi ;;
             ./train_sftcu_mpi) as_one_process "$name" "$np" "./train_sft$rest" ;;
             *) fail "readme_command $name: mpirun of '$prog': no rule to check it" ;;
