@@ -1542,7 +1542,7 @@ static void save_merged(const TrainArgs *a, const GPT2 *m) {
 // OpenMP threads that wait for work spin on their core (libgomp: 300000 spins
 // before sleeping). When another program wants that core, the spinning thread holds
 // it while the thread with the work waits for a turn: next to one busy process on a
-// 2-core machine a run took several times longer (README: Speed). Waiting passively
+// 2-core machine a run took several times longer (docs/benchmarks.md: shared machines). Waiting passively
 // (sleeping at once) avoids that at a small cost on a quiet machine. libgomp reads
 // its settings when the program loads, before main, so the program runs itself
 // again with OMP_WAIT_POLICY=passive in its environment; a user's own

@@ -7,7 +7,7 @@
 // Every rank builds all A*W micro-batches of a step with the same loader, so the
 // rows of a step, the loader state and the step's number of targets are the same
 // on every rank without communication; rank r computes forward/backward on
-// micro-batches r*A .. r*A+A-1 only. See README "Many GPUs and nodes".
+// micro-batches r*A .. r*A+A-1 only. See docs/distributed.md.
 //
 // Collectives: the CPU trainer's come from MPI (built with -DUSE_MPI: make
 // train_sft_mpi); a trainer with another transport (the GPU trainer's NCCL) sets

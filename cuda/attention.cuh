@@ -452,7 +452,7 @@ __global__ void __launch_bounds__(ATT_THREADS)
 //    bank, 8-way conflicts at head size 64 and 16-way at 128 on every such tile.)
 //  - Rows past T are zero in every tile: a masked probability (0) times a padded row must
 //    stay 0, not NaN.
-//  - Expected speed (a model, not a measurement; README "Estimated step time"): per 64 x 64
+//  - Expected speed (a model, not a measurement; docs/benchmarks.md, "GPU estimates"): per 64 x 64
 //    tile and SM at head size 64, the forward issues 256 mma (411 clocks if mma.sync runs
 //    at 62% of the dense peak, a guess), 704 shared wavefronts (K, V stores 128; per warp
 //    16 Q, 64 K, 64 V fragment wavefronts: no conflicts) and ~2000 warp instructions

@@ -240,7 +240,7 @@ int main(int argc, char **argv) {
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             printf("usage: make_tasks --train-out FILE --eval-out FILE [--corpus-out FILE]\n"
                    "                  [--n-train N (3000)] [--n-eval N (200)] [--seed S (1)] [--max-digits D (2)]\n"
-                   "Writes synthetic tasks (add, subtract, reverse, sort) with exact answers; see data/README.md.\n");
+                   "Writes synthetic tasks (add, subtract, reverse, sort) with exact answers; see docs/data.md.\n");
             return 0;
         }
         if (i + 1 >= argc) fatal("%s needs a value (see make_tasks --help)", a);

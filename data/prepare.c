@@ -11,7 +11,7 @@
 // Bad rows stop the program with "FILE:LINE: reason" (exit 1, nothing written)
 // unless --skip-bad; rows that would train badly (an empty reply, no assistant turn,
 // a duplicate) are warned about, or are errors with --strict. Outputs are written
-// only at the end, each atomically. See data/README.md.
+// only at the end, each atomically. See docs/data.md.
 #include "../common/datafile.h"
 #include "chat_template.h"
 #include "inspect.h"
@@ -40,7 +40,7 @@ static void usage(FILE *f) {
 "  {\"instruction\": S, \"input\": S (optional), \"output\": S, \"system\": S (optional),\n"
 "   \"history\": [[S, S], ..] (optional: earlier instructions and responses)}     (Alpaca)\n"
 "Chat format: the model's own chat template if the tokenizer has one (below), else\n"
-"(--chat-format; data/README.md) gpt2 <|endoftext|><|im_start|>user\\n..<|im_end|>..\n"
+"(--chat-format; docs/data.md) gpt2 <|endoftext|><|im_start|>user\\n..<|im_end|>..\n"
 "<|endoftext|>; chatml <|im_start|>user\\n..<|im_end|>\\n; llama3 <|begin_of_text|>\n"
 "<|start_header_id|>user<|end_header_id|>\\n\\n..<|eot_id|>. Only assistant content and its\n"
 "end-of-turn token (<|im_end|>, <|eot_id|>) are trained, and the end token of plain text\n"
@@ -60,7 +60,7 @@ static void usage(FILE *f) {
 "                       tokenizer_config.json's chat_template beside the tokenizer.json;\n"
 "                       without one, the built-in formats above). Tokens are the rendered\n"
 "                       text tokenized as one string; trained are each assistant reply\n"
-"                       and its end-of-turn token (data/README.md); recorded in the file\n"
+"                       and its end-of-turn token (docs/data.md); recorded in the file\n"
 "  --template-var NAME=JSON  a variable for the template (e.g. enable_thinking=false;\n"
 "                       repeatable); recorded in the file\n"
 "  --date YYYY-MM-DD    the date the template's strftime_now sees (default "TMPL_DEFAULT_DATE",\n"

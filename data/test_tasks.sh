@@ -15,7 +15,7 @@ trap 'rm -rf "$T"' EXIT
 
 # check_answers FILE MAX_DIGITS: prints "BAD line: why" for each row whose answer is
 # not the expected one, then "rows N add A subtract S reverse R sort S".
-# The expected answers, written out here from the task definitions in data/README.md:
+# The expected answers, written out here from the task definitions in docs/data.md:
 #   add      a+b: for each digit column from the ones up "x+y=s, " (the first column)
 #            or "x+y+c=s, " (c = the carry into it), MAX_DIGITS columns, then "so a+b"
 #   subtract a-b with a >= b: for each digit column from the ones up "x-y=d, " (the first

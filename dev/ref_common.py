@@ -2,7 +2,7 @@
 training and validation documents and their data files, packing, the safetensors
 writer, and the training rules (loss over masked targets, gradient accumulation,
 clipping, AdamW with decay on matrices, warmup + cosine LR, validation), each written
-from the README's spec and independent of the C code.
+from the spec in docs/training.md and independent of the C code.
 
 A model enters as forward(P, toks) -> [len(toks), V] float64 logits of one document
 (positions from 0, plain causal attention), so packing, block-diagonal attention,
@@ -66,7 +66,7 @@ def write_data(path, docs):
             f.write(bytes(mask))
 
 
-# ---- packing (README: next-fit, rows never mix epochs, cut at T) -------------
+# ---- packing (docs/training.md: next-fit, rows never mix epochs, cut at T) -------------
 def rows_of_epoch(docs):
     rows, cur, used = [], [], 0
     for i, (toks, _) in enumerate(docs):

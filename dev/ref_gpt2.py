@@ -2,7 +2,7 @@
 """Writes the PyTorch reference that test_sft.c checks the C trainer against.
 
 Everything here is computed independently of the C code: the data file is written
-with Python's struct, packing and targets follow the spec in the README, and the
+with Python's struct, packing and targets follow the spec in docs/training.md, and the
 model runs each document on its own (positions from 0, plain causal attention) in
 float64, so packing, block-diagonal attention and masks are checked, not assumed.
 The data, packing and training rules are shared with dev/ref_llama.py in

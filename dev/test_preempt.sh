@@ -19,7 +19,7 @@
 # - mpirun -np 2: SIGTERM to one rank's pid stops both after the same step, rank 0
 #   saves, every rank exits 143, and `-y 1` continues bit-identically; SIGTERM to mpirun
 #   (which forwards it after odls_base_sigkill_timeout) stops the run the same way;
-#   kill -9 of one rank ends mpirun non-zero within the bound README states, with no
+#   kill -9 of one rank ends mpirun non-zero within the bound docs/reliability.md states, with no
 #   process left and `latest` naming a complete checkpoint.
 # - bad configurations: one line and exit 1 on every rank.
 set -u
@@ -268,7 +268,7 @@ else echo "ok preempt_mpi_sigterm_resume (2 ranks: final model and losses equal 
 out="$tmp/mrun"
 # A larger model than the other cases: with the tiny one's 3 ms steps (several hundred
 # progress lines a second through mpirun) the signalled mpirun left the ranks running
-# until its SIGKILL; with 25 ms steps they stop and save (README: Preemption and restarts).
+# until its SIGKILL; with 25 ms steps they stop and save (docs/reliability.md: Preemption and restarts).
 mrun_flags="${flags/-x $steps/-x 100000}"
 OMPI_MCA_odls_base_sigkill_timeout=3 $mpi -np 2 $mpi_trainer ${mrun_flags/-e d2c64h2t32 -b 4 -t 32/-e d4c128h4t64 -b 4 -t 64} -o "$out" > "$tmp/mrun.log" 2>&1 &
 bg=$!

@@ -23,7 +23,7 @@
 // is treated as one character of class "other" (like punctuation), so every byte
 // string is encoded and decodes back to itself. A tokenizer.json may instead name
 // SmolLM2's digit split or the Split regexes of Llama 3 (= cl100k_base), Qwen2 and
-// o200k_base (BPE_PRE_*, scanned by hand like GPT-2's; tokenizer/README.md), and
+// o200k_base (BPE_PRE_*, scanned by hand like GPT-2's; docs/tokenizer.md), and
 // ignore_merges (a pre-token that is a vocabulary token is that token). Normalizers:
 // NFC (tables from dev/gen_nfc_tables.py in nfc_tables.h), and for SentencePiece-style
 // files (tokens are strings with "\xe2\x96\x81" for spaces and <0xNN> byte tokens; the

@@ -109,7 +109,7 @@ else
     # round trips need text without U+2581, which decodes to a space
     node -e "const fs = require('fs'); fs.writeFileSync(process.argv[2], fs.readFileSync(process.argv[1], 'utf8').replace(/\u2581/g, ''))" "$T/hf.txt" "$T/hf_rt.txt"
     # Qwen3 on decomposed text; without U+FEFF and U+0085, where the \s of the pre-tokenizer
-    # (JavaScript's, as js-tiktoken's) differs from Hugging Face's regex engine (README)
+    # (JavaScript's, as js-tiktoken's) differs from Hugging Face's regex engine (docs/tokenizer.md)
     node -e "const fs = require('fs'); fs.writeFileSync(process.argv[2], fs.readFileSync(process.argv[1], 'utf8').normalize('NFD').replace(/[\ufeff\u0085]/g, ''))" "$T/hf.txt" "$T/nfd.txt"
     # Llama 2 without byte_fallback: characters without a token become <unk>, fused
     node tokenizer/ref_encode.js json-edit $LLAMA2 "$T/llama2_unk.json" "j.model.byte_fallback = false"
