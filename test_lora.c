@@ -161,6 +161,8 @@ static void test_reference(const char *tag, const char *dir, const char *expect_
     loader_init(&vl, &vf, B, T, 0, 0, 0);
     float *ref_val = expect_tensor(&st, "val_loss", NULL);
     m.lora.lc.dropout = 0.5f;
+    free(m.lora_acts);
+    m.lora_acts = (float *)xcalloc(lora_activation_floats(&m.lora, B, T), sizeof(float));
     int64_t vn;
     double val = evaluate(&m, &vl, -1, &vn);
     m.lora.lc.dropout = 0.0f;
@@ -261,6 +263,36 @@ static void test_peft_round_trip(const char *tag, const char *dir) {
           "read back r %d alpha %g rslora %d targets %x base %s", lc.rank, lc.alpha, lc.rslora, lc.targets, back.base);
     st_close(&a); st_close(&b);
     gpt2_free(&m);
+}
+
+// The tensor names our layout gives each reference adapter (lora_peft_name) are the
+// names dev/ref_lora.py wrote by PEFT's rules, all of them (checked before anything
+// loads an adapter by those names).
+static void test_peft_names(const char *tag, const char *dir) {
+    char name[160], path[700], tn[300];
+    PeftAdapterConfig pc;
+    lora_read_peft_config(dir, &pc);
+    GPT2Config c;
+    float *base;
+    ParamTensors p;
+    gpt2_load_hf(pc.base, &c, &base, &p);
+    LoraConfig lc;
+    lora_config_from_peft(dir, &pc, &c, &lc);
+    LoraLayout lay;
+    lora_layout_init(&lay, &c, &lc);
+    snprintf(path, sizeof path, "%s/adapter_model.safetensors", dir);
+    SafeTensors st;
+    st_open(&st, path);
+    int found = 0;
+    for (int i = 0; i < lay.n; i++)
+        for (int w = 0; w < 2; w++) {
+            lora_peft_name(&lay.ad[i], w ? 'B' : 'A', tn, sizeof tn);
+            found += st_find(&st, tn) != NULL;
+        }
+    lora_peft_name(&lay.ad[0], 'A', tn, sizeof tn);
+    snprintf(name, sizeof name, "%s_peft_names_match_reference", tag);
+    check(name, found == st.count && found == 2 * lay.n, "%d of our %d names in %s (%d tensors), e.g. %s", found, 2 * lay.n, path, st.count, tn);
+    st_close(&st); lora_layout_free(&lay); free(base);
 }
 
 // Target names: the defaults, GPT-2's c_proj naming two modules, unknown names.
@@ -595,6 +627,8 @@ int main(void) {
     snprintf(tmp_root, sizeof tmp_root, "/tmp/test_lora.%d", (int)getpid());
     if (make_dirs(tmp_root) != 0) fatal("%s: cannot create test directory", tmp_root);
     if (!path_exists("./train_sft")) fatal("./train_sft not found: run from the repository root after make train_sft");
+    test_peft_names("gpt2", REF_DIR "/tiny_lora_gpt2");
+    test_peft_names("llama", REF_DIR "/tiny_lora_llama");
     test_reference("gpt2", REF_DIR "/tiny_lora_gpt2", REF_DIR "/tiny_lora_gpt2_expect.safetensors");
     test_reference("llama", REF_DIR "/tiny_lora_llama", REF_DIR "/tiny_lora_llama_expect.safetensors");
     test_reference("rslora", REF_DIR "/tiny_lora_rslora", REF_DIR "/tiny_lora_rslora_expect.safetensors");
