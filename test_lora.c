@@ -418,6 +418,26 @@ static void test_fresh_adapter_and_dropout(void) {
     loader_free(&ld); gpt2_free(&m); gpt2_free(&base); data_free(&df);
 }
 
+// Generation with the KV cache (lora_matvec on each token) gives the logits of the
+// full forward pass with the adapters.
+static void test_decode(const char *tag, const char *dir) {
+    char name[160];
+    GPT2 m;
+    lora_model(&m, dir, 1, 24);
+    int toks[24], pos[24], start[24] = {0};
+    for (int i = 0; i < 24; i++) { toks[i] = (i * 17 + 3) % m.cfg.V; pos[i] = i; m.rows[i] = i; }
+    m.num_rows = 24;
+    gpt2_forward(&m, toks, pos, start, NULL, 1, 24);
+    KVCache kv;
+    kv_init(&kv, &m.cfg, 5);
+    double worst = 0.0;
+    for (int i = 0; i < 24; i++) worst = fmax(worst, rel_err(gpt2_decode_step(&m, &kv, toks[i]), m.acts.logits + (size_t)i * m.cfg.V, (size_t)m.cfg.V, 1.0));
+    snprintf(name, sizeof name, "%s_lora_kv_cache_decode_matches_forward", tag);
+    check(name, worst < 1e-5, "max relative logit error %.3g", worst);
+    kv_free(&kv);
+    gpt2_free(&m);
+}
+
 // Hostile adapter files: one line naming the file. The adapter directory
 // <tmp>/bad_<name> gets `config` and the tensors of tensors_from.
 static void bad_adapter_dir(char *dir, size_t n, const char *name, const char *config, const char *tensors_from) {
@@ -622,6 +642,25 @@ static void test_merged_and_continue(void) {
     free(ma); free(mb);
 }
 
+// ./chat runs base + adapter (-e on a LoRA checkpoint) and answers as the merged model
+// (-M 1's export), and not as the base alone.
+static void test_chat(void) {
+    if (!path_exists("./chat")) { printf("skip lora_chat_adapter_equals_merged: ./chat not built (make chat)\n"); return; }
+    char out[512], cmd[4096], err[4096], ans[3][600];
+    snprintf(out, sizeof out, "%s/lora_chat", tmp_root);
+    snprintf(cmd, sizeof cmd, "./train_sft -i data/demo/val.bin -e d2c32h2t64 -b 2 -t 64 -x 4 -l 3e-2 -A 4 -M 1 -o %s", out);
+    int rc = run(cmd, err, sizeof err);
+    const char *models[3] = {"step_00000004", "merged", "base"};
+    for (int k = 0; k < 3 && rc == 0; k++) {
+        snprintf(cmd, sizeof cmd, "(./chat -e %s/%s -k data/demo/tokenizer -g 12 -p hi > %s/chat%d.txt)", out, models[k], tmp_root, k);
+        rc |= run(cmd, err, sizeof err);
+        snprintf(ans[k], sizeof ans[k], "%s/chat%d.txt", tmp_root, k);
+    }
+    char *a0 = rc ? NULL : read_text(ans[0]), *a1 = rc ? NULL : read_text(ans[1]), *a2 = rc ? NULL : read_text(ans[2]);
+    check("lora_chat_adapter_equals_merged", a0 && a1 && a2 && a0[0] && !strcmp(a0, a1) && strcmp(a0, a2), "exit %d: %s", rc, err);
+    free(a0); free(a1); free(a2);
+}
+
 int main(void) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     snprintf(tmp_root, sizeof tmp_root, "/tmp/test_lora.%d", (int)getpid());
@@ -634,6 +673,8 @@ int main(void) {
     test_reference("rslora", REF_DIR "/tiny_lora_rslora", REF_DIR "/tiny_lora_rslora_expect.safetensors");
     test_peft_round_trip("gpt2", REF_DIR "/tiny_lora_gpt2");
     test_peft_round_trip("llama", REF_DIR "/tiny_lora_llama");
+    test_decode("gpt2", REF_DIR "/tiny_lora_gpt2");
+    test_decode("llama", REF_DIR "/tiny_lora_llama");
     test_targets();
     test_init();
     test_fresh_adapter_and_dropout();
@@ -641,6 +682,7 @@ int main(void) {
     test_resume("gpt2", "d2c16h2t24", "-A 2 -p 0.1");
     test_resume("llama", REF_DIR "/tiny_llama", "-A 3 -B 6 -T q_proj,o_proj,down_proj -p 0.2 -Q 1");
     test_merged_and_continue();
+    test_chat();
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf %s", tmp_root);
     if (failures == 0 && system(cmd) != 0) printf("note: could not remove %s\n", tmp_root);
