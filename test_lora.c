@@ -500,6 +500,14 @@ static void test_bad_adapters(void) {
     snprintf(cmd, sizeof cmd, "truncate -s 3000 %s/adapter_model.safetensors", dir);
     if (system(cmd) != 0) fatal("truncate failed");
     expect_bad_dir("truncated", dir, "truncated file");
+    // -A on resuming a full fine-tuning checkpoint
+    char out[600], err[4096];
+    snprintf(out, sizeof out, "%s/full_ckpt", tmp_root);
+    snprintf(cmd, sizeof cmd, "./train_sft -i " REF_DATA " -e d2c16h2t24 -b 2 -t 16 -x 2 -n 1 -o %s", out);
+    int rc1 = run(cmd, err, sizeof err);
+    snprintf(cmd, sizeof cmd, "./train_sft -i " REF_DATA " -e d2c16h2t24 -b 2 -t 16 -x 2 -n 1 -o %s -y 1 -A 2", out);
+    int rc2 = run(cmd, err, sizeof err);
+    check("lora_resume_full_checkpoint_refused", rc1 == 0 && rc2 == 1 && strstr(err, "is of full fine-tuning, not LoRA"), "exit %d %d: %s", rc1, rc2, err);
 #undef CFG
 }
 
