@@ -6,6 +6,8 @@ chat.c: talk to a trained model on the CPU.
                                                    with "completion" count toward exact match
   ./chat -e MODEL -k TOKENIZER                     interactive: each line is your next turn
                                                    in one conversation; an empty line starts over
+  ./chat -e ADAPTER -k TOKENIZER [-F BASE] ...     a PEFT LoRA adapter directory (a LoRA checkpoint)
+                                                   on its base_model_name_or_path, or on BASE
 
 Prompts are rendered with the model's own chat template (data/template_mask.h) when
 there is one: -D DATA takes the one a data file was prepared with (and its system
@@ -23,7 +25,7 @@ reuses the model code of train_sft.c.
 #define SFT_NO_MAIN
 #include "train_sft.c"
 
-typedef struct { const char *model, *tokenizer, *prompt, *file, *format, *system, *tmpl_file, *tmpl_var, *data; int max_new, seed; float temperature; } ChatArgs;
+typedef struct { const char *model, *tokenizer, *prompt, *file, *format, *system, *tmpl_file, *tmpl_var, *data, *base; int max_new, seed; float temperature; } ChatArgs;
 
 static int stops[TMPL_MAX_EOT + 4], nstops;  // what an answer ends at
 
@@ -53,9 +55,10 @@ static void answer(const Generator *g, BpeTokenizer *tok, const ChatTokens *ct, 
 
 int main(int argc, char **argv) {
     openmp_wait_passively(argv);
-    ChatArgs a = {"", "", "", "", "", "", "", "", "", 256, 1337, 0.0f};
+    ChatArgs a = {"", "", "", "", "", "", "", "", "", "", 256, 1337, 0.0f};
     Flag flags[] = {
-        {'e', FLAG_STRING, &a.model, "model: checkpoint or Hugging Face GPT-2, Llama or Qwen2 directory (required)"},
+        {'e', FLAG_STRING, &a.model, "model: checkpoint or Hugging Face GPT-2, Llama or Qwen2 directory, or a PEFT LoRA adapter directory (required)"},
+        {'F', FLAG_STRING, &a.base, "base model of a LoRA adapter given to -e (default: its base_model_name_or_path)"},
         {'k', FLAG_STRING, &a.tokenizer, "tokenizer the data was prepared with: tokenizer.json, a directory with one, or a GPT-2 dir (required)"},
         {'c', FLAG_STRING, &a.format, "chat format: gpt2, chatml or llama3 (default: from the tokenizer's special tokens)"},
         {'s', FLAG_STRING, &a.system, "system message of each conversation (the model's data: prepare --system; default none)"},
@@ -79,7 +82,22 @@ int main(int argc, char **argv) {
 
     GPT2 m;
     memset(&m, 0, sizeof m);
-    gpt2_load_hf(a.model, &m.cfg, &m.params_mem, &m.params);
+    if (lora_is_adapter_dir(a.model)) {  // the adapter runs beside the base, as in training (no merge)
+        PeftAdapterConfig pc;
+        lora_read_peft_config(a.model, &pc);
+        const char *base = a.base[0] ? a.base : pc.base;
+        if (!base[0] || !is_directory(base))
+            fatal("%s/adapter_config.json: base_model_name_or_path '%s' is not a local directory: pass the base model's directory with -F", a.model,
+                  pc.base);
+        gpt2_load_hf(base, &m.cfg, &m.params_mem, &m.params);
+        LoraConfig lc;
+        lora_config_from_peft(a.model, &pc, &m.cfg, &lc);
+        lora_layout_init(&m.lora, &m.cfg, &lc);
+        m.adapter = (float *)xmalloc((m.lora.floats ? m.lora.floats : 1) * sizeof(float));
+        lora_load_peft_weights(a.model, &m.lora, m.adapter);
+    } else {
+        gpt2_load_hf(a.model, &m.cfg, &m.params_mem, &m.params);
+    }
     BpeTokenizer *tok;
     ChatTokens ct;
     ChatTemplate tm;
@@ -202,5 +220,7 @@ int main(int argc, char **argv) {
     data_free(&df);
     bpe_free(tok);
     free(m.params_mem);
+    free(m.adapter);
+    lora_layout_free(&m.lora);
     return 0;
 }

@@ -161,6 +161,8 @@ static void test_reference(const char *tag, const char *dir, const char *expect_
     loader_init(&vl, &vf, B, T, 0, 0, 0);
     float *ref_val = expect_tensor(&st, "val_loss", NULL);
     m.lora.lc.dropout = 0.5f;
+    free(m.lora_acts);
+    m.lora_acts = (float *)xcalloc(lora_activation_floats(&m.lora, B, T), sizeof(float));
     int64_t vn;
     double val = evaluate(&m, &vl, -1, &vn);
     m.lora.lc.dropout = 0.0f;
@@ -261,6 +263,36 @@ static void test_peft_round_trip(const char *tag, const char *dir) {
           "read back r %d alpha %g rslora %d targets %x base %s", lc.rank, lc.alpha, lc.rslora, lc.targets, back.base);
     st_close(&a); st_close(&b);
     gpt2_free(&m);
+}
+
+// The tensor names our layout gives each reference adapter (lora_peft_name) are the
+// names dev/ref_lora.py wrote by PEFT's rules, all of them (checked before anything
+// loads an adapter by those names).
+static void test_peft_names(const char *tag, const char *dir) {
+    char name[160], path[700], tn[300];
+    PeftAdapterConfig pc;
+    lora_read_peft_config(dir, &pc);
+    GPT2Config c;
+    float *base;
+    ParamTensors p;
+    gpt2_load_hf(pc.base, &c, &base, &p);
+    LoraConfig lc;
+    lora_config_from_peft(dir, &pc, &c, &lc);
+    LoraLayout lay;
+    lora_layout_init(&lay, &c, &lc);
+    snprintf(path, sizeof path, "%s/adapter_model.safetensors", dir);
+    SafeTensors st;
+    st_open(&st, path);
+    int found = 0;
+    for (int i = 0; i < lay.n; i++)
+        for (int w = 0; w < 2; w++) {
+            lora_peft_name(&lay.ad[i], w ? 'B' : 'A', tn, sizeof tn);
+            found += st_find(&st, tn) != NULL;
+        }
+    lora_peft_name(&lay.ad[0], 'A', tn, sizeof tn);
+    snprintf(name, sizeof name, "%s_peft_names_match_reference", tag);
+    check(name, found == st.count && found == 2 * lay.n, "%d of our %d names in %s (%d tensors), e.g. %s", found, 2 * lay.n, path, st.count, tn);
+    st_close(&st); lora_layout_free(&lay); free(base);
 }
 
 // Target names: the defaults, GPT-2's c_proj naming two modules, unknown names.
@@ -386,6 +418,26 @@ static void test_fresh_adapter_and_dropout(void) {
     loader_free(&ld); gpt2_free(&m); gpt2_free(&base); data_free(&df);
 }
 
+// Generation with the KV cache (lora_matvec on each token) gives the logits of the
+// full forward pass with the adapters.
+static void test_decode(const char *tag, const char *dir) {
+    char name[160];
+    GPT2 m;
+    lora_model(&m, dir, 1, 24);
+    int toks[24], pos[24], start[24] = {0};
+    for (int i = 0; i < 24; i++) { toks[i] = (i * 17 + 3) % m.cfg.V; pos[i] = i; m.rows[i] = i; }
+    m.num_rows = 24;
+    gpt2_forward(&m, toks, pos, start, NULL, 1, 24);
+    KVCache kv;
+    kv_init(&kv, &m.cfg, 5);
+    double worst = 0.0;
+    for (int i = 0; i < 24; i++) worst = fmax(worst, rel_err(gpt2_decode_step(&m, &kv, toks[i]), m.acts.logits + (size_t)i * m.cfg.V, (size_t)m.cfg.V, 1.0));
+    snprintf(name, sizeof name, "%s_lora_kv_cache_decode_matches_forward", tag);
+    check(name, worst < 1e-5, "max relative logit error %.3g", worst);
+    kv_free(&kv);
+    gpt2_free(&m);
+}
+
 // Hostile adapter files: one line naming the file. The adapter directory
 // <tmp>/bad_<name> gets `config` and the tensors of tensors_from.
 static void bad_adapter_dir(char *dir, size_t n, const char *name, const char *config, const char *tensors_from) {
@@ -448,6 +500,14 @@ static void test_bad_adapters(void) {
     snprintf(cmd, sizeof cmd, "truncate -s 3000 %s/adapter_model.safetensors", dir);
     if (system(cmd) != 0) fatal("truncate failed");
     expect_bad_dir("truncated", dir, "truncated file");
+    // -A on resuming a full fine-tuning checkpoint
+    char out[600], err[4096];
+    snprintf(out, sizeof out, "%s/full_ckpt", tmp_root);
+    snprintf(cmd, sizeof cmd, "./train_sft -i " REF_DATA " -e d2c16h2t24 -b 2 -t 16 -x 2 -n 1 -o %s", out);
+    int rc1 = run(cmd, err, sizeof err);
+    snprintf(cmd, sizeof cmd, "./train_sft -i " REF_DATA " -e d2c16h2t24 -b 2 -t 16 -x 2 -n 1 -o %s -y 1 -A 2", out);
+    int rc2 = run(cmd, err, sizeof err);
+    check("lora_resume_full_checkpoint_refused", rc1 == 0 && rc2 == 1 && strstr(err, "is of full fine-tuning, not LoRA"), "exit %d %d: %s", rc1, rc2, err);
 #undef CFG
 }
 
@@ -590,16 +650,39 @@ static void test_merged_and_continue(void) {
     free(ma); free(mb);
 }
 
+// ./chat runs base + adapter (-e on a LoRA checkpoint) and answers as the merged model
+// (-M 1's export), and not as the base alone.
+static void test_chat(void) {
+    if (!path_exists("./chat")) { printf("skip lora_chat_adapter_equals_merged: ./chat not built (make chat)\n"); return; }
+    char out[512], cmd[4096], err[4096], ans[3][600];
+    snprintf(out, sizeof out, "%s/lora_chat", tmp_root);
+    snprintf(cmd, sizeof cmd, "./train_sft -i data/demo/val.bin -e d2c32h2t64 -b 2 -t 64 -x 4 -l 3e-2 -A 4 -M 1 -o %s", out);
+    int rc = run(cmd, err, sizeof err);
+    const char *models[3] = {"step_00000004", "merged", "base"};
+    for (int k = 0; k < 3 && rc == 0; k++) {
+        snprintf(cmd, sizeof cmd, "(./chat -e %s/%s -k data/demo/tokenizer -g 12 -p hi > %s/chat%d.txt)", out, models[k], tmp_root, k);
+        rc |= run(cmd, err, sizeof err);
+        snprintf(ans[k], sizeof ans[k], "%s/chat%d.txt", tmp_root, k);
+    }
+    char *a0 = rc ? NULL : read_text(ans[0]), *a1 = rc ? NULL : read_text(ans[1]), *a2 = rc ? NULL : read_text(ans[2]);
+    check("lora_chat_adapter_equals_merged", a0 && a1 && a2 && a0[0] && !strcmp(a0, a1) && strcmp(a0, a2), "exit %d: %s", rc, err);
+    free(a0); free(a1); free(a2);
+}
+
 int main(void) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     snprintf(tmp_root, sizeof tmp_root, "/tmp/test_lora.%d", (int)getpid());
     if (make_dirs(tmp_root) != 0) fatal("%s: cannot create test directory", tmp_root);
     if (!path_exists("./train_sft")) fatal("./train_sft not found: run from the repository root after make train_sft");
+    test_peft_names("gpt2", REF_DIR "/tiny_lora_gpt2");
+    test_peft_names("llama", REF_DIR "/tiny_lora_llama");
     test_reference("gpt2", REF_DIR "/tiny_lora_gpt2", REF_DIR "/tiny_lora_gpt2_expect.safetensors");
     test_reference("llama", REF_DIR "/tiny_lora_llama", REF_DIR "/tiny_lora_llama_expect.safetensors");
     test_reference("rslora", REF_DIR "/tiny_lora_rslora", REF_DIR "/tiny_lora_rslora_expect.safetensors");
     test_peft_round_trip("gpt2", REF_DIR "/tiny_lora_gpt2");
     test_peft_round_trip("llama", REF_DIR "/tiny_lora_llama");
+    test_decode("gpt2", REF_DIR "/tiny_lora_gpt2");
+    test_decode("llama", REF_DIR "/tiny_lora_llama");
     test_targets();
     test_init();
     test_fresh_adapter_and_dropout();
@@ -607,6 +690,7 @@ int main(void) {
     test_resume("gpt2", "d2c16h2t24", "-A 2 -p 0.1");
     test_resume("llama", REF_DIR "/tiny_llama", "-A 3 -B 6 -T q_proj,o_proj,down_proj -p 0.2 -Q 1");
     test_merged_and_continue();
+    test_chat();
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf %s", tmp_root);
     if (failures == 0 && system(cmd) != 0) printf("note: could not remove %s\n", tmp_root);

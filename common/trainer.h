@@ -558,6 +558,7 @@ static void setup_run(const char *prog, TrainArgs *a, RunSetup *r) {
     if (a->resume) {
         latest_checkpoint(a->out_dir, r->resume_dir, sizeof r->resume_dir);
         if (lora_is_adapter_dir(r->resume_dir)) setup_adapter(prog, a, r, r->resume_dir);
+        else if (a->lora.rank > 0) usage_error(prog, "-A %d: the checkpoint %s to resume is of full fine-tuning, not LoRA", a->lora.rank, r->resume_dir);
         else gpt2_load_hf(r->resume_dir, &r->cfg, &r->params, &r->p);
     } else if (lora_is_adapter_dir(a->init)) {
         setup_adapter(prog, a, r, a->init);

@@ -31,6 +31,7 @@
 #   -> LoRA on Llama-3.1-8B's shape (R=16 on every module, T=2048, -r 2, B=LORA_B, default 4):
 #      the frozen bf16 base, tokens/s, MFU (4N per token: no weight gradients), peak memory
 #   -> transformers loads our exports (GPT-2, Llama, Qwen2; dev/check_hf_export.py)
+#   -> peft loads our LoRA adapters as W + s B A (dev/check_peft.py on dev/ref_lora.py's references)
 #   -> the rest while the budget lasts: the dev/cuda checks (bf16, then fp32),
 #      compute-sanitizer memcheck on a tiny step, GPT-2 XL (-r 2), 2 ranks on the one GPU,
 #      124M with -r 1 and -r 2, PyTorch (torch.compile) on the 124M shape, the Llama-family
@@ -427,6 +428,11 @@ fi
 for m in tiny_llama tiny_llama_bf16 tiny_qwen2 tiny_qwen3 tiny_smollm3 tiny_gemma3; do
     if [ $mode = dry ]; then skip "ref_${m}_in_transformers" "dry run: needs Python's transformers"
     else check "ref_${m}_in_transformers" 90 "$py" "$repo/dev/check_hf_export.py" "$repo/dev/ref/$m"; fi
+done
+# peft loads dev/ref_lora.py's adapters (PEFT's names, shapes, fan_in_fan_out, rsLoRA) on their bases as W + s B A
+for m in tiny_lora_gpt2:tiny tiny_lora_llama:tiny_llama tiny_lora_rslora:tiny_llama; do
+    if [ $mode = dry ]; then skip "ref_${m%%:*}_in_peft" "dry run: needs Python's peft"
+    else check "ref_${m%%:*}_in_peft" 90 "$py" "$repo/dev/check_peft.py" "$repo/dev/ref/${m%%:*}" "$repo/dev/ref/${m##*:}"; fi
 done
 if [ $mode = real ] && [ "$san" != "not found" ] && ready sanitizer_racecheck "$TRAINER"; then
     check sanitizer_racecheck 150 compute-sanitizer --tool racecheck --error-exitcode 3 "$TRAINER" $tiny -o "$R/san_racecheck"
