@@ -48,7 +48,7 @@ check_flags() {
     for f in $flags; do
         grep -qsE "^\|[^|]*\`$f[\` ]" "$@" || missing+=("$f")
     done
-    if [ ${#missing[@]} -eq 0 ]; then echo "ok doc_flags $name: $(echo $flags | wc -w) flags, each a row of $*"
+    if [ ${#missing[@]} -eq 0 ]; then echo "ok doc_flags $name: $(echo $flags | wc -w) flags, each with a row in one of: $*"
     else fail "doc_flags $name: no row in $* for ${missing[*]}"; fi
 }
 for p in train_sft chat prepare tok make_tasks; do
