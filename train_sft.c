@@ -1350,18 +1350,18 @@ static void resume_dist(const TrainArgs *a, const RunSetup *r, GPT2 *m, TrainSta
 
 // Rank 0 writes the checkpoint of s (the same files whatever W is); with ZeRO-1 the
 // moment shards are first gathered to it.
-static void checkpoint_dist(const TrainArgs *a, GPT2 *m, const TrainState *s) {
+static void checkpoint_dist(const TrainArgs *a, const RunSetup *r, GPT2 *m, const TrainState *s) {
     if (a->ckpt_every < 0) return;  // -n -1: no checkpoints
     Dist *d = m->dist;
     if (!d->zero) {
-        if (d->rank == 0) save_checkpoint(a->out_dir, &m->cfg, &m->params, s, m->m_mem, m->v_mem, m->num_params);
+        if (d->rank == 0) save_checkpoint(a->out_dir, &m->cfg, &m->params, s, m->m_mem, m->v_mem, m->num_params, &r->extras);
         return;
     }
     size_t shard = m->padded / (size_t)d->world;
     float *mf = d->rank == 0 ? (float *)xcalloc(m->padded, sizeof(float)) : NULL, *vf = d->rank == 0 ? (float *)xcalloc(m->padded, sizeof(float)) : NULL;
     dist_gather_f32(d, m->m_mem, mf, shard);
     dist_gather_f32(d, m->v_mem, vf, shard);
-    if (d->rank == 0) save_checkpoint(a->out_dir, &m->cfg, &m->params, s, mf, vf, m->num_params);
+    if (d->rank == 0) save_checkpoint(a->out_dir, &m->cfg, &m->params, s, mf, vf, m->num_params, &r->extras);
     free(mf); free(vf);
 }
 
@@ -1477,7 +1477,7 @@ int main(int argc, char **argv) {
         if (state.step < steps) stop = preempt_poll(&dist);
         if ((args.ckpt_every > 0 && state.step % args.ckpt_every == 0 && state.step < steps) || stop) {
             state.epoch = loader.epoch; state.cursor = loader.cursor; state.rng = sample_rng.state;
-            checkpoint_dist(&args, &model, &state);
+            checkpoint_dist(&args, &run, &model, &state);
             log_checkpoint(&log, state.step, 0);
         }
     }
@@ -1491,7 +1491,7 @@ int main(int argc, char **argv) {
     }
     generate_and_evaluate(&args, &run, &gen, state.step, 1, &log, &sample_rng);
     state.epoch = loader.epoch; state.cursor = loader.cursor; state.rng = sample_rng.state;
-    checkpoint_dist(&args, &model, &state);
+    checkpoint_dist(&args, &run, &model, &state);
     log_checkpoint(&log, state.step, 1);
     run_log_close(&log, state.step);
     if (dist.world > 1)

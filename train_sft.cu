@@ -1154,7 +1154,7 @@ int main(int argc, char **argv) {
         if ((args.ckpt_every > 0 && state.step % args.ckpt_every == 0 && state.step < steps) || (stop && args.ckpt_every >= 0)) {
             gpu_download_state(&M, run.params, host_m, host_v);  // every rank: the shards meet
             state.epoch = loader.epoch; state.cursor = loader.cursor; state.rng = sample_rng.state;
-            if (lead) save_checkpoint(args.out_dir, &cfg, &run.p, &state, host_m, host_v, P);
+            if (lead) save_checkpoint(args.out_dir, &cfg, &run.p, &state, host_m, host_v, P, &run.extras);
             comm_barrier(&comm, "waiting for rank 0's checkpoint (SFT_CKPT_TIMEOUT)", ckpt_timeout);
             log_checkpoint(&log, state.step, 0);
         }
@@ -1173,7 +1173,7 @@ int main(int argc, char **argv) {
     if (args.ckpt_every >= 0) {  // -n -1 (benchmarks): no checkpoint
         gpu_download_state(&M, run.params, host_m, host_v);
         state.epoch = loader.epoch; state.cursor = loader.cursor; state.rng = sample_rng.state;
-        if (lead) save_checkpoint(args.out_dir, &cfg, &run.p, &state, host_m, host_v, P);
+        if (lead) save_checkpoint(args.out_dir, &cfg, &run.p, &state, host_m, host_v, P, &run.extras);
     }
     log_checkpoint(&log, state.step, 1);
     run_log_close(&log, state.step);
