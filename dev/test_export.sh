@@ -124,6 +124,15 @@ else
         ok export_resume_without_k
     else fail export_resume_without_k "$(tail -n 1 "$T/l31r.log" 2> /dev/null)"; fi
 
+    # a template whose eos_token is not its end-of-turn token: both end a turn
+    mkdir -p "$T/l31base" && cp $L31/tokenizer.json "$T/l31base/" &&
+        sed 's/"eos_token": "<|eot_id|>"/"eos_token": "<|end_of_text|>"/' $L31/tokenizer_config.json > "$T/l31base/tokenizer_config.json"
+    if ./prepare --tokenizer "$T/l31base" --out "$T/l31base.bin" "$T/convs.jsonl" > /dev/null 2>&1 &&
+        train -i "$T/l31base.bin" -e l1c16h2k1f32t64 -k "$T/l31base" -o "$T/l31e" > "$T/l31e.log" 2>&1; then
+        expect export_template_end_of_turn "$T/l31e/step_00000001/generation_config.json" 'j.eos_token_id' '[128001,128009]' &&
+            expect export_template_end_of_turn "$T/l31e/step_00000001/config.json" 'j.eos_token_id' '[128001,128009]' && ok export_template_end_of_turn
+    else fail export_template_end_of_turn "$(tail -n 1 "$T/l31e.log")"; fi
+
     # the built-in llama3 format on the same tokenizer: its template replaces the tokenizer's
     if [ $have_hf = 0 ]; then skip export_builtin_llama3 "$HF_WHY"
     elif ./prepare --tokenizer $L31 --chat-format llama3 --system "  Be brief.  " --out "$T/l3.bin" "$T/convs.jsonl" > /dev/null 2>&1 &&
