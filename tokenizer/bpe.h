@@ -1357,8 +1357,7 @@ static int bpe_load_added_tokens_json_(BpeTokenizer *t, const char *path, char *
     if (rc) return rc;
     JsonDoc doc;
     if (json_parse(text, len, &doc) != 0) { rc = bpe_err_(err, errlen, BPE_EFORMAT, "%s: invalid JSON: %s", path, doc.error); free(text); return rc; }
-    free(text);
-    const JsonValue *r = doc.root;
+    const JsonValue *r = doc.root;  // its numbers point into text
     size_t n = r->type == JSON_OBJECT ? r->count : 0;
     if (r->type != JSON_OBJECT) rc = bpe_err_(err, errlen, BPE_EFORMAT, "%s: expected an object of token: id", path);
     int64_t *ids = (int64_t *)calloc(n ? n : 1, sizeof *ids);
@@ -1383,6 +1382,7 @@ static int bpe_load_added_tokens_json_(BpeTokenizer *t, const char *path, char *
     }
     free(ids);
     json_free(&doc);
+    free(text);
     return rc;
 }
 
