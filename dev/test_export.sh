@@ -184,24 +184,29 @@ else
 fi
 
 # ---------------------------------------------------------------- bad input: one line, exit 1, nothing written
-# bad_case NAME WANT(grep -E) -- TRAINER ARGS: fails with exit 1, one stderr line matching WANT, no checkpoint in $T/bad_NAME
+# bad_case NAME WANT(grep -E) -- COMMAND (writing to $T/bad_NAME): exit 1, one stderr line matching WANT, no checkpoint there
 bad_case() {
     local name=$1 want=$2; shift 3
     rm -rf "$T/bad_$name"
-    "$@" -o "$T/bad_$name" > "$T/bad_$name.out" 2> "$T/bad_$name.err"
+    "$@" > "$T/bad_$name.out" 2> "$T/bad_$name.err"
     local rc=$?
     if [ $rc -ne 1 ] || [ "$(wc -l < "$T/bad_$name.err")" -ne 1 ] || ! grep -qE "$want" "$T/bad_$name.err" || ls -d "$T/bad_$name"/step_* > /dev/null 2>&1; then
         fail "export_bad_$name" "exit $rc, stderr: $(head -c 300 "$T/bad_$name.err")"
     else ok "export_bad_$name"; fi
 }
 cp -r "$T/g2tok" "$T/badcfg" && printf '{"chat_template": ' > "$T/badcfg/tokenizer_config.json"
-bad_case tokenizer_config 'badcfg/tokenizer_config.json: invalid JSON' -- train -i "$T/g2.bin" -e d1c16h2t64 -k "$T/badcfg"
+bad_case tokenizer_config 'badcfg/tokenizer_config.json: invalid JSON' -- train -i "$T/g2.bin" -e d1c16h2t64 -k "$T/badcfg" -o "$T/bad_tokenizer_config"
 cp -r "$T/g2tok" "$T/bigcfg" && truncate -s 300M "$T/bigcfg/tokenizer_config.json"
-bad_case tokenizer_file_size 'bigcfg/tokenizer_config.json: 314572800 bytes, more than' -- train -i "$T/g2.bin" -e d1c16h2t64 -k "$T/bigcfg"
+bad_case tokenizer_file_size 'bigcfg/tokenizer_config.json: 314572800 bytes, more than' -- train -i "$T/g2.bin" -e d1c16h2t64 -k "$T/bigcfg" -o "$T/bad_tokenizer_file_size"
 if [ -d "$T/g2/step_00000001" ]; then
     cp -r "$T/g2/step_00000001" "$T/badgen" && rm "$T/badgen/state.bin" && printf '{"eos_token_id": "x"}' > "$T/badgen/generation_config.json"
-    bad_case generation_config 'badgen/generation_config.json: eos_token_id must be' -- train -i "$T/g2.bin" -e "$T/badgen"
+    bad_case generation_config 'badgen/generation_config.json: eos_token_id must be' -- train -i "$T/g2.bin" -e "$T/badgen" -o "$T/bad_generation_config"
 fi
+# added_tokens.json beside GPT-2's files: ids past the vocabulary without gaps, a vocabulary token at its own id
+cp -r "$T/g2tok" "$T/gap" && printf '{"<|im_start|>": 320}' > "$T/gap/added_tokens.json"
+bad_case added_tokens_gap "gap/added_tokens.json: the new tokens' ids must follow the vocabulary's 314 tokens without gaps" -- ./prepare --tokenizer "$T/gap" "$T/convs.jsonl" --out "$T/bad_gap.bin"
+cp -r "$T/g2tok" "$T/moved" && printf '{"<|im_end|>": 315, "<|im_start|>": 314, "<|endoftext|>": 5}' > "$T/moved/added_tokens.json"
+bad_case added_tokens_moved 'moved/added_tokens.json: "<\|endoftext\|>" is token 313 in the vocabulary, not 5' -- ./prepare --tokenizer "$T/moved" "$T/convs.jsonl" --out "$T/bad_moved.bin"
 if ./chat -e dev/ref/tiny -p hi > /dev/null 2> "$T/chatk.err" || ! grep -q "holds no tokenizer" "$T/chatk.err"; then
     fail export_chat_needs_a_tokenizer "./chat -e on a directory without a tokenizer: $(head -c 200 "$T/chatk.err")"
 else ok export_chat_needs_a_tokenizer; fi
