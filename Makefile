@@ -196,7 +196,7 @@ check_headers_cxx: dev/headers_check.cpp $(COMMON_H)
 	$(CXX) -std=c++17 -Wall -Wextra -Wno-unused-function -Werror -fsyntax-only -I. dev/headers_check.cpp
 
 test: train_sft $(if $(HAVE_MPICC),train_sft_mpi) dev/dist_tool chat test_sft test_lora test_hf test_report test_rdzv tok test_tok prepare test_prepare test_jinja test_template make_tasks cuda
-	bash dev/run_tests.sh "make -s check_headers_cxx && echo ok shared_headers_are_valid_cxx" ./test_sft ./test_lora ./test_hf "bash dev/test_dist.sh" ./test_rdzv "bash dev/test_two_nodes.sh" ./test_report "bash dev/test_report.sh" "bash dev/test_crash.sh 5" "bash dev/test_preempt.sh" ./test_tok "bash tokenizer/test_exact.sh" ./test_prepare ./test_jinja "bash data/test_prepare.sh" ./test_template "bash data/test_template.sh" "bash data/test_inspect.sh" "bash data/test_tasks.sh" "bash dev/launch/test_launch.sh" "bash dev/test_docs.sh" "bash dev/test_gpu_check.sh" $(CUDA_TEST_CMDS)
+	bash dev/run_tests.sh "make -s check_headers_cxx && echo ok shared_headers_are_valid_cxx" ./test_sft ./test_lora ./test_hf "bash dev/test_dist.sh" ./test_rdzv "bash dev/test_two_nodes.sh" ./test_report "bash dev/test_report.sh" "bash dev/test_crash.sh 5" "bash dev/test_preempt.sh" ./test_tok "bash tokenizer/test_exact.sh" ./test_prepare ./test_jinja "bash data/test_prepare.sh" ./test_template "bash data/test_template.sh" "bash dev/test_export.sh" "bash data/test_inspect.sh" "bash data/test_tasks.sh" "bash dev/launch/test_launch.sh" "bash dev/test_docs.sh" "bash dev/test_gpu_check.sh" $(CUDA_TEST_CMDS)
 
 clean:
 	rm -f train_sft train_sft_mpi dev/dist_tool chat test_sft test_lora test_hf test_report test_rdzv tok test_tok prepare test_prepare test_jinja test_template make_tasks $(CUDA_TARGETS) train_sftcu_mpi dev/cuda/cpu_ref.o

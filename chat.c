@@ -1,7 +1,7 @@
 /*
 chat.c: talk to a trained model on the CPU.
 
-  ./chat -e out/run/step_00001000 -k data/demo/tokenizer -p "What is 12+34?"
+  ./chat -e out/run/step_00001000 -p "What is 12+34?"   (the checkpoint's own tokenizer; -k names another)
   ./chat -e MODEL -k TOKENIZER -f prompts.jsonl     answers every {"prompt": ...} row; rows
                                                    with "completion" count toward exact match
   ./chat -e MODEL -k TOKENIZER                     interactive: each line is your next turn
@@ -57,9 +57,9 @@ int main(int argc, char **argv) {
     openmp_wait_passively(argv);
     ChatArgs a = {"", "", "", "", "", "", "", "", "", "", 256, 1337, 0.0f};
     Flag flags[] = {
-        {'e', FLAG_STRING, &a.model, "model: checkpoint or Hugging Face GPT-2, Llama or Qwen2 directory, or a PEFT LoRA adapter directory (required)"},
+        {'e', FLAG_STRING, &a.model, "model: checkpoint, Hugging Face model directory (GPT-2, Llama, Qwen2, Qwen3, Gemma 3, SmolLM3) or a PEFT LoRA adapter directory (required)"},
         {'F', FLAG_STRING, &a.base, "base model of a LoRA adapter given to -e (default: its base_model_name_or_path)"},
-        {'k', FLAG_STRING, &a.tokenizer, "tokenizer the data was prepared with: tokenizer.json, a directory with one, or a GPT-2 dir (required)"},
+        {'k', FLAG_STRING, &a.tokenizer, "tokenizer the data was prepared with: tokenizer.json, a directory with one, or a GPT-2 dir (default: the one in -e's directory)"},
         {'c', FLAG_STRING, &a.format, "chat format: gpt2, chatml or llama3 (default: from the tokenizer's special tokens)"},
         {'s', FLAG_STRING, &a.system, "system message of each conversation (the model's data: prepare --system; default none)"},
         {'D', FLAG_STRING, &a.data, "data file the model was trained on: its chat template (and system message) render the prompts"},
@@ -72,8 +72,10 @@ int main(int argc, char **argv) {
         {'z', FLAG_INT, &a.seed, "random seed for sampling (default 1337)"},
     };
     int nflags = (int)(sizeof flags / sizeof flags[0]);
-    parse_flags(argc, argv, "-e MODEL_DIR -k TOKENIZER [-p PROMPT | -f PROMPTS.jsonl] [flags]", flags, nflags);
-    if (!a.model[0] || !a.tokenizer[0]) usage_error(argv[0], "pass a model with -e and its tokenizer with -k");
+    parse_flags(argc, argv, "-e MODEL_DIR [-k TOKENIZER] [-p PROMPT | -f PROMPTS.jsonl] [flags]", flags, nflags);
+    if (!a.model[0]) usage_error(argv[0], "pass a model with -e");
+    if (!a.tokenizer[0] && is_directory(a.model) && hf_dir_has_tokenizer(a.model)) a.tokenizer = a.model;
+    if (!a.tokenizer[0]) usage_error(argv[0], "%s holds no tokenizer: pass the one its data was prepared with by -k", a.model);
     if (a.max_new < 1) usage_error(argv[0], "-g must be at least 1");
     if (!(a.temperature >= 0)) usage_error(argv[0], "-w must be >= 0");
     int format = a.format[0] ? chat_format_by_name(a.format) : CHAT_AUTO;

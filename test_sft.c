@@ -1442,7 +1442,7 @@ static void test_checkpoint_never_nonfinite(void) {
         // through _exit(1) instead, the same status without the check.
         atexit(exit_without_leak_check);
         freopen("/dev/null", "w", stderr);
-        save_checkpoint(out, &m.cfg, &m.params, &st, m.m_mem, m.v_mem, m.num_params);
+        save_checkpoint(out, &m.cfg, &m.params, &st, m.m_mem, m.v_mem, m.num_params, NULL);
         _exit(0);
     }
     int status;

@@ -1504,7 +1504,7 @@ static void resume_dist(const TrainArgs *a, const RunSetup *r, GPT2 *m, TrainSta
 // The checkpoint files of s with the moments m, v: the model, or LoRA's adapter.
 static void save_model_checkpoint(const TrainArgs *a, const RunSetup *r, const GPT2 *m, const TrainState *s, const float *mf, const float *vf) {
     CheckpointLora lora = {&m->lora, m->adapter, r->lora_base, r->lora_state};
-    save_checkpoint_files(a->out_dir, &m->cfg, &m->params, model_is_lora(m) ? &lora : NULL, s, mf, vf, m->num_trained);
+    save_checkpoint_files(a->out_dir, &m->cfg, &m->params, model_is_lora(m) ? &lora : NULL, &r->extras, s, mf, vf, m->num_trained);
 }
 
 // Rank 0 writes the checkpoint of s (the same files whatever W is); with ZeRO-1 the

@@ -1351,7 +1351,7 @@ int main(int argc, char **argv) {
         if ((args.ckpt_every > 0 && state.step % args.ckpt_every == 0 && state.step < steps) || (stop && args.ckpt_every >= 0)) {
             gpu_download_state(&M, lora ? run.adapter : run.params, host_m, host_v);  // every rank: the shards meet
             state.epoch = loader.epoch; state.cursor = loader.cursor; state.rng = sample_rng.state;
-            if (lead) save_checkpoint_files(args.out_dir, &cfg, &run.p, lora ? &ck_lora : NULL, &state, host_m, host_v, P);
+            if (lead) save_checkpoint_files(args.out_dir, &cfg, &run.p, lora ? &ck_lora : NULL, &run.extras, &state, host_m, host_v, P);
             comm_barrier(&comm, "waiting for rank 0's checkpoint (SFT_CKPT_TIMEOUT)", ckpt_timeout);
             log_checkpoint(&log, state.step, 0);
         }
@@ -1370,7 +1370,7 @@ int main(int argc, char **argv) {
     if (args.ckpt_every >= 0 || args.lora.merged) gpu_download_state(&M, lora ? run.adapter : run.params, host_m, host_v);  // every rank
     if (args.ckpt_every >= 0) {  // -n -1 (benchmarks): no checkpoint
         state.epoch = loader.epoch; state.cursor = loader.cursor; state.rng = sample_rng.state;
-        if (lead) save_checkpoint_files(args.out_dir, &cfg, &run.p, lora ? &ck_lora : NULL, &state, host_m, host_v, P);
+        if (lead) save_checkpoint_files(args.out_dir, &cfg, &run.p, lora ? &ck_lora : NULL, &run.extras, &state, host_m, host_v, P);
     }
     log_checkpoint(&log, state.step, 1);
     if (lora && args.lora.merged && lead) save_merged(&args, &run);

@@ -553,6 +553,11 @@ static void hf_config_gpt2(const JsonValue *root, const char *path, GPT2Config *
     if (eps->type != JSON_NUMBER) fatal("%s: field \"layer_norm_epsilon\" must be a number", path);
     cfg->eps = (float)eps->number;
     gpt2_config_defaults(cfg);
+    // absent: GPT2Config's default 50256, where the vocabulary has it
+    int dflt = cfg->V > 50256 ? 50256 : -1;
+    cfg->bos_id = hf_token_id(root, "bos_token_id", path, dflt);
+    cfg->eos_id = hf_token_id(root, "eos_token_id", path, dflt);
+    hf_eos_more(root, path, cfg);
 }
 
 // One rotary description: rope_theta (default_theta when absent) and the scaling in
@@ -1006,6 +1011,20 @@ static char *hf_layer_list(const GPT2Config *c, const char *(*item)(const GPT2Co
 static const char *hf_layer_type(const GPT2Config *c, int l) { return (c->layer_flags[l] & LAYER_SLIDING) ? "\"sliding_attention\"" : "\"full_attention\""; }
 static const char *hf_layer_rope(const GPT2Config *c, int l) { return (c->layer_flags[l] & LAYER_NO_ROPE) ? "0" : "1"; }
 
+// bos_token_id and eos_token_id as config.json writes them: an id or null; the eos a
+// list where the model has several (bos needs 16 bytes, eos 96).
+static void hf_token_ids_json(const GPT2Config *c, char *bos, size_t bn, char *eos, size_t en) {
+    snprintf(bos, bn, "null");
+    snprintf(eos, en, "null");
+    if (c->bos_id >= 0) snprintf(bos, bn, "%d", c->bos_id);
+    if (c->eos_id >= 0 && c->n_eos_more == 0) snprintf(eos, en, "%d", c->eos_id);
+    else if (c->eos_id >= 0) {
+        size_t e = (size_t)snprintf(eos, en, "[\n    %d", c->eos_id);
+        for (int k = 0; k < c->n_eos_more; k++) e += (size_t)snprintf(eos + e, en - e, ",\n    %d", c->eos_more[k]);
+        snprintf(eos + e, en - e, "\n  ]");
+    }
+}
+
 // The Llama family's config.json: the fields each family's config class writes, with
 // values that rebuild this model (Qwen2Config has no attention_bias, mlp_bias or
 // pretraining_tp, and keeps its unused window fields; Gemma 3 as its published files,
@@ -1014,14 +1033,8 @@ static void hf_write_llama_config(const char *path, const GPT2Config *c) {
     int f = c->family, qwen2 = f == FAMILY_QWEN2, qwen3 = f == FAMILY_QWEN3, gemma = f == FAMILY_GEMMA3, smol = f == FAMILY_SMOLLM3;
     const char *arch = f == FAMILY_LLAMA ? "LlamaForCausalLM" : qwen2 ? "Qwen2ForCausalLM" : qwen3 ? "Qwen3ForCausalLM" : gemma ? "Gemma3ForCausalLM" : "SmolLM3ForCausalLM";
     const char *type = f == FAMILY_LLAMA ? "llama" : qwen2 ? "qwen2" : qwen3 ? "qwen3" : gemma ? "gemma3_text" : "smollm3";
-    char eps[32], theta[32], scaling[512], fa[32], lo[32], hi[32], bos[16] = "null", eos[96] = "null";
-    if (c->bos_id >= 0) snprintf(bos, sizeof bos, "%d", c->bos_id);
-    if (c->eos_id >= 0 && c->n_eos_more == 0) snprintf(eos, sizeof eos, "%d", c->eos_id);
-    else if (c->eos_id >= 0) {
-        size_t e = (size_t)snprintf(eos, sizeof eos, "[\n    %d", c->eos_id);
-        for (int k = 0; k < c->n_eos_more; k++) e += (size_t)snprintf(eos + e, sizeof eos - e, ",\n    %d", c->eos_more[k]);
-        snprintf(eos + e, sizeof eos - e, "\n  ]");
-    }
+    char eps[32], theta[32], scaling[512], fa[32], lo[32], hi[32], bos[16], eos[96];
+    hf_token_ids_json(c, bos, sizeof bos, eos, sizeof eos);
     hf_json_float(eps, sizeof eps, c->eps);
     hf_json_float(theta, sizeof theta, c->rope_theta);
     hf_json_float(lo, sizeof lo, c->rope_low_freq);
@@ -1104,17 +1117,19 @@ static void hf_write_llama_config(const char *path, const GPT2Config *c) {
 
 // Writes dir/config.json.
 static void hf_write_config(const char *dir, const GPT2Config *c) {
-    char path[4096], json[4096];
+    char path[4096], json[4096], bos[16], eos[96];
     snprintf(path, sizeof path, "%s/config.json", dir);
     if (is_llama_family(c)) { hf_write_llama_config(path, c); return; }
+    hf_token_ids_json(c, bos, sizeof bos, eos, sizeof eos);
     int n = snprintf(json, sizeof json,
         "{\n  \"architectures\": [\"GPT2LMHeadModel\"],\n  \"model_type\": \"gpt2\",\n"
+        "  \"bos_token_id\": %s,\n  \"eos_token_id\": %s,\n"
         "  \"vocab_size\": %d,\n  \"n_positions\": %d,\n  \"n_ctx\": %d,\n  \"n_embd\": %d,\n"
         "  \"n_layer\": %d,\n  \"n_head\": %d,\n  \"n_inner\": null,\n  \"layer_norm_epsilon\": %.9g,\n"
         "  \"activation_function\": \"gelu_new\",\n  \"resid_pdrop\": 0.0,\n  \"embd_pdrop\": 0.0,\n"
         "  \"attn_pdrop\": 0.0,\n  \"initializer_range\": 0.02,\n  \"tie_word_embeddings\": true,\n"
         "  \"torch_dtype\": \"float32\"\n}\n",
-        c->V, c->maxT, c->maxT, c->C, c->L, c->NH, (double)c->eps);
+        bos, eos, c->V, c->maxT, c->maxT, c->C, c->L, c->NH, (double)c->eps);
     write_file_atomic(path, json, (size_t)n);
 }
 

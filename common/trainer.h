@@ -12,6 +12,7 @@
 #include <sys/ioctl.h>
 #include "datafile.h"
 #include "evalset.h"
+#include "export.h"
 #include "generate.h"
 #include "gpt2.h"
 #include "lora.h"
@@ -73,8 +74,8 @@ static void train_args_defaults(TrainArgs *a) {
     {'n', FLAG_INT, &(a)->ckpt_every, "checkpoint every N steps; 0 = only at the end; -1 = never, not even the final model (benchmarks) (default 0)"},      \
     {'y', FLAG_INT, &(a)->resume, "1 = resume from the latest checkpoint in -o; a finished run exits 0 (SIGTERM/SIGINT save one and exit 143/130) (default 0)"},            \
     {'z', FLAG_INT, &(a)->seed, "random seed: init, shuffling, sampling (default 1337)"},                \
-    {'k', FLAG_STRING, &(a)->tokenizer_path, "tokenizer (tokenizer.json, a directory with one, or a GPT-2 dir): decode samples, run -E; must be the one the data was made with (checked)"}, \
-    {'E', FLAG_STRING, &(a)->eval_path, "exact-match evaluation JSONL of {prompt, completion}; needs -k"},   \
+    {'k', FLAG_STRING, &(a)->tokenizer_path, "tokenizer (tokenizer.json, a directory with one, or a GPT-2 dir): decode samples, run -E, copied into exports; must be the one the data was made with (checked) (default: the one in -e's directory)"}, \
+    {'E', FLAG_STRING, &(a)->eval_path, "exact-match evaluation JSONL of {prompt, completion}; needs -k or an -e directory with a tokenizer"},   \
     {'a', FLAG_INT, &(a)->eval_every, "run -E every N steps; 0 = before and after training (default 0)"}, \
     {'K', FLAG_INT, &(a)->max_nonfinite, "stop (exit 2) after K consecutive steps with a NaN/Inf loss or gradient norm (default 5)"}, \
     {'L', FLAG_INT, &(a)->print_every, "when stdout is not a terminal, print every Nth step line (default 1)"}, \
@@ -157,7 +158,8 @@ static void check_train_args(const char *prog, const TrainArgs *a) {
     if (a->eval_every < 0) usage_error(prog, "-a must be >= 0, got %d", a->eval_every);
     if (a->max_nonfinite < 1) usage_error(prog, "-K must be at least 1, got %d", a->max_nonfinite);
     if (a->print_every < 1) usage_error(prog, "-L must be at least 1, got %d", a->print_every);
-    if (a->eval_path[0] && !a->tokenizer_path[0]) usage_error(prog, "-E needs the tokenizer the data was made with: pass -k");
+    if (a->eval_path[0] && !a->tokenizer_path[0] && !a->resume && !(is_directory(a->init) && hf_dir_has_tokenizer(a->init)))
+        usage_error(prog, "-E needs the tokenizer the data was made with: pass -k");
     if (a->rank < -1) usage_error(prog, "-R must be >= 0, got %d", a->rank);
     if (a->world < -1 || a->world == 0) usage_error(prog, "-W must be at least 1, got %d", a->world);
     if (a->local_rank < -1) usage_error(prog, "-D must be >= 0, got %d", a->local_rank);
@@ -187,8 +189,9 @@ static float lr_at_step(int s, int total, float peak, int warmup, float final_fr
 
 // ---------------------------------------------------------------------------
 // Checkpoints. A checkpoint is a directory <out>/step_NNNNNNNN holding a Hugging
-// Face export (config.json, model.safetensors) plus state.bin with what training
-// needs to continue: AdamW moments, step counters, the data cursor and RNG state.
+// Face export (config.json, model.safetensors, and export.h's generation_config.json
+// and tokenizer files) plus state.bin with what training needs to continue: AdamW
+// moments, step counters, the data cursor and RNG state.
 // It is written as <name>.tmp and renamed; <out>/latest then names it.
 
 #define STATE_MAGIC 20261201
@@ -334,8 +337,9 @@ static int rename_exchange(const char *a, const char *b) {
 // the base directory, adapter_model.safetensors) instead of the model; P = its floats.
 typedef struct { const LoraLayout *lay; const float *adapter; const char *base; StateLora state; } CheckpointLora;
 
+// extras (NULL: none): export.h's files, written beside the model's or the adapter's.
 static void save_checkpoint_files(const char *out_dir, const GPT2Config *cfg, const ParamTensors *params, const CheckpointLora *lora,
-                                  const TrainState *s, const float *m, const float *v, size_t P) {
+                                  const HfExtras *extras, const TrainState *s, const float *m, const float *v, size_t P) {
     char final_dir[4096], tmp_dir[4200], path[4400];
     checkpoint_dir_name(final_dir, sizeof final_dir, out_dir, s->step);
     int finite = all_finite(m, P) && all_finite(v, P);
@@ -348,6 +352,7 @@ static void save_checkpoint_files(const char *out_dir, const GPT2Config *cfg, co
     snprintf(fatal_cleanup_dir, sizeof fatal_cleanup_dir, "%s", tmp_dir);
     if (lora) lora_save_peft(tmp_dir, cfg, lora->lay, lora->adapter, lora->base);
     else gpt2_save_hf(tmp_dir, cfg, params);
+    if (extras) hf_extras_write(tmp_dir, extras);
     snprintf(path, sizeof path, "%s/state.bin", tmp_dir);
     write_state_file_lora(path, cfg, s, m, v, P, lora ? &lora->state : NULL);
     if (!is_directory(final_dir)) {
@@ -372,8 +377,8 @@ static void save_checkpoint_files(const char *out_dir, const GPT2Config *cfg, co
 }
 
 static void save_checkpoint(const char *out_dir, const GPT2Config *cfg, const ParamTensors *params, const TrainState *s,
-                            const float *m, const float *v, size_t P) {
-    save_checkpoint_files(out_dir, cfg, params, NULL, s, m, v, P);
+                            const float *m, const float *v, size_t P, const HfExtras *extras) {
+    save_checkpoint_files(out_dir, cfg, params, NULL, extras, s, m, v, P);
 }
 
 // The directory <out>/latest names, or fatal if there is none.
@@ -457,7 +462,8 @@ typedef struct {
     float *params;            // host fp32 parameters, gpt2_num_parameters(&cfg)
     ParamTensors p;
     char resume_dir[4096];    // the checkpoint resumed from, or ""
-    BpeTokenizer *tok;        // with -k, else NULL
+    BpeTokenizer *tok;        // with -k (or a tokenizer in -e's directory), else NULL
+    HfExtras extras;          // what exports hold besides config.json and the weights (export.h)
     ChatTokens chat;          // with -k: the chat format and default system message of the training data (its header), the token ids
     EvalSet evalset;          // with -E
     int A, steps;             // micro-batches per step on each rank, optimizer steps
@@ -581,16 +587,28 @@ static void setup_run(const char *prog, TrainArgs *a, RunSetup *r) {
                                     : "use data prepared with the model's tokenizer (a model can grow, not shrink)");
     if (a->T == 0) a->T = cfg->maxT < 512 ? cfg->maxT : 512;
     if (a->T > cfg->maxT) usage_error(prog, "-t %d is larger than the model's context of %d positions", a->T, cfg->maxT);
+    // the model's directory: its generation_config.json, and its tokenizer where -k names none
+    const char *model_dir = a->resume ? r->resume_dir : is_directory(a->init) ? a->init : NULL;
+    if (!a->tokenizer_path[0] && model_dir && hf_dir_has_tokenizer(model_dir)) {
+        a->tokenizer_path = model_dir;
+        printf("tokenizer | %s's (pass -k to name another)\n", model_dir);
+    }
+    if (a->eval_path[0] && !a->tokenizer_path[0]) usage_error(prog, "-E needs the tokenizer the data was made with: pass -k");
     if (a->tokenizer_path[0]) {
         char err[BPE_ERR_LEN];
-        if (bpe_load(&r->tok, a->tokenizer_path, err, sizeof err) || chat_tokens_for_data(r->tok, &r->train, &r->chat, err, sizeof err))
-            fatal("%s", err);
+        if (bpe_load(&r->tok, a->tokenizer_path, err, sizeof err)) fatal("%s", err);
+        int loaded = bpe_vocab_size(r->tok);
+        if (chat_tokens_for_data(r->tok, &r->train, &r->chat, err, sizeof err)) fatal("%s", err);
         if (r->chat.tmpl && tmpl_check_tokenizer(r->chat.tmpl, r->train.path, a->tokenizer_path, err, sizeof err)) fatal("%s", err);
         // the fingerprint to compare with: the training file's, else the validation file's
         const DataFile *known = !r->train.fingerprint && r->have_val && r->val.fingerprint ? &r->val : &r->train;
         check_same_vocabulary(a->tokenizer_path, "the tokenizer (with the chat tokens)", bpe_vocab_size(r->tok), bpe_fingerprint(r->tok),
                               known, "pass with -k the tokenizer the data was prepared with");
         if (a->eval_path[0]) evalset_load(&r->evalset, a->eval_path, r->tok, &r->chat, cfg->maxT, 1);
+        hf_extras_prepare(&r->extras, a->tokenizer_path, r->tok, loaded, &r->chat, model_dir, cfg);
+    } else {
+        hf_extras_prepare(&r->extras, NULL, NULL, 0, &r->chat, model_dir, cfg);
+        printf("export | no tokenizer (-k): exports hold no tokenizer files%s\n", model_dir ? "" : ", and config.json names no bos or eos id");
     }
     if ((int64_t)a->B * a->T > (1 << 24)) usage_error(prog, "-b %d x -t %d is too many positions per micro-batch", a->B, a->T);
     // W ranks (dist_discover resolved a->world; -1 = one process) share each step's A*W micro-batches
@@ -695,6 +713,7 @@ static void run_free(RunSetup *r) {
     free(r->params);
     free(r->adapter);
     lora_layout_free(&r->lora);
+    hf_extras_free(&r->extras);
     if (r->tok) { evalset_free(&r->evalset); chat_tokens_free(&r->chat); bpe_free(r->tok); }
 }
 

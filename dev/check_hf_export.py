@@ -11,6 +11,10 @@ head must be tied to the embeddings exactly when the model ties them (always for
 GPT-2; tie_word_embeddings otherwise). 64 tokens, so windows shorter than that (the
 tiny references' 5 and 6) are exercised.
 
+Then, where the directory holds the tokenizer files (trained with -k:
+common/export.h), the directory alone is used as a user would: AutoTokenizer,
+apply_chat_template, generation_config.json's eos ids and generate.
+
 Usage: python3 dev/check_hf_export.py CHECKPOINT_DIR
 Needs torch, safetensors and transformers (the GPU machine's image has them); prints
 "skip ..." and exits 0 where transformers is missing. The Llama/Qwen2 path has not
@@ -96,4 +100,43 @@ tied = model.lm_head.weight.data_ptr() == embed.weight.data_ptr()
 ok = err < tol and tied == want_tied and type(model).__name__ == arch
 print("%s hf_export_loads_in_transformers: %s as %s, relative logit difference %.3g (allowed %g), lm_head tied %s (expected %s)"
       % ("ok" if ok else "FAIL", kind, type(model).__name__, err, tol, tied, want_tied))
+
+
+def check_tokenizer_and_generate():
+    """The directory alone (common/export.h): AutoTokenizer loads its tokenizer files
+    with every id of the model's vocabulary, its chat template renders a generation
+    prompt, generation_config.json's eos ids are special tokens of that tokenizer and
+    include the one the template ends a reply with, and generate stops at one of them
+    or at the length limit. Returns True when fine (or skipped: no tokenizer exported)."""
+    if not os.path.exists(os.path.join(d, "tokenizer_config.json")):
+        print("skip hf_export_tokenizer_and_generate: %s holds no tokenizer (trained without -k)" % d)
+        return True
+    from transformers import AutoTokenizer, GenerationConfig
+    tok = AutoTokenizer.from_pretrained(d)
+    gen = GenerationConfig.from_pretrained(d)
+    eos = gen.eos_token_id if isinstance(gen.eos_token_id, list) else [gen.eos_token_id]
+    why = []
+    if len(tok) != cfg["vocab_size"]:
+        why.append("the tokenizer has %d tokens, the model %d" % (len(tok), cfg["vocab_size"]))
+    prompt = tok.apply_chat_template([{"role": "user", "content": "What is 2+2?"}], add_generation_prompt=True, tokenize=True)
+    full = tok.apply_chat_template([{"role": "user", "content": "What is 2+2?"}, {"role": "assistant", "content": "4"}], tokenize=True)
+    if full[:len(prompt)] != prompt:
+        why.append("the template's reply does not start with its generation prompt")
+    reply = full[len(prompt):]
+    special = set(tok.all_special_ids) | {i for i, t in tok.added_tokens_decoder.items() if t.special}
+    if not any(i in eos for i in reply):
+        why.append("generation_config.json's eos_token_id %s holds no token the template ends a reply with (%s)" % (eos, reply))
+    if any(i not in special for i in eos):
+        why.append("eos ids %s are not all special tokens" % eos)
+    with torch.no_grad():
+        out = model.generate(torch.tensor([prompt]), max_new_tokens=8, do_sample=False)[0, len(prompt):].tolist()
+    stopped = out and out[-1] in eos
+    if len(out) != 8 and not stopped:
+        why.append("generate ended after %d tokens without an eos id" % len(out))
+    print("%s hf_export_tokenizer_and_generate: %d tokens, eos %s, template reply %s, generated %r%s"
+          % ("FAIL" if why else "ok", len(tok), eos, reply, tok.decode(out), ": " + "; ".join(why) if why else ""))
+    return not why
+
+
+ok = check_tokenizer_and_generate() and ok
 sys.exit(0 if ok else 1)

@@ -341,6 +341,14 @@ for fam in "gpt2 d2c64h2t32" "llama l2c64h4k2f96t32" "qwen2 l2c64h4k2f96t32b"; d
     fi
     rm -rf "${R:?}/$n"
 done
+# ... and one trained with its tokenizer (-k): the directory alone with AutoTokenizer and generate
+n=hf_export_with_tokenizer
+if ready "$n" "$TRAINER" && check "${n}_train" 60 "$TRAINER" -i "$repo/data/demo/train.bin" -k "$repo/data/demo/tokenizer" -e d2c64h2t64 -b 2 -t 64 \
+    -x $SHORT_STEPS -S 1 -o "$R/$n"; then
+    if [ $mode = dry ]; then skip "${n}_loads_in_transformers" "dry run: needs Python's transformers (the device image has it)"
+    else check "${n}_loads_in_transformers" 90 "$py" "$repo/dev/check_hf_export.py" "$R/$n/$(printf 'step_%08d' $SHORT_STEPS)"; fi
+fi
+rm -rf "${R:?}/$n"
 
 # ---- the rest, while the budget lasts
 # the dev/cuda kernel checks, bf16 then fp32

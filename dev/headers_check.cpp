@@ -3,6 +3,7 @@
 #include "common/datafile.h"
 #include "common/dist.h"
 #include "common/evalset.h"
+#include "common/export.h"
 #include "common/generate.h"
 #include "common/gpt2.h"
 #include "common/json.h"

@@ -1347,6 +1347,45 @@ static int bpe_load_gpt2_files(BpeTokenizer **out, const char *vocab_path, const
 static int bpe_file_exists_(const char *path) { struct stat st; return stat(path, &st) == 0 && S_ISREG(st.st_mode); }
 
 // A directory with encoder.json + vocab.bpe (OpenAI) or vocab.json + merges.txt (Hugging Face).
+// added_tokens.json beside GPT-2's files, as transformers saves a slow tokenizer's added
+// tokens: {"<|im_start|>": 50257, ...}. Each becomes a special token with its id: one the
+// vocabulary has must be that token's id, the others must follow the vocabulary in order.
+static int bpe_load_added_tokens_json_(BpeTokenizer *t, const char *path, char *err, size_t errlen) {
+    char *text;
+    size_t len;
+    int rc = bpe_read_file_(path, &text, &len, err, errlen);
+    if (rc) return rc;
+    JsonDoc doc;
+    if (json_parse(text, len, &doc) != 0) { rc = bpe_err_(err, errlen, BPE_EFORMAT, "%s: invalid JSON: %s", path, doc.error); free(text); return rc; }
+    const JsonValue *r = doc.root;  // its numbers point into text
+    size_t n = r->type == JSON_OBJECT ? r->count : 0;
+    if (r->type != JSON_OBJECT) rc = bpe_err_(err, errlen, BPE_EFORMAT, "%s: expected an object of token: id", path);
+    int64_t *ids = (int64_t *)calloc(n ? n : 1, sizeof *ids);
+    if (!ids) rc = bpe_err_(err, errlen, BPE_ENOMEM, "out of memory");
+    for (size_t k = 0; !rc && k < n; k++) {  // tokens the vocabulary has, and every id checked
+        if (json_int64(&r->items[k], &ids[k]) != 0 || ids[k] < 0 || ids[k] >= BPE_MAX_IDS)
+            rc = bpe_err_(err, errlen, BPE_EFORMAT, "%s: \"%.80s\": not a token id", path, r->keys[k]);
+        int32_t have = rc ? -1 : bpe_token_id(t, r->keys[k], r->key_lengths[k]), got;
+        if (have >= 0 && have != ids[k])
+            rc = bpe_err_(err, errlen, BPE_EFORMAT, "%s: \"%.80s\" is token %d in the vocabulary, not %lld", path, r->keys[k], (int)have, (long long)ids[k]);
+        else if (have >= 0) rc = bpe_add_special(t, r->keys[k], r->key_lengths[k], &got, err, errlen);
+        else ids[k] = -1 - ids[k];  // new: added below, in id order
+    }
+    for (int32_t next = t->n_ids; !rc; next++) {  // the new ones: ids n_ids, n_ids + 1, ... without gaps
+        size_t k = 0, left = 0;
+        for (size_t i = 0; i < n; i++) { left += ids[i] < 0; if (ids[i] == -1 - (int64_t)next) k = i + 1; }
+        if (!left) break;
+        if (!k) { rc = bpe_err_(err, errlen, BPE_EFORMAT, "%s: the new tokens' ids must follow the vocabulary's %d tokens without gaps", path, (int)next); break; }
+        int32_t got;
+        rc = bpe_add_special(t, r->keys[k - 1], r->key_lengths[k - 1], &got, err, errlen);
+        ids[k - 1] = next;
+    }
+    free(ids);
+    json_free(&doc);
+    free(text);
+    return rc;
+}
+
 static int bpe_load_gpt2_dir(BpeTokenizer **out, const char *dir, char *err, size_t errlen) {
     *out = NULL;
     struct stat st;
@@ -1365,6 +1404,9 @@ static int bpe_load_gpt2_dir(BpeTokenizer **out, const char *dir, char *err, siz
         }
     }
     rc = bpe_load_gpt2_files(out, v, m, err, errlen);
+    snprintf(v, n, "%s/added_tokens.json", dir);
+    if (!rc && bpe_file_exists_(v)) rc = bpe_load_added_tokens_json_(*out, v, err, errlen);
+    if (rc && *out) { bpe_free(*out); *out = NULL; }
     free(v); free(m);
     return rc;
 }
