@@ -290,7 +290,7 @@ bench_run() {
     local name=$1 desc=$2 V=$3 b=$4 r=$5 lim=$6 data
     ready "$name" "$TRAINER" || return 1
     if ! data=$(data_file "${name%_r[0-9]}"); then skip "$name" "no data file (see its data_ row)"; return 1; fi
-    SFT_KERNEL_TIMES=$KT_STEP check "$name" "$lim" "$TRAINER" -i "$data" -e "$desc" -b "$b" -t $T -x $STEPS -r "$r" -S 0 -n -1 -o "$R/$name"
+    SFT_KERNEL_TIMES=$KT_STEP check "$name" "$lim" "$TRAINER" -i "$data" -e "$desc" -b "$b" -t $T -x $STEPS -r "$r" -S 0 -n -1 -L 1 -o "$R/$name"
     local rc=$? log=$L/$name.log
     rm -rf "${R:?}/$name"
     [ $rc -eq 0 ] || return 1
