@@ -5,15 +5,18 @@
 //                [--n-train 3000] [--n-eval 200] [--seed 1] [--max-digits 2]
 //
 // Tasks (answers are exact strings; shares of the rows in brackets):
-//   add       What is 48+57?                      -> 8+7=15, 4+5+1=10, so 105    [25%]
-//   subtract  What is 74-28?                      -> 14-8=6, 7-2-1=4, so 46      [30%]
-//   reverse   Reverse "KQWZ".                     -> ZWQK                        [15%]
+//   add       What is 48+57?                      -> 8+7=15, 4+5+1=10, so 105    [20%]
+//   subtract  What is 74-28?                      -> 14-8=6, 7-2-1=4, so 46      [20%]
+//   reverse   Reverse "KQWZ".                     -> ZWQK                        [30%]
 //   sort      Sort the letters of "DCAB".         -> ABCD                        [30%]
 // Addition and subtraction write out their working first (one digit column at a time
 // from the ones up, with the carry or borrow), so that every answer token needs only
 // a small step from the tokens before it (with the bare sum as the answer, the
 // earlier demo model got 4 of 57 additions right). Subtraction takes a >= b. Words
-// to sort have distinct letters.
+// to reverse or sort have distinct letters. Reversing and sorting have the larger
+// shares: their answers are a few tokens, against about 20 for the arithmetic, so at
+// 15% and 30% of the rows they had 6% and 12% of the trained tokens and were the
+// tasks the earlier demo model got wrong.
 // An answer is right only if all of it, working included, is exact.
 // Task words are random upper-case letters, so the phrasing (mixed case) never
 // merges with them and a tokenizer trained on --corpus-out keeps their letters (and
@@ -26,8 +29,8 @@
 // prompts never occur in train.jsonl (and are distinct). corpus.txt is the text a
 // demo tokenizer is trained on: for each training row the role names, the fixed
 // wording of its prompt, with each task word replaced by "X" and the numbers left
-// out, and the fixed words of its answer (", so"): no merge involving a digit or two
-// capital letters is ever learned.
+// out, and the fixed words of its answer (", so"), ending with an empty line: no
+// merge involving a digit or two capital letters is ever learned.
 #include "../common/rng.h"
 #include "../common/util.h"
 
@@ -119,14 +122,10 @@ typedef struct {
     const char *answer_wording;  // the answer's fixed words and punctuation, for the tokenizer corpus
 } Example;
 
-static void random_word(Rng *r, char *w, int minlen, int maxlen) {
-    int n = minlen + (int)rng_below(r, (uint64_t)(maxlen - minlen + 1));
-    for (int i = 0; i < n; i++) w[i] = (char)('A' + rng_below(r, 26));
-    w[n] = 0;
-}
-
 // A word of distinct letters (sorting one is then unambiguous letter by letter: with
-// repeated letters the earlier demo model sorted 81% right, failing mostly on repeats).
+// repeated letters the earlier demo model sorted 81% right, failing mostly on repeats;
+// reversing one can follow the letters by content, each answer letter the one before
+// the last in the word, where a repeat needs the letter's position).
 static void distinct_word(Rng *r, char *w, int minlen, int maxlen) {
     int n = minlen + (int)rng_below(r, (uint64_t)(maxlen - minlen + 1));
     for (int i = 0; i < n; i++) {
@@ -145,8 +144,8 @@ static void make_example(Rng *r, int max_digits, Example *e) {
     int64_t lim = 1;
     for (int i = 0; i < max_digits; i++) lim *= 10;
     char w[16];
-    // task shares (of 20): add 5, reverse 3 (learned fastest), sort 6, subtract 6
-    static const int TASK_OF[20] = {0, 0, 0, 0, 0, 1, 1, 1, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3};
+    // task shares (of 20): add 4, reverse 6, sort 6, subtract 4
+    static const int TASK_OF[20] = {0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3};
     switch (TASK_OF[rng_below(r, 20)]) {
     case 0: {
         int64_t a = (int64_t)rng_below(r, (uint64_t)lim), b = (int64_t)rng_below(r, (uint64_t)lim);
@@ -169,7 +168,7 @@ static void make_example(Rng *r, int max_digits, Example *e) {
         break;
     }
     case 1: {
-        random_word(r, w, 3, 5);
+        distinct_word(r, w, 3, 5);
         int n = (int)strlen(w);
         e->task = "reverse";
         snprintf(e->prompt, sizeof e->prompt, "Reverse \"%s\".", w);
@@ -303,6 +302,9 @@ int main(int argc, char **argv) {
         }
         k++;
     }
+    // The corpus ends with an empty line whatever the last row's task, so that the
+    // tokenizer's last merge (a blank line) does not depend on it.
+    if (co.n < 2 || co.data[co.n - 2] != '\n') buf_str(&co, "\n");
     write_file_atomic(train_out, tr.data, tr.n);
     write_file_atomic(eval_out, ev.data, ev.n);
     if (corpus_out) write_file_atomic(corpus_out, co.data, co.n);
