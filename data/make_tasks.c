@@ -5,18 +5,15 @@
 //                [--n-train 3000] [--n-eval 200] [--seed 1] [--max-digits 2]
 //
 // Tasks (answers are exact strings; shares of the rows in brackets):
-//   add       What is 48+57?                      -> 8+7=15, 4+5+1=10, so 105    [20%]
-//   subtract  What is 74-28?                      -> 14-8=6, 7-2-1=4, so 46      [20%]
-//   reverse   Reverse "KQWZ".                     -> ZWQK                        [30%]
+//   add       What is 48+57?                      -> 8+7=15, 4+5+1=10, so 105    [25%]
+//   subtract  What is 74-28?                      -> 14-8=6, 7-2-1=4, so 46      [30%]
+//   reverse   Reverse "KQWZ".                     -> ZWQK                        [15%]
 //   sort      Sort the letters of "DCAB".         -> ABCD                        [30%]
 // Addition and subtraction write out their working first (one digit column at a time
 // from the ones up, with the carry or borrow), so that every answer token needs only
 // a small step from the tokens before it (with the bare sum as the answer, the
 // earlier demo model got 4 of 57 additions right). Subtraction takes a >= b. Words
-// to reverse or sort have distinct letters. Reversing and sorting have the larger
-// shares: their answers are a few tokens, against about 20 for the arithmetic, so at
-// 15% and 30% of the rows they had 6% and 12% of the trained tokens and were the
-// tasks the earlier demo model got wrong.
+// to sort have distinct letters.
 // An answer is right only if all of it, working included, is exact.
 // Task words are random upper-case letters, so the phrasing (mixed case) never
 // merges with them and a tokenizer trained on --corpus-out keeps their letters (and
@@ -122,10 +119,14 @@ typedef struct {
     const char *answer_wording;  // the answer's fixed words and punctuation, for the tokenizer corpus
 } Example;
 
+static void random_word(Rng *r, char *w, int minlen, int maxlen) {
+    int n = minlen + (int)rng_below(r, (uint64_t)(maxlen - minlen + 1));
+    for (int i = 0; i < n; i++) w[i] = (char)('A' + rng_below(r, 26));
+    w[n] = 0;
+}
+
 // A word of distinct letters (sorting one is then unambiguous letter by letter: with
-// repeated letters the earlier demo model sorted 81% right, failing mostly on repeats;
-// reversing one can follow the letters by content, each answer letter the one before
-// the last in the word, where a repeat needs the letter's position).
+// repeated letters the earlier demo model sorted 81% right, failing mostly on repeats).
 static void distinct_word(Rng *r, char *w, int minlen, int maxlen) {
     int n = minlen + (int)rng_below(r, (uint64_t)(maxlen - minlen + 1));
     for (int i = 0; i < n; i++) {
@@ -144,8 +145,8 @@ static void make_example(Rng *r, int max_digits, Example *e) {
     int64_t lim = 1;
     for (int i = 0; i < max_digits; i++) lim *= 10;
     char w[16];
-    // task shares (of 20): add 4, reverse 6, sort 6, subtract 4
-    static const int TASK_OF[20] = {0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3};
+    // task shares (of 20): add 5, reverse 3 (learned fastest), sort 6, subtract 6
+    static const int TASK_OF[20] = {0, 0, 0, 0, 0, 1, 1, 1, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3};
     switch (TASK_OF[rng_below(r, 20)]) {
     case 0: {
         int64_t a = (int64_t)rng_below(r, (uint64_t)lim), b = (int64_t)rng_below(r, (uint64_t)lim);
@@ -168,7 +169,7 @@ static void make_example(Rng *r, int max_digits, Example *e) {
         break;
     }
     case 1: {
-        distinct_word(r, w, 3, 5);
+        random_word(r, w, 3, 5);
         int n = (int)strlen(w);
         e->task = "reverse";
         snprintf(e->prompt, sizeof e->prompt, "Reverse \"%s\".", w);

@@ -21,7 +21,7 @@ trap 'rm -rf "$T"' EXIT
 #   subtract a-b with a >= b: for each digit column from the ones up "x-y=d, " (the first
 #            column) or "x-y-c=d, " (c = the borrow it lent), where x is the digit plus 10
 #            when the column borrows, MAX_DIGITS columns, then "so a-b"
-#   reverse  the word backwards;  sort  its letters in order (in both the word's letters are distinct)
+#   reverse  the word backwards;  sort  its letters in order (the word's letters are distinct)
 check_answers() {
     awk -v D="$2" '
     function rev(w,   i, r) { r = ""; for (i = length(w); i >= 1; i--) r = r substr(w, i, 1); return r }
@@ -54,8 +54,7 @@ check_answers() {
             if (ab[1] + 0 < ab[2] + 0) print "BAD " NR ": subtract " p " would be negative"
             want = subtr(ab[1] + 0, ab[2] + 0)
         } else if (match($0, /Reverse \\"[A-Z]+\\"\./)) {
-            task = "reverse"; w = substr($0, RSTART + 10, RLENGTH - 13); want = rev(w)
-            if (dup(w)) print "BAD " NR ": reverse word " w " repeats a letter"
+            task = "reverse"; want = rev(substr($0, RSTART + 10, RLENGTH - 13))
         } else if (match($0, /Sort the letters of \\"[A-Z]+\\"\./)) {
             task = "sort"; w = substr($0, RSTART + 22, RLENGTH - 25); want = srt(w)
             if (dup(w)) print "BAD " NR ": sort word " w " repeats a letter"
