@@ -29,7 +29,7 @@ typedef struct {
     const char *train_path, *val_path, *init, *out_dir, *tokenizer_path, *eval_path;
     int B, T, total_batch, max_steps, warmup, shuffle, sample_every, sample_tokens;
     int val_every, val_batches, ckpt_every, resume, seed, eval_every;
-    int print_every;          // -L: a step line every N steps when stdout is not a terminal
+    int print_every;          // -L: when stdout is not a terminal, a step line every N steps; 0 = automatic (log_step)
     float lr, final_lr_frac, weight_decay, grad_clip, temperature;
     int max_nonfinite;  // stop after this many consecutive steps with a non-finite loss or gradient norm
     // data parallel (common/dist.h): -1 = from the environment (zero: -1 = 1 when world > 1)
@@ -43,7 +43,7 @@ static void train_args_defaults(TrainArgs *a) {
     a->train_path = ""; a->val_path = ""; a->init = "d6"; a->out_dir = "out"; a->tokenizer_path = ""; a->eval_path = "";
     a->B = 4; a->T = 0; a->total_batch = 0; a->max_steps = -1; a->warmup = 0; a->shuffle = 1;
     a->sample_every = 0; a->sample_tokens = 64; a->val_every = 100; a->val_batches = 20;
-    a->ckpt_every = 0; a->resume = 0; a->seed = 1337; a->print_every = 1;
+    a->ckpt_every = 0; a->resume = 0; a->seed = 1337; a->print_every = 0;
     a->lr = 1e-4f; a->final_lr_frac = 0.1f; a->weight_decay = 0.0f; a->grad_clip = 1.0f; a->temperature = 0.0f;
     a->max_nonfinite = 5;
     a->rank = -1; a->world = -1; a->local_rank = -1; a->zero = -1; a->rdzv_dir = "";
@@ -78,7 +78,7 @@ static void train_args_defaults(TrainArgs *a) {
     {'E', FLAG_STRING, &(a)->eval_path, "exact-match evaluation JSONL of {prompt, completion}; needs -k or an -e directory with a tokenizer"},   \
     {'a', FLAG_INT, &(a)->eval_every, "run -E every N steps; 0 = before and after training (default 0)"}, \
     {'K', FLAG_INT, &(a)->max_nonfinite, "stop (exit 2) after K consecutive steps with a NaN/Inf loss or gradient norm (default 5)"}, \
-    {'L', FLAG_INT, &(a)->print_every, "when stdout is not a terminal, print every Nth step line (default 1)"}, \
+    {'L', FLAG_INT, &(a)->print_every, "when stdout is not a terminal: 0 = a step line for the first 10 steps, then about every 1% of the run or every 30 s, and the last; N = every Nth step and the last (default 0)"}, \
     {'R', FLAG_INT, &(a)->rank, "data parallel: this process's rank (default: from mpirun/srun/torchrun's environment, else 0)"}, \
     {'W', FLAG_INT, &(a)->world, "data parallel: number of ranks W (default: from the environment, else 1)"}, \
     {'D', FLAG_INT, &(a)->local_rank, "data parallel: local rank, the GPU index on this node (default: from the environment; with -R, the rank; else 0)"}, \
@@ -157,7 +157,7 @@ static void check_train_args(const char *prog, const TrainArgs *a) {
     if (a->resume != 0 && a->resume != 1) usage_error(prog, "-y must be 0 or 1, got %d", a->resume);
     if (a->eval_every < 0) usage_error(prog, "-a must be >= 0, got %d", a->eval_every);
     if (a->max_nonfinite < 1) usage_error(prog, "-K must be at least 1, got %d", a->max_nonfinite);
-    if (a->print_every < 1) usage_error(prog, "-L must be at least 1, got %d", a->print_every);
+    if (a->print_every < 0) usage_error(prog, "-L must be >= 0 (0 = automatic), got %d", a->print_every);
     if (a->eval_path[0] && !a->tokenizer_path[0] && !a->resume && !(is_directory(a->init) && hf_dir_has_tokenizer(a->init)))
         usage_error(prog, "-E needs the tokenizer the data was made with: pass -k");
     if (a->rank < -1) usage_error(prog, "-R must be >= 0, got %d", a->rank);
@@ -796,6 +796,13 @@ static void check_memory_plan(const MemTerm *t, int n, double available, const c
           terms, available / 1e9, source, t[k].name, t[k].advice);
 }
 
+// Not on a terminal, with -L 0, log_step prints a step line for each of a run's first
+// LOG_FIRST_STEPS steps (resumed or not), then every ceil(steps / 100) steps, and for a
+// step that ends LOG_EVERY_SECONDS or more after the last step line (slow steps), and
+// always for the last step and a skipped one.
+#define LOG_FIRST_STEPS 10
+#define LOG_EVERY_SECONDS 30.0
+
 // StepResult.skipped: why a step made no update.
 enum { STEP_UPDATED = 0, STEP_NO_TARGETS = 1, STEP_NONFINITE = 2 };
 
@@ -808,19 +815,24 @@ typedef struct { int limit, consecutive; } NonfiniteGuard;
 // makes step 3's gradient (its first entry, after backward) and step 5's loss NaN
 // (steps counted from 1), so that tests can drive the guard above through a real
 // run; "term:7" sends the process SIGTERM as step 7 begins, so that the signal
-// lands during that step at a known point (dev/test_preempt.sh). The main loop sets
+// lands during that step at a known point (dev/test_preempt.sh); "clock:9" moves the
+// step-line clock (log_clock) LOG_EVERY_SECONDS ahead as step 9 begins. The main loop sets
 // poison_this_step before each train step; the train step reads it. Never set in
 // normal use.
-enum { POISON_NONE, POISON_GRAD, POISON_LOSS, POISON_TERM };
+enum { POISON_NONE, POISON_GRAD, POISON_LOSS, POISON_TERM, POISON_CLOCK };
 static int poison_this_step;
+static double log_clock_skew;  // seconds added to the step-line clock by "clock:STEP" items
 
 static int test_poison_for_step(int64_t step) {
     const char *spec = getenv("SFT_TEST_POISON"), *p = spec;
     while (p && *p) {
         long long at;
-        int kind = !strncmp(p, "grad:", 5) ? POISON_GRAD : !strncmp(p, "loss:", 5) ? POISON_LOSS : !strncmp(p, "term:", 5) ? POISON_TERM : POISON_NONE;
-        if (kind == POISON_NONE || sscanf(p + 5, "%lld", &at) != 1) fatal("SFT_TEST_POISON: expected grad:STEP, loss:STEP or term:STEP items, got '%s'", spec);
+        int kind = !strncmp(p, "grad:", 5) ? POISON_GRAD : !strncmp(p, "loss:", 5) ? POISON_LOSS : !strncmp(p, "term:", 5) ? POISON_TERM
+                   : !strncmp(p, "clock:", 6) ? POISON_CLOCK : POISON_NONE;
+        if (kind == POISON_NONE || sscanf(p + (kind == POISON_CLOCK ? 6 : 5), "%lld", &at) != 1)
+            fatal("SFT_TEST_POISON: expected grad:STEP, loss:STEP, term:STEP or clock:STEP items, got '%s'", spec);
         if (at == step && kind == POISON_TERM) raise(SIGTERM);  // recorded by preempt.h's handler; the step goes on
+        else if (at == step && kind == POISON_CLOCK) log_clock_skew += LOG_EVERY_SECONDS;
         else if (at == step) return kind;
         p = strchr(p, ',');
         if (p) p++;
@@ -860,7 +872,9 @@ static void require_updates(const TrainState *s) {
 // What a run prints and records: metrics.jsonl, the progress on stdout, and the
 // HTML report (common/report.h). On a terminal the step line is redrawn in place
 // and each event (validation, evaluation, sample, checkpoint) gets lines of its
-// own; elsewhere (a log file, CI) every step gets a line, or every -L-th step.
+// own; elsewhere (a log file, CI) a step gets a line by log_step's rule: the first
+// steps, about every 1% of the run or every LOG_EVERY_SECONDS, and the last (or
+// every -L-th step and the last). metrics.jsonl has every step.
 
 typedef struct {
     FILE *metrics;            // <out>/metrics.jsonl, appended to (/dev/null on a silent rank)
@@ -875,7 +889,11 @@ typedef struct {
     double step_seconds;      // time spent in this run's optimizer steps
     int64_t steps_timed;      // optimizer steps taken in this run
     int64_t first_step;       // the step this run started at (> 0 when resumed)
+    double last_step_line;    // log_clock() when a step line was last printed (not on a terminal)
 } RunLog;
+
+// The clock of that rule: now_seconds(), plus log_clock_skew (the test hook's "clock:STEP").
+static double log_clock(void) { return now_seconds() + log_clock_skew; }
 
 // Redraws the report from metrics.jsonl.
 static void log_report(RunLog *log) {
@@ -898,6 +916,7 @@ static void run_log_open(RunLog *log, const TrainArgs *a, const RunSetup *r, int
     log->tty = isatty(STDOUT_FILENO);
     log->start = now_seconds();
     log->first_step = first_step;
+    log->last_step_line = log_clock();
     ReportInfo *ri = &log->report;
     const GPT2Config *c = &r->cfg;
     snprintf(ri->title, sizeof ri->title, "sft.c run: %s", a->out_dir);
@@ -1003,8 +1022,13 @@ static void log_step(RunLog *log, int64_t step, int skipped, double loss, float 
         int width = terminal_columns() - 1;
         printf("\r%.*s\033[K", width > 0 ? width : 1, line);
         log->line_open = 1;
-    } else if (skipped || step % a->print_every == 0 || step == steps) {
-        printf("%s\n", line);
+    } else {
+        int every = a->print_every ? a->print_every : (steps + 99) / 100, print = skipped || step % every == 0 || step == steps;
+        if (!a->print_every) print = print || step - log->first_step <= LOG_FIRST_STEPS || log_clock() - log->last_step_line >= LOG_EVERY_SECONDS;
+        if (print) {
+            printf("%s\n", line);
+            log->last_step_line = log_clock();
+        }
     }
     fflush(stdout);
     if (now_seconds() - log->last_report > 60) log_report(log);  // a live report even without validation or checkpoints

@@ -4,7 +4,7 @@
 # their working written out, reversing a word and sorting its letters, as chat
 # conversations), then scores the model on 200 held-out prompts before and
 # after training, per task, and asks it a few of them with ./chat.
-# A few minutes on 2 CPU cores.
+# A few minutes on 2 CPU cores (docs/demo.md).
 # Usage: bash data/demo.sh [OUTDIR [SEED]]   (default out/demo, seed 1337)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -35,8 +35,9 @@ mkdir -p "$out"
 before=$(score "$out/untrained/$(cat "$out/untrained/latest")" "$out/before.txt")
 
 TIMEFORMAT="%R %U %S"
-{ time ./train_sft -i $D/train.bin -j $D/val.bin -k $D/tokenizer -E $D/eval.jsonl "${MODEL[@]}" \
-    -b 8 -t 128 -l 3e-3 -u 40 -x 2600 -c 0.1 -v 1000 -a 0 -g 48 -o "$out" ; } 2> "$out/time.txt"
+# (the held-out prompts are scored below, with ./chat, outside the timed run)
+{ time ./train_sft -i $D/train.bin -j $D/val.bin "${MODEL[@]}" \
+    -b 8 -t 128 -l 3e-3 -u 40 -x 2600 -c 0.1 -v 1000 -o "$out" ; } 2> "$out/time.txt"
 read -r wall user sys < <(tail -1 "$out/time.txt")
 model="$out/$(cat "$out/latest")"
 after=$(score "$model" "$out/after.txt")

@@ -26,8 +26,8 @@
 // prompts never occur in train.jsonl (and are distinct). corpus.txt is the text a
 // demo tokenizer is trained on: for each training row the role names, the fixed
 // wording of its prompt, with each task word replaced by "X" and the numbers left
-// out, and the fixed words of its answer (", so"): no merge involving a digit or two
-// capital letters is ever learned.
+// out, and the fixed words of its answer (", so"), ending with an empty line: no
+// merge involving a digit or two capital letters is ever learned.
 #include "../common/rng.h"
 #include "../common/util.h"
 
@@ -303,6 +303,9 @@ int main(int argc, char **argv) {
         }
         k++;
     }
+    // The corpus ends with an empty line whatever the last row's task, so that the
+    // tokenizer's last merge (a blank line) does not depend on it.
+    if (co.n < 2 || co.data[co.n - 2] != '\n') buf_str(&co, "\n");
     write_file_atomic(train_out, tr.data, tr.n);
     write_file_atomic(eval_out, ev.data, ev.n);
     if (corpus_out) write_file_atomic(corpus_out, co.data, co.n);

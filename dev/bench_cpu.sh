@@ -23,7 +23,7 @@ ours() {  # DESC V B T
     local desc=$1 V=$2 B=$3 T=$4
     $py dev/bench_torch.py data "$tmp/data.bin" "$V" $((B * (steps + 1))) "$T"
     rm -rf "$tmp/out"
-    ./train_sft -i "$tmp/data.bin" -e "$desc" -b "$B" -t "$T" -x $((steps + 1)) -S 0 -o "$tmp/out" > "$tmp/log"
+    ./train_sft -i "$tmp/data.bin" -e "$desc" -b "$B" -t "$T" -x $((steps + 1)) -S 0 -L 1 -o "$tmp/out" > "$tmp/log"  # -L 1: a line per step
     grep '^step' "$tmp/log" | tail -n +2 | sed 's/.*| \([0-9.]*\) ms |.*/\1/' | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'
 }
 row() {  # name ours theirs

@@ -301,7 +301,7 @@ bench_run() {
     [[ " ${extra[*]} " == *" -A "* ]] && kind=lora
     ready "$name" "$TRAINER" || return 1
     if ! data=$(data_file "${name%_r[0-9]}"); then skip "$name" "no data file (see its data_ row)"; return 1; fi
-    SFT_KERNEL_TIMES=$KT_STEP check "$name" "$lim" "$TRAINER" -i "$data" -e "$desc" -b "$b" -t "$t" -x $STEPS -r "$r" -S 0 -n -1 -o "$R/$name" "${extra[@]}"
+    SFT_KERNEL_TIMES=$KT_STEP check "$name" "$lim" "$TRAINER" -i "$data" -e "$desc" -b "$b" -t "$t" -x $STEPS -r "$r" -S 0 -n -1 -L 1 -o "$R/$name" "${extra[@]}"
     local rc=$? log=$L/$name.log
     rm -rf "${R:?}/$name"
     [ $rc -eq 0 ] || return 1

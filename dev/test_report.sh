@@ -2,7 +2,7 @@
 # What a real run prints and writes for the user to see: tiny trainings on the demo
 # data (a few seconds), then checks of the HTML report against metrics.jsonl (by
 # ./test_report DIR), of a resumed run's report (it includes the steps before the
-# resume), of the step lines with -L and on a terminal (run under `script`), of the
+# resume), of the step lines with -L, by default and on a terminal (run under `script`), of the
 # closing summary, of the OpenMP wait setting, and of ./chat's usage line. Prints
 # ok/FAIL/skip lines.
 # Usage: bash dev/test_report.sh        (needs ./train_sft, ./chat, ./test_report)
@@ -75,12 +75,37 @@ else
     echo "skip terminal_progress_redrawn_in_place: script(1) cannot run a command on a pseudo-terminal here"
 fi
 
-# -L 0 is bad input: one line, status 1, nothing written
-out=$(./train_sft -i $D/train.bin -L 0 -o "$tmp/bad" 2>&1); rc=$?
-if [ "$rc" -eq 1 ] && [ "$(wc -l <<< "$out")" -eq 1 ] && grep -q -- '-L must be at least 1' <<< "$out" && [ ! -e "$tmp/bad" ]; then
-    ok bad_input_L_zero
+# The default (-L 0) to a file: a step line for the first 10 steps, every ceil(steps/100)-th
+# step, the last, and a step that ends 30 s or more after the last line. A 250-step run:
+# steps 1-10, every 3rd, 250, and 151 (SFT_TEST_POISON=clock:151 moves the step-line clock
+# 30 s ahead as step 151 begins); metrics.jsonl has every step. Expected lists from awk.
+auto=(-i $D/train.bin -e d1c32h2t64 -b 1 -t 32 -S 0)
+want=$(awk 'BEGIN { for (s = 1; s <= 250; s++) if (s <= 10 || s % 3 == 0 || s == 151 || s == 250) printf "%d ", s }')
+if SFT_TEST_POISON=clock:151 ./train_sft "${auto[@]}" -x 250 -n -1 -o "$tmp/auto" > "$tmp/auto.log" 2>&1; then
+    got=$(sed -n 's|^step \([0-9]*\)/250 .*|\1|p' "$tmp/auto.log" | tr '\n' ' ')
+    [ "$got" = "$want" ] && ok step_lines_default_cadence "$(wc -w <<< "$got") lines for 250 steps" || fail step_lines_default_cadence "got: $got"
+    n=$(grep -c '"loss": ' "$tmp/auto/metrics.jsonl")
+    [ "$n" -eq 250 ] && ok metrics_every_step_with_default_cadence || fail metrics_every_step_with_default_cadence "$n step records, expected 250"
 else
-    fail bad_input_L_zero "status $rc: $out"
+    fail step_lines_default_cadence "the run failed: $(tail -1 "$tmp/auto.log")"
+fi
+# resumed at step 105 (stopped by SIGTERM there): this run's first 10 steps, then every 2nd
+# (1% of 200), and 200
+want=$(awk 'BEGIN { for (s = 106; s <= 200; s++) if (s <= 115 || s % 2 == 0) printf "%d ", s }')
+SFT_TEST_POISON=term:105 ./train_sft "${auto[@]}" -x 200 -o "$tmp/auto2" > /dev/null 2>&1
+if ./train_sft "${auto[@]}" -x 200 -y 1 -o "$tmp/auto2" > "$tmp/auto2.log" 2>&1; then
+    got=$(sed -n 's|^step \([0-9]*\)/200 .*|\1|p' "$tmp/auto2.log" | tr '\n' ' ')
+    [ "$got" = "$want" ] && ok step_lines_default_cadence_resumed || fail step_lines_default_cadence_resumed "got: $got"
+else
+    fail step_lines_default_cadence_resumed "the resumed run failed: $(tail -1 "$tmp/auto2.log")"
+fi
+
+# -L -1 is bad input: one line, status 1, nothing written
+out=$(./train_sft -i $D/train.bin -L -1 -o "$tmp/bad" 2>&1); rc=$?
+if [ "$rc" -eq 1 ] && [ "$(wc -l <<< "$out")" -eq 1 ] && grep -q -- '-L must be >= 0' <<< "$out" && [ ! -e "$tmp/bad" ]; then
+    ok bad_input_L_negative
+else
+    fail bad_input_L_negative "status $rc: $out"
 fi
 
 # ./chat's usage line names the flags it takes
