@@ -539,6 +539,8 @@ static void test_bad_adapters(void) {
     expect_bad_adapter("fan_in_fan_out", cfg, gpt2, "fan_in_fan_out is false");
     CFG("dev/ref/tiny", ", \"fan_in_fan_out\": true, \"use_dora\": true", "2", "[\"c_attn\"]");
     expect_bad_adapter("dora", cfg, gpt2, "DoRA");
+    CFG("dev/ref/tiny", ", \"fan_in_fan_out\": true, \"exclude_modules\": [\"c_fc\"]", "2", "[\"c_attn\"]");
+    expect_bad_adapter("exclude_modules", cfg, gpt2, "exclude_modules is set: not supported");
     CFG("/nonexistent/base", ", \"fan_in_fan_out\": true", "2", "[\"c_attn\"]");
     expect_bad_adapter("base_not_local", cfg, gpt2, "is not a local directory: pass the base model's directory with -F");
     CFG("dev/ref/tiny", ", \"fan_in_fan_out\": true", "2", "[\"c_attn\"]");
