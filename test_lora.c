@@ -438,6 +438,60 @@ static void test_decode(const char *tag, const char *dir) {
     gpt2_free(&m);
 }
 
+// The newer families' features around the fused products (q/k norms after q|k|v, post
+// norms after o_proj and down, GeGLU, sliding windows): the adapters' gradients of a
+// fresh model with random adapters on every linear layer match central differences of
+// the loss (in double over the fp32 forward; B small enough, std 0.1, that the loss is
+// near linear over the step h = 1e-2).
+static void test_families_gradients(void) {
+    const char *descs[] = {"l2c32h4k2a16qt24", "l3c32h4k2a16gw5p3t24"}, *names[] = {"qwen3", "gemma3"};
+    DataFile df;
+    data_load(&df, REF_DATA);
+    for (int f = 0; f < 2; f++) {
+        GPT2 m;
+        memset(&m, 0, sizeof m);
+        gpt2_parse_descriptor(descs[f], &m.cfg);
+        m.cfg.V = 61;
+        m.params_mem = (float *)xmalloc(gpt2_num_parameters(&m.cfg) * sizeof(float));
+        param_pointers(&m.cfg, m.params_mem, &m.params);
+        gpt2_init_random(&m.cfg, &m.params, 7);
+        LoraConfig lc = {2, 4.0f, 0.0f, 0, lora_all_targets(&m.cfg)};
+        lora_layout_init(&m.lora, &m.cfg, &lc);
+        m.adapter = (float *)xmalloc(m.lora.floats * sizeof(float));
+        lora_init(&m.lora, m.adapter, 11);
+        Rng r;
+        rng_seed(&r, 5);
+        for (int i = 0; i < m.lora.n; i++)
+            for (size_t k = 0; k < (size_t)m.lora.ad[i].rows * 2; k++) m.adapter[m.lora.ad[i].b + k] = 0.1f * rng_normal(&r);
+        gpt2_allocate(&m, 2, 16);
+        Loader ld;
+        loader_init(&ld, &df, 2, 16, 0, 0, 1);
+        loader_next_batch(&ld);
+        gpt2_forward(&m, ld.inputs, ld.pos, ld.doc_start, ld.targets, 2, 16);
+        gpt2_backward(&m, ld.inputs, ld.pos, ld.doc_start, 2, 16);
+        double worst = 0;
+        for (int i = 0; i < m.lora.n; i++) {  // one A and one B entry of every adapter
+            size_t probes[2] = {m.lora.ad[i].a + (size_t)(i % 7), m.lora.ad[i].b + (size_t)(i % 5)};
+            for (int k = 0; k < 2; k++) {
+                float save = m.adapter[probes[k]], h = 1e-2f;
+                m.adapter[probes[k]] = save + h;
+                double up = gpt2_forward(&m, ld.inputs, ld.pos, ld.doc_start, ld.targets, 2, 16);
+                m.adapter[probes[k]] = save - h;
+                double dn = gpt2_forward(&m, ld.inputs, ld.pos, ld.doc_start, ld.targets, 2, 16);
+                m.adapter[probes[k]] = save;
+                double fd = (up - dn) / (2.0 * h), g = m.adapter_grads[probes[k]];
+                worst = fmax(worst, fabs(fd - g) / fmax(fabs(fd), 1e-1));
+            }
+        }
+        char name[160];
+        snprintf(name, sizeof name, "%s_lora_gradients_finite_difference", names[f]);
+        check(name, worst < 2e-2, "worst relative error %.3g over %d adapters", worst, m.lora.n);
+        loader_free(&ld);
+        gpt2_free(&m);
+    }
+    data_free(&df);
+}
+
 // Hostile adapter files: one line naming the file. The adapter directory
 // <tmp>/bad_<name> gets `config` and the tensors of tensors_from.
 static void bad_adapter_dir(char *dir, size_t n, const char *name, const char *config, const char *tensors_from) {
@@ -485,6 +539,8 @@ static void test_bad_adapters(void) {
     expect_bad_adapter("fan_in_fan_out", cfg, gpt2, "fan_in_fan_out is false");
     CFG("dev/ref/tiny", ", \"fan_in_fan_out\": true, \"use_dora\": true", "2", "[\"c_attn\"]");
     expect_bad_adapter("dora", cfg, gpt2, "DoRA");
+    CFG("dev/ref/tiny", ", \"fan_in_fan_out\": true, \"exclude_modules\": [\"c_fc\"]", "2", "[\"c_attn\"]");
+    expect_bad_adapter("exclude_modules", cfg, gpt2, "exclude_modules is set: not supported");
     CFG("/nonexistent/base", ", \"fan_in_fan_out\": true", "2", "[\"c_attn\"]");
     expect_bad_adapter("base_not_local", cfg, gpt2, "is not a local directory: pass the base model's directory with -F");
     CFG("dev/ref/tiny", ", \"fan_in_fan_out\": true", "2", "[\"c_attn\"]");
@@ -686,6 +742,7 @@ int main(void) {
     test_targets();
     test_init();
     test_fresh_adapter_and_dropout();
+    test_families_gradients();
     test_bad_adapters();
     test_resume("gpt2", "d2c16h2t24", "-A 2 -p 0.1");
     test_resume("llama", REF_DIR "/tiny_llama", "-A 3 -B 6 -T q_proj,o_proj,down_proj -p 0.2 -Q 1");

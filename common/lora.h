@@ -429,9 +429,9 @@ static void lora_read_peft_config(const char *dir, PeftAdapterConfig *pc) {
         if (v->type != JSON_NUMBER || !(v->number >= 0 && v->number < 1)) fatal("%s: lora_dropout must be a number in [0, 1)", path);
         pc->dropout = (float)v->number;
     }
-    const char *bools[3] = {"use_rslora", "fan_in_fan_out", "use_dora"};
-    int vals[3] = {0, 0, 0};
-    for (int k = 0; k < 3; k++) {
+    const char *bools[4] = {"use_rslora", "fan_in_fan_out", "use_dora", "lora_bias"};
+    int vals[4] = {0, 0, 0, 0};
+    for (int k = 0; k < 4; k++) {
         v = json_get(root, bools[k]);
         if (!v || v->type == JSON_NULL) continue;
         if (v->type != JSON_TRUE && v->type != JSON_FALSE) fatal("%s: %s must be true or false", path, bools[k]);
@@ -439,10 +439,11 @@ static void lora_read_peft_config(const char *dir, PeftAdapterConfig *pc) {
     }
     pc->rslora = vals[0]; pc->fan_in_fan_out = vals[1];
     if (vals[2]) fatal("%s: use_dora is true: DoRA adapters are not supported", path);
+    if (vals[3]) fatal("%s: lora_bias is true: adapters with a bias on lora_B are not supported", path);
     v = json_get(root, "bias");
     if (v && (v->type != JSON_STRING || strcmp(v->string, "none"))) fatal("%s: bias must be \"none\" (trained biases are not supported)", path);
-    const char *absent[4] = {"modules_to_save", "layers_to_transform", "rank_pattern", "alpha_pattern"};
-    for (int k = 0; k < 4; k++) {
+    const char *absent[6] = {"modules_to_save", "layers_to_transform", "rank_pattern", "alpha_pattern", "exclude_modules", "target_parameters"};
+    for (int k = 0; k < 6; k++) {
         v = json_get(root, absent[k]);
         if (v && v->type != JSON_NULL && !((v->type == JSON_OBJECT || v->type == JSON_ARRAY) && v->count == 0))
             fatal("%s: %s is set: not supported (every layer of the targeted modules, one rank and alpha)", path, absent[k]);
