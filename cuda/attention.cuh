@@ -43,8 +43,8 @@
 //    SMs) the longest block (key tile 0, which every query tile sees) sets the time. The
 //    fix, if measurements show it, is to split a group over blocks with partial sums in
 //    scratch and a fixed-order reduction (still no atomics).
-//  - Head size 256 (Gemma 3's 270M and 1B): the forward keeps its four tiles (209 KiB of
-//    the 227 KiB a block may have); the backward kernels run lean (att_fma_lean): four
+//  - Head size 256 (Gemma 3's 270M and 1B): the forward keeps its Q, K, V and P tiles (209
+//    KiB of the 227 KiB a block may have); the backward kernels run lean (att_fma_lean): four
 //    [64][257] fp32 tiles are 257 KiB alone, so they hold three and two operands take
 //    turns in one buffer: dK dV loads V there, computes dP^T, then loads Q over it (V is
 //    read again from global memory for every query tile and head: 1.5x the tile loads);
