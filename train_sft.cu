@@ -1256,7 +1256,7 @@ int main(int argc, char **argv) {
     if (lora) dist_check_same(&dist, fnv1a(0xcbf29ce484222325ull, run.adapter, run.lora.floats * sizeof(float)), "the LoRA adapter's starting weights");
     size_t free0, total_mem;
     CUDA_CHECK(cudaMemGetInfo(&free0, &total_mem));
-    attention_check_heads(cfg.NH, cfg.KVH, cfg.HS);  // before allocating: head sizes without attention kernels (Gemma 3's 256)
+    attention_check_heads(cfg.NH, cfg.KVH, cfg.HS);  // before allocating: head sizes without attention kernels (e.g. 12)
     MemPlan plan = memory_plan(&cfg, &run.lora, args.B, args.T, recompute, dist.world, dist.zero);
     check_device_memory(&plan, free0);
     if (lead) warn_lost_targets(&run.train, args.T);

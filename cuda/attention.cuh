@@ -43,6 +43,15 @@
 //    SMs) the longest block (key tile 0, which every query tile sees) sets the time. The
 //    fix, if measurements show it, is to split a group over blocks with partial sums in
 //    scratch and a fixed-order reduction (still no atomics).
+//  - Head size 256 (Gemma 3's 270M and 1B): the forward keeps its Q, K, V and P tiles (209
+//    KiB of the 227 KiB a block may have); the backward kernels run lean (att_fma_lean): four
+//    [64][257] fp32 tiles are 257 KiB alone, so they hold three and two operands take
+//    turns in one buffer: dK dV loads V there, computes dP^T, then loads Q over it (V is
+//    read again from global memory for every query tile and head: 1.5x the tile loads);
+//    dQ loads V, computes dP, then K. 225 KiB (dK dV) and 209 KiB (dQ) of shared memory,
+//    one block per SM; ptxas (dev/cuda/resources.sh, fp32 build): forward 128 registers
+//    (8 bytes spilled), dK dV 255 (no spill), dQ 168. The fp32 build is the checking
+//    build, not the fast one (the bf16 build takes the tensor-core kernels below).
 #pragma once
 #include <limits.h>
 #include <math.h>
@@ -54,6 +63,16 @@
 #define ATT_PLD 65      // row stride of the 64 x 64 probability tiles in shared memory
 #define ATT_LOG2E 1.4426950408889634f
 #define ATT_LN2 0.6931471805599453f
+#define ATT_SMEM_MAX (227 * 1024) // shared memory of one block (static + dynamic) on H100/H200
+
+// Whether the FMA backward kernels run lean: four [64][HS+1] fp32 tiles and two 64 x 64
+// P, dS tiles (plus ~1 KiB of static arrays) exceed a block's shared memory (HS 256: 290
+// KiB; HS 128: 162 KiB), so they keep three tiles, two operands taking turns in one buffer.
+__host__ __device__ constexpr bool att_fma_lean(int hs) {
+    return (4 * ATT_TILE * (hs + 1) + 2 * ATT_TILE * ATT_PLD) * (int)sizeof(float) + 1024 > ATT_SMEM_MAX;
+}
+// fp32 [64][HS+1] tiles the FMA backward kernels hold
+__host__ __device__ constexpr int att_fma_bwd_tiles(int hs) { return att_fma_lean(hs) ? 3 : 4; }
 
 // Copy rows row0 .. row0+63 (channels 0 .. HS-1) of a (T, stride) matrix into a shared
 // [64][HS+1] float tile; rows at or past T are zero.
@@ -262,12 +281,13 @@ __global__ void __launch_bounds__(ATT_THREADS)
                                    const int *doc_start, int T, int NH, int KVH, float scale, int window, int *tiles) {
     constexpr int LD = HS + 1;
     constexpr int NC = (HS + 15) / 16;
+    constexpr bool LEAN = att_fma_lean(HS); // V reloaded into Q's buffer for every query tile and head
     extern __shared__ float att_smem[];
-    float *Ks = att_smem;             // [64][LD] keys of this block
-    float *Vs = Ks + ATT_TILE * LD;   // [64][LD]
-    float *Qs = Vs + ATT_TILE * LD;   // [64][LD] current query tile (of the current query head)
-    float *dOs = Qs + ATT_TILE * LD;  // [64][LD]
-    float *PT = dOs + ATT_TILE * LD;  // [64 keys][ATT_PLD] probabilities, transposed
+    float *Ks = att_smem;                         // [64][LD] keys of this block
+    float *dOs = Ks + ATT_TILE * LD;              // [64][LD]
+    float *Qs = dOs + ATT_TILE * LD;              // [64][LD] current query tile (of the current query head)
+    float *Vs = LEAN ? Qs : Qs + ATT_TILE * LD;   // [64][LD] values of this block
+    float *PT = Vs + ATT_TILE * LD;               // [64 keys][ATT_PLD] probabilities, transposed
     float *dST = PT + ATT_TILE * ATT_PLD; // [64 keys][ATT_PLD] score gradients, transposed
     __shared__ int ds_s[ATT_TILE];
     __shared__ float lse2_s[ATT_TILE], D_s[ATT_TILE];
@@ -284,7 +304,7 @@ __global__ void __launch_bounds__(ATT_THREADS)
     const int klast = min(k0 + ATT_TILE, T) - 1;
 
     att_load_tile<HS>(Ks, kb, k0, T, QKV);
-    att_load_tile<HS>(Vs, vb, k0, T, QKV);
+    if (!LEAN) att_load_tile<HS>(Vs, vb, k0, T, QKV);
 
     float dk[4][NC], dv[4][NC];
 #pragma unroll
@@ -303,8 +323,9 @@ __global__ void __launch_bounds__(ATT_THREADS)
         visited++;
         for (int h = kvh * G; h < (kvh + 1) * G; h++) {
             __syncthreads(); // every thread is done with the previous head's Qs, dOs, PT, dST
-            att_load_tile<HS>(Qs, qkv_b + (size_t)h * HS, q0, T, QKV);
             att_load_tile<HS>(dOs, dout + (size_t)b * T * OC + (size_t)h * HS, q0, T, OC);
+            if (LEAN) att_load_tile<HS>(Vs, vb, k0, T, QKV);
+            else att_load_tile<HS>(Qs, qkv_b + (size_t)h * HS, q0, T, QKV);
             if (threadIdx.x < ATT_TILE) {
                 int t = q0 + threadIdx.x;
                 size_t bht = ((size_t)b * NH + h) * T + t;
@@ -313,8 +334,13 @@ __global__ void __launch_bounds__(ATT_THREADS)
             }
             __syncthreads();
             float s[4][4], dp[4][4];
-            att_tile_dot<HS>(s, Ks, Qs, ty, tx);  // s[i][j]  = k_(ty+16i) . q_(tx+16j)
             att_tile_dot<HS>(dp, Vs, dOs, ty, tx); // dp[i][j] = v_(ty+16i) . dout_(tx+16j)
+            if (LEAN) {
+                __syncthreads(); // every thread is done with V
+                att_load_tile<HS>(Qs, qkv_b + (size_t)h * HS, q0, T, QKV);
+                __syncthreads();
+            }
+            att_tile_dot<HS>(s, Ks, Qs, ty, tx);  // s[i][j]  = k_(ty+16i) . q_(tx+16j)
 #pragma unroll
             for (int i = 0; i < 4; i++)
 #pragma unroll
@@ -358,12 +384,13 @@ __global__ void __launch_bounds__(ATT_THREADS)
                                  const int *doc_start, int T, int NH, int KVH, float scale, int window, int *tiles) {
     constexpr int LD = HS + 1;
     constexpr int NC = (HS + 15) / 16;
+    constexpr bool LEAN = att_fma_lean(HS); // K and V take turns in one buffer
     extern __shared__ float att_smem[];
-    float *Qs = att_smem;            // [64][LD]
-    float *dOs = Qs + ATT_TILE * LD; // [64][LD]
-    float *Ks = dOs + ATT_TILE * LD; // [64][LD]
-    float *Vs = Ks + ATT_TILE * LD;  // [64][LD]
-    float *dSs = Vs + ATT_TILE * LD; // [64 queries][ATT_PLD]
+    float *Qs = att_smem;                       // [64][LD]
+    float *dOs = Qs + ATT_TILE * LD;            // [64][LD]
+    float *Vs = dOs + ATT_TILE * LD;            // [64][LD]
+    float *Ks = LEAN ? Vs : Vs + ATT_TILE * LD; // [64][LD]
+    float *dSs = Ks + ATT_TILE * LD;            // [64 queries][ATT_PLD]
     __shared__ int ds_s[ATT_TILE];
     __shared__ int kmin_s;
 
@@ -398,12 +425,17 @@ __global__ void __launch_bounds__(ATT_THREADS)
 
     int visited = 0;
     for (int k0 = (kmin / ATT_TILE) * ATT_TILE; k0 <= qlast; k0 += ATT_TILE, visited++) {
-        att_load_tile<HS>(Ks, kb, k0, T, QKV);
         att_load_tile<HS>(Vs, vb, k0, T, QKV);
+        if (!LEAN) att_load_tile<HS>(Ks, kb, k0, T, QKV);
         __syncthreads();
         float s[4][4], dp[4][4];
-        att_tile_dot<HS>(s, Qs, Ks, ty, tx);   // s[i][j]  = q_(ty+16i) . k_(tx+16j)
         att_tile_dot<HS>(dp, dOs, Vs, ty, tx); // dp[i][j] = dout_(ty+16i) . v_(tx+16j)
+        if (LEAN) {
+            __syncthreads(); // every thread is done with V
+            att_load_tile<HS>(Ks, kb, k0, T, QKV);
+            __syncthreads();
+        }
+        att_tile_dot<HS>(s, Qs, Ks, ty, tx);   // s[i][j]  = q_(ty+16i) . k_(tx+16j)
 #pragma unroll
         for (int i = 0; i < 4; i++)
 #pragma unroll
@@ -463,9 +495,34 @@ __global__ void __launch_bounds__(ATT_THREADS)
 //    double buffering): several resident blocks per SM hide that latency in the model.
 //    ptxas (dev/cuda/resources.sh) at HS 64: forward 107 registers (4 blocks, 16 warps per
 //    SM), dK dV 205 (2 blocks), dQ 153 (3); at HS 128 dK dV uses 255 and spills 28 bytes.
+//  - Head size 256 (Gemma 3): the shared tiles fit (forward 3 x 33 KiB = 99 KiB, backward
+//    4 x 33 = 132 KiB), the accumulators do not: a warp's 16 x 256 fp32 block is 128
+//    registers a lane, and dK dV has two. So the channels are split in two parts
+//    (att_tc_parts): 256 threads, warps 4p .. 4p+3 own the same 64 rows as the 4 warps at
+//    HS 128 and accumulate channels 128p .. 128p+127 of O, dQ, dK and dV, as at HS 128.
+//    Each part computes the full scores (S, dP over all 256 channels) itself: the same
+//    values in both parts (the same fragments in the same order), so both see the same
+//    softmax; part 0 writes lse. That is 1.5x the useful mma in the forward and dK dV and
+//    1.67x in dQ; the alternative, half the score channels per part with the partial sums
+//    exchanged through shared memory, saves those mma but adds 32 KiB, a barrier and
+//    shared traffic of the same order per tile. Tile rows are 264 bf16 (132 words, 4
+//    banks apart per row, as at 64 and 128): no bank conflicts (the emulator counts 0).
+//    ptxas: forward 168 registers, dK dV 255 (20 bytes spilled), dQ 218; 256 threads, so
+//    one block (8 warps) per SM in each. Expected speed (the model above, not a
+//    measurement): per 64 x 64 tile the forward issues 1536 mma (1024 useful) and 4096
+//    shared wavefronts (the 8 warps each read the whole K tile as fragments), ~190
+//    TFLOP/s; dK dV 3072 mma, 7680 wavefronts; dQ 2560 mma, 6656 wavefronts; ~135 TFLOP/s
+//    counted for the backward; less where one resident block per SM leaves the tile loads
+//    unhidden (perhaps 150 and 110). Gemma-3-1B's attention is ~2% of its step's FLOPs
+//    (four heads, one kv head, window 512 on 22 of 26 layers), so this is not its bottleneck.
 #if !defined(ENABLE_FP32)
-#define ATT_TC_THREADS 128
 #define ATT_TC_PAD 8 // padding of a shared tile row, in bf16 elements
+
+// Channel parts: head sizes above 128 split every block's accumulators (O, dQ, dK, dV)
+// over 2 groups of 4 warps (threads 128 p .. 128 p + 127 hold channels p HS/2 ..); each
+// group computes the full scores itself.
+__host__ __device__ constexpr int att_tc_parts(int hs) { return hs > 128 ? 2 : 1; }
+__host__ __device__ constexpr int att_tc_threads(int hs) { return 128 * att_tc_parts(hs); }
 
 // Rows row0 .. row0+63 (HS channels) of a (T, stride) bf16 matrix into a shared [64][HS+8]
 // tile dst; rows at or past T are zero. 16-byte loads and stores (HS, the stride and the
@@ -474,7 +531,7 @@ __global__ void __launch_bounds__(ATT_THREADS)
 template <int HS>
 __device__ inline void att_tc_load_tile(__nv_bfloat16 *dst, const __nv_bfloat16 *src, int row0, int T, size_t stride) {
     constexpr int LD = HS + ATT_TC_PAD, CHUNKS = HS / 8;
-    for (int idx = threadIdx.x; idx < ATT_TILE * CHUNKS; idx += ATT_TC_THREADS) {
+    for (int idx = threadIdx.x; idx < ATT_TILE * CHUNKS; idx += att_tc_threads(HS)) {
         int r = idx / CHUNKS, c = (idx % CHUNKS) * 8;
         int t = row0 + r;
         uint4 v = {0u, 0u, 0u, 0u};
@@ -505,11 +562,11 @@ __device__ inline void att_tc_scores(float (&s)[8][4], const __nv_bfloat16 *A, i
     }
 }
 
-// acc += P M for one warp: P a 16 x 64 block in C fragments (fp32, rounded here to bf16),
-// M (64 x HS) the shared row-major tile Ms [64][HS+8], read with ldmatrix.trans (two
-// 8-channel blocks per load); acc is 16 x HS.
-template <int HS>
-__device__ inline void att_tc_accumulate(float (&acc)[HS / 8][4], const float (&p)[8][4], const __nv_bfloat16 *Ms) {
+// acc += P M[:, c0 .. c0+DH-1] for one warp: P a 16 x 64 block in C fragments (fp32,
+// rounded here to bf16), M (64 x HS) the shared row-major tile Ms [64][HS+8], read with
+// ldmatrix.trans (two 8-channel blocks per load); acc is 16 x DH (this part's channels).
+template <int HS, int DH>
+__device__ inline void att_tc_accumulate(float (&acc)[DH / 8][4], const float (&p)[8][4], const __nv_bfloat16 *Ms, int c0) {
     constexpr int LD = HS + ATT_TC_PAD;
 #pragma unroll
     for (int kc = 0; kc < 4; kc++) {
@@ -519,9 +576,9 @@ __device__ inline void att_tc_accumulate(float (&acc)[HS / 8][4], const float (&
         a[2] = pack_bf16x2(p[2 * kc + 1][0], p[2 * kc + 1][1]);
         a[3] = pack_bf16x2(p[2 * kc + 1][2], p[2 * kc + 1][3]);
 #pragma unroll
-        for (int c = 0; c < HS / 8; c += 2) {
+        for (int c = 0; c < DH / 8; c += 2) {
             uint32_t bb[4];
-            mma_load_b2_trans(bb, Ms, LD, kc * 16, c * 8);
+            mma_load_b2_trans(bb, Ms, LD, kc * 16, c0 + c * 8);
             mma_m16n8k16_bf16(acc[c], a, bb, acc[c]);
             mma_m16n8k16_bf16(acc[c + 1], a, bb + 2, acc[c + 1]);
         }
@@ -538,10 +595,10 @@ __device__ inline float att_tc_row_sum(float v) {
     return v + __shfl_xor_sync(0xffffffffu, v, 2);
 }
 
-// Stores a warp's 16 x HS fp32 accumulator (C fragments) times mul as bf16 into rows
-// row0 .. row0+15 (those < T) of a (T, stride) matrix.
-template <int HS>
-__device__ inline void att_tc_store_rows(__nv_bfloat16 *dst, size_t stride, int row0, int T, const float (&acc)[HS / 8][4],
+// Stores a warp's 16 x DH fp32 accumulator (C fragments) times mul as bf16 into rows
+// row0 .. row0+15 (those < T), channels 0 .. DH-1 of a (T, stride) matrix.
+template <int DH>
+__device__ inline void att_tc_store_rows(__nv_bfloat16 *dst, size_t stride, int row0, int T, const float (&acc)[DH / 8][4],
                                          const float (&mul)[2]) {
     int lane = threadIdx.x % 32, g = lane / 4, t4 = lane % 4;
 #pragma unroll
@@ -550,14 +607,14 @@ __device__ inline void att_tc_store_rows(__nv_bfloat16 *dst, size_t stride, int 
         if (t >= T) continue;
         __nv_bfloat16 *row = dst + (size_t)t * stride;
 #pragma unroll
-        for (int c = 0; c < HS / 8; c++)
+        for (int c = 0; c < DH / 8; c++)
             mma_st<uint32_t>(row + c * 8 + 2 * t4, pack_bf16x2(acc[c][2 * r] * mul[r], acc[c][2 * r + 1] * mul[r]));
     }
 }
 
 // Forward. Grid (query tiles, NH, B); the last query tiles (most keys) start first.
 template <int HS>
-__global__ void __launch_bounds__(ATT_TC_THREADS)
+__global__ void __launch_bounds__(att_tc_threads(HS))
     attention_forward_tc_kernel(__nv_bfloat16 *out, float *lse, const __nv_bfloat16 *qkv, const int *doc_start, int T, int NH,
                                 int KVH, float scale, int window, int *tiles) {
     constexpr int LD = HS + ATT_TC_PAD;
@@ -570,7 +627,8 @@ __global__ void __launch_bounds__(ATT_TC_THREADS)
 
     const int q0 = (gridDim.x - 1 - blockIdx.x) * ATT_TILE;
     const int h = blockIdx.y, b = blockIdx.z, kvh = h / (NH / KVH);
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t4 = lane % 4;
+    constexpr int DH = HS / att_tc_parts(HS); // channels of this part
+    const int warp = threadIdx.x / 32 % 4, part = threadIdx.x / 128, lane = threadIdx.x % 32, g = lane / 4, t4 = lane % 4;
     const size_t QKV = (size_t)(NH + 2 * KVH) * HS, OC = (size_t)NH * HS;
     const __nv_bfloat16 *qb = qkv + (size_t)b * T * QKV + (size_t)h * HS;          // this query head
     const __nv_bfloat16 *kb = qkv + (size_t)b * T * QKV + (size_t)(NH + kvh) * HS; // its kv head
@@ -584,7 +642,7 @@ __global__ void __launch_bounds__(ATT_TC_THREADS)
 
     // this lane's rows of the tile: 16 warp + g (r = 0) and 16 warp + g + 8 (r = 1)
     int rowq[2], rowds[2];
-    float m[2], l[2], o[HS / 8][4];
+    float m[2], l[2], o[DH / 8][4];
 #pragma unroll
     for (int r = 0; r < 2; r++) {
         rowq[r] = q0 + 16 * warp + g + 8 * r;
@@ -593,7 +651,7 @@ __global__ void __launch_bounds__(ATT_TC_THREADS)
         l[r] = 0.0f;
     }
 #pragma unroll
-    for (int c = 0; c < HS / 8; c++)
+    for (int c = 0; c < DH / 8; c++)
 #pragma unroll
         for (int i = 0; i < 4; i++) o[c][i] = 0.0f;
 
@@ -624,7 +682,7 @@ __global__ void __launch_bounds__(ATT_TC_THREADS)
             m[r] = mnew;
             l[r] *= corr;
 #pragma unroll
-            for (int c = 0; c < HS / 8; c++) {
+            for (int c = 0; c < DH / 8; c++) {
                 o[c][2 * r] *= corr;
                 o[c][2 * r + 1] *= corr;
             }
@@ -638,16 +696,16 @@ __global__ void __launch_bounds__(ATT_TC_THREADS)
             }
         l[0] += att_tc_row_sum(rs[0]);
         l[1] += att_tc_row_sum(rs[1]);
-        att_tc_accumulate<HS>(o, s, Vs);
+        att_tc_accumulate<HS, DH>(o, s, Vs, part * DH);
     }
     att_count_tiles(tiles, visited, q0 / ATT_TILE, h, NH);
 
     // every real query sees at least itself, so l >= 1; rows past T are not stored
     float inv[2] = {rowq[0] < T ? 1.0f / l[0] : 0.0f, rowq[1] < T ? 1.0f / l[1] : 0.0f};
-    att_tc_store_rows<HS>(out + (size_t)b * T * OC + (size_t)h * HS, OC, q0 + 16 * warp, T, o, inv);
+    att_tc_store_rows<DH>(out + (size_t)b * T * OC + (size_t)h * HS + part * DH, OC, q0 + 16 * warp, T, o, inv);
 #pragma unroll
     for (int r = 0; r < 2; r++)
-        if (t4 == 0 && rowq[r] < T) lse[((size_t)b * NH + h) * T + rowq[r]] = (m[r] + log2f(l[r])) * ATT_LN2;
+        if (part == 0 && t4 == 0 && rowq[r] < T) lse[((size_t)b * NH + h) * T + rowq[r]] = (m[r] + log2f(l[r])) * ATT_LN2;
 }
 
 // Backward dK, dV of one key tile of one kv head, looping over the query tiles that see
@@ -655,7 +713,7 @@ __global__ void __launch_bounds__(ATT_TC_THREADS)
 // 16w .. 16w+15). Grid (key tiles, KVH, B). Works on transposed blocks: S^T = K Q^T,
 // dP^T = V dout^T; dV += P^T dout, dK += dS^T Q.
 template <int HS>
-__global__ void __launch_bounds__(ATT_TC_THREADS)
+__global__ void __launch_bounds__(att_tc_threads(HS))
     attention_backward_dkdv_tc_kernel(__nv_bfloat16 *dqkv, const __nv_bfloat16 *dout, const float *lse, const float *D,
                                       const __nv_bfloat16 *qkv, const int *doc_start, int T, int NH, int KVH, float scale, int window,
                                       int *tiles) {
@@ -671,7 +729,8 @@ __global__ void __launch_bounds__(ATT_TC_THREADS)
 
     const int k0 = blockIdx.x * ATT_TILE;
     const int kvh = blockIdx.y, b = blockIdx.z, G = NH / KVH;
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t4 = lane % 4;
+    constexpr int DH = HS / att_tc_parts(HS); // channels of this part
+    const int warp = threadIdx.x / 32 % 4, part = threadIdx.x / 128, lane = threadIdx.x % 32, g = lane / 4, t4 = lane % 4;
     const size_t QKV = (size_t)(NH + 2 * KVH) * HS, OC = (size_t)NH * HS;
     const __nv_bfloat16 *qkv_b = qkv + (size_t)b * T * QKV;
     const __nv_bfloat16 *kb = qkv_b + (size_t)(NH + kvh) * HS, *vb = kb + (size_t)KVH * HS;
@@ -682,9 +741,9 @@ __global__ void __launch_bounds__(ATT_TC_THREADS)
     att_tc_load_tile<HS>(Ks, kb, k0, T, QKV);
     att_tc_load_tile<HS>(Vs, vb, k0, T, QKV);
 
-    float dk[HS / 8][4], dv[HS / 8][4];
+    float dk[DH / 8][4], dv[DH / 8][4];
 #pragma unroll
-    for (int c = 0; c < HS / 8; c++)
+    for (int c = 0; c < DH / 8; c++)
 #pragma unroll
         for (int i = 0; i < 4; i++) dk[c][i] = dv[c][i] = 0.0f;
     int key[2];
@@ -724,23 +783,23 @@ __global__ void __launch_bounds__(ATT_TC_THREADS)
                     p[n][i] = ok ? e : 0.0f;
                     ds[n][i] = p[n][i] * (ds[n][i] - D_s[qr]);
                 }
-            att_tc_accumulate<HS>(dv, p, dOs);
-            att_tc_accumulate<HS>(dk, ds, Qs);
+            att_tc_accumulate<HS, DH>(dv, p, dOs, part * DH);
+            att_tc_accumulate<HS, DH>(dk, ds, Qs, part * DH);
         }
     }
     att_count_tiles(tiles, visited, blockIdx.x, kvh, KVH);
 
     const float mul_k[2] = {scale, scale}, mul_v[2] = {1.0f, 1.0f};
-    __nv_bfloat16 *dkb = dqkv + (size_t)b * T * QKV + (size_t)(NH + kvh) * HS;
-    att_tc_store_rows<HS>(dkb, QKV, k0 + 16 * warp, T, dk, mul_k);
-    att_tc_store_rows<HS>(dkb + (size_t)KVH * HS, QKV, k0 + 16 * warp, T, dv, mul_v);
+    __nv_bfloat16 *dkb = dqkv + (size_t)b * T * QKV + (size_t)(NH + kvh) * HS + part * DH;
+    att_tc_store_rows<DH>(dkb, QKV, k0 + 16 * warp, T, dk, mul_k);
+    att_tc_store_rows<DH>(dkb + (size_t)KVH * HS, QKV, k0 + 16 * warp, T, dv, mul_v);
 }
 
 // Backward dQ of one query tile of one query head, looping over its key tiles: S = Q K^T,
 // dP = dout V^T, dQ += dS K. Grid (query tiles, NH, B); the last query tiles (most keys)
 // start first.
 template <int HS>
-__global__ void __launch_bounds__(ATT_TC_THREADS)
+__global__ void __launch_bounds__(att_tc_threads(HS))
     attention_backward_dq_tc_kernel(__nv_bfloat16 *dqkv, const __nv_bfloat16 *dout, const float *lse, const float *D,
                                     const __nv_bfloat16 *qkv, const int *doc_start, int T, int NH, int KVH, float scale, int window,
                                     int *tiles) {
@@ -755,7 +814,8 @@ __global__ void __launch_bounds__(ATT_TC_THREADS)
 
     const int q0 = (gridDim.x - 1 - blockIdx.x) * ATT_TILE;
     const int h = blockIdx.y, b = blockIdx.z, kvh = h / (NH / KVH);
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t4 = lane % 4;
+    constexpr int DH = HS / att_tc_parts(HS); // channels of this part
+    const int warp = threadIdx.x / 32 % 4, part = threadIdx.x / 128, lane = threadIdx.x % 32, g = lane / 4, t4 = lane % 4;
     const size_t QKV = (size_t)(NH + 2 * KVH) * HS, OC = (size_t)NH * HS;
     const __nv_bfloat16 *qb = qkv + (size_t)b * T * QKV + (size_t)h * HS;          // this query head
     const __nv_bfloat16 *kb = qkv + (size_t)b * T * QKV + (size_t)(NH + kvh) * HS; // its kv head
@@ -769,7 +829,7 @@ __global__ void __launch_bounds__(ATT_TC_THREADS)
     const int qlast = min(q0 + ATT_TILE, T) - 1;
 
     int rowq[2], rowds[2];
-    float rowlse2[2], rowD[2], dq[HS / 8][4];
+    float rowlse2[2], rowD[2], dq[DH / 8][4];
 #pragma unroll
     for (int r = 0; r < 2; r++) {
         rowq[r] = q0 + 16 * warp + g + 8 * r;
@@ -779,7 +839,7 @@ __global__ void __launch_bounds__(ATT_TC_THREADS)
         rowD[r] = valid ? D[((size_t)b * NH + h) * T + rowq[r]] : 0.0f;
     }
 #pragma unroll
-    for (int c = 0; c < HS / 8; c++)
+    for (int c = 0; c < DH / 8; c++)
 #pragma unroll
         for (int i = 0; i < 4; i++) dq[c][i] = 0.0f;
 
@@ -801,23 +861,24 @@ __global__ void __launch_bounds__(ATT_TC_THREADS)
                 p[n][i] = ok ? exp2f(p[n][i] * scale_log2 - rowlse2[r]) : 0.0f;
                 ds[n][i] = p[n][i] * (ds[n][i] - rowD[r]);
             }
-        att_tc_accumulate<HS>(dq, ds, Ks);
+        att_tc_accumulate<HS, DH>(dq, ds, Ks, part * DH);
     }
     att_count_tiles(tiles, visited, q0 / ATT_TILE, h, NH);
 
     const float mul[2] = {scale, scale};
-    att_tc_store_rows<HS>(dqkv + (size_t)b * T * QKV + (size_t)h * HS, QKV, q0 + 16 * warp, T, dq, mul);
+    att_tc_store_rows<DH>(dqkv + (size_t)b * T * QKV + (size_t)h * HS + part * DH, QKV, q0 + 16 * warp, T, dq, mul);
 }
 #endif // !ENABLE_FP32
 
 // ---------------------------------------------------------------------------------------
 // Host launchers.
 
-// Head sizes with kernels: multiples of 8 up to 128 (fp32 FMA kernels); the tensor-core
-// kernels take the multiples of 16 (one mma k step is 16 channels). 64 (GPT-2 124M,
-// SmolLM2, Llama 3.2, Qwen2.5-0.5B) and 128 (Llama 3 8B, Qwen2.5-7B) are in both sets.
-#define ATT_HEAD_SIZES(X) X(8) X(16) X(24) X(32) X(40) X(48) X(56) X(64) X(72) X(80) X(88) X(96) X(104) X(112) X(120) X(128)
-#define ATT_TC_HEAD_SIZES(X) X(16) X(32) X(48) X(64) X(80) X(96) X(112) X(128)
+// Head sizes with kernels: multiples of 8 up to 128, and 256 (fp32 FMA kernels); the
+// tensor-core kernels take the multiples of 16 among them (one mma k step is 16
+// channels). 64 (GPT-2 124M, SmolLM2, Llama 3.2, Qwen2.5-0.5B), 128 (Llama 3 8B,
+// Qwen2.5-7B, Qwen3) and 256 (Gemma 3 270M and 1B) are in both sets.
+#define ATT_HEAD_SIZES(X) X(8) X(16) X(24) X(32) X(40) X(48) X(56) X(64) X(72) X(80) X(88) X(96) X(104) X(112) X(120) X(128) X(256)
+#define ATT_TC_HEAD_SIZES(X) X(16) X(32) X(48) X(64) X(80) X(96) X(112) X(128) X(256)
 
 // Refuses head shapes without kernels (one line, exit 1).
 inline void attention_check_heads(int NH, int KVH, int HS) {
@@ -825,8 +886,8 @@ inline void attention_check_heads(int NH, int KVH, int HS) {
         fprintf(stderr, "error: attention: %d query heads cannot share %d kv heads (need a positive divisor)\n", NH, KVH);
         exit(1);
     }
-    if (HS <= 0 || HS % 8 != 0 || HS > 128) {
-        fprintf(stderr, "error: attention: head size %d not supported (need a multiple of 8, at most 128)\n", HS);
+    if (HS <= 0 || ((HS % 8 != 0 || HS > 128) && HS != 256)) {
+        fprintf(stderr, "error: attention: head size %d not supported (kernels for the multiples of 8 up to 128, and 256)\n", HS);
         exit(1);
     }
 }
@@ -847,7 +908,7 @@ inline bool attention_tc_supported(int hs) {
     (void)hs;
     return false;
 #else
-    return hs % 16 == 0;
+    return hs % 16 == 0 && (hs <= 128 || hs == 256);
 #endif
 }
 
@@ -873,13 +934,13 @@ template <int HS>
 void attention_backward_fma_hs(floatX *dqkv, const float *D, const floatX *dout, const float *lse, const floatX *qkv,
                                const int *doc_start, int B, int T, int NH, int KVH, float scale, int window, const AttTileCounts &tiles,
                                cudaStream_t stream) {
-    size_t smem_kv = (4 * (size_t)ATT_TILE * (HS + 1) + 2 * (size_t)ATT_TILE * ATT_PLD) * sizeof(float);
+    size_t smem_kv = (att_fma_bwd_tiles(HS) * (size_t)ATT_TILE * (HS + 1) + 2 * (size_t)ATT_TILE * ATT_PLD) * sizeof(float);
     CUDA_CHECK(cudaFuncSetAttribute(attention_backward_dkdv_kernel<HS>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     (int)smem_kv));
     attention_backward_dkdv_kernel<HS><<<dim3(ceil_div(T, ATT_TILE), KVH, B), ATT_THREADS, smem_kv, stream>>>(
         dqkv, dout, lse, D, qkv, doc_start, T, NH, KVH, scale, window, tiles.dkdv);
     LAUNCH_CHECK();
-    size_t smem_q = (4 * (size_t)ATT_TILE * (HS + 1) + (size_t)ATT_TILE * ATT_PLD) * sizeof(float);
+    size_t smem_q = (att_fma_bwd_tiles(HS) * (size_t)ATT_TILE * (HS + 1) + (size_t)ATT_TILE * ATT_PLD) * sizeof(float);
     CUDA_CHECK(cudaFuncSetAttribute(attention_backward_dq_kernel<HS>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_q));
     attention_backward_dq_kernel<HS><<<dim3(ceil_div(T, ATT_TILE), NH, B), ATT_THREADS, smem_q, stream>>>(
         dqkv, dout, lse, D, qkv, doc_start, T, NH, KVH, scale, window, tiles.dq);
@@ -896,7 +957,7 @@ void attention_forward_tc_hs(floatX *out, float *lse, const floatX *qkv, const i
     size_t smem = att_tc_smem_bytes(HS, 3); // Q, K, V
     CUDA_CHECK(cudaFuncSetAttribute(attention_forward_tc_kernel<HS>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     dim3 grid(ceil_div(T, ATT_TILE), NH, B);
-    attention_forward_tc_kernel<HS><<<grid, ATT_TC_THREADS, smem, stream>>>(out, lse, qkv, doc_start, T, NH, KVH, scale, window, tiles);
+    attention_forward_tc_kernel<HS><<<grid, att_tc_threads(HS), smem, stream>>>(out, lse, qkv, doc_start, T, NH, KVH, scale, window, tiles);
     LAUNCH_CHECK();
 }
 
@@ -907,13 +968,13 @@ void attention_backward_tc_hs(floatX *dqkv, const float *D, const floatX *dout, 
     size_t smem_kv = att_tc_smem_bytes(HS, 4); // K, V, Q, dout
     CUDA_CHECK(cudaFuncSetAttribute(attention_backward_dkdv_tc_kernel<HS>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     (int)smem_kv));
-    attention_backward_dkdv_tc_kernel<HS><<<dim3(ceil_div(T, ATT_TILE), KVH, B), ATT_TC_THREADS, smem_kv, stream>>>(
+    attention_backward_dkdv_tc_kernel<HS><<<dim3(ceil_div(T, ATT_TILE), KVH, B), att_tc_threads(HS), smem_kv, stream>>>(
         dqkv, dout, lse, D, qkv, doc_start, T, NH, KVH, scale, window, tiles.dkdv);
     LAUNCH_CHECK();
     size_t smem_q = att_tc_smem_bytes(HS, 4); // Q, dout, K, V
     CUDA_CHECK(cudaFuncSetAttribute(attention_backward_dq_tc_kernel<HS>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     (int)smem_q));
-    attention_backward_dq_tc_kernel<HS><<<dim3(ceil_div(T, ATT_TILE), NH, B), ATT_TC_THREADS, smem_q, stream>>>(
+    attention_backward_dq_tc_kernel<HS><<<dim3(ceil_div(T, ATT_TILE), NH, B), att_tc_threads(HS), smem_q, stream>>>(
         dqkv, dout, lse, D, qkv, doc_start, T, NH, KVH, scale, window, tiles.dq);
     LAUNCH_CHECK();
 }

@@ -4,8 +4,9 @@
 # channels, vocab 8192, B=8, T=256) and a Llama-architecture model of SmolLM2-135M's
 # shape (30 layers, 576 channels, 9 heads, 3 key/value heads, MLP 1536, vocab 49152,
 # tied head; B=4, T=64) and a Qwen3 of Qwen3-0.6B's shape (28 layers, 1024 channels, 16
-# heads of 128, 8 key/value heads, MLP 3072, q/k norms, vocab 151936, tied head; B=2, T=64:
-# about 10 GB for each trainer, one after the other; QWEN3=0 leaves it out). Every
+# heads of 128, 8 key/value heads, MLP 3072, q/k norms, vocab 151936, tied head; B=1, T=256:
+# about 10 GB for each trainer, one after the other; QWEN3=0 leaves it out, QWEN3=only runs
+# only it). Every
 # position is a target in both. Prints
 # the median ms per step (after a warm-up step) and PyTorch's time over ours, and the
 # thread count and OpenMP wait policy our trainer ran with (it reports them itself).
@@ -38,12 +39,14 @@ run_llama() {  # name L NH KVH C FF V B T
     row "$name" "$(ours "l${L}c${C}h${NH}k${KVH}f${FF}t${T}" "$V" "$B" "$T")" \
         "$($py dev/bench_torch.py cpu-llama "$L" "$NH" "$KVH" "$C" "$FF" "$V" "$B" "$T" "$steps")"
 }
-run "GPT-2 124M, B=4 T=64" 12 12 768 50257 4 64
-run "d4 C=256 V=8192, B=8 T=256" 4 4 256 8192 8 256
-run_llama "SmolLM2-135M shape, B=4 T=64" 30 9 3 576 1536 49152 4 64
+if [ "${QWEN3:-1}" != only ]; then
+    run "GPT-2 124M, B=4 T=64" 12 12 768 50257 4 64
+    run "d4 C=256 V=8192, B=8 T=256" 4 4 256 8192 8 256
+    run_llama "SmolLM2-135M shape, B=4 T=64" 30 9 3 576 1536 49152 4 64
+fi
 if [ "${QWEN3:-1}" != 0 ]; then
-    row "Qwen3-0.6B shape, B=2 T=64" "$(ours l28c1024h16k8f3072a128qt64 151936 2 64)" \
-        "$($py dev/bench_torch.py cpu-qwen3 28 16 8 1024 3072 128 151936 2 64 "$steps")"
+    row "Qwen3-0.6B shape, B=1 T=256" "$(ours l28c1024h16k8f3072a128qt256 151936 1 256)" \
+        "$($py dev/bench_torch.py cpu-qwen3 28 16 8 1024 3072 128 151936 1 256 "$steps")"
 fi
 echo "ours ran with $(grep '^memory' "$tmp/log" | sed 's/.*; //'); PyTorch with torch.set_num_threads($(nproc))"
 # PyTorch's CPU matrix products are only as fast as the BLAS it loads: netlib's reference

@@ -26,7 +26,7 @@
 #      benchmark data are written meanwhile)
 #   -> GPU vs CPU (test_sftcu fp32 and bf16)
 #   -> the headline benchmarks, bf16, T=1024, -n -1 (no checkpoints): GPT-2 124M (B=16),
-#      Llama-3.2-1B's, Qwen2.5-0.5B's and Qwen3-0.6B's shapes (B=LLAMA_B, default 8): tokens/s, MFU,
+#      Llama-3.2-1B's, Qwen2.5-0.5B's, Qwen3-0.6B's and Gemma-3-1B's shapes (B=LLAMA_B, default 8): tokens/s, MFU,
 #      peak memory, kernel time per class (SFT_KERNEL_TIMES)
 #   -> LoRA on Llama-3.1-8B's shape (R=16 on every module, T=2048, -r 2, B=LORA_B, default 4):
 #      the frozen bf16 base, tokens/s, MFU (4N per token: no weight gradients), peak memory
@@ -184,14 +184,16 @@ if [ $mode = real ]; then
     SHAPES="gpt2_124M d12 50257 $B
 llama32_1B l16c2048h32k8f8192t1024 128256 $LB
 qwen25_05B l24c896h14k2f4864t1024b 151936 $LB
-qwen3_06B l28c1024h16k8f3072t1024a128q 151936 $LB"
+qwen3_06B l28c1024h16k8f3072t1024a128q 151936 $LB
+gemma3_1B l26c1152h4k1f6912t1024a256gw512p6 262144 $LB"
     XL="gpt2_xl d48c1600h25 50257 4"
     LORA="llama31_8b_lora l32c4096h32k8f14336t2048u 128256 ${LORA_B:-4}"  # B: docs/lora.md's GPU memory table
 else
     SHAPES="gpt2_124M d2c64h2t32 61 $B
 llama32_1B l2c64h4k2f96t32 61 $LB
 qwen25_05B l2c64h4k2f96t32b 61 $LB
-qwen3_06B l2c64h4k2f96t32a32q 61 $LB"
+qwen3_06B l2c64h4k2f96t32a32q 61 $LB
+gemma3_1B l2c64h2k1f96t32a256gw16p2 61 $LB"
     XL="gpt2_xl d3c96h3t32 61 2"  # 61: dev/ref/tiny_train.bin's vocabulary
     LORA="llama31_8b_lora l2c64h4k2f96t32 61 1"
 fi
@@ -275,22 +277,27 @@ median_ms() {  # the median ms/step of a log's steps after the first two (all of
     grep '^step' "$1" | tail -n +$skip | sed -n 's/.*| \([0-9.]*\) ms |.*/\1/p' | sort -n | awk '{a[NR] = $1} END {if (NR) print a[int((NR + 1) / 2)]}'
 }
 # flops_per_token DESCRIPTOR V [T [lora]]: 6 N (N: the parameters, a tied head once) + causal attention 6 L NH HS T
-# (HS: the descriptor's a<N>, else C / NH; Gemma-3-1B's head size 256 has no GPU attention kernel yet);
+# (HS: the descriptor's a<N>, else C / NH), where Gemma 3's sliding layers (g: all but every p-th,
+# window w) count 12 NH HS (W - W^2 / 2T) per token (the mean of min(t, W) keys) instead of 6 NH HS T;
 # with lora 4 N (forward and input gradients: a frozen base has no weight-gradient products)
 flops_per_token() {
     awk -v d="$1" -v V="$2" -v T="${3:-$T}" -v w="$([ "${4:-}" = lora ] && echo 4 || echo 6)" 'BEGIN {
         fam = substr(d, 1, 1); s = substr(d, 2); L = s + 0; C = 64 * L; NH = L; KVH = -1; FF = -1; bias = 0; HS = -1
+        qk = 0; gemma = 0; W = 512; P = 6
         while (match(s, /[a-z][0-9]*/)) {
             k = substr(s, RSTART, 1); v = substr(s, RSTART + 1, RLENGTH - 1) + 0; s = substr(s, RSTART + RLENGTH)
             if (k == "c") C = v; else if (k == "h") NH = v; else if (k == "k") KVH = v; else if (k == "f") FF = v; else if (k == "b") bias = 1; else if (k == "a") HS = v
+            else if (k == "q") qk = 1; else if (k == "g") { qk = 1; gemma = 1 } else if (k == "w") W = v; else if (k == "p") P = v
         }
         if (fam == "d") N = V * C + 1024 * C + L * (12 * C * C + 13 * C) + 2 * C
         else {
             if (HS < 0) HS = C / NH; if (KVH < 0) KVH = NH; if (FF < 0) FF = int((8 * C / 3 + 63) / 64) * 64
-            N = V * C + L * (C * (NH + 2 * KVH) * HS + bias * (NH + 2 * KVH) * HS + NH * HS * C + 3 * C * FF + 2 * C) + C
+            N = V * C + L * (C * (NH + 2 * KVH) * HS + bias * (NH + 2 * KVH) * HS + NH * HS * C + 3 * C * FF + (2 + 2 * gemma) * C + 2 * qk * HS) + C
         }
         if (HS < 0) HS = C / NH
-        printf "%.0f", w * N + 6 * L * NH * HS * T }'
+        sliding = gemma ? L - int(L / P) : 0
+        att = 6 * (L - sliding) * NH * HS * T + (W < T ? 12 * sliding * NH * HS * (W - W * W / (2 * T)) : 6 * sliding * NH * HS * T)
+        printf "%.0f", w * N + att }'
 }
 # bench NAME DESCRIPTOR V B RECOMPUTE LIMIT [T [FLAGS...]]: a run without checkpoints (-n -1),
 # at T (default $T) with the trainer's FLAGS (LoRA's -A: MFU of 4N per token); its row in

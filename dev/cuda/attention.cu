@@ -17,9 +17,10 @@
 // Every version is checked against the CPU trainer's attention (dev/cuda/cpu_ref.c) on
 // random inputs with packed documents (random boundaries, length-1 documents, padding),
 // with outputs filled with NaN before each run, for multi-head and grouped-query heads
-// (NH/KVH = 1, 2, 3, 4, NH; head sizes 8 to 128). Then forward and backward are timed for
-// B=4, T=1024 on the attention shapes of GPT-2 124M, SmolLM2-360M, Llama-3.2-1B and
-// Llama-3-8B, with one document per row and (GPT-2, Llama 3 8B) ~128-token documents.
+// (NH/KVH = 1, 2, 3, 4, NH; head sizes 8 to 128 and 256). Then forward and backward are
+// timed for B=4, T=1024 on the attention shapes of GPT-2 124M, SmolLM2-360M, Llama-3.2-1B,
+// Llama-3-8B and Gemma-3-1B, with one document per row and (GPT-2, Llama 3 8B) ~128-token
+// documents, and Gemma-3-1B's sliding window of 512 in 1024- and 4096-token rows.
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -93,7 +94,7 @@ __global__ void attention_forward_v1_kernel(floatX *out, float *lse, const float
     if (threadIdx.x == 0) lse[((size_t)b * H.NH + h) * T + t] = mx + logf(sum);
 }
 
-#define V1_MAX_HS 128
+#define V1_MAX_HS 256
 
 // One thread per (b, h, t): dq_t = scale sum_s p_s (dout_t.v_s - D_t) k_s, D_t = dout_t.out_t.
 __global__ void attention_backward_v1_dq_kernel(floatX *dqkv, const floatX *dout, const floatX *out, const float *lse,
@@ -394,7 +395,7 @@ static emu_bank_totals_t version_banks(int v) {
 
 // The tensor-core kernels must have no bank conflicts at the head sizes the models use;
 // the other head sizes (16..48, 80..112) have 2-way conflicts on some 16-byte tile stores.
-static bool must_be_conflict_free(int v, int hs) { return v == 3 && (hs == 64 || hs == 128); }
+static bool must_be_conflict_free(int v, int hs) { return v == 3 && (hs == 64 || hs == 128 || hs == 256); }
 
 // Checks every version on one configuration; returns the number of failures.
 static int check_config(const Config &cf, int only_version) {
@@ -653,6 +654,7 @@ int main(int argc, char **argv) {
         {3, 99, 6, 2, 128, 1, 2.0f},    // hs 128, NH/KVH 3, an all-padding row
         {2, 131, 3, 1, 128, 0, 5.0f},   // hs 128, one kv head, one document per row, sharp softmax
         {2, 77, 6, 3, 24, 1, 2.0f},     // hs 24 (FMA kernels only), NH/KVH 2
+        {3, 130, 2, 1, 256, 1, 2.0f},   // hs 256 (Gemma 3's: two channel parts, lean FMA backward), one kv head, an all-padding row
         // sliding windows (query t sees keys t-W+1..t of its document)
         {2, 200, 4, 2, 64, 1, 2.0f, 50},    // random packing: documents shorter and longer than the window
         {2, 300, 4, 4, 64, 2, 2.0f, 100},   // ~128-token documents, window shorter than each
@@ -660,6 +662,7 @@ int main(int argc, char **argv) {
         {3, 130, 3, 1, 128, 1, 2.0f, 200},  // window >= T: the causal mask
         {1, 520, 2, 1, 64, 0, 2.0f, 66},    // one document, W = 64 + 2: query tile 2 starts at klast + W - 1 of key tile 0
         {2, 97, 6, 3, 24, 1, 2.0f, 7},      // hs 24 (FMA kernels only)
+        {1, 200, 2, 1, 256, 2, 5.0f, 70},   // hs 256, ~128-token documents longer than the window, sharp softmax
     };
     int fails = 0;
     for (const Config &cf : configs) fails += check_config(cf, only_version);
@@ -671,11 +674,15 @@ int main(int argc, char **argv) {
     time_config("Llama-3.2-1B", 4, 1024, 32, 8, 64, 0, only_version);
     time_config("Llama-3-8B", 4, 1024, 32, 8, 128, 0, only_version);
     time_config("Llama-3-8B", 4, 1024, 32, 8, 128, 2, only_version);
-    // a sliding window of 512 in 4096-token rows (Gemma 3's sliding layers; its head size
-    // 256 has no kernels yet, 128 here) against the full causal mask: the window should
-    // cost about 512/2048 of it
+    // a sliding window of 512 in 4096-token rows (Gemma 3's sliding layers) against the
+    // full causal mask: the window should cost about 512/2048 of it
     time_config("sliding-4096", 1, 4096, 8, 2, 128, 0, only_version);
     time_config("sliding-4096", 1, 4096, 8, 2, 128, 0, only_version, 512);
+    // Gemma-3-1B: 4 query heads of 256 on one kv head; its 5 sliding layers of 6 use W=512
+    time_config("Gemma-3-1B", 4, 1024, 4, 1, 256, 0, only_version);
+    time_config("Gemma-3-1B", 4, 1024, 4, 1, 256, 0, only_version, 512);
+    time_config("Gemma-3-1B", 1, 4096, 4, 1, 256, 0, only_version);
+    time_config("Gemma-3-1B", 1, 4096, 4, 1, 256, 0, only_version, 512);
     printf("TFLOP/s count the attended (query, key) pairs only (forward 4*hs, backward 10*hs FLOPs per pair and query head),\n"
            "against an assumed dense bf16 peak of %.0f TFLOP/s (H100/H200 SXM).\n",
            ASSUMED_PEAK_TFLOPS);
