@@ -1524,21 +1524,6 @@ static void checkpoint_dist(const TrainArgs *a, const RunSetup *r, GPT2 *m, cons
     free(mf); free(vf);
 }
 
-// -M 1: the merged model (base + s B A) as a Hugging Face directory <out>/merged.
-static void save_merged(const TrainArgs *a, const GPT2 *m) {
-    char dir[4200];
-    snprintf(dir, sizeof dir, "%s/merged", a->out_dir);
-    if (make_dirs(dir) != 0) fatal("%s: cannot create directory: %s", dir, strerror(errno));
-    float *mem = (float *)xmalloc(m->num_params * sizeof(float));
-    memcpy(mem, m->params_mem, m->num_params * sizeof(float));
-    ParamTensors p;
-    param_pointers(&m->cfg, mem, &p);
-    lora_merge(&m->cfg, &p, &m->lora, m->adapter);
-    gpt2_save_hf(dir, &m->cfg, &p);
-    free(mem);
-    printf("merged| base + %g * B A written to %s\n", (double)m->lora.scale, dir);
-}
-
 // OpenMP threads that wait for work spin on their core (libgomp: 300000 spins
 // before sleeping). When another program wants that core, the spinning thread holds
 // it while the thread with the work waits for a turn: next to one busy process on a
@@ -1592,10 +1577,7 @@ int main(int argc, char **argv) {
     if (dist.rank == 0) {
         warn_lost_targets(&run.train, args.T);
         open_output_dir(args.out_dir);
-        if (run.write_base) {  // the LoRA base as trained on, for adapter_config.json to name
-            if (make_dirs(run.lora_base) != 0) fatal("%s: cannot create directory: %s", run.lora_base, strerror(errno));
-            gpt2_save_hf(run.lora_base, &run.cfg, &run.p);
-        }
+        if (run.write_base) save_hf_dir(run.lora_base, args.out_dir, &run.cfg, &run.p, &run.extras);  // LoRA's base as trained on, for adapter_config.json to name
     }
     GPT2 model;
     memset(&model, 0, sizeof model);
@@ -1680,7 +1662,7 @@ int main(int argc, char **argv) {
     state.epoch = loader.epoch; state.cursor = loader.cursor; state.rng = sample_rng.state;
     checkpoint_dist(&args, &run, &model, &state);
     log_checkpoint(&log, state.step, 1);
-    if (args.lora.merged && dist.rank == 0) save_merged(&args, &model);
+    if (args.lora.merged && dist.rank == 0) save_merged(args.out_dir, &model.cfg, model.params_mem, &model.lora, model.adapter, &run.extras);
     run_log_close(&log, state.step);
     if (dist.world > 1)
         printf("ranks | %.1f%% of this run's step time was spent in collectives (%.3f s of %.3f s, waiting for the slowest rank included)\n",

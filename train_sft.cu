@@ -1192,23 +1192,6 @@ static void exchange_nccl_id(Dist *d, const TrainArgs *a, uint64_t fingerprint, 
 }
 #endif
 
-// -M 1: the merged model (base + s B A, common/lora.h's lora_merge) as a Hugging Face
-// directory <out>/merged, from the base and the trained adapters in r (host, fp32).
-static void save_merged(const TrainArgs *a, const RunSetup *r) {
-    char dir[4200];
-    snprintf(dir, sizeof dir, "%s/merged", a->out_dir);
-    if (make_dirs(dir) != 0) fatal("%s: cannot create directory: %s", dir, strerror(errno));
-    size_t n = gpt2_num_parameters(&r->cfg);
-    float *mem = (float *)xmalloc(n * sizeof(float));
-    memcpy(mem, r->params, n * sizeof(float));
-    ParamTensors p;
-    param_pointers(&r->cfg, mem, &p);
-    lora_merge(&r->cfg, &p, &r->lora, r->adapter);
-    gpt2_save_hf(dir, &r->cfg, &p);
-    free(mem);
-    printf("merged| base + %g * B A written to %s\n", (double)r->lora.scale, dir);
-}
-
 #ifndef SFT_NO_MAIN
 int main(int argc, char **argv) {
     preempt_install();
@@ -1261,10 +1244,7 @@ int main(int argc, char **argv) {
     check_device_memory(&plan, free0);
     if (lead) warn_lost_targets(&run.train, args.T);
     if (lead) open_output_dir(args.out_dir);
-    if (lead && run.write_base) {  // the LoRA base as trained on, for adapter_config.json to name
-        if (make_dirs(run.lora_base) != 0) fatal("%s: cannot create directory: %s", run.lora_base, strerror(errno));
-        gpt2_save_hf(run.lora_base, &run.cfg, &run.p);
-    }
+    if (lead && run.write_base) save_hf_dir(run.lora_base, args.out_dir, &run.cfg, &run.p, &run.extras);  // LoRA's base as trained on, for adapter_config.json to name
     GpuModel M;
     gpu_model_build_lora(&M, &cfg, run.params, &run.lora, run.adapter, args.B, args.T, recompute, &comm, dist.zero);
     M.dropout_seed = (uint64_t)args.seed;
@@ -1374,7 +1354,7 @@ int main(int argc, char **argv) {
         if (lead) save_checkpoint_files(args.out_dir, &cfg, &run.p, lora ? &ck_lora : NULL, &run.extras, &state, host_m, host_v, P);
     }
     log_checkpoint(&log, state.step, 1);
-    if (lora && args.lora.merged && lead) save_merged(&args, &run);
+    if (lora && args.lora.merged && lead) save_merged(args.out_dir, &run.cfg, run.params, &run.lora, run.adapter, &run.extras);
     run_log_close(&log, state.step);
     dist_finish(&dist);  // NCCL's communicator, then MPI where it carried the id
     step_buffers_free(&sb);

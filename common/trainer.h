@@ -54,7 +54,7 @@ static void train_args_defaults(TrainArgs *a) {
 #define COMMON_FLAGS(a)                                                                                   \
     {'i', FLAG_STRING, &(a)->train_path, "training data file (required)"},                               \
     {'j', FLAG_STRING, &(a)->val_path, "validation data file (default: none)"},                           \
-    {'e', FLAG_STRING, &(a)->init, "model: Hugging Face GPT-2/Llama/Qwen2 dir, checkpoint dir, or size dN (GPT-2) / lN (Llama) (default d6)"}, \
+    {'e', FLAG_STRING, &(a)->init, "model: Hugging Face dir (GPT-2, Llama, Qwen2, Qwen3, Gemma 3, SmolLM3), checkpoint dir, PEFT LoRA adapter dir, or size dN (GPT-2) / lN (Llama family) (default d6)"}, \
     {'o', FLAG_STRING, &(a)->out_dir, "output directory for metrics, checkpoints, exports (default out)"}, \
     {'b', FLAG_INT, &(a)->B, "micro-batch rows B (default 4)"},                                          \
     {'t', FLAG_INT, &(a)->T, "row length T in tokens (default min(512, model context))"},               \
@@ -325,6 +325,26 @@ static int rename_exchange(const char *a, const char *b) {
     return (int)syscall(SYS_renameat2, AT_FDCWD, a, AT_FDCWD, b, 1 /* RENAME_EXCHANGE */);
 }
 
+// Moves the complete directory tmp_dir (in parent) to final_dir: a rename or, when
+// final_dir exists from an earlier run, an exchange in one step; then flushes parent
+// and removes the replaced directory.
+static void rename_dir_into_place(const char *tmp_dir, const char *final_dir, const char *parent) {
+    if (!is_directory(final_dir)) {
+        if (rename(tmp_dir, final_dir) != 0) fatal("%s: cannot rename into place: %s", final_dir, strerror(errno));
+    } else if (rename_exchange(tmp_dir, final_dir) != 0) {
+        // no atomic exchange here: move the old one aside (a crash in between leaves <name> missing)
+        char old_dir[4200];
+        snprintf(old_dir, sizeof old_dir, "%s.old", final_dir);
+        remove_flat_dir(old_dir);
+        if (rename(final_dir, old_dir) != 0) fatal("%s: cannot move aside: %s", final_dir, strerror(errno));
+        if (rename(tmp_dir, final_dir) != 0) fatal("%s: cannot rename into place: %s", final_dir, strerror(errno));
+        remove_flat_dir(old_dir);
+    }
+    fsync_dir(parent);
+    remove_flat_dir(tmp_dir);  // after an exchange: the replaced directory
+    fatal_cleanup_dir[0] = 0;
+}
+
 // Writes a full checkpoint directory atomically and points <out>/latest at it.
 // Order, so that a crash at any moment leaves `latest` naming a complete checkpoint:
 // files written into <name>.tmp and each flushed (fsync) with its directory; the
@@ -355,20 +375,7 @@ static void save_checkpoint_files(const char *out_dir, const GPT2Config *cfg, co
     if (extras) hf_extras_write(tmp_dir, extras);
     snprintf(path, sizeof path, "%s/state.bin", tmp_dir);
     write_state_file_lora(path, cfg, s, m, v, P, lora ? &lora->state : NULL);
-    if (!is_directory(final_dir)) {
-        if (rename(tmp_dir, final_dir) != 0) fatal("%s: cannot rename into place: %s", final_dir, strerror(errno));
-    } else if (rename_exchange(tmp_dir, final_dir) != 0) {
-        // no atomic exchange here: move the old one aside (a crash in between leaves <name> missing)
-        char old_dir[4200];
-        snprintf(old_dir, sizeof old_dir, "%s.old", final_dir);
-        remove_flat_dir(old_dir);
-        if (rename(final_dir, old_dir) != 0) fatal("%s: cannot move aside: %s", final_dir, strerror(errno));
-        if (rename(tmp_dir, final_dir) != 0) fatal("%s: cannot rename into place: %s", final_dir, strerror(errno));
-        remove_flat_dir(old_dir);
-    }
-    fsync_dir(out_dir);
-    remove_flat_dir(tmp_dir);  // after an exchange: the replaced checkpoint
-    fatal_cleanup_dir[0] = 0;
+    rename_dir_into_place(tmp_dir, final_dir, out_dir);
     snprintf(path, sizeof path, "%s/latest", out_dir);
     const char *base = strrchr(final_dir, '/') + 1;
     char line[64];
@@ -379,6 +386,37 @@ static void save_checkpoint_files(const char *out_dir, const GPT2Config *cfg, co
 static void save_checkpoint(const char *out_dir, const GPT2Config *cfg, const ParamTensors *params, const TrainState *s,
                             const float *m, const float *v, size_t P, const HfExtras *extras) {
     save_checkpoint_files(out_dir, cfg, params, NULL, extras, s, m, v, P);
+}
+
+// A Hugging Face directory that is not a checkpoint (LoRA's base as trained on, the
+// merged model), with export.h's files: written into <dir>.tmp and renamed into place
+// like a checkpoint, so it is complete or absent. parent: the directory holding dir.
+static void save_hf_dir(const char *dir, const char *parent, const GPT2Config *cfg, const ParamTensors *p, const HfExtras *extras) {
+    char tmp_dir[4200];
+    snprintf(tmp_dir, sizeof tmp_dir, "%s.tmp", dir);
+    remove_flat_dir(tmp_dir);
+    if (make_dirs(tmp_dir) != 0) fatal("%s: cannot create directory: %s", tmp_dir, strerror(errno));
+    snprintf(fatal_cleanup_dir, sizeof fatal_cleanup_dir, "%s", tmp_dir);
+    gpt2_save_hf(tmp_dir, cfg, p);
+    if (extras) hf_extras_write(tmp_dir, extras);
+    rename_dir_into_place(tmp_dir, dir, parent);
+}
+
+// -M 1: the merged model, base + s B A (lora.h's lora_merge on a copy of the base's
+// fp32 parameters), as an ordinary Hugging Face directory <out>/merged.
+static void save_merged(const char *out_dir, const GPT2Config *cfg, const float *base, const LoraLayout *lay, const float *adapter,
+                        const HfExtras *extras) {
+    size_t n = gpt2_num_parameters(cfg);
+    float *mem = (float *)xmalloc(n * sizeof(float));
+    memcpy(mem, base, n * sizeof(float));
+    ParamTensors p;
+    param_pointers(cfg, mem, &p);
+    lora_merge(cfg, &p, lay, adapter);
+    char dir[4200];
+    snprintf(dir, sizeof dir, "%s/merged", out_dir);
+    save_hf_dir(dir, out_dir, cfg, &p, extras);
+    free(mem);
+    printf("merged| base + %g * B A written to %s\n", (double)lay->scale, dir);
 }
 
 // The directory <out>/latest names, or fatal if there is none.
