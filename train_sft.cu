@@ -1218,7 +1218,6 @@ int main(int argc, char **argv) {
 
     RunSetup run;
     setup_run(argv[0], &args, &run);
-    if (run_is_lora(&run)) usage_error(argv[0], "LoRA (-A, or -e a PEFT adapter) is in the CPU trainer (train_sft) only so far");
     if (run_already_finished(&args, &run, dist.rank == 0)) {  // a restarted job: nothing written
         run_free(&run);
         return 0;

@@ -502,6 +502,7 @@ typedef struct {
     char resume_dir[4096];    // the checkpoint resumed from, or ""
     BpeTokenizer *tok;        // with -k (or a tokenizer in -e's directory), else NULL
     HfExtras extras;          // what exports hold besides config.json and the weights (export.h)
+    int tokenizer_from_model; // no -k: the tokenizer is the one in -e's (or the resumed) directory
     ChatTokens chat;          // with -k: the chat format and default system message of the training data (its header), the token ids
     EvalSet evalset;          // with -E
     int A, steps;             // micro-batches per step on each rank, optimizer steps
@@ -629,7 +630,7 @@ static void setup_run(const char *prog, TrainArgs *a, RunSetup *r) {
     const char *model_dir = a->resume ? r->resume_dir : is_directory(a->init) ? a->init : NULL;
     if (!a->tokenizer_path[0] && model_dir && hf_dir_has_tokenizer(model_dir)) {
         a->tokenizer_path = model_dir;
-        printf("tokenizer | %s's (pass -k to name another)\n", model_dir);
+        r->tokenizer_from_model = 1;
     }
     if (a->eval_path[0] && !a->tokenizer_path[0]) usage_error(prog, "-E needs the tokenizer the data was made with: pass -k");
     if (a->tokenizer_path[0]) {
@@ -646,7 +647,6 @@ static void setup_run(const char *prog, TrainArgs *a, RunSetup *r) {
         hf_extras_prepare(&r->extras, a->tokenizer_path, r->tok, loaded, &r->chat, model_dir, cfg);
     } else {
         hf_extras_prepare(&r->extras, NULL, NULL, 0, &r->chat, model_dir, cfg);
-        printf("export | no tokenizer (-k): exports hold no tokenizer files%s\n", model_dir ? "" : ", and config.json names no bos or eos id");
     }
     if ((int64_t)a->B * a->T > (1 << 24)) usage_error(prog, "-b %d x -t %d is too many positions per micro-batch", a->B, a->T);
     // W ranks (dist_discover resolved a->world; -1 = one process) share each step's A*W micro-batches
@@ -730,6 +730,9 @@ static void print_run_summary(const TrainArgs *a, const RunSetup *r, size_t num_
     if (r->world > 1) printf(" on each of %d ranks", r->world);
     printf(" (%d tokens), %d steps, lr %.3g warmup %d final %.3g, wd %.3g, clip %.3g\n", a->total_batch, r->steps, a->lr, a->warmup,
            a->final_lr_frac, a->weight_decay, a->grad_clip);
+    if (r->tokenizer_from_model) printf("tokenizer | %s's (pass -k to name another)\n", a->tokenizer_path);
+    if (!r->tok)
+        printf("export | no tokenizer (-k): exports hold no tokenizer files%s\n", is_directory(a->init) ? "" : ", and config.json names no bos or eos id");
 }
 
 // The LoRA line of the start-of-run report.

@@ -110,5 +110,5 @@ fi
 
 # ./chat's usage line names the flags it takes
 usage=$(./chat -h 2>&1 | head -1)
-if grep -q -- '-e MODEL_DIR -k TOKENIZER' <<< "$usage" && ! grep -q -- '-i ' <<< "$usage"; then ok chat_usage_line; else fail chat_usage_line "$usage"; fi
+if grep -q -- '-e MODEL_DIR \[-k TOKENIZER\]' <<< "$usage" && ! grep -q -- '-i ' <<< "$usage"; then ok chat_usage_line; else fail chat_usage_line "$usage"; fi
 [ "$fails" -eq 0 ]
