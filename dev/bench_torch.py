@@ -19,6 +19,12 @@
                                                      the same with Qwen3's differences: head size HS (not
                                                      C/NH) and every q and k head RMS-normed before RoPE
                                                      (as the trainer's lN...a<HS>q descriptors build it)
+  cpu-llama ... STEPS [untied] lora=R, cpu-qwen3 ... STEPS lora=R
+                                                     LoRA of rank R on q, k, v, o, gate, up and down of every
+                                                     layer, as the trainer's -A R: y = x W^T + (alpha/R) (x A^T) B^T
+                                                     with alpha 8 (LORA_DEFAULT_ALPHA, common/lora.h), A uniform
+                                                     in +-1/sqrt(in), B = 0; the base, embeddings and norms frozen
+                                                     (requires_grad False), AdamW and clipping over A and B only
 On the CPU: Debian's python3-torch (with libopenblas0-pthread).
 """
 import math
@@ -89,7 +95,34 @@ def bench_torch(device, L, NH, C, V, B, T, steps):
     time_steps(model, gpu, dev, V, B, T, steps)
 
 
-def bench_llama(device, L, NH, KVH, C, FF, V, B, T, steps, untied=False, HS=None, qk_norm=False):
+LORA_ALPHA = 8.0  # the trainer's default alpha (LORA_DEFAULT_ALPHA in common/lora.h)
+
+
+def lora_linear(base, outs, R):
+    """Freezes the nn.Linear `base`, whose output is the concatenation of modules of sizes
+    `outs` (q, k, v fused; gate, up fused), and adds each module its own rank-R adapter:
+    y_m = x W_m^T + (alpha/R) (x A_m^T) B_m^T, A_m [R, in], B_m [out_m, R]."""
+    import torch
+    import torch.nn as nn
+    base.weight.requires_grad_(False)
+    fan_in = base.in_features
+    A = nn.ParameterList([nn.Parameter(torch.empty(R, fan_in).uniform_(-1 / math.sqrt(fan_in), 1 / math.sqrt(fan_in))) for _ in outs])
+    Bm = nn.ParameterList([nn.Parameter(torch.zeros(o, R)) for o in outs])
+    scale = LORA_ALPHA / R
+
+    class LoraLinear(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.base, self.A, self.B = base, A, Bm
+
+        def forward(self, x):  # x (B, T, in) -> (B, T, sum(outs))
+            delta = torch.cat([(x @ a.T) @ b.T for a, b in zip(self.A, self.B)], -1)
+            return self.base(x) + scale * delta
+
+    return LoraLinear()
+
+
+def bench_llama(device, L, NH, KVH, C, FF, V, B, T, steps, untied=False, HS=None, qk_norm=False, lora_rank=0):
     import torch
     import torch.nn as nn
     import torch.nn.functional as F
@@ -157,12 +190,22 @@ def bench_llama(device, L, NH, KVH, C, FF, V, B, T, steps, untied=False, HS=None
             logits = self.head(x) if untied else x @ self.wte.weight.T
             return F.cross_entropy(logits.view(-1, V), targets.view(-1))
 
-    time_steps(Llama().to(dev), gpu, dev, V, B, T, steps)
+    model = Llama()
+    if lora_rank:
+        for p in model.parameters():
+            p.requires_grad_(False)
+        for b in model.blocks:
+            b.qkv = lora_linear(b.qkv, [NH * HS, KVH * HS, KVH * HS], lora_rank)
+            b.o = lora_linear(b.o, [C], lora_rank)
+            b.gate_up = lora_linear(b.gate_up, [FF, FF], lora_rank)
+            b.down = lora_linear(b.down, [C], lora_rank)
+    time_steps(model.to(dev), gpu, dev, V, B, T, steps)
 
 
 def time_steps(model, gpu, dev, V, B, T, steps):
     import torch
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.0, **({"fused": True} if gpu else {}))
+    params = [p for p in model.parameters() if p.requires_grad]  # LoRA: the adapters only
+    opt = torch.optim.AdamW(params, lr=1e-4, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.0, **({"fused": True} if gpu else {}))
     step_model = torch.compile(model) if gpu else model
     idx = torch.randint(V, (B, T), device=dev)
     tgt = torch.randint(V, (B, T), device=dev)
@@ -179,7 +222,7 @@ def time_steps(model, gpu, dev, V, B, T, steps):
             loss = step_model(idx, tgt)
         opt.zero_grad(set_to_none=True)
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
         opt.step()
         if gpu:
             torch.cuda.synchronize()
@@ -193,8 +236,12 @@ if sys.argv[1] == "data":
     write_data(sys.argv[2], *map(int, sys.argv[3:6]))
 elif sys.argv[1].endswith("-qwen3"):
     L, NH, KVH, C, FF, HS, V, B, T, steps = map(int, sys.argv[2:12])
-    bench_llama(sys.argv[1].split("-")[0], L, NH, KVH, C, FF, V, B, T, steps, HS=HS, qk_norm=True)
+    extra = sys.argv[12:]
+    rank = int(extra[0][5:]) if extra and extra[0].startswith("lora=") else 0
+    bench_llama(sys.argv[1].split("-")[0], L, NH, KVH, C, FF, V, B, T, steps, HS=HS, qk_norm=True, lora_rank=rank)
 elif sys.argv[1].endswith("-llama"):
-    bench_llama(sys.argv[1].split("-")[0], *map(int, sys.argv[2:11]), untied=sys.argv[11:12] == ["untied"])
+    extra = sys.argv[11:]
+    rank = int(extra[-1][5:]) if extra and extra[-1].startswith("lora=") else 0
+    bench_llama(sys.argv[1].split("-")[0], *map(int, sys.argv[2:11]), untied="untied" in extra, lora_rank=rank)
 else:
     bench_torch(sys.argv[1], *map(int, sys.argv[2:9]))
