@@ -45,15 +45,15 @@ train_sft_mpi: train_sft.c $(COMMON_H)
 dev/dist_tool: dev/dist_tool.c $(COMMON_H)
 	$(CC) $(CFLAGS) -o $@ dev/dist_tool.c $(LDLIBS)
 
-test_sft: test_sft.c train_sft.c $(COMMON_H)
+test_sft: test_sft.c train_sft.c dev/test_util.h $(COMMON_H)
 	$(CC) $(CFLAGS) -o $@ test_sft.c $(LDLIBS)
 
 # LoRA (common/lora.h) in the CPU trainer against dev/ref_lora.py's references
-test_lora: test_lora.c train_sft.c $(COMMON_H)
+test_lora: test_lora.c train_sft.c dev/test_util.h $(COMMON_H)
 	$(CC) $(CFLAGS) -o $@ test_lora.c $(LDLIBS)
 
 # Hugging Face import/export of the three families (common/gpt2.h, common/safetensors.h)
-test_hf: test_hf.c $(COMMON_H)
+test_hf: test_hf.c dev/test_util.h $(COMMON_H)
 	$(CC) $(CFLAGS) -o $@ test_hf.c $(LDLIBS)
 
 # the rendezvous (common/rendezvous.h): real processes and sockets on 127.0.0.1
@@ -205,7 +205,7 @@ clean:
 BUILD_FLAVOR := $(if $(SAN),san,plain)
 .build_flavor: FORCE
 	@echo $(BUILD_FLAVOR) | cmp -s - $@ || echo $(BUILD_FLAVOR) > $@
-train_sft train_sft_mpi dev/dist_tool test_sft test_hf test_report test_rdzv chat tok test_tok prepare test_prepare test_jinja test_template make_tasks: .build_flavor
+train_sft train_sft_mpi dev/dist_tool test_sft test_lora test_hf test_report test_rdzv chat tok test_tok prepare test_prepare test_jinja test_template make_tasks: .build_flavor
 .PHONY: FORCE
 # ---- end sanitizers ----
 

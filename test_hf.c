@@ -7,22 +7,7 @@ from the published config.json files and from the layout rules, never taken from
 the code under test. Prints "ok NAME" / "FAIL NAME: why"; exits 1 if anything failed.
 */
 #include "common/gpt2.h"
-#include <sys/wait.h>
-
-static int failures = 0;
-static char tmp_root[256];
-
-static void check(const char *name, int ok, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void check(const char *name, int ok, const char *fmt, ...) {
-    if (ok) { printf("ok %s\n", name); return; }
-    va_list ap;
-    va_start(ap, fmt);
-    printf("FAIL %s: ", name);
-    vprintf(fmt, ap);
-    printf("\n");
-    va_end(ap);
-    failures++;
-}
+#include "dev/test_util.h"
 
 static void write_text(const char *path, const char *text) { write_file_atomic(path, text, strlen(text)); }
 

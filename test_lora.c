@@ -9,39 +9,12 @@ Run from the repository root (make test does) after make train_sft.
 */
 #define SFT_NO_MAIN
 #include "train_sft.c"
-#include <sys/wait.h>
-
-static int failures = 0;
-
-static void check(const char *name, int ok, const char *fmt, ...) {
-    if (ok) { printf("ok %s\n", name); return; }
-    va_list ap;
-    va_start(ap, fmt);
-    printf("FAIL %s: ", name);
-    vprintf(fmt, ap);
-    printf("\n");
-    va_end(ap);
-    failures++;
-}
+#include "dev/test_util.h"
 
 #define REF_DIR "dev/ref"
 #define REF_DATA REF_DIR "/tiny_train.bin"
 #define REF_VAL REF_DIR "/tiny_val.bin"
 
-static char tmp_root[256];
-
-static int run(const char *cmd, char *err, size_t errn) {
-    char full[8192], errpath[512];
-    snprintf(errpath, sizeof errpath, "%s/stderr.txt", tmp_root);
-    snprintf(full, sizeof full, "%s >/dev/null 2>%s", cmd, errpath);
-    int rc = system(full);
-    if (err) {
-        err[0] = 0;
-        FILE *f = fopen(errpath, "r");
-        if (f) { size_t n = fread(err, 1, errn - 1, f); err[n] = 0; fclose(f); }
-    }
-    return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-}
 
 // A model with the PEFT adapter of dir on its base (base_model_name_or_path), for B x T.
 static void lora_model(GPT2 *m, const char *dir, int B, int T) {
@@ -568,24 +541,6 @@ static void test_bad_adapters(void) {
 }
 
 // ---- the trainer's LoRA runs -------------------------------------------------
-
-static char *read_text(const char *path) {
-    if (!path_exists(path)) return NULL;
-    size_t n;
-    return read_whole_file(path, &n);
-}
-
-// The "loss", "val_loss" and "grad_norm" fields of a metrics file, joined.
-static void loss_lines(const char *metrics, char *out, size_t n) {
-    out[0] = 0;
-    for (const char *p = metrics; p && *p; p++) {
-        if (strncmp(p, "\"loss\": ", 8) && strncmp(p, "\"val_loss\": ", 12) && strncmp(p, "\"grad_norm\": ", 13)) continue;
-        const char *e = p + strcspn(p, ",}");
-        size_t len = (size_t)(e - p);
-        if (strlen(out) + len + 2 < n) { strncat(out, p, len); strcat(out, ";"); }
-        p = e - 1;
-    }
-}
 
 static int same_file(const char *a, const char *b) {
     char *fa = NULL, *fb = NULL;

@@ -6,20 +6,7 @@ Run from the repository root (make test does).
 */
 #define SFT_NO_MAIN
 #include "train_sft.c"
-#include <sys/wait.h>
-
-static int failures = 0;
-
-static void check(const char *name, int ok, const char *fmt, ...) {
-    if (ok) { printf("ok %s\n", name); return; }
-    va_list ap;
-    va_start(ap, fmt);
-    printf("FAIL %s: ", name);
-    vprintf(fmt, ap);
-    printf("\n");
-    va_end(ap);
-    failures++;
-}
+#include "dev/test_util.h"
 
 #define REF_DIR "dev/ref"
 #define REF_MODEL REF_DIR "/tiny"
@@ -450,7 +437,6 @@ static void test_import_variants(void) {
 
 // ---- training rules, C against C ------------------------------------------
 
-static char tmp_root[256];
 
 static void write_docs(const char *path, int V, int D, const int *lens, const uint32_t *tokens, const uint8_t *mask) {
     int64_t *off = (int64_t *)xmalloc(8 * (size_t)(D + 1));
@@ -688,39 +674,6 @@ static void test_hf_round_trip(void) {
 }
 
 // ---- the program: resume and bad input --------------------------------------
-
-// Runs a shell command with stderr captured; returns the exit status.
-static int run(const char *cmd, char *err, size_t errn) {
-    char full[4096], errpath[512];
-    snprintf(errpath, sizeof errpath, "%s/stderr.txt", tmp_root);
-    snprintf(full, sizeof full, "%s >/dev/null 2>%s", cmd, errpath);
-    int rc = system(full);
-    if (err) {
-        err[0] = 0;
-        FILE *f = fopen(errpath, "r");
-        if (f) { size_t n = fread(err, 1, errn - 1, f); err[n] = 0; fclose(f); }
-    }
-    return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-}
-
-static char *read_text(const char *path) {
-    if (!path_exists(path)) return NULL;
-    size_t n;
-    return read_whole_file(path, &n);
-}
-
-// The "loss", "val_loss" and "grad_norm" fields of a metrics file, in order, joined
-// (tokens_per_s is a timing and differs between runs).
-static void loss_lines(const char *metrics, char *out, size_t n) {
-    out[0] = 0;
-    for (const char *p = metrics; p && *p; p++) {
-        if (strncmp(p, "\"loss\": ", 8) && strncmp(p, "\"val_loss\": ", 12) && strncmp(p, "\"grad_norm\": ", 13)) continue;
-        const char *e = p + strcspn(p, ",}");
-        size_t len = (size_t)(e - p);
-        if (strlen(out) + len + 2 < n) { strncat(out, p, len); strcat(out, ";"); }
-        p = e - 1;
-    }
-}
 
 // For a fresh model of descriptor `desc`; check names start with `tag`.
 static void test_resume_bit_identical(const char *tag, const char *desc) {
