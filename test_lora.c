@@ -39,17 +39,6 @@ static float *expect_tensor(const SafeTensors *st, const char *name, int64_t *nu
     return out;
 }
 
-// max |a - b| / max(max |b|, floor)
-static double rel_err(const float *a, const float *b, size_t n, double floor) {
-    double diff = 0.0, scale = floor;
-    for (size_t i = 0; i < n; i++) {
-        double d = fabs((double)a[i] - (double)b[i]);
-        if (!(d <= diff)) diff = d;
-        if (fabs((double)b[i]) > scale) scale = fabs((double)b[i]);
-    }
-    return diff / scale;
-}
-
 // The worst relative error of the adapter block x (A and B of every adapter, by PEFT
 // name) against the reference tensors "<prefix><PEFT name>".
 static double compare_adapters(const SafeTensors *st, const LoraLayout *lay, const float *x, const char *prefix, char *worst_name, size_t wn) {

@@ -39,17 +39,6 @@ static float *expect_tensor(const char *name, int64_t *numel) {
     return out;
 }
 
-// max |a - b| / max(max |b|, floor): error relative to the tensor's scale
-static double rel_err(const float *a, const float *b, size_t n, double floor) {
-    double diff = 0.0, scale = floor;
-    for (size_t i = 0; i < n; i++) {
-        double d = fabs((double)a[i] - (double)b[i]);
-        if (!(d <= diff)) diff = d;  // NaN propagates as a failure
-        if (fabs((double)b[i]) > scale) scale = fabs((double)b[i]);
-    }
-    return diff / scale;
-}
-
 static void model_from_dir(GPT2 *m, const char *dir, int B, int T) {
     memset(m, 0, sizeof *m);
     gpt2_load_hf(dir, &m->cfg, &m->params_mem, &m->params);

@@ -1,8 +1,9 @@
 // dev/test_util.h: what the C test programs (test_sft, test_lora, test_hf) share: the
 // ok/FAIL line of a check and its failure count, a scratch directory's name, running a
-// program with its stderr kept, and reading a run's metrics. Not a test framework: no
+// program with its stderr kept, reading a run's metrics, and the relative error of a tensor. Not a test framework: no
 // registration, fixtures or output besides the lines check prints.
 #pragma once
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -58,4 +59,16 @@ static void loss_lines(const char *metrics, char *out, size_t n) {
         if (strlen(out) + len + 2 < n) { strncat(out, p, len); strcat(out, ";"); }
         p = e - 1;
     }
+}
+
+// max |a - b| / max(max |b|, floor): the error relative to the tensor's scale (a NaN
+// propagates as a failure: !(d <= diff) takes it)
+static double rel_err(const float *a, const float *b, size_t n, double floor) {
+    double diff = 0.0, scale = floor;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - (double)b[i]);
+        if (!(d <= diff)) diff = d;
+        if (fabs((double)b[i]) > scale) scale = fabs((double)b[i]);
+    }
+    return diff / scale;
 }
