@@ -86,17 +86,7 @@ int main(int argc, char **argv) {
     memset(&m, 0, sizeof m);
     if (lora_is_adapter_dir(a.model)) {  // the adapter runs beside the base, as in training (no merge)
         PeftAdapterConfig pc;
-        lora_read_peft_config(a.model, &pc);
-        const char *base = a.base[0] ? a.base : pc.base;
-        if (!base[0] || !is_directory(base))
-            fatal("%s/adapter_config.json: base_model_name_or_path '%s' is not a local directory: pass the base model's directory with -F", a.model,
-                  pc.base);
-        gpt2_load_hf(base, &m.cfg, &m.params_mem, &m.params);
-        LoraConfig lc;
-        lora_config_from_peft(a.model, &pc, &m.cfg, &lc);
-        lora_layout_init(&m.lora, &m.cfg, &lc);
-        m.adapter = (float *)xmalloc((m.lora.floats ? m.lora.floats : 1) * sizeof(float));
-        lora_load_peft_weights(a.model, &m.lora, m.adapter);
+        lora_load_adapter_dir(a.model, a.base, &pc, &m.cfg, &m.params_mem, &m.params, &m.lora, &m.adapter);
     } else {
         gpt2_load_hf(a.model, &m.cfg, &m.params_mem, &m.params);
     }

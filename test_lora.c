@@ -20,13 +20,7 @@ Run from the repository root (make test does) after make train_sft.
 static void lora_model(GPT2 *m, const char *dir, int B, int T) {
     memset(m, 0, sizeof *m);
     PeftAdapterConfig pc;
-    lora_read_peft_config(dir, &pc);
-    gpt2_load_hf(pc.base, &m->cfg, &m->params_mem, &m->params);
-    LoraConfig lc;
-    lora_config_from_peft(dir, &pc, &m->cfg, &lc);
-    lora_layout_init(&m->lora, &m->cfg, &lc);
-    m->adapter = (float *)xmalloc(m->lora.floats * sizeof(float));
-    lora_load_peft_weights(dir, &m->lora, m->adapter);
+    lora_load_adapter_dir(dir, NULL, &pc, &m->cfg, &m->params_mem, &m->params, &m->lora, &m->adapter);
     gpt2_allocate(m, B, T);
 }
 

@@ -46,45 +46,6 @@ typedef struct {
     int ends[HF_EXPORT_MAX_ENDS], nends;     // generation_config.json's eos_token_id
 } HfExtras;
 
-// ---- a growable output buffer (fatal when out of memory)
-typedef struct { char *p; size_t n, cap; } HfBuf;
-
-static void hfb_put(HfBuf *b, const char *s, size_t n) {
-    if (b->n + n + 1 > b->cap) {
-        size_t nc = b->cap ? b->cap : 1024;
-        while (nc < b->n + n + 1) nc *= 2;
-        char *p = (char *)realloc(b->p, nc);
-        if (!p) fatal("out of memory building an export file (%zu bytes)", nc);
-        b->p = p; b->cap = nc;
-    }
-    memcpy(b->p + b->n, s, n);
-    b->n += n;
-    b->p[b->n] = 0;
-}
-static void hfb_puts(HfBuf *b, const char *s) { hfb_put(b, s, strlen(s)); }
-static void hfb_printf(HfBuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void hfb_printf(HfBuf *b, const char *fmt, ...) {
-    char tmp[256];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
-    va_end(ap);
-    hfb_put(b, tmp, (size_t)n < sizeof tmp ? (size_t)n : sizeof tmp - 1);
-}
-
-// s[0..n) as a JSON string: quotes, backslashes and control characters escaped.
-static void hfb_json_string(HfBuf *b, const char *s, size_t n) {
-    hfb_put(b, "\"", 1);
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c == '"' || c == '\\') { hfb_put(b, "\\", 1); hfb_put(b, s + i, 1); }
-        else if (c == '\n') hfb_puts(b, "\\n");
-        else if (c < 0x20) hfb_printf(b, "\\u%04x", c);
-        else hfb_put(b, s + i, 1);
-    }
-    hfb_put(b, "\"", 1);
-}
-
 // ---- the members of a JSON object's text, for rewriting a few and keeping the rest
 // as written (json_parse has checked the text before these read it).
 
@@ -142,59 +103,59 @@ static int hfj_key_is_(const HfMember *m, const char *key) {
 
 // The object s[0..n) with members set: each keys[k] gets values[k] (JSON text)
 // where it is, or is appended at the end; the others stay as written.
-static void hfj_object_with_(HfBuf *out, const char *s, size_t n, const char *const *keys, const char *const *values, int nk) {
+static void hfj_object_with_(JsonBuf *out, const char *s, size_t n, const char *const *keys, const char *const *values, int nk) {
     int count;
     HfMember *m = hfj_members_(s, n, &count);
     int done[16] = {0};
-    hfb_puts(out, "{");
+    json_buf_puts(out, "{");
     for (int i = 0; i < count; i++) {
         const char *v = m[i].value;
         size_t vl = m[i].value_len;
         for (int k = 0; k < nk; k++)
             if (hfj_key_is_(&m[i], keys[k])) { v = values[k]; vl = strlen(v); done[k] = 1; }
-        hfb_puts(out, i ? ",\n  " : "\n  ");
-        hfb_put(out, m[i].key, m[i].key_len);
-        hfb_puts(out, ": ");
-        hfb_put(out, v, vl);
+        json_buf_puts(out, i ? ",\n  " : "\n  ");
+        json_buf_put(out, m[i].key, m[i].key_len);
+        json_buf_puts(out, ": ");
+        json_buf_put(out, v, vl);
     }
     for (int k = 0; k < nk; k++) {
         if (done[k]) continue;
-        hfb_puts(out, count || k ? ",\n  " : "\n  ");
-        hfb_json_string(out, keys[k], strlen(keys[k]));
-        hfb_puts(out, ": ");
-        hfb_puts(out, values[k]);
+        json_buf_puts(out, count || k ? ",\n  " : "\n  ");
+        json_buf_string(out, keys[k], strlen(keys[k]));
+        json_buf_puts(out, ": ");
+        json_buf_puts(out, values[k]);
         count++;
     }
-    hfb_puts(out, "\n}\n");
+    json_buf_puts(out, "\n}\n");
     free(m);
 }
 
 // A container's text v[0..n) ("[...]" or "{...}") with items (JSON text of
 // comma-separated items, "" = none) appended before its closing bracket.
-static void hfj_container_with_(HfBuf *out, const char *v, size_t n, const char *items) {
+static void hfj_container_with_(JsonBuf *out, const char *v, size_t n, const char *items) {
     size_t close = n - 1, end = close;
     while (end > 1 && strchr(" \t\r\n", v[end - 1])) end--;
-    hfb_put(out, v, end);
+    json_buf_put(out, v, end);
     if (items[0]) {
-        if (hfj_space_(v, close, 1) < close) hfb_puts(out, ",");
-        hfb_puts(out, items);
-        hfb_puts(out, "\n");
+        if (hfj_space_(v, close, 1) < close) json_buf_puts(out, ",");
+        json_buf_puts(out, items);
+        json_buf_puts(out, "\n");
     }
-    hfb_put(out, v + end, n - end);
+    json_buf_put(out, v + end, n - end);
 }
 
 // ---- the built-in chat formats as Jinja templates
 
 // s as a Jinja string literal ('...' with Python's escapes).
-static void hfb_jinja_string_(HfBuf *b, const char *s) {
-    hfb_put(b, "'", 1);
+static void hfb_jinja_string_(JsonBuf *b, const char *s) {
+    json_buf_put(b, "'", 1);
     for (; *s; s++) {
-        if (*s == '\'' || *s == '\\') { hfb_put(b, "\\", 1); hfb_put(b, s, 1); }
-        else if (*s == '\n') hfb_puts(b, "\\n");
-        else if (*s == '\r') hfb_puts(b, "\\r");
-        else hfb_put(b, s, 1);
+        if (*s == '\'' || *s == '\\') { json_buf_put(b, "\\", 1); json_buf_put(b, s, 1); }
+        else if (*s == '\n') json_buf_puts(b, "\\n");
+        else if (*s == '\r') json_buf_puts(b, "\\r");
+        else json_buf_put(b, s, 1);
     }
-    hfb_put(b, "'", 1);
+    json_buf_put(b, "'", 1);
 }
 
 // The chat template that renders conversations as format f does (data/chat_template.h),
@@ -207,34 +168,34 @@ static void hfb_jinja_string_(HfBuf *b, const char *s) {
 // does, a content's edges can tokenize otherwise than the format's pieces apart where
 // unusual whitespace meets the role separator: data/chat_template.h.)
 static char *hf_builtin_template(const ChatFormat *f, const char *default_system) {
-    HfBuf b = {NULL, 0, 0};
+    JsonBuf b = {NULL, 0, 0};
     char head[256];
     snprintf(head, sizeof head, "%s%s", f->role_end ? f->role_end : "", f->role_sep);
-    if (f->bos) { hfb_puts(&b, "{{ "); hfb_jinja_string_(&b, f->bos); hfb_puts(&b, " }}"); }
+    if (f->bos) { json_buf_puts(&b, "{{ "); hfb_jinja_string_(&b, f->bos); json_buf_puts(&b, " }}"); }
     if (default_system) {
         size_t n = strlen(default_system);
         const char *sys = f->trim ? py_strip_span(default_system, &n) : default_system;
         char *copy = (char *)xmalloc(n + 1);
         memcpy(copy, sys, n);
         copy[n] = 0;
-        hfb_puts(&b, "{% if messages | length == 0 or messages[0]['role'] != 'system' %}{{ ");
-        hfb_jinja_string_(&b, f->turn_start); hfb_puts(&b, " + 'system' + ");
-        hfb_jinja_string_(&b, head); hfb_puts(&b, " + ");
-        hfb_jinja_string_(&b, copy); hfb_puts(&b, " + ");
-        hfb_jinja_string_(&b, f->turn_end); hfb_puts(&b, " + ");
-        hfb_jinja_string_(&b, f->turn_sep); hfb_puts(&b, " }}{% endif %}");
+        json_buf_puts(&b, "{% if messages | length == 0 or messages[0]['role'] != 'system' %}{{ ");
+        hfb_jinja_string_(&b, f->turn_start); json_buf_puts(&b, " + 'system' + ");
+        hfb_jinja_string_(&b, head); json_buf_puts(&b, " + ");
+        hfb_jinja_string_(&b, copy); json_buf_puts(&b, " + ");
+        hfb_jinja_string_(&b, f->turn_end); json_buf_puts(&b, " + ");
+        hfb_jinja_string_(&b, f->turn_sep); json_buf_puts(&b, " }}{% endif %}");
         free(copy);
     }
-    hfb_puts(&b, "{% for message in messages %}{{ ");
-    hfb_jinja_string_(&b, f->turn_start); hfb_puts(&b, " + message['role'] + ");
+    json_buf_puts(&b, "{% for message in messages %}{{ ");
+    hfb_jinja_string_(&b, f->turn_start); json_buf_puts(&b, " + message['role'] + ");
     hfb_jinja_string_(&b, head);
-    hfb_puts(&b, f->trim ? " + (message['content'] | trim) + " : " + message['content'] + ");
-    hfb_jinja_string_(&b, f->turn_end); hfb_puts(&b, " + ");
-    hfb_jinja_string_(&b, f->turn_sep); hfb_puts(&b, " }}{% endfor %}{% if add_generation_prompt %}{{ ");
-    hfb_jinja_string_(&b, f->turn_start); hfb_puts(&b, " + 'assistant' + ");
-    hfb_jinja_string_(&b, head); hfb_puts(&b, " }}");
-    if (f->end_chats) { hfb_puts(&b, "{% else %}{{ "); hfb_jinja_string_(&b, f->end); hfb_puts(&b, " }}"); }
-    hfb_puts(&b, "{% endif %}");
+    json_buf_puts(&b, f->trim ? " + (message['content'] | trim) + " : " + message['content'] + ");
+    hfb_jinja_string_(&b, f->turn_end); json_buf_puts(&b, " + ");
+    hfb_jinja_string_(&b, f->turn_sep); json_buf_puts(&b, " }}{% endfor %}{% if add_generation_prompt %}{{ ");
+    hfb_jinja_string_(&b, f->turn_start); json_buf_puts(&b, " + 'assistant' + ");
+    hfb_jinja_string_(&b, head); json_buf_puts(&b, " }}");
+    if (f->end_chats) { json_buf_puts(&b, "{% else %}{{ "); hfb_jinja_string_(&b, f->end); json_buf_puts(&b, " }}"); }
+    json_buf_puts(&b, "{% endif %}");
     return b.p;
 }
 
@@ -311,11 +272,11 @@ static void hf_add_json_ends(HfExtras *x, const JsonValue *v, const char *path) 
     }
 }
 
-static void hf_ids_json(HfBuf *b, const int *ids, int n) {
-    if (n == 1) { hfb_printf(b, "%d", ids[0]); return; }
-    hfb_puts(b, "[");
-    for (int k = 0; k < n; k++) hfb_printf(b, "%s%d", k ? ", " : "", ids[k]);
-    hfb_puts(b, "]");
+static void hf_ids_json(JsonBuf *b, const int *ids, int n) {
+    if (n == 1) { json_buf_printf(b, "%d", ids[0]); return; }
+    json_buf_puts(b, "[");
+    for (int k = 0; k < n; k++) json_buf_printf(b, "%s%d", k ? ", " : "", ids[k]);
+    json_buf_puts(b, "]");
 }
 
 // generation_config.json: model_dir's (NULL: none) with eos_token_id extended by the
@@ -336,9 +297,9 @@ static void hf_prepare_generation_config(HfExtras *x, const char *model_dir, con
     for (int k = 0; k < ndata; k++) hf_add_end(x, data_ends[k]);
     for (int k = 0; k < x->nends; k++)
         if (x->ends[k] >= cfg->V) fatal("%s: end-of-turn id %d is not below the model's vocabulary of %d", path, x->ends[k], cfg->V);
-    HfBuf ids = {NULL, 0, 0}, out = {NULL, 0, 0};
+    JsonBuf ids = {NULL, 0, 0}, out = {NULL, 0, 0};
     if (x->nends) hf_ids_json(&ids, x->ends, x->nends);
-    else hfb_puts(&ids, "null");
+    else json_buf_puts(&ids, "null");
     char bos[16];
     snprintf(bos, sizeof bos, "%d", cfg->bos_id);
     if (src) {
@@ -348,9 +309,9 @@ static void hf_prepare_generation_config(HfExtras *x, const char *model_dir, con
         json_free(&doc);
         free(src);
     } else if (x->nends || cfg->bos_id >= 0) {
-        hfb_puts(&out, "{\n");
-        if (cfg->bos_id >= 0) hfb_printf(&out, "  \"bos_token_id\": %d,\n", cfg->bos_id);
-        hfb_printf(&out, "  \"eos_token_id\": %s\n}\n", ids.p);
+        json_buf_puts(&out, "{\n");
+        if (cfg->bos_id >= 0) json_buf_printf(&out, "  \"bos_token_id\": %d,\n", cfg->bos_id);
+        json_buf_printf(&out, "  \"eos_token_id\": %s\n}\n", ids.p);
     }
     free(ids.p);
     if (out.p) hf_extras_add(x, "generation_config.json", out.p, out.n);
@@ -369,11 +330,11 @@ static int hf_chat_token_ids(const ChatTokens *ct, int ids[5]) {
     return n;
 }
 
-static void hf_added_token_json(HfBuf *b, const BpeTokenizer *t, int id, int as_decoder) {
-    if (as_decoder) hfb_printf(b, "\n    \"%d\": {\n      \"content\": ", id);
-    else hfb_printf(b, "\n    {\n      \"id\": %d,\n      \"content\": ", id);
-    hfb_json_string(b, t->tok_data + t->tok_off[id], (size_t)t->tok_len[id]);
-    hfb_puts(b, ",\n      \"single_word\": false,\n      \"lstrip\": false,\n      \"rstrip\": false,\n"
+static void hf_added_token_json(JsonBuf *b, const BpeTokenizer *t, int id, int as_decoder) {
+    if (as_decoder) json_buf_printf(b, "\n    \"%d\": {\n      \"content\": ", id);
+    else json_buf_printf(b, "\n    {\n      \"id\": %d,\n      \"content\": ", id);
+    json_buf_string(b, t->tok_data + t->tok_off[id], (size_t)t->tok_len[id]);
+    json_buf_puts(b, ",\n      \"single_word\": false,\n      \"lstrip\": false,\n      \"rstrip\": false,\n"
                 "      \"normalized\": false,\n      \"special\": true\n    }");
 }
 
@@ -413,14 +374,14 @@ static void hf_prepare_tokenizer(HfExtras *x, const char *tok_path, const BpeTok
         }
         json_free(&doc);
         if (nmissing) {
-            HfBuf items = {NULL, 0, 0}, arr = {NULL, 0, 0}, out = {NULL, 0, 0};
-            for (int k = 0; k < nmissing; k++) { if (k) hfb_puts(&items, ","); hf_added_token_json(&items, tok, missing[k], 0); }
+            JsonBuf items = {NULL, 0, 0}, arr = {NULL, 0, 0}, out = {NULL, 0, 0};
+            for (int k = 0; k < nmissing; k++) { if (k) json_buf_puts(&items, ","); hf_added_token_json(&items, tok, missing[k], 0); }
             int count;
             HfMember *m = hfj_members_(text, len, &count);
             const HfMember *a = NULL;
             for (int i = 0; i < count; i++) if (hfj_key_is_(&m[i], "added_tokens")) a = &m[i];
             if (a) hfj_container_with_(&arr, a->value, a->value_len, items.p);
-            else { hfb_puts(&arr, "["); hfb_puts(&arr, items.p); hfb_puts(&arr, "\n]"); }
+            else { json_buf_puts(&arr, "["); json_buf_puts(&arr, items.p); json_buf_puts(&arr, "\n]"); }
             const char *keys[1] = {"added_tokens"}, *values[1] = {arr.p};
             hfj_object_with_(&out, text, len, keys, values, 1);
             free(m); free(items.p); free(arr.p); free(text);
@@ -436,23 +397,23 @@ static void hf_prepare_tokenizer(HfExtras *x, const char *tok_path, const BpeTok
         char *merges = hf_read_bounded(dir, openai ? "vocab.bpe" : "merges.txt", HF_EXPORT_MAX_FILE, &len);
         if (!merges) fatal("%s: no merges.txt or vocab.bpe beside the vocabulary", tok_path);
         hf_extras_add(x, "merges.txt", merges, len);
-        HfBuf added = {NULL, 0, 0};
+        JsonBuf added = {NULL, 0, 0};
         for (int k = 0; k < nchat; k++) {
             missing[nmissing++] = chat[k];  // GPT-2's files list no added tokens: all go to added_tokens_decoder
             if (chat[k] < loaded) continue;
             char buf[512];
-            hfb_puts(&added, added.n ? ",\n  " : "{\n  ");
+            json_buf_puts(&added, added.n ? ",\n  " : "{\n  ");
             hf_token_text_(tok, chat[k], buf, sizeof buf);
-            hfb_json_string(&added, buf, strlen(buf));
-            hfb_printf(&added, ": %d", chat[k]);
+            json_buf_string(&added, buf, strlen(buf));
+            json_buf_printf(&added, ": %d", chat[k]);
         }
-        if (added.n) { hfb_puts(&added, "\n}\n"); hf_extras_add(x, "added_tokens.json", added.p, added.n); }
+        if (added.n) { json_buf_puts(&added, "\n}\n"); hf_extras_add(x, "added_tokens.json", added.p, added.n); }
     }
     // tokenizer_config.json
     char *tmpl = ct->tmpl ? NULL : hf_builtin_template(ct->f, ct->default_system);
-    HfBuf chat_template = {NULL, 0, 0}, decoder = {NULL, 0, 0}, out = {NULL, 0, 0};
-    if (ct->tmpl) hfb_json_string(&chat_template, ct->tmpl->source, ct->tmpl->source_len);
-    else hfb_json_string(&chat_template, tmpl, strlen(tmpl));
+    JsonBuf chat_template = {NULL, 0, 0}, decoder = {NULL, 0, 0}, out = {NULL, 0, 0};
+    if (ct->tmpl) json_buf_string(&chat_template, ct->tmpl->source, ct->tmpl->source_len);
+    else json_buf_string(&chat_template, tmpl, strlen(tmpl));
     free(tmpl);
     char *src = hf_read_bounded(dir, "tokenizer_config.json", HF_EXPORT_MAX_FILE, &len);
     JsonDoc doc;
@@ -462,12 +423,12 @@ static void hf_prepare_tokenizer(HfExtras *x, const char *tok_path, const BpeTok
         dec = json_get(doc.root, "added_tokens_decoder");
         if (dec && dec->type != JSON_OBJECT) fatal("%s/tokenizer_config.json: added_tokens_decoder must be an object", dir);
     }
-    HfBuf items = {NULL, 0, 0};
+    JsonBuf items = {NULL, 0, 0};
     for (int k = 0, first = 1; k < nmissing; k++) {
         char key[16];
         snprintf(key, sizeof key, "%d", missing[k]);
         if (dec && json_get(dec, key)) continue;
-        if (!first) hfb_puts(&items, ",");
+        if (!first) json_buf_puts(&items, ",");
         hf_added_token_json(&items, tok, missing[k], 1);
         first = 0;
     }
@@ -480,9 +441,9 @@ static void hf_prepare_tokenizer(HfExtras *x, const char *tok_path, const BpeTok
         hf_token_text_(tok, ct->bos >= 0 ? ct->bos : ct->end, bos_text, sizeof bos_text);
         hf_token_text_(tok, ct->end, eos_text, sizeof eos_text);
     }
-    HfBuf bos = {NULL, 0, 0}, eos = {NULL, 0, 0};
-    hfb_json_string(&bos, bos_text, strlen(bos_text));
-    hfb_json_string(&eos, eos_text, strlen(eos_text));
+    JsonBuf bos = {NULL, 0, 0}, eos = {NULL, 0, 0};
+    json_buf_string(&bos, bos_text, strlen(bos_text));
+    json_buf_string(&eos, eos_text, strlen(eos_text));
     const char *keys[8], *values[8];
     int nk = 0;
     keys[nk] = "chat_template"; values[nk++] = chat_template.p;
@@ -493,7 +454,7 @@ static void hf_prepare_tokenizer(HfExtras *x, const char *tok_path, const BpeTok
             const HfMember *a = NULL;
             for (int i = 0; i < count; i++) if (hfj_key_is_(&m[i], "added_tokens_decoder")) a = &m[i];
             if (a) hfj_container_with_(&decoder, a->value, a->value_len, items.p);
-            else { hfb_puts(&decoder, "{"); hfb_puts(&decoder, items.p); hfb_puts(&decoder, "\n  }"); }
+            else { json_buf_puts(&decoder, "{"); json_buf_puts(&decoder, items.p); json_buf_puts(&decoder, "\n  }"); }
             free(m);
             keys[nk] = "added_tokens_decoder"; values[nk++] = decoder.p;
         }
@@ -505,7 +466,7 @@ static void hf_prepare_tokenizer(HfExtras *x, const char *tok_path, const BpeTok
     } else {
         char max_len[32], *fresh = (char *)"{}";
         snprintf(max_len, sizeof max_len, "%d", cfg->maxT);
-        hfb_puts(&decoder, "{"); hfb_puts(&decoder, items.p ? items.p : ""); hfb_puts(&decoder, "\n  }");
+        json_buf_puts(&decoder, "{"); json_buf_puts(&decoder, items.p ? items.p : ""); json_buf_puts(&decoder, "\n  }");
         keys[nk] = "added_tokens_decoder"; values[nk++] = decoder.p;
         if (bos_text[0]) { keys[nk] = "bos_token"; values[nk++] = bos.p; }
         if (eos_text[0]) { keys[nk] = "eos_token"; values[nk++] = eos.p; keys[nk] = "unk_token"; values[nk++] = eos.p; }

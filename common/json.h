@@ -1,4 +1,5 @@
-// json.h: a small, strict JSON parser (RFC 8259) for hostile input.
+// json.h: a small, strict JSON parser (RFC 8259) for hostile input, and the two
+// pieces the writers of JSON files share (a growable buffer, string literals).
 //
 // Used for Hugging Face config.json and safetensors headers, tokenizer files and
 // JSONL datasets. The whole text is parsed into a tree of JsonValue nodes; every
@@ -23,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "utf8.h"
+#include "util.h"
 
 #define JSON_MAX_DEPTH 512
 
@@ -321,6 +323,45 @@ static int json_int64(const JsonValue *v, int64_t *out) {
     }
     *out = neg ? -acc : acc;
     return 0;
+}
+
+// ---- writing JSON text: a growable buffer (fatal when out of memory) and string literals
+typedef struct { char *p; size_t n, cap; } JsonBuf;
+
+static void json_buf_put(JsonBuf *b, const char *s, size_t n) {
+    if (b->n + n + 1 > b->cap) {
+        size_t nc = b->cap ? b->cap : 1024;
+        while (nc < b->n + n + 1) nc *= 2;
+        char *p = (char *)realloc(b->p, nc);
+        if (!p) fatal("out of memory building JSON text (%zu bytes)", nc);
+        b->p = p; b->cap = nc;
+    }
+    memcpy(b->p + b->n, s, n);
+    b->n += n;
+    b->p[b->n] = 0;
+}
+static void json_buf_puts(JsonBuf *b, const char *s) { json_buf_put(b, s, strlen(s)); }
+static void json_buf_printf(JsonBuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void json_buf_printf(JsonBuf *b, const char *fmt, ...) {
+    char tmp[256];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
+    va_end(ap);
+    json_buf_put(b, tmp, (size_t)n < sizeof tmp ? (size_t)n : sizeof tmp - 1);
+}
+
+// s[0..n) as a JSON string: quotes, backslashes and control characters escaped.
+static void json_buf_string(JsonBuf *b, const char *s, size_t n) {
+    json_buf_put(b, "\"", 1);
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c == '"' || c == '\\') { json_buf_put(b, "\\", 1); json_buf_put(b, s + i, 1); }
+        else if (c == '\n') json_buf_puts(b, "\\n");
+        else if (c < 0x20) json_buf_printf(b, "\\u%04x", c);
+        else json_buf_put(b, s + i, 1);
+    }
+    json_buf_put(b, "\"", 1);
 }
 
 #endif

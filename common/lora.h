@@ -332,40 +332,27 @@ static void lora_peft_name(const LoraAdapter *a, char which, char *buf, size_t n
     snprintf(buf, n, "base_model.model.%s.lora_%c.weight", path, which);
 }
 
-// A JSON string literal of s (quotes and backslashes escaped, control characters as \u00XX).
-static void lora_json_string(char *out, size_t n, const char *s) {
-    size_t k = 0;
-    if (n < 3) { if (n) out[0] = 0; return; }
-    out[k++] = '"';
-    for (; *s && k + 8 < n; s++) {
-        unsigned char ch = (unsigned char)*s;
-        if (ch == '"' || ch == '\\') { out[k++] = '\\'; out[k++] = (char)ch; }
-        else if (ch < 0x20) k += (size_t)snprintf(out + k, n - k, "\\u%04x", ch);
-        else out[k++] = (char)ch;
-    }
-    out[k++] = '"';
-    out[k] = 0;
-}
-
 // Writes dir/adapter_config.json and dir/adapter_model.safetensors (each atomically:
 // a temporary name, then renamed). base: the base model's directory (base_model_name_or_path).
 static void lora_save_peft(const char *dir, const GPT2Config *c, const LoraLayout *lay, const float *mem, const char *base) {
     const LoraConfig *lc = &lay->lc;
-    char targets[512] = "", alpha[32], dropout[32], base_json[4200], path[4200];
+    char targets[512] = "", alpha[32], dropout[32], path[4200];
     size_t tl = 0;
     for (int m = 0; m < LORA_NUM_MODULES; m++)  // in module order; GPT-2's c_proj (both modules) once
         if (((lc->targets >> m) & 1) && m != LORA_MLP_C_PROJ)
             tl += (size_t)snprintf(targets + tl, sizeof targets - tl, "%s\"%s\"", tl ? ", " : "", LORA_MODULES[m].target);
     hf_json_float(alpha, sizeof alpha, lc->alpha);
     hf_json_float(dropout, sizeof dropout, lc->dropout);
-    lora_json_string(base_json, sizeof base_json, base);
+    JsonBuf base_json = {NULL, 0, 0};
+    json_buf_string(&base_json, base, strlen(base));
     char json[8192];
     int len = snprintf(json, sizeof json,
         "{\n  \"base_model_name_or_path\": %s,\n  \"bias\": \"none\",\n  \"fan_in_fan_out\": %s,\n  \"inference_mode\": true,\n"
         "  \"init_lora_weights\": true,\n  \"lora_alpha\": %s,\n  \"lora_dropout\": %s,\n  \"modules_to_save\": null,\n"
         "  \"peft_type\": \"LORA\",\n  \"r\": %d,\n  \"target_modules\": [%s],\n  \"task_type\": \"CAUSAL_LM\",\n  \"use_dora\": false,\n"
         "  \"use_rslora\": %s\n}\n",
-        base_json, is_llama_family(c) ? "false" : "true", alpha, dropout, lc->rank, targets, lc->rslora ? "true" : "false");
+        base_json.p, is_llama_family(c) ? "false" : "true", alpha, dropout, lc->rank, targets, lc->rslora ? "true" : "false");
+    free(base_json.p);
     if (len < 0 || (size_t)len >= sizeof json) fatal("%s: adapter_config.json too long", dir);
     snprintf(path, sizeof path, "%s/adapter_config.json", dir);
     write_file_atomic(path, json, (size_t)len);
@@ -532,6 +519,25 @@ static void lora_load_peft_weights(const char *dir, const LoraLayout *lay, float
     for (size_t k = 0; k < lay->floats; k++)
         if (!isfinite(mem[k])) fatal("%s: the adapter holds NaN or Inf", path);
     st_close(&st);
+}
+
+// A PEFT adapter directory on its base: the base (base_dir, e.g. -F; NULL or "" = the
+// adapter's base_model_name_or_path, which must then be a local directory) loaded into
+// cfg/params_mem/params, the adapter's layout into lay and its weights into *adapter
+// (malloc'ed). pc: what adapter_config.json says. Returns the base directory used.
+static const char *lora_load_adapter_dir(const char *dir, const char *base_dir, PeftAdapterConfig *pc, GPT2Config *cfg, float **params_mem,
+                                         ParamTensors *params, LoraLayout *lay, float **adapter) {
+    lora_read_peft_config(dir, pc);
+    const char *base = base_dir && base_dir[0] ? base_dir : pc->base;
+    if (!base[0] || !is_directory(base))
+        fatal("%s/adapter_config.json: base_model_name_or_path '%s' is not a local directory: pass the base model's directory with -F", dir, pc->base);
+    gpt2_load_hf(base, cfg, params_mem, params);
+    LoraConfig lc;
+    lora_config_from_peft(dir, pc, cfg, &lc);
+    lora_layout_init(lay, cfg, &lc);
+    *adapter = (float *)xmalloc((lay->floats ? lay->floats : 1) * sizeof(float));
+    lora_load_peft_weights(dir, lay, *adapter);
+    return base;
 }
 
 #endif

@@ -544,18 +544,9 @@ static void lora_base_path(const char *dir, char *out, size_t n) {
 // base_model_name_or_path), then the adapter on it.
 static void setup_adapter(const char *prog, const TrainArgs *a, RunSetup *r, const char *dir) {
     PeftAdapterConfig pc;
-    lora_read_peft_config(dir, &pc);
-    const char *base = a->lora.base[0] ? a->lora.base : pc.base;
-    if (!base[0] || !is_directory(base))
-        fatal("%s/adapter_config.json: base_model_name_or_path '%s' is not a local directory: pass the base model's directory with -F", dir, pc.base);
+    const char *base = lora_load_adapter_dir(dir, a->lora.base, &pc, &r->cfg, &r->params, &r->p, &r->lora, &r->adapter);
     if (a->lora.rank && a->lora.rank != pc.rank)
         usage_error(prog, "-A %d differs from the rank r = %d of the adapter %s (its adapter_config.json sets the LoRA settings)", a->lora.rank, pc.rank, dir);
-    gpt2_load_hf(base, &r->cfg, &r->params, &r->p);
-    LoraConfig lc;
-    lora_config_from_peft(dir, &pc, &r->cfg, &lc);
-    lora_layout_init(&r->lora, &r->cfg, &lc);
-    r->adapter = (float *)xmalloc((r->lora.floats ? r->lora.floats : 1) * sizeof(float));
-    lora_load_peft_weights(dir, &r->lora, r->adapter);
     lora_base_path(base, r->lora_base, sizeof r->lora_base);
 }
 

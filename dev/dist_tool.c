@@ -52,16 +52,10 @@ static double max_rel_diff(const GPT2Config *c, const float *a, const float *b, 
 // must be those of `want`, or of the file itself when want is NULL).
 static float *load_lora_checkpoint(const char *dir, LoraLayout *lay, TrainState *s, float **m, float **v, StateLora *lo, const StateLora *want) {
     PeftAdapterConfig pc;
-    lora_read_peft_config(dir, &pc);
     GPT2Config c;
-    float *base;
+    float *base, *x;
     ParamTensors p;
-    gpt2_load_hf(pc.base, &c, &base, &p);
-    LoraConfig lc;
-    lora_config_from_peft(dir, &pc, &c, &lc);
-    lora_layout_init(lay, &c, &lc);
-    float *x = (float *)xmalloc(lay->floats * 4);
-    lora_load_peft_weights(dir, lay, x);
+    lora_load_adapter_dir(dir, NULL, &pc, &c, &base, &p, lay, &x);
     char path[4200];
     snprintf(path, sizeof path, "%s/state.bin", dir);
     size_t len;
