@@ -136,6 +136,60 @@ static void test_gemm(void) {
     check("gemm_matches_double_loop", worst < 1e-6, "worst error %.3g (relative to max |C|, per sqrt(K))", worst);
 }
 
+// ---- the gemm's arithmetic, exactly: the same on every machine with FMA units ----
+// Each element is a chain of single-rounding FMAs over each KC block of K, in order,
+// then one add of the block into C. C's fmaf computes the same thing one element at a
+// time, so an AVX-512 and an AVX2 build (different tiles and vector widths) both match
+// it bit for bit. (A build without FMA units rounds twice and is exempt.)
+static void test_gemm_bitwise(void) {
+#if defined(__FMA__) || defined(__AVX512F__)
+    int shapes[][3] = {{7, 45, 600}, {13, 33, 256}, {1, 5, 1}};
+    long mismatches = 0, total = 0;
+    for (int sh = 0; sh < 3; sh++) {
+        int M = shapes[sh][0], N = shapes[sh][1], K = shapes[sh][2];
+        float *A = (float *)xmalloc((size_t)M * K * 4), *B = (float *)xmalloc((size_t)K * N * 4), *C = (float *)xmalloc((size_t)M * N * 4);
+        Rng r;
+        rng_seed(&r, 100 + (uint64_t)sh);
+        for (int i = 0; i < M * K; i++) A[i] = rng_normal(&r);
+        for (int i = 0; i < K * N; i++) B[i] = rng_normal(&r);
+        for (int i = 0; i < M * N; i++) C[i] = 0.25f;
+        gemm(M, N, K, A, K, 1, B, N, 1, C, N, 1);
+        for (int i = 0; i < M; i++)
+            for (int j = 0; j < N; j++) {
+                float c = 0.25f;
+                for (int p0 = 0; p0 < K; p0 += GEMM_KC) {
+                    float block = 0.0f;
+                    for (int p = p0; p < K && p < p0 + GEMM_KC; p++) block = fmaf(A[i * K + p], B[p * N + j], block);
+                    c += block;
+                }
+                mismatches += memcmp(&c, &C[i * N + j], sizeof c) != 0;
+                total++;
+            }
+        free(A); free(B); free(C);
+    }
+    check("gemm_is_an_fma_chain_bit_for_bit", mismatches == 0, "%ld of %ld elements differ from fmaf chains over KC blocks", mismatches, total);
+#else
+    printf("skip gemm_is_an_fma_chain_bit_for_bit: built without FMA units (ARCHFLAGS has no -mfma or -march with FMA)\n");
+#endif
+}
+
+// ---- exp_vec against double-precision exp ------------------------------------
+static void test_exp_vec(void) {
+    double worst = 0.0;
+    float worst_x = 0.0f;
+    for (int i = 0; i <= 2000000; i++) {
+        float x = -87.0f + 175.0f * (float)i / 2000000.0f;
+        double e = exp((double)x);
+        float ef = (float)e, ulp = nextafterf(ef, INFINITY) - ef;
+        double err = fabs((double)exp_vec(x) - e) / ulp;
+        if (err > worst) { worst = err; worst_x = x; }
+    }
+    check("exp_vec_within_1.5_ulp", worst <= 1.5, "worst %.3f ulp at x = %g", worst, worst_x);
+    float lo = exp_vec(-1000.0f), hi = exp_vec(1000.0f), nan = exp_vec(NAN);
+    check("exp_vec_clamps_and_keeps_nan", lo >= 0.0f && lo < 2e-38f && isfinite(hi) && hi > 1e38f && isnan(nan),
+          "exp_vec(-1000) = %g, exp_vec(1000) = %g, exp_vec(nan) = %g", lo, hi, nan);
+}
+
 // ---- RoPE against hand-worked rotations ------------------------------------
 
 // One q head and one k head of HS = 4 (NH = KVH = 1, so the qkv row is [q | k | v]),
@@ -1587,6 +1641,8 @@ int main(void) {
     if (!path_exists("./train_sft")) fatal("./train_sft not found: run from the repository root after make train_sft");
     st_open(&expect, REF_EXPECT);
     test_gemm();
+    test_gemm_bitwise();
+    test_exp_vec();
     test_rope_rules();
     test_window_attention();
     test_reference_forward_backward("", REF_MODEL, 0);

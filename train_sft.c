@@ -31,12 +31,28 @@ run reproduces an uninterrupted one bit for bit.
 // (up to MB x KC) is packed once into MR-row panels shared by all threads; each
 // thread packs a KC x NC panel of B and runs a register-blocked micro-kernel over
 // MR x NR tiles with vector FMAs. Every output element sums over K in the same
-// fixed order whatever the thread count (deterministic).
+// fixed order whatever the thread count (deterministic), and with the same
+// arithmetic whatever the vector width: a chain of fused multiply-adds (one
+// rounding each) over each KC block, then one add of the block's sum into C. The
+// FMAs are intrinsics, so they do not depend on the compiler's choice to contract
+// a*b+c (the Makefile builds with -ffp-contract=off, so the rest of the trainer
+// rounds every product too, the same on every machine): an AVX-512 build and an
+// AVX2 build train bit for bit alike.
 
 #if defined(__AVX512F__)
+#include <immintrin.h>
 #define GEMM_VEC 16
-#else
+#define vfma(a, b, c) _mm512_fmadd_ps(a, b, c)   // a*b + c, rounded once
+#define vsplat(x) _mm512_set1_ps(x)
+#elif defined(__FMA__)
+#include <immintrin.h>
 #define GEMM_VEC 8
+#define vfma(a, b, c) _mm256_fmadd_ps(a, b, c)
+#define vsplat(x) _mm256_set1_ps(x)
+#else  // no FMA unit: two roundings, so results differ from the builds above
+#define GEMM_VEC 8
+#define vfma(a, b, c) ((a) * (b) + (c))
+#define vsplat(x) ((x) - (vfloat){0})   // exact, -0 included
 #endif
 #define GEMM_MR 6
 #define GEMM_NR (2 * GEMM_VEC)
@@ -94,8 +110,9 @@ static void gemm_micro(int kc, const float *restrict a, const float *restrict b,
         memcpy(&b1, b + p * GEMM_NR + GEMM_VEC, sizeof b1);
         const float *ap = a + p * GEMM_MR;
         for (int r = 0; r < GEMM_MR; r++) {
-            acc[r][0] += ap[r] * b0;
-            acc[r][1] += ap[r] * b1;
+            vfloat ar = vsplat(ap[r]);
+            acc[r][0] = vfma(ar, b0, acc[r][0]);
+            acc[r][1] = vfma(ar, b1, acc[r][1]);
         }
     }
     for (int r = 0; r < mr; r++) {
@@ -155,6 +172,27 @@ static void gemm(int M, int N, int K, const float *A, long a_rs, long a_cs, cons
             }
         }
     }
+}
+
+// ----------------------------------------------------------------------------
+// exp(x) in plain float arithmetic, which the compiler vectorizes (libm's expf is one
+// call per element, and the MLP activations were a quarter of a small model's step):
+// x = n ln2 + r with n = round(x / ln2) and |r| <= ln2/2 (ln2 split in two, Cody-Waite,
+// so n * ln2_hi is exact), exp(r) by its Taylor series to r^7 (truncation under 1e-8
+// relative), times 2^n written into the exponent bits. Within 1.2 ulp of exp over
+// [-87, 88], checked by test_sft. x is clamped to that range: exp(-87) ~ 1.6e-38 stands
+// in for smaller values, which here only ever enter a sum with a term of at least 1
+// (1 + exp(x), or a softmax's sum, whose largest term is exp(0)). NaN stays NaN.
+static inline float exp_vec(float x) {
+    x = x < -87.0f ? -87.0f : x;
+    x = x > 88.0f ? 88.0f : x;
+    float n = (x * 1.44269504f + 12582912.0f) - 12582912.0f;   // + 1.5 * 2^23 rounds to an integer
+    float r = (x - n * 0.693359375f) - n * -2.12194440e-4f;
+    float p = 1.0f + r * (1.0f + r * (1.0f / 2 + r * (1.0f / 6 + r * (1.0f / 24 + r * (1.0f / 120 + r * (1.0f / 720 + r * (1.0f / 5040)))))));
+    int32_t bits = ((int32_t)n + 127) << 23;
+    float two_n;
+    memcpy(&two_n, &bits, sizeof two_n);
+    return p * two_n;
 }
 
 // ----------------------------------------------------------------------------
@@ -360,7 +398,8 @@ static void attention_forward(float *out, float *att, const float *qkv, const in
                     if (d > mx) mx = d;
                 }
                 float sum = 0.0f;
-                for (int s = s0; s <= t; s++) { a[s] = expf(a[s] - mx); sum += a[s]; }
+                for (int s = s0; s <= t; s++) a[s] = exp_vec(a[s] - mx);
+                for (int s = s0; s <= t; s++) sum += a[s];
                 float inv = 1.0f / sum;
                 float *o = out + ((size_t)b * T + t) * A + h * HS;
                 for (int i = 0; i < HS; i++) o[i] = 0.0f;
@@ -519,12 +558,13 @@ static void rope_table(float *cos_t, float *sin_t, const float *inv_freq, int np
 // GELU, tanh approximation ("gelu_new"): 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
 #define GELU_SCALE 0.7978845608028654f
 
-// tanh(u) = 1 - 2 / (exp(2u) + 1): one expf instead of libm's slower tanhf. The
-// absolute error stays near float rounding, which is all GELU's 1 + tanh needs.
+// tanh(u) = 1 - 2 / (exp(2u) + 1): one exp instead of libm's slower tanhf, with u
+// clamped to +-15 where tanh is +-1 in float. The absolute error stays near float
+// rounding, which is all GELU's 1 + tanh needs.
 static inline float tanh_via_exp(float u) {
-    if (u > 15.0f) return 1.0f;
-    if (u < -15.0f) return -1.0f;
-    return 1.0f - 2.0f / (expf(2.0f * u) + 1.0f);
+    u = u < 15.0f ? u : 15.0f;
+    u = u > -15.0f ? u : -15.0f;
+    return 1.0f - 2.0f / (exp_vec(2.0f * u) + 1.0f);
 }
 static void gelu_forward(float *out, const float *inp, size_t N) {
 #pragma omp parallel for schedule(static)
@@ -553,7 +593,7 @@ static void swiglu_forward(float *out, const float *fch, int N, int FF) {
     for (int r = 0; r < N; r++) {
         const float *gate = fch + (size_t)r * 2 * FF, *up = gate + FF;
         float *o = out + (size_t)r * FF;
-        for (int i = 0; i < FF; i++) o[i] = gate[i] / (1.0f + expf(-gate[i])) * up[i];
+        for (int i = 0; i < FF; i++) o[i] = gate[i] / (1.0f + exp_vec(-gate[i])) * up[i];
     }
 }
 
@@ -564,7 +604,7 @@ static void swiglu_backward(float *dfch, const float *fch, const float *dout, in
         const float *gate = fch + (size_t)r * 2 * FF, *up = gate + FF, *dy = dout + (size_t)r * FF;
         float *dgate = dfch + (size_t)r * 2 * FF, *dup = dgate + FF;
         for (int i = 0; i < FF; i++) {
-            float sig = 1.0f / (1.0f + expf(-gate[i]));
+            float sig = 1.0f / (1.0f + exp_vec(-gate[i]));
             dgate[i] += dy[i] * up[i] * sig * (1.0f + gate[i] * (1.0f - sig));
             dup[i] += dy[i] * gate[i] * sig;
         }
@@ -620,7 +660,8 @@ static void crossentropy_softmax(float *logits, float *losses, const int *target
         for (int v = 0; v < V; v++) if (l[v] > mx) mx = l[v];
         float target_logit = l[targets[r]];
         double sum = 0.0;
-        for (int v = 0; v < V; v++) { l[v] = expf(l[v] - mx); sum += l[v]; }
+        for (int v = 0; v < V; v++) l[v] = exp_vec(l[v] - mx);
+        for (int v = 0; v < V; v++) sum += l[v];
         losses[r] = (float)(log(sum) + mx - target_logit);
         float inv = (float)(1.0 / sum);
         for (int v = 0; v < V; v++) l[v] *= inv;
@@ -1346,7 +1387,8 @@ static void attention_decode(float *out, float *att, const float *q, const float
             a[s] = d * scale;
             if (a[s] > mx) mx = a[s];
         }
-        for (int s = s0; s <= t; s++) { a[s] = expf(a[s] - mx); sum += a[s]; }
+        for (int s = s0; s <= t; s++) a[s] = exp_vec(a[s] - mx);
+        for (int s = s0; s <= t; s++) sum += a[s];
         float *o = out + h * HS;
         for (int i = 0; i < HS; i++) o[i] = 0.0f;
         for (int s = s0; s <= t; s++) {
