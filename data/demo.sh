@@ -4,7 +4,7 @@
 # their working written out, reversing a word and sorting its letters, as chat
 # conversations), then scores the model on 200 held-out prompts before and
 # after training, per task, and asks it a few of them with ./chat.
-# A few minutes on 2 CPU cores (docs/demo.md).
+# About two minutes of training on 2 CPU cores, three minutes in all (docs/demo.md).
 # Usage: bash data/demo.sh [OUTDIR [SEED]]   (default out/demo, seed 1337)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,7 +12,7 @@ out=${1:-out/demo}
 seed=${2:-1337}
 make -s train_sft chat
 D=data/demo
-MODEL=(-e d4c128h4t128 -z "$seed")
+MODEL=(-e d4c64h2t128 -z "$seed")
 TASKS="add subtract reverse sort"
 
 # Per-task exact match of a model on the eval set, with ./chat: prints "TASK RIGHT TOTAL"
@@ -37,7 +37,7 @@ before=$(score "$out/untrained/$(cat "$out/untrained/latest")" "$out/before.txt"
 TIMEFORMAT="%R %U %S"
 # (the held-out prompts are scored below, with ./chat, outside the timed run)
 { time ./train_sft -i $D/train.bin -j $D/val.bin "${MODEL[@]}" \
-    -b 8 -t 128 -l 3e-3 -u 40 -x 2600 -c 0.1 -v 1000 -o "$out" ; } 2> "$out/time.txt"
+    -b 8 -t 128 -l 6e-3 -u 40 -q 0 -x 4500 -c 0.1 -v 1500 -o "$out" ; } 2> "$out/time.txt"
 read -r wall user sys < <(tail -1 "$out/time.txt")
 model="$out/$(cat "$out/latest")"
 after=$(score "$model" "$out/after.txt")
