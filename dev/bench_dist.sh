@@ -3,7 +3,7 @@
 # 2 MPI ranks with the same global batch (-d), and the share of the 2-rank step spent in
 # the collectives (train_sft's closing "ranks |" line: time inside the reduce-scatter,
 # all-gather and sums, waiting for the slower rank included).
-# The demo's data and model shape (d4c128h4t128), B=8, T=128, -d = 2 micro-batches per
+# The demo's data with the earlier demo's model shape (d4c128h4t128), B=8, T=128, -d = 2 micro-batches per
 # step in all: 1 process with OMP_NUM_THREADS=2 computes both, each of 2 ranks with
 # OMP_NUM_THREADS=1 computes one. Prints every command it runs, then medians of REPEATS
 # (default 3) runs of STEPS (default 10) steps each; the two setups take turns.

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # How the CPU trainer's OpenMP settings behave when the machine is shared: times a
-# 60-step run of the demo's model (d4c128h4t128, B=16, T=128) on data/demo with
+# 60-step run of the earlier demo's model (d4c128h4t128, B=16, T=128) on data/demo with
 # each setting, as the machine is ("quiet") and next to one more busy process
 # (`yes > /dev/null`, a core's worth of load: "busy"). The settings take turns
 # within each repeat, so that they all see the same changes in the machine's load.
