@@ -186,10 +186,13 @@ static void gemm(int M, int N, int K, const float *A, long a_rs, long a_cs, cons
 static inline float exp_vec(float x) {
     x = x < -87.0f ? -87.0f : x;
     x = x > 88.0f ? 88.0f : x;
-    float n = (x * 1.44269504f + 12582912.0f) - 12582912.0f;   // + 1.5 * 2^23 rounds to an integer
+    float shifted = x * 1.44269504f + 12582912.0f;   // + 1.5 * 2^23 rounds x / ln2 to an integer n,
+    float n = shifted - 12582912.0f;                  // which sits in shifted's low mantissa bits
     float r = (x - n * 0.693359375f) - n * -2.12194440e-4f;
     float p = 1.0f + r * (1.0f + r * (1.0f / 2 + r * (1.0f / 6 + r * (1.0f / 24 + r * (1.0f / 120 + r * (1.0f / 720 + r * (1.0f / 5040)))))));
-    int32_t bits = ((int32_t)n + 127) << 23;
+    uint32_t bits;  // (n + 127) << 23 from those bits, in unsigned arithmetic (a NaN's bits too: no undefined conversion)
+    memcpy(&bits, &shifted, sizeof bits);
+    bits = (bits - 0x4B400000u + 127u) << 23;         // 0x4B400000: the bits of 1.5 * 2^23
     float two_n;
     memcpy(&two_n, &bits, sizeof two_n);
     return p * two_n;
