@@ -562,11 +562,11 @@ static void rope_table(float *cos_t, float *sin_t, const float *inv_freq, int np
 #define GELU_SCALE 0.7978845608028654f
 
 // tanh(u) = 1 - 2 / (exp(2u) + 1): one exp instead of libm's slower tanhf, with u
-// clamped to +-15 where tanh is +-1 in float. The absolute error stays near float
-// rounding, which is all GELU's 1 + tanh needs.
+// clamped to +-15 where tanh is +-1 in float (NaN passes the clamps, as in exp_vec).
+// The absolute error stays near float rounding, which is all GELU's 1 + tanh needs.
 static inline float tanh_via_exp(float u) {
-    u = u < 15.0f ? u : 15.0f;
-    u = u > -15.0f ? u : -15.0f;
+    u = u > 15.0f ? 15.0f : u;
+    u = u < -15.0f ? -15.0f : u;
     return 1.0f - 2.0f / (exp_vec(2.0f * u) + 1.0f);
 }
 static void gelu_forward(float *out, const float *inp, size_t N) {
