@@ -60,11 +60,10 @@ feature changes the first micro-batch's logits by far more than test_sft's toler
 when it is left out or misplaced (the mutations test_sft must catch: norm after RoPE,
 w instead of 1 + w, post norm after the residual add, window off by one, NoPE on the
 wrong layer, no embedding scale, 1/sqrt(head_dim) instead of query_pre_attn_scalar,
-no linear scaling, one rotary base for all layers); and the float32 computation
-lands within a fifth of test_sft's tolerances (dev/ref_llama.py's rule; the seeds were
-chosen for it), Gemma 3's within a quarter: its extra norms and GeGLU leave more
-gradient entries whose float32 rounding AdamW turns into visible steps, and none of
-80 seeds tried met a fifth (this one's closest entry is at 0.21 of the tolerance).
+no linear scaling, one rotary base for all layers); and the computation nudged by
+float32-sized rounding lands within a fifth of test_sft's tolerances, float32 itself
+within a half (dev/ref_llama.py's check_float32_lands_close; the seeds were chosen
+for it: most random models fail it).
 
 Usage: python3 dev/ref_families.py OUTDIR   (after dev/ref_gpt2.py, which writes the
 data files; .ci/run regenerates all and compares with dev/check_ref.py).
@@ -454,7 +453,7 @@ def check_finite_differences(params, cfg, name, entries):
     print("%s: finite differences agree with autograd on %d entries (worst %.3g)" % (name, len(entries), worst))
 
 
-def write_reference(out, name, cfg, params, mutations, fd_entries, margin=5):
+def write_reference(out, name, cfg, params, mutations, fd_entries):
     d = os.path.join(out, name)
     write_config(d, cfg)
     write_safetensors(os.path.join(d, "model.safetensors"), params, metadata=ST_METADATA)
@@ -464,7 +463,7 @@ def write_reference(out, name, cfg, params, mutations, fd_entries, margin=5):
     forward = lambda P, t: forward_doc(P, t, cfg)  # noqa: E731
     expect = reference_expect(forward, params)
     assert min(expect["train_grad_norm"].tolist()) > CLIP, "clipping is not active at every step"
-    check_float32_lands_close(expect, forward, params, name, margin)
+    check_float32_lands_close(expect, forward, params, name)
     write_safetensors(os.path.join(out, name + "_expect.safetensors"), expect)
     print("%s: first micro-batch loss %.6f over %d targets; grad norms %s; final loss %.6f"
           % (name, expect["loss"].item(), expect["targets"].item(),
@@ -477,16 +476,15 @@ def main():
     write_reference(out, "tiny_qwen3", QWEN3_CONFIG, init_params(QWEN3_CONFIG, 5109),
                     ["norm_after_rope", "window_plus_one"],
                     [((L % 0) + "self_attn.q_norm.weight", 3), ((L % 1) + "self_attn.k_norm.weight", 7), ("lm_head.weight", 40)])
-    write_reference(out, "tiny_smollm3", SMOLLM3_CONFIG, init_params(SMOLLM3_CONFIG, 5101),
+    write_reference(out, "tiny_smollm3", SMOLLM3_CONFIG, init_params(SMOLLM3_CONFIG, 5125),
                     ["nope_layer_moved"],
                     [((L % 0) + "self_attn.q_proj.weight", 11), ((L % 0) + "self_attn.k_proj.weight", 50), ("model.embed_tokens.weight", 100)])
-    write_reference(out, "tiny_gemma3", GEMMA3_CONFIG, init_params(GEMMA3_CONFIG, 5328),
+    write_reference(out, "tiny_gemma3", GEMMA3_CONFIG, init_params(GEMMA3_CONFIG, 5342),
                     ["norm_after_rope", "w_not_1_plus_w", "post_norm_after_add", "window_plus_one", "no_embed_scale",
                      "head_dim_scale", "no_linear_scaling", "one_rope_base"],
                     [((L % 0) + "post_attention_layernorm.weight", 5), ((L % 1) + "post_feedforward_layernorm.weight", 9),
                      ((L % 1) + "pre_feedforward_layernorm.weight", 2), ((L % 0) + "self_attn.q_norm.weight", 4),
-                     ((L % 1) + "self_attn.k_norm.weight", 1), ("model.embed_tokens.weight", 77), ("model.norm.weight", 3)],
-                    margin=4)
+                     ((L % 1) + "self_attn.k_norm.weight", 1), ("model.embed_tokens.weight", 77), ("model.norm.weight", 3)])
 
 
 if __name__ == "__main__":

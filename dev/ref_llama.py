@@ -91,11 +91,12 @@ values worked by hand; the model agrees to rounding with a second formulation in
 Meta's original layout (q/k rows permuted to interleaved pairs rotated as complex
 numbers, kv heads repeated, attention one query at a time); the llama3 scaling
 changes the logits by far more than test_sft's tolerance; clipping is active at every
-step; and the whole computation redone in float32 lands within a fifth of test_sft's
-tolerances of the float64 expectations, except final.*.k_proj.bias (Qwen2). AdamW divides by
-sqrt(v) + 1e-8, so a gradient entry that clipping leaves near 1e-8 turns float32
-rounding into a visibly different step; the seeds were chosen so that no such entry
-spoils a correct float32 trainer's comparison. Qwen2's key bias has them by design: in
+step; and the whole computation, its inputs nudged by float32-sized rounding, lands
+within a fifth of test_sft's tolerances of the float64 expectations (float32 itself
+within a half), except final.*.k_proj.bias (Qwen2). AdamW divides by sqrt(v) + 1e-8,
+so a gradient entry that clipping leaves near 1e-8 turns rounding into a visibly
+different step (check_float32_lands_close); most random models have one, and the seeds
+were chosen so that none spoils a correct float32 trainer's comparison on any machine. Qwen2's key bias has them by design: in
 the low-frequency rotary pairs (rope_theta 1e6: 3e-5 rad per position) it shifts a
 query's scores almost uniformly, which softmax ignores, so its gradient there nearly
 cancels (9e-7 against 0.07 in layer 1's) and float32 rounding moves its final values by
@@ -393,22 +394,47 @@ TEST_TOL = {"logits": 2e-5, "loss": 1e-5, "grad.": 1e-4, "train_loss": 1e-5, "tr
             "final.": 1e-5, "val_loss": 1e-5}
 
 
-def check_float32_lands_close(expect, forward, params, name, margin=5):
-    """The same computation in float32 must land within a fifth (1/margin) of test_sft's
-    tolerances. AdamW divides by sqrt(v) + 1e-8, so a gradient entry near 1e-8 after
-    clipping turns float32 rounding into a visibly different step; with an unlucky
-    random model that fails a correct float32 trainer. This rejects such a model."""
-    e32 = reference_expect(forward, params, torch.float32)
-    worst = {}
+def float32_distance(got, expect):
+    """{entry: (error relative to the reference tensor's largest entry, test_sft's tolerance)}
+    over the toleranced entries (final.*.k_proj.bias left out, as test_sft does)."""
+    out = {}
     for k, ref in expect.items():
         tol = next((t for p, t in TEST_TOL.items() if k == p or (p.endswith(".") and k.startswith(p))), None)
         if tol is None or (k.startswith("final.") and k.endswith("k_proj.bias")):
             continue
-        err = ((e32[k].double() - ref.double()).abs().max() / max(ref.double().abs().max().item(), 1e-6)).item()
-        worst[k] = err
-        assert err < tol / margin, "%s: float32 lands %.3g from the float64 %s (test_sft allows %g)" % (name, err, k, tol)
-    k = max(worst, key=lambda k: worst[k] / next(t for p, t in TEST_TOL.items() if k.startswith(p)))
-    print("%s: float32 lands within 1/%g of test_sft's tolerances (closest: %s at %.3g)" % (name, margin, k, worst[k]))
+        out[k] = (((got[k].double() - ref.double()).abs().max() / max(ref.double().abs().max().item(), 1e-6)).item(), tol)
+    return out
+
+
+def check_float32_lands_close(expect, forward, params, name, margin=5, nudges=4):
+    """A correct float32 trainer must pass test_sft on every machine with a wide margin.
+    AdamW divides by sqrt(v) + 1e-8, so a gradient entry that clipping leaves near 1e-8
+    turns rounding into a visibly different step, and an unlucky random model fails a
+    correct trainer. Where float32 rounds differs from machine to machine (PyTorch's own
+    kernels sum in other orders with AVX-512, AVX2 or none: tiny_llama from the earlier
+    seed 4325 landed 1.2e-6 from the float64 result on an AVX2 machine, 2.8e-6 there
+    with ATEN_CPU_CAPABILITY=default and 4e-6 on CI's machine), so one float32 run is a
+    sample, not a bound. The
+    machine-independent test: NUDGES float64 runs from the parameters each multiplied by
+    (1 + 2^-24 z), z standard normal from a fixed seed (one float32 rounding of every
+    input), must all land within 1/margin of test_sft's tolerances; on tiny_llama 4325
+    they spread from 0.95e-6 to 2.9e-6, as the float32 runs did. This machine's float32
+    run itself must land within half the tolerance. Most random models fail (3 of the
+    40 Llama seeds after 4325 passed); the worst miss test_sft's tolerance itself 30-fold."""
+    worst = {}
+    g = torch.Generator().manual_seed(0)
+    for i in range(nudges):
+        nudged = {k: v.double() * (1 + 2.0 ** -24 * torch.randn(v.shape, generator=g, dtype=torch.float64))
+                  for k, v in params.items()}
+        for k, (err, tol) in float32_distance(reference_expect(forward, nudged), expect).items():
+            assert err < tol / margin, "%s: nudged by 2^-24, lands %.3g from the float64 %s (test_sft allows %g)" % (name, err, k, tol)
+            worst[k] = max(worst.get(k, 0.0), err / tol)
+    for k, (err, tol) in float32_distance(reference_expect(forward, params, torch.float32), expect).items():
+        assert err < tol / 2, "%s: float32 lands %.3g from the float64 %s (test_sft allows %g)" % (name, err, k, tol)
+        worst[k] = max(worst[k], err / tol)
+    k = max(worst, key=worst.get)
+    print("%s: float32 and %d nudged runs land within 1/%.3g of test_sft's tolerances (closest: %s)"
+          % (name, nudges, 1 / worst[k], k))
 
 
 def write_model_reference(out, name, cfg, params):
@@ -424,7 +450,7 @@ def write_model_reference(out, name, cfg, params):
 
 def main():
     out = sys.argv[1] if len(sys.argv) > 1 else "dev/ref"
-    llama = init_params(LLAMA_CONFIG, 4325)
+    llama = init_params(LLAMA_CONFIG, 4357)
     d = os.path.join(out, "tiny_llama")
     write_config(d, LLAMA_CONFIG)
     write_sharded(d, llama, "model.layers.1.mlp.gate_proj.weight")
@@ -438,7 +464,7 @@ def main():
     check_two_layouts_agree(llama, LLAMA_CONFIG, "tiny_llama")
     write_model_reference(out, "tiny_llama", LLAMA_CONFIG, llama)
 
-    qwen2 = init_params(QWEN2_CONFIG, 4331)
+    qwen2 = init_params(QWEN2_CONFIG, 4336)
     d = os.path.join(out, "tiny_qwen2")
     write_config(d, QWEN2_CONFIG)
     write_safetensors(os.path.join(d, "model.safetensors"), qwen2, metadata=ST_METADATA)
