@@ -121,7 +121,7 @@ def main():
     write_reference(out, "tiny_lora_gpt2", True, "dev/ref/tiny", ref_gpt2.params, ref_gpt2.forward_doc, ref_gpt2.L,
                     ["c_attn", "c_proj", "c_fc"], 2, 3.0, False, 7001)
     cfg = ref_llama.LLAMA_CONFIG
-    llama = ref_llama.init_params(cfg, 4357)
+    llama = ref_llama.init_params(cfg, ref_llama.LLAMA_SEED)
     fwd = lambda P, t: ref_llama.forward_doc(P, t, cfg)  # noqa: E731
     L = cfg["num_hidden_layers"]
     write_reference(out, "tiny_lora_llama", False, "dev/ref/tiny_llama", llama, fwd, L, ["q_proj", "v_proj", "down_proj"], 4, 6.0, False, 7002)
