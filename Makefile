@@ -28,7 +28,20 @@ endif
 
 COMMON_H = $(wildcard common/*.h data/*.h tokenizer/*.h)
 
-NVCC ?= nvcc
+# ---- CUDA toolkit: nvcc, the CUDA headers and cuBLAS, from the first found of ----
+#   CUDA=DIR   a toolkit root holding bin/nvcc, include/ and lib/ (or lib64/): /usr/local/cuda,
+#              or NVIDIA's pip wheels' .../site-packages/nvidia/cu13 (README: the toolkit
+#              without root); NVCC=PATH names the compiler alone, as before;
+#   nvcc on PATH, then /usr/local/cuda/bin/nvcc;
+#   the pip wheels in python3's site-packages (nvidia-cuda-nvcc and friends installed there).
+# The wheels ship cuBLAS under its versioned name only (libcublas.so.13), so it is linked by
+# that name with an rpath. `make cuda_info` prints what was found.
+ifdef CUDA
+NVCC := $(CUDA)/bin/nvcc
+else ifeq ($(origin NVCC),undefined)
+NVCC := $(or $(shell command -v nvcc 2>/dev/null),$(wildcard /usr/local/cuda/bin/nvcc),$(shell python3 -c \
+    'import nvidia.cu13 as m, os; p = os.path.join(list(m.__path__)[0], "bin", "nvcc"); print(p if os.path.exists(p) else "")' 2>/dev/null),nvcc)
+endif
 HAVE_NVCC := $(shell command -v $(NVCC) 2>/dev/null)
 # a GPU the driver sees: only then does plain `make` spend the minute or two nvcc takes
 HAVE_GPU := $(if $(HAVE_NVCC),$(shell nvidia-smi -L 2>/dev/null | grep -q '^GPU' && echo yes))
@@ -92,7 +105,9 @@ NCCL_CASE := none
 else ifeq ($(NCCL),auto)
 NCCL_CASE := $(if $(wildcard $(CUDA_DIR)/include/nccl.h),toolkit,$(if $(wildcard /usr/include/nccl.h),system,wheel))
 ifeq ($(NCCL_CASE),wheel)
-NCCL_DIR := $(or $(shell python3 -c 'import nvidia.nccl as m; print(list(m.__path__)[0])' 2>/dev/null),$(NCCL_WHEEL_GLOB))
+# a pip toolkit's nvidia/cu13 has the nccl wheel beside it, in the same site-packages
+NCCL_DIR := $(or $(patsubst %/include/nccl.h,%,$(wildcard $(abspath $(CUDA_DIR)/../nccl)/include/nccl.h)),$(shell \
+    python3 -c 'import nvidia.nccl as m; print(list(m.__path__)[0])' 2>/dev/null),$(NCCL_WHEEL_GLOB))
 NCCL_CASE := $(if $(wildcard $(NCCL_DIR)/include/nccl.h),wheel,none)
 endif
 else ifeq ($(NCCL),none)
@@ -115,14 +130,26 @@ NCCL_WHERE = $(if $(filter toolkit,$(NCCL_CASE)),$(CUDA_DIR)/include/nccl.h,$(if
     $(filter none,$(NCCL_CASE)),built with -DSFT_NO_NCCL: one rank only,$(NCCL_DIR)/include/nccl.h)))
 nccl_info:
 	@echo "nccl: $(NCCL_CASE) ($(NCCL_WHERE))"
-.PHONY: nccl_info
-CUDA_LIBS = -lcublas -lcublasLt $(NCCL_LIBS) -lgomp -lm
+CUBLAS_SONAME := $(firstword $(wildcard $(CUDA_DIR)/lib/libcublas.so.[0-9] $(CUDA_DIR)/lib/libcublas.so.[0-9][0-9]))
+ifneq ($(and $(CUBLAS_SONAME),$(if $(wildcard $(CUDA_DIR)/lib/libcublas.so),,wheel)),)
+CUBLAS_LIBS = -L$(CUDA_DIR)/lib -l:$(notdir $(CUBLAS_SONAME)) -l:$(subst libcublas,libcublasLt,$(notdir $(CUBLAS_SONAME))) -Xlinker -rpath=$(CUDA_DIR)/lib
+CUBLAS_WHERE = $(CUBLAS_SONAME), by its versioned name
+else
+CUBLAS_LIBS = -lcublas -lcublasLt
+CUBLAS_WHERE = -lcublas on nvcc's library path
+endif
+cuda_info:
+	@echo "nvcc: $(if $(HAVE_NVCC),$(HAVE_NVCC) ($(shell $(NVCC) --version 2>/dev/null | grep -o 'release [0-9.]*')),not found (NVCC=$(NVCC)))"
+	@echo "cublas: $(if $(HAVE_NVCC),$(CUBLAS_WHERE),-)"
+	@echo "nccl: $(NCCL_CASE) ($(NCCL_WHERE))"
+.PHONY: nccl_info cuda_info
+CUDA_LIBS = $(CUBLAS_LIBS) $(NCCL_LIBS) -lgomp -lm
 CUDA_DEPS = train_sft.cu $(wildcard cuda/*.cuh) $(COMMON_H)
 CUDA_TARGETS = train_sftcu train_sftcu_fp32 test_sftcu test_sftcu_bf16
 
 ifdef HAVE_NVCC
 cuda: $(CUDA_TARGETS) $(if $(HAVE_MPICC),train_sftcu_mpi)
-CUDA_TEST_CMDS = ./test_sftcu ./test_sftcu_bf16 "make -s -C dev/cuda run" "make -s -C dev/cuda PRECISION=FP32 run" "bash dev/cuda/resources.sh"
+CUDA_TEST_CMDS = ./test_sftcu ./test_sftcu_bf16 "make -s -C dev/cuda run NVCC=$(NVCC) CUBLAS_LIBS='$(CUBLAS_LIBS)'" "make -s -C dev/cuda PRECISION=FP32 run NVCC=$(NVCC) CUBLAS_LIBS='$(CUBLAS_LIBS)'" "NVCC=$(NVCC) NCCL_FLAGS='$(NCCL_FLAGS)' bash dev/cuda/resources.sh"
 else
 cuda:
 	@echo "nvcc not found: skipping the GPU trainer (install the CUDA toolkit to build it)"
@@ -134,7 +161,7 @@ endif
 # which both use).
 gpu_all: $(CUDA_TARGETS) gpu_dev_BF16 gpu_dev_FP32
 gpu_dev_BF16 gpu_dev_FP32: gpu_dev_%: dev/cuda/cpu_ref.o
-	+$(MAKE) -C dev/cuda PRECISION=$* ARCH=$(CUDA_ARCH) all
+	+$(MAKE) -C dev/cuda PRECISION=$* ARCH=$(CUDA_ARCH) NVCC=$(NVCC) CUBLAS_LIBS="$(CUBLAS_LIBS)" all
 .PHONY: gpu_all gpu_dev_BF16 gpu_dev_FP32
 
 no_gpu_note:
@@ -156,7 +183,7 @@ train_sftcu_mpi: $(CUDA_DEPS)
 # registers, threads, shared memory, spills and occupancy of every kernel from ptxas -v
 # (dev/cuda/resources.sh; no GPU needed, part of make test wherever nvcc is)
 resources:
-	bash dev/cuda/resources.sh
+	NVCC=$(NVCC) NCCL_FLAGS='$(NCCL_FLAGS)' bash dev/cuda/resources.sh
 
 dev/cuda/cpu_ref.o: dev/cuda/cpu_ref.c dev/cuda/cpu_ref.h train_sft.c $(COMMON_H)
 	$(CC) $(CFLAGS) -c -o $@ dev/cuda/cpu_ref.c

@@ -22,7 +22,7 @@
 # Prints one ok/FAIL line per build, the table of kernels, and FAIL lines naming kernels.
 set -u
 arch=${1:-sm_90}
-nvcc=${NVCC:-nvcc}
+nvcc=${NVCC:-nvcc}  # NCCL_FLAGS: where nccl.h is, as the Makefile found it (make test passes both)
 ptxas=$(dirname "$(command -v "$nvcc")")/ptxas
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -30,7 +30,7 @@ status=0
 for prec in bf16 fp32; do
     flag=; [ "$prec" = fp32 ] && flag=-DENABLE_FP32
     start=$(date +%s)
-    if ! "$nvcc" -std=c++17 -O3 -arch="$arch" -I. $flag -ptx -o "$tmp/$prec.ptx" train_sft.cu 2> "$tmp/$prec.nvcc"; then
+    if ! "$nvcc" -std=c++17 -O3 -arch="$arch" -I. ${NCCL_FLAGS:-} $flag -ptx -o "$tmp/$prec.ptx" train_sft.cu 2> "$tmp/$prec.nvcc"; then
         echo "FAIL resources_$prec: nvcc -ptx failed: $(head -c 300 "$tmp/$prec.nvcc")"
         status=1
         continue
