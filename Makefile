@@ -26,7 +26,7 @@ export ASAN_OPTIONS ?= exitcode=99
 export UBSAN_OPTIONS ?= exitcode=99:print_stacktrace=1
 endif
 
-COMMON_H = $(wildcard common/*.h data/*.h tokenizer/*.h)
+COMMON_H = $(wildcard base/*.h tokenizer/*.h template/*.h model/*.h train/*.h data/*.h)
 
 # ---- CUDA toolkit: nvcc, the CUDA headers and cuBLAS, from the first found of ----
 #   CUDA=DIR   a toolkit root holding bin/nvcc, include/ and lib/ (or lib64/): /usr/local/cuda,
@@ -67,16 +67,16 @@ dev/dist_tool: dev/dist_tool.c $(COMMON_H)
 test_sft: test_sft.c train_sft.c dev/test_util.h $(COMMON_H)
 	$(CC) $(CFLAGS) -o $@ test_sft.c $(LDLIBS)
 
-# LoRA (common/lora.h) in the CPU trainer against dev/ref_lora.py's references
+# LoRA (model/lora.h) in the CPU trainer against dev/ref_lora.py's references
 test_lora: test_lora.c train_sft.c dev/test_util.h $(COMMON_H)
 	$(CC) $(CFLAGS) -o $@ test_lora.c $(LDLIBS)
 
-# Hugging Face import/export of the three families (common/gpt2.h, common/safetensors.h)
+# Hugging Face import/export of the three families (model/model.h, base/safetensors.h)
 test_hf: test_hf.c dev/test_util.h $(COMMON_H)
 	$(CC) $(CFLAGS) -o $@ test_hf.c $(LDLIBS)
 
-# the rendezvous (common/rendezvous.h): real processes and sockets on 127.0.0.1
-test_rdzv: test_rdzv.c common/rendezvous.h
+# the rendezvous (train/rendezvous.h): real processes and sockets on 127.0.0.1
+test_rdzv: test_rdzv.c train/rendezvous.h
 	$(CC) $(CFLAGS) -o $@ test_rdzv.c $(LDLIBS)
 
 test_report: test_report.c $(COMMON_H)
@@ -199,7 +199,7 @@ test_sftcu_bf16: test_sftcu.cu dev/cuda/cpu_ref.o $(CUDA_DEPS)
 TOK_DEPS = $(wildcard tokenizer/*.h tokenizer/*.c) $(COMMON_H)
 
 tok: $(TOK_DEPS)
-	$(CC) $(CFLAGS) -o $@ tokenizer/tok.c $(LDLIBS)
+	$(CC) $(CFLAGS) -o $@ data/tok.c $(LDLIBS)
 
 test_tok: $(TOK_DEPS)
 	$(CC) $(CFLAGS) -o $@ tokenizer/test_tok.c $(LDLIBS)
@@ -217,7 +217,7 @@ test_prepare: data/test_prepare.c $(DATA_DEPS)
 test_template: data/test_template.c $(DATA_DEPS)
 	$(CC) $(CFLAGS) -o $@ data/test_template.c $(LDLIBS)
 
-test_jinja: data/test_jinja.c data/jinja.h common/json.h common/utf8.h
+test_jinja: data/test_jinja.c template/jinja.h base/json.h base/utf8.h
 	$(CC) $(CFLAGS) -o $@ data/test_jinja.c $(LDLIBS)
 
 make_tasks: data/make_tasks.c $(COMMON_H)

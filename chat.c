@@ -9,13 +9,13 @@ chat.c: talk to a trained model on the CPU.
   ./chat -e ADAPTER -k TOKENIZER [-F BASE] ...     a PEFT LoRA adapter directory (a LoRA checkpoint)
                                                    on its base_model_name_or_path, or on BASE
 
-Prompts are rendered with the model's own chat template (data/template_mask.h) when
+Prompts are rendered with the model's own chat template (template/template_mask.h) when
 there is one: -D DATA takes the one a data file was prepared with (and its system
 message), else -T FILE, else the tokenizer's (chat_template.jinja or
 tokenizer_config.json beside it), with add_generation_prompt=True; -V NAME=JSON sets
 one template variable (e.g. enable_thinking=false). The answer ends at the
 template's end-of-turn tokens or one of the model's eos ids. Without a template (or
-with -c) a built-in chat format of data/chat_template.h: the one the tokenizer's
+with -c) a built-in chat format of template/chat_template.h: the one the tokenizer's
 special tokens select (llama3, chatml, else gpt2), or -c; it must be the format the
 model's data was prepared in (prepare prints it), and -s the system message prepare
 --system gave that data; the answer ends at the format's end-of-turn token
@@ -82,13 +82,13 @@ int main(int argc, char **argv) {
     if (format < 0 && a.format[0]) usage_error(argv[0], "-c %s: not one of gpt2, chatml, llama3", a.format);
     if (!is_directory(a.model)) fatal("%s: not a directory; -e takes a checkpoint or Hugging Face GPT-2, Llama or Qwen2 directory", a.model);
 
-    GPT2 m;
+    Model m;
     memset(&m, 0, sizeof m);
     if (lora_is_adapter_dir(a.model)) {  // the adapter runs beside the base, as in training (no merge)
         PeftAdapterConfig pc;
         lora_load_adapter_dir(a.model, a.base, &pc, &m.cfg, &m.params_mem, &m.params, &m.lora, &m.adapter);
     } else {
-        gpt2_load_hf(a.model, &m.cfg, &m.params_mem, &m.params);
+        model_load_hf(a.model, &m.cfg, &m.params_mem, &m.params);
     }
     BpeTokenizer *tok;
     ChatTokens ct;

@@ -1,22 +1,22 @@
 /*
-test_hf.c: Hugging Face import and export (common/gpt2.h, common/safetensors.h) of
+test_hf.c: Hugging Face import and export (model/model.h, base/safetensors.h) of
 the three families: config.json as transformers writes it for published models,
 export -> import bit for bit (single file and sharded), transformers' tensor names
 and layout, and one-line refusals of bad directories. Expected values are typed
 from the published config.json files and from the layout rules, never taken from
 the code under test. Prints "ok NAME" / "FAIL NAME: why"; exits 1 if anything failed.
 */
-#include "common/gpt2.h"
+#include "model/model.h"
 #include "dev/test_util.h"
 
 static void write_text(const char *path, const char *text) { write_file_atomic(path, text, strlen(text)); }
 
 // ---- config.json of published models ----------------------------------------
 
-static void parse_config(const char *text, GPT2Config *c) { gpt2_parse_hf_config("config.json", text, strlen(text), c); }
+static void parse_config(const char *text, ModelConfig *c) { model_parse_hf_config("config.json", text, strlen(text), c); }
 
 static void test_published_configs(void) {
-    GPT2Config c;
+    ModelConfig c;
     // HuggingFaceTB/SmolLM2-135M
     parse_config("{\"architectures\": [\"LlamaForCausalLM\"], \"attention_bias\": false, \"attention_dropout\": 0.0, \"bos_token_id\": 0,"
                  "\"eos_token_id\": 0, \"hidden_act\": \"silu\", \"hidden_size\": 576, \"initializer_range\": 0.041666666666666664,"
@@ -27,8 +27,8 @@ static void test_published_configs(void) {
                  "\"vocab_size\": 49152}", &c);
     check("config_smollm2_135m", c.family == FAMILY_LLAMA && c.L == 30 && c.C == 576 && c.NH == 9 && c.KVH == 3 && c.HS == 64 &&
               c.FF == 1536 && c.V == 49152 && c.maxT == 8192 && c.eps == 1e-5f && c.rope_theta == 100000.0f && c.tied == 1 &&
-              c.qkv_bias == 0 && c.rope_factor == 0 && c.bos_id == 0 && c.eos_id == 0 && gpt2_num_parameters(&c) == 134515008,
-          "L %d C %d NH %d KVH %d HS %d FF %d V %d tied %d params %zu", c.L, c.C, c.NH, c.KVH, c.HS, c.FF, c.V, c.tied, gpt2_num_parameters(&c));
+              c.qkv_bias == 0 && c.rope_factor == 0 && c.bos_id == 0 && c.eos_id == 0 && model_num_parameters(&c) == 134515008,
+          "L %d C %d NH %d KVH %d HS %d FF %d V %d tied %d params %zu", c.L, c.C, c.NH, c.KVH, c.HS, c.FF, c.V, c.tied, model_num_parameters(&c));
     // meta-llama/Llama-3.2-1B-Instruct
     parse_config("{\"architectures\": [\"LlamaForCausalLM\"], \"attention_bias\": false, \"attention_dropout\": 0.0, \"bos_token_id\": 128000,"
                  "\"eos_token_id\": [128001, 128008, 128009], \"head_dim\": 64, \"hidden_act\": \"silu\", \"hidden_size\": 2048,"
@@ -40,8 +40,8 @@ static void test_published_configs(void) {
     check("config_llama32_1b", c.family == FAMILY_LLAMA && c.L == 16 && c.C == 2048 && c.NH == 32 && c.KVH == 8 && c.HS == 64 &&
               c.FF == 8192 && c.V == 128256 && c.maxT == 131072 && c.rope_theta == 500000.0f && c.rope_factor == 32.0f &&
               c.rope_low_freq == 1.0f && c.rope_high_freq == 4.0f && c.rope_orig_maxT == 8192 && c.bos_id == 128000 && c.eos_id == 128001 &&
-              c.n_eos_more == 2 && c.eos_more[0] == 128008 && c.eos_more[1] == 128009 && c.tied == 1 && gpt2_num_parameters(&c) == 1235814400,
-          "KVH %d HS %d factor %g eos %d params %zu", c.KVH, c.HS, (double)c.rope_factor, c.eos_id, gpt2_num_parameters(&c));
+              c.n_eos_more == 2 && c.eos_more[0] == 128008 && c.eos_more[1] == 128009 && c.tied == 1 && model_num_parameters(&c) == 1235814400,
+          "KVH %d HS %d factor %g eos %d params %zu", c.KVH, c.HS, (double)c.rope_factor, c.eos_id, model_num_parameters(&c));
     // Qwen/Qwen2.5-0.5B-Instruct
     parse_config("{\"architectures\": [\"Qwen2ForCausalLM\"], \"attention_dropout\": 0.0, \"bos_token_id\": 151643, \"eos_token_id\": 151645,"
                  "\"hidden_act\": \"silu\", \"hidden_size\": 896, \"initializer_range\": 0.02, \"intermediate_size\": 4864,"
@@ -51,8 +51,8 @@ static void test_published_configs(void) {
                  "\"use_sliding_window\": false, \"vocab_size\": 151936}", &c);
     check("config_qwen25_05b", c.family == FAMILY_QWEN2 && c.L == 24 && c.C == 896 && c.NH == 14 && c.KVH == 2 && c.HS == 64 &&
               c.FF == 4864 && c.V == 151936 && c.eps == 1e-6f && c.rope_theta == 1e6f && c.qkv_bias == 1 && c.tied == 1 &&
-              c.bos_id == 151643 && c.eos_id == 151645 && gpt2_num_parameters(&c) == 494032768,
-          "HS %d bias %d params %zu", c.HS, c.qkv_bias, gpt2_num_parameters(&c));
+              c.bos_id == 151643 && c.eos_id == 151645 && model_num_parameters(&c) == 494032768,
+          "HS %d bias %d params %zu", c.HS, c.qkv_bias, model_num_parameters(&c));
     // transformers' defaults for what a config leaves out (LlamaConfig, Qwen2Config)
     parse_config("{\"model_type\": \"llama\", \"hidden_size\": 64, \"intermediate_size\": 96, \"num_hidden_layers\": 2,"
                  "\"num_attention_heads\": 4, \"max_position_embeddings\": 32, \"vocab_size\": 50}", &c);
@@ -73,7 +73,7 @@ static void test_published_configs(void) {
 }
 
 // Layers whose flags equal flag exactly where want(l) says so.
-static int layers_flagged(const GPT2Config *c, int flag, int (*want)(int)) {
+static int layers_flagged(const ModelConfig *c, int flag, int (*want)(int)) {
     for (int l = 0; l < c->L; l++)
         if (((c->layer_flags[l] & flag) != 0) != (want(l) != 0)) return 0;
     return 1;
@@ -93,7 +93,7 @@ static int from_layer_2(int l) { return l >= 2; }
 // SmolLM3-3B = 128256*2048 + 36 * (q, o 2048*2048 each + k, v 2048*512 each + 3*2048*11008
 // + 2*2048) + 2048 = 3,075,098,624.
 static void test_published_family_configs(void) {
-    GPT2Config c;
+    ModelConfig c;
     // Qwen/Qwen3-0.6B
     parse_config("{\"architectures\": [\"Qwen3ForCausalLM\"], \"attention_bias\": false, \"attention_dropout\": 0.0, \"bos_token_id\": 151643,"
                  "\"eos_token_id\": 151645, \"head_dim\": 128, \"hidden_act\": \"silu\", \"hidden_size\": 1024, \"initializer_range\": 0.02,"
@@ -105,8 +105,8 @@ static void test_published_family_configs(void) {
     check("config_qwen3_06b", c.family == FAMILY_QWEN3 && c.L == 28 && c.C == 1024 && c.NH == 16 && c.KVH == 8 && c.HS == 128 && c.FF == 3072 &&
               c.V == 151936 && c.maxT == 40960 && c.eps == 1e-6f && c.rope_theta == 1e6f && c.tied && c.qk_norm && !c.qkv_bias &&
               !c.post_norms && !c.norm_plus_one && c.mlp_act == MLP_SWIGLU && c.window == 0 && layers_flagged(&c, 0xff, none) &&
-              c.bos_id == 151643 && c.eos_id == 151645 && gpt2_num_parameters(&c) == 596049920,
-          "L %d C %d HS %d FF %d qk_norm %d window %d params %zu", c.L, c.C, c.HS, c.FF, c.qk_norm, c.window, gpt2_num_parameters(&c));
+              c.bos_id == 151643 && c.eos_id == 151645 && model_num_parameters(&c) == 596049920,
+          "L %d C %d HS %d FF %d qk_norm %d window %d params %zu", c.L, c.C, c.HS, c.FF, c.qk_norm, c.window, model_num_parameters(&c));
     // google/gemma-3-1b-it
     parse_config("{\"architectures\": [\"Gemma3ForCausalLM\"], \"attention_bias\": false, \"attention_dropout\": 0.0,"
                  "\"attn_logit_softcapping\": null, \"bos_token_id\": 2, \"cache_implementation\": \"hybrid\", \"eos_token_id\": [1, 106],"
@@ -121,8 +121,8 @@ static void test_published_family_configs(void) {
               c.embed_scale == (float)sqrt(1152.0) && c.attn_scalar == 256.0f && c.window == 512 && c.rope_theta == 1e6f &&
               c.rope_local_theta == 10000.0f && c.rope_linear == 0 && layers_flagged(&c, LAYER_SLIDING, every_6th_full) &&
               layers_flagged(&c, LAYER_NO_ROPE, none) && c.bos_id == 2 && c.eos_id == 1 && c.n_eos_more == 1 && c.eos_more[0] == 106 &&
-              gpt2_num_parameters(&c) == 999885952,
-          "HS %d window %d scale %g scalar %g params %zu", c.HS, c.window, (double)c.embed_scale, (double)c.attn_scalar, gpt2_num_parameters(&c));
+              model_num_parameters(&c) == 999885952,
+          "HS %d window %d scale %g scalar %g params %zu", c.HS, c.window, (double)c.embed_scale, (double)c.attn_scalar, model_num_parameters(&c));
     // HuggingFaceTB/SmolLM3-3B
     parse_config("{\"architectures\": [\"SmolLM3ForCausalLM\"], \"attention_bias\": false, \"attention_dropout\": 0.0, \"bos_token_id\": null,"
                  "\"eos_token_id\": 128012, \"hidden_act\": \"silu\", \"hidden_size\": 2048, \"initializer_range\": 0.02,"
@@ -135,8 +135,8 @@ static void test_published_family_configs(void) {
     check("config_smollm3_3b", c.family == FAMILY_SMOLLM3 && c.L == 36 && c.C == 2048 && c.NH == 16 && c.KVH == 4 && c.HS == 128 && c.FF == 11008 &&
               c.V == 128256 && c.maxT == 65536 && c.tied && !c.qk_norm && c.rope_theta == 5e6f && c.window == 0 &&
               layers_flagged(&c, LAYER_NO_ROPE, every_4th) && layers_flagged(&c, LAYER_SLIDING, none) && c.bos_id == -1 && c.eos_id == 128012 &&
-              gpt2_num_parameters(&c) == 3075098624ull,
-          "HS %d tied %d theta %g params %zu", c.HS, c.tied, (double)c.rope_theta, gpt2_num_parameters(&c));
+              model_num_parameters(&c) == 3075098624ull,
+          "HS %d tied %d theta %g params %zu", c.HS, c.tied, (double)c.rope_theta, model_num_parameters(&c));
     // transformers' defaults for what a config leaves out
     const char *sizes = "\"hidden_size\": 64, \"intermediate_size\": 96, \"num_hidden_layers\": 8, \"num_attention_heads\": 4,"
                         "\"max_position_embeddings\": 32, \"vocab_size\": 50";
@@ -221,15 +221,15 @@ static void test_family_refusals(void) {
 // ---- export -> import ------------------------------------------------------
 
 // A fresh model of descriptor desc with vocabulary V and the given extras.
-static void fresh_model(const char *desc, int V, GPT2Config *c, float **mem, ParamTensors *p) {
-    if (gpt2_parse_descriptor(desc, c) != 0) fatal("%s: not a descriptor", desc);
+static void fresh_model(const char *desc, int V, ModelConfig *c, float **mem, ParamTensors *p) {
+    if (model_parse_descriptor(desc, c) != 0) fatal("%s: not a descriptor", desc);
     c->V = V;
-    gpt2_check_config(c, desc);
-    *mem = (float *)xmalloc(gpt2_num_parameters(c) * sizeof(float));
+    model_check_config(c, desc);
+    *mem = (float *)xmalloc(model_num_parameters(c) * sizeof(float));
     param_pointers(c, *mem, p);
-    gpt2_init_random(c, p, 1234);
+    model_init_random(c, p, 1234);
     // norm scales and biases are 1 and 0 after init: make them distinct so a mix-up shows
-    for (size_t k = 0; k < gpt2_num_parameters(c); k++) (*mem)[k] += 1e-3f * (float)(k % 97);
+    for (size_t k = 0; k < model_num_parameters(c); k++) (*mem)[k] += 1e-3f * (float)(k % 97);
 }
 
 static int count_files(const char *dir, const char *prefix) {
@@ -242,15 +242,15 @@ static int count_files(const char *dir, const char *prefix) {
 }
 
 // Exports, imports and compares; returns 1 if the config and every parameter are equal.
-static int round_trip(const char *name, const GPT2Config *c, const float *mem, const ParamTensors *p, uint64_t shard_bytes, char *dir, size_t dn) {
+static int round_trip(const char *name, const ModelConfig *c, const float *mem, const ParamTensors *p, uint64_t shard_bytes, char *dir, size_t dn) {
     snprintf(dir, dn, "%s/%s", tmp_root, name);
     if (make_dirs(dir) != 0) fatal("%s: cannot create", dir);
-    gpt2_save_hf_sharded(dir, c, p, shard_bytes);
-    GPT2Config r;
+    model_save_hf_sharded(dir, c, p, shard_bytes);
+    ModelConfig r;
     float *rmem;
     ParamTensors rp;
-    gpt2_load_hf(dir, &r, &rmem, &rp);
-    int same = !memcmp(c, &r, sizeof r) && !memcmp(mem, rmem, gpt2_num_parameters(c) * sizeof(float));
+    model_load_hf(dir, &r, &rmem, &rp);
+    int same = !memcmp(c, &r, sizeof r) && !memcmp(mem, rmem, model_num_parameters(c) * sizeof(float));
     free(rmem);
     return same;
 }
@@ -273,7 +273,7 @@ static float *exported_tensor(const char *dir, const char *name, int64_t *rows, 
 }
 
 static void test_round_trips(void) {
-    GPT2Config c;
+    ModelConfig c;
     float *mem;
     ParamTensors p;
     char dir[512], path[700];
@@ -331,12 +331,12 @@ static void test_round_trips(void) {
     snprintf(path, sizeof path, "%s/model.safetensors.index.json", dir);
     text = read_whole_file(path, &len);
     char total[64], first[64];
-    snprintf(total, sizeof total, "\"total_size\": %zu", 4 * gpt2_num_parameters(&c));
+    snprintf(total, sizeof total, "\"total_size\": %zu", 4 * model_num_parameters(&c));
     snprintf(first, sizeof first, "\"model.embed_tokens.weight\": \"model-00001-of-%05d.safetensors\"", shards);
     check("llama_index_total_size_and_names", strstr(text, total) && strstr(text, first), "%s", text);
     free(text);
     // exporting single-file into the sharded directory leaves no index behind
-    gpt2_save_hf_sharded(dir, &c, &p, 5000000000ull);
+    model_save_hf_sharded(dir, &c, &p, 5000000000ull);
     check("export_replaces_other_layout", !path_exists(path), "model.safetensors.index.json left beside model.safetensors");
     free(mem);
 
@@ -345,7 +345,7 @@ static void test_round_trips(void) {
     c.rope_theta = 1e6f; c.eps = 1e-6f; c.bos_id = -1; c.eos_id = 7;
     check("qwen2_sharded_round_trip", round_trip("qwen2", &c, mem, &p, 30000, dir, sizeof dir), "export -> import differs");
     // 61056 parameters, 244224 bytes: the greedy split at 30000 bytes gives 10 shards (test_refusals edits them)
-    check("qwen2_shard_count", count_files(dir, "model-0") == 10 && gpt2_num_parameters(&c) == 61056, "%d shards", count_files(dir, "model-0"));
+    check("qwen2_shard_count", count_files(dir, "model-0") == 10 && model_num_parameters(&c) == 61056, "%d shards", count_files(dir, "model-0"));
     float *kb = exported_tensor(dir, "model.layers.1.self_attn.k_proj.bias", &rows, &cols);  // rows NH HS .. (NH + KVH) HS of qkvb, layer 1
     check("qwen2_export_k_bias", kb && rows == 16 && cols == 0 && !memcmp(kb, p.qkvb + 96 + 64, 16 * sizeof(float)), "shape [%lld]", (long long)rows);
     free(kb);
@@ -421,22 +421,22 @@ static void rewrite_half(const char *dir, int bf) {
 
 static void test_half_import(void) {
     for (int bf = 0; bf < 2; bf++) {
-        GPT2Config c;
+        ModelConfig c;
         float *mem;
         ParamTensors p;
         fresh_model("l2c64h4k2f96ut32", 50, &c, &mem, &p);
-        size_t P = gpt2_num_parameters(&c);
+        size_t P = model_num_parameters(&c);
         for (size_t k = 0; k < P; k++) mem[k] = (float)((int)(k % 401) - 200) / 64.0f;  // exact in BF16? no: 200/64 needs 8 bits; F16 only
         if (bf) for (size_t k = 0; k < P; k++) { uint32_t b; memcpy(&b, &mem[k], 4); b &= 0xFFFF0000u; memcpy(&mem[k], &b, 4); }
         char dir[512];
         snprintf(dir, sizeof dir, "%s/half%d", tmp_root, bf);
         make_dirs(dir);
-        gpt2_save_hf_sharded(dir, &c, &p, 5000000000ull);
+        model_save_hf_sharded(dir, &c, &p, 5000000000ull);
         rewrite_half(dir, bf);
-        GPT2Config r;
+        ModelConfig r;
         float *rmem;
         ParamTensors rp;
-        gpt2_load_hf(dir, &r, &rmem, &rp);
+        model_load_hf(dir, &r, &rmem, &rp);
         check(bf ? "llama_bf16_import" : "llama_f16_import", !memcmp(rmem, mem, P * sizeof(float)), "widened values differ");
         free(rmem); free(mem);
     }
@@ -452,10 +452,10 @@ static void expect_refused(const char *name, const char *dir, const char *needle
     pid_t pid = fork();
     if (pid == 0) {
         if (!freopen(err, "w", stderr)) _exit(98);
-        GPT2Config c;
+        ModelConfig c;
         float *mem;
         ParamTensors p;
-        gpt2_load_hf(dir, &c, &mem, &p);
+        model_load_hf(dir, &c, &mem, &p);
         _exit(0);
     }
     int status;
@@ -555,7 +555,7 @@ static void test_refusals(void) {
 // norm, pre_feedforward_layernorm the one before the MLP), with the config fields that
 // rebuild the layers (layer_types, sliding_window, no_rope_layers, rope scaling).
 static void test_family_round_trips(void) {
-    GPT2Config c;
+    ModelConfig c;
     float *mem;
     ParamTensors p;
     char dir[512], path[700];
@@ -609,7 +609,7 @@ static void test_family_round_trips(void) {
 
 // A tied model may store lm_head.weight too (equal to the embedding): accepted.
 static void test_tied_with_lm_head(void) {
-    GPT2Config c;
+    ModelConfig c;
     float *mem;
     ParamTensors p;
     fresh_model("l2c64h4k2f96ut32", 50, &c, &mem, &p);
@@ -617,7 +617,7 @@ static void test_tied_with_lm_head(void) {
     char dir[512], path[700];
     snprintf(dir, sizeof dir, "%s/tied_stored", tmp_root);
     make_dirs(dir);
-    gpt2_save_hf_sharded(dir, &c, &p, 5000000000ull);
+    model_save_hf_sharded(dir, &c, &p, 5000000000ull);
     snprintf(path, sizeof path, "%s/config.json", dir);
     size_t len;
     char *text = read_whole_file(path, &len);
@@ -625,11 +625,11 @@ static void test_tied_with_lm_head(void) {
     memcpy(at, "\"tie_word_embeddings\": true ", 28);
     write_text(path, text);
     free(text);
-    GPT2Config r;
+    ModelConfig r;
     float *rmem;
     ParamTensors rp;
-    gpt2_load_hf(dir, &r, &rmem, &rp);
-    check("tied_with_equal_lm_head", r.tied && gpt2_num_parameters(&r) + 50 * 64 == gpt2_num_parameters(&c) && !memcmp(rp.wte, p.wte, 50 * 64 * 4),
+    model_load_hf(dir, &r, &rmem, &rp);
+    check("tied_with_equal_lm_head", r.tied && model_num_parameters(&r) + 50 * 64 == model_num_parameters(&c) && !memcmp(rp.wte, p.wte, 50 * 64 * 4),
           "tied %d", r.tied);
     free(rmem); free(mem);
 }
@@ -650,16 +650,16 @@ static void test_reference_dirs(void) {
         snprintf(name, sizeof name, "reference_export_%s", refs[k] + 8);
         snprintf(refpath, sizeof refpath, "%s/config.json", refs[k]);
         if (!path_exists(refpath)) { printf("skip %s: %s missing (dev/ref_llama.py or dev/ref_families.py writes it)\n", name, refs[k]); continue; }
-        GPT2Config c;
+        ModelConfig c;
         float *mem;
         ParamTensors p;
-        gpt2_load_hf(refs[k], &c, &mem, &p);
+        model_load_hf(refs[k], &c, &mem, &p);
         snprintf(dir, sizeof dir, "%s/ref%d", tmp_root, k);
         make_dirs(dir);
-        gpt2_save_hf_sharded(dir, &c, &p, k == 0 ? 20000 : 5000000000ull);
+        model_save_hf_sharded(dir, &c, &p, k == 0 ? 20000 : 5000000000ull);
         free(mem);
-        GPT2Config back;
-        gpt2_read_hf_config(dir, &back);
+        ModelConfig back;
+        model_read_hf_config(dir, &back);
         size_t la, lb;
         snprintf(path, sizeof path, "%s/config.json", dir);
         char *a = read_whole_file(refpath, &la), *b = read_whole_file(path, &lb);

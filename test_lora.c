@@ -1,5 +1,5 @@
 /*
-test_lora.c: checks the CPU trainer's LoRA (common/lora.h) against the PyTorch
+test_lora.c: checks the CPU trainer's LoRA (model/lora.h) against the PyTorch
 references of dev/ref_lora.py (float64: loss, adapter gradients, AdamW steps,
 validation, the merged model) and pins its rules: the base stays bit-identical, PEFT's
 names and files, the initialization, the dropout mask, one-line errors for bad adapter
@@ -17,11 +17,11 @@ Run from the repository root (make test does) after make train_sft.
 
 
 // A model with the PEFT adapter of dir on its base (base_model_name_or_path), for B x T.
-static void lora_model(GPT2 *m, const char *dir, int B, int T) {
+static void lora_model(Model *m, const char *dir, int B, int T) {
     memset(m, 0, sizeof *m);
     PeftAdapterConfig pc;
     lora_load_adapter_dir(dir, NULL, &pc, &m->cfg, &m->params_mem, &m->params, &m->lora, &m->adapter);
-    gpt2_allocate(m, B, T);
+    model_allocate(m, B, T);
 }
 
 static float *expect_tensor(const SafeTensors *st, const char *name, int64_t *numel) {
@@ -55,7 +55,7 @@ static double compare_adapters(const SafeTensors *st, const LoraLayout *lay, con
 
 // The worst relative error of the model's tensors p against "<prefix><HF name>" (each
 // part of a fused tensor on its own).
-static double compare_params(const SafeTensors *st, const GPT2Config *c, const ParamTensors *p, const char *prefix, char *worst_name, size_t wn) {
+static double compare_params(const SafeTensors *st, const ModelConfig *c, const ParamTensors *p, const char *prefix, char *worst_name, size_t wn) {
     double worst = 0.0;
     for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
         int64_t shape[2];
@@ -95,17 +95,17 @@ static void test_reference(const char *tag, const char *dir, const char *expect_
     data_load(&vf, REF_VAL);
 
     // one micro-batch: loss and the adapters' gradients of the mean loss
-    GPT2 m;
+    Model m;
     lora_model(&m, dir, B, T);
     Loader ld;
     loader_init(&ld, &df, B, T, 0, 0, 1);
     loader_next_batch(&ld);
     float *ref_loss = expect_tensor(&st, "loss", NULL);
-    double loss = gpt2_forward(&m, ld.inputs, ld.pos, ld.doc_start, ld.targets, B, T) / ld.num_targets;
+    double loss = model_forward(&m, ld.inputs, ld.pos, ld.doc_start, ld.targets, B, T) / ld.num_targets;
     snprintf(name, sizeof name, "%s_reference_loss", tag);
     check(name, fabs(loss - ref_loss[0]) < 1e-5 * fabs(ref_loss[0]), "loss %.8f, reference %.8f", loss, ref_loss[0]);
     memset(m.adapter_grads, 0, m.num_trained * sizeof(float));
-    gpt2_backward(&m, ld.inputs, ld.pos, ld.doc_start, B, T);
+    model_backward(&m, ld.inputs, ld.pos, ld.doc_start, B, T);
     scale_floats(m.adapter_grads, m.num_trained, 1.0f / (float)ld.num_targets);
     double ge = compare_adapters(&st, &m.lora, m.adapter_grads, "grad.", worst, sizeof worst);
     snprintf(name, sizeof name, "%s_reference_adapter_gradients", tag);
@@ -137,21 +137,21 @@ static void test_reference(const char *tag, const char *dir, const char *expect_
     check(name, me < 1e-6, "worst relative error %.3g in %s", me, worst);
     // and the merged model computes what base + adapter does
     {
-        GPT2 plain;
+        Model plain;
         memset(&plain, 0, sizeof plain);
         plain.cfg = m.cfg;
         plain.params_mem = merged;
         plain.params = mp;
-        gpt2_allocate(&plain, B, T);
+        model_allocate(&plain, B, T);
         loader_init(&ld, &df, B, T, 0, 0, 1);
         loader_next_batch(&ld);
-        double lm = gpt2_forward(&plain, ld.inputs, ld.pos, ld.doc_start, ld.targets, B, T) / ld.num_targets;
+        double lm = model_forward(&plain, ld.inputs, ld.pos, ld.doc_start, ld.targets, B, T) / ld.num_targets;
         snprintf(name, sizeof name, "%s_merged_model_loss", tag);
         check(name, fabs(lm - ref_loss[0]) < 1e-5 * fabs(ref_loss[0]), "merged model's loss %.8f, reference %.8f", lm, ref_loss[0]);
         loader_free(&ld);
-        gpt2_free(&plain);  // frees merged
+        model_free(&plain);  // frees merged
     }
-    gpt2_free(&m);
+    model_free(&m);
 
     // STEPS optimizer steps: losses, norms, the final adapters; the base untouched
     lora_model(&m, dir, B, T);
@@ -178,7 +178,7 @@ static void test_reference(const char *tag, const char *dir, const char *expect_
     check(name, !memcmp(base0, m.params_mem, m.num_params * sizeof(float)) && m.grads_mem == NULL,
           "the base weights changed in training (or have gradient buffers)");
     free(base0); free(s); free(ref_loss); free(ref_val); free(ref_tl); free(ref_norm);
-    loader_free(&ld); gpt2_free(&m); data_free(&df); data_free(&vf); st_close(&st);
+    loader_free(&ld); model_free(&m); data_free(&df); data_free(&vf); st_close(&st);
 }
 
 // ---- PEFT files ------------------------------------------------------------
@@ -188,7 +188,7 @@ static void test_reference(const char *tag, const char *dir, const char *expect_
 // that reads back to the same settings.
 static void test_peft_round_trip(const char *tag, const char *dir) {
     char name[160], out[600], path[700], refpath[700];
-    GPT2 m;
+    Model m;
     lora_model(&m, dir, 1, 4);
     snprintf(out, sizeof out, "%s/peft_%s", tmp_root, tag);
     make_dirs(out);
@@ -218,7 +218,7 @@ static void test_peft_round_trip(const char *tag, const char *dir) {
                     !strcmp(back.base, pc.base) && back.fan_in_fan_out == !is_llama_family(&m.cfg),
           "read back r %d alpha %g rslora %d targets %x base %s", lc.rank, lc.alpha, lc.rslora, lc.targets, back.base);
     st_close(&a); st_close(&b);
-    gpt2_free(&m);
+    model_free(&m);
 }
 
 // The tensor names our layout gives each reference adapter (lora_peft_name) are the
@@ -228,10 +228,10 @@ static void test_peft_names(const char *tag, const char *dir) {
     char name[160], path[700], tn[300];
     PeftAdapterConfig pc;
     lora_read_peft_config(dir, &pc);
-    GPT2Config c;
+    ModelConfig c;
     float *base;
     ParamTensors p;
-    gpt2_load_hf(pc.base, &c, &base, &p);
+    model_load_hf(pc.base, &c, &base, &p);
     LoraConfig lc;
     lora_config_from_peft(dir, &pc, &c, &lc);
     LoraLayout lay;
@@ -253,9 +253,9 @@ static void test_peft_names(const char *tag, const char *dir) {
 
 // Target names: the defaults, GPT-2's c_proj naming two modules, unknown names.
 static void test_targets(void) {
-    GPT2Config g, l;
-    gpt2_parse_descriptor("d2c16h2t24", &g);
-    gpt2_parse_descriptor("l2c32h4k2t24", &l);
+    ModelConfig g, l;
+    model_parse_descriptor("d2c16h2t24", &g);
+    model_parse_descriptor("l2c32h4k2t24", &l);
     g.V = l.V = 61;
     unsigned bits;
     char err[512];
@@ -280,8 +280,8 @@ static void test_targets(void) {
 // PEFT's initialization: A uniform in +-1/sqrt(in), B = 0, so a fresh adapter computes
 // the base exactly; A's stream depends on the seed, layer and module only.
 static void test_init(void) {
-    GPT2Config c;
-    gpt2_parse_descriptor("l2c32h4k2t24", &c);
+    ModelConfig c;
+    model_parse_descriptor("l2c32h4k2t24", &c);
     c.V = 61;
     LoraConfig all = {4, 8.0f, 0.0f, 0, 0x7f}, one = {4, 8.0f, 0.0f, 0, 1u << LORA_V};
     LoraLayout la, lo;
@@ -313,22 +313,22 @@ static void test_init(void) {
 static void test_fresh_adapter_and_dropout(void) {
     DataFile df;
     data_load(&df, REF_DATA);
-    GPT2 base, m;
+    Model base, m;
     memset(&base, 0, sizeof base);
-    gpt2_load_hf(REF_DIR "/tiny_llama", &base.cfg, &base.params_mem, &base.params);
-    gpt2_allocate(&base, 2, 16);
+    model_load_hf(REF_DIR "/tiny_llama", &base.cfg, &base.params_mem, &base.params);
+    model_allocate(&base, 2, 16);
     memset(&m, 0, sizeof m);
-    gpt2_load_hf(REF_DIR "/tiny_llama", &m.cfg, &m.params_mem, &m.params);
+    model_load_hf(REF_DIR "/tiny_llama", &m.cfg, &m.params_mem, &m.params);
     LoraConfig lc = {4, 8.0f, 0.0f, 0, 0x7f};
     lora_layout_init(&m.lora, &m.cfg, &lc);
     m.adapter = (float *)xmalloc(m.lora.floats * sizeof(float));
     lora_init(&m.lora, m.adapter, 1337);
-    gpt2_allocate(&m, 2, 16);
+    model_allocate(&m, 2, 16);
     Loader ld;
     loader_init(&ld, &df, 2, 16, 0, 0, 1);
     loader_next_batch(&ld);
-    double lb = gpt2_forward(&base, ld.inputs, ld.pos, ld.doc_start, ld.targets, 2, 16);
-    double lf = gpt2_forward(&m, ld.inputs, ld.pos, ld.doc_start, ld.targets, 2, 16);
+    double lb = model_forward(&base, ld.inputs, ld.pos, ld.doc_start, ld.targets, 2, 16);
+    double lf = model_forward(&m, ld.inputs, ld.pos, ld.doc_start, ld.targets, 2, 16);
     check("lora_fresh_adapter_equals_base", lb == lf && !memcmp(base.acts.lnf, m.acts.lnf, (size_t)32 * m.cfg.C * sizeof(float)),
           "loss %.9g vs base %.9g", lf, lb);
     // dropout: the mask of one key keeps 1 - p of the elements, another key another mask
@@ -349,21 +349,21 @@ static void test_fresh_adapter_and_dropout(void) {
     free(m.lora_acts);
     m.lora_acts = (float *)xcalloc(lora_activation_floats(&m.lora, 2, 16), sizeof(float));
     m.dropout_seed = 1337; m.dropout_step = 5; m.dropout_micro = 1;
-    double l0 = gpt2_forward(&m, ld.inputs, ld.pos, ld.doc_start, ld.targets, 2, 16);
+    double l0 = model_forward(&m, ld.inputs, ld.pos, ld.doc_start, ld.targets, 2, 16);
     m.training = 1;
-    double l1 = gpt2_forward(&m, ld.inputs, ld.pos, ld.doc_start, ld.targets, 2, 16);
-    double l2 = gpt2_forward(&m, ld.inputs, ld.pos, ld.doc_start, ld.targets, 2, 16);
+    double l1 = model_forward(&m, ld.inputs, ld.pos, ld.doc_start, ld.targets, 2, 16);
+    double l2 = model_forward(&m, ld.inputs, ld.pos, ld.doc_start, ld.targets, 2, 16);
     memset(m.adapter_grads, 0, m.num_trained * sizeof(float));
-    gpt2_backward(&m, ld.inputs, ld.pos, ld.doc_start, 2, 16);
+    model_backward(&m, ld.inputs, ld.pos, ld.doc_start, 2, 16);
     // d loss / d A[0] of the first adapter and d / d B[0] of the last, by central differences in double
     size_t probes[2] = {m.lora.ad[0].a + 3, m.lora.ad[m.lora.n - 1].b + 1};
     double worst = 0;
     for (int k = 0; k < 2; k++) {
         float save = m.adapter[probes[k]], h = 1e-2f;
         m.adapter[probes[k]] = save + h;
-        double up = gpt2_forward(&m, ld.inputs, ld.pos, ld.doc_start, ld.targets, 2, 16);
+        double up = model_forward(&m, ld.inputs, ld.pos, ld.doc_start, ld.targets, 2, 16);
         m.adapter[probes[k]] = save - h;
-        double dn = gpt2_forward(&m, ld.inputs, ld.pos, ld.doc_start, ld.targets, 2, 16);
+        double dn = model_forward(&m, ld.inputs, ld.pos, ld.doc_start, ld.targets, 2, 16);
         m.adapter[probes[k]] = save;
         double fd = (up - dn) / (2.0 * h), g = m.adapter_grads[probes[k]];
         worst = fmax(worst, fabs(fd - g) / fmax(fabs(fd), 1e-2));
@@ -371,27 +371,27 @@ static void test_fresh_adapter_and_dropout(void) {
     m.training = 0;
     check("lora_dropout_training_only_reproducible", l1 == l2 && fabs(l1 - l0) > 1e-4 * fabs(l0), "dropout losses %.9g %.9g, without %.9g", l1, l2, l0);
     check("lora_dropout_gradient_finite_difference", worst < 2e-2, "worst relative error %.3g", worst);
-    loader_free(&ld); gpt2_free(&m); gpt2_free(&base); data_free(&df);
+    loader_free(&ld); model_free(&m); model_free(&base); data_free(&df);
 }
 
 // Generation with the KV cache (lora_matvec on each token) gives the logits of the
 // full forward pass with the adapters.
 static void test_decode(const char *tag, const char *dir) {
     char name[160];
-    GPT2 m;
+    Model m;
     lora_model(&m, dir, 1, 24);
     int toks[24], pos[24], start[24] = {0};
     for (int i = 0; i < 24; i++) { toks[i] = (i * 17 + 3) % m.cfg.V; pos[i] = i; m.rows[i] = i; }
     m.num_rows = 24;
-    gpt2_forward(&m, toks, pos, start, NULL, 1, 24);
+    model_forward(&m, toks, pos, start, NULL, 1, 24);
     KVCache kv;
     kv_init(&kv, &m.cfg, 5);
     double worst = 0.0;
-    for (int i = 0; i < 24; i++) worst = fmax(worst, rel_err(gpt2_decode_step(&m, &kv, toks[i]), m.acts.logits + (size_t)i * m.cfg.V, (size_t)m.cfg.V, 1.0));
+    for (int i = 0; i < 24; i++) worst = fmax(worst, rel_err(model_decode_step(&m, &kv, toks[i]), m.acts.logits + (size_t)i * m.cfg.V, (size_t)m.cfg.V, 1.0));
     snprintf(name, sizeof name, "%s_lora_kv_cache_decode_matches_forward", tag);
     check(name, worst < 1e-5, "max relative logit error %.3g", worst);
     kv_free(&kv);
-    gpt2_free(&m);
+    model_free(&m);
 }
 
 // The newer families' features around the fused products (q/k norms after q|k|v, post
@@ -404,13 +404,13 @@ static void test_families_gradients(void) {
     DataFile df;
     data_load(&df, REF_DATA);
     for (int f = 0; f < 2; f++) {
-        GPT2 m;
+        Model m;
         memset(&m, 0, sizeof m);
-        gpt2_parse_descriptor(descs[f], &m.cfg);
+        model_parse_descriptor(descs[f], &m.cfg);
         m.cfg.V = 61;
-        m.params_mem = (float *)xmalloc(gpt2_num_parameters(&m.cfg) * sizeof(float));
+        m.params_mem = (float *)xmalloc(model_num_parameters(&m.cfg) * sizeof(float));
         param_pointers(&m.cfg, m.params_mem, &m.params);
-        gpt2_init_random(&m.cfg, &m.params, 7);
+        model_init_random(&m.cfg, &m.params, 7);
         LoraConfig lc = {2, 4.0f, 0.0f, 0, lora_all_targets(&m.cfg)};
         lora_layout_init(&m.lora, &m.cfg, &lc);
         m.adapter = (float *)xmalloc(m.lora.floats * sizeof(float));
@@ -419,21 +419,21 @@ static void test_families_gradients(void) {
         rng_seed(&r, 5);
         for (int i = 0; i < m.lora.n; i++)
             for (size_t k = 0; k < (size_t)m.lora.ad[i].rows * 2; k++) m.adapter[m.lora.ad[i].b + k] = 0.1f * rng_normal(&r);
-        gpt2_allocate(&m, 2, 16);
+        model_allocate(&m, 2, 16);
         Loader ld;
         loader_init(&ld, &df, 2, 16, 0, 0, 1);
         loader_next_batch(&ld);
-        gpt2_forward(&m, ld.inputs, ld.pos, ld.doc_start, ld.targets, 2, 16);
-        gpt2_backward(&m, ld.inputs, ld.pos, ld.doc_start, 2, 16);
+        model_forward(&m, ld.inputs, ld.pos, ld.doc_start, ld.targets, 2, 16);
+        model_backward(&m, ld.inputs, ld.pos, ld.doc_start, 2, 16);
         double worst = 0;
         for (int i = 0; i < m.lora.n; i++) {  // one A and one B entry of every adapter
             size_t probes[2] = {m.lora.ad[i].a + (size_t)(i % 7), m.lora.ad[i].b + (size_t)(i % 5)};
             for (int k = 0; k < 2; k++) {
                 float save = m.adapter[probes[k]], h = 1e-2f;
                 m.adapter[probes[k]] = save + h;
-                double up = gpt2_forward(&m, ld.inputs, ld.pos, ld.doc_start, ld.targets, 2, 16);
+                double up = model_forward(&m, ld.inputs, ld.pos, ld.doc_start, ld.targets, 2, 16);
                 m.adapter[probes[k]] = save - h;
-                double dn = gpt2_forward(&m, ld.inputs, ld.pos, ld.doc_start, ld.targets, 2, 16);
+                double dn = model_forward(&m, ld.inputs, ld.pos, ld.doc_start, ld.targets, 2, 16);
                 m.adapter[probes[k]] = save;
                 double fd = (up - dn) / (2.0 * h), g = m.adapter_grads[probes[k]];
                 worst = fmax(worst, fabs(fd - g) / fmax(fabs(fd), 1e-1));
@@ -443,7 +443,7 @@ static void test_families_gradients(void) {
         snprintf(name, sizeof name, "%s_lora_gradients_finite_difference", names[f]);
         check(name, worst < 2e-2, "worst relative error %.3g over %d adapters", worst, m.lora.n);
         loader_free(&ld);
-        gpt2_free(&m);
+        model_free(&m);
     }
     data_free(&df);
 }
@@ -585,12 +585,12 @@ static void test_merged_and_continue(void) {
     int have = rc == 0 && path_exists(path);
     double worst = INFINITY;
     if (have) {
-        GPT2Config c1, c2;
+        ModelConfig c1, c2;
         float *m1, *m2, *ad;
         ParamTensors p1, p2;
         snprintf(path, sizeof path, "%s/merged", out);
-        gpt2_load_hf(path, &c1, &m1, &p1);
-        gpt2_load_hf(REF_DIR "/tiny_llama", &c2, &m2, &p2);
+        model_load_hf(path, &c1, &m1, &p1);
+        model_load_hf(REF_DIR "/tiny_llama", &c2, &m2, &p2);
         char adir[700];
         snprintf(adir, sizeof adir, "%s/step_00000003", out);
         PeftAdapterConfig pc;
@@ -603,7 +603,7 @@ static void test_merged_and_continue(void) {
         lora_load_peft_weights(adir, &lay, ad);
         // by hand in double: W[o][k] + s * sum_r B[o][r] A[r][k] on q_proj and up_proj, W elsewhere
         worst = 0;
-        size_t P = gpt2_num_parameters(&c2);
+        size_t P = model_num_parameters(&c2);
         float *want = (float *)xmalloc(P * sizeof(float));
         memcpy(want, m2, P * sizeof(float));
         ParamTensors pw;

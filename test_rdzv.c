@@ -1,4 +1,4 @@
-// test_rdzv: tests of the rendezvous (common/rendezvous.h) with real processes (fork),
+// test_rdzv: tests of the rendezvous (train/rendezvous.h) with real processes (fork),
 // real sockets on 127.0.0.1 and real files. Prints "ok NAME" or "FAIL NAME: why" per
 // check; exits non-zero if any check failed. About 15 s.
 //
@@ -19,7 +19,7 @@
 // by the rank; rank 0's open-file limit raised for a connection per rank, or named at
 // once; the same through files, with files left by an earlier run (another
 // fingerprint, the same one) in the directory; the port and timeout from the environment.
-#include "common/rendezvous.h"
+#include "train/rendezvous.h"
 #include <dirent.h>
 #include <signal.h>
 #include <sys/resource.h>

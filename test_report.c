@@ -1,5 +1,5 @@
 /*
-test_report.c: checks the run report (common/report.h) and how model output is printed.
+test_report.c: checks the run report (train/report.h) and how model output is printed.
 
   ./test_report            self-contained checks: reports drawn from hand-written
                            metrics files, and the escaping of printed model output
@@ -15,8 +15,8 @@ values metrics.jsonl holds at those steps — each of them, in order, the last o
 included; every summary card shows what metrics.jsonl gives (check_cards).
 metrics.jsonl is read here with its own loop, not the report's reader.
 */
-#include "common/generate.h"
-#include "common/report.h"
+#include "train/generate.h"
+#include "train/report.h"
 
 static int failures = 0;
 

@@ -39,10 +39,10 @@ static float *expect_tensor(const char *name, int64_t *numel) {
     return out;
 }
 
-static void model_from_dir(GPT2 *m, const char *dir, int B, int T) {
+static void model_from_dir(Model *m, const char *dir, int B, int T) {
     memset(m, 0, sizeof *m);
-    gpt2_load_hf(dir, &m->cfg, &m->params_mem, &m->params);
-    gpt2_allocate(m, B, T);
+    model_load_hf(dir, &m->cfg, &m->params_mem, &m->params);
+    model_allocate(m, B, T);
 }
 
 // The key bias shifts every attention score of a query by the same amount, which
@@ -50,7 +50,7 @@ static void model_from_dir(GPT2 *m, const char *dir, int B, int T) {
 // in fp32, 1e-17 in fp64) AdamW's normalization turns into steps of +-lr with a
 // random sign. Parameter comparisons after AdamW steps therefore leave it out: the
 // key part [NH*HS, (NH+KVH)*HS) of each layer's q|k|v bias (GPT-2 and Qwen2).
-static void zero_key_bias(const GPT2Config *cfg, float *qkvb) {
+static void zero_key_bias(const ModelConfig *cfg, float *qkvb) {
     size_t QKV = (size_t)qkv_width(cfg), q = (size_t)cfg->NH * cfg->HS, kv = (size_t)cfg->KVH * cfg->HS;
     for (int l = 0; l < cfg->L; l++) memset(qkvb + l * QKV + q, 0, kv * sizeof(float));
 }
@@ -58,8 +58,8 @@ static void zero_key_bias(const GPT2Config *cfg, float *qkvb) {
 // Compares every tensor of the model (per layer, by Hugging Face name: each part of
 // a stacked tensor, as param_hf_parts names it) with reference tensors
 // "<prefix><name>"; returns the worst relative error.
-static double compare_params(const GPT2 *m, const ParamTensors *p, const char *prefix, char *worst_name, size_t wn, int skip_key_bias) {
-    const GPT2Config *c = &m->cfg;
+static double compare_params(const Model *m, const ParamTensors *p, const char *prefix, char *worst_name, size_t wn, int skip_key_bias) {
+    const ModelConfig *c = &m->cfg;
     double worst = 0.0;
     for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
         int64_t shape[2];
@@ -85,7 +85,7 @@ static double compare_params(const GPT2 *m, const ParamTensors *p, const char *p
                 free(part);
             }
             if (skip_key_bias && i == P_QKVB) {
-                GPT2Config one = *c;
+                ModelConfig one = *c;
                 one.L = 1;
                 zero_key_bias(&one, ours);
                 zero_key_bias(&one, ref);
@@ -198,8 +198,8 @@ static void test_exp_vec(void) {
 // row 1 is unchanged. Then the backward pass is the transpose of the forward one:
 // <rope(x), y> = <x, rope_backward(y)>.
 static void test_rope_rules(void) {
-    GPT2Config c;
-    gpt2_parse_descriptor("l1c4h1", &c);
+    ModelConfig c;
+    model_parse_descriptor("l1c4h1", &c);
     c.rope_theta = 100.0f;
     float inv_freq[2], cos_t[4 * 2], sin_t[4 * 2];
     rope_inv_freq(&c, inv_freq);
@@ -353,7 +353,7 @@ static void test_reference_forward_backward(const char *tag, const char *model_d
     char name[128];
     DataFile df;
     data_load(&df, REF_DATA);
-    GPT2 m;
+    Model m;
     int saved_chunk = classifier_chunk_floats;
     if (chunk_rows) classifier_chunk_floats = chunk_rows * 61;  // the reference vocabulary
     model_from_dir(&m, model_dir, 2, 16);
@@ -367,7 +367,7 @@ static void test_reference_forward_backward(const char *tag, const char *model_d
     if (!chunk_rows) {
         m.num_rows = 0;
         for (int i = 0; i < BT; i++) if (filled[i] > 0) m.rows[m.num_rows++] = i;
-        gpt2_forward(&m, ld.inputs, ld.pos, ld.doc_start, NULL, 2, 16);
+        model_forward(&m, ld.inputs, ld.pos, ld.doc_start, NULL, 2, 16);
         double worst = 0.0;
         for (int r = 0; r < m.num_rows; r++) {
             double e = rel_err(m.acts.logits + (size_t)r * V, ref_logits + (size_t)m.rows[r] * V, (size_t)V, 1.0);
@@ -379,14 +379,14 @@ static void test_reference_forward_backward(const char *tag, const char *model_d
 
     // loss: mean over targets; then gradients of that mean
     float *ref_loss = expect_tensor("loss", NULL), *ref_count = expect_tensor("targets", NULL);
-    double loss_sum = gpt2_forward(&m, ld.inputs, ld.pos, ld.doc_start, ld.targets, 2, 16);
+    double loss_sum = model_forward(&m, ld.inputs, ld.pos, ld.doc_start, ld.targets, 2, 16);
     double loss = loss_sum / ld.num_targets;
     check_name(name, sizeof name, tag, "target_count");
     check(name, ld.num_targets == (int)ref_count[0], "%d targets, reference %d", ld.num_targets, (int)ref_count[0]);
     check_name(name, sizeof name, tag, "loss");
     check(name, fabs(loss - ref_loss[0]) < 1e-5 * fabs(ref_loss[0]), "loss %.8f, reference %.8f", loss, ref_loss[0]);
     memset(m.grads_mem, 0, m.num_params * sizeof(float));
-    gpt2_backward(&m, ld.inputs, ld.pos, ld.doc_start, 2, 16);
+    model_backward(&m, ld.inputs, ld.pos, ld.doc_start, 2, 16);
     scale_floats(m.grads_mem, m.num_params, 1.0f / (float)ld.num_targets);
     char worst_name[256] = "";
     double ge = compare_params(&m, &m.grads, "grad.", worst_name, sizeof worst_name, 0);
@@ -394,7 +394,7 @@ static void test_reference_forward_backward(const char *tag, const char *model_d
     check(name, ge < 1e-4 && (!chunk_rows || m.num_rows > 2 * classifier_chunk_rows(&m.cfg, BT)), "worst relative gradient error %.3g in %s",
           ge, worst_name);
     free(ref_logits); free(filled); free(ref_loss); free(ref_count);
-    loader_free(&ld); gpt2_free(&m); data_free(&df);
+    loader_free(&ld); model_free(&m); data_free(&df);
     classifier_chunk_floats = saved_chunk;
 }
 
@@ -405,7 +405,7 @@ static void test_reference_training(const char *tag, const char *model_dir) {
     float lr = s[4], final_frac = s[6], wd = s[7], clip = s[8];
     DataFile df;
     data_load(&df, REF_DATA);
-    GPT2 m;
+    Model m;
     model_from_dir(&m, model_dir, B, T);
     Loader ld;
     loader_init(&ld, &df, B, T, 0, 0, 1);
@@ -439,7 +439,7 @@ static void test_reference_training(const char *tag, const char *model_dir) {
     check_name(name, sizeof name, tag, "adam_count");
     check(name, adam_t == steps, "AdamW step count %lld, expected %d", (long long)adam_t, steps);
     free(s); free(ref_loss); free(ref_norm); free(ref_lr); free(ref_targets);
-    loader_free(&ld); gpt2_free(&m); data_free(&df);
+    loader_free(&ld); model_free(&m); data_free(&df);
 }
 
 // The same checks for the Llama-family references, each against its own expectations;
@@ -467,9 +467,9 @@ static void test_import_variants(void) {
     const char *dirs[] = {REF_DIR "/tiny_f16", REF_DIR "/tiny_bf16"};
     const char *prefixes[] = {"f16.", "bf16."};
     for (int k = 0; k < 2; k++) {
-        GPT2 m;
+        Model m;
         memset(&m, 0, sizeof m);
-        gpt2_load_hf(dirs[k], &m.cfg, &m.params_mem, &m.params);
+        model_load_hf(dirs[k], &m.cfg, &m.params_mem, &m.params);
         char worst_name[256] = "", name[64];
         double e = compare_params(&m, &m.params, prefixes[k], worst_name, sizeof worst_name, 0);
         snprintf(name, sizeof name, "import_%s", k == 0 ? "f16_hub_names" : "bf16_prefixed");
@@ -495,7 +495,7 @@ static void test_packed_equals_unpacked(void) {
     data_load(&df, REF_DATA);
     int T = 16, D = (int)df.num_docs;
     int64_t rows = loader_rows_in_epoch(&df, T, 0, 0, 0, NULL);
-    GPT2 packed, single;
+    Model packed, single;
     model_from_dir(&packed, REF_MODEL, (int)rows, T);
     model_from_dir(&single, REF_MODEL, D, T);
     Loader ld;
@@ -517,17 +517,17 @@ static void test_packed_equals_unpacked(void) {
     }
     memset(packed.grads_mem, 0, packed.num_params * sizeof(float));
     memset(single.grads_mem, 0, single.num_params * sizeof(float));
-    double lp = gpt2_forward(&packed, ld.inputs, ld.pos, ld.doc_start, ld.targets, (int)rows, T);
-    gpt2_backward(&packed, ld.inputs, ld.pos, ld.doc_start, (int)rows, T);
-    double ls = gpt2_forward(&single, in, pos, start, tgt, D, T);
-    gpt2_backward(&single, in, pos, start, D, T);
+    double lp = model_forward(&packed, ld.inputs, ld.pos, ld.doc_start, ld.targets, (int)rows, T);
+    model_backward(&packed, ld.inputs, ld.pos, ld.doc_start, (int)rows, T);
+    double ls = model_forward(&single, in, pos, start, tgt, D, T);
+    model_backward(&single, in, pos, start, D, T);
     double ge = rel_err(packed.grads_mem, single.grads_mem, packed.num_params, 1e-6);
     check("packed_rows_equal_one_document_per_row",
           ld.num_targets == count && fabs(lp - ls) < 1e-5 * fabs(ls) && ge < 1e-5 && rows < D,
           "targets %d vs %d, loss %.8f vs %.8f, gradient error %.3g, %lld rows for %d documents", ld.num_targets, count, lp, ls, ge,
           (long long)rows, D);
     free(in); free(pos); free(start); free(tgt);
-    loader_free(&ld); gpt2_free(&packed); gpt2_free(&single); data_free(&df);
+    loader_free(&ld); model_free(&packed); model_free(&single); data_free(&df);
 }
 
 // B=4 A=1, B=2 A=2 and B=1 A=4 take the same step.
@@ -540,7 +540,7 @@ static void test_accumulation_equivalence(void) {
     float norm[3];
     size_t P = 0;
     for (int k = 0; k < 3; k++) {
-        GPT2 m;
+        Model m;
         model_from_dir(&m, REF_MODEL, configs[k][0], 16);
         Loader ld;
         loader_init(&ld, &df, configs[k][0], 16, 0, 0, 1);
@@ -553,7 +553,7 @@ static void test_accumulation_equivalence(void) {
         ParamTensors pt;
         param_pointers(&m.cfg, after[k], &pt);
         zero_key_bias(&m.cfg, pt.qkvb);  // see zero_key_bias
-        loader_free(&ld); gpt2_free(&m);
+        loader_free(&ld); model_free(&m);
     }
     double e1 = rel_err(after[1], after[0], P, 1e-6), e2 = rel_err(after[2], after[0], P, 1e-6);
     check("accumulation_B4A1_B2A2_B1A4",
@@ -576,7 +576,7 @@ static void test_steps_without_targets(void) {
     write_docs(path, 61, 2, lens, toks, mask);
     DataFile df;
     data_load(&df, path);
-    GPT2 m;
+    Model m;
     model_from_dir(&m, REF_MODEL, 1, 16);
     Loader ld;
     loader_init(&ld, &df, 1, 16, 0, 0, 1);
@@ -592,7 +592,7 @@ static void test_steps_without_targets(void) {
           "skipped %d, targets %lld, adam count %lld, params untouched %d, moments zero %d", r.skipped, (long long)r.targets, (long long)t,
           untouched, moments_zero);
     // A=2 starting at the empty row equals A=1 on the second row alone
-    GPT2 m2;
+    Model m2;
     model_from_dir(&m2, REF_MODEL, 1, 16);
     Loader l2;
     loader_init(&l2, &df, 1, 16, 0, 0, 1);
@@ -605,7 +605,7 @@ static void test_steps_without_targets(void) {
           two.loss == one.loss && two.targets == one.targets && !memcmp(m.params_mem, m2.params_mem, P * sizeof(float)),
           "loss %.8f vs %.8f, targets %lld vs %lld", two.loss, one.loss, (long long)two.targets, (long long)one.targets);
     free(before);
-    loader_free(&ld); loader_free(&l2); gpt2_free(&m); gpt2_free(&m2); data_free(&df);
+    loader_free(&ld); loader_free(&l2); model_free(&m); model_free(&m2); data_free(&df);
 }
 
 // Loader rules: first token never a target, positions restart, cut at T, next-fit rows.
@@ -692,17 +692,17 @@ static void test_positions_mid_row(void) {
 
 // Import -> export -> import is bit-exact, and the export's tensors keep HF names.
 static void test_hf_round_trip(void) {
-    GPT2 m;
+    Model m;
     memset(&m, 0, sizeof m);
-    gpt2_load_hf(REF_MODEL, &m.cfg, &m.params_mem, &m.params);
+    model_load_hf(REF_MODEL, &m.cfg, &m.params_mem, &m.params);
     char dir[512];
     snprintf(dir, sizeof dir, "%s/export", tmp_root);
     make_dirs(dir);
-    gpt2_save_hf(dir, &m.cfg, &m.params);
-    GPT2 r;
+    model_save_hf(dir, &m.cfg, &m.params);
+    Model r;
     memset(&r, 0, sizeof r);
-    gpt2_load_hf(dir, &r.cfg, &r.params_mem, &r.params);
-    size_t P = gpt2_num_parameters(&m.cfg);
+    model_load_hf(dir, &r.cfg, &r.params_mem, &r.params);
+    size_t P = model_num_parameters(&m.cfg);
     int same_cfg = !memcmp(&m.cfg, &r.cfg, sizeof m.cfg);
     check("hf_round_trip_bit_exact", same_cfg && !memcmp(m.params_mem, r.params_mem, P * sizeof(float)), "config equal %d", same_cfg);
     char path[600];
@@ -849,7 +849,7 @@ static void test_validation_reference(void) {
     float *ref_loss = expect_tensor("val_loss", NULL), *ref_targets = expect_tensor("val_targets", NULL);
     DataFile df;
     data_load(&df, REF_VAL);
-    GPT2 m;
+    Model m;
     model_from_dir(&m, REF_MODEL, 2, 16);
     Loader ld;
     loader_init(&ld, &df, 2, 16, 0, 0, 0);
@@ -860,7 +860,7 @@ static void test_validation_reference(void) {
               n_two == (int64_t)ref_targets[1],
           "whole file %.8f over %lld targets, reference %.8f over %d; first 2 micro-batches %.8f over %lld, reference %.8f over %d", all,
           (long long)n_all, ref_loss[0], (int)ref_targets[0], two, (long long)n_two, ref_loss[1], (int)ref_targets[1]);
-    loader_free(&ld); gpt2_free(&m); data_free(&df);
+    loader_free(&ld); model_free(&m); data_free(&df);
     char cmd[2048], err[4096], path[700];
     snprintf(cmd, sizeof cmd, ONE_THREAD "./train_sft -i " REF_DATA " -j " REF_VAL " -m -1 -e " REF_MODEL " -b 2 -t 16 -x 1 -o %s/val", tmp_root);
     int rc = run(cmd, err, sizeof err);
@@ -1265,13 +1265,13 @@ static void test_vocab_growth(void) {
     snprintf(out, sizeof out, "%s/grow", tmp_root);
     snprintf(cmd, sizeof cmd, "./train_sft -i %s -e " REF_MODEL " -b 1 -t 16 -x 1 -l 0 -o %s", data, out);
     int rc = run(cmd, err, sizeof err);
-    GPT2 orig, grown;
+    Model orig, grown;
     memset(&orig, 0, sizeof orig);
     memset(&grown, 0, sizeof grown);
-    gpt2_load_hf(REF_MODEL, &orig.cfg, &orig.params_mem, &orig.params);
+    model_load_hf(REF_MODEL, &orig.cfg, &orig.params_mem, &orig.params);
     snprintf(dir, sizeof dir, "%s/step_00000001", out);
     if (rc != 0 || !is_directory(dir)) { check("vocab_growth", 0, "exit %d: %s", rc, err); return; }
-    gpt2_load_hf(dir, &grown.cfg, &grown.params_mem, &grown.params);
+    model_load_hf(dir, &grown.cfg, &grown.params_mem, &grown.params);
     int C = orig.cfg.C, ok = grown.cfg.V == 100 && !memcmp(orig.params.wte, grown.params.wte, (size_t)61 * C * sizeof(float));
     double worst = 0.0;
     for (int c = 0; c < C; c++) {
@@ -1294,22 +1294,22 @@ static void test_kv_cache_decode(void) {
                            "qwen3_kv_cache_decode_matches_forward", "smollm3_kv_cache_decode_matches_forward",
                            "gemma3_kv_cache_decode_matches_forward"};
     for (int k = 0; k < 6; k++) {
-        GPT2 m;
+        Model m;
         model_from_dir(&m, dirs[k], 1, 24);
         int toks[24], pos[24], start[24] = {0};
         for (int i = 0; i < 24; i++) { toks[i] = (i * 17 + 3) % m.cfg.V; pos[i] = i; m.rows[i] = i; }
         m.num_rows = 24;
-        gpt2_forward(&m, toks, pos, start, NULL, 1, 24);
+        model_forward(&m, toks, pos, start, NULL, 1, 24);
         KVCache kv;
         kv_init(&kv, &m.cfg, 5);
         double worst = 0.0;
         for (int i = 0; i < 24; i++) {
-            const float *l = gpt2_decode_step(&m, &kv, toks[i]);
+            const float *l = model_decode_step(&m, &kv, toks[i]);
             worst = fmax(worst, rel_err(l, m.acts.logits + (size_t)i * m.cfg.V, (size_t)m.cfg.V, 1.0));
         }
         check(names[k], worst < 1e-5 && kv.cap >= 24 && kv.cap < 48, "max relative logit error %.3g, cache for %d positions", worst, kv.cap);
         kv_free(&kv);
-        gpt2_free(&m);
+        model_free(&m);
     }
 }
 
@@ -1324,9 +1324,9 @@ static void test_checkpoint_atomic(void) {
     snprintf(path, sizeof path, "%s/step_00000002.tmp", out);
     int tmp_left = path_exists(path);
     snprintf(path, sizeof path, "%s/step_00000002", out);
-    GPT2 m;
+    Model m;
     memset(&m, 0, sizeof m);
-    gpt2_load_hf(path, &m.cfg, &m.params_mem, &m.params);
+    model_load_hf(path, &m.cfg, &m.params_mem, &m.params);
     check("checkpoint_rewrite_and_latest", rc1 == 0 && rc2 == 0 && latest && !strcmp(latest, "step_00000002\n") && !tmp_left && m.cfg.L == 1,
           "exit %d %d, latest '%s', temporary left %d", rc1, rc2, latest ? latest : "(none)", tmp_left);
     free(latest);
@@ -1343,7 +1343,7 @@ static void test_nonfinite_step_skipped(void) {
     data_load(&df, REF_DATA);
     const char *names[2] = {"nonfinite_gradient_step_changes_nothing", "nonfinite_loss_step_changes_nothing"};
     for (int k = 0; k < 2; k++) {
-        GPT2 m;
+        Model m;
         model_from_dir(&m, REF_MODEL, 2, 16);
         Loader ld;
         loader_init(&ld, &df, 2, 16, 0, 0, 1);
@@ -1364,7 +1364,7 @@ static void test_nonfinite_step_skipped(void) {
               (long long)t_after_skip, same, next.skipped, (long long)t, finite);
         free(before);
         loader_free(&ld);
-        gpt2_free(&m);
+        model_free(&m);
     }
     data_free(&df);
 }
@@ -1424,7 +1424,7 @@ static void test_checkpoint_never_nonfinite(void) {
     char out[512], path[700];
     snprintf(out, sizeof out, "%s/nan_ckpt", tmp_root);
     make_dirs(out);
-    GPT2 m;
+    Model m;
     model_from_dir(&m, REF_MODEL, 1, 16);
     m.params_mem[m.num_params / 2] = NAN;
     TrainState st;
@@ -1451,12 +1451,12 @@ static void test_checkpoint_never_nonfinite(void) {
     written |= path_exists(path);
     check("checkpoint_with_nan_not_written", WIFEXITED(status) && WEXITSTATUS(status) == 1 && !written, "exit %d, something written %d",
           WIFEXITED(status) ? WEXITSTATUS(status) : -1, written);
-    gpt2_free(&m);
+    model_free(&m);
 }
 
 // Exit status of read_state_file(path) for cfg in a child process (fatal: 1).
-static int read_state_status(const char *path, const GPT2Config *cfg) {
-    size_t P = gpt2_num_parameters(cfg);
+static int read_state_status(const char *path, const ModelConfig *cfg) {
+    size_t P = model_num_parameters(cfg);
     fflush(stdout);
     pid_t pid = fork();
     if (pid == 0) {
@@ -1478,12 +1478,12 @@ static int read_state_status(const char *path, const GPT2Config *cfg) {
 // weights: the same count); a file written before those fields (zeros there) is a
 // GPT-2 model's, so it resumes a GPT-2 model but not a Llama of the same count.
 static void test_state_model_fields(void) {
-    GPT2Config a, b, g;
-    gpt2_parse_descriptor("l2c32h4k4f48", &a);
-    gpt2_parse_descriptor("l2c32h4k1f64", &b);
-    gpt2_parse_descriptor("d2c32h4", &g);
+    ModelConfig a, b, g;
+    model_parse_descriptor("l2c32h4k4f48", &a);
+    model_parse_descriptor("l2c32h4k1f64", &b);
+    model_parse_descriptor("d2c32h4", &g);
     a.V = b.V = g.V = 61;
-    size_t P = gpt2_num_parameters(&a), PG = gpt2_num_parameters(&g);
+    size_t P = model_num_parameters(&a), PG = model_num_parameters(&g);
     float *zeros = (float *)xcalloc(2 * (P > PG ? P : PG), sizeof(float));
     TrainState st;
     memset(&st, 0, sizeof st);
@@ -1493,8 +1493,8 @@ static void test_state_model_fields(void) {
     // state files as written before fields 18..23 existed, for the GPT-2 and the Llama
     int old_status[2];
     for (int k = 0; k < 2; k++) {
-        const GPT2Config *c = k == 0 ? &g : &a;
-        size_t Pk = gpt2_num_parameters(c);
+        const ModelConfig *c = k == 0 ? &g : &a;
+        size_t Pk = model_num_parameters(c);
         snprintf(old_path, sizeof old_path, "%s/state_old_%d.bin", tmp_root, k);
         write_state_file(old_path, c, &st, zeros, zeros + Pk, Pk);
         size_t n;
@@ -1505,26 +1505,26 @@ static void test_state_model_fields(void) {
         old_status[k] = read_state_status(old_path, c);
     }
     int same = read_state_status(path, &a), other = read_state_status(path, &b), old_gpt2 = old_status[0], old_llama = old_status[1];
-    check("state_checks_llama_sizes", P == gpt2_num_parameters(&b) && same == 0 && other == 1,
-          "same parameter count %d, same model exit %d (want 0), other kv heads/MLP exit %d (want 1)", P == gpt2_num_parameters(&b), same, other);
+    check("state_checks_llama_sizes", P == model_num_parameters(&b) && same == 0 && other == 1,
+          "same parameter count %d, same model exit %d (want 0), other kv heads/MLP exit %d (want 1)", P == model_num_parameters(&b), same, other);
     check("state_before_family_fields_is_gpt2", old_gpt2 == 0 && old_llama == 1, "old file read as GPT-2: exit %d (want 0), as Llama: exit %d (want 1)",
           old_gpt2, old_llama);
     // the newer families' features: a Gemma 3 state file does not resume a model of the
     // same sizes with another window, another sliding pattern or without its embedding scale
-    GPT2Config g1, g2, g3, g4;
-    gpt2_parse_descriptor("l3c32h4k2a16gw5p3", &g1);
-    gpt2_parse_descriptor("l3c32h4k2a16gw6p3", &g2);
-    gpt2_parse_descriptor("l3c32h4k2a16gw5p2", &g3);
+    ModelConfig g1, g2, g3, g4;
+    model_parse_descriptor("l3c32h4k2a16gw5p3", &g1);
+    model_parse_descriptor("l3c32h4k2a16gw6p3", &g2);
+    model_parse_descriptor("l3c32h4k2a16gw5p2", &g3);
     g1.V = g2.V = g3.V = 61;
     g4 = g1;
     g4.embed_scale = 0;
-    size_t PGem = gpt2_num_parameters(&g1);
+    size_t PGem = model_num_parameters(&g1);
     float *gz = (float *)xcalloc(2 * PGem, sizeof(float));
     snprintf(path, sizeof path, "%s/state_gemma3.bin", tmp_root);
     write_state_file(path, &g1, &st, gz, gz + PGem, PGem);
     int g_same = read_state_status(path, &g1), g_window = read_state_status(path, &g2), g_pattern = read_state_status(path, &g3);
     int g_scale = read_state_status(path, &g4);
-    check("state_checks_family_features", PGem == gpt2_num_parameters(&g2) && g_same == 0 && g_window == 1 && g_pattern == 1 && g_scale == 1,
+    check("state_checks_family_features", PGem == model_num_parameters(&g2) && g_same == 0 && g_window == 1 && g_pattern == 1 && g_scale == 1,
           "same model exit %d (want 0); other window %d, other sliding layers %d, no embedding scale %d (want 1)", g_same, g_window, g_pattern, g_scale);
     free(gz);
     free(zeros);
@@ -1577,7 +1577,7 @@ static void test_memory_plan(void) {
     expect_bad("memory_plan", "-i " REF_DATA " -e d8c64h8t1024 -b 16384 -t 1024", "the largest term is activations: lower -b");
 }
 
-// Data parallel (common/dist.h): rank, world and local rank from the flags and the
+// Data parallel (train/dist.h): rank, world and local rank from the flags and the
 // launchers' environments in their order of precedence; the work split helpers.
 static void test_dist_discovery(void) {
     const char *vars[] = {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_PROCID", "SLURM_NTASKS",

@@ -57,7 +57,7 @@ static const double TOL_LOGITS_GELU = 1e-3, TOL_GRAD_GELU = 3e-3, TOL_STEPS_GELU
 static const double TOL_LOGITS_GELU = 0, TOL_GRAD_GELU = 0, TOL_STEPS_GELU = 0;  // bf16: its rounding dominates
 #endif
 // the tolerance for the model: tol, or gelu_tol when larger and the model has a GELU epilogue
-static double tol_for(const GPT2Config *cfg, double tol, double gelu_tol) { return is_llama_family(cfg) ? tol : fmax(tol, gelu_tol); }
+static double tol_for(const ModelConfig *cfg, double tol, double gelu_tol) { return is_llama_family(cfg) ? tol : fmax(tol, gelu_tol); }
 
 // max |a - b| / max |b|
 static double rel_err(const float *a, const float *b, size_t n) {
@@ -97,13 +97,13 @@ static int count_lines_with(const char *path, const char *needle) {
 }
 
 // Tensor i's name in messages: transformers' (the first stacked part for q|k|v and gate|up)
-static const char *tensor_name(const GPT2Config *cfg, int i) {
+static const char *tensor_name(const ModelConfig *cfg, int i) {
     HfPart parts[3];
     return param_hf_parts(cfg, i, parts) ? parts[0].name : PARAM_INFO[i].hf_name;
 }
 
 // worst over the parameter tensors of max |a - b| / max |b| (elementwise, relative to each tensor's scale)
-static double worst_tensor_error(const GPT2Config *cfg, const float *a, const float *b, const char **worst_name) {
+static double worst_tensor_error(const ModelConfig *cfg, const float *a, const float *b, const char **worst_name) {
     size_t off = 0;
     double worst = 0.0;
     for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
@@ -116,7 +116,7 @@ static double worst_tensor_error(const GPT2Config *cfg, const float *a, const fl
 }
 
 // One packed micro-batch with masks: logits, loss and every gradient, GPU against CPU.
-static void test_step_against_cpu(const char *name, const GPT2Config *cfg, const float *params, const char *data_path, int B, int T,
+static void test_step_against_cpu(const char *name, const ModelConfig *cfg, const float *params, const char *data_path, int B, int T,
                                   int recompute) {
     DataFile df;
     data_load(&df, data_path);
@@ -191,13 +191,13 @@ static void test_step_against_cpu(const char *name, const GPT2Config *cfg, const
 // differs between A and 1 micro-batches, so with fp32 gradient accumulation they agree
 // to a few fp32 ulps of the sums (TOL_ACCUM); bf16 accumulation (a rounding to 8 bits per
 // micro-batch) differs by ~2^-9 of the values and fails.
-static void test_accumulation(const char *name, const GPT2Config *cfg, const float *params, const char *data_path, int A, int B, int T) {
+static void test_accumulation(const char *name, const ModelConfig *cfg, const float *params, const char *data_path, int A, int B, int T) {
     DataFile df;
     data_load(&df, data_path);
     Loader ld;
     loader_init(&ld, &df, B, T, 0, 0, 1);
     int BT = B * T;
-    size_t n = (size_t)A * BT, P = gpt2_num_parameters(cfg);
+    size_t n = (size_t)A * BT, P = model_num_parameters(cfg);
     int *inputs = (int *)xmalloc(n * sizeof(int)), *pos = (int *)xmalloc(n * sizeof(int));
     int *doc_start = (int *)xmalloc(n * sizeof(int)), *targets = (int *)xmalloc(n * sizeof(int));
     int N = 0;
@@ -253,14 +253,14 @@ static void test_accumulation(const char *name, const GPT2Config *cfg, const flo
 // A fresh model of descriptor desc with vocabulary V and weights that are not at their
 // special values (norm scales 1, biases 0), so every gradient is exercised: the fresh
 // initialization, then every tensor plus scale * normal noise.
-static float *llama_test_params(GPT2Config *cfg, const char *desc, int V, uint64_t seed) {
-    if (gpt2_parse_descriptor(desc, cfg) != 0) fatal("test_sftcu: bad descriptor %s", desc);
+static float *llama_test_params(ModelConfig *cfg, const char *desc, int V, uint64_t seed) {
+    if (model_parse_descriptor(desc, cfg) != 0) fatal("test_sftcu: bad descriptor %s", desc);
     cfg->V = V;
-    gpt2_check_config(cfg, desc);
+    model_check_config(cfg, desc);
     ParamTensors p;
-    float *params = (float *)xmalloc(gpt2_num_parameters(cfg) * sizeof(float));
+    float *params = (float *)xmalloc(model_num_parameters(cfg) * sizeof(float));
     param_pointers(cfg, params, &p);
-    gpt2_init_random(cfg, &p, seed);
+    model_init_random(cfg, &p, seed);
     Rng r;
     rng_seed(&r, seed + 1);
     for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
@@ -288,8 +288,8 @@ static double gpu_loss_grads(GpuModel *M, Loader *ld, float *grads) {
 
 // Recompute levels 1 and 2 give level 0's loss and gradients bit for bit (the same kernels
 // on the same inputs), and a second run of level 0 does too (determinism).
-static void test_llama_recompute(const char *name, const GPT2Config *cfg, const float *params, Loader *ld) {
-    size_t P = gpt2_num_parameters(cfg);
+static void test_llama_recompute(const char *name, const ModelConfig *cfg, const float *params, Loader *ld) {
+    size_t P = model_num_parameters(cfg);
     float *g0 = (float *)xmalloc(P * sizeof(float)), *g = (float *)xmalloc(P * sizeof(float));
     GpuComm one;
     comm_single(&one);
@@ -319,13 +319,13 @@ static void test_llama_recompute(const char *name, const GPT2Config *cfg, const 
 //   gradients equal the epilogues' (fp32: up to the order of the bias-gradient sums; bf16: up to
 //   the fallback's extra roundings of the product), and the warning comes once per plan: as
 //   many lines after two steps as after one, one per fallback plan.
-static void test_lt_plans_and_fallback(const char *name, const GPT2Config *cfg, const float *params, int B, int T) {
+static void test_lt_plans_and_fallback(const char *name, const ModelConfig *cfg, const float *params, int B, int T) {
     DataFile df;
     data_load(&df, "dev/ref/tiny_train.bin");
     Loader ld;
     loader_init(&ld, &df, B, T, 0, 0, 1);
     loader_next_batch(&ld);
-    size_t P = gpt2_num_parameters(cfg);
+    size_t P = model_num_parameters(cfg);
     float *g_epi = (float *)xmalloc(P * sizeof(float)), *g_fb = (float *)xmalloc(P * sizeof(float));
     GpuComm one;
     comm_single(&one);
@@ -385,7 +385,7 @@ static void test_lt_plans_and_fallback(const char *name, const GPT2Config *cfg, 
     data_free(&df);
 }
 
-static void test_llama_gpu(const char *name, const GPT2Config *cfg, const float *params, int B, int T) {
+static void test_llama_gpu(const char *name, const ModelConfig *cfg, const float *params, int B, int T) {
     DataFile df;
     data_load(&df, "dev/ref/tiny_train.bin");
     Loader ld;
@@ -396,12 +396,12 @@ static void test_llama_gpu(const char *name, const GPT2Config *cfg, const float 
     data_free(&df);
 }
 
-// ---- LoRA (common/lora.h, cuda/lora.cuh) ----
+// ---- LoRA (model/lora.h, cuda/lora.cuh) ----
 
 // Fresh adapters of rank R on `targets` ("" = all) with scale alpha / R and dropout p: PEFT's
 // initialization, then B given values too (its 0 would leave dA = 0 and the adapters' output 0,
 // so that neither the scale nor A and B's roles would show).
-static float *lora_test_adapters(const GPT2Config *cfg, const char *targets, int R, float alpha, float p, LoraLayout *lay) {
+static float *lora_test_adapters(const ModelConfig *cfg, const char *targets, int R, float alpha, float p, LoraLayout *lay) {
     LoraConfig lc = {R, alpha, p, 0, 0};
     char err[512];
     if (!lora_parse_targets(cfg, targets, "test_sftcu", &lc.targets, err, sizeof err)) fatal("%s", err);
@@ -436,7 +436,7 @@ static double worst_adapter_error(const LoraLayout *lay, const float *a, const f
 // One micro-batch with adapters (dropout p > 0: the draw of step 3, micro-batch 1 on both
 // sides): logits with dropout off, the loss and every adapter gradient, GPU against the CPU
 // trainer's LoRA; the frozen model gets no gradient (the GPU has none to give: M.g is null).
-static void test_lora_against_cpu(const char *name, const GPT2Config *cfg, const float *params, const char *targets, int R, float alpha, float p,
+static void test_lora_against_cpu(const char *name, const ModelConfig *cfg, const float *params, const char *targets, int R, float alpha, float p,
                                   int B, int T, int recompute) {
     DataFile df;
     data_load(&df, "dev/ref/tiny_train.bin");
@@ -499,7 +499,7 @@ static void test_lora_against_cpu(const char *name, const GPT2Config *cfg, const
 // Three optimizer steps with adapters (dropout 0.1): the frozen model's weights on the device
 // are bit for bit those it started with, and the adapters (their floatX copy and the fp32
 // master) have moved.
-static void test_lora_frozen_base(const char *name, const GPT2Config *cfg, const float *params, int B, int T) {
+static void test_lora_frozen_base(const char *name, const ModelConfig *cfg, const float *params, int B, int T) {
     DataFile df;
     data_load(&df, "dev/ref/tiny_train.bin");
     Loader ld;
@@ -676,17 +676,17 @@ static void test_programs(void) {
 // 2 + 4 + 12 bytes each (fp32: 4 + 4 + 8); Φ = 32 layers x 16 x (q 4096+4096, k and v 4096+1024,
 // o 4096+4096, gate and up 4096+14336, down 14336+4096). Prints the plan (docs/lora.md's table).
 static void test_lora_memory_plan(void) {
-    GPT2Config cfg;
-    if (gpt2_parse_descriptor("l32c4096h32k8f14336t2048u", &cfg) != 0) fatal("test_sftcu: bad descriptor");
+    ModelConfig cfg;
+    if (model_parse_descriptor("l32c4096h32k8f14336t2048u", &cfg) != 0) fatal("test_sftcu: bad descriptor");
     cfg.V = 128256;
     LoraConfig lc = {16, 32.0f, 0.0f, 0, lora_all_targets(&cfg)};
     LoraLayout lay, none;
     lora_layout_init(&lay, &cfg, &lc);
     memset(&none, 0, sizeof none);
     size_t phi = (size_t)32 * 16 * (2 * 8192 + 2 * 5120 + 2 * 18432 + 18432);
-    GPT2Config dev = cfg;
+    ModelConfig dev = cfg;
     dev.V = (cfg.V + VOCAB_PAD - 1) / VOCAB_PAD * VOCAB_PAD;
-    size_t P = gpt2_num_parameters(&dev);
+    size_t P = model_num_parameters(&dev);
     double X = sizeof(floatX), GiB = 1073741824.0;
     bool ok = lay.floats == phi;
     char line[2048];
@@ -725,10 +725,10 @@ static void test_programs_lora(void) {
     check("lora_ten_steps_match_cpu", rc1 == 0 && rc2 == 0 && worst < tol_steps, "exit %d %d, %d/%d steps, worst relative loss difference %.3g",
           rc1, rc2, nc, ng, worst);
     // the final adapters (adapter_model.safetensors, PEFT's names) and the merged models
-    GPT2Config cfg, mcfg;
+    ModelConfig cfg, mcfg;
     float *base, *mc, *mg;
     ParamTensors p;
-    gpt2_load_hf("dev/ref/tiny", &cfg, &base, &p);
+    model_load_hf("dev/ref/tiny", &cfg, &base, &p);
     LoraConfig lc = {4, 8.0f, 0.1f, 0, lora_all_targets(&cfg)};
     LoraLayout lay;
     lora_layout_init(&lay, &cfg, &lc);
@@ -749,10 +749,10 @@ static void test_programs_lora(void) {
                 if (!(e <= ea)) { ea = e; lora_peft_name(&lay.ad[i], w ? 'B' : 'A', worst_name, sizeof worst_name); }
             }
         snprintf(path, sizeof path, "%s/lora_cpu/merged", tmp_root);
-        gpt2_load_hf(path, &mcfg, &mc, &p);
+        model_load_hf(path, &mcfg, &mc, &p);
         snprintf(path, sizeof path, "%s/lora_gpu/merged", tmp_root);
-        gpt2_load_hf(path, &mcfg, &mg, &p);
-        em = rel_err(mg, mc, gpt2_num_parameters(&cfg));
+        model_load_hf(path, &mcfg, &mg, &p);
+        em = rel_err(mg, mc, model_num_parameters(&cfg));
         free(mc); free(mg);
     }
 #if defined(ENABLE_FP32)
@@ -798,22 +798,22 @@ int main(void) {
     snprintf(tmp_root, sizeof tmp_root, "/tmp/test_sftcu.%d", (int)getpid());
     make_dirs(tmp_root);
     // the PyTorch-checked tiny model (head size 8) and a fresh one with head size 32
-    GPT2Config cfg;
+    ModelConfig cfg;
     float *params;
     ParamTensors p;
-    gpt2_load_hf("dev/ref/tiny", &cfg, &params, &p);
+    model_load_hf("dev/ref/tiny", &cfg, &params, &p);
     for (int r = 0; r <= 2; r++) {
         char name[64];
         snprintf(name, sizeof name, "tiny_recompute%d", r);
         test_step_against_cpu(name, &cfg, params, "dev/ref/tiny_train.bin", 2, 16, r);
     }
     free(params);
-    GPT2Config c2;
-    gpt2_parse_descriptor("d2c64h2t64", &c2);
+    ModelConfig c2;
+    model_parse_descriptor("d2c64h2t64", &c2);
     c2.V = 61;
-    params = (float *)xmalloc(gpt2_num_parameters(&c2) * sizeof(float));
+    params = (float *)xmalloc(model_num_parameters(&c2) * sizeof(float));
     param_pointers(&c2, params, &p);
-    gpt2_init_random(&c2, &p, 7);
+    model_init_random(&c2, &p, 7);
     test_step_against_cpu("d2c64", &c2, params, "dev/ref/tiny_train.bin", 3, 64, 0);
     test_accumulation("d2c64", &c2, params, "dev/ref/tiny_train.bin", 8, 1, 64);
     test_lt_plans_and_fallback("d2c64", &c2, params, 3, 64);
@@ -822,7 +822,7 @@ int main(void) {
     // Llama 3 rope scaling, head size 8) and tiny_qwen2 (q/k/v biases, one kv head, tied)
     const char *ref_dirs[2] = {"dev/ref/tiny_llama", "dev/ref/tiny_qwen2"};
     for (int k = 0; k < 2; k++) {
-        gpt2_load_hf(ref_dirs[k], &cfg, &params, &p);
+        model_load_hf(ref_dirs[k], &cfg, &params, &p);
         for (int r = 0; r <= 2; r++) {
             char name[64];
             snprintf(name, sizeof name, "%s_recompute%d", k == 0 ? "tiny_llama" : "tiny_qwen2", r);
@@ -846,7 +846,7 @@ int main(void) {
     // tiny_smollm3 (layer 0 without RoPE); tiny_qwen3's head size 12 has no GPU attention kernel
     const char *new_dirs[2] = {"dev/ref/tiny_gemma3", "dev/ref/tiny_smollm3"};
     for (int k = 0; k < 2; k++) {
-        gpt2_load_hf(new_dirs[k], &cfg, &params, &p);
+        model_load_hf(new_dirs[k], &cfg, &params, &p);
         for (int r = 0; r <= 2; r++) {
             char name[64];
             snprintf(name, sizeof name, "%s_recompute%d", new_dirs[k] + 8, r);
@@ -870,7 +870,7 @@ int main(void) {
     // LoRA against the CPU trainer: GPT-2 (Conv1D, GELU: c_fc's and mlp.c_proj's adapters around it)
     // every module and some, with dropout, at every recompute level; tiny_llama (q, k, v slices
     // of one product, gate and up of another) the same
-    gpt2_load_hf("dev/ref/tiny", &cfg, &params, &p);
+    model_load_hf("dev/ref/tiny", &cfg, &params, &p);
     test_lora_against_cpu("tiny_lora_all", &cfg, params, "", 4, 8.0f, 0.0f, 2, 16, 0);
     for (int r = 0; r <= 2; r++) {
         char name[64];
@@ -879,7 +879,7 @@ int main(void) {
     }
     test_lora_frozen_base("tiny", &cfg, params, 2, 16);
     free(params);
-    gpt2_load_hf("dev/ref/tiny_llama", &cfg, &params, &p);
+    model_load_hf("dev/ref/tiny_llama", &cfg, &params, &p);
     test_lora_against_cpu("tiny_llama_lora_all", &cfg, params, "", 4, 8.0f, 0.0f, 2, 16, 0);
     for (int r = 0; r <= 2; r++) {
         char name[64];

@@ -7,7 +7,7 @@ causal self-attention, tanh-GELU MLP, tied output embedding, no dropout), or a
 Llama-family model as LlamaForCausalLM / Qwen2ForCausalLM compute it: the same
 blocks with RMSNorm, rotary positions on q and k, grouped-query attention, a
 SwiGLU MLP, nn.Linear [out, in] weights and a tied or untied output head (see
-common/gpt2.h). The configuration picks the layer functions; the trainer is one.
+model/model.h). The configuration picks the layer functions; the trainer is one.
 
 Training packs whole documents into rows; a token attends only to earlier tokens
 of its own document, and only tokens whose mask byte is 1 are targets. The loss of a
@@ -19,11 +19,11 @@ runs in a fixed order, so results do not depend on the thread count and a resume
 run reproduces an uninterrupted one bit for bit.
 */
 #include <omp.h>
-#include "common/dist.h"
-#include "common/evalset.h"
-#include "common/generate.h"
-#include "common/preempt.h"
-#include "common/trainer.h"
+#include "train/dist.h"
+#include "train/evalset.h"
+#include "train/generate.h"
+#include "train/preempt.h"
+#include "train/trainer.h"
 
 // ----------------------------------------------------------------------------
 // Matrix multiply: C[M,N] (+)= A[M,K] * B[K,N] with A and B given by strides, so
@@ -693,14 +693,14 @@ static void classifier_backward(float *dx, float *dhead, const float *dlogits, c
 // into dlogits and takes that chunk's share of dx and dhead. Tests lower the size to
 // make a tiny model's classifier take several chunks.
 static int classifier_chunk_floats = 1 << 24;
-static int classifier_chunk_rows(const GPT2Config *c, int BT) {
+static int classifier_chunk_rows(const ModelConfig *c, int BT) {
     int rows = classifier_chunk_floats / c->V;
     return rows < 1 ? 1 : rows > BT ? BT : rows;
 }
 
 // ----------------------------------------------------------------------------
 // The model: parameters, gradients and AdamW moments (one allocation each, laid
-// out as in gpt2.h) and the activations of one micro-batch of up to B x T.
+// out as in model/model.h) and the activations of one micro-batch of up to B x T.
 // Widths: QKV = (NH + 2 KVH) HS (qkv_width), A = NH HS (attention output), FF the
 // MLP width, FCW the fc output (GPT-2: FF = 4C; Llama family: [gate | up], 2FF),
 // QK = (NH + KVH) HS the q and k heads, CR the classifier's chunk of rows.
@@ -731,7 +731,7 @@ typedef struct {
 } Activations;
 
 typedef struct {
-    GPT2Config cfg;
+    ModelConfig cfg;
     size_t num_params;
     float *params_mem, *grads_mem, *m_mem, *v_mem;  // params and grads: `padded` floats; moments: opt_n
     Dist *dist;               // the ranks training this model together (NULL: this process alone)
@@ -745,7 +745,7 @@ typedef struct {
     int *rows;                // row index (b*T + t) of each classifier row
     int *row_targets;         // its target
     int num_rows;
-    // LoRA (common/lora.h), when lora.lc.rank > 0: the base is frozen (grads_mem NULL, no
+    // LoRA (model/lora.h), when lora.lc.rank > 0: the base is frozen (grads_mem NULL, no
     // moments for it) and AdamW trains the adapter block; the trained vector is then the
     // adapter's: `trained`, `trained_grads` and `num_trained` (padded, opt_lo and opt_n
     // refer to it) are the adapter's, else params_mem, grads_mem and num_params
@@ -758,60 +758,60 @@ typedef struct {
     uint64_t dropout_seed;    // -z; with the step and the micro-batch (over all ranks), the key of the dropout mask
     int64_t dropout_step;
     int dropout_micro;
-} GPT2;
+} Model;
 
-static int model_is_lora(const GPT2 *m) { return m->lora.lc.rank > 0; }
+static int model_is_lora(const Model *m) { return m->lora.lc.rank > 0; }
 
 
 // Width of the fc layer's output: GPT-2's FF (= 4C), the Llama family's [gate | up] 2FF.
-static int fc_width(const GPT2Config *c) { return is_llama_family(c) ? 2 * c->FF : c->FF; }
+static int fc_width(const ModelConfig *c) { return is_llama_family(c) ? 2 * c->FF : c->FF; }
 
 // Layout of the linear layers' weights: Conv1D [in, out] for GPT-2, nn.Linear [out, in] for the Llama family.
-static int weight_layout(const GPT2Config *c) { return is_llama_family(c) ? W_OUT_IN : W_IN_OUT; }
+static int weight_layout(const ModelConfig *c) { return is_llama_family(c) ? W_OUT_IN : W_IN_OUT; }
 
 // Layer l's slice of parameter (or gradient) tensor i; NULL when the family has no such tensor.
-static float *param_layer(const GPT2Config *c, const ParamTensors *t, int i, int l) {
+static float *param_layer(const ModelConfig *c, const ParamTensors *t, int i, int l) {
     int64_t shape[2];
     size_t n = (size_t)param_slice_shape(c, i, shape);
     return n ? t->t[i] + (size_t)l * n : NULL;
 }
 
 // Layer l's slice of gradient tensor i; NULL when the tensor is frozen (LoRA) or absent.
-static float *grad_layer(const GPT2 *m, int i, int l) { return model_is_lora(m) ? NULL : param_layer(&m->cfg, &m->grads, i, l); }
+static float *grad_layer(const Model *m, int i, int l) { return model_is_lora(m) ? NULL : param_layer(&m->cfg, &m->grads, i, l); }
 
 // The added 1 of the RMSNorms: 1 where they scale by 1 + w (Gemma 3), else 0.
-static float norm_one(const GPT2Config *c) { return c->norm_plus_one ? 1.0f : 0.0f; }
+static float norm_one(const ModelConfig *c) { return c->norm_plus_one ? 1.0f : 0.0f; }
 
 // The block's normalization: LayerNorm for GPT-2; RMSNorm (no mean, no bias) for the Llama family.
-static void norm_forward(const GPT2Config *c, float *out, float *mean, float *rstd, const float *inp, const float *w, const float *b, int N) {
+static void norm_forward(const ModelConfig *c, float *out, float *mean, float *rstd, const float *inp, const float *w, const float *b, int N) {
     if (is_llama_family(c)) rmsnorm_forward(out, rstd, inp, w, N, c->C, c->eps, norm_one(c));
     else layernorm_forward(out, mean, rstd, inp, w, b, N, c->C, c->eps);
 }
 
-static void norm_backward(const GPT2Config *c, float *dinp, float *dw, float *db, const float *dout, const float *inp, const float *w,
+static void norm_backward(const ModelConfig *c, float *dinp, float *dw, float *db, const float *dout, const float *inp, const float *w,
                           const float *mean, const float *rstd, int N) {
     if (is_llama_family(c)) rmsnorm_backward(dinp, dw, dout, inp, w, rstd, N, c->C, norm_one(c));
     else layernorm_backward(dinp, dw, db, dout, inp, w, mean, rstd, N, c->C);
 }
 
 // The MLP's activation of fch (BT rows) into fch_act, and its backward pass.
-static void mlp_act_forward(const GPT2Config *c, float *fch_act, const float *fch, int BT) {
+static void mlp_act_forward(const ModelConfig *c, float *fch_act, const float *fch, int BT) {
     if (c->mlp_act == MLP_SWIGLU) swiglu_forward(fch_act, fch, BT, c->FF);
     else if (c->mlp_act == MLP_GEGLU) geglu_forward(fch_act, fch, BT, c->FF);
     else gelu_forward(fch_act, fch, (size_t)BT * c->FF);
 }
 
-static void mlp_act_backward(const GPT2Config *c, float *dfch, const float *fch, const float *dfch_act, int BT) {
+static void mlp_act_backward(const ModelConfig *c, float *dfch, const float *fch, const float *dfch_act, int BT) {
     if (c->mlp_act == MLP_SWIGLU) swiglu_backward(dfch, fch, dfch_act, BT, c->FF);
     else if (c->mlp_act == MLP_GEGLU) geglu_backward(dfch, fch, dfch_act, BT, c->FF);
     else gelu_backward(dfch, fch, dfch_act, (size_t)BT * c->FF);
 }
 
 // The embedding's factor: embed_scale, or 1.
-static float embedding_scale(const GPT2Config *c) { return c->embed_scale != 0 ? c->embed_scale : 1.0f; }
+static float embedding_scale(const ModelConfig *c) { return c->embed_scale != 0 ? c->embed_scale : 1.0f; }
 
 // Layer l's rotary table (cos, sin) in a, or 0 when the layer has no RoPE.
-static int layer_rope_table(const GPT2Config *c, const Activations *a, int l, const float **cos_t, const float **sin_t) {
+static int layer_rope_table(const ModelConfig *c, const Activations *a, int l, const float **cos_t, const float **sin_t) {
     int kind = layer_rope(c, l);
     *cos_t = kind == ROPE_LOCAL ? a->rope_cos_local : a->rope_cos;
     *sin_t = kind == ROPE_LOCAL ? a->rope_sin_local : a->rope_sin;
@@ -820,7 +820,7 @@ static int layer_rope_table(const GPT2Config *c, const Activations *a, int l, co
 
 // Floats of each activation array for B x T, in the order of Activations; returns the count.
 #define NUM_ACTIVATIONS 38
-static int gpt2_activation_sizes(const GPT2Config *c, int B, int T, size_t sizes[NUM_ACTIVATIONS]) {
+static int model_activation_sizes(const ModelConfig *c, int B, int T, size_t sizes[NUM_ACTIVATIONS]) {
     size_t BT = (size_t)B * T, L = (size_t)c->L, C = (size_t)c->C, QKV = (size_t)qkv_width(c), A = (size_t)c->NH * c->HS;
     size_t FF = (size_t)c->FF, FCW = (size_t)fc_width(c), llama = (size_t)is_llama_family(c);
     size_t mean = llama ? 0 : 1, rope = llama ? (size_t)T * (c->HS / 2) : 0, local = c->rope_local_theta != 0 ? rope : 0;
@@ -834,9 +834,9 @@ static int gpt2_activation_sizes(const GPT2Config *c, int B, int T, size_t sizes
     return NUM_ACTIVATIONS;
 }
 
-static size_t gpt2_activation_floats(const GPT2Config *c, int B, int T) {
+static size_t model_activation_floats(const ModelConfig *c, int B, int T) {
     size_t sizes[NUM_ACTIVATIONS], total = 0;
-    for (int i = 0; i < gpt2_activation_sizes(c, B, T, sizes); i++) total += sizes[i];
+    for (int i = 0; i < model_activation_sizes(c, B, T, sizes); i++) total += sizes[i];
     return total;
 }
 
@@ -851,9 +851,9 @@ static size_t lora_activation_floats(const LoraLayout *lay, int B, int T) {
 
 // Allocates gradients, moments and activations for B x T; with LoRA (m->lora and
 // m->adapter set by the caller) the gradients and moments are the adapter's only.
-static void gpt2_allocate(GPT2 *m, int B, int T) {
-    const GPT2Config *c = &m->cfg;
-    m->num_params = gpt2_num_parameters(c);
+static void model_allocate(Model *m, int B, int T) {
+    const ModelConfig *c = &m->cfg;
+    m->num_params = model_num_parameters(c);
     if (model_is_lora(m)) {
         m->trained = m->adapter;
         m->num_trained = m->lora.floats;
@@ -869,7 +869,7 @@ static void gpt2_allocate(GPT2 *m, int B, int T) {
     m->v_mem = (float *)xcalloc(m->num_trained ? m->num_trained : 1, sizeof(float));
     m->B = B; m->T = T;
     size_t BT = (size_t)B * T, sizes[NUM_ACTIVATIONS];
-    int n = gpt2_activation_sizes(c, B, T, sizes);
+    int n = model_activation_sizes(c, B, T, sizes);
     Activations *a = &m->acts;
     float **ptrs[] = {&a->encoded, &a->ln1, &a->ln1_mean, &a->ln1_rstd, &a->qkv, &a->qk_raw, &a->qk_rstd, &a->atty, &a->att, &a->attn_out,
                       &a->attn_rstd, &a->residual2, &a->ln2, &a->ln2_mean, &a->ln2_rstd, &a->fch, &a->fch_act, &a->mlp_out, &a->mlp_rstd,
@@ -896,10 +896,10 @@ static void gpt2_allocate(GPT2 *m, int B, int T) {
     m->row_targets = (int *)xmalloc(BT * sizeof(int));
 }
 
-// Trains m on the ranks of d (after gpt2_allocate). With ZeRO-1 each rank keeps the
+// Trains m on the ranks of d (after model_allocate). With ZeRO-1 each rank keeps the
 // AdamW moments of one shard only, and parameters and gradients are padded to W
 // shards for the reduce-scatter and all-gather.
-static void gpt2_distribute(GPT2 *m, Dist *d) {
+static void model_distribute(Model *m, Dist *d) {
     m->dist = d;
     if (!d->zero) return;
     size_t shard = dist_shard_size(m->num_trained, d->world), P = m->num_trained;
@@ -920,7 +920,7 @@ static void gpt2_distribute(GPT2 *m, Dist *d) {
     m->v_mem = (float *)xcalloc(shard, sizeof(float));
 }
 
-static void gpt2_free(GPT2 *m) {
+static void model_free(Model *m) {
     free(m->params_mem); free(m->grads_mem); free(m->m_mem); free(m->v_mem); free(m->acts_mem);
     free(m->adapter); free(m->adapter_grads); free(m->lora_acts); lora_layout_free(&m->lora);
     free(m->rows); free(m->row_targets);
@@ -928,11 +928,11 @@ static void gpt2_free(GPT2 *m) {
 
 // ----------------------------------------------------------------------------
 // LoRA's adapters on a fused product out[N, OC] = inp[N, in] W (matmul_forward), for
-// the adapters of layer l on tensor `param` (common/lora.h's math): each adds
+// the adapters of layer l on tensor `param` (model/lora.h's math): each adds
 // s * dropout(inp) A^T B^T to its output columns [off, off + rows).
 
 // dropout(inp) of adapter a into xd while training with p > 0 (returns xd), else inp.
-static const float *lora_dropout_input(const GPT2 *m, const LoraAdapter *a, const float *inp, float *xd, int N) {
+static const float *lora_dropout_input(const Model *m, const LoraAdapter *a, const float *inp, float *xd, int N) {
     float p = m->lora.lc.dropout;
     if (!m->training || p == 0) return inp;
     uint64_t key = lora_dropout_key(m->dropout_seed, m->dropout_step, m->dropout_micro, a->layer, a->module);
@@ -945,7 +945,7 @@ static const float *lora_dropout_input(const GPT2 *m, const LoraAdapter *a, cons
 }
 
 // hs [N, R] = s * dropout(inp) A^T, kept for the backward pass;  out[:, off:off+rows] += hs B^T
-static void lora_forward(GPT2 *m, int l, int param, float *out, const float *inp, int N) {
+static void lora_forward(Model *m, int l, int param, float *out, const float *inp, int N) {
     const LoraAdapter *first;
     int count = model_is_lora(m) ? lora_adapters_of(&m->lora, l, param, &first) : 0, R = m->lora.lc.rank;
     size_t NR = (size_t)N * R, BTR = (size_t)m->B * m->T * R;
@@ -962,7 +962,7 @@ static void lora_forward(GPT2 *m, int l, int param, float *out, const float *inp
 
 // With dout [N, OC] the gradient of the fused output and its slice d = dout[:, off:off+rows]:
 //   dB += d^T hs,  g = s * d B (= d loss / d h),  dA += g^T dropout(inp),  dinp += mask * (g A)
-static void lora_backward(GPT2 *m, int l, int param, float *dinp, const float *dout, const float *inp, int N) {
+static void lora_backward(Model *m, int l, int param, float *dinp, const float *dout, const float *inp, int N) {
     const LoraAdapter *first;
     int count = model_is_lora(m) ? lora_adapters_of(&m->lora, l, param, &first) : 0, R = m->lora.lc.rank;
     size_t NR = (size_t)N * R, BTR = (size_t)m->B * m->T * R;
@@ -994,11 +994,11 @@ static void lora_backward(GPT2 *m, int l, int param, float *dinp, const float *d
 // (at most classifier_chunk_rows of them; their logits are left in acts.logits).
 // GPT-2 block:  x2 = x + attproj(attention(qkv(LN1(x))));  x3 = x2 + fcproj(gelu(fc(LN2(x2))))
 // Llama block:  x2 = x + o_proj(attention(rope(qkv(RMS1(x)))));  x3 = x2 + down(swiglu(gate|up(RMS2(x2))))
-// with the features of gpt2.h where the model has them: q/k norms before RoPE, a
+// with the features of model/model.h where the model has them: q/k norms before RoPE, a
 // layer's own rotary table or none, a sliding window, post norms on o_proj's and
 // down's outputs, GeGLU, the embedding scale.
-static double gpt2_forward(GPT2 *m, const int *inputs, const int *pos, const int *doc_start, const int *targets, int B, int T) {
-    const GPT2Config *c = &m->cfg;
+static double model_forward(Model *m, const int *inputs, const int *pos, const int *doc_start, const int *targets, int B, int T) {
+    const ModelConfig *c = &m->cfg;
     int L = c->L, C = c->C, NH = c->NH, KVH = c->KVH, HS = c->HS, V = c->V, BT = B * T, H = NH + KVH;
     int QKV = qkv_width(c), A = NH * HS, FF = c->FF, FCW = fc_width(c), llama = is_llama_family(c), wl = weight_layout(c);
     float scale = attention_scale(c), one = norm_one(c);
@@ -1042,7 +1042,7 @@ static double gpt2_forward(GPT2 *m, const int *inputs, const int *pos, const int
     }
     for (int r = 0; r < m->num_rows; r++) memcpy(a->x_sel + (size_t)r * C, a->lnf + (size_t)m->rows[r] * C, (size_t)C * sizeof(float));
     int CR = classifier_chunk_rows(c, BT);
-    if (!targets && m->num_rows > CR) fatal("gpt2_forward: logits of %d rows asked for; at most %d fit the classifier's chunk", m->num_rows, CR);
+    if (!targets && m->num_rows > CR) fatal("model_forward: logits of %d rows asked for; at most %d fit the classifier's chunk", m->num_rows, CR);
     for (int r0 = 0; r0 < m->num_rows; r0 += CR)
         classifier_forward(a->logits, a->losses + r0, a->x_sel + (size_t)r0 * C, output_head(c, p), targets ? m->row_targets + r0 : NULL,
                            m->num_rows - r0 < CR ? m->num_rows - r0 : CR, C, V);
@@ -1051,10 +1051,10 @@ static double gpt2_forward(GPT2 *m, const int *inputs, const int *pos, const int
     return loss;
 }
 
-// Backward pass after gpt2_forward with targets: adds d(sum of losses)/d(params)
+// Backward pass after model_forward with targets: adds d(sum of losses)/d(params)
 // to the gradients.
-static void gpt2_backward(GPT2 *m, const int *inputs, const int *pos, const int *doc_start, int B, int T) {
-    const GPT2Config *c = &m->cfg;
+static void model_backward(Model *m, const int *inputs, const int *pos, const int *doc_start, int B, int T) {
+    const ModelConfig *c = &m->cfg;
     int L = c->L, C = c->C, NH = c->NH, KVH = c->KVH, HS = c->HS, V = c->V, BT = B * T, H = NH + KVH;
     int QKV = qkv_width(c), A = NH * HS, FF = c->FF, FCW = fc_width(c), llama = is_llama_family(c), wl = weight_layout(c);
     float scale = attention_scale(c), one = norm_one(c);
@@ -1170,7 +1170,7 @@ static void adamw_tensor(float *p, const float *g, float *m, float *v, size_t n,
 // g[0..opt_n) and the moments. A ZeRO-1 shard may start or end inside a tensor, so
 // each tensor's overlap with the range gets that tensor's weight decay.
 // With LoRA every tensor of the adapter block is a matrix: all decay.
-static void adamw_update(GPT2 *m, const float *g, float lr, float weight_decay, int64_t t) {
+static void adamw_update(Model *m, const float *g, float lr, float weight_decay, int64_t t) {
     size_t lo = m->opt_lo, hi = m->opt_lo + m->opt_n, off = 0;
     if (model_is_lora(m)) {
         adamw_tensor(m->adapter + lo, g, m->m_mem, m->v_mem, m->opt_n, lr, ADAM_BETA1, ADAM_BETA2, ADAM_EPS, weight_decay, t);
@@ -1201,7 +1201,7 @@ typedef struct {
 // micro-batch: summed everywhere (allreduce), or with ZeRO-1 each rank receives the
 // sum over its shard (reduce-scatter), updates that shard and all-gathers the
 // parameters. Norm and clipping are over the whole gradient either way.
-static StepResult train_step(GPT2 *m, Loader *ld, int A, float lr, float weight_decay, float grad_clip, int64_t *adam_t) {
+static StepResult train_step(Model *m, Loader *ld, int A, float lr, float weight_decay, float grad_clip, int64_t *adam_t) {
     StepResult r = {0};
     Dist *d = m->dist;
     int W = d ? d->world : 1;
@@ -1213,8 +1213,8 @@ static StepResult train_step(GPT2 *m, Loader *ld, int A, float lr, float weight_
         if (ld->num_targets == 0 || (d && !dist_owns_microbatch(d->rank, A, k))) continue;  // contributes nothing here
         m->training = 1;
         m->dropout_micro = k;
-        loss_sum += gpt2_forward(m, ld->inputs, ld->pos, ld->doc_start, ld->targets, ld->B, ld->T);
-        gpt2_backward(m, ld->inputs, ld->pos, ld->doc_start, ld->B, ld->T);
+        loss_sum += model_forward(m, ld->inputs, ld->pos, ld->doc_start, ld->targets, ld->B, ld->T);
+        model_backward(m, ld->inputs, ld->pos, ld->doc_start, ld->B, ld->T);
         m->training = 0;
     }
     if (r.targets == 0) { r.skipped = STEP_NO_TARGETS; return r; }  // on every rank: N is the same everywhere
@@ -1246,13 +1246,13 @@ static StepResult train_step(GPT2 *m, Loader *ld, int A, float lr, float weight_
 
 // Mean loss per target over up to max_batches micro-batches (-1: the whole file) from
 // the start. Data parallel: micro-batch k is evaluated by rank k % W, and the sums meet.
-static double evaluate(GPT2 *m, Loader *ld, int max_batches, int64_t *targets_out) {
+static double evaluate(Model *m, Loader *ld, int max_batches, int64_t *targets_out) {
     loader_seek(ld, 0, 0);
     double sum[2] = {0.0, 0.0};  // loss, targets
     for (int k = 0; (max_batches < 0 || k < max_batches) && !ld->exhausted; k++) {
         loader_next_batch(ld);
         if (ld->num_targets == 0 || (m->dist && !dist_owns_val_batch(m->dist->rank, m->dist->world, k))) continue;
-        sum[0] += gpt2_forward(m, ld->inputs, ld->pos, ld->doc_start, ld->targets, ld->B, ld->T);
+        sum[0] += model_forward(m, ld->inputs, ld->pos, ld->doc_start, ld->targets, ld->B, ld->T);
         sum[1] += ld->num_targets;
     }
     if (m->dist) dist_allreduce_sum_f64(m->dist, sum, 2);
@@ -1283,7 +1283,7 @@ typedef struct {
     float *logits;           // (V)
 } KVCache;
 
-static void kv_init(KVCache *kv, const GPT2Config *c, int cap) {
+static void kv_init(KVCache *kv, const ModelConfig *c, int cap) {
     memset(kv, 0, sizeof *kv);
     kv->cap = cap;
     kv->kvw = c->KVH * c->HS;
@@ -1313,7 +1313,7 @@ static void kv_init(KVCache *kv, const GPT2Config *c, int cap) {
 
 // Makes room for n positions (n <= context): the capacity doubles, or becomes n,
 // capped at the context; each layer's cached rows move to the new layout.
-static void kv_reserve(KVCache *kv, const GPT2Config *c, int n) {
+static void kv_reserve(KVCache *kv, const ModelConfig *c, int n) {
     if (n <= kv->cap) return;
     if (n > c->maxT) fatal("generation: position %d is beyond the model's context of %d positions", n - 1, c->maxT);
     int cap = 2 * kv->cap > n ? 2 * kv->cap : n;
@@ -1402,10 +1402,10 @@ static void attention_decode(float *out, float *att, const float *q, const float
 }
 
 // Appends `token` at position kv->len (< context) and returns the logits for the next token.
-// Each layer computes what gpt2_forward does for one row; a sliding layer attends to
+// Each layer computes what model_forward does for one row; a sliding layer attends to
 // its window of cached positions only.
 // lora_forward on one row (no dropout: generation): out[off + o] += sum_r B[o][r] * s * (A x)[r]
-static void lora_matvec(const GPT2 *m, int l, int param, float *out, const float *x) {
+static void lora_matvec(const Model *m, int l, int param, float *out, const float *x) {
     const LoraAdapter *first;
     int count = model_is_lora(m) ? lora_adapters_of(&m->lora, l, param, &first) : 0, R = m->lora.lc.rank;
     float h[LORA_MAX_RANK];
@@ -1426,8 +1426,8 @@ static void lora_matvec(const GPT2 *m, int l, int param, float *out, const float
     }
 }
 
-static const float *gpt2_decode_step(const GPT2 *m, KVCache *kv, int token) {
-    const GPT2Config *c = &m->cfg;
+static const float *model_decode_step(const Model *m, KVCache *kv, int token) {
+    const ModelConfig *c = &m->cfg;
     const ParamTensors *p = &m->params;
     int C = c->C, NH = c->NH, KVH = c->KVH, HS = c->HS, QKV = qkv_width(c), A = NH * HS, t = kv->len;
     int llama = is_llama_family(c), wl = weight_layout(c), kvw = kv->kvw, zero = 0;
@@ -1478,21 +1478,21 @@ static const float *gpt2_decode_step(const GPT2 *m, KVCache *kv, int token) {
     return kv->logits;
 }
 
-// The CPU model as a Generator (common/generate.h): each call feeds the tokens the
+// The CPU model as a Generator (train/generate.h): each call feeds the tokens the
 // cache has not seen yet, so generation costs O(length) per token.
-typedef struct { const GPT2 *m; KVCache kv; } CpuGenerator;
+typedef struct { const Model *m; KVCache kv; } CpuGenerator;
 
 static void cpu_generator_reset(void *self) { ((CpuGenerator *)self)->kv.len = 0; }
 
 static const float *cpu_generator_next(void *self, const int *seq, int len) {
     CpuGenerator *g = (CpuGenerator *)self;
     const float *logits = g->kv.logits;
-    while (g->kv.len < len) logits = gpt2_decode_step(g->m, &g->kv, seq[g->kv.len]);
+    while (g->kv.len < len) logits = model_decode_step(g->m, &g->kv, seq[g->kv.len]);
     return logits;
 }
 
 // The cache starts with room for 256 positions (or the context, if shorter) and grows as needed.
-static void cpu_generator_init(CpuGenerator *g, Generator *gen, const GPT2 *m) {
+static void cpu_generator_init(CpuGenerator *g, Generator *gen, const Model *m) {
     g->m = m;
     kv_init(&g->kv, &m->cfg, m->cfg.maxT < 256 ? m->cfg.maxT : 256);
     gen->self = g; gen->reset = cpu_generator_reset; gen->next_logits = cpu_generator_next;
@@ -1506,11 +1506,11 @@ static void cpu_generator_init(CpuGenerator *g, Generator *gen, const GPT2 *m) {
 // are the adapter's, the parameters the frozen base plus the adapter.
 typedef struct { size_t params, grads, adamw, acts; } RankMemory;
 
-static RankMemory rank_memory(const GPT2Config *c, const LoraLayout *lay, int B, int T, int world, int zero) {
-    size_t base = gpt2_num_parameters(c), P = lay->lc.rank ? lay->floats : base, shard = dist_shard_size(P, world);
+static RankMemory rank_memory(const ModelConfig *c, const LoraLayout *lay, int B, int T, int world, int zero) {
+    size_t base = model_num_parameters(c), P = lay->lc.rank ? lay->floats : base, shard = dist_shard_size(P, world);
     size_t trained = zero ? shard * world : P;
     RankMemory r = {lay->lc.rank ? base + trained : trained, trained, 2 * (zero ? shard : P),
-                    gpt2_activation_floats(c, B, T) + lora_activation_floats(lay, B, T)};
+                    model_activation_floats(c, B, T) + lora_activation_floats(lay, B, T)};
     return r;
 }
 
@@ -1536,7 +1536,7 @@ static uint64_t hash_floats(const float *x, size_t n) {
 
 // Reads the AdamW moments of a -y 1 resume (resume_state): with ZeRO-1 the file's
 // full moments pass through a temporary and each rank keeps its shard.
-static void resume_dist(const TrainArgs *a, const RunSetup *r, GPT2 *m, TrainState *s, Loader *ld, Rng *sample_rng) {
+static void resume_dist(const TrainArgs *a, const RunSetup *r, Model *m, TrainState *s, Loader *ld, Rng *sample_rng) {
     size_t P = m->num_trained;
     if (m->opt_n == P && m->opt_lo == 0) { resume_state(a, r, s, m->m_mem, m->v_mem, P, ld, sample_rng); return; }
     float *mf = (float *)xcalloc(P, sizeof(float)), *vf = (float *)xcalloc(P, sizeof(float));
@@ -1547,14 +1547,14 @@ static void resume_dist(const TrainArgs *a, const RunSetup *r, GPT2 *m, TrainSta
 }
 
 // The checkpoint files of s with the moments m, v: the model, or LoRA's adapter.
-static void save_model_checkpoint(const TrainArgs *a, const RunSetup *r, const GPT2 *m, const TrainState *s, const float *mf, const float *vf) {
+static void save_model_checkpoint(const TrainArgs *a, const RunSetup *r, const Model *m, const TrainState *s, const float *mf, const float *vf) {
     CheckpointLora lora = {&m->lora, m->adapter, r->lora_base, r->lora_state};
     save_checkpoint_files(a->out_dir, &m->cfg, &m->params, model_is_lora(m) ? &lora : NULL, &r->extras, s, mf, vf, m->num_trained);
 }
 
 // Rank 0 writes the checkpoint of s (the same files whatever W is); with ZeRO-1 the
 // moment shards are first gathered to it.
-static void checkpoint_dist(const TrainArgs *a, const RunSetup *r, GPT2 *m, const TrainState *s) {
+static void checkpoint_dist(const TrainArgs *a, const RunSetup *r, Model *m, const TrainState *s) {
     if (a->ckpt_every < 0) return;  // -n -1: no checkpoints
     Dist *d = m->dist;
     if (!d->zero) {
@@ -1624,7 +1624,7 @@ int main(int argc, char **argv) {
         open_output_dir(args.out_dir);
         if (run.write_base) save_hf_dir(run.lora_base, args.out_dir, &run.cfg, &run.p, &run.extras);  // LoRA's base as trained on, for adapter_config.json to name
     }
-    GPT2 model;
+    Model model;
     memset(&model, 0, sizeof model);
     model.cfg = run.cfg;
     model.params_mem = run.params;
@@ -1636,8 +1636,8 @@ int main(int argc, char **argv) {
         run.adapter = NULL;
         model.dropout_seed = (uint64_t)args.seed;
     }
-    gpt2_allocate(&model, args.B, args.T);
-    gpt2_distribute(&model, &dist);
+    model_allocate(&model, args.B, args.T);
+    model_distribute(&model, &dist);
     dist_check_same(&dist, hash_floats(model.params_mem, model.num_params), "the model's starting weights (-e, or the checkpoint of -y 1)");
     if (model_is_lora(&model)) dist_check_same(&dist, hash_floats(model.adapter, model.num_trained), "the LoRA adapter's starting weights");
     Loader loader, val_loader;
@@ -1716,7 +1716,7 @@ int main(int argc, char **argv) {
     loader_free(&loader);
     if (run.have_val) loader_free(&val_loader);
     kv_free(&cpu_gen.kv);
-    gpt2_free(&model);
+    model_free(&model);
     run_free(&run);
     dist_finish(&dist);
     return 0;

@@ -4,7 +4,7 @@ semantics, checkpoints and Hugging Face export as the CPU trainer (train_sft.c),
 which is its reference: every kernel in cuda/ has a CPU twin there, checked in
 dev/cuda/, and test_sftcu compares whole steps.
 
-Both model families of common/gpt2.h: GPT-2, and the Llama family (Llama, Qwen2, Qwen3,
+Both model families of model/model.h: GPT-2, and the Llama family (Llama, Qwen2, Qwen3,
 Gemma 3, SmolLM3: RMSNorm, rotary positions, SwiGLU or GeGLU, [out, in] weights, no position
 embedding, tied or untied head, and the newer families' features: q/k norms, (1 + w) norms,
 post norms, embedding and attention scales, per-layer rotary tables or none, sliding windows),
@@ -22,16 +22,16 @@ micro-batches in fp32), fp32 master weights, fp32 AdamW moments and fp32 reducti
 (RMSNorm) outputs and the MLP's first product with its GELU (SwiGLU) in backward, 2 keeps
 only each layer's input and recomputes the layer.
 Every kernel is deterministic (no float atomics), so a run is bit-identical run to run.
-Data parallel: W processes, one per GPU, as in common/dist.h; the gradients meet once per
+Data parallel: W processes, one per GPU, as in train/dist.h; the gradients meet once per
 step over NCCL (cuda/dist.cuh), with ZeRO-1 sharding the fp32 master weights and AdamW
 moments by default when W > 1.
 */
-#include "common/dist.h"
-#include "common/evalset.h"
-#include "common/generate.h"
-#include "common/preempt.h"
-#include "common/rendezvous.h"
-#include "common/trainer.h"
+#include "train/dist.h"
+#include "train/evalset.h"
+#include "train/generate.h"
+#include "train/preempt.h"
+#include "train/rendezvous.h"
+#include "train/trainer.h"
 #include "cuda/attention.cuh"
 #include "cuda/classifier.cuh"
 #include "cuda/common.cuh"
@@ -48,7 +48,7 @@ moments by default when W > 1.
 
 // ----------------------------------------------------------------------------
 // The model on the device. Parameters are floatX, their gradients fp32, in one
-// allocation each, laid out as in common/gpt2.h but with the vocabulary padded to
+// allocation each, laid out as in model/model.h but with the vocabulary padded to
 // Vp (a multiple of 128: aligned logit rows and whole tiles for cuBLAS); the padding
 // rows of wte are zero and stay zero (their logits get a zero gradient, so AdamW
 // leaves them at 0). Master weights and AdamW moments are fp32, padded the same way.
@@ -56,7 +56,7 @@ moments by default when W > 1.
 // with zeros): each rank keeps the master weights and moments of its own shard only,
 // and params and grads are W shards long so the collectives can work in place.
 
-// Widths (common/gpt2.h): QKV = (NH + 2 KVH) HS (3C for GPT-2), A = NH HS (C for GPT-2),
+// Widths (model/model.h): QKV = (NH + 2 KVH) HS (3C for GPT-2), A = NH HS (C for GPT-2),
 // FF the MLP's hidden width (4C for GPT-2), FW = the MLP's first product: FF for GPT-2,
 // 2 FF for the Llama family ([gate | up]).
 struct Acts {
@@ -105,15 +105,15 @@ static void batch_layout(Batch *b, int *base, int BT) {
     b->enc.keys = base + 5 * (size_t)BT; b->enc.off = base + 7 * (size_t)BT; b->enc.rows = base + 9 * (size_t)BT + 1;
 }
 
-// With LoRA (common/lora.h, cuda/lora.cuh) the model's weights are frozen: params holds them in
+// With LoRA (model/lora.h, cuda/lora.cuh) the model's weights are frozen: params holds them in
 // floatX only (no gradients, master copy or moments), and what trains are the adapters, in
-// one floatX array in common/lora.h's layout with its fp32 gradients, master weights and
+// one floatX array in model/lora.h's layout with its fp32 gradients, master weights and
 // moments; ZeRO-1 shards those. "The trained weights" below are params without LoRA and the
 // adapters with it.
 
 struct GpuModel {
-    GPT2Config cfg;                    // the model (V: the real vocabulary)
-    GPT2Config cfg_dev;                // the same with V = Vp: the layout on the device
+    ModelConfig cfg;                    // the model (V: the real vocabulary)
+    ModelConfig cfg_dev;                // the same with V = Vp: the layout on the device
     size_t num_params;                 // parameters of cfg: the host's arrays (checkpoints)
     size_t num_params_dev;             // parameters of cfg_dev: the device's arrays
     floatX *params;                    // (padded without LoRA, else num_params_dev) the weights the kernels read (num_params_dev of them)
@@ -127,9 +127,9 @@ struct GpuModel {
     int zero;                          // 1: ZeRO-1 (the state is sharded), 0: every rank holds all of it
     size_t shard, lo;                  // elements in this rank's state and its first one (num_train and 0 without ZeRO)
     size_t padded;                     // elements of train and grads: W * shard with ZeRO-1, else num_train
-    LoraLayout lora;                   // the adapters (common/lora.h): settings, modules, offsets in train; lora.n == 0: full fine-tuning
+    LoraLayout lora;                   // the adapters (model/lora.h): settings, modules, offsets in train; lora.n == 0: full fine-tuning
     floatX *adapters;                  // (padded) LoRA: the adapter weights the kernels read (== train), else null
-    uint64_t dropout_seed;             // LoRA dropout's draw (common/lora.h's lora_dropout_key): the run's seed,
+    uint64_t dropout_seed;             // LoRA dropout's draw (model/lora.h's lora_dropout_key): the run's seed,
     int64_t dropout_step;              // the optimizer step and
     int dropout_micro;                 // the micro-batch of the step (over all ranks); -1: no dropout (evaluation, generation)
     int B, T, recompute;
@@ -171,10 +171,10 @@ static void *acts_take(size_t bytes, size_t *total, bool allocate) {
 // *scratch_floats gets the size of the shared reduction scratch. cfg is the device
 // configuration (vocabulary padded to VOCAB_PAD: the logits have Vp columns).
 // The MLP's first product's width: GPT-2's fc (FF), or the Llama family's gate|up (2 FF).
-static size_t mlp_first_width(const GPT2Config *c) { return (is_llama_family(c) ? 2 : 1) * (size_t)c->FF; }
+static size_t mlp_first_width(const ModelConfig *c) { return (is_llama_family(c) ? 2 : 1) * (size_t)c->FF; }
 
 // lora: the adapters (none: lora->n == 0)
-static size_t gpu_acts_alloc(Acts *a, size_t *scratch_floats, const GPT2Config *cfg, const LoraLayout *lora, int B, int T, int recompute,
+static size_t gpu_acts_alloc(Acts *a, size_t *scratch_floats, const ModelConfig *cfg, const LoraLayout *lora, int B, int T, int recompute,
                              bool allocate) {
     size_t L = cfg->L, C = cfg->C, BT = (size_t)B * T, V = cfg->V, NH = cfg->NH;
     size_t QKV = qkv_width(cfg), A = (size_t)cfg->NH * cfg->HS, FF = cfg->FF, FW = mlp_first_width(cfg);
@@ -296,16 +296,16 @@ static void floats_to_floatx(floatX *dst, const float *src, size_t n) {
 }
 
 // The model on the device from host_params (host layout). With LoRA (lora non-null, lora->n
-// adapters) the weights are frozen and the adapters host_adapters (lora->floats, common/lora.h's
+// adapters) the weights are frozen and the adapters host_adapters (lora->floats, model/lora.h's
 // layout) train; lora null: full fine-tuning.
-static void gpu_model_build_lora(GpuModel *M, const GPT2Config *cfg, const float *host_params, const LoraLayout *lora,
+static void gpu_model_build_lora(GpuModel *M, const ModelConfig *cfg, const float *host_params, const LoraLayout *lora,
                                  const float *host_adapters, int B, int T, int recompute, GpuComm *comm, int zero) {
     M->cfg = *cfg;
     M->cfg_dev = *cfg;
     M->cfg_dev.V = (cfg->V + VOCAB_PAD - 1) / VOCAB_PAD * VOCAB_PAD;
     M->B = B; M->T = T; M->recompute = recompute;
-    M->num_params = gpt2_num_parameters(cfg);
-    M->num_params_dev = gpt2_num_parameters(&M->cfg_dev);
+    M->num_params = model_num_parameters(cfg);
+    M->num_params_dev = model_num_parameters(&M->cfg_dev);
     memset(&M->lora, 0, sizeof M->lora);
     if (lora && lora->n > 0) {  // a copy of the table: the caller's may go
         M->lora = *lora;
@@ -371,7 +371,7 @@ static void gpu_model_build_lora(GpuModel *M, const GPT2Config *cfg, const float
     M->host_logits = (float *)xmalloc(V * sizeof(float));
     M->host_row = (floatX *)xmalloc(V * sizeof(floatX));
     M->inv_freq = M->inv_freq_local = NULL;
-    if (is_llama_family(cfg)) {  // the shared frequencies (common/gpt2.h), as the CPU trainer's
+    if (is_llama_family(cfg)) {  // the shared frequencies (model/model.h), as the CPU trainer's
         size_t half = (size_t)(cfg->HS / 2);
         float *f = (float *)xmalloc(half * sizeof(float));
         rope_inv_freq(cfg, f);
@@ -387,7 +387,7 @@ static void gpu_model_build_lora(GpuModel *M, const GPT2Config *cfg, const float
 }
 
 // Full fine-tuning: every weight trains.
-static void gpu_model_build(GpuModel *M, const GPT2Config *cfg, const float *host_params, int B, int T, int recompute, GpuComm *comm,
+static void gpu_model_build(GpuModel *M, const ModelConfig *cfg, const float *host_params, int B, int T, int recompute, GpuComm *comm,
                             int zero) {
     gpu_model_build_lora(M, cfg, host_params, nullptr, nullptr, B, T, recompute, comm, zero);
 }
@@ -483,7 +483,7 @@ struct LayerActs {
 
 static LayerActs layer_acts(const GpuModel *M, int l, int BT) {
     const Acts *a = &M->a;
-    const GPT2Config *c = &M->cfg;
+    const ModelConfig *c = &M->cfg;
     size_t C = c->C, NH = c->NH, QKV = qkv_width(c), A = (size_t)c->NH * c->HS, FF = c->FF, FW = mlp_first_width(c);
     size_t lay = stored_per_layer(M->recompute, true) ? l : 0, big = stored_per_layer(M->recompute, false) ? l : 0;
     bool llama = is_llama_family(c);
@@ -588,14 +588,14 @@ static bool has_adapters(const GpuModel *M, int l, int param) {
 // the global or the sliding layers' table, or none), SwiGLU or GeGLU (Gemma 3).
 
 // The added 1 of the RMSNorms: 1 where they scale by 1 + w (Gemma 3), else 0 (train_sft.c's norm_one).
-static float norm_one(const GPT2Config *c) { return c->norm_plus_one ? 1.0f : 0.0f; }
+static float norm_one(const ModelConfig *c) { return c->norm_plus_one ? 1.0f : 0.0f; }
 
 // The token embedding's factor: embed_scale (Gemma 3), or 1 (train_sft.c's embedding_scale).
-static float embedding_scale(const GPT2Config *c) { return c->embed_scale != 0 ? c->embed_scale : 1.0f; }
+static float embedding_scale(const ModelConfig *c) { return c->embed_scale != 0 ? c->embed_scale : 1.0f; }
 
 // out = norm(inp) over BT rows of C channels (mean unused by RMSNorm, b null there)
 static void norm_forward(GpuModel *M, floatX *out, float *mean, float *rstd, const floatX *inp, const floatX *w, const floatX *b, int BT) {
-    const GPT2Config *c = &M->cfg;
+    const ModelConfig *c = &M->cfg;
     kt_mark(M->stream, K_LAYERNORM);
     if (is_llama_family(c)) rmsnorm_forward(out, rstd, inp, w, BT, c->C, c->eps, norm_one(c), M->stream);
     else layernorm_forward(out, mean, rstd, inp, w, b, BT, c->C, c->eps, M->stream);
@@ -604,7 +604,7 @@ static void norm_forward(GpuModel *M, floatX *out, float *mean, float *rstd, con
 // residual_out = a + bsum, out = norm(residual_out); out may be bsum (in place)
 static void fused_residual_norm_forward(GpuModel *M, floatX *residual_out, floatX *out, float *mean, float *rstd, const floatX *a,
                                         const floatX *bsum, const floatX *w, const floatX *b, int BT) {
-    const GPT2Config *c = &M->cfg;
+    const ModelConfig *c = &M->cfg;
     kt_mark(M->stream, K_LAYERNORM);
     if (is_llama_family(c)) fused_residual_rmsnorm_forward(residual_out, out, rstd, a, bsum, w, BT, c->C, c->eps, norm_one(c), M->stream);
     else fused_residual_layernorm_forward(residual_out, out, mean, rstd, a, bsum, w, b, BT, c->C, c->eps, M->stream);
@@ -613,7 +613,7 @@ static void fused_residual_norm_forward(GpuModel *M, floatX *residual_out, float
 // dinp += the norm's input gradient, dw (and GPT-2's db) += its weight gradients
 static void norm_backward(GpuModel *M, floatX *dinp, float *dw, float *db, const floatX *dout, const floatX *inp, const floatX *w,
                           const float *mean, const float *rstd, int BT) {
-    const GPT2Config *c = &M->cfg;
+    const ModelConfig *c = &M->cfg;
     kt_mark(M->stream, K_LAYERNORM);
     if (is_llama_family(c)) rmsnorm_backward(dinp, dw, M->a.scratch, dout, inp, w, rstd, BT, c->C, norm_one(c), M->stream);
     else layernorm_backward(dinp, dw, db, M->a.scratch, dout, inp, w, mean, rstd, BT, c->C, M->stream);
@@ -648,7 +648,7 @@ static void linear_backward(GpuModel *M, int l, int param, floatX *dinp, float *
 // The MLP up to its hidden activation x.fch_gelu (BT, FF) from x.ln2: GPT-2 fch = fc(ln2) and
 // its GELU in the product's epilogue; Llama fch = [gate | up] of ln2 and the SwiGLU (GeGLU) kernel.
 static void mlp_up_forward(GpuModel *M, int l, const LayerActs *x, int BT) {
-    const GPT2Config *c = &M->cfg;
+    const ModelConfig *c = &M->cfg;
     cudaStream_t s = M->stream;
     kt_mark(s, K_MATMUL);
     if (!is_llama_family(c) && !has_adapters(M, l, P_FCW)) {
@@ -670,7 +670,7 @@ static void mlp_up_forward(GpuModel *M, int l, const LayerActs *x, int BT) {
 // stream's gradient) to M->a.dfch, the gradient of the first product's output. GPT-2: the
 // GELU's derivative in the epilogue; Llama: the product into dswiglu, then SwiGLU's (GeGLU's) backward.
 static void mlp_down_backward(GpuModel *M, int l, const LayerActs *x, const floatX *dout, int BT) {
-    const GPT2Config *c = &M->cfg;
+    const ModelConfig *c = &M->cfg;
     Acts *a = &M->a;
     cudaStream_t s = M->stream;
     kt_mark(s, K_MATMUL);
@@ -700,7 +700,7 @@ static const float *layer_inv_freq(const GpuModel *M, int l) {
 // key/value head h / (NH/KVH); scores times attention_scale): q and k normed per head
 // (qk_norm), then rotated by the layer's table (if any), in place in qkv.
 static void attn_forward(GpuModel *M, int l, const LayerActs *x, int B, int T) {
-    const GPT2Config *c = &M->cfg;
+    const ModelConfig *c = &M->cfg;
     kt_mark(M->stream, K_ATTENTION);
     if (c->qk_norm)
         qk_norm_forward(x->qkv, x->qk_raw, x->qk_rstd, lp(M, P_QNORMW, l), lp(M, P_KNORMW, l), B * T, c->NH, c->KVH, c->HS, c->eps, norm_one(c),
@@ -712,7 +712,7 @@ static void attn_forward(GpuModel *M, int l, const LayerActs *x, int B, int T) {
 
 // M->a.dqkv = the gradient of layer l's q|k|v product's output (before the q/k norms and RoPE), from M->a.datty
 static void attn_backward(GpuModel *M, int l, const LayerActs *x, int B, int T) {
-    const GPT2Config *c = &M->cfg;
+    const ModelConfig *c = &M->cfg;
     Acts *a = &M->a;
     kt_mark(M->stream, K_ATTENTION);
     attention_backward(a->dqkv, a->scratch, a->datty, x->atty, x->lse, x->qkv, M->b.doc_start, B, T, c->NH, c->KVH, c->HS, attention_scale(c),
@@ -729,7 +729,7 @@ static void attn_backward(GpuModel *M, int l, const LayerActs *x, int B, int T) 
 // RMSNorm (weight w, rstd kept) into out. out then goes to the fused residual add + next norm.
 static void sublayer_output_forward(GpuModel *M, int l, int param, floatX *out, floatX *prod, float *rstd, const floatX *w, const floatX *inp,
                                     const floatX *pb, int BT, int IC) {
-    const GPT2Config *c = &M->cfg;
+    const ModelConfig *c = &M->cfg;
     if (!c->post_norms) { linear_forward(M, l, param, out, inp, pb, BT, IC, c->C); return; }
     linear_forward(M, l, param, prod, inp, pb, BT, IC, c->C);
     kt_mark(M->stream, K_LAYERNORM);
@@ -740,7 +740,7 @@ static void sublayer_output_forward(GpuModel *M, int l, int param, floatX *out, 
 // or with post norms their backward into M->a.dpost (zeroed first: the kernel adds), dw += its weight gradient.
 static const floatX *sublayer_output_backward(GpuModel *M, const floatX *dout, float *dw, const floatX *prod, const floatX *w, const float *rstd,
                                               int BT) {
-    const GPT2Config *c = &M->cfg;
+    const ModelConfig *c = &M->cfg;
     if (!c->post_norms) return dout;
     kt_mark(M->stream, K_LAYERNORM);
     CUDA_CHECK(cudaMemsetAsync(M->a.dpost, 0, (size_t)BT * c->C * sizeof(floatX), M->stream));
@@ -751,11 +751,11 @@ static const floatX *sublayer_output_backward(GpuModel *M, const floatX *dout, f
 // ----------------------------------------------------------------------------
 // Forward and backward of the whole model
 
-// One transformer layer forward (as in train_sft.c's gpt2_forward) from its ln1, already
+// One transformer layer forward (as in train_sft.c's model_forward) from its ln1, already
 // computed, up to the MLP's hidden activation; the layer's last product and residual add are
 // layer_output_forward's. The first residual add is fused into ln2.
 static void layer_forward(GpuModel *M, int l, int B, int T) {
-    const GPT2Config *c = &M->cfg;
+    const ModelConfig *c = &M->cfg;
     int C = c->C, BT = B * T, A = c->NH * c->HS;
     LayerActs x = layer_acts(M, l, BT);
     linear_forward(M, l, P_QKVW, x.qkv, x.ln1, lp(M, P_QKVB, l), BT, C, qkv_width(c));
@@ -769,7 +769,7 @@ static void layer_forward(GpuModel *M, int l, int B, int T) {
 // Layer l's last product and residual add (residual3 = residual2 + [post_norm](fcproj(fch_gelu))),
 // fused into the norm that follows: the next layer's ln1, or after the last layer lnf.
 static void layer_output_forward(GpuModel *M, int l, int B, int T) {
-    const GPT2Config *c = &M->cfg;
+    const ModelConfig *c = &M->cfg;
     int BT = B * T;
     Acts *a = &M->a;
     LayerActs x = layer_acts(M, l, BT);
@@ -791,7 +791,7 @@ static void layer_output_forward(GpuModel *M, int l, int B, int T) {
 // (M->b.row_targets), the losses go to M->b.losses and the logits become the loss
 // gradient scaled by grad_scale.
 static void gpu_forward(GpuModel *M, int B, int T, bool with_targets, float grad_scale) {
-    const GPT2Config *c = &M->cfg;
+    const ModelConfig *c = &M->cfg;
     int C = c->C, V = c->V, Vp = M->cfg_dev.V, BT = B * T, L = c->L;
     cudaStream_t s = M->stream;
     Acts *a = &M->a;
@@ -816,7 +816,7 @@ static void gpu_forward(GpuModel *M, int B, int T, bool with_targets, float grad
 
 // Backward after gpu_forward with targets: adds the gradients to M->grads.
 static void gpu_backward(GpuModel *M, int B, int T) {
-    const GPT2Config *c = &M->cfg;
+    const ModelConfig *c = &M->cfg;
     int C = c->C, Vp = M->cfg_dev.V, BT = B * T, L = c->L, R = M->b.num_rows, A = c->NH * c->HS;
     cudaStream_t s = M->stream;
     Acts *a = &M->a;
@@ -916,7 +916,7 @@ static double gpu_loss_sum(GpuModel *M, float *host_losses) {
 // ----------------------------------------------------------------------------
 // One optimizer step over A*W micro-batches, W the number of ranks. Every rank makes
 // all of them with the same loader (so all know the step's number of targets N
-// without communication) and computes its own A (common/dist.h); the loss gradient
+// without communication) and computes its own A (train/dist.h); the loss gradient
 // is scaled by 1/N as it is formed: the gradients are those of the global mean loss.
 // After the last micro-batch the gradients are summed across ranks once: an
 // all-reduce, or with ZeRO-1 a reduce-scatter (each rank gets the sum of its shard),
@@ -1144,10 +1144,10 @@ static void gpu_upload_moments(GpuModel *M, const float *m, const float *v) {
 // 12Φ/W state (fp32 build: 4Ψ + 4Φ + 4Φ + 8Φ/W), plus the adapters' activations.
 struct MemPlan { double params, grads, state, acts; };
 
-static MemPlan memory_plan(const GPT2Config *cfg, const LoraLayout *lora, int B, int T, int recompute, int world, int zero) {
-    GPT2Config dev = *cfg;  // the device's layout: vocabulary padded as in gpu_model_build
+static MemPlan memory_plan(const ModelConfig *cfg, const LoraLayout *lora, int B, int T, int recompute, int world, int zero) {
+    ModelConfig dev = *cfg;  // the device's layout: vocabulary padded as in gpu_model_build
     dev.V = (cfg->V + VOCAB_PAD - 1) / VOCAB_PAD * VOCAB_PAD;
-    size_t P = gpt2_num_parameters(&dev), trained = lora->n ? lora->floats : P;
+    size_t P = model_num_parameters(&dev), trained = lora->n ? lora->floats : P;
     size_t S = zero_shard(trained, world, zero), N = zero && world > 1 ? S * world : trained;
     Acts sizing;
     size_t scratch, BT = (size_t)B * T;
@@ -1169,7 +1169,7 @@ static void check_device_memory(const MemPlan *m, size_t free_bytes) {
 
 // The NCCL unique id from rank 0 to every rank. Built with MPI (make train_sftcu_mpi)
 // and started by mpirun (or srun with MPI): MPI_Bcast, MPI ended by dist_finish.
-// Otherwise through common/rendezvous.h: TCP to MASTER_ADDR, or files in the shared
+// Otherwise through train/rendezvous.h: TCP to MASTER_ADDR, or files in the shared
 // directory -f DIR, where ranks of another run are refused (over MPI, the
 // dist_check_same calls after comm_start refuse them).
 #ifndef SFT_NO_NCCL
@@ -1222,7 +1222,7 @@ int main(int argc, char **argv) {
         run_free(&run);
         return 0;
     }
-    GPT2Config cfg = run.cfg;
+    ModelConfig cfg = run.cfg;
     int steps = run.steps, A = run.A, BT = args.B * args.T;
     GpuComm comm;
     ncclUniqueId id;
@@ -1232,7 +1232,7 @@ int main(int argc, char **argv) {
 #endif
     comm_start(&comm, &dist, &id, 0);
     dist_check_same(&dist, run_fingerprint(&args, &run), "the run's flags, data files and model shape");
-    dist_check_same(&dist, fnv1a(0xcbf29ce484222325ull, run.params, gpt2_num_parameters(&run.cfg) * sizeof(float)),
+    dist_check_same(&dist, fnv1a(0xcbf29ce484222325ull, run.params, model_num_parameters(&run.cfg) * sizeof(float)),
                     "the model's starting weights (-e, or the checkpoint of -y 1)");
     bool lora = run_is_lora(&run);  // LoRA: the base frozen, the adapters run.adapter train
     if (lora) dist_check_same(&dist, fnv1a(0xcbf29ce484222325ull, run.adapter, run.lora.floats * sizeof(float)), "the LoRA adapter's starting weights");

@@ -1,6 +1,6 @@
 // cuda/dist.cuh: the GPU trainer's communication across ranks over NCCL (one process
 // per GPU): the communicator's start, the collectives on device arrays that the step
-// issues on the model's stream, and common/dist.h's DistOps for small host arrays
+// issues on the model's stream, and train/dist.h's DistOps for small host arrays
 // (staged through a device buffer), so dist_check_same and dist_any work here too.
 //
 // It is not a scheduler: collectives run on the compute stream, after the kernels they
@@ -25,7 +25,7 @@
 #pragma once
 #include <time.h>
 #include <unistd.h>
-#include "../common/dist.h"
+#include "../train/dist.h"
 #include "common.cuh"
 
 #ifndef SFT_NO_NCCL

@@ -1,24 +1,24 @@
-// cuda/lora.cuh: LoRA adapters on the GPU (common/lora.h has the settings, the layout and
+// cuda/lora.cuh: LoRA adapters on the GPU (model/lora.h has the settings, the layout and
 // the CPU twins). One adapter on a linear layer y = x W^T (+ b) of input width IC adds
 //   y[:, col : col + O] += s * dropout(x) A^T B^T,   A [R, IC], B [O, R], s = alpha / R
 // to the columns [col, col + O) of the layer's product of width OC (q, k and v of a fused
 // q|k|v product, gate and up of gate|up; the whole product otherwise). The products run
 // through cuBLAS, the scale s in their alpha; h = s * dropout(x) A^T [N, R] is kept for
 // backward (it is small: R columns), and the dropout mask is a function of its counters
-// (common/lora.h's lora_dropout_mask), so backward draws it again instead of storing it.
+// (model/lora.h's lora_dropout_mask), so backward draws it again instead of storing it.
 // Backward, with dy = dL/dy[:, col : col + O] and xd = dropout(x):
 //   dB += dy^T h;  dh = s * dy B;  dA += dh^T xd;  dx += dropout'(dh A)
 // (dropout' multiplies by the same mask: 0 or 1 / (1 - p)). dA and dB are fp32, accumulated
 // over micro-batches as the other gradients.
 #pragma once
-#include "../common/lora.h"
+#include "../model/lora.h"
 #include "common.cuh"
 #include "matmul.cuh"
 
 // ----------------------------------------------------------------------------
 // Dropout on the adapter's input: element i of the N x IC input (row-major) times
 // lora_dropout_mask(key, i, ...), 0 or 1 / (1 - p): the CPU trainer's draw for the same key
-// (common/lora.h, a hash of the counters, LORA_HD: the same function here).
+// (model/lora.h, a hash of the counters, LORA_HD: the same function here).
 // CPU twin: the dropout in train_sft.c's LoRA forward (and its backward); dev/cuda/lora.cu.
 
 __global__ void lora_dropout_forward_kernel(floatX* xd, const floatX* x, size_t n, uint64_t key, uint32_t threshold, float keep_scale) {

@@ -10,7 +10,7 @@
 //   backward: the transpose, a rotation by -angle, applied in place to dq and dk (the
 //             rotation is linear, so nothing from forward is needed)
 // One thread per (row, head, i) pair: neighbouring threads touch neighbouring elements.
-// inv_freq (HS/2 floats on the device) is common/gpt2.h's rope_inv_freq.
+// inv_freq (HS/2 floats on the device) is model/model.h's rope_inv_freq.
 #pragma once
 #include <math.h>
 #include "common.cuh"

@@ -1,5 +1,5 @@
 // cuda/swiglu.cuh: the gated activations of the Llama-family MLP, SwiGLU and GeGLU (Gemma 3),
-// forward and backward, chosen by act (MLP_SWIGLU, MLP_GEGLU of common/gpt2.h). CPU twins:
+// forward and backward, chosen by act (MLP_SWIGLU, MLP_GEGLU of model/model.h). CPU twins:
 // ref_swiglu_forward/backward, ref_geglu_forward/backward (dev/cuda/cpu_ref.c).
 //
 // A row of fch is [gate (FF) | up (FF)] (gate_proj and up_proj stacked in one product);
@@ -11,7 +11,7 @@
 // pointers allow); fp32 arithmetic, floatX storage.
 #pragma once
 #include <math.h>
-#include "../common/gpt2.h"
+#include "../model/model.h"
 #include "common.cuh"
 #include "elementwise.cuh"
 

@@ -1,4 +1,4 @@
-// inspect.h: reads a data file (common/datafile.h) back and reports what is in it.
+// inspect.h: reads a data file (base/datafile.h) back and reports what is in it.
 // Reached as `./prepare --inspect FILE [--tokenizer PATH] [--doc I]` (data/prepare.c).
 //
 // It prints the header (vocabulary size, bytes per token, tokenizer fingerprint),
@@ -16,9 +16,9 @@
 #ifndef SFT_INSPECT_H
 #define SFT_INSPECT_H
 
-#include "../common/datafile.h"
-#include "chat_template.h"
-#include "template_mask.h"
+#include "../base/datafile.h"
+#include "../template/chat_template.h"
+#include "../template/template_mask.h"
 
 static void inspect_usage(FILE *f) {
     fprintf(f,

@@ -28,8 +28,8 @@
 // wording of its prompt, with each task word replaced by "X" and the numbers left
 // out, and the fixed words of its answer (", so"), ending with an empty line: no
 // merge involving a digit or two capital letters is ever learned.
-#include "../common/rng.h"
-#include "../common/util.h"
+#include "../base/rng.h"
+#include "../base/util.h"
 
 typedef struct { char *data; size_t n, cap; } Buf;
 

@@ -1,4 +1,4 @@
-// prepare: JSON Lines or JSON array datasets -> the SFT data file (common/datafile.h).
+// prepare: JSON Lines or JSON array datasets -> the SFT data file (base/datafile.h).
 //
 //   ./prepare --tokenizer DIR_OR_JSON --out train.bin [options] data.jsonl|data.json...
 //
@@ -6,16 +6,16 @@
 // element; any other file is JSON Lines, each non-blank line one row. A row's shape
 // is detected from its keys (text, prompt+completion, messages, conversations,
 // instruction+output), it is rendered segment by segment in a chat format of
-// data/chat_template.h (chosen from the tokenizer's special tokens or by
+// template/chat_template.h (chosen from the tokenizer's special tokens or by
 // --chat-format), and the token ids with their train flags become one document.
 // Bad rows stop the program with "FILE:LINE: reason" (exit 1, nothing written)
 // unless --skip-bad; rows that would train badly (an empty reply, no assistant turn,
 // a duplicate) are warned about, or are errors with --strict. Outputs are written
 // only at the end, each atomically. See docs/data.md.
-#include "../common/datafile.h"
-#include "chat_template.h"
+#include "../base/datafile.h"
+#include "../template/chat_template.h"
 #include "inspect.h"
-#include "template_mask.h"
+#include "../template/template_mask.h"
 
 #include <math.h>
 
@@ -92,7 +92,7 @@ typedef struct {
     const char *tokenizer, *out, *val_out;
     const char *system;           // --system: the default system message, or NULL
     int train_on_prompt, skip_bad, strict, policy_drop;
-    int chat_format;              // CHAT_* of data/chat_template.h; CHAT_AUTO: from the tokenizer
+    int chat_format;              // CHAT_* of template/chat_template.h; CHAT_AUTO: from the tokenizer
     int64_t max_len, show, pack_T;
     double val_fraction;
     uint64_t seed;
@@ -477,7 +477,7 @@ static int render_row(Ctx *c, const JsonValue *row, int train_on_prompt, ChatDoc
     return 0;
 }
 
-// Renders one parsed row with the model's chat template (data/template_mask.h) into d
+// Renders one parsed row with the model's chat template (template/template_mask.h) into d
 // (which must be empty) and fills info, as render_row does with a built-in format:
 // the same shapes, each made into a list of messages (a string prompt is a user
 // message, a string completion or an Alpaca output an assistant message, an Alpaca

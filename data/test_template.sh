@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# ./prepare with the models' own chat templates (data/template_mask.h), against the real
+# ./prepare with the models' own chat templates (template/template_mask.h), against the real
 # thing: the token ids of every conversation of data/testdata/template_convs.jsonl equal
 # what Hugging Face's engines give (data/ref_template.js: @huggingface/jinja renders,
 # npm `tokenizers` tokenizes, as apply_chat_template(..., tokenize=True) does), with the

@@ -22,7 +22,7 @@
   cpu-llama ... STEPS [untied] lora=R, cpu-qwen3 ... STEPS lora=R
                                                      LoRA of rank R on q, k, v, o, gate, up and down of every
                                                      layer, as the trainer's -A R: y = x W^T + (alpha/R) (x A^T) B^T
-                                                     with alpha 8 (LORA_DEFAULT_ALPHA, common/lora.h), A uniform
+                                                     with alpha 8 (LORA_DEFAULT_ALPHA, model/lora.h), A uniform
                                                      in +-1/sqrt(in), B = 0; the base, embeddings and norms frozen
                                                      (requires_grad False), AdamW and clipping over A and B only
 On the CPU: Debian's python3-torch (with libopenblas0-pthread).
@@ -95,7 +95,7 @@ def bench_torch(device, L, NH, C, V, B, T, steps):
     time_steps(model, gpu, dev, V, B, T, steps)
 
 
-LORA_ALPHA = 8.0  # the trainer's default alpha (LORA_DEFAULT_ALPHA in common/lora.h)
+LORA_ALPHA = 8.0  # the trainer's default alpha (LORA_DEFAULT_ALPHA in model/lora.h)
 
 
 def lora_linear(base, outs, R):

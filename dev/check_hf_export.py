@@ -12,7 +12,7 @@ GPT-2; tie_word_embeddings otherwise). 64 tokens, so windows shorter than that (
 tiny references' 5 and 6) are exercised.
 
 Then, where the directory holds the tokenizer files (trained with -k:
-common/export.h), the directory alone is used as a user would: AutoTokenizer,
+train/export.h), the directory alone is used as a user would: AutoTokenizer,
 apply_chat_template, generation_config.json's eos ids and generate.
 
 Usage: python3 dev/check_hf_export.py CHECKPOINT_DIR
@@ -103,7 +103,7 @@ print("%s hf_export_loads_in_transformers: %s as %s, relative logit difference %
 
 
 def check_tokenizer_and_generate():
-    """The directory alone (common/export.h): AutoTokenizer loads its tokenizer files
+    """The directory alone (train/export.h): AutoTokenizer loads its tokenizer files
     with every id of the model's vocabulary, its chat template renders a generation
     prompt, generation_config.json's eos ids are special tokens of that tokenizer and
     include the one the template ends a reply with, and generate stops at one of them

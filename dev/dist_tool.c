@@ -15,20 +15,20 @@
 //                                  trainers do (round robin) and prints, per rank, how many
 //                                  targets its batches hold (a rank with none never tests
 //                                  the sum of the validation losses over ranks)
-#include "../common/trainer.h"
-#include "../common/dist.h"
+#include "../train/trainer.h"
+#include "../train/dist.h"
 
 static void usage(void) {
     fprintf(stderr, "usage: dist_tool diff DIR_A DIR_B | mkdata OUT | plan DATA T B A W STEPS SEED SHUFFLE | val DATA T B W BATCHES\n");
     exit(1);
 }
 
-// The largest difference between a and b (P floats laid out as gpt2.h says),
+// The largest difference between a and b (P floats laid out as model/model.h says),
 // relative to the largest magnitude of b's tensor, worst over the tensors; its
 // tensor's name goes to worst. The key bias is left out: its gradient is exactly 0
 // (softmax ignores a shift), so AdamW turns rounding noise there into steps of
 // +-lr of random sign (see test_sft.c, zero_key_bias).
-static double max_rel_diff(const GPT2Config *c, const float *a, const float *b, const char **worst) {
+static double max_rel_diff(const ModelConfig *c, const float *a, const float *b, const char **worst) {
     double result = 0;
     size_t off = 0, qkv = (size_t)qkv_width(c), k0 = (size_t)c->NH * c->HS, k1 = k0 + (size_t)c->KVH * c->HS;  // key part of a q|k|v row
     for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
@@ -52,7 +52,7 @@ static double max_rel_diff(const GPT2Config *c, const float *a, const float *b, 
 // must be those of `want`, or of the file itself when want is NULL).
 static float *load_lora_checkpoint(const char *dir, LoraLayout *lay, TrainState *s, float **m, float **v, StateLora *lo, const StateLora *want) {
     PeftAdapterConfig pc;
-    GPT2Config c;
+    ModelConfig c;
     float *base, *x;
     ParamTensors p;
     lora_load_adapter_dir(dir, NULL, &pc, &c, &base, &p, lay, &x);
@@ -98,13 +98,13 @@ static int cmd_diff_lora(const char *da, const char *db) {
 
 static int cmd_diff(const char *da, const char *db) {
     if (lora_is_adapter_dir(da)) return cmd_diff_lora(da, db);
-    GPT2Config ca, cb;
+    ModelConfig ca, cb;
     float *pa, *pb;
     ParamTensors ta, tb;
-    gpt2_load_hf(da, &ca, &pa, &ta);
-    gpt2_load_hf(db, &cb, &pb, &tb);
+    model_load_hf(da, &ca, &pa, &ta);
+    model_load_hf(db, &cb, &pb, &tb);
     if (memcmp(&ca, &cb, sizeof ca)) fatal("%s and %s: different model shapes", da, db);
-    size_t P = gpt2_num_parameters(&ca);
+    size_t P = model_num_parameters(&ca);
     float *ma = (float *)xmalloc(P * 4), *va = (float *)xmalloc(P * 4), *mb = (float *)xmalloc(P * 4), *vb = (float *)xmalloc(P * 4);
     TrainState sa, sb;
     char path[4200];

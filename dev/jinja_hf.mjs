@@ -1,6 +1,6 @@
 // @huggingface/jinja (the engine transformers.js uses) on the cases of
 // data/testdata/jinja/expected.jsonl, whose expected renderings are Python's Jinja2's
-// (dev/jinja_ref.py), the reference of data/jinja.h: the two independent engines must
+// (dev/jinja_ref.py), the reference of template/jinja.h: the two independent engines must
 // agree on every fixture template and conversation, except where @huggingface/jinja
 // departs from Python (KNOWN below, tested against Python only). The construct cases
 // are counted, not required: @huggingface/jinja departs from Python on many of them.

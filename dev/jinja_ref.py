@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Expected renderings for the template engine's test (data/jinja.h, checked by ./test_jinja).
+"""Expected renderings for the template engine's test (template/jinja.h, checked by ./test_jinja).
 
     python3 dev/jinja_ref.py [OUT]     (default data/testdata/jinja/expected.jsonl)
 

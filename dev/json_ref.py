@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Reference results for the JSON parser test (common/json.h, checked by ./test_prepare).
+"""Reference results for the JSON parser test (base/json.h, checked by ./test_prepare).
 
     python3 dev/json_ref.py [data/testdata/json_cases.txt [data/testdata/json_expected.txt]]
 
@@ -29,7 +29,7 @@ Canonical form (reproduced by canon() in data/test_prepare.c):
 import json
 import sys
 
-MAX_DEPTH = 512  # common/json.h JSON_MAX_DEPTH
+MAX_DEPTH = 512  # base/json.h JSON_MAX_DEPTH
 
 
 class Constant(Exception):

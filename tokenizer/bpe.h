@@ -1,6 +1,6 @@
 // bpe.h: BPE tokenizer of GPT-2, Llama 3, Qwen2/Qwen3 and SmolLM2 (byte-level) and of
 // Gemma 3 and Llama 2 (SentencePiece-style tokenizer.json) (header-only, no
-// dependencies beyond libc and common/json.h).
+// dependencies beyond libc and base/json.h).
 //
 //   char err[BPE_ERR_LEN];
 //   BpeTokenizer *t;
@@ -45,8 +45,8 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 
-#include "../common/json.h"
-#include "../common/utf8.h"
+#include "../base/json.h"
+#include "../base/utf8.h"
 #include "nfc_tables.h"
 #include "unicode_tables.h"
 

@@ -93,54 +93,54 @@ void ref_matmul_backward_oi(float *dinp, float *dw, float *dbias, const float *d
 }
 
 // ---- the whole CPU model, for test_sftcu ----
-void *ref_model_new(const GPT2Config *cfg, const float *params, int B, int T) {
-    GPT2 *m = (GPT2 *)xcalloc(1, sizeof(GPT2));
+void *ref_model_new(const ModelConfig *cfg, const float *params, int B, int T) {
+    Model *m = (Model *)xcalloc(1, sizeof(Model));
     m->cfg = *cfg;
-    size_t P = gpt2_num_parameters(cfg);
+    size_t P = model_num_parameters(cfg);
     m->params_mem = (float *)xmalloc(P * sizeof(float));
     memcpy(m->params_mem, params, P * sizeof(float));
     param_pointers(cfg, m->params_mem, &m->params);
-    gpt2_allocate(m, B, T);
+    model_allocate(m, B, T);
     return m;
 }
-void *ref_model_new_lora(const GPT2Config *cfg, const float *params, const LoraLayout *lay, const float *adapter, int B, int T) {
-    GPT2 *m = (GPT2 *)xcalloc(1, sizeof(GPT2));
+void *ref_model_new_lora(const ModelConfig *cfg, const float *params, const LoraLayout *lay, const float *adapter, int B, int T) {
+    Model *m = (Model *)xcalloc(1, sizeof(Model));
     m->cfg = *cfg;
-    size_t P = gpt2_num_parameters(cfg);
+    size_t P = model_num_parameters(cfg);
     m->params_mem = (float *)xmalloc(P * sizeof(float));
     memcpy(m->params_mem, params, P * sizeof(float));
     param_pointers(cfg, m->params_mem, &m->params);
-    m->lora = *lay;  // the model's own copies: gpt2_free frees them
+    m->lora = *lay;  // the model's own copies: model_free frees them
     m->lora.ad = (LoraAdapter *)xmalloc((size_t)lay->n * sizeof(LoraAdapter));
     memcpy(m->lora.ad, lay->ad, (size_t)lay->n * sizeof(LoraAdapter));
     m->adapter = (float *)xmalloc(lay->floats * sizeof(float));
     memcpy(m->adapter, adapter, lay->floats * sizeof(float));
-    gpt2_allocate(m, B, T);
+    model_allocate(m, B, T);
     return m;
 }
 void ref_model_set_dropout(void *model, uint64_t seed, int64_t step, int micro) {
-    GPT2 *m = (GPT2 *)model;
+    Model *m = (Model *)model;
     m->training = micro >= 0;
     m->dropout_seed = seed;
     m->dropout_step = step;
     m->dropout_micro = micro;
 }
-void ref_model_free(void *model) { gpt2_free((GPT2 *)model); free(model); }
+void ref_model_free(void *model) { model_free((Model *)model); free(model); }
 double ref_model_mean_loss_and_grads(void *model, const int *inputs, const int *pos, const int *doc_start, const int *targets, int B, int T,
                                      int *num_targets) {
-    GPT2 *m = (GPT2 *)model;
+    Model *m = (Model *)model;
     memset(m->trained_grads, 0, m->num_trained * sizeof(float));
-    double loss = gpt2_forward(m, inputs, pos, doc_start, targets, B, T);
-    gpt2_backward(m, inputs, pos, doc_start, B, T);
+    double loss = model_forward(m, inputs, pos, doc_start, targets, B, T);
+    model_backward(m, inputs, pos, doc_start, B, T);
     *num_targets = m->num_rows;
     if (m->num_rows) scale_floats(m->trained_grads, m->num_trained, 1.0f / (float)m->num_rows);
     return m->num_rows ? loss / m->num_rows : 0.0;
 }
-const float *ref_model_grads(void *model) { return ((GPT2 *)model)->trained_grads; }
+const float *ref_model_grads(void *model) { return ((Model *)model)->trained_grads; }
 const float *ref_model_logits(void *model, const int *inputs, const int *pos, const int *doc_start, const int *rows, int R, int B, int T) {
-    GPT2 *m = (GPT2 *)model;
+    Model *m = (Model *)model;
     memcpy(m->rows, rows, (size_t)R * sizeof(int));
     m->num_rows = R;
-    gpt2_forward(m, inputs, pos, doc_start, NULL, B, T);
+    model_forward(m, inputs, pos, doc_start, NULL, B, T);
     return m->acts.logits;
 }

@@ -3,8 +3,8 @@
 // against its CPU twin. Build cpu_ref.c with gcc and link it. Semantics, shapes and
 // "backward adds into its outputs" are exactly those of train_sft.c.
 #pragma once
-#include "../../common/gpt2.h"
-#include "../../common/lora.h"
+#include "../../model/model.h"
+#include "../../model/lora.h"
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -55,17 +55,17 @@ void ref_geglu_backward(float *dfch, const float *fch, const float *dout, int BT
 // [out, in] weights (nn.Linear): out = inp w^T + bias (bias may be null); backward adds
 void ref_matmul_forward_oi(float *out, const float *inp, const float *w, const float *bias, int N, int C, int OC);
 void ref_matmul_backward_oi(float *dinp, float *dw, float *dbias, const float *dout, const float *inp, const float *w, int N, int C, int OC);
-// The whole CPU model (train_sft.c's GPT2), for test_sftcu. GPT2Config is common/gpt2.h's.
-void *ref_model_new(const GPT2Config *cfg, const float *params, int B, int T);
+// The whole CPU model (train_sft.c's Model), for test_sftcu. ModelConfig is model/model.h's.
+void *ref_model_new(const ModelConfig *cfg, const float *params, int B, int T);
 void ref_model_free(void *model);
 // zeroes the gradients, runs forward and backward on the micro-batch, scales the
 // gradients to those of the mean loss; returns the mean loss and the target count
 double ref_model_mean_loss_and_grads(void *model, const int *inputs, const int *pos, const int *doc_start, const int *targets, int B, int T,
                                      int *num_targets);
 const float *ref_model_grads(void *model);
-// LoRA: the model with adapters `adapter` (lay->floats, common/lora.h's layout) on the frozen
+// LoRA: the model with adapters `adapter` (lay->floats, model/lora.h's layout) on the frozen
 // params; ref_model_grads then gives the adapters' gradients (lay->floats)
-void *ref_model_new_lora(const GPT2Config *cfg, const float *params, const LoraLayout *lay, const float *adapter, int B, int T);
+void *ref_model_new_lora(const ModelConfig *cfg, const float *params, const LoraLayout *lay, const float *adapter, int B, int T);
 // LoRA's dropout for the next forward and backward: the draw of (seed, step, micro-batch); micro -1: off
 void ref_model_set_dropout(void *model, uint64_t seed, int64_t step, int micro);
 // logits (R x V) of the listed row positions

@@ -1,6 +1,6 @@
 // dev/cuda/lora.cu: checks and timings of cuda/lora.cuh (LoRA's adapter products through
 // cuBLAS and the dropout kernels on the adapter's input).
-// - dropout: the mask of every element equals common/lora.h's lora_dropout_mask for the key,
+// - dropout: the mask of every element equals model/lora.h's lora_dropout_mask for the key,
 //   bit for bit (the CPU trainer applies the same function, train_sft.c's lora_dropout_input),
 //   about a fraction p is dropped, the backward adds the gradient through the same mask, and
 //   another key draws another mask;
@@ -12,7 +12,7 @@
 #include "../../cuda/common.cuh"
 #include "../../cuda/lora.cuh"
 #pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wunused-function"  // cpu_ref.h brings common/gpt2.h's static helpers
+#pragma GCC diagnostic ignored "-Wunused-function"  // cpu_ref.h brings model/model.h's static helpers
 #include "cpu_ref.h"
 #pragma GCC diagnostic pop
 
@@ -20,7 +20,7 @@
 
 static cublasHandle_t g_blas;
 
-// the mask's values on the host: common/lora.h's function, as the CPU trainer applies it
+// the mask's values on the host: model/lora.h's function, as the CPU trainer applies it
 static std::vector<float> host_mask(size_t n, uint64_t key, float p) {
     std::vector<float> m(n);
     uint32_t threshold = lora_dropout_threshold(p);

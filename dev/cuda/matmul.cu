@@ -16,7 +16,7 @@
 #include "../../cuda/elementwise.cuh"
 #include "../../cuda/matmul.cuh"
 #pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wunused-function"  // cpu_ref.h brings common/gpt2.h's static helpers
+#pragma GCC diagnostic ignored "-Wunused-function"  // cpu_ref.h brings model/model.h's static helpers
 #include "cpu_ref.h"
 #pragma GCC diagnostic pop
 

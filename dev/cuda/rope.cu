@@ -1,13 +1,13 @@
 // dev/cuda/rope.cu: checks and timings of cuda/rope.cuh (rotary position embeddings in place
 // on qkv, forward and backward) against the CPU twins ref_rope_forward/backward (cpu_ref.h),
-// with inv_freq from common/gpt2.h's rope_inv_freq (plain and with Llama 3's scaling).
+// with inv_freq from model/model.h's rope_inv_freq (plain and with Llama 3's scaling).
 // Version 1 is the simplest correct one: one thread per row, every head and pair in turn;
 // version 2 is the header's (a thread per pair).
 // Build: make -C dev/cuda rope [PRECISION=FP32]
 #include "../../cuda/common.cuh"
 #include "../../cuda/rope.cuh"
 #pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wunused-function"  // cpu_ref.h brings common/gpt2.h's static helpers
+#pragma GCC diagnostic ignored "-Wunused-function"  // cpu_ref.h brings model/model.h's static helpers
 #include "cpu_ref.h"
 #pragma GCC diagnostic pop
 
@@ -45,8 +45,8 @@ static void rope_v(int version, bool backward, floatX* qkv, const int* pos, cons
 // ----------------------------------------------------------------------------
 
 // a Llama config of head size HS (rope_inv_freq reads theta, HS and the scaling)
-static GPT2Config rope_config(int HS, float theta, bool llama3) {
-    GPT2Config c;
+static ModelConfig rope_config(int HS, float theta, bool llama3) {
+    ModelConfig c;
     memset(&c, 0, sizeof c);
     c.family = FAMILY_LLAMA;
     c.HS = HS;
@@ -62,7 +62,7 @@ static GPT2Config rope_config(int HS, float theta, bool llama3) {
 
 static void check_rope(int BT, int NH, int KVH, int HS, float theta, bool llama3, int maxpos) {
     char name[200];
-    GPT2Config cfg = rope_config(HS, theta, llama3);
+    ModelConfig cfg = rope_config(HS, theta, llama3);
     std::vector<float> inv_freq(HS / 2);
     rope_inv_freq(&cfg, inv_freq.data());
     size_t n = (size_t)BT * (NH + 2 * KVH) * HS;
@@ -121,7 +121,7 @@ static void check_rope(int BT, int NH, int KVH, int HS, float theta, bool llama3
 static void timings(void) {
     const int BT = 4 * 1024, NH = 15, KVH = 5, HS = 64;  // SmolLM2-360M's heads
     size_t n = (size_t)BT * (NH + 2 * KVH) * HS, X = sizeof(floatX);
-    GPT2Config cfg = rope_config(HS, 100000.0f, false);  // SmolLM2's theta
+    ModelConfig cfg = rope_config(HS, 100000.0f, false);  // SmolLM2's theta
     std::vector<float> inv_freq(HS / 2);
     rope_inv_freq(&cfg, inv_freq.data());
     std::vector<int> pos(BT);

@@ -1,7 +1,7 @@
 // fuzz.h: what the libFuzzer harnesses in dev/fuzz share (see dev/fuzz/README.md).
 //
 // The parsers end the program through fatal() on bad input. A fuzz build
-// (-DSFT_FUZZ) makes fatal() longjmp back to the harness instead (common/util.h),
+// (-DSFT_FUZZ) makes fatal() longjmp back to the harness instead (base/util.h),
 // so one process can run millions of inputs. What the parser had allocated before
 // it gave up would then leak (a real program exits instead), so while a parser runs
 // the harness records every live heap block through the sanitizer allocator's
@@ -28,7 +28,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../../common/util.h"
+#include "../../base/util.h"
 
 // ---- live heap blocks of the parser under test: open addressing, linear probing,
 // deletion by backward shift. Fixed size: the hooks must not allocate.

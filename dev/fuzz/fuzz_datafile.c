@@ -1,9 +1,9 @@
-// fuzz_datafile: the SFT data file reader (common/datafile.h, data_load_buffer) and
+// fuzz_datafile: the SFT data file reader (base/datafile.h, data_load_buffer) and
 // the loader over what it accepts. Properties: a rejected file gets one line naming
 // it; an accepted one packs into rows whose inputs and targets are token ids below
 // the vocabulary size.
 #include "fuzz.h"
-#include "../../common/datafile.h"
+#include "../../base/datafile.h"
 
 #define NAME "fuzz.bin"
 

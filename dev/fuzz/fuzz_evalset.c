@@ -1,10 +1,10 @@
-// fuzz_evalset: the exact-match evaluation JSONL reader (common/evalset.h,
+// fuzz_evalset: the exact-match evaluation JSONL reader (train/evalset.h,
 // evalset_load_buffer) with the small trained tokenizer and a 64-token context.
 // Properties: a rejected file gets one line naming it; every accepted row has a
 // prompt of 1..64 valid token ids and its texts as written.
 #include "fuzz.h"
 #include "tokenizer.h"
-#include "../../common/evalset.h"
+#include "../../train/evalset.h"
 
 #define NAME "fuzz/eval.jsonl"
 

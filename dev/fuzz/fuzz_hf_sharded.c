@@ -1,11 +1,11 @@
-// fuzz_hf_sharded: a sharded Hugging Face model directory as gpt2_load_hf reads it
-// (common/gpt2.h): config.json, a NUL byte, model.safetensors.index.json, a NUL
+// fuzz_hf_sharded: a sharded Hugging Face model directory as model_load_hf reads it
+// (model/model.h): config.json, a NUL byte, model.safetensors.index.json, a NUL
 // byte, then the shards the index names (in the order of first mention), each a
 // 4-byte little-endian length and its bytes. Properties: a rejected directory gets
 // one line naming a file of it; the parameters are allocated only for a model the
 // shards really hold (at most twice their size).
 #include "fuzz.h"
-#include "../../common/gpt2.h"
+#include "../../model/model.h"
 
 #define CONFIG "fuzz/config.json"
 #define INDEX "fuzz/model.safetensors.index.json"
@@ -16,7 +16,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (!nul1) return 0;
     const char *nul2 = (const char *)memchr(nul1 + 1, 0, (size_t)(end - nul1 - 1));
     if (!nul2) return 0;
-    GPT2Config cfg;
+    ModelConfig cfg;
     HfWeights w;
     float *mem;
     ParamTensors p;
@@ -27,7 +27,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         FZ_CHECK(strstr(sft_fatal_message, "fuzz/"), "[%s]", sft_fatal_message);
         return 0;
     }
-    gpt2_parse_hf_config(CONFIG, s, (size_t)(nul1 - s), &cfg);
+    model_parse_hf_config(CONFIG, s, (size_t)(nul1 - s), &cfg);
     memset(&w, 0, sizeof w);
     hf_parse_index(INDEX, nul1 + 1, (size_t)(nul2 - nul1 - 1), &w.index);
     w.files = (SafeTensors *)xcalloc((size_t)w.index.nfiles, sizeof(SafeTensors));
@@ -46,9 +46,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         shard_bytes += len;
         st_open_buffer(&w.files[w.nfiles], path, buf, len);
     }
-    gpt2_load_hf_weights(&w, &cfg, &mem, &p);
-    FZ_CHECK(gpt2_num_parameters(&cfg) * sizeof(float) <= 2 * shard_bytes, "%zu parameters from %zu bytes of shards",
-             gpt2_num_parameters(&cfg), shard_bytes);
+    model_load_hf_weights(&w, &cfg, &mem, &p);
+    FZ_CHECK(model_num_parameters(&cfg) * sizeof(float) <= 2 * shard_bytes, "%zu parameters from %zu bytes of shards",
+             model_num_parameters(&cfg), shard_bytes);
     free(mem);
     fz_end();
     return 0;

@@ -1,4 +1,4 @@
-// fuzz_jinja: data/jinja.h on arbitrary template text, rendered over a fixed small
+// fuzz_jinja: template/jinja.h on arbitrary template text, rendered over a fixed small
 // conversation. Properties: a refused template or a failed render gives a one-line
 // error ("line L column C: ..." for parse errors); a render's output is valid UTF-8
 // and its generation spans lie inside it, in order. Smaller limits than the defaults
@@ -7,7 +7,7 @@
 #define JINJA_MAX_MEMORY ((size_t)64 << 20)
 #define JINJA_MAX_OUTPUT ((size_t)1 << 20)
 #include "fuzz.h"
-#include "../../data/jinja.h"
+#include "../../template/jinja.h"
 
 static const char VARS[] =
     "{\"messages\": [{\"role\": \"system\", \"content\": \"Be brief.\"}, {\"role\": \"user\", \"content\": \"Hi \\u00e9 <|im_end|>\"},"

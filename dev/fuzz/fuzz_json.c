@@ -1,8 +1,8 @@
-// fuzz_json: common/json.h on arbitrary bytes. Properties: json_parse either fails
+// fuzz_json: base/json.h on arbitrary bytes. Properties: json_parse either fails
 // with a one-line error or builds a tree whose every node is well formed (strings
 // NUL-terminated at their length and valid UTF-8, integer reads consistent).
 #include "fuzz.h"
-#include "../../common/json.h"
+#include "../../base/json.h"
 
 static void walk(const JsonValue *v, int depth) {
     FZ_CHECK(depth <= JSON_MAX_DEPTH + 1, "depth %d", depth);

@@ -1,8 +1,8 @@
-// fuzz_safetensors: the safetensors reader (common/safetensors.h, st_open_buffer).
+// fuzz_safetensors: the safetensors reader (base/safetensors.h, st_open_buffer).
 // Properties: a rejected file gets one line naming it; every tensor of an accepted
 // one lies inside the file and its F32/F16/BF16 data converts without reading outside.
 #include "fuzz.h"
-#include "../../common/safetensors.h"
+#include "../../base/safetensors.h"
 
 #define NAME "fuzz.safetensors"
 

@@ -23,7 +23,7 @@ with open(os.path.join(here, "..", "..", "data", "testdata", "json_cases.txt"), 
 put("json", "deep", "[" * 600 + "]" * 600)
 put("json", "dup_keys", '{"a": 1, "a": 2, "b": {"c": [true, false, null, -1.5e-3]}}')
 
-# ---- datafile: version 1 files (common/datafile.h)
+# ---- datafile: version 1 files (base/datafile.h)
 def datafile(token_bytes, vocab, docs, masks):
     offs = [0]
     for d in docs:

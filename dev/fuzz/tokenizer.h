@@ -5,7 +5,7 @@
 #ifndef SFT_FUZZ_TOKENIZER_H
 #define SFT_FUZZ_TOKENIZER_H
 
-#include "../../data/chat_template.h"
+#include "../../template/chat_template.h"
 #include "fuzz.h"
 
 static const char FZ_CORPUS[] =

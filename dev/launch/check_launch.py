@@ -22,7 +22,7 @@ settings (mpirun -np, torchrun --nnodes x --nproc_per_node, #SBATCH --nodes x
 - the trainer accepts the command line: the CPU trainer ./train_sft runs it as one
   process on the shipped demo data, twice, a fresh start (-y 0) and a resume (-y 1),
   one optimizer step each, and must exit 0. The CPU and GPU trainers share their
-  flags (COMMON_FLAGS and check_train_args in common/trainer.h), so a flag or value
+  flags (COMMON_FLAGS and check_train_args in train/trainer.h), so a flag or value
   either refuses is refused here; a flag only the GPU trainer knows (-r) would be
   refused too (the shipped files use none). What is substituted, and why: the paths
   (-i -j -e -k -E -o -f) by the demo files and a temporary directory; -e by a fresh

@@ -5,11 +5,11 @@
 #define SFT_GENERATE_H
 
 #include <math.h>
-#include "datafile.h"
+#include "../base/datafile.h"
 #include "evalset.h"
-#include "rng.h"
-#include "utf8.h"
-#include "util.h"
+#include "../base/rng.h"
+#include "../base/utf8.h"
+#include "../base/util.h"
 
 // next_logits(self, seq, len) returns the logits (V floats) for the token after
 // seq[0..len); reset(self) starts a new sequence. Calls between resets extend one

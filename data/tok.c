@@ -10,14 +10,14 @@
 // as "<|endoftext|>" in the input become that token (by default it is encoded as
 // ordinary text; added tokens that are not special are always matched). decode also
 // knows the chat tokens that prepare adds after the vocabulary for the chat format the
-// tokenizer selects (<|im_start|>, <|im_end|> for gpt2; data/chat_template.h), so it
+// tokenizer selects (<|im_start|>, <|im_end|> for gpt2; template/chat_template.h), so it
 // decodes any data file prepare wrote with this tokenizer (without --chat-format). train writes
 // DIR/encoder.json, DIR/vocab.bpe and DIR/tokenizer.json. Any error: one line on
 // stderr, exit status 1.
 #include <time.h>
 
-#include "bpe.h"
-#include "../data/chat_template.h"
+#include "../tokenizer/bpe.h"
+#include "../template/chat_template.h"
 
 static void die(const char *msg) {
     fprintf(stderr, "tok: %s\n", msg);

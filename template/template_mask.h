@@ -1,4 +1,4 @@
-// template_mask.h: a model's own chat template (Jinja, rendered by data/jinja.h) as
+// template_mask.h: a model's own chat template (Jinja, rendered by template/jinja.h) as
 // the chat format of prepare, the trainers' evaluation and ./chat, with the loss mask
 // taken from the rendering. Header-only; nothing here prints or exits (functions
 // return 0 or -1 with a one-line err).
@@ -10,7 +10,7 @@
 //   3. tokenizer_config.json's "chat_template" there: a string, or a list of
 //      {"name", "template"} of which the one named "default" is taken.
 // With none (GPT-2, fresh BPE vocabularies) the built-in formats of
-// data/chat_template.h stay, and prepare --chat-format forces one of them even when
+// template/chat_template.h stay, and prepare --chat-format forces one of them even when
 // a template is there. bos_token and eos_token come from tokenizer_config.json
 // (strings or {"content": ...} objects; null or absent = none).
 //
@@ -56,7 +56,7 @@
 #ifndef SFT_TEMPLATE_MASK_H
 #define SFT_TEMPLATE_MASK_H
 
-#include "../common/util.h"
+#include "../base/util.h"
 #include "chat_template.h"
 #include "jinja.h"
 
@@ -580,7 +580,7 @@ static int tmpl_render_prompt(const ChatTemplate *ct, BpeTokenizer *tok, const T
     return rc;
 }
 
-// The template's record in a data file (common/datafile.h): a JSON object
+// The template's record in a data file (base/datafile.h): a JSON object
 // {"chat_template": source, "origin": where it came from, "bos_token": S|null,
 //  "eos_token": S|null, "variables": {NAME: JSON, ...}, "date": "YYYY-MM-DD"}.
 static int tmpl_record(const ChatTemplate *ct, TmplBuf *b) {
@@ -669,7 +669,7 @@ static int chat_prompt(BpeTokenizer *tok, const ChatTokens *ct, const char *user
     return tmpl_render_prompt(ct->tmpl, tok, m, n, d, err, errlen);
 }
 
-// Loads the chat template of a data file's record (version 2, common/datafile.h)
+// Loads the chat template of a data file's record (version 2, base/datafile.h)
 // for tokenizer tok, into a malloc'ed ChatTemplate (*out). The record's hash must be
 // the header's. Returns 0, or -1 with err set.
 static int tmpl_for_data(const char *path, const char *record, size_t record_len, uint64_t header_hash, const BpeTokenizer *tok,

@@ -1,6 +1,6 @@
 // lora.h: LoRA (low-rank adapters, Hu et al. 2021) as both trainers share it: the
 // settings, which Hugging Face modules are adapted and where each one sits in the
-// fused base tensors of gpt2.h, the one fp32 allocation of the adapter tensors,
+// fused base tensors of model/model.h, the one fp32 allocation of the adapter tensors,
 // their initialization, the dropout mask, and the adapter files in PEFT's format
 // (adapter_config.json + adapter_model.safetensors: write, read, merge).
 //
@@ -10,7 +10,7 @@
 //
 // Math (PEFT's LoraLayer, with s = alpha / R, or alpha / sqrt(R) with rsLoRA):
 //   y = x W^T (+ b) + s * dropout(x) A^T B^T        A [R, in], B [out, R]
-// A targeted module is a slice of a fused product of gpt2.h: the output columns
+// A targeted module is a slice of a fused product of model/model.h: the output columns
 // [off, off + rows) of P_QKVW (Llama family: q | k | v), P_FCW (gate | up), or the whole
 // output of P_ATTPROJW, P_FCPROJW (and GPT-2's c_attn, c_fc). With h = dropout(x) A^T
 // [N, R] and dout the gradient of that output slice [N, rows]:
@@ -50,11 +50,11 @@
 #define SFT_LORA_H
 
 #include <math.h>
-#include "gpt2.h"
-#include "json.h"
-#include "rng.h"
-#include "safetensors.h"
-#include "util.h"
+#include "model.h"
+#include "../base/json.h"
+#include "../base/rng.h"
+#include "../base/safetensors.h"
+#include "../base/util.h"
 
 #ifdef __CUDACC__
 #define LORA_HD __host__ __device__
@@ -67,7 +67,7 @@
 #define LORA_DEFAULT_ALPHA 8.0f
 #define LORA_MAX_RANK 4096
 
-// The settings as the flags give them (common/trainer.h's LORA_FLAGS).
+// The settings as the flags give them (train/trainer.h's LORA_FLAGS).
 typedef struct {
     int rank;             // -A: R; 0 = full fine-tuning
     float alpha;          // -B: alpha
@@ -124,7 +124,7 @@ static const LoraModule LORA_MODULES[LORA_NUM_MODULES] = {
     {"c_proj", 1, P_FCPROJW, 0, "transformer.h.%d.mlp.c_proj"},
 };
 
-static int lora_module_in_family(const GPT2Config *c, int m) { return LORA_MODULES[m].gpt2 == !is_llama_family(c); }
+static int lora_module_in_family(const ModelConfig *c, int m) { return LORA_MODULES[m].gpt2 == !is_llama_family(c); }
 
 // The resolved settings: rank, scale and the set of targeted modules (bit m = LORA_*).
 typedef struct {
@@ -140,7 +140,7 @@ static float lora_scale(const LoraConfig *lc) {
 }
 
 // The valid target names of the family, comma-separated.
-static void lora_valid_targets(const GPT2Config *c, char *buf, size_t n) {
+static void lora_valid_targets(const ModelConfig *c, char *buf, size_t n) {
     size_t len = 0;
     buf[0] = 0;
     for (int m = 0; m < LORA_NUM_MODULES; m++) {
@@ -151,7 +151,7 @@ static void lora_valid_targets(const GPT2Config *c, char *buf, size_t n) {
 }
 
 // The module set of one target name (GPT-2's c_proj: both), 0 if the family has none by that name.
-static unsigned lora_target_bits(const GPT2Config *c, const char *name, size_t len) {
+static unsigned lora_target_bits(const ModelConfig *c, const char *name, size_t len) {
     unsigned bits = 0;
     for (int m = 0; m < LORA_NUM_MODULES; m++)
         if (lora_module_in_family(c, m) && strlen(LORA_MODULES[m].target) == len && !strncmp(LORA_MODULES[m].target, name, len)) bits |= 1u << m;
@@ -159,7 +159,7 @@ static unsigned lora_target_bits(const GPT2Config *c, const char *name, size_t l
 }
 
 // Every linear layer of attention and MLP of the family.
-static unsigned lora_all_targets(const GPT2Config *c) {
+static unsigned lora_all_targets(const ModelConfig *c) {
     unsigned bits = 0;
     for (int m = 0; m < LORA_NUM_MODULES; m++) if (lora_module_in_family(c, m)) bits |= 1u << m;
     return bits;
@@ -167,7 +167,7 @@ static unsigned lora_all_targets(const GPT2Config *c) {
 
 // Parses a comma-separated target list ("" = all) into module bits; 0 with a one-line
 // message in err (naming `what`, the flag or file) for an unknown or repeated name.
-static int lora_parse_targets(const GPT2Config *c, const char *list, const char *what, unsigned *out, char *err, size_t n) {
+static int lora_parse_targets(const ModelConfig *c, const char *list, const char *what, unsigned *out, char *err, size_t n) {
     *out = 0;
     if (!list[0]) { *out = lora_all_targets(c); return 1; }
     for (const char *s = list;;) {
@@ -209,7 +209,7 @@ typedef struct {
 } LoraLayout;
 
 // Input and output widths of fused tensor P_* `param` (the OC and C of its matmul).
-static void lora_param_io(const GPT2Config *c, int param, int *in, int *out) {
+static void lora_param_io(const ModelConfig *c, int param, int *in, int *out) {
     int64_t shape[2];
     param_slice_shape(c, param, shape);
     int llama = is_llama_family(c);  // Llama: [out, in]; GPT-2's Conv1D: [in, out]
@@ -217,7 +217,7 @@ static void lora_param_io(const GPT2Config *c, int param, int *in, int *out) {
     *in = (int)(llama ? shape[1] : shape[0]);
 }
 
-static void lora_layout_init(LoraLayout *lay, const GPT2Config *c, const LoraConfig *lc) {
+static void lora_layout_init(LoraLayout *lay, const ModelConfig *c, const LoraConfig *lc) {
     memset(lay, 0, sizeof *lay);
     lay->lc = *lc;
     lay->scale = lora_scale(lc);
@@ -304,7 +304,7 @@ static LORA_HD inline float lora_dropout_mask(uint64_t key, uint64_t e, uint32_t
 
 // ---------------------------------------------------------------------------
 // Merging into the base: W += s * B A on each adapter's slice.
-static void lora_merge(const GPT2Config *c, ParamTensors *p, const LoraLayout *lay, const float *mem) {
+static void lora_merge(const ModelConfig *c, ParamTensors *p, const LoraLayout *lay, const float *mem) {
     int R = lay->lc.rank, llama = is_llama_family(c);
     for (int i = 0; i < lay->n; i++) {
         const LoraAdapter *a = &lay->ad[i];
@@ -334,7 +334,7 @@ static void lora_peft_name(const LoraAdapter *a, char which, char *buf, size_t n
 
 // Writes dir/adapter_config.json and dir/adapter_model.safetensors (each atomically:
 // a temporary name, then renamed). base: the base model's directory (base_model_name_or_path).
-static void lora_save_peft(const char *dir, const GPT2Config *c, const LoraLayout *lay, const float *mem, const char *base) {
+static void lora_save_peft(const char *dir, const ModelConfig *c, const LoraLayout *lay, const float *mem, const char *base) {
     const LoraConfig *lc = &lay->lc;
     char targets[512] = "", alpha[32], dropout[32], path[4200];
     size_t tl = 0;
@@ -457,7 +457,7 @@ static void lora_read_peft_config(const char *dir, PeftAdapterConfig *pc) {
 
 // The LoraConfig of an adapter config on base model c (its target names and
 // fan_in_fan_out checked against the family).
-static void lora_config_from_peft(const char *dir, const PeftAdapterConfig *pc, const GPT2Config *c, LoraConfig *lc) {
+static void lora_config_from_peft(const char *dir, const PeftAdapterConfig *pc, const ModelConfig *c, LoraConfig *lc) {
     char err[512], what[4200];
     snprintf(what, sizeof what, "%s/adapter_config.json", dir);
     memset(lc, 0, sizeof *lc);
@@ -525,13 +525,13 @@ static void lora_load_peft_weights(const char *dir, const LoraLayout *lay, float
 // adapter's base_model_name_or_path, which must then be a local directory) loaded into
 // cfg/params_mem/params, the adapter's layout into lay and its weights into *adapter
 // (malloc'ed). pc: what adapter_config.json says. Returns the base directory used.
-static const char *lora_load_adapter_dir(const char *dir, const char *base_dir, PeftAdapterConfig *pc, GPT2Config *cfg, float **params_mem,
+static const char *lora_load_adapter_dir(const char *dir, const char *base_dir, PeftAdapterConfig *pc, ModelConfig *cfg, float **params_mem,
                                          ParamTensors *params, LoraLayout *lay, float **adapter) {
     lora_read_peft_config(dir, pc);
     const char *base = base_dir && base_dir[0] ? base_dir : pc->base;
     if (!base[0] || !is_directory(base))
         fatal("%s/adapter_config.json: base_model_name_or_path '%s' is not a local directory: pass the base model's directory with -F", dir, pc->base);
-    gpt2_load_hf(base, cfg, params_mem, params);
+    model_load_hf(base, cfg, params_mem, params);
     LoraConfig lc;
     lora_config_from_peft(dir, pc, cfg, &lc);
     lora_layout_init(lay, cfg, &lc);

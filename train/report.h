@@ -22,8 +22,8 @@
 
 #include <math.h>
 #include <time.h>
-#include "json.h"
-#include "util.h"
+#include "../base/json.h"
+#include "../base/util.h"
 
 #define REPORT_MAX_POINTS 2000
 

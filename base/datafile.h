@@ -8,7 +8,7 @@
 //            fingerprint of that tokenizer (bpe_fingerprint in tokenizer/bpe.h,
 //            with the chat tokens; stored as its 64 bits; 0 = unknown, as in files
 //            written before the field existed), [7] the chat format the documents
-//            were rendered with (CHAT_* in data/chat_template.h: 0 gpt2, also
+//            were rendered with (CHAT_* in template/chat_template.h: 0 gpt2, also
 //            every file written before the field existed; 1 chatml; 2 llama3), [8] L =
 //            the length in bytes of the default system message (prepare --system;
 //            0 = none), then its L bytes from byte 72 on (at most DATA_SYSTEM_MAX, no
@@ -18,7 +18,7 @@
 //   mask     N x uint8: 1 = the token is a training target, 0 = it is not
 // The file size must be exactly 1024 + 8(D+1) + N*(bytes per token) + N.
 //
-// Version 2 (files rendered with the model's own chat template, data/template_mask.h;
+// Version 2 (files rendered with the model's own chat template, template/template_mask.h;
 // everything else is still written as version 1, so older programs read it): the
 // same, with [7] = 3 (DATA_CHAT_TEMPLATE), [126] the template's hash (tmpl_hash: FNV-1a
 // 64 of its source text, stored as its 64 bits), [127] R > 0 = the length of the
@@ -45,7 +45,7 @@ typedef struct {
     char path[1024];
     int64_t token_bytes, vocab_size, num_docs, num_tokens;
     uint64_t fingerprint;      // tokenizer fingerprint from header [6]; 0 = unknown
-    int chat_format;           // header [7]: 0 gpt2, 1 chatml, 2 llama3 (data/chat_template.h), 3 the template below
+    int chat_format;           // header [7]: 0 gpt2, 1 chatml, 2 llama3 (template/chat_template.h), 3 the template below
     uint64_t template_hash;    // version 2: header [126], the chat template's hash; 0 in version 1
     char *template_record;     // version 2: the template's record (JSON, NUL-terminated, malloc'ed); NULL in version 1
     size_t template_record_len;

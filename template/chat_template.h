@@ -54,7 +54,7 @@
 // Which format: chat_detect_format reads the tokenizer as loaded (before any token is
 // added): <|start_header_id|> and <|eot_id|> make it llama3, else <|im_start|> and
 // <|im_end|> make it chatml, else gpt2. prepare takes it from there or from
-// --chat-format and records it in the data file (header field 7, common/datafile.h);
+// --chat-format and records it in the data file (header field 7, base/datafile.h);
 // the trainers read it from there, ./chat detects it or takes -c.
 #ifndef SFT_CHAT_TEMPLATE_H
 #define SFT_CHAT_TEMPLATE_H
@@ -82,7 +82,7 @@ static const ChatFormat chat_formats[CHAT_NFORMATS] = {
     {"llama3", "<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "\n\n", "<|eot_id|>", "", 0, 1},
 };
 
-struct ChatTemplate;  // data/template_mask.h
+struct ChatTemplate;  // template/template_mask.h
 
 // A format and the ids of its special tokens in one tokenizer (-1 where the format has none).
 typedef struct {
@@ -90,7 +90,7 @@ typedef struct {
     const ChatFormat *f;       // &chat_formats[format]
     int32_t bos, end, turn_start, role_end, turn_end;
     const char *default_system;  // system message of conversations that have none (prepare --system); NULL: none
-    struct ChatTemplate *tmpl;   // the model's chat template the data was rendered with (data/template_mask.h); NULL: the format above
+    struct ChatTemplate *tmpl;   // the model's chat template the data was rendered with (template/template_mask.h); NULL: the format above
 } ChatTokens;
 
 static int chat_has_token_(const BpeTokenizer *t, const char *s) { return bpe_token_id(t, s, strlen(s)) >= 0; }
@@ -221,7 +221,7 @@ static int chat_append_turn_sep(BpeTokenizer *t, const ChatTokens *ct, ChatDoc *
 // and the turn's end token (both with flag `train`), then the turn separator (never trained).
 static int chat_append_turn(BpeTokenizer *t, const ChatTokens *ct, ChatDoc *d, const char *role, const char *content, size_t len,
                             int train, char *err, size_t errlen) {
-    if (ct->f->trim) content = py_strip_span(content, &len);  // Jinja's trim: Python's str.strip() (common/utf8.h)
+    if (ct->f->trim) content = py_strip_span(content, &len);  // Jinja's trim: Python's str.strip() (base/utf8.h)
     int rc = chat_append_header(t, ct, d, role, err, errlen);
     if (!rc) rc = chat_append_text(t, d, content, len, train, err, errlen);
     if (!rc) rc = chat_append_special_(d, ct->turn_end, train, err, errlen);

@@ -1,5 +1,5 @@
 // export.h: what an exported directory (every checkpoint, the final model) holds
-// besides config.json and the weights (gpt2.h), so that transformers'
+// besides config.json and the weights (model/model.h), so that transformers'
 // AutoModelForCausalLM, AutoTokenizer and generate work on the directory alone:
 //
 //   generation_config.json  bos_token_id, and eos_token_id: every id that ends a turn.
@@ -30,9 +30,9 @@
 #define SFT_EXPORT_H
 
 #include "evalset.h"
-#include "gpt2.h"
-#include "json.h"
-#include "util.h"
+#include "../model/model.h"
+#include "../base/json.h"
+#include "../base/util.h"
 
 #define HF_EXPORT_MAX_FILE ((size_t)256 << 20)  // bytes: Gemma 3's tokenizer.json, the largest we know, is 33 MB
 #define HF_EXPORT_MAX_FILES 6
@@ -158,7 +158,7 @@ static void hfb_jinja_string_(JsonBuf *b, const char *s) {
     json_buf_put(b, "'", 1);
 }
 
-// The chat template that renders conversations as format f does (data/chat_template.h),
+// The chat template that renders conversations as format f does (template/chat_template.h),
 // with its default system message (NULL: none) before conversations that have no
 // system message: [bos] [default system turn] turns [assistant header if
 // add_generation_prompt, else the end token where the format ends conversations with
@@ -166,7 +166,7 @@ static void hfb_jinja_string_(JsonBuf *b, const char *s) {
 // content trimmed where the format trims it. One line, so that no engine's
 // whitespace rules apply. (Rendered and tokenized as one string, as transformers
 // does, a content's edges can tokenize otherwise than the format's pieces apart where
-// unusual whitespace meets the role separator: data/chat_template.h.)
+// unusual whitespace meets the role separator: template/chat_template.h.)
 static char *hf_builtin_template(const ChatFormat *f, const char *default_system) {
     JsonBuf b = {NULL, 0, 0};
     char head[256];
@@ -281,7 +281,7 @@ static void hf_ids_json(JsonBuf *b, const int *ids, int n) {
 
 // generation_config.json: model_dir's (NULL: none) with eos_token_id extended by the
 // data's end ids, or a new one from cfg's ids and those. Nothing where no id is known.
-static void hf_prepare_generation_config(HfExtras *x, const char *model_dir, const GPT2Config *cfg, const int *data_ends, int ndata) {
+static void hf_prepare_generation_config(HfExtras *x, const char *model_dir, const ModelConfig *cfg, const int *data_ends, int ndata) {
     size_t len = 0;
     char *src = model_dir ? hf_read_bounded(model_dir, "generation_config.json", 1 << 20, &len) : NULL;
     JsonDoc doc;
@@ -346,7 +346,7 @@ static const char *hf_token_text_(const BpeTokenizer *t, int id, char *buf, size
 // The tokenizer files (see the top of this file) of the tokenizer at tok_path, which
 // loaded as tok with `loaded` ids before the chat tokens were added to it.
 static void hf_prepare_tokenizer(HfExtras *x, const char *tok_path, const BpeTokenizer *tok, int loaded, const ChatTokens *ct,
-                                 const GPT2Config *cfg) {
+                                 const ModelConfig *cfg) {
     char dir[4096];
     tmpl_dir_of_(tok_path, dir, sizeof dir);
     int is_file = !is_directory(tok_path);
@@ -485,7 +485,7 @@ static void hf_prepare_tokenizer(HfExtras *x, const char *tok_path, const BpeTok
 // for a fresh model). A fresh model's config gets its bos and eos ids here: the chat
 // format's begin-of-document token (or the template's bos_token), and the data's end ids.
 static void hf_extras_prepare(HfExtras *x, const char *tok_path, const BpeTokenizer *tok, int loaded, const ChatTokens *ct,
-                              const char *model_dir, GPT2Config *cfg) {
+                              const char *model_dir, ModelConfig *cfg) {
     memset(x, 0, sizeof *x);
     int ends[TMPL_MAX_EOT + 2] = {0}, nends = tok ? hf_data_ends(ct, ends) : 0;
     if (tok && !model_dir) {

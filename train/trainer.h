@@ -10,14 +10,14 @@
 #include <sys/file.h>
 #include <sys/syscall.h>
 #include <sys/ioctl.h>
-#include "datafile.h"
+#include "../base/datafile.h"
 #include "evalset.h"
 #include "export.h"
 #include "generate.h"
-#include "gpt2.h"
-#include "lora.h"
+#include "../model/model.h"
+#include "../model/lora.h"
 #include "report.h"
-#include "util.h"
+#include "../base/util.h"
 
 // ---------------------------------------------------------------------------
 // Command-line flags: single letters, each followed by one value.
@@ -32,10 +32,10 @@ typedef struct {
     int print_every;          // -L: when stdout is not a terminal, a step line every N steps; 0 = automatic (log_step)
     float lr, final_lr_frac, weight_decay, grad_clip, temperature;
     int max_nonfinite;  // stop after this many consecutive steps with a non-finite loss or gradient norm
-    // data parallel (common/dist.h): -1 = from the environment (zero: -1 = 1 when world > 1)
+    // data parallel (train/dist.h): -1 = from the environment (zero: -1 = 1 when world > 1)
     int rank, world, local_rank, zero;
     const char *rdzv_dir;     // -f: rendezvous through this shared directory instead of TCP ("" = TCP)
-    LoraArgs lora;            // -A -B -p -Q -T -M -F: LoRA (common/lora.h); rank 0 = full fine-tuning
+    LoraArgs lora;            // -A -B -p -Q -T -M -F: LoRA (model/lora.h); rank 0 = full fine-tuning
 } TrainArgs;
 
 static void train_args_defaults(TrainArgs *a) {
@@ -210,10 +210,10 @@ static void checkpoint_dir_name(char *buf, size_t n, const char *out_dir, int64_
     snprintf(buf, n, "%s/step_%08lld", out_dir, (long long)step);
 }
 
-// A hash of the newer families' features (gpt2.h: MLP, norms, scales, windows, rotary
+// A hash of the newer families' features (model/model.h: MLP, norms, scales, windows, rotary
 // tables, per-layer flags); 0 for GPT-2, Llama and Qwen2, which have none, so their
 // state files from before it existed read as they are.
-static int64_t state_feature_hash(const GPT2Config *c) {
+static int64_t state_feature_hash(const ModelConfig *c) {
     if (c->family == FAMILY_GPT2 || c->family == FAMILY_LLAMA || c->family == FAMILY_QWEN2) return 0;
     float fl[5] = {c->embed_scale, c->attn_scalar, c->rope_local_theta, c->rope_linear, c->rope_theta};
     int in[6] = {c->mlp_act, c->qk_norm, c->norm_plus_one, c->post_norms, c->window, c->L};
@@ -225,7 +225,7 @@ static int64_t state_feature_hash(const GPT2Config *c) {
 // q/k/v biases and tied head (added with the Llama family), and the feature hash
 // (added with Qwen3, Gemma 3 and SmolLM3).
 #define STATE_MODEL_FIELDS 7
-static void state_model_fields(const GPT2Config *cfg, int64_t f[STATE_MODEL_FIELDS]) {
+static void state_model_fields(const ModelConfig *cfg, int64_t f[STATE_MODEL_FIELDS]) {
     f[0] = cfg->family; f[1] = cfg->KVH; f[2] = cfg->HS; f[3] = cfg->FF; f[4] = cfg->qkv_bias; f[5] = cfg->tied;
     f[6] = state_feature_hash(cfg);
 }
@@ -235,7 +235,7 @@ static void state_model_fields(const GPT2Config *cfg, int64_t f[STATE_MODEL_FIEL
 // continues on the same base with the same adapters.
 typedef struct { int64_t rank, settings, base; } StateLora;
 
-static void write_state_file_lora(const char *path, const GPT2Config *cfg, const TrainState *s, const float *m, const float *v, size_t P,
+static void write_state_file_lora(const char *path, const ModelConfig *cfg, const TrainState *s, const float *m, const float *v, size_t P,
                                   const StateLora *lo) {
     int64_t h[32] = {0};
     if (lo) { h[25] = lo->rank; h[26] = lo->settings; h[27] = lo->base; }
@@ -251,7 +251,7 @@ static void write_state_file_lora(const char *path, const GPT2Config *cfg, const
     atomic_commit(&af);
 }
 
-static void write_state_file(const char *path, const GPT2Config *cfg, const TrainState *s, const float *m, const float *v, size_t P) {
+static void write_state_file(const char *path, const ModelConfig *cfg, const TrainState *s, const float *m, const float *v, size_t P) {
     write_state_file_lora(path, cfg, s, m, v, P, NULL);
 }
 
@@ -266,15 +266,15 @@ static void read_state_header(const char *path, const char *buf, size_t len, int
     if (h[1] != STATE_VERSION) fatal("%s: unsupported training state version %lld", path, (long long)h[1]);
 }
 
-static void read_state_buffer_lora(const char *path, const char *buf, size_t len, const GPT2Config *cfg, TrainState *s, float *m, float *v,
+static void read_state_buffer_lora(const char *path, const char *buf, size_t len, const ModelConfig *cfg, TrainState *s, float *m, float *v,
                                    size_t P, const StateLora *lo) {
     int64_t h[32];
     read_state_header(path, buf, len, h);
     int64_t want[STATE_MODEL_FIELDS];
     state_model_fields(cfg, want);
     if (h[19] == 0) {  // written before fields 18..23 existed, when every model was GPT-2
-        GPT2Config g = *cfg;
-        gpt2_config_defaults(&g);
+        ModelConfig g = *cfg;
+        model_config_defaults(&g);
         state_model_fields(&g, &h[18]);
     }
     if (h[2] != cfg->L || h[3] != cfg->NH || h[4] != cfg->C || h[5] != cfg->V || h[6] != cfg->maxT || h[17] != (int64_t)P ||
@@ -296,19 +296,19 @@ static void read_state_buffer_lora(const char *path, const char *buf, size_t len
     memcpy(v, buf + sizeof h + P * sizeof(float), P * sizeof(float));
 }
 
-static void read_state_buffer(const char *path, const char *buf, size_t len, const GPT2Config *cfg, TrainState *s, float *m, float *v,
+static void read_state_buffer(const char *path, const char *buf, size_t len, const ModelConfig *cfg, TrainState *s, float *m, float *v,
                               size_t P) {
     read_state_buffer_lora(path, buf, len, cfg, s, m, v, P, NULL);
 }
 
-static void read_state_file_lora(const char *path, const GPT2Config *cfg, TrainState *s, float *m, float *v, size_t P, const StateLora *lo) {
+static void read_state_file_lora(const char *path, const ModelConfig *cfg, TrainState *s, float *m, float *v, size_t P, const StateLora *lo) {
     size_t len;
     char *buf = read_whole_file(path, &len);
     read_state_buffer_lora(path, buf, len, cfg, s, m, v, P, lo);
     free(buf);
 }
 
-static void read_state_file(const char *path, const GPT2Config *cfg, TrainState *s, float *m, float *v, size_t P) {
+static void read_state_file(const char *path, const ModelConfig *cfg, TrainState *s, float *m, float *v, size_t P) {
     read_state_file_lora(path, cfg, s, m, v, P, NULL);
 }
 
@@ -358,7 +358,7 @@ static void rename_dir_into_place(const char *tmp_dir, const char *final_dir, co
 typedef struct { const LoraLayout *lay; const float *adapter; const char *base; StateLora state; } CheckpointLora;
 
 // extras (NULL: none): export.h's files, written beside the model's or the adapter's.
-static void save_checkpoint_files(const char *out_dir, const GPT2Config *cfg, const ParamTensors *params, const CheckpointLora *lora,
+static void save_checkpoint_files(const char *out_dir, const ModelConfig *cfg, const ParamTensors *params, const CheckpointLora *lora,
                                   const HfExtras *extras, const TrainState *s, const float *m, const float *v, size_t P) {
     char final_dir[4096], tmp_dir[4200], path[4400];
     checkpoint_dir_name(final_dir, sizeof final_dir, out_dir, s->step);
@@ -371,7 +371,7 @@ static void save_checkpoint_files(const char *out_dir, const GPT2Config *cfg, co
     if (make_dirs(tmp_dir) != 0) fatal("%s: cannot create directory: %s", tmp_dir, strerror(errno));
     snprintf(fatal_cleanup_dir, sizeof fatal_cleanup_dir, "%s", tmp_dir);
     if (lora) lora_save_peft(tmp_dir, cfg, lora->lay, lora->adapter, lora->base);
-    else gpt2_save_hf(tmp_dir, cfg, params);
+    else model_save_hf(tmp_dir, cfg, params);
     if (extras) hf_extras_write(tmp_dir, extras);
     snprintf(path, sizeof path, "%s/state.bin", tmp_dir);
     write_state_file_lora(path, cfg, s, m, v, P, lora ? &lora->state : NULL);
@@ -383,7 +383,7 @@ static void save_checkpoint_files(const char *out_dir, const GPT2Config *cfg, co
     write_file_atomic(path, line, (size_t)n);
 }
 
-static void save_checkpoint(const char *out_dir, const GPT2Config *cfg, const ParamTensors *params, const TrainState *s,
+static void save_checkpoint(const char *out_dir, const ModelConfig *cfg, const ParamTensors *params, const TrainState *s,
                             const float *m, const float *v, size_t P, const HfExtras *extras) {
     save_checkpoint_files(out_dir, cfg, params, NULL, extras, s, m, v, P);
 }
@@ -391,22 +391,22 @@ static void save_checkpoint(const char *out_dir, const GPT2Config *cfg, const Pa
 // A Hugging Face directory that is not a checkpoint (LoRA's base as trained on, the
 // merged model), with export.h's files: written into <dir>.tmp and renamed into place
 // like a checkpoint, so it is complete or absent. parent: the directory holding dir.
-static void save_hf_dir(const char *dir, const char *parent, const GPT2Config *cfg, const ParamTensors *p, const HfExtras *extras) {
+static void save_hf_dir(const char *dir, const char *parent, const ModelConfig *cfg, const ParamTensors *p, const HfExtras *extras) {
     char tmp_dir[4200];
     snprintf(tmp_dir, sizeof tmp_dir, "%s.tmp", dir);
     remove_flat_dir(tmp_dir);
     if (make_dirs(tmp_dir) != 0) fatal("%s: cannot create directory: %s", tmp_dir, strerror(errno));
     snprintf(fatal_cleanup_dir, sizeof fatal_cleanup_dir, "%s", tmp_dir);
-    gpt2_save_hf(tmp_dir, cfg, p);
+    model_save_hf(tmp_dir, cfg, p);
     if (extras) hf_extras_write(tmp_dir, extras);
     rename_dir_into_place(tmp_dir, dir, parent);
 }
 
 // -M 1: the merged model, base + s B A (lora.h's lora_merge on a copy of the base's
 // fp32 parameters), as an ordinary Hugging Face directory <out>/merged.
-static void save_merged(const char *out_dir, const GPT2Config *cfg, const float *base, const LoraLayout *lay, const float *adapter,
+static void save_merged(const char *out_dir, const ModelConfig *cfg, const float *base, const LoraLayout *lay, const float *adapter,
                         const HfExtras *extras) {
-    size_t n = gpt2_num_parameters(cfg);
+    size_t n = model_num_parameters(cfg);
     float *mem = (float *)xmalloc(n * sizeof(float));
     memcpy(mem, base, n * sizeof(float));
     ParamTensors p;
@@ -436,14 +436,14 @@ static void latest_checkpoint(const char *out_dir, char *dir, size_t n) {
 // ---------------------------------------------------------------------------
 // Model by -e: a directory (Hugging Face GPT-2, Llama or Qwen2, or one of our
 // checkpoints, which are such directories), or a size descriptor for a fresh model whose vocabulary is data_vocab.
-static void load_model(const char *init, int data_vocab, uint64_t seed, GPT2Config *cfg, float **mem, ParamTensors *p) {
-    if (is_directory(init)) { gpt2_load_hf(init, cfg, mem, p); return; }
-    if (gpt2_parse_descriptor(init, cfg) == 0) {
+static void load_model(const char *init, int data_vocab, uint64_t seed, ModelConfig *cfg, float **mem, ParamTensors *p) {
+    if (is_directory(init)) { model_load_hf(init, cfg, mem, p); return; }
+    if (model_parse_descriptor(init, cfg) == 0) {
         cfg->V = data_vocab;
-        gpt2_check_config(cfg, init);
-        *mem = (float *)xmalloc(gpt2_num_parameters(cfg) * sizeof(float));
+        model_check_config(cfg, init);
+        *mem = (float *)xmalloc(model_num_parameters(cfg) * sizeof(float));
         param_pointers(cfg, *mem, p);
-        gpt2_init_random(cfg, p, seed);
+        model_init_random(cfg, p, seed);
         return;
     }
     if (path_exists(init)) fatal("%s: not a directory; -e takes a Hugging Face GPT-2, Llama or Qwen2 directory, a checkpoint directory or a size like d6 or l2", init);
@@ -496,8 +496,8 @@ static FILE *open_metrics(const char *out_dir, int64_t keep_through_step) {
 typedef struct {
     DataFile train, val;
     int have_val;
-    GPT2Config cfg;
-    float *params;            // host fp32 parameters, gpt2_num_parameters(&cfg)
+    ModelConfig cfg;
+    float *params;            // host fp32 parameters, model_num_parameters(&cfg)
     ParamTensors p;
     char resume_dir[4096];    // the checkpoint resumed from, or ""
     BpeTokenizer *tok;        // with -k (or a tokenizer in -e's directory), else NULL
@@ -508,7 +508,7 @@ typedef struct {
     int A, steps;             // micro-batches per step on each rank, optimizer steps
     int world;                // ranks W: a step is A*W micro-batches
     int64_t rows_per_epoch, filled, train_targets;
-    // LoRA (common/lora.h; lora.lc.rank 0 = full fine-tuning): the adapters, their fp32
+    // LoRA (model/lora.h; lora.lc.rank 0 = full fine-tuning): the adapters, their fp32
     // values, and the base model's directory as adapter_config.json names it; a base that
     // is not a directory as it is trained (a fresh model, a grown vocabulary) is written
     // to <out>/base by rank 0 (write_base) and named so
@@ -528,7 +528,7 @@ static StateLora run_state_lora(const RunSetup *r) {
     const LoraConfig *lc = &r->lora.lc;
     s.rank = lc->rank;
     s.settings = (int64_t)(fnv1a(fnv1a(fnv1a(fnv1a(FNV1A_START, &lc->alpha, 4), &lc->dropout, 4), &lc->rslora, 4), &lc->targets, 4) >> 1) | 1;
-    s.base = (int64_t)(fnv1a(FNV1A_START, r->params, gpt2_num_parameters(&r->cfg) * sizeof(float)) >> 1) | 1;
+    s.base = (int64_t)(fnv1a(FNV1A_START, r->params, model_num_parameters(&r->cfg) * sizeof(float)) >> 1) | 1;
     return s;
 }
 
@@ -595,18 +595,18 @@ static void setup_run(const char *prog, TrainArgs *a, RunSetup *r) {
         latest_checkpoint(a->out_dir, r->resume_dir, sizeof r->resume_dir);
         if (lora_is_adapter_dir(r->resume_dir)) setup_adapter(prog, a, r, r->resume_dir);
         else if (a->lora.rank > 0) usage_error(prog, "-A %d: the checkpoint %s to resume is of full fine-tuning, not LoRA", a->lora.rank, r->resume_dir);
-        else gpt2_load_hf(r->resume_dir, &r->cfg, &r->params, &r->p);
+        else model_load_hf(r->resume_dir, &r->cfg, &r->params, &r->p);
     } else if (lora_is_adapter_dir(a->init)) {
         setup_adapter(prog, a, r, a->init);
     } else {
         load_model(a->init, (int)r->train.vocab_size, (uint64_t)a->seed, &r->cfg, &r->params, &r->p);
         if (a->lora.rank > 0) setup_fresh_adapter(prog, a, r);
     }
-    GPT2Config *cfg = &r->cfg;
+    ModelConfig *cfg = &r->cfg;
     if (!a->resume && r->train.vocab_size > cfg->V) {
         printf("model | the data's vocabulary (%lld) is larger than the model's (%d): growing the token embedding, "
                "new rows start at the mean embedding\n", (long long)r->train.vocab_size, cfg->V);
-        gpt2_grow_vocab(cfg, &r->params, &r->p, (int)r->train.vocab_size);
+        model_grow_vocab(cfg, &r->params, &r->p, (int)r->train.vocab_size);
         if (run_is_lora(r)) r->write_base = 1;  // the base trained on is no longer the directory's
     }
     if (r->write_base) snprintf(r->lora_base, sizeof r->lora_base, "%s/base", a->out_dir);
@@ -683,7 +683,7 @@ static void resume_state(const TrainArgs *a, const RunSetup *r, TrainState *s, f
 
 // One line describing the model: family and sizes; for the Llama family also the
 // key/value heads, head size, MLP width, rotary base and scaling, biases and head.
-static void describe_model(const GPT2Config *c, char *buf, size_t n) {
+static void describe_model(const ModelConfig *c, char *buf, size_t n) {
     if (!is_llama_family(c)) {
         snprintf(buf, n, "GPT-2, %d layers, %d heads, %d channels, vocab %d, context %d", c->L, c->NH, c->C, c->V, c->maxT);
         return;
@@ -733,7 +733,7 @@ static void print_lora_summary(const RunSetup *r) {
     size_t n = 0;
     for (int m = 0; m < LORA_NUM_MODULES; m++)
         if (((lc->targets >> m) & 1) && m != LORA_MLP_C_PROJ) n += (size_t)snprintf(targets + n, sizeof targets - n, "%s%s", n ? "," : "", LORA_MODULES[m].target);
-    size_t P = gpt2_num_parameters(&r->cfg);
+    size_t P = model_num_parameters(&r->cfg);
     printf("lora  | rank %d, alpha %g, scale %g%s, dropout %g, targets %s: %zu adapter parameters (%.3f%% of the %.2fM frozen), base %s\n",
            lc->rank, (double)lc->alpha, (double)r->lora.scale, lc->rslora ? " (rsLoRA)" : "", (double)lc->dropout, targets, r->lora.floats,
            100.0 * (double)r->lora.floats / (double)P, P / 1e6, r->lora_base);
@@ -902,7 +902,7 @@ static void require_updates(const TrainState *s) {
 
 // ---------------------------------------------------------------------------
 // What a run prints and records: metrics.jsonl, the progress on stdout, and the
-// HTML report (common/report.h). On a terminal the step line is redrawn in place
+// HTML report (train/report.h). On a terminal the step line is redrawn in place
 // and each event (validation, evaluation, sample, checkpoint) gets lines of its
 // own; elsewhere (a log file, CI) a step gets a line by log_step's rule: the first
 // steps, about every 1% of the run or every LOG_EVERY_SECONDS, and the last (or
@@ -950,14 +950,14 @@ static void run_log_open(RunLog *log, const TrainArgs *a, const RunSetup *r, int
     log->first_step = first_step;
     log->last_step_line = log_clock();
     ReportInfo *ri = &log->report;
-    const GPT2Config *c = &r->cfg;
+    const ModelConfig *c = &r->cfg;
     snprintf(ri->title, sizeof ri->title, "sft.c run: %s", a->out_dir);
     ri->total_steps = r->steps;
     ri->tokens_per_step = a->total_batch;
     report_config_add(ri, "trainer", "%s", trainer);
     char model[512];
     describe_model(c, model, sizeof model);
-    report_config_add(ri, "model", "%s; %.2fM parameters", model, gpt2_num_parameters(c) / 1e6);
+    report_config_add(ri, "model", "%s; %.2fM parameters", model, model_num_parameters(c) / 1e6);
     report_config_add(ri, "initialized from (-e)", "%s", a->init);
     if (a->resume) report_config_add(ri, "resumed from (-y 1)", "%s at step %lld", r->resume_dir, (long long)first_step);
     report_config_add(ri, "training data (-i)", "%s: %lld documents, %lld tokens, %.1f%% targets", r->train.path, (long long)r->train.num_docs,

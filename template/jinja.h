@@ -91,7 +91,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include "../common/json.h"
+#include "../base/json.h"
 
 #ifndef JINJA_MAX_OUTPUT
 #define JINJA_MAX_OUTPUT ((size_t)64 << 20)

@@ -1,4 +1,4 @@
-// gpt2.h: the GPT-2 model description shared by the CPU and CUDA trainers:
+// model.h: the model description shared by the CPU and CUDA trainers:
 // configuration, the parameter layout (one allocation), fresh initialization,
 // and Hugging Face import/export (config.json + model.safetensors).
 //
@@ -12,10 +12,10 @@
 
 #include <ctype.h>
 #include <math.h>
-#include "json.h"
-#include "rng.h"
-#include "safetensors.h"
-#include "util.h"
+#include "../base/json.h"
+#include "../base/rng.h"
+#include "../base/safetensors.h"
+#include "../base/util.h"
 
 // Model families. GPT-2 is the teaching model; the others (as transformers'
 // LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Gemma3ForCausalLM and
@@ -84,11 +84,11 @@ typedef struct {
     float rope_local_theta;  // rotary base of the LAYER_SLIDING layers (Gemma 3: rope_local_base_freq); 0: rope_theta
     float rope_linear;   // linear rope scaling of the other layers (rope_type "linear": inv_freq / factor); 0: none
     unsigned char layer_flags[MAX_LAYERS];  // LAYER_SLIDING | LAYER_NO_ROPE of each layer
-} GPT2Config;
+} ModelConfig;
 
-static int is_llama_family(const GPT2Config *c) { return c->family != FAMILY_GPT2; }
+static int is_llama_family(const ModelConfig *c) { return c->family != FAMILY_GPT2; }
 // Width of the fused q|k|v projection: NH query heads, then KVH key and KVH value heads.
-static int qkv_width(const GPT2Config *c) { return (c->NH + 2 * c->KVH) * c->HS; }
+static int qkv_width(const ModelConfig *c) { return (c->NH + 2 * c->KVH) * c->HS; }
 
 // The parameter tensors, in the order of the one allocation. A tensor a family does
 // not have has 0 elements (Llama: wpe, every bias but Qwen2's qkvb, the LN biases;
@@ -153,7 +153,7 @@ static const ParamInfo PARAM_INFO[NUM_PARAM_TENSORS] = {
 
 // Shape of one layer's slice of tensor i (or of the whole tensor if not stacked);
 // returns its element count (0: the family has no such tensor). 1-D tensors have shape[1] = 1.
-static int64_t param_slice_shape(const GPT2Config *c, int i, int64_t shape[2]) {
+static int64_t param_slice_shape(const ModelConfig *c, int i, int64_t shape[2]) {
     int64_t C = c->C, V = c->V, QKV = qkv_width(c), A = (int64_t)c->NH * c->HS, FF = c->FF;
     int llama = is_llama_family(c);
     int64_t r = 0, k = 1;
@@ -180,7 +180,7 @@ static int64_t param_slice_shape(const GPT2Config *c, int i, int64_t shape[2]) {
 // (Llama's q|k|v and gate|up), each a printf format with %d for the layer and its
 // number of rows. Returns the number of parts (0 for an absent tensor).
 typedef struct { const char *name; int64_t rows; } HfPart;
-static int param_hf_parts(const GPT2Config *c, int i, HfPart parts[3]) {
+static int param_hf_parts(const ModelConfig *c, int i, HfPart parts[3]) {
     int64_t shape[2];
     if (param_slice_shape(c, i, shape) == 0) return 0;
     if (!is_llama_family(c)) { parts[0].name = PARAM_INFO[i].hf_name; parts[0].rows = shape[0]; return 1; }
@@ -218,24 +218,24 @@ static int param_hf_parts(const GPT2Config *c, int i, HfPart parts[3]) {
 // Matrices and embeddings are 2-D; norm scales and biases 1-D.
 static int param_ndim(int i) { return PARAM_INFO[i].decay ? 2 : 1; }
 
-static size_t param_numel(const GPT2Config *cfg, int i) {
+static size_t param_numel(const ModelConfig *cfg, int i) {
     int64_t shape[2];
     return (size_t)param_slice_shape(cfg, i, shape) * (PARAM_INFO[i].per_layer ? (size_t)cfg->L : 1);
 }
 
-static size_t gpt2_num_parameters(const GPT2Config *cfg) {
+static size_t model_num_parameters(const ModelConfig *cfg) {
     size_t n = 0;
     for (int i = 0; i < NUM_PARAM_TENSORS; i++) n += param_numel(cfg, i);
     return n;
 }
 
-// Points the tensors into one block of gpt2_num_parameters floats.
-static void param_pointers(const GPT2Config *cfg, float *mem, ParamTensors *p) {
+// Points the tensors into one block of model_num_parameters floats.
+static void param_pointers(const ModelConfig *cfg, float *mem, ParamTensors *p) {
     for (int i = 0; i < NUM_PARAM_TENSORS; i++) { p->t[i] = mem; mem += param_numel(cfg, i); }
 }
 
 // The output head: wte when tied, else lm_head. (V, C) either way.
-static float *output_head(const GPT2Config *c, const ParamTensors *p) { return c->tied ? p->wte : p->lmhead; }
+static float *output_head(const ModelConfig *c, const ParamTensors *p) { return c->tied ? p->wte : p->lmhead; }
 
 // Rotary frequencies of a Llama-family model: out[i] = rope_theta^(-2i/HS) for
 // i < HS/2 (in double, stored as float), then Llama 3's rope_scaling when
@@ -245,7 +245,7 @@ static float *output_head(const GPT2Config *c, const ParamTensors *p) { return c
 // smooth = (orig / wavelen - low_freq) / (high_freq - low_freq); or the linear
 // scaling rope_linear != 0: out[i] / rope_linear. These are the frequencies of the
 // layers without LAYER_SLIDING (all layers when rope_local_theta is 0).
-static void rope_inv_freq(const GPT2Config *c, float *out /* HS/2 */) {
+static void rope_inv_freq(const ModelConfig *c, float *out /* HS/2 */) {
     const double pi = 3.14159265358979323846;
     for (int i = 0; i < c->HS / 2; i++) {
         double f = pow((double)c->rope_theta, -2.0 * i / c->HS);
@@ -265,33 +265,33 @@ static void rope_inv_freq(const GPT2Config *c, float *out /* HS/2 */) {
 
 // The sliding layers' own frequencies when rope_local_theta != 0 (Gemma 3's
 // rope_local_base_freq, never scaled): out[i] = rope_local_theta^(-2i/HS).
-static void rope_local_inv_freq(const GPT2Config *c, float *out /* HS/2 */) {
+static void rope_local_inv_freq(const ModelConfig *c, float *out /* HS/2 */) {
     for (int i = 0; i < c->HS / 2; i++) out[i] = (float)pow((double)c->rope_local_theta, -2.0 * i / c->HS);
 }
 
 // Which rotary table layer l uses: ROPE_NONE (SmolLM3's NoPE layers; GPT-2), ROPE_GLOBAL
 // (rope_inv_freq) or ROPE_LOCAL (a sliding layer of a model with rope_local_theta).
 enum { ROPE_NONE, ROPE_GLOBAL, ROPE_LOCAL };
-static int layer_rope(const GPT2Config *c, int l) {
+static int layer_rope(const ModelConfig *c, int l) {
     if (!is_llama_family(c) || (c->layer_flags[l] & LAYER_NO_ROPE)) return ROPE_NONE;
     return (c->layer_flags[l] & LAYER_SLIDING) && c->rope_local_theta != 0 ? ROPE_LOCAL : ROPE_GLOBAL;
 }
 
 // Layer l's attention window: c->window on a LAYER_SLIDING layer, else 0 (full causal).
-static int layer_window(const GPT2Config *c, int l) { return (c->layer_flags[l] & LAYER_SLIDING) ? c->window : 0; }
+static int layer_window(const ModelConfig *c, int l) { return (c->layer_flags[l] & LAYER_SLIDING) ? c->window : 0; }
 
 // The factor on q.k: attn_scalar^-1/2 (computed in double, as Python does), or 1/sqrt(HS) when it is 0.
-static float attention_scale(const GPT2Config *c) { return c->attn_scalar != 0 ? (float)(1.0 / sqrt((double)c->attn_scalar)) : 1.0f / sqrtf((float)c->HS); }
+static float attention_scale(const ModelConfig *c) { return c->attn_scalar != 0 ? (float)(1.0 / sqrt((double)c->attn_scalar)) : 1.0f / sqrtf((float)c->HS); }
 
 // Whether the model has any layer of the given flag.
-static int any_layer_flag(const GPT2Config *c, int flag) {
+static int any_layer_flag(const ModelConfig *c, int flag) {
     for (int l = 0; l < c->L; l++) if (c->layer_flags[l] & flag) return 1;
     return 0;
 }
 
 // GPT-2's derived sizes (KVH = NH, HS = C/NH, FF = 4C, biases, tied head), set by
 // everything that makes a GPT-2 configuration.
-static void gpt2_config_defaults(GPT2Config *c) {
+static void model_config_defaults(ModelConfig *c) {
     c->family = FAMILY_GPT2;
     c->KVH = c->NH; c->HS = c->NH > 0 ? c->C / c->NH : 0; c->FF = 4 * c->C;
     c->qkv_bias = 1; c->tied = 1;
@@ -307,10 +307,10 @@ static void gpt2_config_defaults(GPT2Config *c) {
     memset(c->layer_flags, 0, sizeof c->layer_flags);
 }
 
-// The features of family f on top of the Llama block (gpt2_config_defaults first;
+// The features of family f on top of the Llama block (model_config_defaults first;
 // sizes, rotary bases and windows are the caller's): the MLP and norms, biases, and
 // for Gemma 3 the embedding scale sqrt(C) (in float, as transformers casts it).
-static void llama_family_features(GPT2Config *c, int f) {
+static void llama_family_features(ModelConfig *c, int f) {
     c->family = f;
     c->mlp_act = f == FAMILY_GEMMA3 ? MLP_GEGLU : MLP_SWIGLU;
     c->qkv_bias = f == FAMILY_QWEN2;
@@ -319,7 +319,7 @@ static void llama_family_features(GPT2Config *c, int f) {
     c->embed_scale = f == FAMILY_GEMMA3 ? (float)sqrt((double)c->C) : 0.0f;
 }
 
-static void gpt2_check_config(const GPT2Config *c, const char *what) {
+static void model_check_config(const ModelConfig *c, const char *what) {
     if (c->L < 1 || c->NH < 1 || c->C < 1 || c->V < 1 || c->maxT < 1)
         fatal("%s: model sizes must be positive (layers %d, heads %d, channels %d, vocab %d, context %d)", what, c->L, c->NH, c->C, c->V, c->maxT);
     if (c->L > 1000 || c->C > 1 << 16 || c->maxT > 1 << 20 || (c->NH > c->C))
@@ -366,8 +366,8 @@ static void gpt2_check_config(const GPT2Config *c, const char *what) {
 //              (rope_theta 1e6 on the full ones), query_pre_attn_scalar = head size.
 //         SmolLM2-135M's shape is l30c576h9k3f1536; Qwen3-0.6B's l28c1024h16k8f3072a128q.
 // Returns 0 if desc is a descriptor, -1 if it is not one (sizes are checked later
-// by gpt2_check_config).
-static int gpt2_parse_descriptor(const char *desc, GPT2Config *cfg) {
+// by model_check_config).
+static int model_parse_descriptor(const char *desc, ModelConfig *cfg) {
     if ((desc[0] != 'd' && desc[0] != 'l') || !isdigit((unsigned char)desc[1])) return -1;
     int llama = desc[0] == 'l';
     const char *p = desc + 1;
@@ -400,7 +400,7 @@ static int gpt2_parse_descriptor(const char *desc, GPT2Config *cfg) {
     if (L < 1 || L > MAX_LAYERS || C < 1 || C > 65536 || NH < 1 || NH > C || T < 1 || T > 1 << 20) return -1;
     if (bias && family != FAMILY_LLAMA) return -1;
     cfg->L = (int)L; cfg->C = (int)C; cfg->NH = (int)NH; cfg->maxT = (int)T; cfg->eps = 1e-5f;
-    gpt2_config_defaults(cfg);
+    model_config_defaults(cfg);
     if (!llama) return 0;
     if (KVH < 1 || KVH > NH) KVH = KVH == -1 ? NH : 0;
     if (FF == -1) FF = (8 * C / 3 + 63) / 64 * 64;
@@ -426,7 +426,7 @@ static int gpt2_parse_descriptor(const char *desc, GPT2Config *cfg) {
 // Fresh initialization: weights normal(0, 0.02), the two residual projections of
 // each layer (attproj/o_proj, fcproj/down_proj) normal(0, 0.02/sqrt(2L)), biases 0,
 // norm scales 1 (w = 0 where norms scale by 1 + w). Deterministic in seed.
-static void gpt2_init_random(const GPT2Config *cfg, ParamTensors *p, uint64_t seed) {
+static void model_init_random(const ModelConfig *cfg, ParamTensors *p, uint64_t seed) {
     Rng r;
     rng_seed(&r, seed);
     float resid_std = 0.02f / sqrtf(2.0f * (float)cfg->L);
@@ -447,10 +447,10 @@ static void gpt2_init_random(const GPT2Config *cfg, ParamTensors *p, uint64_t se
 // tokenizer): rows V..new_V-1 of the embedding (and of an untied lm_head) start
 // as the mean of the existing rows, so new tokens begin as an "average" token.
 // Reallocates *mem.
-static void gpt2_grow_vocab(GPT2Config *cfg, float **mem, ParamTensors *p, int new_V) {
-    GPT2Config grown = *cfg;
+static void model_grow_vocab(ModelConfig *cfg, float **mem, ParamTensors *p, int new_V) {
+    ModelConfig grown = *cfg;
     grown.V = new_V;
-    float *nm = (float *)xmalloc(gpt2_num_parameters(&grown) * sizeof(float));
+    float *nm = (float *)xmalloc(model_num_parameters(&grown) * sizeof(float));
     ParamTensors np;
     param_pointers(&grown, nm, &np);
     for (int i = 0; i < NUM_PARAM_TENSORS; i++) memcpy(np.t[i], p->t[i], param_numel(cfg, i) * sizeof(float));
@@ -524,7 +524,7 @@ static int hf_token_id(const JsonValue *root, const char *key, const char *path,
 
 // The ids after the first of an eos_token_id list, kept so export writes the list back
 // (transformers' generate stops on any of them); at most 3.
-static void hf_eos_more(const JsonValue *root, const char *path, GPT2Config *cfg) {
+static void hf_eos_more(const JsonValue *root, const char *path, ModelConfig *cfg) {
     const JsonValue *v = json_get(root, "eos_token_id");
     cfg->n_eos_more = 0;
     if (!v || v->type != JSON_ARRAY) return;
@@ -536,7 +536,7 @@ static void hf_eos_more(const JsonValue *root, const char *path, GPT2Config *cfg
     }
 }
 
-static void hf_config_gpt2(const JsonValue *root, const char *path, GPT2Config *cfg) {
+static void hf_config_gpt2(const JsonValue *root, const char *path, ModelConfig *cfg) {
     const JsonValue *act = json_get(root, "activation_function");
     if (act && (act->type != JSON_STRING || strcmp(act->string, "gelu_new") != 0))
         fatal("%s: activation_function must be \"gelu_new\" (tanh-approximated GELU)", path);
@@ -552,8 +552,8 @@ static void hf_config_gpt2(const JsonValue *root, const char *path, GPT2Config *
     if (!eps) fatal("%s: missing field \"layer_norm_epsilon\"", path);
     if (eps->type != JSON_NUMBER) fatal("%s: field \"layer_norm_epsilon\" must be a number", path);
     cfg->eps = (float)eps->number;
-    gpt2_config_defaults(cfg);
-    // absent: GPT2Config's default 50256, where the vocabulary has it
+    model_config_defaults(cfg);
+    // absent: ModelConfig's default 50256, where the vocabulary has it
     int dflt = cfg->V > 50256 ? 50256 : -1;
     cfg->bos_id = hf_token_id(root, "bos_token_id", path, dflt);
     cfg->eos_id = hf_token_id(root, "eos_token_id", path, dflt);
@@ -565,7 +565,7 @@ static void hf_config_gpt2(const JsonValue *root, const char *path, GPT2Config *
 // "llama3", or "linear" where allow_linear (the newer families: every frequency
 // divided by factor). theta_src holds rope_theta.
 static void hf_rope_entry(const JsonValue *theta_src, const JsonValue *scaling, const char *what, const char *path, int allow_linear,
-                          double default_theta, GPT2Config *cfg) {
+                          double default_theta, ModelConfig *cfg) {
     cfg->rope_theta = (float)json_field_num(theta_src, "rope_theta", path, 0, default_theta);
     cfg->rope_factor = cfg->rope_low_freq = cfg->rope_high_freq = cfg->rope_linear = 0;
     cfg->rope_orig_maxT = 0;
@@ -591,7 +591,7 @@ static void hf_rope_entry(const JsonValue *theta_src, const JsonValue *scaling, 
 
 // rope_theta and rope_scaling (transformers 4.x writes them), or both inside
 // rope_parameters (transformers 5.x).
-static void hf_config_rope(const JsonValue *root, const char *path, int allow_linear, double default_theta, GPT2Config *cfg) {
+static void hf_config_rope(const JsonValue *root, const char *path, int allow_linear, double default_theta, ModelConfig *cfg) {
     const JsonValue *params = hf_field(root, "rope_parameters", path, 0);
     if (params && params->type != JSON_OBJECT) fatal("%s: rope_parameters must be an object", path);
     if (params) hf_rope_entry(params, params, "rope_parameters", path, allow_linear, default_theta, cfg);
@@ -602,7 +602,7 @@ static void hf_config_rope(const JsonValue *root, const char *path, int allow_li
 // with rope_scaling (none or linear), the sliding layers' rope_local_base_freq
 // (default 10000, never scaled); or transformers 5.x's rope_parameters with one
 // entry per layer type, {"full_attention": {...}, "sliding_attention": {...}}.
-static void hf_config_rope_gemma3(const JsonValue *root, const char *path, GPT2Config *cfg) {
+static void hf_config_rope_gemma3(const JsonValue *root, const char *path, ModelConfig *cfg) {
     const JsonValue *params = hf_field(root, "rope_parameters", path, 0);
     if (!params) {
         hf_rope_entry(root, hf_field(root, "rope_scaling", path, 0), "rope_scaling", path, 1, 1e6, cfg);
@@ -612,7 +612,7 @@ static void hf_config_rope_gemma3(const JsonValue *root, const char *path, GPT2C
         const JsonValue *local = params->type == JSON_OBJECT ? json_get(params, "sliding_attention") : NULL;
         if (!full || !local || full->type != JSON_OBJECT || local->type != JSON_OBJECT)
             fatal("%s: rope_parameters must hold \"full_attention\" and \"sliding_attention\" objects", path);
-        GPT2Config sliding = *cfg;
+        ModelConfig sliding = *cfg;
         hf_rope_entry(local, local, "rope_parameters.sliding_attention", path, 0, 10000.0, &sliding);
         if (sliding.rope_factor != 0) fatal("%s: rope_parameters.sliding_attention must have rope_type \"default\"", path);
         hf_rope_entry(full, full, "rope_parameters.full_attention", path, 1, 1e6, cfg);
@@ -624,7 +624,7 @@ static void hf_config_rope_gemma3(const JsonValue *root, const char *path, GPT2C
 // layer_types (a list of "full_attention" / "sliding_attention", one per layer):
 // sets LAYER_SLIDING where it says sliding and the model has a window (window > 0;
 // transformers ignores the entry otherwise). Absent: returns 0 and sets nothing.
-static int hf_layer_types(const JsonValue *root, const char *path, GPT2Config *cfg) {
+static int hf_layer_types(const JsonValue *root, const char *path, ModelConfig *cfg) {
     const JsonValue *v = hf_field(root, "layer_types", path, 0);
     if (!v) return 0;
     if (v->type != JSON_ARRAY || (int)v->count < cfg->L || cfg->L > MAX_LAYERS)
@@ -660,7 +660,7 @@ static void hf_refuse_non_null(const JsonValue *root, const char *key, const cha
 // 10000, SmolLM3 2e6, Gemma 3 1e6; tie_word_embeddings false, SmolLM3 and Gemma 3
 // true; bos/eos 1/2 for Llama, 128000/128001 for SmolLM3, 2/1 for Gemma 3, none for
 // Qwen). Features this trainer does not compute are refused, never ignored.
-static void hf_config_llama(const JsonValue *root, const char *path, int family, GPT2Config *cfg) {
+static void hf_config_llama(const JsonValue *root, const char *path, int family, ModelConfig *cfg) {
     int qwen3 = family == FAMILY_QWEN3, gemma = family == FAMILY_GEMMA3, smol = family == FAMILY_SMOLLM3;
     cfg->C = json_field_int(root, "hidden_size", path, 1, 0);
     cfg->NH = json_field_int(root, "num_attention_heads", path, 1, 0);
@@ -668,7 +668,7 @@ static void hf_config_llama(const JsonValue *root, const char *path, int family,
     cfg->maxT = json_field_int(root, "max_position_embeddings", path, 1, 0);
     cfg->V = json_field_int(root, "vocab_size", path, 1, 0);
     if (cfg->L > MAX_LAYERS) fatal("%s: %d layers, at most %d are supported", path, cfg->L, MAX_LAYERS);
-    gpt2_config_defaults(cfg);
+    model_config_defaults(cfg);
     llama_family_features(cfg, family);
     cfg->FF = json_field_int(root, "intermediate_size", path, 1, 0);
     cfg->KVH = json_field_int(root, "num_key_value_heads", path, 0, cfg->NH);
@@ -735,7 +735,7 @@ static void hf_config_llama(const JsonValue *root, const char *path, int family,
 
 // Reads a config.json's text[0..len) (path names it in errors): model_type "gpt2"
 // (or none: older GPT-2 files), "llama", "qwen2", "qwen3", "gemma3_text" or "smollm3".
-static void gpt2_parse_hf_config(const char *path, const char *text, size_t len, GPT2Config *cfg) {
+static void model_parse_hf_config(const char *path, const char *text, size_t len, ModelConfig *cfg) {
     JsonDoc doc;
     if (json_parse(text, len, &doc) != 0) fatal("%s: invalid JSON: %s", path, doc.error);
     if (doc.root->type != JSON_OBJECT) fatal("%s: expected a JSON object", path);
@@ -752,15 +752,15 @@ static void gpt2_parse_hf_config(const char *path, const char *text, size_t len,
         fatal("%s: model_type \"gemma3\" (Gemma3ForConditionalGeneration, text and vision) is not supported: only the text models, model_type \"gemma3_text\" (Gemma 3 270M, 1B)", path);
     else fatal("%s: model_type \"%.40s\" is not supported (gpt2, llama, qwen2, qwen3, gemma3_text, smollm3)", path, mt->string);
     json_free(&doc);
-    gpt2_check_config(cfg, path);
+    model_check_config(cfg, path);
 }
 
-static void gpt2_read_hf_config(const char *dir, GPT2Config *cfg) {
+static void model_read_hf_config(const char *dir, ModelConfig *cfg) {
     char path[4096];
     snprintf(path, sizeof path, "%s/config.json", dir);
     size_t len;
     char *text = read_whole_file(path, &len);
-    gpt2_parse_hf_config(path, text, len, cfg);
+    model_parse_hf_config(path, text, len, cfg);
     free(text);
 }
 
@@ -873,7 +873,7 @@ static void hf_weights_open(const char *dir, HfWeights *w) {
 
 // Part `part` of layer l's slice of parameter tensor i, checked against the shape
 // cfg implies; *file is the file holding it. GPT-2 names may carry "transformer.".
-static const StTensor *gpt2_hf_part(const HfWeights *w, const GPT2Config *cfg, int i, int l, const HfPart *part, const SafeTensors **file) {
+static const StTensor *model_hf_part(const HfWeights *w, const ModelConfig *cfg, int i, int l, const HfPart *part, const SafeTensors **file) {
     int64_t shape[2];
     param_slice_shape(cfg, i, shape);
     char name[256], prefixed[300];
@@ -899,13 +899,13 @@ static const StTensor *gpt2_hf_part(const HfWeights *w, const GPT2Config *cfg, i
 // tensor's parts (transformers' names, param_hf_parts) stacked along dim 0. Extra
 // tensors (attn.bias buffers, rotary inv_freq) are ignored. A tied model may still
 // store lm_head.weight; it must then equal the embedding. Allocates *mem
-// (gpt2_num_parameters floats) only once every tensor is found with its shape, so
+// (model_num_parameters floats) only once every tensor is found with its shape, so
 // the parameters take at most twice the files' size (tensors do not overlap;
 // F16/BF16 widen to fp32), however large a model config.json describes.
-static void gpt2_load_hf_weights(HfWeights *w, const GPT2Config *cfg, float **mem, ParamTensors *p) {
+static void model_load_hf_weights(HfWeights *w, const ModelConfig *cfg, float **mem, ParamTensors *p) {
     for (int pass = 0; pass < 2; pass++) {  // 0: find and check every tensor; 1: copy
         if (pass == 1) {
-            *mem = (float *)xmalloc(gpt2_num_parameters(cfg) * sizeof(float));
+            *mem = (float *)xmalloc(model_num_parameters(cfg) * sizeof(float));
             param_pointers(cfg, *mem, p);
         }
         for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
@@ -917,7 +917,7 @@ static void gpt2_load_hf_weights(HfWeights *w, const GPT2Config *cfg, float **me
                 size_t offset = (size_t)l * numel;
                 for (int k = 0; k < nparts; k++) {
                     const SafeTensors *file;
-                    const StTensor *t = gpt2_hf_part(w, cfg, i, l, &parts[k], &file);
+                    const StTensor *t = model_hf_part(w, cfg, i, l, &parts[k], &file);
                     if (pass == 1) st_read_f32(file, t, p->t[i] + offset);
                     offset += (size_t)t->numel;
                 }
@@ -943,21 +943,21 @@ static void gpt2_load_hf_weights(HfWeights *w, const GPT2Config *cfg, float **me
 }
 
 // A single opened model.safetensors (closed here): what the fuzzer feeds.
-static void gpt2_load_hf_opened(SafeTensors *st, const GPT2Config *cfg, float **mem, ParamTensors *p) {
+static void model_load_hf_opened(SafeTensors *st, const ModelConfig *cfg, float **mem, ParamTensors *p) {
     HfWeights w;
     memset(&w, 0, sizeof w);
     w.files = (SafeTensors *)xmalloc(sizeof(SafeTensors));
     w.files[0] = *st;
     w.nfiles = 1;
     memset(st, 0, sizeof *st);
-    gpt2_load_hf_weights(&w, cfg, mem, p);
+    model_load_hf_weights(&w, cfg, mem, p);
 }
 
-static void gpt2_load_hf(const char *dir, GPT2Config *cfg, float **mem, ParamTensors *p) {
-    gpt2_read_hf_config(dir, cfg);
+static void model_load_hf(const char *dir, ModelConfig *cfg, float **mem, ParamTensors *p) {
+    model_read_hf_config(dir, cfg);
     HfWeights w;
     hf_weights_open(dir, &w);
-    gpt2_load_hf_weights(&w, cfg, mem, p);
+    model_load_hf_weights(&w, cfg, mem, p);
 }
 
 // ---- Hugging Face export ----
@@ -1000,7 +1000,7 @@ static void hf_entry(HfEntries *es, const char *key, const char *fmt, ...) {
 static int hf_entry_cmp(const void *a, const void *b) { return strcmp(((const HfEntry *)a)->key, ((const HfEntry *)b)->key); }
 
 // A JSON list of one string (or number) per layer: item(c, l).
-static char *hf_layer_list(const GPT2Config *c, const char *(*item)(const GPT2Config *, int)) {
+static char *hf_layer_list(const ModelConfig *c, const char *(*item)(const ModelConfig *, int)) {
     size_t cap = 64 + (size_t)c->L * 32, n = 0;
     char *out = (char *)xmalloc(cap);
     n += (size_t)snprintf(out, cap, "[");
@@ -1008,12 +1008,12 @@ static char *hf_layer_list(const GPT2Config *c, const char *(*item)(const GPT2Co
     snprintf(out + n, cap - n, "\n  ]");
     return out;
 }
-static const char *hf_layer_type(const GPT2Config *c, int l) { return (c->layer_flags[l] & LAYER_SLIDING) ? "\"sliding_attention\"" : "\"full_attention\""; }
-static const char *hf_layer_rope(const GPT2Config *c, int l) { return (c->layer_flags[l] & LAYER_NO_ROPE) ? "0" : "1"; }
+static const char *hf_layer_type(const ModelConfig *c, int l) { return (c->layer_flags[l] & LAYER_SLIDING) ? "\"sliding_attention\"" : "\"full_attention\""; }
+static const char *hf_layer_rope(const ModelConfig *c, int l) { return (c->layer_flags[l] & LAYER_NO_ROPE) ? "0" : "1"; }
 
 // bos_token_id and eos_token_id as config.json writes them: an id or null; the eos a
 // list where the model has several (bos needs 16 bytes, eos 96).
-static void hf_token_ids_json(const GPT2Config *c, char *bos, size_t bn, char *eos, size_t en) {
+static void hf_token_ids_json(const ModelConfig *c, char *bos, size_t bn, char *eos, size_t en) {
     snprintf(bos, bn, "null");
     snprintf(eos, en, "null");
     if (c->bos_id >= 0) snprintf(bos, bn, "%d", c->bos_id);
@@ -1029,7 +1029,7 @@ static void hf_token_ids_json(const GPT2Config *c, char *bos, size_t bn, char *e
 // values that rebuild this model (Qwen2Config has no attention_bias, mlp_bias or
 // pretraining_tp, and keeps its unused window fields; Gemma 3 as its published files,
 // rope_theta / rope_local_base_freq / rope_scaling and layer_types).
-static void hf_write_llama_config(const char *path, const GPT2Config *c) {
+static void hf_write_llama_config(const char *path, const ModelConfig *c) {
     int f = c->family, qwen2 = f == FAMILY_QWEN2, qwen3 = f == FAMILY_QWEN3, gemma = f == FAMILY_GEMMA3, smol = f == FAMILY_SMOLLM3;
     const char *arch = f == FAMILY_LLAMA ? "LlamaForCausalLM" : qwen2 ? "Qwen2ForCausalLM" : qwen3 ? "Qwen3ForCausalLM" : gemma ? "Gemma3ForCausalLM" : "SmolLM3ForCausalLM";
     const char *type = f == FAMILY_LLAMA ? "llama" : qwen2 ? "qwen2" : qwen3 ? "qwen3" : gemma ? "gemma3_text" : "smollm3";
@@ -1116,7 +1116,7 @@ static void hf_write_llama_config(const char *path, const GPT2Config *c) {
 }
 
 // Writes dir/config.json.
-static void hf_write_config(const char *dir, const GPT2Config *c) {
+static void hf_write_config(const char *dir, const ModelConfig *c) {
     char path[4096], json[4096], bos[16], eos[96];
     snprintf(path, sizeof path, "%s/config.json", dir);
     if (is_llama_family(c)) { hf_write_llama_config(path, c); return; }
@@ -1136,7 +1136,7 @@ static void hf_write_config(const char *dir, const GPT2Config *c) {
 // The tensors of the export in transformers' names: the embeddings, then layer by
 // layer (so shards, filled in this order, split between layers mostly), then the final
 // norm and lm_head. Returns the count; *out is allocated.
-static int hf_export_tensors(const GPT2Config *cfg, const ParamTensors *p, StOut **out) {
+static int hf_export_tensors(const ModelConfig *cfg, const ParamTensors *p, StOut **out) {
     int cap = 3 * NUM_PARAM_TENSORS * (cfg->L + 1), count = 0;
     StOut *outs = (StOut *)xcalloc((size_t)cap, sizeof(StOut));
     for (int stage = 0; stage < 3; stage++) {  // 0: before the layers, 1: layers, 2: after
@@ -1186,7 +1186,7 @@ static void hf_remove_if_present(const char *dir, const char *name) {
     if (path_exists(path) && unlink(path) != 0) fatal("%s: cannot remove: %s", path, strerror(errno));
 }
 
-static void gpt2_save_hf_sharded(const char *dir, const GPT2Config *cfg, const ParamTensors *p, uint64_t max_shard_bytes) {
+static void model_save_hf_sharded(const char *dir, const ModelConfig *cfg, const ParamTensors *p, uint64_t max_shard_bytes) {
     hf_write_config(dir, cfg);
     StOut *outs;
     int count = hf_export_tensors(cfg, p, &outs);
@@ -1232,8 +1232,8 @@ static void gpt2_save_hf_sharded(const char *dir, const GPT2Config *cfg, const P
 }
 
 // The export of checkpoints and the final model, sharded above SFT_MAX_SHARD_SIZE.
-static void gpt2_save_hf(const char *dir, const GPT2Config *cfg, const ParamTensors *p) {
-    gpt2_save_hf_sharded(dir, cfg, p, hf_max_shard_bytes());
+static void model_save_hf(const char *dir, const ModelConfig *cfg, const ParamTensors *p) {
+    model_save_hf_sharded(dir, cfg, p, hf_max_shard_bytes());
 }
 
 #endif

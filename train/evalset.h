@@ -2,17 +2,17 @@
 //
 // An evaluation file is JSON Lines of {"prompt": "...", "completion": "..."}. Each
 // prompt is rendered in the training data's chat format (and with its default system
-// message) as a generation prompt (see data/chat_template.h); the model's greedy answer up to its end-of-turn token is
+// message) as a generation prompt (see template/chat_template.h); the model's greedy answer up to its end-of-turn token is
 // decoded and compared with the completion. A match is exact after removing ASCII
 // whitespace at both ends of both strings.
 #ifndef SFT_EVALSET_H
 #define SFT_EVALSET_H
 
-#include "../data/chat_template.h"
-#include "../data/template_mask.h"
-#include "datafile.h"
-#include "json.h"
-#include "util.h"
+#include "../template/chat_template.h"
+#include "../template/template_mask.h"
+#include "../base/datafile.h"
+#include "../base/json.h"
+#include "../base/util.h"
 
 // The chat setup a data file was made with: its chat format (header field 7) with
 // the token ids in t (added where t lacks them), or its chat template (version 2: the
