@@ -7,13 +7,16 @@
 # fail. Prints one line per harness: executions, coverage (cov) and features (ft).
 # The mutation seed is fixed (-seed=1, or FUZZ_SEED), so that a run can be repeated:
 # the long campaigns on a developer's machine use other seeds.
+# FUZZ_JOBS harnesses run at a time (default: the number of cores), each on its own core
+# for its SECONDS; their lines are printed in the order given.
 set -u
 cd "$(dirname "$0")/../.."
 secs=$1; shift
 mkdir -p dev/fuzz/artifacts
-failed=0
-for h in "$@"; do
-    bin=dev/fuzz/bin/fuzz_$h
+results=$(mktemp -d)
+trap 'rm -rf "$results"' EXIT
+run_one() {  # run_one HARNESS: its lines on stdout, exit 1 if it failed
+    local h=$1 bin=dev/fuzz/bin/fuzz_$1 work log rc execs covline cov ft failed=0
     work=$(mktemp -d)
     log=$work/log
     # -malloc_limit_mb: one allocation above this is reported (inputs here are a few
@@ -35,5 +38,19 @@ for h in "$@"; do
         failed=1
     fi
     rm -rf "$work"
+    return $failed
+}
+jobs=${FUZZ_JOBS:-$(nproc)}
+i=0
+for h in "$@"; do
+    i=$((i + 1))
+    (run_one "$h" > "$results/$i.out"; echo $? > "$results/$i.rc") &
+    while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do wait -n; done
+done
+wait
+failed=0
+for j in $(seq 1 $i); do
+    cat "$results/$j.out"
+    [ "$(cat "$results/$j.rc")" = 0 ] || failed=1
 done
 exit $failed

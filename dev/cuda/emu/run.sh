@@ -61,14 +61,16 @@ for t in $targets; do
         ;;
     test)
         make -s train_sft > /dev/null
-        build train_sftcu_fp32 train_sft.cu -DENABLE_FP32 && build train_sftcu train_sft.cu
+        build train_sftcu_fp32 train_sft.cu -DENABLE_FP32 && build train_sftcu train_sft.cu && built_trainers=1
         build test_sftcu test_sftcu.cu -DENABLE_FP32 && build test_sftcu_bf16 test_sftcu.cu
         ./test_sftcu || status=1
         ./test_sftcu_bf16 || status=1
         ;;
     dist)  # 2 ranks through the emulated NCCL (test_dist.sh); not in the default set
         make -s train_sft > /dev/null
-        build "$work/train_sftcu_fp32" train_sft.cu -DENABLE_FP32 && build "$work/train_sftcu" train_sft.cu
+        # the same two builds as the test target's: copied when it made them in this run
+        if [ -n "${built_trainers:-}" ]; then cp train_sftcu_fp32 train_sftcu "$work/"
+        else build "$work/train_sftcu_fp32" train_sft.cu -DENABLE_FP32 && build "$work/train_sftcu" train_sft.cu; fi
         build "$work/train_sftcu_fp32_nonccl" train_sft.cu -DENABLE_FP32 -DSFT_NO_NCCL  # a build where make found no nccl.h
         rm -f "$work/train_sftcu_fp32_mpi"  # the NCCL id over MPI under mpirun (test_dist.sh skips its check without mpicxx)
         if command -v mpicxx > /dev/null; then BUILD_CXX=mpicxx build "$work/train_sftcu_fp32_mpi" train_sft.cu -DENABLE_FP32 -DUSE_MPI; fi
