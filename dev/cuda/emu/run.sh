@@ -30,15 +30,22 @@ build() {  # build OUT SRC [flags]; BUILD_CXX=mpicxx for an MPI build; BANKS=1: 
     ${BUILD_CXX:-g++} $FLAGS $inst "$@" -c -o "$out.o" -x c++ "$f"
     ${BUILD_CXX:-g++} $FLAGS -o "$out" "$out.o" "$work/obj/emu.o" "$work/obj/cublaslt.o" "$work/obj/nccl.o" "$work/obj/cpu_ref.o" -lm -lpthread
 }
+both() {  # both "OUT SRC [flags]" "OUT SRC [flags]": two builds at once (one g++ each, on two cores); fails if either does
+    build $1 & local a=$!
+    build $2 & local b=$!
+    local ra=0 rb=0
+    wait $a || ra=$?
+    wait $b || rb=$?
+    [ $ra -eq 0 ] && [ $rb -eq 0 ]
+}
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_stack_use_after_return=0:detect_leaks=0}
 status=0
 cd "$src"
 for t in $targets; do
     case $t in
     selftest)
-        build "$work/selftest" dev/cuda/emu/selftest.cu
+        both "$work/selftest dev/cuda/emu/selftest.cu" "$work/selftest_lt dev/cuda/emu/selftest_lt.cu"
         "$work/selftest" 0 || status=1
-        build "$work/selftest_lt" dev/cuda/emu/selftest_lt.cu
         "$work/selftest_lt" || status=1
         if sh -c '"$1" 1 > /dev/null 2>&1' _ "$work/selftest" 2> /dev/null; then echo "FAIL selftest 1: an exited lane at a warp op was not caught"; status=1; else echo "ok selftest 1: an exited lane at a warp op is caught"; fi
         build "$work/mma" dev/cuda/mma.cu  # the mma fragment layouts (also a dev check)
@@ -48,10 +55,12 @@ for t in $targets; do
         for n in ${DEV:-$(cd dev/cuda && ls *.cu | sed 's/\.cu$//')}; do
             f=dev/cuda/$n.cu
             bins=
+            specs=()
             for p in ${PRECS:-fp32 bf16}; do
-                if [ "$p" = fp32 ]; then BANKS=1 build "$work/${n}_fp32" "$f" -DENABLE_FP32; bins="$bins $work/${n}_fp32"
-                else BANKS=1 build "$work/$n" "$f"; bins="$bins $work/$n"; fi
+                if [ "$p" = fp32 ]; then specs+=("$work/${n}_fp32 $f -DENABLE_FP32"); bins="$bins $work/${n}_fp32"
+                else specs+=("$work/$n $f"); bins="$bins $work/$n"; fi
             done
+            if [ ${#specs[@]} -eq 2 ]; then BANKS=1 both "${specs[0]}" "${specs[1]}"; else BANKS=1 build ${specs[0]}; fi
             for b in $bins; do
                 if "$b" > "$b.log" 2>&1; then r=ok; else r=FAIL; status=1; fi
                 echo "$r $(basename "$b"): $(grep -c '^ok' "$b.log") ok lines, $(grep -c 'FAIL' "$b.log") FAIL lines (log $b.log)"
@@ -61,8 +70,8 @@ for t in $targets; do
         ;;
     test)
         make -s train_sft > /dev/null
-        build train_sftcu_fp32 train_sft.cu -DENABLE_FP32 && build train_sftcu train_sft.cu && built_trainers=1
-        build test_sftcu test_sftcu.cu -DENABLE_FP32 && build test_sftcu_bf16 test_sftcu.cu
+        both "train_sftcu_fp32 train_sft.cu -DENABLE_FP32" "train_sftcu train_sft.cu"; built_trainers=1
+        both "test_sftcu test_sftcu.cu -DENABLE_FP32" "test_sftcu_bf16 test_sftcu.cu"
         ./test_sftcu || status=1
         ./test_sftcu_bf16 || status=1
         ;;
@@ -70,10 +79,11 @@ for t in $targets; do
         make -s train_sft > /dev/null
         # the same two builds as the test target's: copied when it made them in this run
         if [ -n "${built_trainers:-}" ]; then cp train_sftcu_fp32 train_sftcu "$work/"
-        else build "$work/train_sftcu_fp32" train_sft.cu -DENABLE_FP32 && build "$work/train_sftcu" train_sft.cu; fi
-        build "$work/train_sftcu_fp32_nonccl" train_sft.cu -DENABLE_FP32 -DSFT_NO_NCCL  # a build where make found no nccl.h
+        else both "$work/train_sftcu_fp32 train_sft.cu -DENABLE_FP32" "$work/train_sftcu train_sft.cu"; fi
+        build "$work/train_sftcu_fp32_nonccl" train_sft.cu -DENABLE_FP32 -DSFT_NO_NCCL & nonccl=$!  # a build where make found no nccl.h
         rm -f "$work/train_sftcu_fp32_mpi"  # the NCCL id over MPI under mpirun (test_dist.sh skips its check without mpicxx)
         if command -v mpicxx > /dev/null; then BUILD_CXX=mpicxx build "$work/train_sftcu_fp32_mpi" train_sft.cu -DENABLE_FP32 -DUSE_MPI; fi
+        wait $nonccl
         bash dev/cuda/emu/test_dist.sh "$work" || status=1
         ;;
     *) echo "unknown target $t"; exit 2 ;;
