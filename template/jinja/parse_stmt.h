@@ -283,10 +283,12 @@ static JinjaTemplate *jinja_parse(const char *src, size_t len, char *err, size_t
         jinja_free(t);
         return NULL;
     }
-    jlex_run_(&ps->lx);
+    jlex_run_(&ps->lx);  // all tokens first, then the parser walks them
     JNodeVec_ body = {0, 0, 0};
     jp_body_(ps, &body, NULL);
-    // every function called by name is a global or a macro of this template
+    // every function called by name is a global or a macro of this template; checked
+    // after the whole template, since a call may stand above the macro's definition (in
+    // another macro's body). A variable holding a macro is not followed: f() is refused.
     for (size_t i = 0; i < ps->ncalled; i++) {
         int known = jinja_global_exists_(ps->called[i]);
         for (size_t m = 0; m < ps->nmacros && !known; m++)
