@@ -41,12 +41,12 @@
 //     in the order the blocks end. A block rendered into a {% set %} block or a macro's
 //     result records no span (that text is not where it would end up). jinja_output_free
 //     frees both.
-//   - Errors are one line (control characters shown as spaces). raise_exception(msg)
-//     gives err = msg exactly, so a caller can show the template's own message. All other
-//     errors start "line L column C: ", but those that belong to no place in the
-//     template: "output too large (over N MiB)", "out of memory: ...", "out of memory",
-//     "value nested too deeply (over N levels)", "template variables must be a JSON
-//     object", "unsupported: integer N does not fit in 64 bits" (a variable's).
+//   - raise_exception(msg) gives err = msg exactly, so a caller can show the template's
+//     own message. Every other error is one line (control characters in a quoted name or
+//     string shown as spaces) starting "line L column C: ", but those that belong to no
+//     place in the template: "output too large (over N MiB)", "out of memory: ...", "out
+//     of memory", "value nested too deeply (over N levels)", "template variables must be
+//     a JSON object", "unsupported: integer N does not fit in 64 bits" (a variable's).
 //   - Python's whitespace set (str.isspace(), what trim/strip/split use) is py_isspace()
 //     of base/utf8.h, for callers that need the same.
 //

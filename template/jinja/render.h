@@ -13,9 +13,9 @@ static int jr_exec_(JR_ *r, JNode_ *const *body, size_t n, JFrame_ *f);
 
 // ---- scopes ----
 // Scoping as in Jinja2, which differs from Python's:
-//   - the outermost scope holds the global functions and the caller's variables; the
-//     template's own {% set %} at the top level go to the scope above it (so they hide a
-//     variable of the same name without changing the caller's);
+//   - the outermost scope holds the global functions and the variables jinja_render was
+//     given; a {% set %} at the template's top level writes the scope nested in it, so
+//     it hides a given variable of the same name without changing it;
 //   - an if body is not a scope: a set inside it is seen after the endif;
 //   - each iteration of a for loop is a scope of its own (`loop`, the loop's target, and
 //     what the body sets), emptied for the next iteration: a set inside a loop does not
@@ -23,7 +23,8 @@ static int jr_exec_(JR_ *r, JNode_ *const *body, size_t n, JFrame_ *f);
 //     (ns = namespace(found=false) ... {% set ns.found = true %}), a dict shared by
 //     reference, whose attributes a set changes in place;
 //   - a macro call is a scope nested in the scope the macro was defined in (its
-//     parameters, what its body sets); the caller's variables are not seen.
+//     parameters, what its body sets): the variables around the call (a loop's target
+//     at the call site, say) are not seen, those around the definition are.
 // A name is looked up from the innermost scope outwards; a set writes the innermost.
 static JFrame_ *jf_new_(JR_ *r, JFrame_ *parent) {
     JFrame_ *f = (JFrame_ *)jr_alloc_(r, sizeof(JFrame_));
