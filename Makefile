@@ -26,7 +26,7 @@ export ASAN_OPTIONS ?= exitcode=99
 export UBSAN_OPTIONS ?= exitcode=99:print_stacktrace=1
 endif
 
-COMMON_H = $(wildcard base/*.h tokenizer/*.h template/*.h model/*.h train/*.h data/*.h)
+COMMON_H = $(wildcard base/*.h tokenizer/*.h template/*.h template/jinja/*.h model/*.h train/*.h data/*.h)
 
 # ---- CUDA toolkit: nvcc, the CUDA headers and cuBLAS, from the first found of ----
 #   CUDA=DIR   a toolkit root holding bin/nvcc, include/ and lib/ (or lib64/): /usr/local/cuda,
@@ -217,7 +217,7 @@ test_prepare: data/test_prepare.c $(DATA_DEPS)
 test_template: data/test_template.c $(DATA_DEPS)
 	$(CC) $(CFLAGS) -o $@ data/test_template.c $(LDLIBS)
 
-test_jinja: data/test_jinja.c template/jinja.h base/json.h base/utf8.h
+test_jinja: data/test_jinja.c template/jinja.h $(wildcard template/jinja/*.h) base/json.h base/utf8.h
 	$(CC) $(CFLAGS) -o $@ data/test_jinja.c $(LDLIBS)
 
 make_tasks: data/make_tasks.c $(COMMON_H)
