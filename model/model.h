@@ -135,7 +135,9 @@ typedef union {
 // Gemma 3's names differ where its block has more norms: ln2w (the norm before the
 // MLP) is pre_feedforward_layernorm, and post_attention_layernorm is postattnw, the
 // norm of the attention output (Llama's post_attention_layernorm is ln2w).
-// per_layer: stacked over layers; decay: AdamW decays it (matrices and embeddings).
+// hf_name: transformers' name of the tensor in GPT-2 (param_hf_parts gives the Llama
+// family's; the tensors only it has are named here); per_layer: stacked over layers;
+// decay: AdamW decays it (matrices and embeddings).
 typedef struct { const char *hf_name; int per_layer; int decay; } ParamInfo;
 static const ParamInfo PARAM_INFO[NUM_PARAM_TENSORS] = {
     {"wte.weight", 0, 1},            {"wpe.weight", 0, 1},
