@@ -71,7 +71,7 @@ test_sft: test_sft.c train_sft.c dev/test_util.h $(COMMON_H)
 test_lora: test_lora.c train_sft.c dev/test_util.h $(COMMON_H)
 	$(CC) $(CFLAGS) -o $@ test_lora.c $(LDLIBS)
 
-# Hugging Face import/export of the three families (model/model.h, base/safetensors.h)
+# Hugging Face import/export of every family (model/hf.h, base/safetensors.h)
 test_hf: test_hf.c dev/test_util.h $(COMMON_H)
 	$(CC) $(CFLAGS) -o $@ test_hf.c $(LDLIBS)
 

@@ -24,6 +24,7 @@ reuses the model code of train_sft.c.
 */
 #define SFT_NO_MAIN
 #include "train_sft.c"
+#include "model/hf.h"
 
 typedef struct { const char *model, *tokenizer, *prompt, *file, *format, *system, *tmpl_file, *tmpl_var, *data, *base; int max_new, seed; float temperature; } ChatArgs;
 

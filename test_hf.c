@@ -1,11 +1,12 @@
 /*
-test_hf.c: Hugging Face import and export (model/model.h, base/safetensors.h) of
-the three families: config.json as transformers writes it for published models,
+test_hf.c: Hugging Face import and export (model/hf.h, base/safetensors.h) of
+every family: config.json as transformers writes it for published models,
 export -> import bit for bit (single file and sharded), transformers' tensor names
 and layout, and one-line refusals of bad directories. Expected values are typed
 from the published config.json files and from the layout rules, never taken from
 the code under test. Prints "ok NAME" / "FAIL NAME: why"; exits 1 if anything failed.
 */
+#include "model/hf.h"
 #include "model/model.h"
 #include "dev/test_util.h"
 

@@ -9,6 +9,7 @@ Run from the repository root (make test does) after make train_sft.
 */
 #define SFT_NO_MAIN
 #include "train_sft.c"
+#include "model/hf.h"
 #include "dev/test_util.h"
 
 #define REF_DIR "dev/ref"

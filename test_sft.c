@@ -6,6 +6,7 @@ Run from the repository root (make test does).
 */
 #define SFT_NO_MAIN
 #include "train_sft.c"
+#include "model/hf.h"
 #include "dev/test_util.h"
 
 #define REF_DIR "dev/ref"

@@ -6,6 +6,7 @@ Prints "ok NAME" / "FAIL NAME: why" / "skip NAME: why"; run from the repository 
 */
 #define SFT_NO_MAIN
 #include "train_sft.cu"
+#include "model/hf.h"
 #include "dev/cuda/cpu_ref.h"
 #include <fcntl.h>
 #include <sys/wait.h>

@@ -5,7 +5,7 @@
 //   header   128 x int64: [0] magic 20261130, [1] version 1, [2] bytes per token
 //            (2 = uint16, 4 = uint32), [3] vocabulary size the tokens were made
 //            with (at most 2^24), [4] D = number of documents, [5] N = total tokens, [6] the
-//            fingerprint of that tokenizer (bpe_fingerprint in tokenizer/bpe.h,
+//            fingerprint of that tokenizer (bpe_fingerprint in tokenizer/vocab.h,
 //            with the chat tokens; stored as its 64 bits; 0 = unknown, as in files
 //            written before the field existed), [7] the chat format the documents
 //            were rendered with (CHAT_* in template/chat_template.h: 0 gpt2, also

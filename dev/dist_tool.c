@@ -15,6 +15,7 @@
 //                                  trainers do (round robin) and prints, per rank, how many
 //                                  targets its batches hold (a rank with none never tests
 //                                  the sum of the validation losses over ranks)
+#include "../model/hf.h"
 #include "../train/trainer.h"
 #include "../train/dist.h"
 

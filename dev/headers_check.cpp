@@ -5,6 +5,7 @@
 #include "train/evalset.h"
 #include "train/export.h"
 #include "train/generate.h"
+#include "model/hf.h"
 #include "model/model.h"
 #include "base/json.h"
 #include "model/lora.h"

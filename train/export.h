@@ -1,5 +1,5 @@
 // export.h: what an exported directory (every checkpoint, the final model) holds
-// besides config.json and the weights (model/model.h), so that transformers'
+// besides config.json and the weights (model/hf.h), so that transformers'
 // AutoModelForCausalLM, AutoTokenizer and generate work on the directory alone:
 //
 //   generation_config.json  bos_token_id, and eos_token_id: every id that ends a turn.

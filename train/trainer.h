@@ -14,6 +14,7 @@
 #include "evalset.h"
 #include "export.h"
 #include "generate.h"
+#include "../model/hf.h"
 #include "../model/model.h"
 #include "../model/lora.h"
 #include "report.h"

@@ -1,4 +1,4 @@
-// fuzz_encode: the tokenizer's encode on arbitrary bytes (tokenizer/bpe.h) with a
+// fuzz_encode: the tokenizer's encode on arbitrary bytes (tokenizer/encode.h) with a
 // trained vocabulary and the chat special tokens. Property: decode(encode(x)) == x,
 // with special-token text parsed (first input byte odd) or left as text.
 #include "fuzz.h"

@@ -1,8 +1,9 @@
-// fuzz_hf_index: model.safetensors.index.json (model/model.h, hf_parse_index).
+// fuzz_hf_index: model.safetensors.index.json (model/hf.h, hf_parse_index).
 // Properties: a rejected file gets one line naming it; an accepted one names only
 // plain files inside the model directory (no "/", not "." or "..", no NUL), and
 // every tensor maps to one of them.
 #include "fuzz.h"
+#include "../../model/hf.h"
 #include "../../model/model.h"
 
 #define NAME "fuzz/model.safetensors.index.json"

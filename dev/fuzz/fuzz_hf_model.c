@@ -1,9 +1,10 @@
 // fuzz_hf_model: a Hugging Face model directory as model_load_hf reads it
-// (model/model.h): config.json, a NUL byte, then model.safetensors. Properties: a
+// (model/hf.h): config.json, a NUL byte, then model.safetensors. Properties: a
 // rejected pair gets one line naming a file; the parameters are allocated only
 // for a model the safetensors file really holds (run.sh's -malloc_limit_mb catches a
 // config.json that could size them alone).
 #include "fuzz.h"
+#include "../../model/hf.h"
 #include "../../model/model.h"
 
 #define CONFIG "fuzz/config.json"

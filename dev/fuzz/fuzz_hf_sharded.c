@@ -1,10 +1,11 @@
 // fuzz_hf_sharded: a sharded Hugging Face model directory as model_load_hf reads it
-// (model/model.h): config.json, a NUL byte, model.safetensors.index.json, a NUL
+// (model/hf.h): config.json, a NUL byte, model.safetensors.index.json, a NUL
 // byte, then the shards the index names (in the order of first mention), each a
 // 4-byte little-endian length and its bytes. Properties: a rejected directory gets
 // one line naming a file of it; the parameters are allocated only for a model the
 // shards really hold (at most twice their size).
 #include "fuzz.h"
+#include "../../model/hf.h"
 #include "../../model/model.h"
 
 #define CONFIG "fuzz/config.json"

@@ -1,4 +1,4 @@
-// fuzz_tok_gpt2: the GPT-2 tokenizer files (tokenizer/bpe.h, bpe_load_gpt2_buffers):
+// fuzz_tok_gpt2: the GPT-2 tokenizer files (tokenizer/gpt2_files.h, bpe_load_gpt2_buffers):
 // encoder.json + vocab.bpe, which are the same formats as Hugging Face's
 // vocab.json + merges.txt. The input is the vocabulary, a NUL byte, then the merges.
 // Properties: a rejected pair gets one line naming the file at fault; an accepted

@@ -1,4 +1,4 @@
-// fuzz_tok_json: Hugging Face tokenizer.json (tokenizer/bpe.h,
+// fuzz_tok_json: Hugging Face tokenizer.json (tokenizer/tokenizer_json.h,
 // bpe_load_tokenizer_json_buffer). Properties: a rejected file gets one line naming
 // it; an accepted tokenizer round-trips the input bytes themselves.
 #include "fuzz.h"

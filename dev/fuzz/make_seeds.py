@@ -205,7 +205,7 @@ def tokenizer_json(pair_merges, sequence):
 put("tok_json", "string_merges", tokenizer_json(False, False))
 put("tok_json", "pair_merges_sequence", tokenizer_json(True, True))
 
-# the Llama-family pre-tokenizers (tokenizer/bpe.h's BPE_RE_* patterns), ignore_merges,
+# the Llama-family pre-tokenizers (tokenizer/tokenizer_json.h's BPE_RE_* patterns), ignore_merges,
 # an added token that is not special, Qwen2's NFC normalizer
 RE_CL100K = r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
 RE_O200K = (r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|"""
