@@ -203,9 +203,6 @@ static const char *type_name(const JsonValue *v) {
     return "?";
 }
 
-// Out of memory (or another tokenizer failure) is not a property of the row: fatal.
-static void check_bpe(Ctx *c, int rc) { if (rc) fatal("%s", c->err); }
-
 static int bad(char *why, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static int bad(char *why, size_t n, const char *fmt, ...) {
     va_list ap;
@@ -388,7 +385,7 @@ static int render_row(Ctx *c, const JsonValue *row, int train_on_prompt, ChatDoc
         note_reply(info, t, shape == SHAPE_TEXT ? "text" : "completion");
         rc = chat_render_plain(c->tok, &c->ct, shape == SHAPE_PC ? a->string : NULL, shape == SHAPE_PC ? a->length : 0, t->string, t->length,
                                train_on_prompt, d, c->err, sizeof c->err);
-        if (rc > 0) fatal("%s", c->err);  // out of memory
+        if (rc > 0) fatal("%s", c->err);  // out of memory (or another tokenizer failure): not the row's fault
         if (rc) return bad(why, wn, "%s", c->err);
     } else {
         info->chat = 1;
@@ -455,7 +452,7 @@ static int render_row(Ctx *c, const JsonValue *row, int train_on_prompt, ChatDoc
             size_t check_prompt = shape == SHAPE_PC && !train_on_prompt ? prompt_msgs : 0;
             int not_prefix;
             rc = chat_render_conversation(c->tok, &c->ct, cv.m, cv.n, check_prompt, train_on_prompt, d, &not_prefix, c->err, sizeof c->err);
-            if (rc > 0) fatal("%s", c->err);  // out of memory
+            if (rc > 0) fatal("%s", c->err);  // out of memory (or another tokenizer failure): not the row's fault
             if (not_prefix && c->prompt_not_prefix++ < 10)
                 fprintf(stderr, "warning: a prompt's tokens (rendered with add_generation_prompt=True) are not a prefix of its "
                                 "prompt+completion's tokens (as trl warns; the completion is trained as the template renders it)\n");
