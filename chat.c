@@ -9,7 +9,7 @@ chat.c: talk to a trained model on the CPU.
   ./chat -e ADAPTER -k TOKENIZER [-F BASE] ...     a PEFT LoRA adapter directory (a LoRA checkpoint)
                                                    on its base_model_name_or_path, or on BASE
 
-Prompts are rendered with the model's own chat template (template/template_mask.h) when
+Prompts are rendered (template/render.h) with the model's own chat template when
 there is one: -D DATA takes the one a data file was prepared with (and its system
 message), else -T FILE, else the tokenizer's (chat_template.jinja or
 tokenizer_config.json beside it), with add_generation_prompt=True; -V NAME=JSON sets
@@ -30,28 +30,25 @@ typedef struct { const char *model, *tokenizer, *prompt, *file, *format, *system
 
 static int stops[TMPL_MAX_EOT + 4], nstops;  // what an answer ends at
 
-// Generates one assistant answer after the tokens of `conv`, prints it, and appends
-// it (with its end-of-turn token and the format's turn separator) to conv (a
-// template's conversation is rendered again from its messages instead).
-static void answer(const Generator *g, BpeTokenizer *tok, const ChatTokens *ct, ChatDoc *conv, const ChatArgs *a, Rng *rng,
-                   char **text_out) {
-    int *prompt = (int *)xmalloc(conv->n * sizeof(int)), *out = (int *)xmalloc((size_t)a->max_new * sizeof(int));
-    for (size_t i = 0; i < conv->n; i++) prompt[i] = conv->ids[i];
-    int n = generate_tokens_until(g, prompt, (int)conv->n, stops, nstops, a->max_new, a->temperature, rng, out);
+// Generates one assistant answer after the prompt ids[0..n), prints it, and returns
+// its tokens (in out, the stop token left out: *n_out) and text (malloc'ed).
+static char *answer(const Generator *g, BpeTokenizer *tok, const ChatDoc *prompt_ids, const ChatArgs *a, Rng *rng, int *out, int *n_out) {
+    int *prompt = (int *)xmalloc(prompt_ids->n * sizeof(int));
+    for (size_t i = 0; i < prompt_ids->n; i++) prompt[i] = prompt_ids->ids[i];
+    int n = generate_tokens_until(g, prompt, (int)prompt_ids->n, stops, nstops, a->max_new, a->temperature, rng, out);
     int ended = n > 0 && is_stop_token(out[n - 1], stops, nstops);
     char err[BPE_ERR_LEN];
     BpeBytes text = {0};
-    if (bpe_decode(tok, out, (size_t)(ended ? n - 1 : n), &text, err, sizeof err)) fatal("decoding the answer: %s", err);
+    *n_out = ended ? n - 1 : n;
+    if (bpe_decode(tok, out, (size_t)*n_out, &text, err, sizeof err)) fatal("decoding the answer: %s", err);
     printf("%.*s%s\n", (int)text.n, text.data ? text.data : "", ended ? "" : " [no end-of-turn: length or context limit]");
     fflush(stdout);
-    if (!ct->tmpl) {
-        for (int i = 0; i < n; i++) chat_append_token(conv, out[i], 0);
-        if (!ended) chat_append_token(conv, ct->turn_end, 0);
-        if (chat_append_turn_sep(tok, ct, conv, err, sizeof err)) fatal("%s", err);
-    }
-    if (text_out) { *text_out = (char *)xmalloc(text.n + 1); memcpy(*text_out, text.data ? text.data : "", text.n); (*text_out)[text.n] = 0; }
+    char *t = (char *)xmalloc(text.n + 1);
+    memcpy(t, text.data ? text.data : "", text.n);
+    t[text.n] = 0;
     bpe_bytes_free(&text);
-    free(prompt); free(out);
+    free(prompt);
+    return t;
 }
 
 int main(int argc, char **argv) {
@@ -93,38 +90,27 @@ int main(int argc, char **argv) {
     }
     BpeTokenizer *tok;
     ChatTokens ct;
-    ChatTemplate tm;
     DataFile df;
-    memset(&tm, 0, sizeof tm);
     memset(&df, 0, sizeof df);
     char err[BPE_ERR_LEN];
     if (bpe_load(&tok, a.tokenizer, err, sizeof err)) fatal("%s", err);
     if (format != CHAT_AUTO && (a.data[0] || a.tmpl_file[0])) usage_error(argv[0], "-c picks a built-in format: not with -D or -T");
     if (a.data[0] && (a.tmpl_file[0] || a.tmpl_var[0])) usage_error(argv[0], "-D takes the data file's template and variables: not with -T or -V");
-    int found = 0;
     if (a.data[0]) {
         data_load(&df, a.data);
         if (chat_tokens_for_data(tok, &df, &ct, err, sizeof err)) fatal("%s", err);
-        if (ct.tmpl && tmpl_check_tokenizer(ct.tmpl, a.data, a.tokenizer, err, sizeof err)) fatal("%s", err);
+        if (chat_check_tokenizer(&ct, a.data, a.tokenizer, err, sizeof err)) fatal("%s", err);
     } else {
-        if (format == CHAT_AUTO && (found = tmpl_load(&tm, a.tokenizer, a.tmpl_file[0] ? a.tmpl_file : NULL, err, sizeof err)) < 0) fatal("%s", err);
-        if (!found && a.tmpl_var[0]) usage_error(argv[0], "-V needs a chat template (-T, or a tokenizer with one)");
-        if (found && a.tmpl_var[0] && tmpl_set_var(&tm, a.tmpl_var, err, sizeof err)) fatal("%s", err);
-        if (found && tmpl_prepare(&tm, tok, err, sizeof err)) fatal("%s", err);
-        if (found) {
-            memset(&ct, 0, sizeof ct);
-            ct.format = DATA_CHAT_TEMPLATE;
-            ct.bos = ct.end = ct.turn_start = ct.role_end = ct.turn_end = -1;
-            ct.tmpl = &tm;
-        } else if (chat_tokens_init(tok, format, &ct, err, sizeof err)) fatal("%s", err);
+        const char *var = a.tmpl_var;
+        ChatSetup setup = {format, a.tokenizer, a.tmpl_file[0] ? a.tmpl_file : NULL, &var, a.tmpl_var[0] ? 1 : 0, NULL, NULL};
+        int rc = chat_setup(tok, &setup, &ct, err, sizeof err);
+        if (rc == CHAT_ENOTEMPLATE) usage_error(argv[0], "-V needs a chat template (-T, or a tokenizer with one)");
+        if (rc) fatal("%s", err);
     }
     if (a.system[0]) ct.default_system = a.system;
-    nstops = chat_stop_tokens(&ct, stops, TMPL_MAX_EOT);
-    if (ct.tmpl) {  // and the model's eos ids
-        int eos[4] = {m.cfg.eos_id, m.cfg.n_eos_more > 0 ? m.cfg.eos_more[0] : -1, m.cfg.n_eos_more > 1 ? m.cfg.eos_more[1] : -1,
-                      m.cfg.n_eos_more > 2 ? m.cfg.eos_more[2] : -1};
-        for (int i = 0; i < 4; i++) if (eos[i] >= 0 && !is_stop_token(eos[i], stops, nstops)) stops[nstops++] = eos[i];
-    }
+    int model_eos[4] = {m.cfg.eos_id, m.cfg.n_eos_more > 0 ? m.cfg.eos_more[0] : -1, m.cfg.n_eos_more > 1 ? m.cfg.eos_more[1] : -1,
+                        m.cfg.n_eos_more > 2 ? m.cfg.eos_more[2] : -1};
+    nstops = chat_stop_tokens_with(&ct, model_eos, 4, stops, (int)(sizeof stops / sizeof stops[0]));
     if (bpe_vocab_size(tok) != m.cfg.V)
         fatal("%s: the tokenizer (with the chat tokens) has %d tokens but the model %s has %d: pass with -k the tokenizer the model's "
               "data was prepared with", a.tokenizer, bpe_vocab_size(tok), a.model, m.cfg.V);
@@ -134,16 +120,16 @@ int main(int argc, char **argv) {
     Rng rng;
     rng_seed(&rng, (uint64_t)a.seed);
 
+    int *out = (int *)xmalloc((size_t)a.max_new * sizeof(int)), nout;
     if (a.file[0]) {
         EvalSet es;
         evalset_load(&es, a.file, tok, &ct, m.cfg.maxT, 0);
         int scored = 0, correct = 0;
         for (int i = 0; i < es.n; i++) {
-            ChatDoc conv = {0};
-            for (int k = 0; k < es.prompt_lens[i]; k++) chat_append_token(&conv, es.prompts[i][k], 0);
+            ChatDoc prompt = {0};
+            for (int k = 0; k < es.prompt_lens[i]; k++) chat_append_token(&prompt, es.prompts[i][k], 0);
             printf("> %s\n", es.prompt_texts[i]);
-            char *text;
-            answer(&gen, tok, &ct, &conv, &a, &rng, &text);
+            char *text = answer(&gen, tok, &prompt, &a, &rng, out, &nout);
             if (es.answers[i]) {
                 int ok = evalset_match(text, strlen(text), es.answers[i]);
                 scored++;
@@ -151,65 +137,47 @@ int main(int argc, char **argv) {
                 printf("  [%s; expected: %s]\n", ok ? "right" : "wrong", es.answers[i]);
             }
             free(text);
-            chat_doc_free(&conv);
+            chat_doc_free(&prompt);
         }
         if (scored) printf("exact match: %d of %d (%.1f%%)\n", correct, scored, 100.0 * correct / scored);
         evalset_free(&es);
     } else if (a.prompt[0]) {
-        ChatDoc conv = {0};
-        if (chat_prompt(tok, &ct, a.prompt, strlen(a.prompt), &conv, err, sizeof err)) fatal("%s", err);
-        answer(&gen, tok, &ct, &conv, &a, &rng, NULL);
-        chat_doc_free(&conv);
+        ChatDoc prompt = {0};
+        if (chat_prompt(tok, &ct, a.prompt, strlen(a.prompt), &prompt, err, sizeof err)) fatal("%s", err);
+        free(answer(&gen, tok, &prompt, &a, &rng, out, &nout));
+        chat_doc_free(&prompt);
     } else {
-        ChatDoc conv = {0};
+        ChatSession conv = {0};
         char line[8192];
-        TmplMsg *msgs = NULL;  // with a template: the conversation so far, rendered again for each turn
-        size_t nmsgs = 0;
         printf("(each line is your turn; an empty line starts a new conversation; Ctrl-D quits)\n> ");
         fflush(stdout);
         while (fgets(line, sizeof line, stdin)) {
             size_t n = strcspn(line, "\r\n");
             line[n] = 0;
             if (n == 0) {
-                chat_doc_free(&conv); memset(&conv, 0, sizeof conv);
-                for (size_t i = 0; i < nmsgs; i++) free((char *)msgs[i].content);
-                nmsgs = 0;
+                chat_session_reset(&conv);
                 printf("(new conversation)\n> "); fflush(stdout); continue;
             }
-            int rc;
-            if (ct.tmpl) {
-                msgs = (TmplMsg *)realloc(msgs, (nmsgs + 3) * sizeof *msgs);
-                if (!msgs) fatal("out of memory");
-                if (nmsgs == 0 && ct.default_system) msgs[nmsgs++] = (TmplMsg){"system", evalset_strdup_(ct.default_system, strlen(ct.default_system)), strlen(ct.default_system), 0};
-                msgs[nmsgs++] = (TmplMsg){"user", evalset_strdup_(line, n), n, 0};
-                chat_doc_free(&conv); memset(&conv, 0, sizeof conv);
-                rc = tmpl_render_prompt(ct.tmpl, tok, msgs, nmsgs, &conv, err, sizeof err);
-                if (rc < 0) {
-                    printf("(the template refuses this conversation: %s; starting over)\n> ", err);
-                    for (size_t i = 0; i < nmsgs; i++) free((char *)msgs[i].content);
-                    nmsgs = 0;
-                    fflush(stdout);
-                    continue;
-                }
-            } else
-                rc = conv.n == 0 ? chat_render_prompt(tok, &ct, &conv, line, n, err, sizeof err)
-                                 : (chat_append_turn(tok, &ct, &conv, "user", line, n, 0, err, sizeof err) ||
-                                    chat_append_header(tok, &ct, &conv, "assistant", err, sizeof err));
+            int rc = chat_session_user(tok, &ct, &conv, line, n, err, sizeof err);
+            if (rc < 0) {
+                printf("(the template refuses this conversation: %s; starting over)\n> ", err);
+                chat_session_reset(&conv);
+                fflush(stdout);
+                continue;
+            }
             if (rc) fatal("%s", err);
-            if ((int)conv.n >= m.cfg.maxT) { printf("(the conversation is longer than the context; starting over)\n> "); chat_doc_free(&conv); memset(&conv, 0, sizeof conv); fflush(stdout); continue; }
-            char *reply = NULL;
-            answer(&gen, tok, &ct, &conv, &a, &rng, ct.tmpl ? &reply : NULL);
-            if (reply) msgs[nmsgs++] = (TmplMsg){"assistant", reply, strlen(reply), 0};
+            if ((int)conv.ids.n >= m.cfg.maxT) { printf("(the conversation is longer than the context; starting over)\n> "); chat_session_reset(&conv); fflush(stdout); continue; }
+            char *reply = answer(&gen, tok, &conv.ids, &a, &rng, out, &nout);
+            if (chat_session_answer(tok, &ct, &conv, out, nout, reply, strlen(reply), err, sizeof err)) fatal("%s", err);
+            free(reply);
             printf("> ");
             fflush(stdout);
         }
-        chat_doc_free(&conv);
-        for (size_t i = 0; i < nmsgs; i++) free((char *)msgs[i].content);
-        free(msgs);
+        chat_session_free(&conv);
     }
+    free(out);
     kv_free(&cpu_gen.kv);
-    if (a.data[0]) chat_tokens_free(&ct);  // a data file's template (-D)
-    tmpl_free(&tm);
+    chat_tokens_free(&ct);
     data_free(&df);
     bpe_free(tok);
     free(m.params_mem);

@@ -18,7 +18,7 @@
 
 #include "../base/datafile.h"
 #include "../template/chat_template.h"
-#include "../template/template_mask.h"
+#include "../template/render.h"
 
 static void inspect_usage(FILE *f) {
     fprintf(f,
@@ -169,11 +169,10 @@ static int inspect_main(int argc, char **argv) {
     if (df.chat_format == DATA_CHAT_TEMPLATE && tm.hash != df.template_hash)
         fatal("%s: the chat template in the file does not match the hash in its header (corrupt)", path);
     if (tok_path) {
-        ChatTokens ct;
+        ChatTokens ct;  // the file's renderer: a built-in format adds its chat tokens to tok
         if (bpe_load(&tok, tok_path, err, sizeof err)) fatal("%s", err);
-        if (df.chat_format == DATA_CHAT_TEMPLATE ? tmpl_check_tokenizer(&tm, path, tok_path, err, sizeof err)
-                                                 : chat_tokens_init(tok, df.chat_format, &ct, err, sizeof err))
-            fatal("%s", err);
+        if (chat_tokens_for_data(tok, &df, &ct, err, sizeof err) || chat_check_tokenizer(&ct, path, tok_path, err, sizeof err)) fatal("%s", err);
+        chat_tokens_free(&ct);
     }
 
     int64_t trained = 0, shortest = INT64_MAX, longest = 0;

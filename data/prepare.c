@@ -13,9 +13,8 @@
 // a duplicate) are warned about, or are errors with --strict. Outputs are written
 // only at the end, each atomically. See docs/data.md.
 #include "../base/datafile.h"
-#include "../template/chat_template.h"
 #include "inspect.h"
-#include "../template/template_mask.h"
+#include "../template/render.h"
 
 #include <math.h>
 
@@ -187,9 +186,7 @@ static void parse_args(int argc, char **argv, Opts *o) {
 
 typedef struct {
     BpeTokenizer *tok;
-    ChatTokens ct;                // the built-in format (ct.f == NULL with a template)
-    ChatTemplate tm;              // the model's chat template (use_template)
-    int use_template;
+    ChatTokens ct;                // the renderer: a built-in format or the model's chat template (template/render.h)
     int64_t prompt_not_prefix;    // prompt/completion rows whose prompt's tokens are not a prefix of the whole
     char err[BPE_ERR_LEN];
 } Ctx;
@@ -205,9 +202,6 @@ static const char *type_name(const JsonValue *v) {
     }
     return "?";
 }
-
-// Out of memory (or another tokenizer failure) is not a property of the row: fatal.
-static void check_bpe(Ctx *c, int rc) { if (rc) fatal("%s", c->err); }
 
 static int bad(char *why, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static int bad(char *why, size_t n, const char *fmt, ...) {
@@ -309,17 +303,6 @@ static int collect_messages(Conv *cv, RowInfo *info, const JsonValue *list, cons
     return 0;
 }
 
-// Renders a list of messages as turns of the built-in format (see collect_messages).
-static int render_messages(Ctx *c, ChatDoc *d, RowInfo *info, const JsonValue *list, const char *field, int side, int sharegpt,
-                           char *why, size_t wn) {
-    Conv cv = {0};
-    int rc = collect_messages(&cv, info, list, field, side, sharegpt, why, wn);
-    for (size_t i = 0; !rc && i < cv.n; i++)
-        check_bpe(c, chat_append_turn(c->tok, &c->ct, d, cv.m[i].role, cv.m[i].content, cv.m[i].len, cv.m[i].train, c->err, sizeof c->err));
-    free(cv.m);
-    return rc;
-}
-
 // The optional "system" field of Alpaca and ShareGPT rows: a string (rendered as a
 // first system turn; empty = absent) or null. *out is NULL when absent.
 static int get_system(const JsonValue *row, const JsonValue **out, char *why, size_t wn) {
@@ -328,24 +311,6 @@ static int get_system(const JsonValue *row, const JsonValue **out, char *why, si
     if (!s || s->type == JSON_NULL) return 0;
     if (s->type != JSON_STRING) return bad(why, wn, "\"system\" must be a string (or null), got %s", type_name(s));
     if (s->length) *out = s;
-    return 0;
-}
-
-// The optional "history" of Alpaca rows (LLaMA-Factory's format): earlier exchanges
-// [[instruction, response], ...] (or null), rendered before the instruction as a user
-// turn and a trained assistant turn each, like the turns of a conversation.
-static int render_history(Ctx *c, ChatDoc *d, RowInfo *info, const JsonValue *h, char *why, size_t wn) {
-    if (!h || h->type == JSON_NULL) return 0;
-    if (h->type != JSON_ARRAY) return bad(why, wn, "\"history\" must be a list of [instruction, response] pairs, got %s", type_name(h));
-    for (size_t i = 0; i < h->count; i++) {
-        const JsonValue *p = &h->items[i];
-        if (p->type != JSON_ARRAY || p->count != 2 || p->items[0].type != JSON_STRING || p->items[1].type != JSON_STRING)
-            return bad(why, wn, "history[%zu] must be a pair of strings [instruction, response]", i);
-        const JsonValue *q = &p->items[0], *r = &p->items[1];
-        check_bpe(c, chat_append_turn(c->tok, &c->ct, d, "user", q->string, q->length, 0, c->err, sizeof c->err));
-        note_reply(info, r, "history[%zu][1]", i);
-        check_bpe(c, chat_append_turn(c->tok, &c->ct, d, "assistant", r->string, r->length, 1, c->err, sizeof c->err));
-    }
     return 0;
 }
 
@@ -396,102 +361,18 @@ static int row_shape(const JsonValue *row, const JsonValue **sys, char *why, siz
     return shape;
 }
 
-// Renders one parsed row into d (which must be empty) and fills info. Returns 0, or
-// -1 with why set when the row is bad.
-static int render_row(Ctx *c, const JsonValue *row, int train_on_prompt, ChatDoc *d, RowInfo *info, char *why, size_t wn) {
-    memset(info, 0, sizeof *info);
-    const JsonValue *a, *b, *in, *sys;
-    int shape = row_shape(row, &sys, why, wn);
-    if (shape < 0) return -1;
-
-    check_bpe(c, chat_begin_doc(&c->ct, d, c->err, sizeof c->err));
-    switch (shape) {
-    case SHAPE_TEXT:
-        if (get_string(row, "text", &a, why, wn)) return -1;
-        note_reply(info, a, "text");
-        check_bpe(c, chat_append_text(c->tok, d, a->string, a->length, 1, c->err, sizeof c->err));
-        break;
-    case SHAPE_PC:
-        if (get_prompt_completion(row, &a, &b, why, wn)) return -1;
-        if (a->type == JSON_STRING && b->type == JSON_STRING) {
-            note_reply(info, b, "completion");
-            check_bpe(c, chat_append_text(c->tok, d, a->string, a->length, 0, c->err, sizeof c->err));
-            check_bpe(c, chat_append_text(c->tok, d, b->string, b->length, 1, c->err, sizeof c->err));
-            break;
-        }
-        info->chat = 1;
-        check_bpe(c, chat_append_default_system(c->tok, &c->ct, d, starts_with_system(a), c->err, sizeof c->err));
-        if (a->type == JSON_STRING)
-            check_bpe(c, chat_append_turn(c->tok, &c->ct, d, "user", a->string, a->length, 0, c->err, sizeof c->err));
-        else if (render_messages(c, d, info, a, "prompt", 0, 0, why, wn)) return -1;
-        if (b->type == JSON_STRING) {
-            note_reply(info, b, "completion");
-            check_bpe(c, chat_append_turn(c->tok, &c->ct, d, "assistant", b->string, b->length, 1, c->err, sizeof c->err));
-        } else if (render_messages(c, d, info, b, "completion", 1, 0, why, wn)) return -1;
-        break;
-    case SHAPE_MESSAGES:
-        info->chat = 1;
-        a = json_get(row, "messages");
-        check_bpe(c, chat_append_default_system(c->tok, &c->ct, d, starts_with_system(a), c->err, sizeof c->err));
-        if (render_messages(c, d, info, a, "messages", 1, 0, why, wn)) return -1;
-        break;
-    case SHAPE_SHAREGPT:
-        info->chat = 1;
-        a = json_get(row, "conversations");
-        if (sys) {
-            check_bpe(c, chat_append_turn(c->tok, &c->ct, d, "system", sys->string, sys->length, 0, c->err, sizeof c->err));
-            for (size_t i = 0; a->type == JSON_ARRAY && i < a->count; i++) {
-                const JsonValue *r = json_get(&a->items[i], "from");
-                if (!r) r = json_get(&a->items[i], "role");
-                if (r && r->type == JSON_STRING && !strcmp(r->string, "system"))
-                    return bad(why, wn, "both a \"system\" field and a system message (conversations[%zu])", i);
-            }
-        } else check_bpe(c, chat_append_default_system(c->tok, &c->ct, d, starts_with_system(a), c->err, sizeof c->err));
-        if (render_messages(c, d, info, a, "conversations", 1, 1, why, wn)) return -1;
-        break;
-    case SHAPE_ALPACA: {
-        info->chat = 1;
-        if (get_string(row, "instruction", &a, why, wn) || get_string(row, "output", &b, why, wn)) return -1;
-        in = json_get(row, "input");
-        if (in && in->type != JSON_STRING && in->type != JSON_NULL)
-            return bad(why, wn, "\"input\" must be a string (or null), got %s", type_name(in));
-        if (sys) check_bpe(c, chat_append_turn(c->tok, &c->ct, d, "system", sys->string, sys->length, 0, c->err, sizeof c->err));
-        else check_bpe(c, chat_append_default_system(c->tok, &c->ct, d, 0, c->err, sizeof c->err));
-        if (render_history(c, d, info, json_get(row, "history"), why, wn)) return -1;
-        size_t il = in && in->type == JSON_STRING ? in->length : 0;
-        char *user = (char *)xmalloc(a->length + 2 + il + 1);
-        memcpy(user, a->string, a->length);
-        size_t ul = a->length;
-        if (il) { memcpy(user + ul, "\n\n", 2); memcpy(user + ul + 2, in->string, il); ul += 2 + il; }
-        user[ul] = 0;
-        check_bpe(c, chat_append_turn(c->tok, &c->ct, d, "user", user, ul, 0, c->err, sizeof c->err));
-        free(user);
-        note_reply(info, b, "output");
-        check_bpe(c, chat_append_turn(c->tok, &c->ct, d, "assistant", b->string, b->length, 1, c->err, sizeof c->err));
-        break;
-    }
-    }
-    check_bpe(c, chat_end_doc(&c->ct, d, info->chat, c->err, sizeof c->err));
-    if (train_on_prompt) for (size_t i = 1; i < d->n; i++) d->train[i] = 1;
-    d->train[0] = 0;  // the first token of a document is never a target
-    return 0;
-}
-
-// Renders one parsed row with the model's chat template (template/template_mask.h) into d
-// (which must be empty) and fills info, as render_row does with a built-in format:
-// the same shapes, each made into a list of messages (a string prompt is a user
-// message, a string completion or an Alpaca output an assistant message, an Alpaca
+// Renders one parsed row into d (which must be empty) and fills info (template/render.h,
+// either back end): plain text (a text row, a prompt/completion of strings) is one
+// document of text; every other shape becomes a list of messages (a string prompt is a
+// user message, a string completion or an Alpaca output an assistant message, an Alpaca
 // input follows its instruction after "\n\n", its history is pairs of user and
 // assistant messages; --system is a first system message where a conversation has
-// none). Plain text (a text row, a prompt/completion of strings) is bos_token, the
-// text, and eos_token (trained), as trl tokenizes it. A row whose rendering trains no
-// token, or that the template refuses (raise_exception), is bad.
-static int render_row_template(Ctx *c, const JsonValue *row, int train_on_prompt, ChatDoc *d, RowInfo *info, char *why, size_t wn) {
+// none). Returns 0, or -1 with why set when the row is bad (or the template refuses it).
+static int render_row(Ctx *c, const JsonValue *row, int train_on_prompt, ChatDoc *d, RowInfo *info, char *why, size_t wn) {
     memset(info, 0, sizeof *info);
-    const JsonValue *a, *b, *in, *sys;
+    const JsonValue *a, *b, *in, *sys = NULL;
     int shape = row_shape(row, &sys, why, wn);
     if (shape < 0) return -1;
-    const ChatTemplate *tm = &c->tm;
     const char *dsys = c->ct.default_system;
     Conv cv = {0};
     char *user = NULL;
@@ -499,14 +380,13 @@ static int render_row_template(Ctx *c, const JsonValue *row, int train_on_prompt
     size_t prompt_msgs = 0;  // prompt/completion: the prompt's messages (with a default system message)
     if (shape == SHAPE_TEXT || (shape == SHAPE_PC && (a = json_get(row, "prompt")) && (b = json_get(row, "completion")) &&
                                 a->type == JSON_STRING && b->type == JSON_STRING)) {
-        if (tm->eos_id < 0) return bad(why, wn, "plain text needs an eos_token to end it, and %s names none (or the tokenizer lacks it)", tm->origin);
         if (shape == SHAPE_TEXT && get_string(row, "text", &a, why, wn)) return -1;
-        if (tm->bos_id >= 0 && chat_append_token(d, tm->bos_id, 0)) fatal("out of memory");
-        if (shape == SHAPE_PC) check_bpe(c, chat_append_text(c->tok, d, a->string, a->length, 0, c->err, sizeof c->err));
         const JsonValue *t = shape == SHAPE_TEXT ? a : b;
         note_reply(info, t, shape == SHAPE_TEXT ? "text" : "completion");
-        check_bpe(c, chat_append_text(c->tok, d, t->string, t->length, 1, c->err, sizeof c->err));
-        if (chat_append_token(d, tm->eos_id, 1)) fatal("out of memory");
+        rc = chat_render_plain(c->tok, &c->ct, shape == SHAPE_PC ? a->string : NULL, shape == SHAPE_PC ? a->length : 0, t->string, t->length,
+                               train_on_prompt, d, c->err, sizeof c->err);
+        if (rc > 0) fatal("%s", c->err);  // out of memory (or another tokenizer failure): not the row's fault
+        if (rc) return bad(why, wn, "%s", c->err);
     } else {
         info->chat = 1;
         switch (shape) {
@@ -568,35 +448,20 @@ static int render_row_template(Ctx *c, const JsonValue *row, int train_on_prompt
         }
         }
         if (!rc) {
-            char terr[BPE_ERR_LEN];
-            int r = tmpl_render_conversation(tm, c->tok, cv.m, cv.n, d, NULL, terr, sizeof terr);
-            if (r > 0) fatal("%s", terr);  // out of memory
-            if (r) rc = bad(why, wn, "chat template: %s", terr);
-        }
-        if (!rc && shape == SHAPE_PC && !train_on_prompt) {
-            // trl's check: the prompt's own tokens (with the generation prompt) should be a prefix of the whole
-            ChatDoc p = {0};
-            char terr[BPE_ERR_LEN];
-            int r = tmpl_render_prompt(tm, c->tok, cv.m, prompt_msgs, &p, terr, sizeof terr);
-            if (r > 0) fatal("%s", terr);
-            if (r == 0 && (p.n > d->n || memcmp(p.ids, d->ids, p.n * sizeof(int32_t)))) {
-                if (c->prompt_not_prefix++ < 10)
-                    fprintf(stderr, "warning: a prompt's tokens (rendered with add_generation_prompt=True) are not a prefix of its "
-                                    "prompt+completion's tokens (as trl warns; the completion is trained as the template renders it)\n");
-            }
-            chat_doc_free(&p);
+            // prompt/completion: the template checks the prompt's own tokens against the whole (trl's check)
+            size_t check_prompt = shape == SHAPE_PC && !train_on_prompt ? prompt_msgs : 0;
+            int not_prefix;
+            rc = chat_render_conversation(c->tok, &c->ct, cv.m, cv.n, check_prompt, train_on_prompt, d, &not_prefix, c->err, sizeof c->err);
+            if (rc > 0) fatal("%s", c->err);  // out of memory (or another tokenizer failure): not the row's fault
+            if (not_prefix && c->prompt_not_prefix++ < 10)
+                fprintf(stderr, "warning: a prompt's tokens (rendered with add_generation_prompt=True) are not a prefix of its "
+                                "prompt+completion's tokens (as trl warns; the completion is trained as the template renders it)\n");
+            if (rc) rc = bad(why, wn, "%s", c->err);
         }
     }
     free(cv.m);
     free(user);
-    if (rc) return -1;
-    if (train_on_prompt) for (size_t i = 1; i < d->n; i++) d->train[i] = 1;
-    if (d->n) d->train[0] = 0;  // the first token of a document is never a target
-    size_t trained = 0;
-    for (size_t i = 0; i < d->n; i++) trained += d->train[i];
-    if (trained == 0)
-        return bad(why, wn, "the chat template's rendering trains no token (%s)", info->trained_replies ? "the replies render as nothing" : "no assistant reply");
-    return 0;
+    return rc ? -1 : 0;
 }
 
 // ---------------------------------------------------------------- reading rows
@@ -929,8 +794,7 @@ static int take_row(Ctx *c, const Opts *o, DupSet *dups, Counts *k, const Row *r
     d->n = 0;
     int rc = parse_row(row, &doc, why, sizeof why);
     if (rc == 0) {
-        rc = c->use_template ? render_row_template(c, doc.root, o->train_on_prompt, d, &info, why, sizeof why)
-                             : render_row(c, doc.root, o->train_on_prompt, d, &info, why, sizeof why);
+        rc = render_row(c, doc.root, o->train_on_prompt, d, &info, why, sizeof why);
         json_free(&doc);
     }
     int cut = 0;
@@ -1051,26 +915,13 @@ int main(int argc, char **argv) {
     parse_args(argc, argv, &o);
     Ctx c;
     if (bpe_load(&c.tok, o.tokenizer, c.err, sizeof c.err)) fatal("%s", c.err);
-    c.use_template = 0;
     c.prompt_not_prefix = 0;
-    memset(&c.tm, 0, sizeof c.tm);
-    if (o.chat_format == CHAT_AUTO) {
-        int found = tmpl_load(&c.tm, o.tokenizer, o.chat_template, c.err, sizeof c.err);
-        if (found < 0) fatal("%s", c.err);
-        c.use_template = found;
-    }
-    if (!c.use_template && (o.n_template_vars || o.date))
-        fatal("%s needs a chat template (--chat-template FILE, or a tokenizer with one)", o.date ? "--date" : "--template-var");
-    if (c.use_template) {
-        for (int i = 0; i < o.n_template_vars; i++) if (tmpl_set_var(&c.tm, o.template_vars[i], c.err, sizeof c.err)) fatal("%s", c.err);
-        if (o.date && tmpl_set_date(&c.tm, o.date, c.err, sizeof c.err)) fatal("%s", c.err);
-        if (tmpl_prepare(&c.tm, c.tok, c.err, sizeof c.err)) fatal("%s", c.err);
-        if (o.system && strlen(o.system) > DATA_SYSTEM_MAX_V2) fatal("--system: with a chat template the message must be at most %d bytes", DATA_SYSTEM_MAX_V2);
-        memset(&c.ct, 0, sizeof c.ct);
-        c.ct.format = DATA_CHAT_TEMPLATE;
-        c.ct.bos = c.ct.end = c.ct.turn_start = c.ct.role_end = c.ct.turn_end = -1;
-    } else check_bpe(&c, chat_tokens_init(c.tok, o.chat_format, &c.ct, c.err, sizeof c.err));
-    c.ct.default_system = o.system;
+    ChatSetup setup = {o.chat_format, o.tokenizer, o.chat_template, o.template_vars, o.n_template_vars, o.date, o.system};
+    int rc = chat_setup(c.tok, &setup, &c.ct, c.err, sizeof c.err);
+    if (rc == CHAT_ENOTEMPLATE) fatal("%s needs a chat template (--chat-template FILE, or a tokenizer with one)", o.date ? "--date" : "--template-var");
+    if (rc) fatal("%s", c.err);
+    const ChatTemplate *tm = c.ct.tmpl;  // the template and its record in the data file (version 2); NULL: a built-in format
+    if (tm && o.system && strlen(o.system) > DATA_SYSTEM_MAX_V2) fatal("--system: with a chat template the message must be at most %d bytes", DATA_SYSTEM_MAX_V2);
     int64_t vocab = bpe_vocab_size(c.tok);
     int token_bytes = vocab <= 65536 ? 2 : 4;
 
@@ -1083,7 +934,7 @@ int main(int argc, char **argv) {
     ChatDoc d = {0};
     if (o.show) printf("Showing the first %lld documents. Text inside [[ ]] is trained (a loss target); the rest is context only.\n"
                        "Special tokens are shown as their text (chat format %s).\n", (long long)o.show,
-                       c.ct.f ? c.ct.f->name : c.tm.origin);
+                       chat_setup_name(&c.ct));
     for (int f = 0; f < o.n_inputs; f++) {
         RowReader rd;
         Row row;
@@ -1116,12 +967,13 @@ int main(int argc, char **argv) {
     // all checks passed: write (validation first, so a failure leaves --out untouched)
     uint64_t fingerprint = bpe_fingerprint(c.tok);  // of the vocabulary with the chat tokens
     TmplBuf rec = {0};
-    if (c.use_template && tmpl_record(&c.tm, &rec)) fatal("out of memory");
+    if (tm && tmpl_record(tm, &rec)) fatal("out of memory");
+    uint64_t tmpl_hash = tm ? tm->hash : 0;
     if (o.val_out)
         data_write_with_template(o.val_out, token_bytes, vocab, fingerprint, c.ct.format, o.system, (int64_t)va.ndocs, va.offsets, va.tokens,
-                                 va.mask, c.tm.hash, rec.p, rec.n);
+                                 va.mask, tmpl_hash, rec.p, rec.n);
     data_write_with_template(o.out, token_bytes, vocab, fingerprint, c.ct.format, o.system, (int64_t)tr.ndocs, tr.offsets, tr.tokens, tr.mask,
-                             c.tm.hash, rec.p, rec.n);
+                             tmpl_hash, rec.p, rec.n);
     free(rec.p);
 
     printf("rows read: %lld (%d file%s)\n", (long long)k.rows, o.n_inputs, o.n_inputs == 1 ? "" : "s");
@@ -1132,14 +984,14 @@ int main(int argc, char **argv) {
     printf("warnings: %s %lld, %s %lld, %s %lld (documents written with each)\n", warn_names[0], (long long)k.warned[0], warn_names[1],
            (long long)k.warned[1], warn_names[2], (long long)k.warned[2]);
     printf("vocab size: %lld (%d bytes per token)\n", (long long)vocab, token_bytes);
-    if (c.use_template) {
-        printf("chat template: %s (hash %016llx; end-of-turn token%s", c.tm.origin, (unsigned long long)c.tm.hash, c.tm.neot > 1 ? "s" : "");
-        for (int i = 0; i < c.tm.neot; i++) {
+    if (tm) {
+        printf("chat template: %s (hash %016llx; end-of-turn token%s", tm->origin, (unsigned long long)tm->hash, tm->neot > 1 ? "s" : "");
+        for (int i = 0; i < tm->neot; i++) {
             size_t n = 0;
-            const char *t = bpe_token_bytes(c.tok, c.tm.eot[i], &n);
+            const char *t = bpe_token_bytes(c.tok, tm->eot[i], &n);
             printf(" %.*s", (int)n, t);
         }
-        printf("%s; strftime_now date %s); default system message: %s\n", c.tm.has_generation ? "; {% generation %} spans" : "", c.tm.date,
+        printf("%s; strftime_now date %s); default system message: %s\n", tm->has_generation ? "; {% generation %} spans" : "", tm->date,
                o.system ? "--system" : "none");
         printf("warnings (chat template): prompt not a prefix %lld (prompt/completion rows whose prompt's tokens are not a prefix of the whole)\n",
                (long long)c.prompt_not_prefix);
@@ -1155,7 +1007,7 @@ int main(int argc, char **argv) {
     free(va.offsets); free(va.tokens); free(va.mask);
     free(o.inputs);
     free(o.template_vars);
-    tmpl_free(&c.tm);
+    chat_tokens_free(&c.ct);
     bpe_free(c.tok);
     return 0;
 }

@@ -18,6 +18,7 @@
 #include "base/utf8.h"
 #include "base/util.h"
 #include "template/chat_template.h"
+#include "template/render.h"
 #include "template/jinja.h"
 #include "tokenizer/bpe.h"
 

@@ -647,28 +647,6 @@ static int tmpl_from_record(ChatTemplate *ct, const char *rec, size_t n, const c
     return rc;
 }
 
-// The tokens a generated answer ends at (into stops[0..max), returning how many):
-// the template's end-of-turn tokens, or the built-in format's turn end.
-static int chat_stop_tokens(const ChatTokens *ct, int *stops, int max) {
-    if (!ct->tmpl) { stops[0] = ct->turn_end; return 1; }
-    int n = 0;
-    for (int i = 0; i < ct->tmpl->neot && n < max; i++) stops[n++] = ct->tmpl->eot[i];
-    return n;
-}
-
-// The generation prompt of one user message (after ct's default system message, if
-// any): the template's (add_generation_prompt=True) or the built-in format's
-// (chat_render_prompt). Returns 0, or non-zero with err set (a template error, or
-// BPE_ENOMEM).
-static int chat_prompt(BpeTokenizer *tok, const ChatTokens *ct, const char *user, size_t len, ChatDoc *d, char *err, size_t errlen) {
-    if (!ct->tmpl) return chat_render_prompt(tok, ct, d, user, len, err, errlen);
-    TmplMsg m[2];
-    size_t n = 0;
-    if (ct->default_system) { m[n].role = "system"; m[n].content = ct->default_system; m[n].len = strlen(ct->default_system); m[n++].train = 0; }
-    m[n].role = "user"; m[n].content = user; m[n].len = len; m[n++].train = 0;
-    return tmpl_render_prompt(ct->tmpl, tok, m, n, d, err, errlen);
-}
-
 // Loads the chat template of a data file's record (version 2, base/datafile.h)
 // for tokenizer tok, into a malloc'ed ChatTemplate (*out). The record's hash must be
 // the header's. Returns 0, or -1 with err set.

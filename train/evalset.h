@@ -2,37 +2,16 @@
 //
 // An evaluation file is JSON Lines of {"prompt": "...", "completion": "..."}. Each
 // prompt is rendered in the training data's chat format (and with its default system
-// message) as a generation prompt (see template/chat_template.h); the model's greedy answer up to its end-of-turn token is
+// message) as a generation prompt (template/render.h); the model's greedy answer up to its end-of-turn token is
 // decoded and compared with the completion. A match is exact after removing ASCII
 // whitespace at both ends of both strings.
 #ifndef SFT_EVALSET_H
 #define SFT_EVALSET_H
 
-#include "../template/chat_template.h"
-#include "../template/template_mask.h"
+#include "../template/render.h"
 #include "../base/datafile.h"
 #include "../base/json.h"
 #include "../base/util.h"
-
-// The chat setup a data file was made with: its chat format (header field 7) with
-// the token ids in t (added where t lacks them), or its chat template (version 2: the
-// file's record, ct->tmpl, freed by chat_tokens_free), and its default system message
-// (pointing into df, which must outlive ct). Returns 0 or non-zero with err set.
-static int chat_tokens_for_data(BpeTokenizer *t, const DataFile *df, ChatTokens *ct, char *err, size_t errlen) {
-    int rc;
-    if (df->chat_format == DATA_CHAT_TEMPLATE) {
-        memset(ct, 0, sizeof *ct);
-        ct->format = DATA_CHAT_TEMPLATE;
-        ct->bos = ct->end = ct->turn_start = ct->role_end = ct->turn_end = -1;
-        rc = tmpl_for_data(df->path, df->template_record, df->template_record_len, df->template_hash, t, &ct->tmpl, err, errlen);
-    } else rc = chat_tokens_init(t, df->chat_format, ct, err, errlen);
-    if (!rc && df->default_system[0]) ct->default_system = df->default_system;
-    return rc;
-}
-
-static void chat_tokens_free(ChatTokens *ct) {
-    if (ct->tmpl) { tmpl_free(ct->tmpl); free(ct->tmpl); ct->tmpl = NULL; }
-}
 
 // The name of a data file's chat format (header field 7).
 static const char *data_format_name(int format) { return format == DATA_CHAT_TEMPLATE ? "its chat template" : chat_formats[format].name; }

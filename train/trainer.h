@@ -630,7 +630,7 @@ static void setup_run(const char *prog, TrainArgs *a, RunSetup *r) {
         if (bpe_load(&r->tok, a->tokenizer_path, err, sizeof err)) fatal("%s", err);
         int loaded = bpe_vocab_size(r->tok);
         if (chat_tokens_for_data(r->tok, &r->train, &r->chat, err, sizeof err)) fatal("%s", err);
-        if (r->chat.tmpl && tmpl_check_tokenizer(r->chat.tmpl, r->train.path, a->tokenizer_path, err, sizeof err)) fatal("%s", err);
+        if (chat_check_tokenizer(&r->chat, r->train.path, a->tokenizer_path, err, sizeof err)) fatal("%s", err);
         // the fingerprint to compare with: the training file's, else the validation file's
         const DataFile *known = !r->train.fingerprint && r->have_val && r->val.fingerprint ? &r->val : &r->train;
         check_same_vocabulary(a->tokenizer_path, "the tokenizer (with the chat tokens)", bpe_vocab_size(r->tok), bpe_fingerprint(r->tok),
