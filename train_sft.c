@@ -808,52 +808,123 @@ static void lora_backward(Model *m, int l, int param, float *dinp, const float *
     }
 }
 
-// Forward pass over B rows of T positions. The classifier runs on the positions
-// that have a target (targets != NULL; returns the summed loss) or, with
-// targets == NULL, on the positions listed in m->rows[0..m->num_rows) by the caller
-// (at most classifier_chunk_rows of them; their logits are left in acts.logits).
+// One transformer block forward (train_sft.cu's layer_forward and layer_output_forward):
+// layer l from its input (the embeddings, or the previous block's residual3) to its
+// residual3, keeping what layer_backward needs in m->acts.
 // GPT-2 block:  x2 = x + attproj(attention(qkv(LN1(x))));  x3 = x2 + fcproj(gelu(fc(LN2(x2))))
 // Llama block:  x2 = x + o_proj(attention(rope(qkv(RMS1(x)))));  x3 = x2 + down(swiglu(gate|up(RMS2(x2))))
 // with the features of model/model.h where the model has them: q/k norms before RoPE, a
 // layer's own rotary table or none, a sliding window, post norms on o_proj's and
-// down's outputs, GeGLU, the embedding scale.
-static double model_forward(Model *m, const int *inputs, const int *pos, const int *doc_start, const int *targets, int B, int T) {
+// down's outputs, GeGLU.
+static void layer_forward(Model *m, int l, const int *pos, const int *doc_start, int B, int T) {
     const ModelConfig *c = &m->cfg;
-    int L = c->L, C = c->C, NH = c->NH, KVH = c->KVH, HS = c->HS, V = c->V, BT = B * T, H = NH + KVH;
-    int QKV = qkv_width(c), A = NH * HS, FF = c->FF, FCW = fc_width(c), llama = is_llama_family(c), wl = weight_layout(c);
+    int C = c->C, NH = c->NH, KVH = c->KVH, HS = c->HS, BT = B * T, H = NH + KVH;
+    int QKV = qkv_width(c), A = NH * HS, FF = c->FF, FCW = fc_width(c), wl = weight_layout(c);
     float scale = attention_scale(c), one = norm_one(c);
     ParamTensors *p = &m->params;
     Activations *a = &m->acts;
-    encoder_forward(a->encoded, inputs, pos, p->wte, llama ? NULL : p->wpe, embedding_scale(c), BT, C);
-    for (int l = 0; l < L; l++) {
-        const float *residual = l == 0 ? a->encoded : a->residual3 + (size_t)(l - 1) * BT * C;
-        size_t o1 = (size_t)l * BT, oc = o1 * C;
-        float *qkv = a->qkv + o1 * QKV, *atty = a->atty + o1 * A, *fch = a->fch + o1 * FCW, *fch_act = a->fch_act + o1 * FF;
-        norm_forward(c, a->ln1 + oc, a->ln1_mean + o1, a->ln1_rstd + o1, residual, param_layer(c, p, P_LN1W, l), param_layer(c, p, P_LN1B, l), BT);
-        matmul_forward(qkv, a->ln1 + oc, param_layer(c, p, P_QKVW, l), param_layer(c, p, P_QKVB, l), BT, C, QKV, wl);
-        lora_forward(m, l, P_QKVW, qkv, a->ln1 + oc, BT);
-        if (c->qk_norm)
-            qk_norm_forward(qkv, a->qk_raw + o1 * H * HS, a->qk_rstd + o1 * H, param_layer(c, p, P_QNORMW, l), param_layer(c, p, P_KNORMW, l), BT,
-                            NH, KVH, HS, c->eps, one);
-        const float *cos_t, *sin_t;
-        if (layer_rope_table(c, a, l, &cos_t, &sin_t)) rope_forward(qkv, pos, cos_t, sin_t, BT, NH, KVH, HS);
-        attention_forward(atty, a->att + (size_t)l * B * NH * T * T, qkv, doc_start, B, T, NH, KVH, HS, scale, layer_window(c, l));
-        float *attn = c->post_norms ? a->attn_out + oc : a->residual2 + oc;
-        matmul_forward(attn, atty, param_layer(c, p, P_ATTPROJW, l), param_layer(c, p, P_ATTPROJB, l), BT, A, C, wl);
-        lora_forward(m, l, P_ATTPROJW, attn, atty, BT);
-        if (c->post_norms) rmsnorm_forward(a->residual2 + oc, a->attn_rstd + o1, attn, param_layer(c, p, P_POSTATTNW, l), BT, C, c->eps, one);
-        residual_forward(a->residual2 + oc, a->residual2 + oc, residual, (size_t)BT * C);
-        norm_forward(c, a->ln2 + oc, a->ln2_mean + o1, a->ln2_rstd + o1, a->residual2 + oc, param_layer(c, p, P_LN2W, l),
-                     param_layer(c, p, P_LN2B, l), BT);
-        matmul_forward(fch, a->ln2 + oc, param_layer(c, p, P_FCW, l), param_layer(c, p, P_FCB, l), BT, C, FCW, wl);
-        lora_forward(m, l, P_FCW, fch, a->ln2 + oc, BT);
-        mlp_act_forward(c, fch_act, fch, BT);
-        float *mlp = c->post_norms ? a->mlp_out + oc : a->residual3 + oc;
-        matmul_forward(mlp, fch_act, param_layer(c, p, P_FCPROJW, l), param_layer(c, p, P_FCPROJB, l), BT, FF, C, wl);
-        lora_forward(m, l, P_FCPROJW, mlp, fch_act, BT);
-        if (c->post_norms) rmsnorm_forward(a->residual3 + oc, a->mlp_rstd + o1, mlp, param_layer(c, p, P_POSTFFNW, l), BT, C, c->eps, one);
-        residual_forward(a->residual3 + oc, a->residual3 + oc, a->residual2 + oc, (size_t)BT * C);
+    const float *residual = l == 0 ? a->encoded : a->residual3 + (size_t)(l - 1) * BT * C;
+    size_t o1 = (size_t)l * BT, oc = o1 * C;
+    float *qkv = a->qkv + o1 * QKV, *atty = a->atty + o1 * A, *fch = a->fch + o1 * FCW, *fch_act = a->fch_act + o1 * FF;
+    norm_forward(c, a->ln1 + oc, a->ln1_mean + o1, a->ln1_rstd + o1, residual, param_layer(c, p, P_LN1W, l), param_layer(c, p, P_LN1B, l), BT);
+    matmul_forward(qkv, a->ln1 + oc, param_layer(c, p, P_QKVW, l), param_layer(c, p, P_QKVB, l), BT, C, QKV, wl);
+    lora_forward(m, l, P_QKVW, qkv, a->ln1 + oc, BT);
+    if (c->qk_norm)
+        qk_norm_forward(qkv, a->qk_raw + o1 * H * HS, a->qk_rstd + o1 * H, param_layer(c, p, P_QNORMW, l), param_layer(c, p, P_KNORMW, l), BT,
+                        NH, KVH, HS, c->eps, one);
+    const float *cos_t, *sin_t;
+    if (layer_rope_table(c, a, l, &cos_t, &sin_t)) rope_forward(qkv, pos, cos_t, sin_t, BT, NH, KVH, HS);
+    attention_forward(atty, a->att + (size_t)l * B * NH * T * T, qkv, doc_start, B, T, NH, KVH, HS, scale, layer_window(c, l));
+    float *attn = c->post_norms ? a->attn_out + oc : a->residual2 + oc;
+    matmul_forward(attn, atty, param_layer(c, p, P_ATTPROJW, l), param_layer(c, p, P_ATTPROJB, l), BT, A, C, wl);
+    lora_forward(m, l, P_ATTPROJW, attn, atty, BT);
+    if (c->post_norms) rmsnorm_forward(a->residual2 + oc, a->attn_rstd + o1, attn, param_layer(c, p, P_POSTATTNW, l), BT, C, c->eps, one);
+    residual_forward(a->residual2 + oc, a->residual2 + oc, residual, (size_t)BT * C);
+    norm_forward(c, a->ln2 + oc, a->ln2_mean + o1, a->ln2_rstd + o1, a->residual2 + oc, param_layer(c, p, P_LN2W, l),
+                 param_layer(c, p, P_LN2B, l), BT);
+    matmul_forward(fch, a->ln2 + oc, param_layer(c, p, P_FCW, l), param_layer(c, p, P_FCB, l), BT, C, FCW, wl);
+    lora_forward(m, l, P_FCW, fch, a->ln2 + oc, BT);
+    mlp_act_forward(c, fch_act, fch, BT);
+    float *mlp = c->post_norms ? a->mlp_out + oc : a->residual3 + oc;
+    matmul_forward(mlp, fch_act, param_layer(c, p, P_FCPROJW, l), param_layer(c, p, P_FCPROJB, l), BT, FF, C, wl);
+    lora_forward(m, l, P_FCPROJW, mlp, fch_act, BT);
+    if (c->post_norms) rmsnorm_forward(a->residual3 + oc, a->mlp_rstd + o1, mlp, param_layer(c, p, P_POSTFFNW, l), BT, C, c->eps, one);
+    residual_forward(a->residual3 + oc, a->residual3 + oc, a->residual2 + oc, (size_t)BT * C);
+}
+
+// One transformer block backward (train_sft.cu's gpu_backward loop body): with
+// a->dresidual the gradient of layer l's residual3, adds the block's parameter (or
+// adapter) gradients and leaves in a->dresidual the gradient of its input.
+static void layer_backward(Model *m, int l, const int *pos, const int *doc_start, int B, int T) {
+    const ModelConfig *c = &m->cfg;
+    int C = c->C, NH = c->NH, KVH = c->KVH, HS = c->HS, BT = B * T, H = NH + KVH;
+    int QKV = qkv_width(c), A = NH * HS, FF = c->FF, FCW = fc_width(c), wl = weight_layout(c);
+    float scale = attention_scale(c), one = norm_one(c);
+    ParamTensors *p = &m->params;
+    Activations *a = &m->acts;
+    size_t btc = (size_t)BT * C;
+    const float *residual = l == 0 ? a->encoded : a->residual3 + (size_t)(l - 1) * btc;
+    size_t o1 = (size_t)l * BT, oc = o1 * C;
+    float *qkv = a->qkv + o1 * QKV, *atty = a->atty + o1 * A, *fch = a->fch + o1 * FCW, *fch_act = a->fch_act + o1 * FF;
+    // MLP: residual3 = residual2 + [post_norm](fcproj(act(fc(norm2(residual2)))))
+    const float *dmlp = a->dresidual;
+    if (c->post_norms) {
+        memset(a->dpost, 0, btc * sizeof(float));
+        rmsnorm_backward(a->dpost, grad_layer(m, P_POSTFFNW, l), a->dresidual, a->mlp_out + oc, param_layer(c, p, P_POSTFFNW, l),
+                         a->mlp_rstd + o1, BT, C, one);
+        dmlp = a->dpost;
     }
+    memset(a->dfch_act, 0, (size_t)BT * FF * sizeof(float));
+    matmul_backward(a->dfch_act, grad_layer(m, P_FCPROJW, l), grad_layer(m, P_FCPROJB, l), dmlp, fch_act,
+                    param_layer(c, p, P_FCPROJW, l), BT, FF, C, wl);
+    lora_backward(m, l, P_FCPROJW, a->dfch_act, dmlp, fch_act, BT);
+    memset(a->dfch, 0, (size_t)BT * FCW * sizeof(float));
+    mlp_act_backward(c, a->dfch, fch, a->dfch_act, BT);
+    memset(a->dln, 0, btc * sizeof(float));
+    matmul_backward(a->dln, grad_layer(m, P_FCW, l), grad_layer(m, P_FCB, l), a->dfch, a->ln2 + oc, param_layer(c, p, P_FCW, l),
+                    BT, C, FCW, wl);
+    lora_backward(m, l, P_FCW, a->dln, a->dfch, a->ln2 + oc, BT);
+    norm_backward(c, a->dresidual, grad_layer(m, P_LN2W, l), grad_layer(m, P_LN2B, l), a->dln, a->residual2 + oc,
+                  param_layer(c, p, P_LN2W, l), a->ln2_mean + o1, a->ln2_rstd + o1, BT);
+    // attention: residual2 = residual + [post_norm](attproj(attention(rope(qk_norm(qkv(norm1(residual)))))))
+    const float *dattn = a->dresidual;
+    if (c->post_norms) {
+        memset(a->dpost, 0, btc * sizeof(float));
+        rmsnorm_backward(a->dpost, grad_layer(m, P_POSTATTNW, l), a->dresidual, a->attn_out + oc, param_layer(c, p, P_POSTATTNW, l),
+                         a->attn_rstd + o1, BT, C, one);
+        dattn = a->dpost;
+    }
+    memset(a->datty, 0, (size_t)BT * A * sizeof(float));
+    matmul_backward(a->datty, grad_layer(m, P_ATTPROJW, l), grad_layer(m, P_ATTPROJB, l), dattn, atty,
+                    param_layer(c, p, P_ATTPROJW, l), BT, A, C, wl);
+    lora_backward(m, l, P_ATTPROJW, a->datty, dattn, atty, BT);
+    memset(a->dqkv, 0, (size_t)BT * QKV * sizeof(float));
+    attention_backward(a->dqkv, a->datty, qkv, a->att + (size_t)l * B * NH * T * T, doc_start, B, T, NH, KVH, HS, scale, layer_window(c, l));
+    const float *cos_t, *sin_t;
+    if (layer_rope_table(c, a, l, &cos_t, &sin_t)) rope_backward(a->dqkv, pos, cos_t, sin_t, BT, NH, KVH, HS);
+    if (c->qk_norm)
+        qk_norm_backward(a->dqkv, grad_layer(m, P_QNORMW, l), grad_layer(m, P_KNORMW, l), a->qk_raw + o1 * H * HS, a->qk_rstd + o1 * H,
+                         param_layer(c, p, P_QNORMW, l), param_layer(c, p, P_KNORMW, l), BT, NH, KVH, HS, one);
+    memset(a->dln, 0, btc * sizeof(float));
+    matmul_backward(a->dln, grad_layer(m, P_QKVW, l), grad_layer(m, P_QKVB, l), a->dqkv, a->ln1 + oc, param_layer(c, p, P_QKVW, l),
+                    BT, C, QKV, wl);
+    lora_backward(m, l, P_QKVW, a->dln, a->dqkv, a->ln1 + oc, BT);
+    norm_backward(c, a->dresidual, grad_layer(m, P_LN1W, l), grad_layer(m, P_LN1B, l), a->dln, residual,
+                  param_layer(c, p, P_LN1W, l), a->ln1_mean + o1, a->ln1_rstd + o1, BT);
+}
+
+// Forward pass over B rows of T positions. The classifier runs on the positions
+// that have a target (targets != NULL; returns the summed loss) or, with
+// targets == NULL, on the positions listed in m->rows[0..m->num_rows) by the caller
+// (at most classifier_chunk_rows of them; their logits are left in acts.logits).
+// The embeddings, the blocks (layer_forward), the final norm, the classifier.
+static double model_forward(Model *m, const int *inputs, const int *pos, const int *doc_start, const int *targets, int B, int T) {
+    const ModelConfig *c = &m->cfg;
+    int L = c->L, C = c->C, V = c->V, BT = B * T, llama = is_llama_family(c);
+    ParamTensors *p = &m->params;
+    Activations *a = &m->acts;
+    encoder_forward(a->encoded, inputs, pos, p->wte, llama ? NULL : p->wpe, embedding_scale(c), BT, C);
+    for (int l = 0; l < L; l++) layer_forward(m, l, pos, doc_start, B, T);
     norm_forward(c, a->lnf, a->lnf_mean, a->lnf_rstd, a->residual3 + (size_t)(L - 1) * BT * C, p->lnfw, param_layer(c, p, P_LNFB, 0), BT);
     if (targets) {
         m->num_rows = 0;
@@ -875,9 +946,7 @@ static double model_forward(Model *m, const int *inputs, const int *pos, const i
 // to the gradients.
 static void model_backward(Model *m, const int *inputs, const int *pos, const int *doc_start, int B, int T) {
     const ModelConfig *c = &m->cfg;
-    int L = c->L, C = c->C, NH = c->NH, KVH = c->KVH, HS = c->HS, V = c->V, BT = B * T, H = NH + KVH;
-    int QKV = qkv_width(c), A = NH * HS, FF = c->FF, FCW = fc_width(c), llama = is_llama_family(c), wl = weight_layout(c);
-    float scale = attention_scale(c), one = norm_one(c);
+    int L = c->L, C = c->C, V = c->V, BT = B * T, llama = is_llama_family(c);
     ParamTensors *p = &m->params, *g = &m->grads;
     Activations *a = &m->acts;
     size_t btc = (size_t)BT * C;
@@ -894,56 +963,7 @@ static void model_backward(Model *m, const int *inputs, const int *pos, const in
     memset(a->dresidual, 0, btc * sizeof(float));
     norm_backward(c, a->dresidual, model_is_lora(m) ? NULL : g->lnfw, grad_layer(m, P_LNFB, 0), a->dln, a->residual3 + (size_t)(L - 1) * BT * C, p->lnfw, a->lnf_mean,
                   a->lnf_rstd, BT);
-    for (int l = L - 1; l >= 0; l--) {
-        const float *residual = l == 0 ? a->encoded : a->residual3 + (size_t)(l - 1) * btc;
-        size_t o1 = (size_t)l * BT, oc = o1 * C;
-        float *qkv = a->qkv + o1 * QKV, *atty = a->atty + o1 * A, *fch = a->fch + o1 * FCW, *fch_act = a->fch_act + o1 * FF;
-        // MLP: residual3 = residual2 + [post_norm](fcproj(act(fc(norm2(residual2)))))
-        const float *dmlp = a->dresidual;
-        if (c->post_norms) {
-            memset(a->dpost, 0, btc * sizeof(float));
-            rmsnorm_backward(a->dpost, grad_layer(m, P_POSTFFNW, l), a->dresidual, a->mlp_out + oc, param_layer(c, p, P_POSTFFNW, l),
-                             a->mlp_rstd + o1, BT, C, one);
-            dmlp = a->dpost;
-        }
-        memset(a->dfch_act, 0, (size_t)BT * FF * sizeof(float));
-        matmul_backward(a->dfch_act, grad_layer(m, P_FCPROJW, l), grad_layer(m, P_FCPROJB, l), dmlp, fch_act,
-                        param_layer(c, p, P_FCPROJW, l), BT, FF, C, wl);
-        lora_backward(m, l, P_FCPROJW, a->dfch_act, dmlp, fch_act, BT);
-        memset(a->dfch, 0, (size_t)BT * FCW * sizeof(float));
-        mlp_act_backward(c, a->dfch, fch, a->dfch_act, BT);
-        memset(a->dln, 0, btc * sizeof(float));
-        matmul_backward(a->dln, grad_layer(m, P_FCW, l), grad_layer(m, P_FCB, l), a->dfch, a->ln2 + oc, param_layer(c, p, P_FCW, l),
-                        BT, C, FCW, wl);
-        lora_backward(m, l, P_FCW, a->dln, a->dfch, a->ln2 + oc, BT);
-        norm_backward(c, a->dresidual, grad_layer(m, P_LN2W, l), grad_layer(m, P_LN2B, l), a->dln, a->residual2 + oc,
-                      param_layer(c, p, P_LN2W, l), a->ln2_mean + o1, a->ln2_rstd + o1, BT);
-        // attention: residual2 = residual + [post_norm](attproj(attention(rope(qk_norm(qkv(norm1(residual)))))))
-        const float *dattn = a->dresidual;
-        if (c->post_norms) {
-            memset(a->dpost, 0, btc * sizeof(float));
-            rmsnorm_backward(a->dpost, grad_layer(m, P_POSTATTNW, l), a->dresidual, a->attn_out + oc, param_layer(c, p, P_POSTATTNW, l),
-                             a->attn_rstd + o1, BT, C, one);
-            dattn = a->dpost;
-        }
-        memset(a->datty, 0, (size_t)BT * A * sizeof(float));
-        matmul_backward(a->datty, grad_layer(m, P_ATTPROJW, l), grad_layer(m, P_ATTPROJB, l), dattn, atty,
-                        param_layer(c, p, P_ATTPROJW, l), BT, A, C, wl);
-        lora_backward(m, l, P_ATTPROJW, a->datty, dattn, atty, BT);
-        memset(a->dqkv, 0, (size_t)BT * QKV * sizeof(float));
-        attention_backward(a->dqkv, a->datty, qkv, a->att + (size_t)l * B * NH * T * T, doc_start, B, T, NH, KVH, HS, scale, layer_window(c, l));
-        const float *cos_t, *sin_t;
-        if (layer_rope_table(c, a, l, &cos_t, &sin_t)) rope_backward(a->dqkv, pos, cos_t, sin_t, BT, NH, KVH, HS);
-        if (c->qk_norm)
-            qk_norm_backward(a->dqkv, grad_layer(m, P_QNORMW, l), grad_layer(m, P_KNORMW, l), a->qk_raw + o1 * H * HS, a->qk_rstd + o1 * H,
-                             param_layer(c, p, P_QNORMW, l), param_layer(c, p, P_KNORMW, l), BT, NH, KVH, HS, one);
-        memset(a->dln, 0, btc * sizeof(float));
-        matmul_backward(a->dln, grad_layer(m, P_QKVW, l), grad_layer(m, P_QKVB, l), a->dqkv, a->ln1 + oc, param_layer(c, p, P_QKVW, l),
-                        BT, C, QKV, wl);
-        lora_backward(m, l, P_QKVW, a->dln, a->dqkv, a->ln1 + oc, BT);
-        norm_backward(c, a->dresidual, grad_layer(m, P_LN1W, l), grad_layer(m, P_LN1B, l), a->dln, residual,
-                      param_layer(c, p, P_LN1W, l), a->ln1_mean + o1, a->ln1_rstd + o1, BT);
-    }
+    for (int l = L - 1; l >= 0; l--) layer_backward(m, l, pos, doc_start, B, T);
     if (!model_is_lora(m)) encoder_backward(g->wte, llama ? NULL : g->wpe, a->dresidual, inputs, pos, embedding_scale(c), BT, C);
 }
 
