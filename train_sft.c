@@ -2,12 +2,24 @@
 train_sft.c: supervised fine-tuning of GPT-2 and Llama-family models on the CPU, in C with OpenMP.
 
 This is the reference trainer: every other implementation is checked against it.
-The model is GPT-2 as Hugging Face's GPT2LMHeadModel computes it (pre-LayerNorm,
-causal self-attention, tanh-GELU MLP, tied output embedding, no dropout), or a
-Llama-family model as LlamaForCausalLM / Qwen2ForCausalLM compute it: the same
-blocks with RMSNorm, rotary positions on q and k, grouped-query attention, a
-SwiGLU MLP, nn.Linear [out, in] weights and a tied or untied output head (see
-model/model.h). The configuration picks the layer functions; the trainer is one.
+The families (model/model.h) are, as transformers computes them:
+  GPT-2 (GPT2LMHeadModel): pre-LayerNorm blocks, learned positions, causal
+    self-attention, a tanh-GELU MLP, Conv1D [in, out] weights with biases, the
+    output head tied to the token embedding, no dropout;
+  Llama 3.x (LlamaForCausalLM) and SmolLM2 (the same architecture): RMSNorm, rotary
+    positions on q and k, grouped-query attention, a SwiGLU MLP, nn.Linear [out, in]
+    weights without biases, a tied or untied output head;
+  Qwen2.5 (Qwen2ForCausalLM): Llama with biases on q, k and v;
+  Qwen3 (Qwen3ForCausalLM): Llama with q/k norms (each head RMS-normed before RoPE);
+  SmolLM3 (SmolLM3ForCausalLM): Llama without RoPE on every 4th layer (NoPE);
+  Gemma 3 (Gemma3ForCausalLM): Llama with q/k norms, a scaled embedding, (1 + w) norms,
+    post norms on the attention's and the MLP's outputs, GeGLU, sliding-window layers
+    with their own rotary table, and its own attention scale.
+A model description (ModelConfig) is one block layout, GPT-2's or the Llama block, plus
+these features as independent fields (qk_norm, post_norms, norm_plus_one, embed_scale,
+mlp_act, per-layer flags for sliding windows and NoPE, ...): a family is a set of them,
+so the trainer tests each feature where a layer needs it (layer_forward, layer_backward)
+and names no family. The configuration picks the layer functions; the trainer is one.
 
 Training packs whole documents into rows; a token attends only to earlier tokens
 of its own document, and only tokens whose mask byte is 1 are targets. The loss of a
