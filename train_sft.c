@@ -37,6 +37,7 @@ run reproduces an uninterrupted one bit for bit.
 #include "train/preempt.h"
 #include "train/trainer.h"
 #include "cpu/gemm.h"
+#include "cpu/lora.h"
 #include "cpu/vecmath.h"
 
 // ----------------------------------------------------------------------------
@@ -759,64 +760,55 @@ static void model_free(Model *m) {
 }
 
 // ----------------------------------------------------------------------------
-// LoRA's adapters on a fused product out[N, OC] = inp[N, in] W (matmul_forward), for
-// the adapters of layer l on tensor `param` (model/lora.h's math): each adds
-// s * dropout(inp) A^T B^T to its output columns [off, off + rows).
+// The linear layers with their LoRA adapters (cpu/lora.h): layer l's product of tensor
+// `param` (P_QKVW, P_ATTPROJW, P_FCW, P_FCPROJW), plus in forward every adapter's
+// s * dropout(inp) A^T B^T on its columns, and in backward the adapters' gradients and
+// their part of the input's gradient (train_sft.cu's linear_forward, linear_backward).
 
-// dropout(inp) of adapter a into xd while training with p > 0 (returns xd), else inp.
-static const float *lora_dropout_input(const Model *m, const LoraAdapter *a, const float *inp, float *xd, int N) {
-    float p = m->lora.lc.dropout;
-    if (!m->training || p == 0) return inp;
-    uint64_t key = lora_dropout_key(m->dropout_seed, m->dropout_step, m->dropout_micro, a->layer, a->module);
-    uint32_t threshold = lora_dropout_threshold(p);
-    float keep = 1.0f / (1.0f - p);
-    size_t n = (size_t)N * a->in;
-#pragma omp parallel for schedule(static)
-    for (size_t e = 0; e < n; e++) xd[e] = inp[e] * lora_dropout_mask(key, e, threshold, keep);
-    return xd;
+// Adapter a's dropout in this micro-batch: its probability (0 outside training) and its draw
+// (of the step, micro-batch, layer and module: the same in backward)
+static float lora_dropout_of(const Model *m, const LoraAdapter *a, uint64_t *key) {
+    if (!m->training || m->lora.lc.dropout == 0) return 0.0f;
+    *key = lora_dropout_key(m->dropout_seed, m->dropout_step, m->dropout_micro, a->layer, a->module);
+    return m->lora.lc.dropout;
 }
 
-// hs [N, R] = s * dropout(inp) A^T, kept for the backward pass;  out[:, off:off+rows] += hs B^T
-static void lora_forward(Model *m, int l, int param, float *out, const float *inp, int N) {
+// The adapters of layer l's product of `param`: their count, the first at *first
+static int lora_site(const Model *m, int l, int param, const LoraAdapter **first) {
+    return model_is_lora(m) ? lora_adapters_of(&m->lora, l, param, first) : 0;
+}
+
+// out[N, OC] = inp[N, C] W (+ bias) and its adapters; each keeps its h [N, R] in m->lora_acts
+static void linear_forward(Model *m, int l, int param, float *out, const float *inp, const float *bias, int N, int C, int OC) {
+    matmul_forward(out, inp, param_layer(&m->cfg, &m->params, param, l), bias, N, C, OC, weight_layout(&m->cfg));
     const LoraAdapter *first;
-    int count = model_is_lora(m) ? lora_adapters_of(&m->lora, l, param, &first) : 0, R = m->lora.lc.rank;
-    size_t NR = (size_t)N * R, BTR = (size_t)m->B * m->T * R;
+    int count = lora_site(m, l, param, &first), R = m->lora.lc.rank;
+    size_t BTR = (size_t)m->B * m->T * R;
     float *xd = m->lora_acts + ((size_t)m->lora.n + 1) * BTR;
     for (int j = 0; j < count; j++) {
         const LoraAdapter *a = first + j;
-        float *hs = m->lora_acts + (size_t)(a - m->lora.ad) * BTR;
-        const float *A = m->adapter + a->a, *Bm = m->adapter + a->b, *x = lora_dropout_input(m, a, inp, xd, N);
-        gemm(N, R, a->in, x, a->in, 1, A, 1, a->in, hs, R, 0);
-        scale_floats(hs, NR, m->lora.scale);
-        gemm(N, a->rows, R, hs, R, 1, Bm, 1, R, out + a->off, a->out, 1);
+        uint64_t key = 0;
+        float p = lora_dropout_of(m, a, &key);
+        lora_adapter_forward(out, m->lora_acts + (size_t)(a - m->lora.ad) * BTR, xd, inp, m->adapter + a->a, m->adapter + a->b, m->lora.scale, p, key,
+                             N, a->in, a->out, a->off, a->rows, R);
     }
 }
 
-// With dout [N, OC] the gradient of the fused output and its slice d = dout[:, off:off+rows]:
-//   dB += d^T hs,  g = s * d B (= d loss / d h),  dA += g^T dropout(inp),  dinp += mask * (g A)
-static void lora_backward(Model *m, int l, int param, float *dinp, const float *dout, const float *inp, int N) {
+// dinp += dout W^T, dW (dbias) += as matmul_backward (NULL: frozen), and the adapters' dA, dB and
+// part of dinp, from dout [N, OC] the gradient of linear_forward's output
+static void linear_backward(Model *m, int l, int param, float *dinp, float *dw, float *dbias, const float *dout, const float *inp, int N, int C,
+                            int OC) {
+    matmul_backward(dinp, dw, dbias, dout, inp, param_layer(&m->cfg, &m->params, param, l), N, C, OC, weight_layout(&m->cfg));
     const LoraAdapter *first;
-    int count = model_is_lora(m) ? lora_adapters_of(&m->lora, l, param, &first) : 0, R = m->lora.lc.rank;
-    size_t NR = (size_t)N * R, BTR = (size_t)m->B * m->T * R;
-    float *g = m->lora_acts + (size_t)m->lora.n * BTR, *xd = g + BTR;
+    int count = lora_site(m, l, param, &first), R = m->lora.lc.rank;
+    size_t BTR = (size_t)m->B * m->T * R;
+    float *dh = m->lora_acts + (size_t)m->lora.n * BTR, *xd = dh + BTR;
     for (int j = 0; j < count; j++) {
         const LoraAdapter *a = first + j;
-        const float *hs = m->lora_acts + (size_t)(a - m->lora.ad) * BTR, *A = m->adapter + a->a, *Bm = m->adapter + a->b;
-        float *dA = m->adapter_grads + a->a, *dB = m->adapter_grads + a->b;
-        const float *d = dout + a->off, *x = lora_dropout_input(m, a, inp, xd, N);
-        gemm(a->rows, R, N, d, 1, a->out, hs, R, 1, dB, R, 1);
-        gemm(N, R, a->rows, d, a->out, 1, Bm, R, 1, g, R, 0);
-        scale_floats(g, NR, m->lora.scale);
-        gemm(R, a->in, N, g, 1, R, x, a->in, 1, dA, a->in, 1);
-        if (x == inp) { gemm(N, a->in, R, g, R, 1, A, a->in, 1, dinp, a->in, 1); continue; }
-        // with dropout: xd (no longer needed) takes g A, then dinp += mask * xd
-        gemm(N, a->in, R, g, R, 1, A, a->in, 1, xd, a->in, 0);
-        uint64_t key = lora_dropout_key(m->dropout_seed, m->dropout_step, m->dropout_micro, a->layer, a->module);
-        uint32_t threshold = lora_dropout_threshold(m->lora.lc.dropout);
-        float keep = 1.0f / (1.0f - m->lora.lc.dropout);
-        size_t n = (size_t)N * a->in;
-#pragma omp parallel for schedule(static)
-        for (size_t e = 0; e < n; e++) dinp[e] += lora_dropout_mask(key, e, threshold, keep) * xd[e];
+        uint64_t key = 0;
+        float p = lora_dropout_of(m, a, &key);
+        lora_adapter_backward(dinp, m->adapter_grads + a->a, m->adapter_grads + a->b, dh, xd, dout, m->lora_acts + (size_t)(a - m->lora.ad) * BTR,
+                              inp, m->adapter + a->a, m->adapter + a->b, m->lora.scale, p, key, N, a->in, a->out, a->off, a->rows, R);
     }
 }
 
@@ -831,7 +823,7 @@ static void lora_backward(Model *m, int l, int param, float *dinp, const float *
 static void layer_forward(Model *m, int l, const int *pos, const int *doc_start, int B, int T) {
     const ModelConfig *c = &m->cfg;
     int C = c->C, NH = c->NH, KVH = c->KVH, HS = c->HS, BT = B * T, H = NH + KVH;
-    int QKV = qkv_width(c), A = NH * HS, FF = c->FF, FCW = fc_width(c), wl = weight_layout(c);
+    int QKV = qkv_width(c), A = NH * HS, FF = c->FF, FCW = fc_width(c);
     float scale = attention_scale(c), one = norm_one(c);
     ParamTensors *p = &m->params;
     Activations *a = &m->acts;
@@ -839,8 +831,7 @@ static void layer_forward(Model *m, int l, const int *pos, const int *doc_start,
     size_t o1 = (size_t)l * BT, oc = o1 * C;
     float *qkv = a->qkv + o1 * QKV, *atty = a->atty + o1 * A, *fch = a->fch + o1 * FCW, *fch_act = a->fch_act + o1 * FF;
     norm_forward(c, a->ln1 + oc, a->ln1_mean + o1, a->ln1_rstd + o1, residual, param_layer(c, p, P_LN1W, l), param_layer(c, p, P_LN1B, l), BT);
-    matmul_forward(qkv, a->ln1 + oc, param_layer(c, p, P_QKVW, l), param_layer(c, p, P_QKVB, l), BT, C, QKV, wl);
-    lora_forward(m, l, P_QKVW, qkv, a->ln1 + oc, BT);
+    linear_forward(m, l, P_QKVW, qkv, a->ln1 + oc, param_layer(c, p, P_QKVB, l), BT, C, QKV);
     if (c->qk_norm)
         qk_norm_forward(qkv, a->qk_raw + o1 * H * HS, a->qk_rstd + o1 * H, param_layer(c, p, P_QNORMW, l), param_layer(c, p, P_KNORMW, l), BT,
                         NH, KVH, HS, c->eps, one);
@@ -848,18 +839,15 @@ static void layer_forward(Model *m, int l, const int *pos, const int *doc_start,
     if (layer_rope_table(c, a, l, &cos_t, &sin_t)) rope_forward(qkv, pos, cos_t, sin_t, BT, NH, KVH, HS);
     attention_forward(atty, a->att + (size_t)l * B * NH * T * T, qkv, doc_start, B, T, NH, KVH, HS, scale, layer_window(c, l));
     float *attn = c->post_norms ? a->attn_out + oc : a->residual2 + oc;
-    matmul_forward(attn, atty, param_layer(c, p, P_ATTPROJW, l), param_layer(c, p, P_ATTPROJB, l), BT, A, C, wl);
-    lora_forward(m, l, P_ATTPROJW, attn, atty, BT);
+    linear_forward(m, l, P_ATTPROJW, attn, atty, param_layer(c, p, P_ATTPROJB, l), BT, A, C);
     if (c->post_norms) rmsnorm_forward(a->residual2 + oc, a->attn_rstd + o1, attn, param_layer(c, p, P_POSTATTNW, l), BT, C, c->eps, one);
     residual_forward(a->residual2 + oc, a->residual2 + oc, residual, (size_t)BT * C);
     norm_forward(c, a->ln2 + oc, a->ln2_mean + o1, a->ln2_rstd + o1, a->residual2 + oc, param_layer(c, p, P_LN2W, l),
                  param_layer(c, p, P_LN2B, l), BT);
-    matmul_forward(fch, a->ln2 + oc, param_layer(c, p, P_FCW, l), param_layer(c, p, P_FCB, l), BT, C, FCW, wl);
-    lora_forward(m, l, P_FCW, fch, a->ln2 + oc, BT);
+    linear_forward(m, l, P_FCW, fch, a->ln2 + oc, param_layer(c, p, P_FCB, l), BT, C, FCW);
     mlp_act_forward(c, fch_act, fch, BT);
     float *mlp = c->post_norms ? a->mlp_out + oc : a->residual3 + oc;
-    matmul_forward(mlp, fch_act, param_layer(c, p, P_FCPROJW, l), param_layer(c, p, P_FCPROJB, l), BT, FF, C, wl);
-    lora_forward(m, l, P_FCPROJW, mlp, fch_act, BT);
+    linear_forward(m, l, P_FCPROJW, mlp, fch_act, param_layer(c, p, P_FCPROJB, l), BT, FF, C);
     if (c->post_norms) rmsnorm_forward(a->residual3 + oc, a->mlp_rstd + o1, mlp, param_layer(c, p, P_POSTFFNW, l), BT, C, c->eps, one);
     residual_forward(a->residual3 + oc, a->residual3 + oc, a->residual2 + oc, (size_t)BT * C);
 }
@@ -870,7 +858,7 @@ static void layer_forward(Model *m, int l, const int *pos, const int *doc_start,
 static void layer_backward(Model *m, int l, const int *pos, const int *doc_start, int B, int T) {
     const ModelConfig *c = &m->cfg;
     int C = c->C, NH = c->NH, KVH = c->KVH, HS = c->HS, BT = B * T, H = NH + KVH;
-    int QKV = qkv_width(c), A = NH * HS, FF = c->FF, FCW = fc_width(c), wl = weight_layout(c);
+    int QKV = qkv_width(c), A = NH * HS, FF = c->FF, FCW = fc_width(c);
     float scale = attention_scale(c), one = norm_one(c);
     ParamTensors *p = &m->params;
     Activations *a = &m->acts;
@@ -887,15 +875,11 @@ static void layer_backward(Model *m, int l, const int *pos, const int *doc_start
         dmlp = a->dpost;
     }
     memset(a->dfch_act, 0, (size_t)BT * FF * sizeof(float));
-    matmul_backward(a->dfch_act, grad_layer(m, P_FCPROJW, l), grad_layer(m, P_FCPROJB, l), dmlp, fch_act,
-                    param_layer(c, p, P_FCPROJW, l), BT, FF, C, wl);
-    lora_backward(m, l, P_FCPROJW, a->dfch_act, dmlp, fch_act, BT);
+    linear_backward(m, l, P_FCPROJW, a->dfch_act, grad_layer(m, P_FCPROJW, l), grad_layer(m, P_FCPROJB, l), dmlp, fch_act, BT, FF, C);
     memset(a->dfch, 0, (size_t)BT * FCW * sizeof(float));
     mlp_act_backward(c, a->dfch, fch, a->dfch_act, BT);
     memset(a->dln, 0, btc * sizeof(float));
-    matmul_backward(a->dln, grad_layer(m, P_FCW, l), grad_layer(m, P_FCB, l), a->dfch, a->ln2 + oc, param_layer(c, p, P_FCW, l),
-                    BT, C, FCW, wl);
-    lora_backward(m, l, P_FCW, a->dln, a->dfch, a->ln2 + oc, BT);
+    linear_backward(m, l, P_FCW, a->dln, grad_layer(m, P_FCW, l), grad_layer(m, P_FCB, l), a->dfch, a->ln2 + oc, BT, C, FCW);
     norm_backward(c, a->dresidual, grad_layer(m, P_LN2W, l), grad_layer(m, P_LN2B, l), a->dln, a->residual2 + oc,
                   param_layer(c, p, P_LN2W, l), a->ln2_mean + o1, a->ln2_rstd + o1, BT);
     // attention: residual2 = residual + [post_norm](attproj(attention(rope(qk_norm(qkv(norm1(residual)))))))
@@ -907,9 +891,7 @@ static void layer_backward(Model *m, int l, const int *pos, const int *doc_start
         dattn = a->dpost;
     }
     memset(a->datty, 0, (size_t)BT * A * sizeof(float));
-    matmul_backward(a->datty, grad_layer(m, P_ATTPROJW, l), grad_layer(m, P_ATTPROJB, l), dattn, atty,
-                    param_layer(c, p, P_ATTPROJW, l), BT, A, C, wl);
-    lora_backward(m, l, P_ATTPROJW, a->datty, dattn, atty, BT);
+    linear_backward(m, l, P_ATTPROJW, a->datty, grad_layer(m, P_ATTPROJW, l), grad_layer(m, P_ATTPROJB, l), dattn, atty, BT, A, C);
     memset(a->dqkv, 0, (size_t)BT * QKV * sizeof(float));
     attention_backward(a->dqkv, a->datty, qkv, a->att + (size_t)l * B * NH * T * T, doc_start, B, T, NH, KVH, HS, scale, layer_window(c, l));
     const float *cos_t, *sin_t;
@@ -918,9 +900,7 @@ static void layer_backward(Model *m, int l, const int *pos, const int *doc_start
         qk_norm_backward(a->dqkv, grad_layer(m, P_QNORMW, l), grad_layer(m, P_KNORMW, l), a->qk_raw + o1 * H * HS, a->qk_rstd + o1 * H,
                          param_layer(c, p, P_QNORMW, l), param_layer(c, p, P_KNORMW, l), BT, NH, KVH, HS, one);
     memset(a->dln, 0, btc * sizeof(float));
-    matmul_backward(a->dln, grad_layer(m, P_QKVW, l), grad_layer(m, P_QKVB, l), a->dqkv, a->ln1 + oc, param_layer(c, p, P_QKVW, l),
-                    BT, C, QKV, wl);
-    lora_backward(m, l, P_QKVW, a->dln, a->dqkv, a->ln1 + oc, BT);
+    linear_backward(m, l, P_QKVW, a->dln, grad_layer(m, P_QKVW, l), grad_layer(m, P_QKVB, l), a->dqkv, a->ln1 + oc, BT, C, QKV);
     norm_backward(c, a->dresidual, grad_layer(m, P_LN1W, l), grad_layer(m, P_LN1B, l), a->dln, residual,
                   param_layer(c, p, P_LN1W, l), a->ln1_mean + o1, a->ln1_rstd + o1, BT);
 }
@@ -1253,31 +1233,19 @@ static void attention_decode(float *out, float *att, const float *q, const float
     }
 }
 
-// Appends `token` at position kv->len (< context) and returns the logits for the next token.
-// Each layer computes what model_forward does for one row; a sliding layer attends to
-// its window of cached positions only.
-// lora_forward on one row (no dropout: generation): out[off + o] += sum_r B[o][r] * s * (A x)[r]
+// The adapters of layer l's product of `param` on one row (cpu/lora.h's lora_forward_row)
 static void lora_matvec(const Model *m, int l, int param, float *out, const float *x) {
     const LoraAdapter *first;
-    int count = model_is_lora(m) ? lora_adapters_of(&m->lora, l, param, &first) : 0, R = m->lora.lc.rank;
-    float h[LORA_MAX_RANK];
+    int count = lora_site(m, l, param, &first);
     for (int j = 0; j < count; j++) {
         const LoraAdapter *a = first + j;
-        const float *A = m->adapter + a->a, *Bm = m->adapter + a->b;
-        for (int r = 0; r < R; r++) {
-            float d = 0.0f;
-            for (int k = 0; k < a->in; k++) d += A[(size_t)r * a->in + k] * x[k];
-            h[r] = m->lora.scale * d;
-        }
-#pragma omp parallel for schedule(static)
-        for (int o = 0; o < a->rows; o++) {
-            float d = 0.0f;
-            for (int r = 0; r < R; r++) d += Bm[(size_t)o * R + r] * h[r];
-            out[a->off + o] += d;
-        }
+        lora_forward_row(out, x, m->adapter + a->a, m->adapter + a->b, m->lora.scale, a->in, a->off, a->rows, m->lora.lc.rank);
     }
 }
 
+// Appends `token` at position kv->len (< context) and returns the logits for the next token.
+// Each layer computes what model_forward does for one row; a sliding layer attends to
+// its window of cached positions only.
 static const float *model_decode_step(const Model *m, KVCache *kv, int token) {
     const ModelConfig *c = &m->cfg;
     const ParamTensors *p = &m->params;
