@@ -26,7 +26,7 @@ export ASAN_OPTIONS ?= exitcode=99
 export UBSAN_OPTIONS ?= exitcode=99:print_stacktrace=1
 endif
 
-COMMON_H = $(wildcard base/*.h tokenizer/*.h template/*.h template/jinja/*.h model/*.h train/*.h data/*.h)
+COMMON_H = $(wildcard base/*.h tokenizer/*.h template/*.h template/jinja/*.h model/*.h cpu/*.h train/*.h data/*.h)
 
 # ---- CUDA toolkit: nvcc, the CUDA headers and cuBLAS, from the first found of ----
 #   CUDA=DIR   a toolkit root holding bin/nvcc, include/ and lib/ (or lib64/): /usr/local/cuda,

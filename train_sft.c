@@ -2,12 +2,24 @@
 train_sft.c: supervised fine-tuning of GPT-2 and Llama-family models on the CPU, in C with OpenMP.
 
 This is the reference trainer: every other implementation is checked against it.
-The model is GPT-2 as Hugging Face's GPT2LMHeadModel computes it (pre-LayerNorm,
-causal self-attention, tanh-GELU MLP, tied output embedding, no dropout), or a
-Llama-family model as LlamaForCausalLM / Qwen2ForCausalLM compute it: the same
-blocks with RMSNorm, rotary positions on q and k, grouped-query attention, a
-SwiGLU MLP, nn.Linear [out, in] weights and a tied or untied output head (see
-model/model.h). The configuration picks the layer functions; the trainer is one.
+The families (model/model.h) are, as transformers computes them:
+  GPT-2 (GPT2LMHeadModel): pre-LayerNorm blocks, learned positions, causal
+    self-attention, a tanh-GELU MLP, Conv1D [in, out] weights with biases, the
+    output head tied to the token embedding, no dropout;
+  Llama 3.x (LlamaForCausalLM) and SmolLM2 (the same architecture): RMSNorm, rotary
+    positions on q and k, grouped-query attention, a SwiGLU MLP, nn.Linear [out, in]
+    weights without biases, a tied or untied output head;
+  Qwen2.5 (Qwen2ForCausalLM): Llama with biases on q, k and v;
+  Qwen3 (Qwen3ForCausalLM): Llama with q/k norms (each head RMS-normed before RoPE);
+  SmolLM3 (SmolLM3ForCausalLM): Llama without RoPE on every 4th layer (NoPE);
+  Gemma 3 (Gemma3ForCausalLM): Llama with q/k norms, a scaled embedding, (1 + w) norms,
+    post norms on the attention's and the MLP's outputs, GeGLU, sliding-window layers
+    with their own rotary table, and its own attention scale.
+A model description (ModelConfig) is one block layout, GPT-2's or the Llama block, plus
+these features as independent fields (qk_norm, post_norms, norm_plus_one, embed_scale,
+mlp_act, per-layer flags for sliding windows and NoPE, ...): a family is a set of them,
+so the trainer tests each feature where a layer needs it (layer_forward, layer_backward)
+and names no family. The configuration picks the layer functions; the trainer is one.
 
 Training packs whole documents into rows; a token attends only to earlier tokens
 of its own document, and only tokens whose mask byte is 1 are targets. The loss of a
@@ -24,179 +36,9 @@ run reproduces an uninterrupted one bit for bit.
 #include "train/generate.h"
 #include "train/preempt.h"
 #include "train/trainer.h"
-
-// ----------------------------------------------------------------------------
-// Matrix multiply: C[M,N] (+)= A[M,K] * B[K,N] with A and B given by strides, so
-// one routine serves x*W, dout*W^T and x^T*dout. Blocked like BLIS: a block of A
-// (up to MB x KC) is packed once into MR-row panels shared by all threads; each
-// thread packs a KC x NC panel of B and runs a register-blocked micro-kernel over
-// MR x NR tiles with vector FMAs. Every output element sums over K in the same
-// fixed order whatever the thread count (deterministic), and with the same
-// arithmetic whatever the vector width: a chain of fused multiply-adds (one
-// rounding each) over each KC block, then one add of the block's sum into C. The
-// FMAs are intrinsics, so they do not depend on the compiler's choice to contract
-// a*b+c (the Makefile builds with -ffp-contract=off, so the rest of the trainer
-// rounds every product too, the same on every machine): an AVX-512 build and an
-// AVX2 build train bit for bit alike.
-
-#if defined(__AVX512F__)
-#include <immintrin.h>
-#define GEMM_VEC 16
-#define vfma(a, b, c) _mm512_fmadd_ps(a, b, c)   // a*b + c, rounded once
-#define vsplat(x) _mm512_set1_ps(x)
-#elif defined(__FMA__)
-#include <immintrin.h>
-#define GEMM_VEC 8
-#define vfma(a, b, c) _mm256_fmadd_ps(a, b, c)
-#define vsplat(x) _mm256_set1_ps(x)
-#else  // no FMA unit: two roundings, so results differ from the builds above
-#define GEMM_VEC 8
-#define vfma(a, b, c) ((a) * (b) + (c))
-#define vsplat(x) ((x) - (vfloat){0})   // exact, -0 included
-#endif
-#define GEMM_MR 6
-#define GEMM_NR (2 * GEMM_VEC)
-#define GEMM_KC 256
-#define GEMM_MB 1200   // rows of A packed at once (a multiple of MR)
-#define GEMM_NC 256
-typedef float vfloat __attribute__((vector_size(GEMM_VEC * sizeof(float))));
-
-// Packs A[ic:ic+mc, pc:pc+kc] as MR-row panels: panel[p*MR + r], zero-padded.
-// Row-contiguous A reads each row once; column-contiguous A (x^T) is read by columns.
-static void gemm_pack_a(float *dst, const float *A, long a_rs, long a_cs, int ic, int mc, int pc, int kc, int M) {
-    for (int ir = 0; ir < mc; ir += GEMM_MR, dst += GEMM_MR * kc) {
-        if (a_rs == 1 && ir + GEMM_MR <= mc && ic + ir + GEMM_MR <= M) {  // columns contiguous: copy MR at a time
-            for (int p = 0; p < kc; p++) memcpy(dst + p * GEMM_MR, A + ic + ir + (long)(pc + p) * a_cs, GEMM_MR * sizeof(float));
-            continue;
-        }
-        for (int r = 0; r < GEMM_MR; r++) {
-            int i = ic + ir + r;
-            if (ir + r >= mc || i >= M) { for (int p = 0; p < kc; p++) dst[p * GEMM_MR + r] = 0.0f; continue; }
-            const float *src = A + (long)i * a_rs + (long)pc * a_cs;
-            for (int p = 0; p < kc; p++) dst[p * GEMM_MR + r] = src[(long)p * a_cs];
-        }
-    }
-}
-
-// Packs B[pc:pc+kc, jc:jc+nc] as NR-column panels: panel[p*NR + j], zero-padded.
-static void gemm_pack_b(float *dst, const float *B, long b_rs, long b_cs, int pc, int kc, int jc, int nc, int N) {
-    for (int jr = 0; jr < nc; jr += GEMM_NR, dst += GEMM_NR * kc) {
-        int w = nc - jr < GEMM_NR ? nc - jr : GEMM_NR;
-        if (jc + jr + w > N) w = N - jc - jr;
-        if (b_cs == 1) {  // rows of B are contiguous
-            for (int p = 0; p < kc; p++) {
-                const float *src = B + (long)(pc + p) * b_rs + jc + jr;
-                float *d = dst + p * GEMM_NR;
-                for (int j = 0; j < w; j++) d[j] = src[j];
-                for (int j = w; j < GEMM_NR; j++) d[j] = 0.0f;
-            }
-        } else {          // columns of B are contiguous (or neither)
-            for (int j = 0; j < GEMM_NR; j++) {
-                if (j >= w) { for (int p = 0; p < kc; p++) dst[p * GEMM_NR + j] = 0.0f; continue; }
-                const float *src = B + (long)pc * b_rs + (long)(jc + jr + j) * b_cs;
-                for (int p = 0; p < kc; p++) dst[p * GEMM_NR + j] = src[(long)p * b_rs];
-            }
-        }
-    }
-}
-
-// C tile (mr x nr, mr <= MR, nr <= NR) (+)= a panel * b panel over kc.
-static void gemm_micro(int kc, const float *restrict a, const float *restrict b, float *C, long ldc, int mr, int nr, int accumulate) {
-    vfloat acc[GEMM_MR][2];
-    for (int r = 0; r < GEMM_MR; r++) { acc[r][0] = (vfloat){0}; acc[r][1] = (vfloat){0}; }
-    for (int p = 0; p < kc; p++) {
-        vfloat b0, b1;
-        memcpy(&b0, b + p * GEMM_NR, sizeof b0);
-        memcpy(&b1, b + p * GEMM_NR + GEMM_VEC, sizeof b1);
-        const float *ap = a + p * GEMM_MR;
-        for (int r = 0; r < GEMM_MR; r++) {
-            vfloat ar = vsplat(ap[r]);
-            acc[r][0] = vfma(ar, b0, acc[r][0]);
-            acc[r][1] = vfma(ar, b1, acc[r][1]);
-        }
-    }
-    for (int r = 0; r < mr; r++) {
-        float *c = C + (long)r * ldc;
-        if (nr == GEMM_NR) {
-            vfloat c0 = {0}, c1 = {0};
-            if (accumulate) { memcpy(&c0, c, sizeof c0); memcpy(&c1, c + GEMM_VEC, sizeof c1); }
-            c0 += acc[r][0]; c1 += acc[r][1];
-            memcpy(c, &c0, sizeof c0); memcpy(c + GEMM_VEC, &c1, sizeof c1);
-        } else {
-            float tmp[GEMM_NR];
-            memcpy(tmp, &acc[r][0], sizeof acc[r][0]);
-            memcpy(tmp + GEMM_VEC, &acc[r][1], sizeof acc[r][1]);
-            for (int j = 0; j < nr; j++) c[j] = (accumulate ? c[j] : 0.0f) + tmp[j];
-        }
-    }
-}
-
-// Packing buffers, allocated once (allocating per call would map fresh pages on
-// every product): a block of A shared by all threads, a panel of B per thread.
-static float *gemm_a_buf;
-static _Thread_local float *gemm_b_buf;
-
-static void gemm(int M, int N, int K, const float *A, long a_rs, long a_cs, const float *B, long b_rs, long b_cs,
-                 float *C, long ldc, int accumulate) {
-    if (M <= 0 || N <= 0) return;
-    if (K <= 0) { if (!accumulate) for (int i = 0; i < M; i++) memset(C + (long)i * ldc, 0, (size_t)N * sizeof(float)); return; }
-    if (!gemm_a_buf && !(gemm_a_buf = (float *)aligned_alloc(64, sizeof(float) * GEMM_MB * GEMM_KC))) fatal("out of memory in gemm");
-    // column tiles narrow enough that every thread gets several
-    int threads = omp_get_max_threads(), nc = (N + 4 * threads - 1) / (4 * threads);
-    nc = (nc + GEMM_NR - 1) / GEMM_NR * GEMM_NR;
-    if (nc > GEMM_NC) nc = GEMM_NC;
-    int ntiles = (N + nc - 1) / nc;
-    int parallel = (double)M * N * K > 2e5;
-    for (int ic = 0; ic < M; ic += GEMM_MB) {
-        int mb = M - ic < GEMM_MB ? M - ic : GEMM_MB;
-        for (int pc = 0; pc < K; pc += GEMM_KC) {
-            int kc = K - pc < GEMM_KC ? K - pc : GEMM_KC, acc = accumulate || pc > 0;
-            int panels = (mb + GEMM_MR - 1) / GEMM_MR;
-#pragma omp parallel for schedule(static) if (parallel)
-            for (int q = 0; q < panels; q++) {
-                int ir = q * GEMM_MR;
-                gemm_pack_a(gemm_a_buf + (long)ir * kc, A, a_rs, a_cs, ic + ir, mb - ir < GEMM_MR ? mb - ir : GEMM_MR, pc, kc, M);
-            }
-#pragma omp parallel for schedule(dynamic, 1) if (parallel)
-            for (int t = 0; t < ntiles; t++) {
-                if (!gemm_b_buf && !(gemm_b_buf = (float *)aligned_alloc(64, sizeof(float) * GEMM_KC * GEMM_NC))) fatal("out of memory in gemm");
-                int jc = t * nc, ncur = N - jc < nc ? N - jc : nc;
-                gemm_pack_b(gemm_b_buf, B, b_rs, b_cs, pc, kc, jc, ncur, N);
-                for (int jr = 0; jr < ncur; jr += GEMM_NR) {
-                    int nr = ncur - jr < GEMM_NR ? ncur - jr : GEMM_NR;
-                    for (int ir = 0; ir < mb; ir += GEMM_MR) {
-                        int mr = mb - ir < GEMM_MR ? mb - ir : GEMM_MR;
-                        gemm_micro(kc, gemm_a_buf + (long)ir * kc, gemm_b_buf + (long)jr * kc, C + (long)(ic + ir) * ldc + jc + jr, ldc, mr, nr, acc);
-                    }
-                }
-            }
-        }
-    }
-}
-
-// ----------------------------------------------------------------------------
-// exp(x) in plain float arithmetic, which the compiler vectorizes (libm's expf is one
-// call per element, and the MLP activations were a quarter of a small model's step):
-// x = n ln2 + r with n = round(x / ln2) and |r| <= ln2/2 (ln2 split in two, Cody-Waite,
-// so n * ln2_hi is exact), exp(r) by its Taylor series to r^7 (truncation under 1e-8
-// relative), times 2^n written into the exponent bits. Within 1.2 ulp of exp over
-// [-87, 88], checked by test_sft. x is clamped to that range: exp(-87) ~ 1.6e-38 stands
-// in for smaller values, which here only ever enter a sum with a term of at least 1
-// (1 + exp(x), or a softmax's sum, whose largest term is exp(0)). NaN stays NaN.
-static inline float exp_vec(float x) {
-    x = x < -87.0f ? -87.0f : x;
-    x = x > 88.0f ? 88.0f : x;
-    float shifted = x * 1.44269504f + 12582912.0f;   // + 1.5 * 2^23 rounds x / ln2 to an integer n,
-    float n = shifted - 12582912.0f;                  // which sits in shifted's low mantissa bits
-    float r = (x - n * 0.693359375f) - n * -2.12194440e-4f;
-    float p = 1.0f + r * (1.0f + r * (1.0f / 2 + r * (1.0f / 6 + r * (1.0f / 24 + r * (1.0f / 120 + r * (1.0f / 720 + r * (1.0f / 5040)))))));
-    uint32_t bits;  // (n + 127) << 23 from those bits, in unsigned arithmetic (a NaN's bits too: no undefined conversion)
-    memcpy(&bits, &shifted, sizeof bits);
-    bits = (bits - 0x4B400000u + 127u) << 23;         // 0x4B400000: the bits of 1.5 * 2^23
-    float two_n;
-    memcpy(&two_n, &bits, sizeof two_n);
-    return p * two_n;
-}
+#include "cpu/gemm.h"
+#include "cpu/lora.h"
+#include "cpu/vecmath.h"
 
 // ----------------------------------------------------------------------------
 // Layers. Shapes: BT rows (B rows of T positions), C channels, OC output channels.
@@ -560,15 +402,6 @@ static void rope_table(float *cos_t, float *sin_t, const float *inv_freq, int np
 
 // GELU, tanh approximation ("gelu_new"): 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
 #define GELU_SCALE 0.7978845608028654f
-
-// tanh(u) = 1 - 2 / (exp(2u) + 1): one exp instead of libm's slower tanhf, with u
-// clamped to +-15 where tanh is +-1 in float (NaN passes the clamps, as in exp_vec).
-// The absolute error stays near float rounding, which is all GELU's 1 + tanh needs.
-static inline float tanh_via_exp(float u) {
-    u = u > 15.0f ? 15.0f : u;
-    u = u < -15.0f ? -15.0f : u;
-    return 1.0f - 2.0f / (exp_vec(2.0f * u) + 1.0f);
-}
 static void gelu_forward(float *out, const float *inp, size_t N) {
 #pragma omp parallel for schedule(static)
     for (size_t i = 0; i < N; i++) {
@@ -927,113 +760,163 @@ static void model_free(Model *m) {
 }
 
 // ----------------------------------------------------------------------------
-// LoRA's adapters on a fused product out[N, OC] = inp[N, in] W (matmul_forward), for
-// the adapters of layer l on tensor `param` (model/lora.h's math): each adds
-// s * dropout(inp) A^T B^T to its output columns [off, off + rows).
+// The linear layers with their LoRA adapters (cpu/lora.h): layer l's product of tensor
+// `param` (P_QKVW, P_ATTPROJW, P_FCW, P_FCPROJW), plus in forward every adapter's
+// s * dropout(inp) A^T B^T on its columns, and in backward the adapters' gradients and
+// their part of the input's gradient (train_sft.cu's linear_forward, linear_backward).
 
-// dropout(inp) of adapter a into xd while training with p > 0 (returns xd), else inp.
-static const float *lora_dropout_input(const Model *m, const LoraAdapter *a, const float *inp, float *xd, int N) {
-    float p = m->lora.lc.dropout;
-    if (!m->training || p == 0) return inp;
-    uint64_t key = lora_dropout_key(m->dropout_seed, m->dropout_step, m->dropout_micro, a->layer, a->module);
-    uint32_t threshold = lora_dropout_threshold(p);
-    float keep = 1.0f / (1.0f - p);
-    size_t n = (size_t)N * a->in;
-#pragma omp parallel for schedule(static)
-    for (size_t e = 0; e < n; e++) xd[e] = inp[e] * lora_dropout_mask(key, e, threshold, keep);
-    return xd;
+// Adapter a's dropout in this micro-batch: its probability (0 outside training) and its draw
+// (of the step, micro-batch, layer and module: the same in backward)
+static float lora_dropout_of(const Model *m, const LoraAdapter *a, uint64_t *key) {
+    if (!m->training || m->lora.lc.dropout == 0) return 0.0f;
+    *key = lora_dropout_key(m->dropout_seed, m->dropout_step, m->dropout_micro, a->layer, a->module);
+    return m->lora.lc.dropout;
 }
 
-// hs [N, R] = s * dropout(inp) A^T, kept for the backward pass;  out[:, off:off+rows] += hs B^T
-static void lora_forward(Model *m, int l, int param, float *out, const float *inp, int N) {
+// The adapters of layer l's product of `param`: their count, the first at *first
+static int lora_site(const Model *m, int l, int param, const LoraAdapter **first) {
+    return model_is_lora(m) ? lora_adapters_of(&m->lora, l, param, first) : 0;
+}
+
+// out[N, OC] = inp[N, C] W (+ bias) and its adapters; each keeps its h [N, R] in m->lora_acts
+static void linear_forward(Model *m, int l, int param, float *out, const float *inp, const float *bias, int N, int C, int OC) {
+    matmul_forward(out, inp, param_layer(&m->cfg, &m->params, param, l), bias, N, C, OC, weight_layout(&m->cfg));
     const LoraAdapter *first;
-    int count = model_is_lora(m) ? lora_adapters_of(&m->lora, l, param, &first) : 0, R = m->lora.lc.rank;
-    size_t NR = (size_t)N * R, BTR = (size_t)m->B * m->T * R;
+    int count = lora_site(m, l, param, &first), R = m->lora.lc.rank;
+    size_t BTR = (size_t)m->B * m->T * R;
     float *xd = m->lora_acts + ((size_t)m->lora.n + 1) * BTR;
     for (int j = 0; j < count; j++) {
         const LoraAdapter *a = first + j;
-        float *hs = m->lora_acts + (size_t)(a - m->lora.ad) * BTR;
-        const float *A = m->adapter + a->a, *Bm = m->adapter + a->b, *x = lora_dropout_input(m, a, inp, xd, N);
-        gemm(N, R, a->in, x, a->in, 1, A, 1, a->in, hs, R, 0);
-        scale_floats(hs, NR, m->lora.scale);
-        gemm(N, a->rows, R, hs, R, 1, Bm, 1, R, out + a->off, a->out, 1);
+        uint64_t key = 0;
+        float p = lora_dropout_of(m, a, &key);
+        lora_adapter_forward(out, m->lora_acts + (size_t)(a - m->lora.ad) * BTR, xd, inp, m->adapter + a->a, m->adapter + a->b, m->lora.scale, p, key,
+                             N, a->in, a->out, a->off, a->rows, R);
     }
 }
 
-// With dout [N, OC] the gradient of the fused output and its slice d = dout[:, off:off+rows]:
-//   dB += d^T hs,  g = s * d B (= d loss / d h),  dA += g^T dropout(inp),  dinp += mask * (g A)
-static void lora_backward(Model *m, int l, int param, float *dinp, const float *dout, const float *inp, int N) {
+// dinp += dout W^T, dW (dbias) += as matmul_backward (NULL: frozen), and the adapters' dA, dB and
+// part of dinp, from dout [N, OC] the gradient of linear_forward's output
+static void linear_backward(Model *m, int l, int param, float *dinp, float *dw, float *dbias, const float *dout, const float *inp, int N, int C,
+                            int OC) {
+    matmul_backward(dinp, dw, dbias, dout, inp, param_layer(&m->cfg, &m->params, param, l), N, C, OC, weight_layout(&m->cfg));
     const LoraAdapter *first;
-    int count = model_is_lora(m) ? lora_adapters_of(&m->lora, l, param, &first) : 0, R = m->lora.lc.rank;
-    size_t NR = (size_t)N * R, BTR = (size_t)m->B * m->T * R;
-    float *g = m->lora_acts + (size_t)m->lora.n * BTR, *xd = g + BTR;
+    int count = lora_site(m, l, param, &first), R = m->lora.lc.rank;
+    size_t BTR = (size_t)m->B * m->T * R;
+    float *dh = m->lora_acts + (size_t)m->lora.n * BTR, *xd = dh + BTR;
     for (int j = 0; j < count; j++) {
         const LoraAdapter *a = first + j;
-        const float *hs = m->lora_acts + (size_t)(a - m->lora.ad) * BTR, *A = m->adapter + a->a, *Bm = m->adapter + a->b;
-        float *dA = m->adapter_grads + a->a, *dB = m->adapter_grads + a->b;
-        const float *d = dout + a->off, *x = lora_dropout_input(m, a, inp, xd, N);
-        gemm(a->rows, R, N, d, 1, a->out, hs, R, 1, dB, R, 1);
-        gemm(N, R, a->rows, d, a->out, 1, Bm, R, 1, g, R, 0);
-        scale_floats(g, NR, m->lora.scale);
-        gemm(R, a->in, N, g, 1, R, x, a->in, 1, dA, a->in, 1);
-        if (x == inp) { gemm(N, a->in, R, g, R, 1, A, a->in, 1, dinp, a->in, 1); continue; }
-        // with dropout: xd (no longer needed) takes g A, then dinp += mask * xd
-        gemm(N, a->in, R, g, R, 1, A, a->in, 1, xd, a->in, 0);
-        uint64_t key = lora_dropout_key(m->dropout_seed, m->dropout_step, m->dropout_micro, a->layer, a->module);
-        uint32_t threshold = lora_dropout_threshold(m->lora.lc.dropout);
-        float keep = 1.0f / (1.0f - m->lora.lc.dropout);
-        size_t n = (size_t)N * a->in;
-#pragma omp parallel for schedule(static)
-        for (size_t e = 0; e < n; e++) dinp[e] += lora_dropout_mask(key, e, threshold, keep) * xd[e];
+        uint64_t key = 0;
+        float p = lora_dropout_of(m, a, &key);
+        lora_adapter_backward(dinp, m->adapter_grads + a->a, m->adapter_grads + a->b, dh, xd, dout, m->lora_acts + (size_t)(a - m->lora.ad) * BTR,
+                              inp, m->adapter + a->a, m->adapter + a->b, m->lora.scale, p, key, N, a->in, a->out, a->off, a->rows, R);
     }
+}
+
+// One transformer block forward (train_sft.cu's layer_forward and layer_output_forward):
+// layer l from its input (the embeddings, or the previous block's residual3) to its
+// residual3, keeping what layer_backward needs in m->acts.
+// GPT-2 block:  x2 = x + attproj(attention(qkv(LN1(x))));  x3 = x2 + fcproj(gelu(fc(LN2(x2))))
+// Llama block:  x2 = x + o_proj(attention(rope(qkv(RMS1(x)))));  x3 = x2 + down(swiglu(gate|up(RMS2(x2))))
+// with the features of model/model.h where the model has them: q/k norms before RoPE, a
+// layer's own rotary table or none, a sliding window, post norms on o_proj's and
+// down's outputs, GeGLU.
+static void layer_forward(Model *m, int l, const int *pos, const int *doc_start, int B, int T) {
+    const ModelConfig *c = &m->cfg;
+    int C = c->C, NH = c->NH, KVH = c->KVH, HS = c->HS, BT = B * T, H = NH + KVH;
+    int QKV = qkv_width(c), A = NH * HS, FF = c->FF, FCW = fc_width(c);
+    float scale = attention_scale(c), one = norm_one(c);
+    ParamTensors *p = &m->params;
+    Activations *a = &m->acts;
+    const float *residual = l == 0 ? a->encoded : a->residual3 + (size_t)(l - 1) * BT * C;
+    size_t o1 = (size_t)l * BT, oc = o1 * C;
+    float *qkv = a->qkv + o1 * QKV, *atty = a->atty + o1 * A, *fch = a->fch + o1 * FCW, *fch_act = a->fch_act + o1 * FF;
+    norm_forward(c, a->ln1 + oc, a->ln1_mean + o1, a->ln1_rstd + o1, residual, param_layer(c, p, P_LN1W, l), param_layer(c, p, P_LN1B, l), BT);
+    linear_forward(m, l, P_QKVW, qkv, a->ln1 + oc, param_layer(c, p, P_QKVB, l), BT, C, QKV);
+    if (c->qk_norm)
+        qk_norm_forward(qkv, a->qk_raw + o1 * H * HS, a->qk_rstd + o1 * H, param_layer(c, p, P_QNORMW, l), param_layer(c, p, P_KNORMW, l), BT,
+                        NH, KVH, HS, c->eps, one);
+    const float *cos_t, *sin_t;
+    if (layer_rope_table(c, a, l, &cos_t, &sin_t)) rope_forward(qkv, pos, cos_t, sin_t, BT, NH, KVH, HS);
+    attention_forward(atty, a->att + (size_t)l * B * NH * T * T, qkv, doc_start, B, T, NH, KVH, HS, scale, layer_window(c, l));
+    float *attn = c->post_norms ? a->attn_out + oc : a->residual2 + oc;
+    linear_forward(m, l, P_ATTPROJW, attn, atty, param_layer(c, p, P_ATTPROJB, l), BT, A, C);
+    if (c->post_norms) rmsnorm_forward(a->residual2 + oc, a->attn_rstd + o1, attn, param_layer(c, p, P_POSTATTNW, l), BT, C, c->eps, one);
+    residual_forward(a->residual2 + oc, a->residual2 + oc, residual, (size_t)BT * C);
+    norm_forward(c, a->ln2 + oc, a->ln2_mean + o1, a->ln2_rstd + o1, a->residual2 + oc, param_layer(c, p, P_LN2W, l),
+                 param_layer(c, p, P_LN2B, l), BT);
+    linear_forward(m, l, P_FCW, fch, a->ln2 + oc, param_layer(c, p, P_FCB, l), BT, C, FCW);
+    mlp_act_forward(c, fch_act, fch, BT);
+    float *mlp = c->post_norms ? a->mlp_out + oc : a->residual3 + oc;
+    linear_forward(m, l, P_FCPROJW, mlp, fch_act, param_layer(c, p, P_FCPROJB, l), BT, FF, C);
+    if (c->post_norms) rmsnorm_forward(a->residual3 + oc, a->mlp_rstd + o1, mlp, param_layer(c, p, P_POSTFFNW, l), BT, C, c->eps, one);
+    residual_forward(a->residual3 + oc, a->residual3 + oc, a->residual2 + oc, (size_t)BT * C);
+}
+
+// One transformer block backward (train_sft.cu's gpu_backward loop body): with
+// a->dresidual the gradient of layer l's residual3, adds the block's parameter (or
+// adapter) gradients and leaves in a->dresidual the gradient of its input.
+static void layer_backward(Model *m, int l, const int *pos, const int *doc_start, int B, int T) {
+    const ModelConfig *c = &m->cfg;
+    int C = c->C, NH = c->NH, KVH = c->KVH, HS = c->HS, BT = B * T, H = NH + KVH;
+    int QKV = qkv_width(c), A = NH * HS, FF = c->FF, FCW = fc_width(c);
+    float scale = attention_scale(c), one = norm_one(c);
+    ParamTensors *p = &m->params;
+    Activations *a = &m->acts;
+    size_t btc = (size_t)BT * C;
+    const float *residual = l == 0 ? a->encoded : a->residual3 + (size_t)(l - 1) * btc;
+    size_t o1 = (size_t)l * BT, oc = o1 * C;
+    float *qkv = a->qkv + o1 * QKV, *atty = a->atty + o1 * A, *fch = a->fch + o1 * FCW, *fch_act = a->fch_act + o1 * FF;
+    // MLP: residual3 = residual2 + [post_norm](fcproj(act(fc(norm2(residual2)))))
+    const float *dmlp = a->dresidual;
+    if (c->post_norms) {
+        memset(a->dpost, 0, btc * sizeof(float));
+        rmsnorm_backward(a->dpost, grad_layer(m, P_POSTFFNW, l), a->dresidual, a->mlp_out + oc, param_layer(c, p, P_POSTFFNW, l),
+                         a->mlp_rstd + o1, BT, C, one);
+        dmlp = a->dpost;
+    }
+    memset(a->dfch_act, 0, (size_t)BT * FF * sizeof(float));
+    linear_backward(m, l, P_FCPROJW, a->dfch_act, grad_layer(m, P_FCPROJW, l), grad_layer(m, P_FCPROJB, l), dmlp, fch_act, BT, FF, C);
+    memset(a->dfch, 0, (size_t)BT * FCW * sizeof(float));
+    mlp_act_backward(c, a->dfch, fch, a->dfch_act, BT);
+    memset(a->dln, 0, btc * sizeof(float));
+    linear_backward(m, l, P_FCW, a->dln, grad_layer(m, P_FCW, l), grad_layer(m, P_FCB, l), a->dfch, a->ln2 + oc, BT, C, FCW);
+    norm_backward(c, a->dresidual, grad_layer(m, P_LN2W, l), grad_layer(m, P_LN2B, l), a->dln, a->residual2 + oc,
+                  param_layer(c, p, P_LN2W, l), a->ln2_mean + o1, a->ln2_rstd + o1, BT);
+    // attention: residual2 = residual + [post_norm](attproj(attention(rope(qk_norm(qkv(norm1(residual)))))))
+    const float *dattn = a->dresidual;
+    if (c->post_norms) {
+        memset(a->dpost, 0, btc * sizeof(float));
+        rmsnorm_backward(a->dpost, grad_layer(m, P_POSTATTNW, l), a->dresidual, a->attn_out + oc, param_layer(c, p, P_POSTATTNW, l),
+                         a->attn_rstd + o1, BT, C, one);
+        dattn = a->dpost;
+    }
+    memset(a->datty, 0, (size_t)BT * A * sizeof(float));
+    linear_backward(m, l, P_ATTPROJW, a->datty, grad_layer(m, P_ATTPROJW, l), grad_layer(m, P_ATTPROJB, l), dattn, atty, BT, A, C);
+    memset(a->dqkv, 0, (size_t)BT * QKV * sizeof(float));
+    attention_backward(a->dqkv, a->datty, qkv, a->att + (size_t)l * B * NH * T * T, doc_start, B, T, NH, KVH, HS, scale, layer_window(c, l));
+    const float *cos_t, *sin_t;
+    if (layer_rope_table(c, a, l, &cos_t, &sin_t)) rope_backward(a->dqkv, pos, cos_t, sin_t, BT, NH, KVH, HS);
+    if (c->qk_norm)
+        qk_norm_backward(a->dqkv, grad_layer(m, P_QNORMW, l), grad_layer(m, P_KNORMW, l), a->qk_raw + o1 * H * HS, a->qk_rstd + o1 * H,
+                         param_layer(c, p, P_QNORMW, l), param_layer(c, p, P_KNORMW, l), BT, NH, KVH, HS, one);
+    memset(a->dln, 0, btc * sizeof(float));
+    linear_backward(m, l, P_QKVW, a->dln, grad_layer(m, P_QKVW, l), grad_layer(m, P_QKVB, l), a->dqkv, a->ln1 + oc, BT, C, QKV);
+    norm_backward(c, a->dresidual, grad_layer(m, P_LN1W, l), grad_layer(m, P_LN1B, l), a->dln, residual,
+                  param_layer(c, p, P_LN1W, l), a->ln1_mean + o1, a->ln1_rstd + o1, BT);
 }
 
 // Forward pass over B rows of T positions. The classifier runs on the positions
 // that have a target (targets != NULL; returns the summed loss) or, with
 // targets == NULL, on the positions listed in m->rows[0..m->num_rows) by the caller
 // (at most classifier_chunk_rows of them; their logits are left in acts.logits).
-// GPT-2 block:  x2 = x + attproj(attention(qkv(LN1(x))));  x3 = x2 + fcproj(gelu(fc(LN2(x2))))
-// Llama block:  x2 = x + o_proj(attention(rope(qkv(RMS1(x)))));  x3 = x2 + down(swiglu(gate|up(RMS2(x2))))
-// with the features of model/model.h where the model has them: q/k norms before RoPE, a
-// layer's own rotary table or none, a sliding window, post norms on o_proj's and
-// down's outputs, GeGLU, the embedding scale.
+// The embeddings, the blocks (layer_forward), the final norm, the classifier.
 static double model_forward(Model *m, const int *inputs, const int *pos, const int *doc_start, const int *targets, int B, int T) {
     const ModelConfig *c = &m->cfg;
-    int L = c->L, C = c->C, NH = c->NH, KVH = c->KVH, HS = c->HS, V = c->V, BT = B * T, H = NH + KVH;
-    int QKV = qkv_width(c), A = NH * HS, FF = c->FF, FCW = fc_width(c), llama = is_llama_family(c), wl = weight_layout(c);
-    float scale = attention_scale(c), one = norm_one(c);
+    int L = c->L, C = c->C, V = c->V, BT = B * T, llama = is_llama_family(c);
     ParamTensors *p = &m->params;
     Activations *a = &m->acts;
     encoder_forward(a->encoded, inputs, pos, p->wte, llama ? NULL : p->wpe, embedding_scale(c), BT, C);
-    for (int l = 0; l < L; l++) {
-        const float *residual = l == 0 ? a->encoded : a->residual3 + (size_t)(l - 1) * BT * C;
-        size_t o1 = (size_t)l * BT, oc = o1 * C;
-        float *qkv = a->qkv + o1 * QKV, *atty = a->atty + o1 * A, *fch = a->fch + o1 * FCW, *fch_act = a->fch_act + o1 * FF;
-        norm_forward(c, a->ln1 + oc, a->ln1_mean + o1, a->ln1_rstd + o1, residual, param_layer(c, p, P_LN1W, l), param_layer(c, p, P_LN1B, l), BT);
-        matmul_forward(qkv, a->ln1 + oc, param_layer(c, p, P_QKVW, l), param_layer(c, p, P_QKVB, l), BT, C, QKV, wl);
-        lora_forward(m, l, P_QKVW, qkv, a->ln1 + oc, BT);
-        if (c->qk_norm)
-            qk_norm_forward(qkv, a->qk_raw + o1 * H * HS, a->qk_rstd + o1 * H, param_layer(c, p, P_QNORMW, l), param_layer(c, p, P_KNORMW, l), BT,
-                            NH, KVH, HS, c->eps, one);
-        const float *cos_t, *sin_t;
-        if (layer_rope_table(c, a, l, &cos_t, &sin_t)) rope_forward(qkv, pos, cos_t, sin_t, BT, NH, KVH, HS);
-        attention_forward(atty, a->att + (size_t)l * B * NH * T * T, qkv, doc_start, B, T, NH, KVH, HS, scale, layer_window(c, l));
-        float *attn = c->post_norms ? a->attn_out + oc : a->residual2 + oc;
-        matmul_forward(attn, atty, param_layer(c, p, P_ATTPROJW, l), param_layer(c, p, P_ATTPROJB, l), BT, A, C, wl);
-        lora_forward(m, l, P_ATTPROJW, attn, atty, BT);
-        if (c->post_norms) rmsnorm_forward(a->residual2 + oc, a->attn_rstd + o1, attn, param_layer(c, p, P_POSTATTNW, l), BT, C, c->eps, one);
-        residual_forward(a->residual2 + oc, a->residual2 + oc, residual, (size_t)BT * C);
-        norm_forward(c, a->ln2 + oc, a->ln2_mean + o1, a->ln2_rstd + o1, a->residual2 + oc, param_layer(c, p, P_LN2W, l),
-                     param_layer(c, p, P_LN2B, l), BT);
-        matmul_forward(fch, a->ln2 + oc, param_layer(c, p, P_FCW, l), param_layer(c, p, P_FCB, l), BT, C, FCW, wl);
-        lora_forward(m, l, P_FCW, fch, a->ln2 + oc, BT);
-        mlp_act_forward(c, fch_act, fch, BT);
-        float *mlp = c->post_norms ? a->mlp_out + oc : a->residual3 + oc;
-        matmul_forward(mlp, fch_act, param_layer(c, p, P_FCPROJW, l), param_layer(c, p, P_FCPROJB, l), BT, FF, C, wl);
-        lora_forward(m, l, P_FCPROJW, mlp, fch_act, BT);
-        if (c->post_norms) rmsnorm_forward(a->residual3 + oc, a->mlp_rstd + o1, mlp, param_layer(c, p, P_POSTFFNW, l), BT, C, c->eps, one);
-        residual_forward(a->residual3 + oc, a->residual3 + oc, a->residual2 + oc, (size_t)BT * C);
-    }
+    for (int l = 0; l < L; l++) layer_forward(m, l, pos, doc_start, B, T);
     norm_forward(c, a->lnf, a->lnf_mean, a->lnf_rstd, a->residual3 + (size_t)(L - 1) * BT * C, p->lnfw, param_layer(c, p, P_LNFB, 0), BT);
     if (targets) {
         m->num_rows = 0;
@@ -1055,9 +938,7 @@ static double model_forward(Model *m, const int *inputs, const int *pos, const i
 // to the gradients.
 static void model_backward(Model *m, const int *inputs, const int *pos, const int *doc_start, int B, int T) {
     const ModelConfig *c = &m->cfg;
-    int L = c->L, C = c->C, NH = c->NH, KVH = c->KVH, HS = c->HS, V = c->V, BT = B * T, H = NH + KVH;
-    int QKV = qkv_width(c), A = NH * HS, FF = c->FF, FCW = fc_width(c), llama = is_llama_family(c), wl = weight_layout(c);
-    float scale = attention_scale(c), one = norm_one(c);
+    int L = c->L, C = c->C, V = c->V, BT = B * T, llama = is_llama_family(c);
     ParamTensors *p = &m->params, *g = &m->grads;
     Activations *a = &m->acts;
     size_t btc = (size_t)BT * C;
@@ -1074,56 +955,7 @@ static void model_backward(Model *m, const int *inputs, const int *pos, const in
     memset(a->dresidual, 0, btc * sizeof(float));
     norm_backward(c, a->dresidual, model_is_lora(m) ? NULL : g->lnfw, grad_layer(m, P_LNFB, 0), a->dln, a->residual3 + (size_t)(L - 1) * BT * C, p->lnfw, a->lnf_mean,
                   a->lnf_rstd, BT);
-    for (int l = L - 1; l >= 0; l--) {
-        const float *residual = l == 0 ? a->encoded : a->residual3 + (size_t)(l - 1) * btc;
-        size_t o1 = (size_t)l * BT, oc = o1 * C;
-        float *qkv = a->qkv + o1 * QKV, *atty = a->atty + o1 * A, *fch = a->fch + o1 * FCW, *fch_act = a->fch_act + o1 * FF;
-        // MLP: residual3 = residual2 + [post_norm](fcproj(act(fc(norm2(residual2)))))
-        const float *dmlp = a->dresidual;
-        if (c->post_norms) {
-            memset(a->dpost, 0, btc * sizeof(float));
-            rmsnorm_backward(a->dpost, grad_layer(m, P_POSTFFNW, l), a->dresidual, a->mlp_out + oc, param_layer(c, p, P_POSTFFNW, l),
-                             a->mlp_rstd + o1, BT, C, one);
-            dmlp = a->dpost;
-        }
-        memset(a->dfch_act, 0, (size_t)BT * FF * sizeof(float));
-        matmul_backward(a->dfch_act, grad_layer(m, P_FCPROJW, l), grad_layer(m, P_FCPROJB, l), dmlp, fch_act,
-                        param_layer(c, p, P_FCPROJW, l), BT, FF, C, wl);
-        lora_backward(m, l, P_FCPROJW, a->dfch_act, dmlp, fch_act, BT);
-        memset(a->dfch, 0, (size_t)BT * FCW * sizeof(float));
-        mlp_act_backward(c, a->dfch, fch, a->dfch_act, BT);
-        memset(a->dln, 0, btc * sizeof(float));
-        matmul_backward(a->dln, grad_layer(m, P_FCW, l), grad_layer(m, P_FCB, l), a->dfch, a->ln2 + oc, param_layer(c, p, P_FCW, l),
-                        BT, C, FCW, wl);
-        lora_backward(m, l, P_FCW, a->dln, a->dfch, a->ln2 + oc, BT);
-        norm_backward(c, a->dresidual, grad_layer(m, P_LN2W, l), grad_layer(m, P_LN2B, l), a->dln, a->residual2 + oc,
-                      param_layer(c, p, P_LN2W, l), a->ln2_mean + o1, a->ln2_rstd + o1, BT);
-        // attention: residual2 = residual + [post_norm](attproj(attention(rope(qk_norm(qkv(norm1(residual)))))))
-        const float *dattn = a->dresidual;
-        if (c->post_norms) {
-            memset(a->dpost, 0, btc * sizeof(float));
-            rmsnorm_backward(a->dpost, grad_layer(m, P_POSTATTNW, l), a->dresidual, a->attn_out + oc, param_layer(c, p, P_POSTATTNW, l),
-                             a->attn_rstd + o1, BT, C, one);
-            dattn = a->dpost;
-        }
-        memset(a->datty, 0, (size_t)BT * A * sizeof(float));
-        matmul_backward(a->datty, grad_layer(m, P_ATTPROJW, l), grad_layer(m, P_ATTPROJB, l), dattn, atty,
-                        param_layer(c, p, P_ATTPROJW, l), BT, A, C, wl);
-        lora_backward(m, l, P_ATTPROJW, a->datty, dattn, atty, BT);
-        memset(a->dqkv, 0, (size_t)BT * QKV * sizeof(float));
-        attention_backward(a->dqkv, a->datty, qkv, a->att + (size_t)l * B * NH * T * T, doc_start, B, T, NH, KVH, HS, scale, layer_window(c, l));
-        const float *cos_t, *sin_t;
-        if (layer_rope_table(c, a, l, &cos_t, &sin_t)) rope_backward(a->dqkv, pos, cos_t, sin_t, BT, NH, KVH, HS);
-        if (c->qk_norm)
-            qk_norm_backward(a->dqkv, grad_layer(m, P_QNORMW, l), grad_layer(m, P_KNORMW, l), a->qk_raw + o1 * H * HS, a->qk_rstd + o1 * H,
-                             param_layer(c, p, P_QNORMW, l), param_layer(c, p, P_KNORMW, l), BT, NH, KVH, HS, one);
-        memset(a->dln, 0, btc * sizeof(float));
-        matmul_backward(a->dln, grad_layer(m, P_QKVW, l), grad_layer(m, P_QKVB, l), a->dqkv, a->ln1 + oc, param_layer(c, p, P_QKVW, l),
-                        BT, C, QKV, wl);
-        lora_backward(m, l, P_QKVW, a->dln, a->dqkv, a->ln1 + oc, BT);
-        norm_backward(c, a->dresidual, grad_layer(m, P_LN1W, l), grad_layer(m, P_LN1B, l), a->dln, residual,
-                      param_layer(c, p, P_LN1W, l), a->ln1_mean + o1, a->ln1_rstd + o1, BT);
-    }
+    for (int l = L - 1; l >= 0; l--) layer_backward(m, l, pos, doc_start, B, T);
     if (!model_is_lora(m)) encoder_backward(g->wte, llama ? NULL : g->wpe, a->dresidual, inputs, pos, embedding_scale(c), BT, C);
 }
 
@@ -1401,31 +1233,19 @@ static void attention_decode(float *out, float *att, const float *q, const float
     }
 }
 
-// Appends `token` at position kv->len (< context) and returns the logits for the next token.
-// Each layer computes what model_forward does for one row; a sliding layer attends to
-// its window of cached positions only.
-// lora_forward on one row (no dropout: generation): out[off + o] += sum_r B[o][r] * s * (A x)[r]
+// The adapters of layer l's product of `param` on one row (cpu/lora.h's lora_forward_row)
 static void lora_matvec(const Model *m, int l, int param, float *out, const float *x) {
     const LoraAdapter *first;
-    int count = model_is_lora(m) ? lora_adapters_of(&m->lora, l, param, &first) : 0, R = m->lora.lc.rank;
-    float h[LORA_MAX_RANK];
+    int count = lora_site(m, l, param, &first);
     for (int j = 0; j < count; j++) {
         const LoraAdapter *a = first + j;
-        const float *A = m->adapter + a->a, *Bm = m->adapter + a->b;
-        for (int r = 0; r < R; r++) {
-            float d = 0.0f;
-            for (int k = 0; k < a->in; k++) d += A[(size_t)r * a->in + k] * x[k];
-            h[r] = m->lora.scale * d;
-        }
-#pragma omp parallel for schedule(static)
-        for (int o = 0; o < a->rows; o++) {
-            float d = 0.0f;
-            for (int r = 0; r < R; r++) d += Bm[(size_t)o * R + r] * h[r];
-            out[a->off + o] += d;
-        }
+        lora_forward_row(out, x, m->adapter + a->a, m->adapter + a->b, m->lora.scale, a->in, a->off, a->rows, m->lora.lc.rank);
     }
 }
 
+// Appends `token` at position kv->len (< context) and returns the logits for the next token.
+// Each layer computes what model_forward does for one row; a sliding layer attends to
+// its window of cached positions only.
 static const float *model_decode_step(const Model *m, KVCache *kv, int token) {
     const ModelConfig *c = &m->cfg;
     const ParamTensors *p = &m->params;

@@ -528,13 +528,12 @@ static float *lg(const GpuModel *M, int i, int l) {
 // P_ATTPROJW, P_FCW, P_FCPROJW), added to the base product's output in forward and to its
 // input gradient in backward.
 
-// Adapter a's input for this micro-batch: x itself, or dropout(x) in Acts.lora_x while training
-// with dropout (the draw of the step, micro-batch, layer and module: the same in backward)
-static const floatX *lora_input(GpuModel *M, const LoraAdapter *a, const floatX *x, int BT, uint64_t *key) {
-    if (M->dropout_micro < 0 || M->lora.lc.dropout <= 0.0f) return x;
+// Adapter a's dropout in this micro-batch: its probability (0 outside training) and its draw
+// (of the step, micro-batch, layer and module: the same in backward)
+static float lora_dropout_of(const GpuModel *M, const LoraAdapter *a, uint64_t *key) {
+    if (M->dropout_micro < 0 || M->lora.lc.dropout <= 0.0f) return 0.0f;
     *key = lora_dropout_key(M->dropout_seed, M->dropout_step, M->dropout_micro, a->layer, a->module);
-    lora_dropout_forward(M->a.lora_x, x, (size_t)BT * a->in, *key, M->lora.lc.dropout, M->stream);
-    return M->a.lora_x;
+    return M->lora.lc.dropout;
 }
 
 // adapter a's h (BT, R), kept from forward for backward
@@ -549,9 +548,9 @@ static void lora_site_forward(GpuModel *M, int l, int param, floatX *out, const 
     for (int k = 0; k < n; k++) {
         const LoraAdapter *a = first + k;
         uint64_t key = 0;
-        const floatX *xin = lora_input(M, a, x, BT, &key);
-        lora_forward(M->blas, out, lora_h(M, a, BT), xin, M->adapters + a->a, M->adapters + a->b, M->lora.scale, BT, a->in, a->out, a->off,
-                     a->rows, R);
+        float p = lora_dropout_of(M, a, &key);
+        lora_adapter_forward(M->blas, out, lora_h(M, a, BT), M->a.lora_x, x, M->adapters + a->a, M->adapters + a->b, M->lora.scale, p, key, BT,
+                             a->in, a->out, a->off, a->rows, R, M->stream);
     }
 }
 
@@ -563,13 +562,9 @@ static void lora_site_backward(GpuModel *M, int l, int param, floatX *dinp, cons
     for (int k = 0; k < n; k++) {
         const LoraAdapter *a = first + k;
         uint64_t key = 0;
-        const floatX *xin = lora_input(M, a, x, BT, &key);  // the forward's mask, drawn again
-        const floatX *A = M->adapters + a->a, *Bm = M->adapters + a->b;
-        lora_backward_weights(M->blas, M->grads + a->a, M->grads + a->b, M->a.lora_dh, dout, lora_h(M, a, BT), xin, Bm, M->lora.scale, BT, a->in,
-                              a->out, a->off, a->rows, R);
-        if (xin == x) { lora_backward_dx(M->blas, dinp, M->a.lora_dh, A, BT, a->in, R, 1.0f); continue; }
-        lora_backward_dx(M->blas, M->a.lora_x, M->a.lora_dh, A, BT, a->in, R, 0.0f);  // xin is used: lora_x is free
-        lora_dropout_backward(dinp, M->a.lora_x, (size_t)BT * a->in, key, M->lora.lc.dropout, M->stream);
+        float p = lora_dropout_of(M, a, &key);
+        lora_adapter_backward(M->blas, dinp, M->grads + a->a, M->grads + a->b, M->a.lora_dh, M->a.lora_x, dout, lora_h(M, a, BT), x,
+                              M->adapters + a->a, M->adapters + a->b, M->lora.scale, p, key, BT, a->in, a->out, a->off, a->rows, R, M->stream);
     }
 }
 

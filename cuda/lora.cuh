@@ -1,5 +1,5 @@
-// cuda/lora.cuh: LoRA adapters on the GPU (model/lora.h has the settings, the layout and
-// the CPU twins). One adapter on a linear layer y = x W^T (+ b) of input width IC adds
+// cuda/lora.cuh: LoRA adapters on the GPU (model/lora.h has the settings and the layout;
+// cpu/lora.h is the CPU twin). One adapter on a linear layer y = x W^T (+ b) of input width IC adds
 //   y[:, col : col + O] += s * dropout(x) A^T B^T,   A [R, IC], B [O, R], s = alpha / R
 // to the columns [col, col + O) of the layer's product of width OC (q, k and v of a fused
 // q|k|v product, gate and up of gate|up; the whole product otherwise). The products run
@@ -19,7 +19,7 @@
 // Dropout on the adapter's input: element i of the N x IC input (row-major) times
 // lora_dropout_mask(key, i, ...), 0 or 1 / (1 - p): the CPU trainer's draw for the same key
 // (model/lora.h, a hash of the counters, LORA_HD: the same function here).
-// CPU twin: the dropout in train_sft.c's LoRA forward (and its backward); dev/cuda/lora.cu.
+// CPU twin: cpu/lora.h's lora_dropout_forward (and _backward); checked by dev/cuda/lora.cu.
 
 __global__ void lora_dropout_forward_kernel(floatX* xd, const floatX* x, size_t n, uint64_t key, uint32_t threshold, float keep_scale) {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -71,4 +71,26 @@ inline void lora_backward_weights(cublasHandle_t blas, float* dA, float* dB, flo
 // (no dropout); beta 0 writes it to a scratch that lora_dropout_backward then adds through the mask
 inline void lora_backward_dx(cublasHandle_t blas, floatX* dx, const floatX* dh, const floatX* A, int N, int IC, int R, float beta) {
     gemm_rm(blas, false, false, N, IC, R, dh, R, A, IC, dx, IC, beta);
+}
+
+// ----------------------------------------------------------------------------
+// One adapter in training or evaluation, the entry points per adapter (cpu/lora.h's twins):
+// its dropout (p > 0: x dropped out into the scratch xd [N, IC] with the draw `key`; p = 0:
+// none), then lora_forward.
+inline void lora_adapter_forward(cublasHandle_t blas, floatX* out, floatX* h, floatX* xd, const floatX* x, const floatX* A, const floatX* B,
+                                 float scale, float p, uint64_t key, int N, int IC, int OC, int col, int O, int R, cudaStream_t s) {
+    if (p > 0.0f) { lora_dropout_forward(xd, x, (size_t)N * IC, key, p, s); x = xd; }
+    lora_forward(blas, out, h, x, A, B, scale, N, IC, OC, col, O, R);
+}
+
+// Its backward pass, with the same p and key (the mask is drawn again into xd): dA, dB += their
+// gradients, dx [N, IC] += the adapter's part of the input's gradient; dh [N, R] scratch
+inline void lora_adapter_backward(cublasHandle_t blas, floatX* dx, float* dA, float* dB, floatX* dh, floatX* xd, const floatX* dout,
+                                  const floatX* h, const floatX* x, const floatX* A, const floatX* B, float scale, float p, uint64_t key, int N,
+                                  int IC, int OC, int col, int O, int R, cudaStream_t s) {
+    if (p > 0.0f) { lora_dropout_forward(xd, x, (size_t)N * IC, key, p, s); x = xd; }
+    lora_backward_weights(blas, dA, dB, dh, dout, h, x, B, scale, N, IC, OC, col, O, R);
+    if (p <= 0.0f) { lora_backward_dx(blas, dx, dh, A, N, IC, R, 1.0f); return; }
+    lora_backward_dx(blas, xd, dh, A, N, IC, R, 0.0f);  // the dropped-out x is used: xd takes dh A
+    lora_dropout_backward(dx, xd, (size_t)N * IC, key, p, s);
 }

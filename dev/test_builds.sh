@@ -3,7 +3,7 @@
 # default -march=native: AVX-512 and its tuning where the machine has them) and a
 # generic AVX2 + FMA one (`make ARCHFLAGS="-mavx2 -mfma"`). They differ in vector
 # width, in the gemm's tiles and in the compiler's tuning; the results must not
-# (train_sft.c's gemm comment, and -ffp-contract=off in the Makefile). The demo data and
+# (cpu/gemm.h's opening note, and -ffp-contract=off in the Makefile). The demo data and
 # seed with a 4-layer, 128-channel GPT-2 for both; the losses of every step and the
 # saved weights are compared.
 # BUILD_CC and BUILD_CFLAGS come from the Makefile (make test).

@@ -4,7 +4,7 @@
 // their initialization, the dropout mask, and the adapter files in PEFT's format
 // (adapter_config.json + adapter_model.safetensors: write, read, merge).
 //
-// It is not the forward/backward code (each trainer has its own: CPU gemms, cuBLAS)
+// It is not the forward/backward code (cpu/lora.h with the CPU's gemm, cuda/lora.cuh with cuBLAS)
 // and not the optimizer (the trainers run AdamW over lora_floats() floats instead of
 // the base's parameters).
 //

@@ -1,7 +1,7 @@
 // dev/cuda/lora.cu: checks and timings of cuda/lora.cuh (LoRA's adapter products through
 // cuBLAS and the dropout kernels on the adapter's input).
 // - dropout: the mask of every element equals model/lora.h's lora_dropout_mask for the key,
-//   bit for bit (the CPU trainer applies the same function, train_sft.c's lora_dropout_input),
+//   bit for bit (the CPU trainer applies the same function, cpu/lora.h's lora_dropout_forward),
 //   about a fraction p is dropped, the backward adds the gradient through the same mask, and
 //   another key draws another mask;
 // - the products: h, the output slice, dB, dA, dh and dx against a plain double loop on the

@@ -1,0 +1,46 @@
+/*
+cpu/vecmath.h: exp and tanh for the CPU trainer's activations (softmax, GELU, SiLU),
+written in plain float arithmetic that the compiler vectorizes, with their accuracy
+stated and checked by test_sft.
+
+Not a libm replacement: inputs are clamped to the ranges the trainer needs. C, not
+C++ (the GPU kernels have their own, in cuda/). On base/ only.
+*/
+#ifndef CPU_VECMATH_H
+#define CPU_VECMATH_H
+#include <stdint.h>
+#include <string.h>
+
+// exp(x) in plain float arithmetic, which the compiler vectorizes (libm's expf is one
+// call per element, and the MLP activations were a quarter of a small model's step):
+// x = n ln2 + r with n = round(x / ln2) and |r| <= ln2/2 (ln2 split in two, Cody-Waite,
+// so n * ln2_hi is exact), exp(r) by its Taylor series to r^7 (truncation under 1e-8
+// relative), times 2^n written into the exponent bits. Within 1.2 ulp of exp over
+// [-87, 88], checked by test_sft. x is clamped to that range: exp(-87) ~ 1.6e-38 stands
+// in for smaller values, which here only ever enter a sum with a term of at least 1
+// (1 + exp(x), or a softmax's sum, whose largest term is exp(0)). NaN stays NaN.
+static inline float exp_vec(float x) {
+    x = x < -87.0f ? -87.0f : x;
+    x = x > 88.0f ? 88.0f : x;
+    float shifted = x * 1.44269504f + 12582912.0f;   // + 1.5 * 2^23 rounds x / ln2 to an integer n,
+    float n = shifted - 12582912.0f;                  // which sits in shifted's low mantissa bits
+    float r = (x - n * 0.693359375f) - n * -2.12194440e-4f;
+    float p = 1.0f + r * (1.0f + r * (1.0f / 2 + r * (1.0f / 6 + r * (1.0f / 24 + r * (1.0f / 120 + r * (1.0f / 720 + r * (1.0f / 5040)))))));
+    uint32_t bits;  // (n + 127) << 23 from those bits, in unsigned arithmetic (a NaN's bits too: no undefined conversion)
+    memcpy(&bits, &shifted, sizeof bits);
+    bits = (bits - 0x4B400000u + 127u) << 23;         // 0x4B400000: the bits of 1.5 * 2^23
+    float two_n;
+    memcpy(&two_n, &bits, sizeof two_n);
+    return p * two_n;
+}
+
+// tanh(u) = 1 - 2 / (exp(2u) + 1): one exp instead of libm's slower tanhf, with u
+// clamped to +-15 where tanh is +-1 in float (NaN passes the clamps, as in exp_vec).
+// The absolute error stays near float rounding, which is all GELU's 1 + tanh needs.
+static inline float tanh_via_exp(float u) {
+    u = u > 15.0f ? 15.0f : u;
+    u = u < -15.0f ? -15.0f : u;
+    return 1.0f - 2.0f / (exp_vec(2.0f * u) + 1.0f);
+}
+
+#endif  // CPU_VECMATH_H
