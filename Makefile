@@ -19,7 +19,6 @@ LDLIBS = -lm
 ifdef SAN
 CFLAGS += -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
 override HAVE_NVCC :=
-override CUDA_TEST_CMDS = "echo skip gpu_trainer: not built with SAN=1"
 # A sanitizer report exits 99, never 1 (a clean error exit), so a test that expects a
 # program to fail with status 1 still catches one.
 export ASAN_OPTIONS ?= exitcode=99
@@ -60,27 +59,27 @@ HAVE_MPICC := $(shell command -v $(MPICC) 2>/dev/null)
 train_sft_mpi: train_sft.c $(COMMON_H)
 	$(MPICC) $(CFLAGS) -DUSE_MPI -o $@ train_sft.c $(LDLIBS)
 
-# dev/test_dist.sh's helper: compares checkpoints, writes its data, replays the loader
+# tests/dist/test_dist.sh's helper: compares checkpoints, writes its data, replays the loader
 dev/dist_tool: dev/dist_tool.c $(COMMON_H)
 	$(CC) $(CFLAGS) -o $@ dev/dist_tool.c $(LDLIBS)
 
-test_sft: test_sft.c train_sft.c dev/test_util.h $(COMMON_H)
+test_sft: test_sft.c tests/train/sft_inputs.h train_sft.c tests/test_util.h $(COMMON_H)
 	$(CC) $(CFLAGS) -o $@ test_sft.c $(LDLIBS)
 
 # LoRA (model/lora.h) in the CPU trainer against dev/ref_lora.py's references
-test_lora: test_lora.c train_sft.c dev/test_util.h $(COMMON_H)
-	$(CC) $(CFLAGS) -o $@ test_lora.c $(LDLIBS)
+test_lora: tests/model/test_lora.c train_sft.c tests/test_util.h $(COMMON_H)
+	$(CC) $(CFLAGS) -o $@ tests/model/test_lora.c $(LDLIBS)
 
 # Hugging Face import/export of every family (model/hf.h, base/safetensors.h)
-test_hf: test_hf.c dev/test_util.h $(COMMON_H)
-	$(CC) $(CFLAGS) -o $@ test_hf.c $(LDLIBS)
+test_hf: tests/model/test_hf.c tests/test_util.h $(COMMON_H)
+	$(CC) $(CFLAGS) -o $@ tests/model/test_hf.c $(LDLIBS)
 
 # the rendezvous (train/rendezvous.h): real processes and sockets on 127.0.0.1
-test_rdzv: test_rdzv.c train/rendezvous.h
-	$(CC) $(CFLAGS) -o $@ test_rdzv.c $(LDLIBS)
+test_rdzv: tests/dist/test_rdzv.c train/rendezvous.h
+	$(CC) $(CFLAGS) -o $@ tests/dist/test_rdzv.c $(LDLIBS)
 
-test_report: test_report.c $(COMMON_H)
-	$(CC) $(CFLAGS) -o $@ test_report.c $(LDLIBS)
+test_report: tests/train/test_report.c $(COMMON_H)
+	$(CC) $(CFLAGS) -o $@ tests/train/test_report.c $(LDLIBS)
 
 chat: chat.c train_sft.c $(COMMON_H)
 	$(CC) $(CFLAGS) -o $@ chat.c $(LDLIBS)
@@ -149,11 +148,9 @@ CUDA_TARGETS = train_sftcu train_sftcu_fp32 test_sftcu test_sftcu_bf16
 
 ifdef HAVE_NVCC
 cuda: $(CUDA_TARGETS) $(if $(HAVE_MPICC),train_sftcu_mpi)
-CUDA_TEST_CMDS = ./test_sftcu ./test_sftcu_bf16 "make -s -C dev/cuda run NVCC=$(NVCC) CUBLAS_LIBS='$(CUBLAS_LIBS)'" "make -s -C dev/cuda PRECISION=FP32 run NVCC=$(NVCC) CUBLAS_LIBS='$(CUBLAS_LIBS)'" "NVCC=$(NVCC) NCCL_FLAGS='$(NCCL_FLAGS)' bash dev/cuda/resources.sh"
 else
 cuda:
 	@echo "nvcc not found: skipping the GPU trainer (install the CUDA toolkit to build it)"
-CUDA_TEST_CMDS = "echo skip gpu_trainer: nvcc not found, the GPU trainer was not built"
 endif
 
 # Every GPU program at once, for one `make -j` (dev/gpu_check.sh): the trainer's targets and
@@ -198,11 +195,11 @@ test_sftcu_bf16: test_sftcu.cu dev/cuda/cpu_ref.o $(CUDA_DEPS)
 # ---- tokenizer (tokenizer/) ----
 TOK_DEPS = $(wildcard tokenizer/*.h tokenizer/*.c) $(COMMON_H)
 
-tok: $(TOK_DEPS)
+tok: data/tok.c $(TOK_DEPS)
 	$(CC) $(CFLAGS) -o $@ data/tok.c $(LDLIBS)
 
-test_tok: $(TOK_DEPS)
-	$(CC) $(CFLAGS) -o $@ tokenizer/test_tok.c $(LDLIBS)
+test_tok: tests/tokenizer/test_tok.c $(TOK_DEPS)
+	$(CC) $(CFLAGS) -o $@ tests/tokenizer/test_tok.c $(LDLIBS)
 # ---- end tokenizer ----
 
 # ---- data (data/) ----
@@ -211,28 +208,38 @@ DATA_DEPS = $(wildcard data/*.h) $(TOK_DEPS)
 prepare: data/prepare.c $(DATA_DEPS)
 	$(CC) $(CFLAGS) -o $@ data/prepare.c $(LDLIBS)
 
-test_prepare: data/test_prepare.c $(DATA_DEPS)
-	$(CC) $(CFLAGS) -o $@ data/test_prepare.c $(LDLIBS)
+test_prepare: tests/data/test_prepare.c $(DATA_DEPS)
+	$(CC) $(CFLAGS) -o $@ tests/data/test_prepare.c $(LDLIBS)
 
-test_template: data/test_template.c $(DATA_DEPS)
-	$(CC) $(CFLAGS) -o $@ data/test_template.c $(LDLIBS)
+test_template: tests/template/test_template.c $(DATA_DEPS)
+	$(CC) $(CFLAGS) -o $@ tests/template/test_template.c $(LDLIBS)
 
-test_jinja: data/test_jinja.c template/jinja.h $(wildcard template/jinja/*.h) base/json.h base/utf8.h
-	$(CC) $(CFLAGS) -o $@ data/test_jinja.c $(LDLIBS)
+test_jinja: tests/template/test_jinja.c template/jinja.h $(wildcard template/jinja/*.h) base/json.h base/utf8.h
+	$(CC) $(CFLAGS) -o $@ tests/template/test_jinja.c $(LDLIBS)
 
 make_tasks: data/make_tasks.c $(COMMON_H)
 	$(CC) $(CFLAGS) -o $@ data/make_tasks.c $(LDLIBS)
 # ---- end data ----
 
 # The shared headers are also included by C++ (the CUDA trainer): keep them valid C++.
-check_headers_cxx: dev/headers_check.cpp $(COMMON_H)
-	$(CXX) -std=c++17 -Wall -Wextra -Wno-unused-function -Werror -fsyntax-only -I. dev/headers_check.cpp
+check_headers_cxx: tests/build/headers_check.cpp $(COMMON_H)
+	$(CXX) -std=c++17 -Wall -Wextra -Wno-unused-function -Werror -fsyntax-only -I. tests/build/headers_check.cpp
 
-# dev/test_builds.sh compiles train_sft a second time, for generic AVX2, with these
+# `make test`: builds what the tests need (with -j, two at a time), then tests/run.sh runs
+# the tests tests/manifest lists, TEST_JOBS at a time (ONLY=REGEX picks tests by name;
+# SAN=1 runs the ones tagged san). tests/build/test_builds.sh compiles train_sft a second
+# time, for generic AVX2, with BUILD_CC and BUILD_CFLAGS.
+TEST_JOBS ?= 2
 test: export BUILD_CC = $(CC)
 test: export BUILD_CFLAGS = $(CFLAGS)
-test: train_sft $(if $(HAVE_MPICC),train_sft_mpi) dev/dist_tool chat test_sft test_lora test_hf test_report test_rdzv tok test_tok prepare test_prepare test_jinja test_template make_tasks cuda
-	bash dev/run_tests.sh "make -s check_headers_cxx && echo ok shared_headers_are_valid_cxx" ./test_sft ./test_lora ./test_hf "bash dev/test_dist.sh" ./test_rdzv "bash dev/test_two_nodes.sh" ./test_report "bash dev/test_report.sh" "bash dev/test_crash.sh 5" "bash dev/test_preempt.sh" ./test_tok "bash tokenizer/test_exact.sh" ./test_prepare ./test_jinja "bash data/test_prepare.sh" ./test_template "bash data/test_template.sh" "bash dev/test_export.sh" "bash data/test_inspect.sh" "bash data/test_tasks.sh" "bash dev/test_builds.sh" "bash dev/launch/test_launch.sh" "bash dev/test_docs.sh" "bash dev/test_gpu_check.sh" $(CUDA_TEST_CMDS)
+test: export TEST_JOBS := $(TEST_JOBS)
+test: export TEST_SAN = $(if $(SAN),1)
+test: export TEST_GPU = $(if $(HAVE_NVCC),1)
+test: export NVCC := $(NVCC)
+test: export CUBLAS_LIBS := $(CUBLAS_LIBS)
+test: export NCCL_FLAGS := $(NCCL_FLAGS)
+test: train_sft $(if $(HAVE_MPICC),train_sft_mpi) dev/dist_tool chat test_sft test_lora test_hf test_report test_rdzv tok test_tok prepare test_prepare test_jinja test_template make_tasks cuda $(if $(HAVE_NVCC),gpu_dev_BF16 gpu_dev_FP32)
+	bash tests/run.sh
 
 clean:
 	rm -f train_sft train_sft_mpi dev/dist_tool chat test_sft test_lora test_hf test_report test_rdzv tok test_tok prepare test_prepare test_jinja test_template make_tasks $(CUDA_TARGETS) train_sftcu_mpi dev/cuda/cpu_ref.o

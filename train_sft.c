@@ -1,5 +1,6 @@
 /*
-train_sft.c: supervised fine-tuning of GPT-2 and Llama-family models on the CPU, in C with OpenMP.
+train_sft.c: supervised fine-tuning on the CPU, in C with OpenMP, of every family below (GPT-2,
+Llama 3.x, SmolLM2, Qwen2.5, Qwen3, SmolLM3, Gemma 3), fully or with LoRA adapters.
 
 This is the reference trainer: every other implementation is checked against it.
 The families (model/model.h) are, as transformers computes them:

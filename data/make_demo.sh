@@ -7,7 +7,7 @@
 #                the training prompts and answers, so digits and task letters stay
 #                single tokens
 #   train.bin, val.bin   ./prepare output (about 5% of the rows go to val.bin)
-# Usage: bash data/make_demo.sh [DIR]   (default data/demo; data/test_prepare.sh
+# Usage: bash data/make_demo.sh [DIR]   (default data/demo; tests/data/test_prepare.sh
 # regenerates into a temporary DIR and compares with the committed files)
 set -euo pipefail
 cd "$(dirname "$0")/.."

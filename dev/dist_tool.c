@@ -1,4 +1,4 @@
-// dev/dist_tool.c: helpers for dev/test_dist.sh (no Python in `make test`).
+// dev/dist_tool.c: helpers for tests/dist/test_dist.sh (no Python in `make test`).
 //   dist_tool diff DIR_A DIR_B     compare two checkpoints: prints the largest difference of
 //                                  the weights and of the AdamW moments, per tensor relative to
 //                                  its largest magnitude in DIR_B, and whether the counters

@@ -1,21 +1,21 @@
-"""Writes the tokenizer fixtures of data/test_prepare.c's chat format tests:
+"""Writes the tokenizer fixtures of tests/data/test_prepare.c's chat format tests:
 
-  data/testdata/chatml_tokenizer.json   SmolLM2's layout: <|endoftext|> 0, <|im_start|> 1,
+  tests/testdata/chatml_tokenizer.json   SmolLM2's layout: <|endoftext|> 0, <|im_start|> 1,
                                         <|im_end|> 2, then the 256 byte tokens (3..258)
-  data/testdata/llama3_tokenizer.json   the 256 byte tokens (0..255), then Llama 3.1's
+  tests/testdata/llama3_tokenizer.json   the 256 byte tokens (0..255), then Llama 3.1's
                                         special tokens 128000.. as 256..265
 
 Both are byte-level BPE tokenizer.json files (GPT-2's ByteLevel pre-tokenizer) with no
 merges, so every byte of text is one token and the tests can write the expected ids by
 hand; the special tokens are added_tokens, as the models ship them.
 
-    /usr/bin/python3 dev/gen_chat_tokenizers.py [OUTDIR]      (default: data/testdata)
+    /usr/bin/python3 dev/gen_chat_tokenizers.py [OUTDIR]      (default: tests/testdata)
 """
 import json
 import os
 import sys
 
-OUT = sys.argv[1] if len(sys.argv) > 1 else "data/testdata"
+OUT = sys.argv[1] if len(sys.argv) > 1 else "tests/testdata"
 
 
 def byte_tokens():

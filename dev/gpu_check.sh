@@ -37,7 +37,7 @@
 #      124M with -r 1 and -r 2, PyTorch (torch.compile) on the 124M shape, the Llama-family
 #      references in transformers, racecheck.
 # --debug builds with -DSYNC_LAUNCHES -lineinfo (an asynchronous error is reported at the
-# kernel that caused it). The dry run (dev/test_gpu_check.sh runs it in `make test`) builds
+# kernel that caused it). The dry run (tests/gpu/test_gpu_check.sh runs it in `make test`) builds
 # train_sftcu_fp32 for the emulator through the same make (dev/cuda/emu/nvcc_emu.sh as
 # nvcc, the emulated NCCL as NCCL=DIR) in a converted copy, runs the same sequence on tiny
 # shapes and needs no Python; what needs the real device or Python is a skip saying so.

@@ -1,5 +1,5 @@
 // @huggingface/jinja (the engine transformers.js uses) on the cases of
-// data/testdata/jinja/expected.jsonl, whose expected renderings are Python's Jinja2's
+// tests/testdata/jinja/expected.jsonl, whose expected renderings are Python's Jinja2's
 // (dev/jinja_ref.py), the reference of template/jinja.h: the two independent engines must
 // agree on every fixture template and conversation, except where @huggingface/jinja
 // departs from Python (KNOWN below, tested against Python only). The construct cases
@@ -26,7 +26,7 @@ globalThis.Date = class extends RealDate {
   static now() { return new RealDate(2024, 6, 26).getTime(); }
 };
 
-const lines = readFileSync("data/testdata/jinja/expected.jsonl", "utf8").split("\n").filter((l) => l);
+const lines = readFileSync("tests/testdata/jinja/expected.jsonl", "utf8").split("\n").filter((l) => l);
 let same = 0, known = 0, skipped = 0, constructsSame = 0, constructs = 0;
 const unexplained = [];
 for (const line of lines) {
@@ -34,7 +34,7 @@ for (const line of lines) {
   // not compared: the engine's own refusals and limits, Python errors, generation spans
   // ({% generation %} is transformers' extension, not part of @huggingface/jinja)
   if (c.c_error || c.error !== undefined || (c.gen && c.gen.length) || /{%-?\s*generation/.test(c.template || "")) { skipped++; continue; }
-  const src = c.template_file ? readFileSync("data/testdata/templates/" + c.template_file, "utf8") : c.template;
+  const src = c.template_file ? readFileSync("tests/testdata/templates/" + c.template_file, "utf8") : c.template;
   if (c.template_file && /{%-?\s*generation/.test(src)) { skipped++; continue; }
   let out;
   try { out = new Template(src).render({ ...c.vars }); } catch (e) { out = "ERROR " + e.message; }

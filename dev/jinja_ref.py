@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Expected renderings for the template engine's test (template/jinja.h, checked by ./test_jinja).
 
-    python3 dev/jinja_ref.py [OUT]     (default data/testdata/jinja/expected.jsonl)
+    python3 dev/jinja_ref.py [OUT]     (default tests/testdata/jinja/expected.jsonl)
 
 The reference is Python's Jinja2 (Debian's python3-jinja2) in the environment
 transformers' apply_chat_template renders chat templates in: an
@@ -11,13 +11,13 @@ raise_exception and strftime_now (here at a fixed date, 2024-07-26), and a
 {% generation %} tag whose output spans are recorded.
 
 Cases:
-  - data/testdata/jinja/cases.jsonl: one construct each, {"name", "template", "vars"}
+  - tests/testdata/jinja/cases.jsonl: one construct each, {"name", "template", "vars"}
     and optionally "c_error": the exact error the C engine must give instead (a
     construct it refuses, a limit, an error message's line and column), and
     "c_parse" when that error must come from jinja_parse (refused before any render),
     "skip_python" where Python is not rendered (the limit cases: Python has no such
     limits and would run for hours; a bound method printed with its address);
-  - every template in data/testdata/templates/ on the conversations below, with the
+  - every template in tests/testdata/templates/ on the conversations below, with the
     variables transformers passes (messages, add_generation_prompt, tools=None,
     documents=None, the tokenizer's bos/eos tokens) and template switches.
 
@@ -141,10 +141,10 @@ def switches_for(name):
 
 
 def main():
-    out_path = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "data/testdata/jinja/expected.jsonl")
+    out_path = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "tests/testdata/jinja/expected.jsonl")
     env = make_env()
     lines = []
-    with open(os.path.join(ROOT, "data/testdata/jinja/cases.jsonl"), encoding="utf-8") as f:
+    with open(os.path.join(ROOT, "tests/testdata/jinja/cases.jsonl"), encoding="utf-8") as f:
         for line in f:
             if not line.strip() or line.startswith("//"):
                 continue
@@ -156,7 +156,7 @@ def main():
                 if key in case:
                     rec[key] = case[key]
             lines.append(rec)
-    for path in sorted(glob.glob(os.path.join(ROOT, "data/testdata/templates/*.jinja"))):
+    for path in sorted(glob.glob(os.path.join(ROOT, "tests/testdata/templates/*.jinja"))):
         fname = os.path.basename(path)
         base = fname[:-len(".jinja")]
         with open(path, encoding="utf-8") as f:

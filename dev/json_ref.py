@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Reference results for the JSON parser test (base/json.h, checked by ./test_prepare).
 
-    python3 dev/json_ref.py [data/testdata/json_cases.txt [data/testdata/json_expected.txt]]
+    python3 dev/json_ref.py [tests/testdata/json_cases.txt [tests/testdata/json_expected.txt]]
 
 Reads the cases (one JSON text per line; the bytes of a line are the case, so lines
 may hold invalid UTF-8 on purpose) and writes one result line per case:
@@ -17,7 +17,7 @@ may hold invalid UTF-8 on purpose) and writes one result line per case:
                                 nonstandard_constant  NaN / Infinity / -Infinity (not JSON)
                                 depth_over_512   nesting deeper than JSON_MAX_DEPTH
 
-Canonical form (reproduced by canon() in data/test_prepare.c):
+Canonical form (reproduced by canon() in tests/data/test_prepare.c):
   null true false; integers (a literal without fraction or exponent) in decimal,
   exactly, -0 as 0; other numbers as the double they parse to, printed "%.17e"
   (inf / -inf when out of range); strings as json.dumps(s, ensure_ascii=True)
@@ -106,8 +106,8 @@ def result(case: bytes) -> str:
 
 
 def main():
-    src = sys.argv[1] if len(sys.argv) > 1 else "data/testdata/json_cases.txt"
-    dst = sys.argv[2] if len(sys.argv) > 2 else "data/testdata/json_expected.txt"
+    src = sys.argv[1] if len(sys.argv) > 1 else "tests/testdata/json_cases.txt"
+    dst = sys.argv[2] if len(sys.argv) > 2 else "tests/testdata/json_expected.txt"
     data = open(src, "rb").read()
     if not data.endswith(b"\n"):
         sys.exit(f"{src}: the last case must end with a newline")

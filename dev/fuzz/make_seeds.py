@@ -14,7 +14,7 @@ def put(harness, name, data):
     with open(os.path.join(d, name), "wb") as f:
         f.write(data)
 
-# ---- json: the cases of data/testdata/json_cases.txt, one seed each (valid and invalid)
+# ---- json: the cases of tests/testdata/json_cases.txt, one seed each (valid and invalid)
 here = os.path.dirname(os.path.abspath(__file__))
 with open(os.path.join(here, "..", "..", "data", "testdata", "json_cases.txt"), "rb") as f:
     for i, line in enumerate(f.read().split(b"\n")):

@@ -1,0 +1,258 @@
+#!/usr/bin/env bash
+# tests/dist/test_dist.sh: data-parallel training of the CPU trainer over MPI, through real
+# processes: `mpirun -np 2 ./train_sft_mpi` against `./train_sft` with the same -d.
+# Skipped (one "skip" line) where mpirun or train_sft_mpi is missing.
+#
+# Checks, one "ok/FAIL/skip NAME" line each:
+# - 2 ranks (ZeRO-1, the default) = 1 process: per-step loss and gradient norm within
+#   1e-6 relative, validation losses too, final weights and AdamW moments within 1e-5
+#   (fp sums in another order), the same counters, on a run with packing, masks,
+#   accumulation (2 micro-batches per rank), clipping, weight decay, -S 1 and micro-
+#   batches without targets on rank 1 (dev/dist_tool plan confirms the data has them);
+# - ZeRO-0 on 2 ranks equals ZeRO-1 and the single process within the same tolerances;
+# - LoRA (a Llama's adapters, dropout on) on 2 ranks with ZeRO-1 equals one process;
+# - ZeRO-1 on 2 and 3 ranks of a model whose parameter count neither divides (the last
+#   shard short) equals the single process; every rank's validation batches hold targets
+#   (dev/dist_tool val confirms it), so the sum of validation losses over ranks is checked;
+# - a step whose micro-batches have no target on any rank is skipped everywhere;
+# - resuming a 2-rank run with 2 ranks is bit-identical to the uninterrupted run;
+#   resuming it with 1 rank, and a 1-process run with 2 ranks, continues within 1e-5;
+#   a 2-rank checkpoint equals the 1-process one (W-independent files);
+# - per-rank memory printed at start matches the ZeRO accounting (moments of ceil(P/W)
+#   parameters, P from the model's shape);
+# - -d not a multiple of B*T*W, and W ranks with fewer rows per step: one line and exit 1
+#   on each rank, before anything is written; ranks started with different flags, or
+#   the same flags and different starting weights: one line on every rank, non-zero exit;
+# - without MPI (./train_sft) and W > 1 from the environment: one line, exit 1.
+set -u
+cd "$(dirname "$0")/../.."
+for f in train_sft dev/dist_tool; do
+    [ -x "$f" ] || { echo "FAIL dist_setup: $f not built (make train_sft dev/dist_tool)"; exit 1; }
+done
+tmp=$(mktemp -d /tmp/test_dist.XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+export OMP_NUM_THREADS=1  # two ranks on a 2-core machine
+
+ok() { echo "ok $1"; }
+fail() { echo "FAIL $1: $2"; }
+
+# ---- without MPI: W > 1 from a launcher's environment is refused ----
+./dev/dist_tool mkdata "$tmp/data.bin"
+base="-i $tmp/data.bin -e d2c64h2t32 -b 1 -t 16"
+OMPI_COMM_WORLD_SIZE=2 OMPI_COMM_WORLD_RANK=0 ./train_sft $base -d 64 -x 2 -o "$tmp/nompi" > "$tmp/nompi.log" 2>&1
+rc=$?
+if [ $rc -eq 1 ] && [ "$(wc -l < "$tmp/nompi.log")" -eq 1 ] && grep -q "2 ranks (from mpirun) but this trainer was built without MPI: make train_sft_mpi" "$tmp/nompi.log" && [ ! -e "$tmp/nompi" ]; then
+    ok dist_without_mpi_refuses
+else
+    fail dist_without_mpi_refuses "exit $rc, output: $(head -c 300 "$tmp/nompi.log")"
+fi
+RANK=1 WORLD_SIZE=2 ./train_sft $base -d 64 -x 2 -o "$tmp/nompi" > "$tmp/nompi.log" 2>&1
+if grep -q "2 ranks (from torchrun)" "$tmp/nompi.log"; then ok dist_torchrun_environment_read; else fail dist_torchrun_environment_read "$(head -c 300 "$tmp/nompi.log")"; fi
+
+./train_sft $base -R 2 -W 2 -o "$tmp/nompi" > "$tmp/nompi.log" 2>&1; rc=$?
+if [ $rc -eq 1 ] && grep -q "rank 2 is not below the world size 2 (from flags)" "$tmp/nompi.log"; then ok dist_rank_beyond_world_refused
+else fail dist_rank_beyond_world_refused "exit $rc: $(head -c 300 "$tmp/nompi.log")"; fi
+
+if ! command -v mpirun > /dev/null; then echo "skip dist_mpi: mpirun not found (apt install openmpi-bin libopenmpi-dev)"; exit 0; fi
+if [ ! -x train_sft_mpi ]; then echo "skip dist_mpi: train_sft_mpi not built (make train_sft_mpi; needs mpicc)"; exit 0; fi
+# a rule broken so that ranks disagree on the collectives would hang: 120 s ends it
+# In a sanitizer build (make test SAN=1) LeakSanitizer reports Open MPI's own
+# allocations (in its dlopen'ed components) at exit: leaks are checked by the
+# single-process runs here and in test_sft, not under mpirun.
+launch="env ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0 timeout 120 mpirun --allow-run-as-root --oversubscribe"
+mpi="$launch -np 2"
+
+# ---- the run: packing, masks, 2 micro-batches per rank, clipping, decay, -S 1, validation dealt ----
+flags="$base -d 64 -x 8 -S 1 -l 1e-3 -u 2 -c 0.1 -G 0.5 -j $tmp/data.bin -v 4 -m 10"
+plan=$(./dev/dist_tool plan "$tmp/data.bin" 16 1 2 2 8 1337 1)
+empty1=$(echo "$plan" | sed -n 's/^rank 1 empty micro-batches //p')
+[ "${empty1:-0}" -gt 0 ] || fail dist_data_has_empty_microbatches "rank 1 has none: $plan"
+# every rank's validation batches (-m) hold targets, or the sum over ranks goes unchecked
+# (the data's first rows have none); val_targets W -m: "" or the rank without targets
+val_targets() { ./dev/dist_tool val "$tmp/data.bin" 16 1 "$1" "$2" | awk '$4 == 0 { print "rank " $2 " has no validation targets" }'; }
+why=$(val_targets 2 10)
+[ -z "$why" ] || fail dist_validation_on_every_rank "$why"
+
+run1() { ./train_sft "$@" > "$tmp/last.log" 2>&1 || { fail "$name" "./train_sft exited $?: $(tail -1 "$tmp/last.log")"; return 1; }; }
+run2() { $mpi ./train_sft_mpi "$@" > "$tmp/last.log" 2>&1 || { fail "$name" "mpirun exited $?: $(grep -m1 error "$tmp/last.log")"; return 1; }; }
+# "key value" lines of a metrics file: loss, grad_norm, targets and validation records, and skipped steps
+series() { grep -o '"\(loss\|grad_norm\|targets\|val_loss\|val_targets\|skipped\)": [^,}]*' "$1" | tr -d '":,'; }
+# compares two series files within a relative tolerance; prints the first mismatch (a NaN
+# or Inf is one: the trainers log neither, and NaN would compare as equal to anything)
+close_series() {
+    paste -d' ' "$1" "$2" | awk -v tol="$3" '
+        { if ($1 != $3) { print "line " NR ": " $1 " vs " $3; bad = 1; exit }
+          if ($2 == "true" || $4 == "true") { if ($2 != $4) { print "line " NR ": skipped " $2 " vs " $4; bad = 1; exit } next }
+          if (tolower($2 " " $4) ~ /nan|inf/) { print "line " NR ": " $1 " " $2 " vs " $4 " (not a finite number)"; bad = 1; exit }
+          d = $2 - $4; if (d < 0) d = -d; s = $4 < 0 ? -$4 : $4;
+          if (!(d <= tol * s)) { print "line " NR ": " $1 " " $2 " vs " $4; bad = 1; exit } }
+        END { if (!bad && NR == 0) print "empty"; }'
+    [ "$(wc -l < "$1")" -eq "$(wc -l < "$2")" ] || echo "$(wc -l < "$1") vs $(wc -l < "$2") records"
+}
+# the comparison itself: a NaN on both sides (or one) is a mismatch
+printf 'val_loss nan\n' > "$tmp/nan.s"; printf 'val_loss 4.1\n' > "$tmp/num.s"
+if [ -n "$(close_series "$tmp/nan.s" "$tmp/nan.s" 1e-6)" ] && [ -n "$(close_series "$tmp/num.s" "$tmp/nan.s" 1e-6)" ] &&
+   [ -n "$(close_series "$tmp/nan.s" "$tmp/num.s" 1e-6)" ] && [ -z "$(close_series "$tmp/num.s" "$tmp/num.s" 1e-6)" ]; then ok dist_compare_rejects_nan
+else fail dist_compare_rejects_nan "close_series took a NaN for a match"; fi
+# ok when the final checkpoints of two runs agree within 1e-5 with the same counters
+close_models() {
+    local r
+    r=$(./dev/dist_tool diff "$1" "$2")
+    echo "$r" | awk '{ exit !($2 <= 1e-5 && $4 <= 1e-5 && $6 == "same") }' || echo "$r"
+}
+final=$(printf 'step_%08d' 8)
+
+name=dist_two_ranks_equal_one_process
+if run1 $flags -o "$tmp/one" && run2 $flags -o "$tmp/two"; then
+    cp "$tmp/last.log" "$tmp/two.log"
+    series "$tmp/one/metrics.jsonl" > "$tmp/one.s"; series "$tmp/two/metrics.jsonl" > "$tmp/two.s"
+    why="$(close_series "$tmp/one.s" "$tmp/two.s" 1e-6)$(close_models "$tmp/two/$final" "$tmp/one/$final")"
+    grep -q val_loss "$tmp/one.s" || why="no validation record $why"
+    [ -z "$why" ] && ok $name || fail $name "$why"
+fi
+
+# rank 0 alone writes: the output holds what one process writes (no second lock owner, no stray files)
+name=dist_rank0_only_output
+if [ -f "$tmp/two/metrics.jsonl" ]; then
+    lines=$(grep -c '"loss"' "$tmp/two/metrics.jsonl")
+    if [ "$lines" -eq 8 ] && [ "$(ls "$tmp/two" | tr '\n' ' ')" = "$(ls "$tmp/one" | tr '\n' ' ')" ] && [ "$(grep -c '^done  | model' "$tmp/two.log")" -eq 1 ]; then ok $name
+    else fail $name "$lines loss records, files: $(ls "$tmp/two" | tr '\n' ' ')"; fi
+fi
+
+# per-rank memory: moments of ceil(P/W) parameters, P = V*C + maxT*C + L*(12C^2 + 13C) + 2C
+name=dist_memory_matches_zero_accounting
+read -r L C V maxT <<< "$(sed -n 's/^model | GPT-2, \([0-9]*\) layers, [0-9]* heads, \([0-9]*\) channels, vocab \([0-9]*\), context \([0-9]*\).*/\1 \2 \3 \4/p' "$tmp/two.log")"
+P=$(( V * C + maxT * C + L * (12 * C * C + 13 * C) + 2 * C )); shard=$(( (P + 1) / 2 ))
+want="AdamW state $(awk -v n=$shard 'BEGIN { printf "%.3f", 8 * n / 1e6 }') MB (moments of $shard of $P parameters)"
+want_grads="gradients $(awk -v n=$((2 * shard)) 'BEGIN { printf "%.3f", 4 * n / 1e6 }') MB"
+want1="AdamW state $(awk -v n=$P 'BEGIN { printf "%.3f", 8 * n / 1e6 }') MB (moments of $P of $P parameters)"
+if grep "^memory|" "$tmp/two.log" | grep -q "$want" && grep "^memory|" "$tmp/two.log" | grep -q "$want_grads"; then ok $name
+else fail $name "expected '$want' and '$want_grads' in: $(grep '^memory|' "$tmp/two.log")"; fi
+
+name=dist_zero0_equals_zero1
+if run2 $flags -Z 0 -o "$tmp/z0"; then
+    grep "^memory|" "$tmp/last.log" | grep -q "$want1" || fail dist_memory_zero0 "expected '$want1' in: $(grep '^memory|' "$tmp/last.log")"
+    series "$tmp/z0/metrics.jsonl" > "$tmp/z0.s"
+    why="$(close_series "$tmp/z0.s" "$tmp/two.s" 1e-6)$(close_models "$tmp/z0/$final" "$tmp/two/$final")$(close_models "$tmp/z0/$final" "$tmp/one/$final")"
+    [ -z "$why" ] && ok $name || fail $name "$why"
+fi
+
+# a Llama-family model (untied head, grouped-query attention, q/k/v biases): ZeRO-1 over 2
+# ranks equals one process (the sharding is over the flat parameters, whatever the family)
+name=dist_llama_zero1_equals_one_process
+lflags="${flags/d2c64h2t32/l2c32h4k2ubt32}"
+if run1 $lflags -o "$tmp/l1" && run2 $lflags -Z 1 -o "$tmp/l2"; then
+    series "$tmp/l1/metrics.jsonl" > "$tmp/l1.s"; series "$tmp/l2/metrics.jsonl" > "$tmp/l2.s"
+    why="$(close_series "$tmp/l1.s" "$tmp/l2.s" 1e-6)$(close_models "$tmp/l2/$final" "$tmp/l1/$final")"
+    grep -q "^model | Qwen2, 2 layers, 4 heads (2 key/value heads)" "$tmp/last.log" || why="not the Qwen2 model: $(grep -m1 '^model' "$tmp/last.log") $why"
+    [ -z "$why" ] && ok $name || fail $name "$why"
+fi
+
+# ---- LoRA: only the adapters' gradients are reduced and their moments sharded ----
+# A Llama (C 32, q 32 and v 16 rows, MLP 128) with adapters on q_proj, v_proj and down_proj,
+# rank 3: 2 layers x ((3*32 + 32*3) + (3*32 + 16*3) + (3*128 + 32*3)) = 1632 floats, 816 per
+# rank; dropout on: 2 ranks (ZeRO-1) equal one process,
+# losses within 1e-6 and the final adapters and moments within 1e-5; the memory line
+# counts moments of the adapter's shard only.
+name=dist_lora_zero1_equals_one_process
+loflags="${flags/d2c64h2t32/l2c32h4k2t32} -A 3 -T q_proj,v_proj,down_proj -p 0.1"
+if run1 $loflags -o "$tmp/lo1" && run2 $loflags -o "$tmp/lo2"; then
+    series "$tmp/lo1/metrics.jsonl" > "$tmp/lo1.s"; series "$tmp/lo2/metrics.jsonl" > "$tmp/lo2.s"
+    why="$(close_series "$tmp/lo1.s" "$tmp/lo2.s" 1e-6)$(close_models "$tmp/lo2/$final" "$tmp/lo1/$final")"
+    grep -q "(moments of 816 of 1632 adapter parameters; the base is frozen)" "$tmp/last.log" || why="memory line: $(grep -m1 '^memory' "$tmp/last.log") $why"
+    [ -f "$tmp/lo2/$final/adapter_model.safetensors" ] || why="no adapter checkpoint $why"
+    [ -z "$why" ] && ok $name || fail $name "$why"
+fi
+
+# ---- ZeRO-1 over a parameter count that W does not divide: the last rank's shard is short ----
+# 48895 parameters (d3c35h5t32: odd, not a multiple of 3): with 2 ranks the last shard
+# is 1 shorter than the others, with 3 ranks 2 shorter; both equal one process (ln_f.bias,
+# the last tensor, ends in the short shard). Validation over the whole file (every rank
+# has targets there).
+oflags="${base/d2c64h2t32/d3c35h5t32} -d 96 -x 4 -S 1 -l 1e-3 -u 1 -j $tmp/data.bin -v 2 -m -1"
+why=$(val_targets 3 -1)
+[ -z "$why" ] || fail dist_validation_on_every_rank "$why"
+if name=dist_odd_count_reference run1 $oflags -o "$tmp/o1"; then
+    series "$tmp/o1/metrics.jsonl" > "$tmp/o1.s"
+    for w in 2 3; do
+        name=dist_zero1_short_last_shard_${w}_ranks
+        P=48895; shard=$(( (P + w - 1) / w ))
+        if $launch -np $w ./train_sft_mpi $oflags -o "$tmp/o$w" > "$tmp/last.log" 2>&1; then
+            series "$tmp/o$w/metrics.jsonl" > "$tmp/o$w.s"
+            why="$(close_series "$tmp/o1.s" "$tmp/o$w.s" 1e-6)$(close_models "$tmp/o$w/step_00000004" "$tmp/o1/step_00000004")"
+            grep -q "(moments of $shard of $P parameters)" "$tmp/last.log" || why="not $P parameters in shards of $shard: $(grep -m1 '^memory' "$tmp/last.log") $why"
+            [ $((P % w)) -ne 0 ] || why="$P is a multiple of $w $why"
+            [ -z "$why" ] && ok $name || fail $name "$why"
+        else fail $name "mpirun exited $?: $(grep -m1 error "$tmp/last.log")"; fi
+    done
+fi
+
+# ---- a step with no target anywhere: -S 0 puts the data's first four empty rows in step 1 ----
+name=dist_empty_step_skipped_everywhere
+sflags="$base -d 64 -x 3 -S 0 -l 1e-3"
+if run1 $sflags -o "$tmp/s1" && run2 $sflags -o "$tmp/s2"; then
+    series "$tmp/s1/metrics.jsonl" > "$tmp/s1.s"; series "$tmp/s2/metrics.jsonl" > "$tmp/s2.s"
+    why=$(close_series "$tmp/s1.s" "$tmp/s2.s" 1e-6)
+    head -1 "$tmp/s2.s" | grep -q "skipped true" || why="step 1 not skipped: $(head -1 "$tmp/s2.s") $why"
+    [ -z "$why" ] && ok $name || fail $name "$why"
+fi
+
+# ---- resume ----
+# a copy of a run's output as it was after the checkpoint of step 4 (the later checkpoint removed)
+rewind() {
+    rm -rf "$2"; cp -r "$1" "$2"; rm -rf "$2/$final"; printf 'step_%08d\n' 4 > "$2/latest"
+}
+name=dist_resume_same_world_bit_identical
+if run2 $flags -n 4 -o "$tmp/r2"; then
+    rewind "$tmp/r2" "$tmp/r2b"
+    if run2 $flags -n 4 -y 1 -o "$tmp/r2b"; then
+        why=""
+        for f in model.safetensors state.bin config.json; do cmp -s "$tmp/r2/$final/$f" "$tmp/r2b/$final/$f" || why="$why $f differs"; done
+        cmp -s <(series "$tmp/r2/metrics.jsonl") <(series "$tmp/r2b/metrics.jsonl") || why="$why metrics differ"
+        [ -z "$why" ] && ok $name || fail $name "$why"
+    fi
+fi
+name=dist_checkpoint_independent_of_world
+if run1 $flags -n 4 -o "$tmp/r1"; then
+    why=$(close_models "$tmp/r2/step_00000004" "$tmp/r1/step_00000004")
+    [ -z "$why" ] && ok $name || fail $name "$why"
+fi
+name=dist_resume_two_ranks_with_one
+rewind "$tmp/r2" "$tmp/r21"
+if run1 $flags -n 4 -y 1 -o "$tmp/r21"; then
+    why=$(close_models "$tmp/r21/$final" "$tmp/r2/$final")
+    [ -z "$why" ] && ok $name || fail $name "$why"
+fi
+name=dist_resume_one_process_with_two
+rewind "$tmp/r1" "$tmp/r12"
+if run2 $flags -n 4 -y 1 -o "$tmp/r12"; then
+    why=$(close_models "$tmp/r12/$final" "$tmp/r1/$final")
+    [ -z "$why" ] && ok $name || fail $name "$why"
+fi
+
+# ---- bad configurations: every rank refuses with one line ----
+# Each rank checks -d before MPI starts, so each is run alone here (-R r -W 2): under
+# mpirun the first rank to exit makes mpirun end the others, maybe before they print.
+for bad in "48 is not a multiple of B\*T\*W = 1\*16\*2 = 32" "16 gives 1 rows per step, fewer than the 2 ranks x B = 2 rows"; do
+    d=${bad%% *}; name=dist_batch_${d}_refused; why=""
+    for r in 0 1; do
+        ./train_sft $base -d "$d" -x 2 -R $r -W 2 -o "$tmp/bad" > "$tmp/bad.log" 2>&1; rc=$?
+        [ $rc -eq 1 ] && [ "$(wc -l < "$tmp/bad.log")" -eq 1 ] && grep -q "^error: -d $bad" "$tmp/bad.log" || why="$why rank $r: exit $rc, $(head -c 200 "$tmp/bad.log")"
+    done
+    $mpi ./train_sft_mpi $base -d "$d" -x 2 -o "$tmp/bad" > "$tmp/bad.log" 2>&1; rc=$?
+    [ $rc -ne 0 ] && grep -q "error: -d $bad" "$tmp/bad.log" || why="$why mpirun: exit $rc, $(head -c 200 "$tmp/bad.log")"
+    [ -e "$tmp/bad" ] && why="$why: $tmp/bad was created"
+    [ -z "$why" ] && ok $name || fail $name "$why"
+done
+# ranks that disagree meet in the first collective: every rank says so, then all exit 1
+name=dist_mismatched_flags_refused
+$launch -np 1 ./train_sft_mpi $base -d 64 -x 2 -l 1e-3 -o "$tmp/bad" : \
+    -np 1 ./train_sft_mpi $base -d 64 -x 2 -l 2e-3 -o "$tmp/bad" > "$tmp/bad.log" 2>&1; rc=$?
+n=$(grep -c "the ranks disagree on the run's flags" "$tmp/bad.log")
+[ $rc -ne 0 ] && [ "$n" -eq 2 ] && ok $name || fail $name "exit $rc, $n of 2 ranks said so: $(head -c 300 "$tmp/bad.log")"
+# the same flags but different starting weights (a checkpoint of the same shape on rank 1)
+name=dist_different_weights_refused
+$launch -np 1 ./train_sft_mpi $base -d 64 -x 2 -o "$tmp/bad" : -np 1 ./train_sft_mpi $base -d 64 -x 2 -e "$tmp/one/$final" -o "$tmp/bad" \
+    > "$tmp/bad.log" 2>&1; rc=$?
+n=$(grep -c "the ranks disagree on the model's starting weights" "$tmp/bad.log")
+[ $rc -ne 0 ] && [ "$n" -eq 2 ] && ok $name || fail $name "exit $rc, $n of 2 ranks said so: $(head -c 300 "$tmp/bad.log")"
