@@ -129,7 +129,7 @@ static void test_step_against_cpu(const char *name, const ModelConfig *cfg, cons
     GpuModel M;
     GpuComm one;
     comm_single(&one);
-    gpu_model_build(&M, cfg, params, B, T, recompute, &one, 0);
+    gpu_model_build(&M, cfg, params, nullptr, nullptr, B, T, recompute, &one, 0);
     int *rows = (int *)xmalloc(BT * sizeof(int)), R = 0;
     for (int i = 0; i < BT; i++) rows[i] = i;
     // logits at every position
@@ -212,7 +212,7 @@ static void test_accumulation(const char *name, const ModelConfig *cfg, const fl
     GpuModel M;
     GpuComm one;
     comm_single(&one);
-    gpu_model_build(&M, cfg, params, B, T, 0, &one, 0);  // A micro-batches of B rows
+    gpu_model_build(&M, cfg, params, nullptr, nullptr, B, T, 0, &one, 0);  // A micro-batches of B rows
     CUDA_CHECK(cudaMemset(M.grads, 0, M.num_params_dev * sizeof(*M.grads)));
     for (int k = 0; k < A; k++) {
         size_t o = (size_t)k * BT;
@@ -222,7 +222,7 @@ static void test_accumulation(const char *name, const ModelConfig *cfg, const fl
     }
     params_to_host(&M, g_acc, M.grads);
     gpu_model_free(&M);
-    gpu_model_build(&M, cfg, params, A * B, T, 0, &one, 0);  // one micro-batch of A*B rows
+    gpu_model_build(&M, cfg, params, nullptr, nullptr, A * B, T, 0, &one, 0);  // one micro-batch of A*B rows
     CUDA_CHECK(cudaMemset(M.grads, 0, M.num_params_dev * sizeof(*M.grads)));
     gpu_upload_batch(&M, inputs, pos, doc_start, targets, (int)n, NULL, 0);
     gpu_forward(&M, A * B, T, true, 1.0f / (float)N);
@@ -298,7 +298,7 @@ static void test_llama_recompute(const char *name, const ModelConfig *cfg, const
     for (int r = 0; r <= 2; r++) {
         for (int rep = 0; rep < (r == 0 ? 2 : 1); rep++) {
             GpuModel M;
-            gpu_model_build(&M, cfg, params, ld->B, ld->T, r, &one, 0);
+            gpu_model_build(&M, cfg, params, nullptr, nullptr, ld->B, ld->T, r, &one, 0);
             double l = gpu_loss_grads(&M, ld, r == 0 && rep == 0 ? g0 : g);
             gpu_model_free(&M);
             if (r == 0 && rep == 0) { l0 = l; continue; }
@@ -331,7 +331,7 @@ static void test_lt_plans_and_fallback(const char *name, const ModelConfig *cfg,
     GpuComm one;
     comm_single(&one);
     GpuModel M;
-    gpu_model_build(&M, cfg, params, B, T, 0, &one, 0);
+    gpu_model_build(&M, cfg, params, nullptr, nullptr, B, T, 0, &one, 0);
     double l_epi = gpu_loss_grads(&M, &ld, g_epi);
     long after_one = M.lt.plans_made;
     gpu_loss_grads(&M, &ld, g_epi);
@@ -349,7 +349,7 @@ static void test_lt_plans_and_fallback(const char *name, const ModelConfig *cfg,
 #if defined(CUDA_EMU)
     setenv("EMU_LT_REFUSE", "all", 1);
 #endif
-    gpu_model_build(&M, cfg, params, B, T, 0, &one, 0);
+    gpu_model_build(&M, cfg, params, nullptr, nullptr, B, T, 0, &one, 0);
 #if !defined(CUDA_EMU)
     M.lt.epilogues_off = true;
 #endif
@@ -451,7 +451,7 @@ static void test_lora_against_cpu(const char *name, const ModelConfig *cfg, cons
     GpuModel M;
     GpuComm one;
     comm_single(&one);
-    gpu_model_build_lora(&M, cfg, params, &lay, adapter, B, T, recompute, &one, 0);
+    gpu_model_build(&M, cfg, params, &lay, adapter, B, T, recompute, &one, 0);
     char full[160];
     // logits at every position, no dropout
     int *rows = (int *)xmalloc(BT * sizeof(int));
@@ -510,7 +510,7 @@ static void test_lora_frozen_base(const char *name, const ModelConfig *cfg, cons
     GpuModel M;
     GpuComm one;
     comm_single(&one);
-    gpu_model_build_lora(&M, cfg, params, &lay, adapter, B, T, 0, &one, 0);
+    gpu_model_build(&M, cfg, params, &lay, adapter, B, T, 0, &one, 0);
     M.dropout_seed = 1;
     size_t P = M.num_params_dev;
     std::vector<floatX> before(P), after(P);

@@ -298,8 +298,8 @@ static void floats_to_floatx(floatX *dst, const float *src, size_t n) {
 // The model on the device from host_params (host layout). With LoRA (lora non-null, lora->n
 // adapters) the weights are frozen and the adapters host_adapters (lora->floats, model/lora.h's
 // layout) train; lora null: full fine-tuning.
-static void gpu_model_build_lora(GpuModel *M, const ModelConfig *cfg, const float *host_params, const LoraLayout *lora,
-                                 const float *host_adapters, int B, int T, int recompute, GpuComm *comm, int zero) {
+static void gpu_model_build(GpuModel *M, const ModelConfig *cfg, const float *host_params, const LoraLayout *lora,
+                            const float *host_adapters, int B, int T, int recompute, GpuComm *comm, int zero) {
     M->cfg = *cfg;
     M->cfg_dev = *cfg;
     M->cfg_dev.V = (cfg->V + VOCAB_PAD - 1) / VOCAB_PAD * VOCAB_PAD;
@@ -384,12 +384,6 @@ static void gpu_model_build_lora(GpuModel *M, const ModelConfig *cfg, const floa
         }
         free(f);
     }
-}
-
-// Full fine-tuning: every weight trains.
-static void gpu_model_build(GpuModel *M, const ModelConfig *cfg, const float *host_params, int B, int T, int recompute, GpuComm *comm,
-                            int zero) {
-    gpu_model_build_lora(M, cfg, host_params, nullptr, nullptr, B, T, recompute, comm, zero);
 }
 
 static void gpu_model_free(GpuModel *M) {
@@ -1240,7 +1234,7 @@ int main(int argc, char **argv) {
     if (lead) open_output_dir(args.out_dir);
     if (lead && run.write_base) save_hf_dir(run.lora_base, args.out_dir, &run.cfg, &run.p, &run.extras);  // LoRA's base as trained on, for adapter_config.json to name
     GpuModel M;
-    gpu_model_build_lora(&M, &cfg, run.params, &run.lora, run.adapter, args.B, args.T, recompute, &comm, dist.zero);
+    gpu_model_build(&M, &cfg, run.params, &run.lora, run.adapter, args.B, args.T, recompute, &comm, dist.zero);
     M.dropout_seed = (uint64_t)args.seed;
     comm.stream = M.stream;  // from now on the collectives run on the model's stream
     size_t P = lora ? run.lora.floats : M.num_params;  // the trained weights in the host layout (checkpoints)
