@@ -4,22 +4,34 @@
 # Environment: WORK (default /tmp/cuda_emu): where the converted copy and binaries go;
 #   EMU_ORDER=fwd|rev|rand: order of the threads of a block (and of the blocks, rev);
 #   SAN="-fsanitize=address" or "-fsanitize=undefined": sanitizer for the emulated code;
-#   DEV="attention mma" (default: all): which dev/cuda checks the dev target runs;
-#   PRECS="bf16" (default "fp32 bf16"): which builds of them.
+#   DEV="attention mma" (default: all): which dev/cuda checks the dev target runs; a
+#     check named NAME:PREC ("attention:bf16") is built in that precision only;
+#   PRECS="bf16" (default "fp32 bf16"): which builds of the others;
+#   REUSE=1: WORK already holds this repository's converted copy and the emulator's objects
+#     from an earlier run.sh (and the trainers, if its test target ran): use them instead of
+#     converting and building again, so that several run.sh can share one WORK, at once.
 set -e
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../../.." && pwd)
 work=${WORK:-/tmp/cuda_emu}
 src=$work/src
 targets=${*:-selftest dev test}
-python3 "$here/convert.py" "$repo" "$src"
-sed -i 's/^    timings();/    \/\/ timings(); (emulator: no timing)/; s/^    time_config(/    if (0) time_config(/' "$src"/dev/cuda/*.cu
 FLAGS="-std=c++17 -O2 -g -U_FORTIFY_SOURCE -D_FORTIFY_SOURCE=0 -fopenmp -Wall -Wno-unused-function -Wno-format-truncation -Wno-unknown-pragmas -Wno-sign-compare -I$here/include -I$src $SAN"
-mkdir -p "$work/obj"
-g++ $FLAGS -c -o "$work/obj/emu.o" "$here/emu.cpp"
-g++ $FLAGS -c -o "$work/obj/cublaslt.o" "$here/cublaslt.cpp"
-g++ $FLAGS -c -o "$work/obj/nccl.o" "$here/nccl.cpp"
-gcc -O2 -g -fopenmp -std=gnu11 -I"$src" $SAN -c -o "$work/obj/cpu_ref.o" "$src/dev/cuda/cpu_ref.c"
+if [ -n "${REUSE:-}" ]; then
+    for f in "$src/train_sft.cu" "$work/obj/emu.o" "$work/obj/cublaslt.o" "$work/obj/nccl.o" "$work/obj/cpu_ref.o"; do
+        [ -f "$f" ] || { echo "run.sh: REUSE=1 but $f is missing: run once without REUSE first" >&2; exit 2; }
+    done
+else
+    python3 "$here/convert.py" "$repo" "$src"
+    sed -i 's/^    timings();/    \/\/ timings(); (emulator: no timing)/; s/^    time_config(/    if (0) time_config(/' "$src"/dev/cuda/*.cu
+    mkdir -p "$work/obj"
+    g++ $FLAGS -c -o "$work/obj/emu.o" "$here/emu.cpp" & a=$!
+    g++ $FLAGS -c -o "$work/obj/cublaslt.o" "$here/cublaslt.cpp" & b=$!
+    wait $a; wait $b
+    g++ $FLAGS -c -o "$work/obj/nccl.o" "$here/nccl.cpp" & a=$!
+    gcc -O2 -g -fopenmp -std=gnu11 -I"$src" $SAN -c -o "$work/obj/cpu_ref.o" "$src/dev/cuda/cpu_ref.c" & b=$!
+    wait $a; wait $b
+fi
 build() {  # build OUT SRC [flags]; BUILD_CXX=mpicxx for an MPI build; BANKS=1: with the bank-conflict counter
     local out=$1 f=$2 inst=
     shift 2
@@ -52,11 +64,13 @@ for t in $targets; do
         "$work/mma" || status=1
         ;;
     dev)
-        for n in ${DEV:-$(cd dev/cuda && ls *.cu | sed 's/\.cu$//')}; do
+        for spec in ${DEV:-$(cd dev/cuda && ls *.cu | sed 's/\.cu$//')}; do
+            n=${spec%%:*} precs=${PRECS:-fp32 bf16}
+            [ "$n" = "$spec" ] || precs=${spec#*:}
             f=dev/cuda/$n.cu
             bins=
             specs=()
-            for p in ${PRECS:-fp32 bf16}; do
+            for p in $precs; do
                 if [ "$p" = fp32 ]; then specs+=("$work/${n}_fp32 $f -DENABLE_FP32"); bins="$bins $work/${n}_fp32"
                 else specs+=("$work/$n $f"); bins="$bins $work/$n"; fi
             done
@@ -77,8 +91,10 @@ for t in $targets; do
         ;;
     dist)  # 2 ranks through the emulated NCCL (test_dist.sh); not in the default set
         make -s train_sft > /dev/null
-        # the same two builds as the test target's: copied when it made them in this run
-        if [ -n "${built_trainers:-}" ]; then cp train_sftcu_fp32 train_sftcu "$work/"
+        # the same two builds as the test target's: copied when it made them in this run, or
+        # in an earlier one whose WORK this one reuses
+        if [ -n "${built_trainers:-}" ] || { [ -n "${REUSE:-}" ] && [ -x train_sftcu_fp32 ] && [ -x train_sftcu ]; }; then
+            cp train_sftcu_fp32 train_sftcu "$work/"
         else both "$work/train_sftcu_fp32 train_sft.cu -DENABLE_FP32" "$work/train_sftcu train_sft.cu"; fi
         build "$work/train_sftcu_fp32_nonccl" train_sft.cu -DENABLE_FP32 -DSFT_NO_NCCL & nonccl=$!  # a build where make found no nccl.h
         rm -f "$work/train_sftcu_fp32_mpi"  # the NCCL id over MPI under mpirun (test_dist.sh skips its check without mpicxx)
