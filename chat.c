@@ -19,7 +19,8 @@ with -c) a built-in chat format of template/chat_template.h: the one the tokeniz
 special tokens select (llama3, chatml, else gpt2), or -c; it must be the format the
 model's data was prepared in (prepare prints it), and -s the system message prepare
 --system gave that data; the answer ends at the format's end-of-turn token
-(<|im_end|>, <|eot_id|>). Generation uses a KV cache (O(length) per token). It
+(<|im_end|>, <|eot_id|>), its end token (<|endoftext|>, <|end_of_text|>) or one of
+the model's eos ids. Generation uses a KV cache (O(length) per token). It
 reuses the model code of train_sft.c.
 */
 #define SFT_NO_MAIN

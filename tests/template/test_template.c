@@ -324,9 +324,19 @@ static void test_end_of_turn_tokens(BpeTokenizer *t) {
     tmpl_puts_(&cfg, "{\"bos_token\": {\"__type\": \"AddedToken\", \"content\": \"<bos>\", \"lstrip\": false, \"normalized\": false, "
                      "\"rstrip\": false, \"single_word\": false},\n \"eos_token\": {\"__type\": \"AddedToken\", \"content\": \"<eos>\", "
                      "\"lstrip\": false, \"normalized\": false, \"rstrip\": false, \"single_word\": false},\n \"chat_template\": "
-                     "[{\"name\": \"tool_use\", \"template\": \"TOOLS{{ messages }}\"}, {\"name\": \"default\", \"template\": ");
-    tmpl_put_json_string_(&cfg, gemma_like, strlen(gemma_like));
-    tmpl_puts_(&cfg, "}, {\"name\": \"rag\", \"template\": \"RAG{{ documents }}\"}]}\n");
+                     "[");
+    // three chat templates, told apart by their first word: tool_use, default (the one to take), rag
+    static const char *const names[3] = {"tool_use", "default", "rag"}, *const words[3] = {"TOOLS", "", "RAG"};
+    for (int i = 0; i < 3; i++) {
+        char body[1024];
+        snprintf(body, sizeof body, "%s%s", words[i], gemma_like);
+        tmpl_puts_(&cfg, i ? ", {\"name\": \"" : "{\"name\": \"");
+        tmpl_puts_(&cfg, names[i]);
+        tmpl_puts_(&cfg, "\", \"template\": ");
+        tmpl_put_json_string_(&cfg, body, strlen(body));
+        tmpl_puts_(&cfg, "}");
+    }
+    tmpl_puts_(&cfg, "]}\n");
     put_file(dir, "tokenizer_config.json", cfg.p);
     free(cfg.p);
     ChatTemplate tm;
