@@ -19,7 +19,8 @@ with -c) a built-in chat format of template/chat_template.h: the one the tokeniz
 special tokens select (llama3, chatml, else gpt2), or -c; it must be the format the
 model's data was prepared in (prepare prints it), and -s the system message prepare
 --system gave that data; the answer ends at the format's end-of-turn token
-(<|im_end|>, <|eot_id|>). Generation uses a KV cache (O(length) per token). It
+(<|im_end|>, <|eot_id|>), its end token (<|endoftext|>, <|end_of_text|>) or one of
+the model's eos ids. Generation uses a KV cache (O(length) per token). It
 reuses the model code of train_sft.c.
 */
 #define SFT_NO_MAIN
@@ -28,7 +29,7 @@ reuses the model code of train_sft.c.
 
 typedef struct { const char *model, *tokenizer, *prompt, *file, *format, *system, *tmpl_file, *tmpl_var, *data, *base; int max_new, seed; float temperature; } ChatArgs;
 
-static int stops[TMPL_MAX_EOT + 4], nstops;  // what an answer ends at
+static int stops[CHAT_MAX_STOPS], nstops;  // what an answer ends at
 
 // Generates one assistant answer after the prompt ids[0..n), prints it, and returns
 // its tokens (in out, the stop token left out: *n_out) and text (malloc'ed).
@@ -108,9 +109,8 @@ int main(int argc, char **argv) {
         if (rc) fatal("%s", err);
     }
     if (a.system[0]) ct.default_system = a.system;
-    int model_eos[4] = {m.cfg.eos_id, m.cfg.n_eos_more > 0 ? m.cfg.eos_more[0] : -1, m.cfg.n_eos_more > 1 ? m.cfg.eos_more[1] : -1,
-                        m.cfg.n_eos_more > 2 ? m.cfg.eos_more[2] : -1};
-    nstops = chat_stop_tokens_with(&ct, model_eos, 4, stops, (int)(sizeof stops / sizeof stops[0]));
+    int model_eos[4], n_model_eos = model_end_ids(&m.cfg, model_eos);
+    nstops = chat_stop_tokens(&ct, model_eos, n_model_eos, stops, CHAT_MAX_STOPS);
     if (bpe_vocab_size(tok) != m.cfg.V)
         fatal("%s: the tokenizer (with the chat tokens) has %d tokens but the model %s has %d: pass with -k the tokenizer the model's "
               "data was prepared with", a.tokenizer, bpe_vocab_size(tok), a.model, m.cfg.V);

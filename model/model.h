@@ -86,6 +86,15 @@ typedef struct {
     unsigned char layer_flags[MAX_LAYERS];  // LAYER_SLIDING | LAYER_NO_ROPE of each layer
 } ModelConfig;
 
+// The model's end ids (config.json's eos_token_id, all of a list) into ids[0..4);
+// returns how many.
+static int model_end_ids(const ModelConfig *c, int ids[4]) {
+    int n = 0;
+    if (c->eos_id >= 0) ids[n++] = c->eos_id;
+    for (int k = 0; k < c->n_eos_more && n < 4; k++) ids[n++] = c->eos_more[k];
+    return n;
+}
+
 static int is_llama_family(const ModelConfig *c) { return c->family != FAMILY_GPT2; }
 // Width of the fused q|k|v projection: NH query heads, then KVH key and KVH value heads.
 static int qkv_width(const ModelConfig *c) { return (c->NH + 2 * c->KVH) * c->HS; }

@@ -39,8 +39,9 @@
 //   - out.text is malloc'd, NUL-terminated UTF-8 of out.len bytes; out.gen[0..ngen) are
 //     the spans of output written by {% generation %} blocks, byte offsets into out.text,
 //     in the order the blocks end. A block rendered into a {% set %} block or a macro's
-//     result records no span (that text is not where it would end up). jinja_output_free
-//     frees both.
+//     result gives its span where that string is printed whole, at the place it lands
+//     (none if never printed, one per printing); a string made from it (concatenated,
+//     filtered) carries no span. jinja_output_free frees both.
 //   - raise_exception(msg) gives err = msg exactly, so a caller can show the template's
 //     own message. Every other error is one line (control characters in a quoted name or
 //     string shown as spaces) starting "line L column C: ", but those that belong to no

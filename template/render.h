@@ -204,24 +204,30 @@ static int chat_prompt(BpeTokenizer *tok, const ChatTokens *ct, const char *user
     return chat_render_prompt_of(tok, ct, m, n, d, err, errlen);
 }
 
-// The tokens a generated answer ends at (into stops[0..max), returning how many): a
-// built-in format's turn end; a template's end-of-turn tokens and then the model's own
-// end ids model_eos[0..n_model_eos) (its generation_config.json; -1 = none), since a
-// model trained elsewhere may end an answer with either.
-static int chat_stop_tokens_with(const ChatTokens *ct, const int *model_eos, int n_model_eos, int *stops, int max) {
-    if (!ct->tmpl) { stops[0] = ct->turn_end; return 1; }
-    int n = 0;
-    for (int i = 0; i < ct->tmpl->neot && n < max; i++) stops[n++] = ct->tmpl->eot[i];
-    for (int i = 0; i < n_model_eos && n < max; i++) {
-        int dup = model_eos[i] < 0;
-        for (int k = 0; k < n && !dup; k++) dup = stops[k] == model_eos[i];
-        if (!dup) stops[n++] = model_eos[i];
-    }
-    return n;
+// Most stop tokens an answer can have: a template's end-of-turn tokens (or a built-in
+// format's two) and the model's four end ids.
+#define CHAT_MAX_STOPS (TMPL_MAX_EOT + 4)
+
+static void chat_add_stop_(int *stops, int *n, int max, int id) {
+    if (id < 0 || *n >= max) return;
+    for (int k = 0; k < *n; k++) if (stops[k] == id) return;
+    stops[(*n)++] = id;
 }
 
-// The same for the data's own stop tokens (the evaluation).
-static int chat_stop_tokens(const ChatTokens *ct, int *stops, int max) { return chat_stop_tokens_with(ct, NULL, 0, stops, max); }
+// The tokens a generated answer ends at, every one of them (into stops[0..max),
+// returning how many): a built-in format's turn end and its end token (both of which an
+// export lists as end ids); a template's end-of-turn tokens (its eos_token and the turn
+// token it writes after a reply: Gemma's <eos> and <end_of_turn>); then the model's own
+// end ids model_eos[0..n_model_eos) (its config's eos_token_id; -1 = none), since a model
+// trained elsewhere may end an answer with any of them (Llama 3.1's <|eom_id|>, which its
+// template writes only after a tool call).
+static int chat_stop_tokens(const ChatTokens *ct, const int *model_eos, int n_model_eos, int *stops, int max) {
+    int n = 0;
+    if (!ct->tmpl) { chat_add_stop_(stops, &n, max, ct->turn_end); chat_add_stop_(stops, &n, max, ct->end); }
+    else for (int i = 0; i < ct->tmpl->neot; i++) chat_add_stop_(stops, &n, max, ct->tmpl->eot[i]);
+    for (int i = 0; i < n_model_eos; i++) chat_add_stop_(stops, &n, max, model_eos[i]);
+    return n;
+}
 
 // A conversation held turn by turn (./chat): ids is the prompt of the next answer.
 // A built-in format extends ids with each turn and keeps the answer's own tokens; a

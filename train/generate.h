@@ -101,13 +101,16 @@ static void fprint_visible_tail(FILE *f, const char *s, size_t n, size_t tail) {
     fprint_visible(f, s + start, n - start);
 }
 
-// Exact-match accuracy: greedy answers to each prompt, up to the end-of-turn
-// token, compared with the expected completions. Prints the first `show` examples.
-static double evaluate_exact_match(const Generator *g, const EvalSet *es, BpeTokenizer *tok, const ChatTokens *ct, int max_new, int show) {
+// Exact-match accuracy: greedy answers to each prompt, up to any of the end-of-turn
+// tokens (chat_stop_tokens: the format's or template's, and the model's end ids
+// model_eos[0..n_model_eos)), compared with the expected completions. Prints the first
+// `show` examples.
+static double evaluate_exact_match(const Generator *g, const EvalSet *es, BpeTokenizer *tok, const ChatTokens *ct, const int *model_eos,
+                                   int n_model_eos, int max_new, int show) {
     int *out = (int *)xmalloc((size_t)max_new * sizeof(int)), correct = 0;
     char err[BPE_ERR_LEN];
     for (int i = 0; i < es->n; i++) {
-        int stops[TMPL_MAX_EOT + 1], nstops = chat_stop_tokens(ct, stops, TMPL_MAX_EOT + 1);
+        int stops[CHAT_MAX_STOPS], nstops = chat_stop_tokens(ct, model_eos, n_model_eos, stops, CHAT_MAX_STOPS);
         int n = generate_tokens_until(g, es->prompts[i], es->prompt_lens[i], stops, nstops, max_new, 0.0f, NULL, out);
         int ended = n > 0 && is_stop_token(out[n - 1], stops, nstops);
         BpeBytes text = {NULL, 0, 0};

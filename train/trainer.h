@@ -1095,7 +1095,9 @@ static void generate_and_evaluate(const TrainArgs *a, const RunSetup *r, const G
     if (log->silent) return;  // rank 0's job
     if (r->evalset.n && (final || step == 0 || (a->eval_every > 0 && step % a->eval_every == 0))) {
         log_break(log);
-        double acc = evaluate_exact_match(gen, &r->evalset, r->tok, &r->chat, a->sample_tokens, final ? 5 : step == 0 ? 3 : 0);
+        int model_eos[4], n_model_eos = model_end_ids(&r->cfg, model_eos);
+        double acc = evaluate_exact_match(gen, &r->evalset, r->tok, &r->chat, model_eos, n_model_eos, a->sample_tokens,
+                                          final ? 5 : step == 0 ? 3 : 0);
         log_eval(log, step, acc, r->evalset.n);
     }
     if (a->sample_every > 0 && (final || (step > 0 && step % a->sample_every == 0))) {

@@ -70,17 +70,54 @@ static void jr_args_(JR_ *r, const JNode_ *n, JFrame_ *f, JArgs_ *a, const char 
     a->what = w;
 }
 
+// Appends a generation span (offsets into r->out).
+static void jr_add_span_(JR_ *r, size_t start, size_t end) {
+    if (r->ngen == r->capgen) {
+        size_t nc = r->capgen ? r->capgen * 2 : 8;
+        JinjaSpan *g = (JinjaSpan *)realloc(r->gen, nc * sizeof(JinjaSpan));
+        if (!g) { snprintf(r->err, r->errlen, "out of memory"); longjmp(r->jb, 1); }
+        r->gen = g; r->capgen = nc;
+    }
+    r->gen[r->ngen].start = start; r->gen[r->ngen].end = end;
+    r->ngen++;
+}
+
 // Renders body into a string (set blocks, macro calls): what it writes to the output is
-// taken back as the string. r->capture > 0 meanwhile, so {% generation %} inside records
-// no span (its offsets would point into text that is not in the output).
+// taken back as the string. The generation spans written meanwhile are taken back too
+// and kept with the string, as offsets into it: a span must say where its text lands in
+// the final output, which is known only where the string is printed (jr_print_). A
+// string never printed leaves no span; one printed twice, two. Python's Jinja2 with
+// transformers' generation tag (dev/jinja_ref.py's emulation) agrees.
 static JStr_ jr_capture_(JR_ *r, JNode_ *const *body, size_t nb, JFrame_ *f) {
-    size_t mark = r->n;
-    r->capture++;
+    size_t mark = r->n, g0 = r->ngen;
     jr_exec_(r, body, nb, f);
-    r->capture--;
     JVal_ s = jv_copy_str_(r, r->out ? r->out + mark : "", r->n - mark);
+    if (r->ngen > g0) {
+        JCaptured_ *c = (JCaptured_ *)jr_alloc_(r, sizeof(JCaptured_));
+        c->s = s.u.s.s; c->n = s.u.s.n; c->nspans = r->ngen - g0;
+        c->spans = (JinjaSpan *)jr_alloc_(r, c->nspans * sizeof(JinjaSpan));
+        for (size_t k = 0; k < c->nspans; k++) {
+            c->spans[k].start = r->gen[g0 + k].start - mark;
+            c->spans[k].end = r->gen[g0 + k].end - mark;
+        }
+        c->next = r->captured; r->captured = c;
+        r->ngen = g0;
+    }
     r->n = mark;
     return s.u.s;
+}
+
+// Writes a printed value's text to the output, with the generation spans it holds if
+// it is a captured string printed whole. A string made from one (concatenated, sliced,
+// filtered) is another string: its spans are dropped rather than guessed.
+static void jr_print_(JR_ *r, JStr_ s) {
+    size_t at = r->n;
+    jr_out_(r, s.s, s.n);
+    for (const JCaptured_ *c = r->captured; c; c = c->next)
+        if (c->s == s.s && c->n == s.n) {
+            for (size_t k = 0; k < c->nspans; k++) jr_add_span_(r, at + c->spans[k].start, at + c->spans[k].end);
+            break;
+        }
 }
 
 // A macro call: its parameters bound (positional, then keyword, then defaults, which are
@@ -279,8 +316,7 @@ static void jr_assign_(JR_ *r, const JNode_ *target, JVal_ v, JFrame_ *f) {
 
 
 static int jr_exec_output_(JR_ *r, const JNode_ *n, JFrame_ *f) {  // {{ a }}
-    JStr_ s = jv_to_str_(r, jr_eval_(r, n->a, f), n->pos);
-    jr_out_(r, s.s, s.n);
+    jr_print_(r, jv_to_str_(r, jr_eval_(r, n->a, f), n->pos));
     return JX_NORMAL;
 }
 
@@ -358,20 +394,11 @@ static int jr_exec_macro_(JR_ *r, const JNode_ *n, JFrame_ *f) {
 
 // {% generation %}: the span of output its body writes, in bytes, is the text an
 // assistant-only loss trains on (transformers' return_assistant_tokens_mask). Spans are
-// added when a block ends, in that order; none while the output is being captured.
+// added when a block ends, in that order (inside a capture: see jr_capture_).
 static int jr_exec_generation_(JR_ *r, const JNode_ *n, JFrame_ *f) {
     size_t start = r->n;
     int st = jr_exec_(r, n->kids, n->nkids, f);
-    if (!r->capture) {
-        if (r->ngen == r->capgen) {
-            size_t nc = r->capgen ? r->capgen * 2 : 8;
-            JinjaSpan *g = (JinjaSpan *)realloc(r->gen, nc * sizeof(JinjaSpan));
-            if (!g) { snprintf(r->err, r->errlen, "out of memory"); longjmp(r->jb, 1); }
-            r->gen = g; r->capgen = nc;
-        }
-        r->gen[r->ngen].start = start; r->gen[r->ngen].end = r->n;
-        r->ngen++;
-    }
+    jr_add_span_(r, start, r->n);
     return st;
 }
 

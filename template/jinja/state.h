@@ -19,13 +19,18 @@ typedef struct JLoop_ { JList_ *items; size_t index; } JLoop_;
 
 typedef struct { char *p; size_t n, cap; } JBuf_;  // arena-backed string builder
 
+// The generation spans of a captured string (a {% set %} block's or a macro call's
+// value), as offsets into the string: they join the output where the string is printed
+// whole (render.h, jr_capture_).
+typedef struct JCaptured_ { const char *s; size_t n; JinjaSpan *spans; size_t nspans; struct JCaptured_ *next; } JCaptured_;
+
 typedef struct {
     JArena_ arena;
     const JinjaTemplate *t;
     const JinjaEnv *env;
     char *out; size_t n, cap;        // the output (malloc'd)
-    JinjaSpan *gen; size_t ngen, capgen;
-    int capture;                     // > 0 while output is captured (set blocks, macro calls)
+    JinjaSpan *gen; size_t ngen, capgen;  // offsets into out, captured text's included
+    JCaptured_ *captured;            // captured strings holding spans, newest first
     long steps;
     int calls;                       // macro calls under way (bounded: JINJA_MAX_CALL_DEPTH)
     jmp_buf jb;
@@ -76,7 +81,7 @@ static void jb_put_(JR_ *r, JBuf_ *b, const char *s, size_t n) {
 }
 static void jb_puts_(JR_ *r, JBuf_ *b, const char *s) { jb_put_(r, b, s, strlen(s)); }
 
-// Appends to the output (malloc'd, handed to the caller). While r->capture > 0 what is
+// Appends to the output (malloc'd, handed to the caller). While a capture is under way what is
 // appended here is taken back by jr_capture_ (render.h) as a string value.
 static void jr_out_(JR_ *r, const char *s, size_t n) {
     if (r->n + n > JINJA_MAX_OUTPUT) { snprintf(r->err, r->errlen, "output too large (over %zu MiB)", JINJA_MAX_OUTPUT >> 20); longjmp(r->jb, 1); }

@@ -772,7 +772,7 @@ static void test_format_case(const FmtCase *fc) {
     int script[4] = {fc->byte0 + gpt2_byte_rank('Y'), fc->byte0 + gpt2_byte_rank('o'), fc->stop, fc->byte0 + gpt2_byte_rank('!')};
     ScriptGen sg = {script, 4, es.prompt_lens[0], bpe_vocab_size(t), (float *)xcalloc((size_t)bpe_vocab_size(t), sizeof(float))};
     Generator g = {&sg, script_reset, script_next, bpe_vocab_size(t), 64};
-    double acc = evaluate_exact_match(&g, &es, t, &ct, 8, 0);
+    double acc = evaluate_exact_match(&g, &es, t, &ct, NULL, 0, 8, 0);
     snprintf(name, sizeof name, "format-%s-evaluation", fc->label);
     CHECK(name, same && acc == 1.0, "eval prompt %s the generation prompt; accuracy %.2f with the answer \"Yo\" + stop token",
           same ? "equals" : "differs from", acc);

