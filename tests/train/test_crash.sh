@@ -160,7 +160,7 @@ fi
 kill_writing() {
     local out=$1 dir=$2; shift 2
     (strace -f -o /dev/null -P "$out/$dir.tmp/model.safetensors.tmp" -P "$out/$dir/model.safetensors.tmp" \
-        -e trace=write -e inject=write:signal=KILL:when=2 $trainer "$@" -o "$out" > /dev/null 2>&1) 2> /dev/null  # no "Killed" line from bash
+        -e trace=write -e inject=write:signal=KILL:when=2 $trainer "$@" -o "$out" > /dev/null 2>&1; exit $?) 2> /dev/null  # not exec'd: its "Killed" line goes to /dev/null
 }
 # same_dir A B: A and B hold the same files with the same bytes
 same_dir() { diff -r "$1" "$2" > /dev/null 2>&1; }
