@@ -500,9 +500,13 @@ static void lora_load_peft_weights(const char *dir, const LoraLayout *lay, float
             const StTensor *t = st_find(&st, name);
             int64_t r0 = w ? a->rows : R, r1 = w ? R : a->in;
             if (!t) fatal("%s: tensor %s is missing (adapter_config.json targets its module)", path, name);
-            if (t->ndim != 2 || t->shape[0] != r0 || t->shape[1] != r1)
-                fatal("%s: tensor %s has shape %s, expected [%lld, %lld]", path, name, t->ndim == 2 ? "of another size" : "of another rank",
-                      (long long)r0, (long long)r1);
+            if (t->ndim != 2 || t->shape[0] != r0 || t->shape[1] != r1) {  // the shape, not the count: [in, R] is not [R, in]
+                char got[160];
+                size_t gl = (size_t)snprintf(got, sizeof got, "[");
+                for (int d = 0; d < t->ndim && gl < sizeof got; d++)
+                    gl += (size_t)snprintf(got + gl, sizeof got - gl, "%s%lld", d ? ", " : "", (long long)t->shape[d]);
+                fatal("%s: tensor %s has shape %s], expected [%lld, %lld]", path, name, got, (long long)r0, (long long)r1);
+            }
             st_read_f32(&st, t, mem + (w ? a->b : a->a));
         }
     }

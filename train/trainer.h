@@ -832,7 +832,8 @@ static void check_memory_plan(const MemTerm *t, int n, double available, const c
 // Not on a terminal, with -L 0, log_step prints a step line for each of a run's first
 // LOG_FIRST_STEPS steps (resumed or not), then every ceil(steps / 100) steps, and for a
 // step that ends LOG_EVERY_SECONDS or more after the last step line (slow steps), and
-// always for the last step and a skipped one.
+// always for the last step and a skipped one (with -L N too; and on a terminal a skipped
+// step's line is not drawn over: nonfinite_guard prints the non-finite ones).
 #define LOG_FIRST_STEPS 10
 #define LOG_EVERY_SECONDS 30.0
 
@@ -1055,6 +1056,7 @@ static void log_step(RunLog *log, int64_t step, int skipped, double loss, float 
         int width = terminal_columns() - 1;
         printf("\r%.*s\033[K", width > 0 ? width : 1, line);
         log->line_open = 1;
+        if (skipped) log_break(log);  // a skipped step's line stays: the next step's is drawn below it
     } else {
         int every = a->print_every ? a->print_every : (steps + 99) / 100, print = skipped || step % every == 0 || step == steps;
         if (!a->print_every) print = print || step - log->first_step <= LOG_FIRST_STEPS || log_clock() - log->last_step_line >= LOG_EVERY_SECONDS;

@@ -83,6 +83,9 @@ static int every_6th_full(int l) { return (l + 1) % 6 != 0; }
 static int every_4th(int l) { return l % 4 == 3; }
 static int none(int l) { (void)l; return 0; }
 static int from_layer_2(int l) { return l >= 2; }
+static int layers_1_4(int l) { return l == 1 || l == 4; }
+static int layers_0_5(int l) { return l == 0 || l == 5; }
+static int odd_layers(int l) { return l % 2 == 1; }
 
 // The published config.json of the newer families (as on the Hugging Face hub, the
 // parameter counts as their model cards and safetensors headers give them:
@@ -163,6 +166,39 @@ static void test_published_family_configs(void) {
     snprintf(text, sizeof text, "{\"model_type\": \"qwen3\", %s, \"sliding_window\": 16, \"max_window_layers\": 2}", sizes);
     parse_config(text, &c);
     check("config_qwen3_window_layers", with && c.window == 0 && layers_flagged(&c, LAYER_SLIDING, none), "window %d", c.window);
+    // SmolLM3's window (issue 33, rule 16), the layers of transformers' SmolLM3Config
+    // (configuration_smollm3.py, read there): without layer_types, layer l is
+    // "sliding_attention" iff use_sliding_window and sliding_window is not None and
+    // no_rope_layers[l] == 0 (a NoPE layer), else "full_attention"; a given layer_types
+    // is taken as it is. Worked by hand for these 8 layers:
+    struct { const char *fields; int window; int (*want)(int); } smol[] = {
+        // default no_rope_layers (interval 4): NoPE, so sliding, at 3 and 7
+        {"\"use_sliding_window\": true, \"sliding_window\": 16", 16, every_4th},
+        // NoPE at 1 and 4
+        {"\"use_sliding_window\": true, \"sliding_window\": 16, \"no_rope_layers\": [1, 0, 1, 1, 0, 1, 1, 1]", 16, layers_1_4},
+        // interval 2: NoPE at 1, 3, 5, 7
+        {"\"use_sliding_window\": true, \"sliding_window\": 8, \"no_rope_layer_interval\": 2", 8, odd_layers},
+        // the list given: sliding at 0 and 5, whatever the NoPE layers are
+        {"\"use_sliding_window\": true, \"sliding_window\": 16, \"layer_types\": [\"sliding_attention\", \"full_attention\", \"full_attention\","
+         "\"full_attention\", \"full_attention\", \"sliding_attention\", \"full_attention\", \"full_attention\"]", 16, layers_0_5},
+        // no window: use_sliding_window off, or sliding_window null or absent
+        {"\"use_sliding_window\": false, \"sliding_window\": 16", 0, none},
+        {"\"use_sliding_window\": true, \"sliding_window\": null", 0, none},
+        {"\"use_sliding_window\": true", 0, none},
+    };
+    int smol_ok = 1;
+    char smol_why[300] = "";
+    for (int k = 0; k < 7; k++) {
+        snprintf(text, sizeof text, "{\"model_type\": \"smollm3\", %s, %s}", sizes, smol[k].fields);
+        parse_config(text, &c);
+        if (c.window != smol[k].window || !layers_flagged(&c, LAYER_SLIDING, smol[k].want)) {
+            int n = snprintf(smol_why, sizeof smol_why, "case %d: window %d, sliding layers", k, c.window);
+            for (int l = 0; l < c.L; l++)
+                if (c.layer_flags[l] & LAYER_SLIDING) n += snprintf(smol_why + n, sizeof smol_why - (size_t)n, " %d", l);
+            smol_ok = 0;
+        }
+    }
+    check("config_smollm3_window_layers", smol_ok, "%s", smol_why);
     // transformers 5.x's Gemma 3: rope_parameters per layer type; layer_types instead of the pattern
     snprintf(text, sizeof text, "{\"model_type\": \"gemma3_text\", %s, \"rope_parameters\": {\"full_attention\": {\"rope_type\": \"linear\","
              "\"factor\": 8.0, \"rope_theta\": 1000000.0}, \"sliding_attention\": {\"rope_type\": \"default\", \"rope_theta\": 20000.0}},"

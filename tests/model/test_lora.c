@@ -505,7 +505,7 @@ static void test_bad_adapters(void) {
     CFG("dev/ref/tiny_llama", "", "4", "[\"q_proj\", \"k_proj\"]");
     expect_bad_adapter("missing_tensor", cfg, llama, "adapter_model.safetensors: tensor base_model.model.model.layers.0.self_attn.k_proj.lora_A.weight is missing");
     CFG("dev/ref/tiny_llama", "", "2", "[\"q_proj\", \"v_proj\", \"down_proj\"]");
-    expect_bad_adapter("wrong_shape", cfg, llama, "q_proj.lora_A.weight has shape of another size, expected [2, 32]");
+    expect_bad_adapter("wrong_shape", cfg, llama, "q_proj.lora_A.weight has shape [4, 32], expected [2, 32]");
     expect_bad_adapter("not_json", "{\"r\": 2,", gpt2, "adapter_config.json: not valid JSON");
     // the good config with a truncated tensor file
     char dir[600], cmd[2048];
@@ -664,6 +664,238 @@ static void test_chat(void) {
     free(a0); free(a1); free(a2);
 }
 
+// ---- issue 33's rules: dropout masks, hostile adapter files, target names, resume base ----
+
+// The mask the trainer applied to each adapter's input, read back from its kept h: with
+// A the identity (R = in), h = s * dropout(x) A^T is s * x times the mask element by
+// element, so h with dropout over h without (the same x: B = 0 leaves every layer's
+// input as the base's) is 0 or 1/(1-p). masks[i] gets adapter i's mask as 0/1.
+static void trainer_masks(Model *m, Loader *ld, int64_t step, int micro, unsigned char **masks) {
+    size_t NR = (size_t)m->B * m->T * m->lora.lc.rank;
+    float *h0 = (float *)xmalloc((size_t)m->lora.n * NR * sizeof(float));
+    m->training = 0;
+    model_forward(m, ld->inputs, ld->pos, ld->doc_start, ld->targets, m->B, m->T);
+    memcpy(h0, m->lora_acts, (size_t)m->lora.n * NR * sizeof(float));
+    m->training = 1; m->dropout_step = step; m->dropout_micro = micro;
+    model_forward(m, ld->inputs, ld->pos, ld->doc_start, ld->targets, m->B, m->T);
+    m->training = 0;
+    for (int i = 0; i < m->lora.n; i++)
+        for (size_t e = 0; e < NR; e++) {
+            float a = h0[(size_t)i * NR + e], b = m->lora_acts[(size_t)i * NR + e];
+            masks[i][e] = a == 0 ? 2 : b != 0;  // 2: x is 0 there, the mask is not seen
+        }
+    free(h0);
+}
+
+// The share of the elements (seen in both) where two masks differ.
+static double mask_difference(const unsigned char *a, const unsigned char *b, size_t n) {
+    size_t seen = 0, differ = 0;
+    for (size_t e = 0; e < n; e++)
+        if (a[e] != 2 && b[e] != 2) { seen++; differ += a[e] != b[e]; }
+    return seen ? (double)differ / (double)seen : 0.0;
+}
+
+// Rules 10 and 11: in a training forward pass the same module of two layers gets two
+// masks for the same step and micro-batch, and one layer's module gets another mask at
+// the next step. With p = 1/2 two independent masks differ in half of the elements; the
+// same mask in none. Read from what the trainer computed (trainer_masks), not from the
+// mask function.
+static void test_dropout_masks_differ(void) {
+    DataFile df;
+    data_load(&df, REF_DATA);
+    Model m;
+    memset(&m, 0, sizeof m);
+    model_parse_descriptor("l3c32h4k2t24", &m.cfg);
+    m.cfg.V = 61;
+    m.params_mem = (float *)xmalloc(model_num_parameters(&m.cfg) * sizeof(float));
+    param_pointers(&m.cfg, m.params_mem, &m.params);
+    model_init_random(&m.cfg, &m.params, 3);
+    LoraConfig lc = {32, 8.0f, 0.5f, 0, (1u << LORA_Q) | (1u << LORA_V)};  // R = in = C = 32
+    lora_layout_init(&m.lora, &m.cfg, &lc);
+    m.adapter = (float *)xcalloc(m.lora.floats, sizeof(float));
+    for (int i = 0; i < m.lora.n; i++)
+        for (int r = 0; r < 32; r++) m.adapter[m.lora.ad[i].a + (size_t)r * 32 + r] = 1.0f;
+    model_allocate(&m, 2, 16);
+    m.dropout_seed = 1337;
+    Loader ld;
+    loader_init(&ld, &df, 2, 16, 0, 0, 1);
+    loader_next_batch(&ld);
+    size_t NR = (size_t)2 * 16 * 32;
+    unsigned char *at5[6], *at6[6];
+    for (int i = 0; i < 6; i++) { at5[i] = (unsigned char *)xmalloc(NR); at6[i] = (unsigned char *)xmalloc(NR); }
+    trainer_masks(&m, &ld, 5, 1, at5);
+    trainer_masks(&m, &ld, 6, 1, at6);
+    // adapters in layer order, q then v: q of layer l is 2l, v is 2l + 1
+    double worst_layers = 1.0, worst_steps = 1.0, kept = 0;
+    for (int mod = 0; mod < 2; mod++)
+        for (int l = 0; l < 3; l++) {
+            for (int l2 = l + 1; l2 < 3; l2++) worst_layers = fmin(worst_layers, mask_difference(at5[2 * l + mod], at5[2 * l2 + mod], NR));
+            worst_steps = fmin(worst_steps, mask_difference(at5[2 * l + mod], at6[2 * l + mod], NR));
+        }
+    for (size_t e = 0; e < NR; e++) kept += at5[0][e] == 1;
+    check("lora_dropout_masks_differ_between_layers", worst_layers > 0.4 && fabs(kept / NR - 0.5) < 0.1,
+          "the same module's masks of two layers (step 5, micro-batch 1) differ in only %.1f%% of the elements (independent: 50%%); kept %.1f%%",
+          100 * worst_layers, 100 * kept / NR);
+    check("lora_dropout_masks_differ_between_steps", worst_steps > 0.4,
+          "a module's masks of steps 5 and 6 (same layer, micro-batch 1) differ in only %.1f%% of the elements (independent: 50%%)", 100 * worst_steps);
+    for (int i = 0; i < 6; i++) { free(at5[i]); free(at6[i]); }
+    loader_free(&ld); model_free(&m); data_free(&df);
+}
+
+// Rule 11 through the trainer's own loop (main sets the step): one document repeated, so
+// every step sees the same micro-batch, and -l 0, so the adapters never change. B = 0
+// makes the gradient norm |dB| = |s d^T h| depend on the step's dropout mask only: with
+// -p 0.5 each step's norm differs from the last; without dropout (the control) they are
+// equal.
+static void test_dropout_steps_in_run(void) {
+    char path[600], cmd[2048], err[4096], out[600];
+    snprintf(path, sizeof path, "%s/one_doc.bin", tmp_root);
+    int64_t off[2] = {0, 16};
+    uint32_t toks[16];
+    uint8_t mask[16];
+    for (int i = 0; i < 16; i++) { toks[i] = (uint32_t)(i * 5 % 61); mask[i] = i >= 4; }
+    data_write(path, 2, 61, 0, 0, NULL, 1, off, toks, mask);
+    double norms[2][4];
+    int rc[2];
+    for (int k = 0; k < 2; k++) {
+        snprintf(out, sizeof out, "%s/dropout_steps%d", tmp_root, k);
+        snprintf(cmd, sizeof cmd, "OMP_NUM_THREADS=1 ./train_sft -i %s -e d1c16h2t16 -b 1 -t 16 -x 4 -l 0 -S 0 -n -1 -A 2 -p %s -o %s", path,
+                 k ? "0.5" : "0", out);
+        rc[k] = run(cmd, err, sizeof err);
+        char mpath[700];
+        snprintf(mpath, sizeof mpath, "%s/metrics.jsonl", out);
+        char *metrics = read_text(mpath);
+        const char *p = metrics;
+        for (int s = 0; s < 4; s++) {
+            p = p ? strstr(p, "\"grad_norm\": ") : NULL;
+            norms[k][s] = p ? atof(p + 13) : NAN;
+            if (p) p++;
+        }
+        free(metrics);
+    }
+    int control = rc[0] == 0 && norms[0][0] > 0 && norms[0][1] == norms[0][0] && norms[0][2] == norms[0][0] && norms[0][3] == norms[0][0];
+    int differ = rc[1] == 0;
+    for (int s = 1; s < 4; s++) differ &= norms[1][s] != norms[1][s - 1] && isfinite(norms[1][s]);
+    check("lora_dropout_masks_differ_between_steps_in_a_run", control && differ,
+          "exit %d %d; norms without dropout %.9g %.9g %.9g %.9g (must be equal), with -p 0.5 %.9g %.9g %.9g %.9g (must differ step to step): %s",
+          rc[0], rc[1], norms[0][0], norms[0][1], norms[0][2], norms[0][3], norms[1][0], norms[1][1], norms[1][2], norms[1][3], err);
+}
+
+// A copy of adapter directory src as <tmp>/bad_<name>, with `value` (4 bytes) written over
+// element `element` of tensor `tensor` (NULL: none) and the header's text `from`
+// replaced by `to` of the same length (NULL: none).
+static void patched_adapter(char *dir, size_t n, const char *name, const char *src, const char *tensor, size_t element, float value,
+                            const char *from, const char *to) {
+    char path[700], srcpath[700];
+    snprintf(dir, n, "%s/bad_%s", tmp_root, name);
+    make_dirs(dir);
+    snprintf(srcpath, sizeof srcpath, "%s/adapter_config.json", src);
+    snprintf(path, sizeof path, "%s/adapter_config.json", dir);
+    size_t len;
+    char *text = read_whole_file(srcpath, &len);
+    write_file_atomic(path, text, len);
+    free(text);
+    snprintf(srcpath, sizeof srcpath, "%s/adapter_model.safetensors", src);
+    char *bytes = read_whole_file(srcpath, &len);
+    if (tensor) {
+        SafeTensors st;
+        st_open(&st, srcpath);
+        const StTensor *t = st_find(&st, tensor);
+        if (!t || t->dtype != ST_F32) fatal("%s: no F32 tensor %s", srcpath, tensor);
+        memcpy(bytes + t->begin + 4 * element, &value, 4);
+        st_close(&st);
+    }
+    if (from) {
+        char *at = strstr(bytes + 8, from);  // the header is text: the first match, before the data
+        if (!at || strlen(from) != strlen(to)) fatal("%s: no '%s' in the header", srcpath, from);
+        memcpy(at, to, strlen(to));
+    }
+    snprintf(path, sizeof path, "%s/adapter_model.safetensors", dir);
+    write_file_atomic(path, bytes, len);
+    free(bytes);
+}
+
+// Rules 12 and 13: an adapter holding NaN or Inf, and lora_A stored [in, R] (the same
+// element count, transposed), are refused in one line naming the file.
+static void test_bad_adapter_values_and_shapes(void) {
+    const char *llama = REF_DIR "/tiny_lora_llama", *q = "base_model.model.model.layers.0.self_attn.q_proj.lora_";
+    char dir[600], tn[200];
+    snprintf(tn, sizeof tn, "%sB.weight", q);
+    patched_adapter(dir, sizeof dir, "nan", llama, tn, 7, NAN, NULL, NULL);
+    expect_bad_dir("nan", dir, "adapter_model.safetensors: the adapter holds NaN or Inf");
+    snprintf(tn, sizeof tn, "base_model.model.model.layers.1.mlp.down_proj.lora_A.weight");
+    patched_adapter(dir, sizeof dir, "inf", llama, tn, 100, -INFINITY, NULL, NULL);
+    expect_bad_dir("inf", dir, "adapter_model.safetensors: the adapter holds NaN or Inf");
+    // r = 4, q_proj's in = 32: lora_A [4, 32] as [32, 4]
+    patched_adapter(dir, sizeof dir, "transposed_a", llama, NULL, 0, 0, "q_proj.lora_A.weight\":{\"dtype\":\"F32\",\"shape\":[4,32]",
+                    "q_proj.lora_A.weight\":{\"dtype\":\"F32\",\"shape\":[32,4]");
+    expect_bad_dir("transposed_a", dir, "q_proj.lora_A.weight has shape [32, 4], expected [4, 32]");
+}
+
+// Rule 14: a target is a whole module name: "q", "up", "proj" or "q_pro" is no module, and
+// the error lists the valid names, on the command line as in a unit.
+static void test_target_whole_names(void) {
+    ModelConfig l, g;
+    model_parse_descriptor("l2c32h4k2t24", &l);
+    model_parse_descriptor("d2c16h2t24", &g);
+    l.V = g.V = 61;
+    const char *parts[] = {"q", "up", "proj", "q_pro", "_proj", "q_projx"};
+    int refused = 0;
+    char err[512], worst[600] = "";
+    unsigned bits;
+    for (int k = 0; k < 6; k++) {
+        int ok = lora_parse_targets(&l, parts[k], "-T", &bits, err, sizeof err);
+        if (!ok && strstr(err, "valid: q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj")) refused++;
+        else snprintf(worst, sizeof worst, "'%s': accepted as %x, or: %s", parts[k], bits, err);
+    }
+    int gpt2_ok = !lora_parse_targets(&g, "c_", "-T", &bits, err, sizeof err) && !lora_parse_targets(&g, "attn", "-T", &bits, err, sizeof err);
+    check("lora_targets_whole_names_only", refused == 6 && gpt2_ok, "%d of 6 parts of names refused; %s", refused, worst);
+    for (int k = 0; k < 2; k++) {
+        char cmd[1024], name[100];
+        snprintf(cmd, sizeof cmd, "./train_sft -i " REF_DATA " -e " REF_DIR "/tiny_llama -b 2 -t 16 -x 1 -A 2 -T %s -o %s/t_%s", parts[k], tmp_root,
+                 parts[k]);
+        char e2[4096];
+        int rc = run(cmd, e2, sizeof e2), lines = 0;
+        for (char *p = e2; *p; p++) lines += *p == '\n';
+        snprintf(name, sizeof name, "lora_target_%s_refused", parts[k]);
+        char want[200];
+        snprintf(want, sizeof want, "unknown LoRA target module '%s' for a Llama-family model; valid: q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj",
+                 parts[k]);
+        check(name, rc == 1 && lines == 1 && strstr(e2, want), "exit %d, %d lines: %s", rc, lines, e2);
+    }
+}
+
+// Rule 15: -y 1 of a LoRA run on another base (same shapes, other weights: tiny_llama
+// rounded to bf16), by -F or with the base directory's weights replaced, is refused in
+// one line; on its own base it resumes.
+static void test_resume_other_base(void) {
+    char base[600], out[600], cmd[2048], err[4096];
+    snprintf(base, sizeof base, "%s/resume_base", tmp_root);
+    snprintf(out, sizeof out, "%s/resume_other", tmp_root);
+    snprintf(cmd, sizeof cmd, "mkdir -p %s && cp " REF_DIR "/tiny_llama/* %s/", base, base);
+    if (system(cmd) != 0) fatal("cannot copy the base");
+    const char *flags = "OMP_NUM_THREADS=1 ./train_sft -i " REF_DATA " -b 2 -t 16 -l 1e-2 -A 2 -T q_proj,down_proj -n 1";
+    snprintf(cmd, sizeof cmd, "%s -e %s -x 1 -o %s", flags, base, out);
+    int rc0 = run(cmd, err, sizeof err);
+    struct { const char *name, *extra, *prep; } cases[] = {
+        {"lora_resume_other_base_by_F_refused", "-F " REF_DIR "/tiny_llama_bf16", ""},
+        {"lora_resume_base_weights_changed_refused", "", "cp " REF_DIR "/tiny_llama_bf16/model.safetensors %s/"},
+    };
+    for (int k = 0; k < 2; k++) {
+        if (cases[k].prep[0]) {
+            snprintf(cmd, sizeof cmd, cases[k].prep, base);
+            if (system(cmd) != 0) fatal("cannot replace the base's weights");
+        }
+        snprintf(cmd, sizeof cmd, "%s -x 2 -y 1 %s -o %s", flags, cases[k].extra, out);
+        int rc = run(cmd, err, sizeof err), lines = 0;
+        for (char *p = err; *p; p++) lines += *p == '\n';
+        char step2[700];
+        snprintf(step2, sizeof step2, "%s/step_00000002", out);
+        check(cases[k].name, rc0 == 0 && rc == 1 && lines == 1 && strstr(err, "the LoRA base model's weights differ") && !path_exists(step2),
+              "first run exit %d; resume exit %d, %d lines, step 2 written %d: %s", rc0, rc, lines, path_exists(step2), err);
+    }
+}
+
 int main(void) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     snprintf(tmp_root, sizeof tmp_root, "/tmp/test_lora.%d", (int)getpid());
@@ -683,6 +915,11 @@ int main(void) {
     test_fresh_adapter_and_dropout();
     test_families_gradients();
     test_bad_adapters();
+    test_dropout_masks_differ();
+    test_dropout_steps_in_run();
+    test_bad_adapter_values_and_shapes();
+    test_target_whole_names();
+    test_resume_other_base();
     test_resume("gpt2", "d2c16h2t24", "-A 2 -p 0.1");
     test_resume("llama", REF_DIR "/tiny_llama", "-A 3 -B 6 -T q_proj,o_proj,down_proj -p 0.2 -Q 1");
     test_merged_and_continue();

@@ -17,6 +17,9 @@
 #   counts as between checkpoints).
 # - files and directories are flushed (fsync) before the renames that publish them
 #   (strace, skipped where it is missing).
+# - kill -9 while a Hugging Face directory is written (a LoRA run's merged model and
+#   base, a checkpoint; strace kills at a chosen write): the previous directory intact,
+#   no half-written one under the final name.
 # - steps made NaN by the test hook SFT_TEST_POISON leave the model as it was, and
 #   -K of them in a row stop the run with exit 2.
 # - a second trainer on a locked output directory refuses; kill -9 leaves no stale lock.
@@ -145,6 +148,54 @@ if command -v strace > /dev/null; then
     if [ -z "$why" ]; then echo "ok fsync_before_rename"; else echo "FAIL fsync_before_rename: $why (trace $tmp/strace.log)"; fi
 else
     echo "skip fsync_before_rename: strace not installed"
+fi
+
+# ---- Hugging Face directories are complete or absent (issue 33, rule 18) ----
+# kill -9 in the middle of writing a directory's model.safetensors (strace injects SIGKILL
+# at the second write to it, whether it is written under <dir>.tmp or under <dir>): the
+# previous <dir> must be intact, byte for byte, and no half-written one under the final
+# name. For a LoRA run's -M 1 merged model and its base (a fresh model's, written at the
+# start), and a checkpoint.
+# kill_writing OUT DIR FLAGS...: runs the trainer with FLAGS -o OUT, killed while writing OUT/DIR
+kill_writing() {
+    local out=$1 dir=$2; shift 2
+    (strace -f -o /dev/null -P "$out/$dir.tmp/model.safetensors.tmp" -P "$out/$dir/model.safetensors.tmp" \
+        -e trace=write -e inject=write:signal=KILL:when=2 $trainer "$@" -o "$out" > /dev/null 2>&1; exit $?) 2> /dev/null  # not exec'd: its "Killed" line goes to /dev/null
+}
+# same_dir A B: A and B hold the same files with the same bytes
+same_dir() { diff -r "$1" "$2" > /dev/null 2>&1; }
+if command -v strace > /dev/null; then
+    lora="-i dev/ref/tiny_train.bin -b 2 -t 16 -l 1e-2 -A 2 -n 1"
+    # the merged model: a finished run's, then a longer run in the same directory killed while replacing it
+    out="$tmp/hfdir_merged"
+    $trainer $lora -e dev/ref/tiny_llama -x 1 -M 1 -o "$out" > /dev/null 2>&1 && cp -r "$out/merged" "$tmp/merged.before"
+    kill_writing "$out" merged $lora -e dev/ref/tiny_llama -x 2 -M 1; rc=$?
+    if [ "$rc" -eq 137 ] && [ -d "$tmp/merged.before" ] && same_dir "$out/merged" "$tmp/merged.before"; then
+        echo "ok merged_dir_intact_after_kill"
+    else
+        echo "FAIL merged_dir_intact_after_kill: exit $rc (137: killed while writing); $out/merged: $(ls "$out/merged" 2>&1 | tr '\n' ' ')"
+    fi
+    # LoRA's base: killed while writing the first one (none may appear), then while replacing a finished run's
+    out="$tmp/hfdir_base"
+    kill_writing "$out" base $lora -e d2c16h2t24 -x 1; rc1=$?
+    [ -e "$out/base" ] && first="a base directory appeared" || first=""
+    $trainer $lora -e d2c16h2t24 -x 1 -o "$out" > /dev/null 2>&1 && cp -r "$out/base" "$tmp/base.before"
+    kill_writing "$out" base $lora -e d2c16h2t24 -x 1 -z 7; rc2=$?  # another seed: another base
+    if [ "$rc1" -eq 137 ] && [ -z "$first" ] && [ "$rc2" -eq 137 ] && [ -d "$tmp/base.before" ] && same_dir "$out/base" "$tmp/base.before"; then
+        echo "ok lora_base_dir_intact_after_kill"
+    else
+        echo "FAIL lora_base_dir_intact_after_kill: exits $rc1 $rc2 (137: killed while writing) ${first}; $out/base: $(ls "$out/base" 2>&1 | tr '\n' ' ')"
+    fi
+    # a checkpoint: step 2's killed while written; latest still names step 1's, complete
+    out="$tmp/hfdir_ckpt"
+    kill_writing "$out" step_00000002 $flags -x 2; rc=$?
+    if [ "$rc" -eq 137 ] && [ ! -e "$out/step_00000002" ] && [ "$(check_latest "$out")" = complete ] && [ "$(cat "$out/latest")" = step_00000001 ]; then
+        echo "ok checkpoint_dir_absent_after_kill"
+    else
+        echo "FAIL checkpoint_dir_absent_after_kill: exit $rc (137: killed while writing), latest $(cat "$out/latest" 2>/dev/null), step_00000002: $(ls "$out/step_00000002" 2>&1 | tr '\n' ' ')"
+    fi
+else
+    echo "skip hf_dirs_intact_after_kill: strace not installed (it kills the trainer at a chosen write)"
 fi
 
 # ---- the non-finite guard, through the test hook (for TRAINER=the GPU trainer too) ----

@@ -183,6 +183,26 @@ else
     else fail export_gpt2_files_reload_without_k "$(tail -n 1 "$T/g2b.log" "$T/g2chat.log" | tail -n 1)"; fi
 fi
 
+# ---------------------------------------------------------------- generation_config.json's bos_token_id (issue 33, rule 17)
+# the source's own bos_token_id is kept (5, not config.json's 9); where the source file has
+# none, the model's (config.json's 9) is added; its other fields stay
+if [ $have_node = 0 ]; then skip export_generation_config_bos "node is not installed"
+elif [ -d "$T/g2/step_00000001" ]; then
+    for k in own none; do
+        rm -rf "$T/bos_$k" && cp -r "$T/g2/step_00000001" "$T/bos_$k" && rm "$T/bos_$k/state.bin" &&
+            sed -i -E 's/"bos_token_id": [0-9a-z]+/"bos_token_id": 9/' "$T/bos_$k/config.json"
+    done
+    printf '{\n  "bos_token_id": 5,\n  "do_sample": true,\n  "eos_token_id": 313\n}\n' > "$T/bos_own/generation_config.json"
+    printf '{\n  "do_sample": true,\n  "eos_token_id": 313\n}\n' > "$T/bos_none/generation_config.json"
+    if train -i "$T/g2.bin" -e "$T/bos_own" -o "$T/bos_own_out" > "$T/bos_own.log" 2>&1 &&
+        train -i "$T/g2.bin" -e "$T/bos_none" -o "$T/bos_none_out" > "$T/bos_none.log" 2>&1; then
+        expect export_generation_config_keeps_its_bos "$T/bos_own_out/step_00000001/generation_config.json" '[j.bos_token_id, j.do_sample, j.eos_token_id]' \
+            '[5,true,[313,315]]' && ok export_generation_config_keeps_its_bos
+        expect export_generation_config_adds_bos "$T/bos_none_out/step_00000001/generation_config.json" '[j.bos_token_id, j.do_sample, j.eos_token_id]' \
+            '[9,true,[313,315]]' && ok export_generation_config_adds_bos
+    else fail export_generation_config_bos "$(tail -n 1 "$T/bos_own.log" "$T/bos_none.log" | tail -n 1)"; fi
+fi
+
 # ---------------------------------------------------------------- bad input: one line, exit 1, nothing written
 # bad_case NAME WANT(grep -E) -- COMMAND (writing to $T/bad_NAME): exit 1, one stderr line matching WANT, no checkpoint there
 bad_case() {
