@@ -1,12 +1,16 @@
 #!/bin/bash
 # dev/cuda/emu/run.sh: runs the GPU code on the CPU under the emulator (see README.md).
-#   dev/cuda/emu/run.sh [selftest] [dev] [test] [dist]     (default: selftest dev test)
+#   dev/cuda/emu/run.sh [selftest] [dev] [banks] [test] [dist]     (default: selftest dev test)
+# banks: dev/cuda/attention.cu (bf16) with the bank-conflict counter on its tensor-core
+# version only (v3, whose kernels must have no conflict at the models' head sizes).
 # Environment: WORK (default /tmp/cuda_emu): where the converted copy and binaries go;
 #   EMU_ORDER=fwd|rev|rand: order of the threads of a block (and of the blocks, rev);
 #   SAN="-fsanitize=address" or "-fsanitize=undefined": sanitizer for the emulated code;
 #   DEV="attention mma" (default: all): which dev/cuda checks the dev target runs; a
 #     check named NAME:PREC ("attention:bf16") is built in that precision only;
 #   PRECS="bf16" (default "fp32 bf16"): which builds of the others;
+#   BANKS=0: the dev checks without the bank-conflict counter (several times faster; the
+#     banks target still counts);
 #   REUSE=1: WORK already holds this repository's converted copy and the emulator's objects
 #     from an earlier run.sh (and the trainers, if its test target ran): use them instead of
 #     converting and building again, so that several run.sh can share one WORK, at once.
@@ -32,13 +36,13 @@ else
     gcc -O2 -g -fopenmp -std=gnu11 -I"$src" $SAN -c -o "$work/obj/cpu_ref.o" "$src/dev/cuda/cpu_ref.c" & b=$!
     wait $a; wait $b
 fi
-build() {  # build OUT SRC [flags]; BUILD_CXX=mpicxx for an MPI build; BANKS=1: with the bank-conflict counter
+build() {  # build OUT SRC [flags]; BUILD_CXX=mpicxx for an MPI build; COUNT_BANKS=1: with the bank-conflict counter
     local out=$1 f=$2 inst=
     shift 2
     # the counter (emu.cpp, README): every load and store of the emulated program calls a
     # hook (g++'s ThreadSanitizer instrumentation, linked without its runtime); no
     # vectorization or store merging, so the accesses are the source's. Not with SAN.
-    if [ -n "$BANKS" ] && [ -z "$SAN" ]; then inst="-fsanitize=thread --param tsan-instrument-func-entry-exit=0 -fno-tree-vectorize -fno-store-merging"; fi
+    if [ -n "${COUNT_BANKS:-}" ] && [ -z "$SAN" ]; then inst="-fsanitize=thread --param tsan-instrument-func-entry-exit=0 -fno-tree-vectorize -fno-store-merging"; fi
     ${BUILD_CXX:-g++} $FLAGS $inst "$@" -c -o "$out.o" -x c++ "$f"
     ${BUILD_CXX:-g++} $FLAGS -o "$out" "$out.o" "$work/obj/emu.o" "$work/obj/cublaslt.o" "$work/obj/nccl.o" "$work/obj/cpu_ref.o" -lm -lpthread
 }
@@ -74,13 +78,21 @@ for t in $targets; do
                 if [ "$p" = fp32 ]; then specs+=("$work/${n}_fp32 $f -DENABLE_FP32"); bins="$bins $work/${n}_fp32"
                 else specs+=("$work/$n $f"); bins="$bins $work/$n"; fi
             done
-            if [ ${#specs[@]} -eq 2 ]; then BANKS=1 both "${specs[0]}" "${specs[1]}"; else BANKS=1 build ${specs[0]}; fi
+            counter=1; [ "${BANKS:-1}" = 0 ] && counter=
+            if [ ${#specs[@]} -eq 2 ]; then COUNT_BANKS=$counter both "${specs[0]}" "${specs[1]}"; else COUNT_BANKS=$counter build ${specs[0]}; fi
             for b in $bins; do
                 if "$b" > "$b.log" 2>&1; then r=ok; else r=FAIL; status=1; fi
                 echo "$r $(basename "$b"): $(grep -c '^ok' "$b.log") ok lines, $(grep -c 'FAIL' "$b.log") FAIL lines (log $b.log)"
                 grep '^emu banks' "$b.log" | sed 's/^/    /' || true  # the shared-memory bank conflicts of each kernel
             done
         done
+        ;;
+    banks)
+        COUNT_BANKS=1 build "$work/attention_banks" dev/cuda/attention.cu
+        b=$work/attention_banks
+        if "$b" 3 > "$b.log" 2>&1; then r=ok; else r=FAIL; status=1; fi
+        echo "$r $(basename "$b") (v3): $(grep -c '^ok' "$b.log") ok lines, $(grep -c 'FAIL' "$b.log") FAIL lines (log $b.log)"
+        grep '^emu banks' "$b.log" | sed 's/^/    /' || true
         ;;
     test)
         make -s train_sft > /dev/null
