@@ -29,8 +29,8 @@ typedef enum { FLAG_INT, FLAG_FLOAT, FLAG_STRING } FlagType;
 typedef struct { char letter; FlagType type; void *dest; const char *meaning; } Flag;
 typedef struct { const char *name; FlagType type; void *dest; const char *meaning; } LongFlag;
 
-// AdamW's betas and epsilon. The defaults are ours (as nanoGPT's and llm.c's), not
-// TrainingArguments' (beta2 0.999).
+// AdamW's betas and epsilon. The defaults are ours (beta2 0.95), not TrainingArguments'
+// (beta2 0.999): a run without the flags trains as it always has.
 typedef struct { float beta1, beta2, eps; } AdamWSettings;
 static AdamWSettings adamw_defaults(void) {
     AdamWSettings w = {0.9f, 0.95f, 1e-8f};
