@@ -581,10 +581,13 @@ static void find_line(const char *path, const char *prefix, char *out, size_t ca
 }
 
 // The Llama family as whole programs: ten steps of ./train_sftcu against ./train_sft on a
-// fresh untied GQA model (-r 2: the whole layers recomputed), then a greedy sample from
-// each: in fp32 the same tokens (the GPU generator runs gpu_forward on the sequence).
+// fresh untied GQA model (-r 2: the whole layers recomputed), with transformers' AdamW
+// betas, another epsilon and its cosine schedule (so that the GPU trainer is seen to take
+// them as the CPU one does), then a greedy sample from each: in fp32 the same tokens (the
+// GPU generator runs gpu_forward on the sequence).
 static void test_programs_llama(void) {
-    const char *flags = "-i dev/ref/tiny_train.bin -e l2c64h4k2f96t32u -b 3 -t 32 -d 192 -x 10 -l 3e-3 -u 2 -c 0.1 -S 1 -s 100 -g 8";
+    const char *flags = "-i dev/ref/tiny_train.bin -e l2c64h4k2f96t32u -b 3 -t 32 -d 192 -x 10 -l 3e-3 -u 2 -c 0.1 -S 1 -s 100 -g 8 "
+                        "--adam_beta1 0.85 --adam_beta2 0.999 --adam_epsilon 1e-6 --lr_scheduler_type cosine";
     char cmd[2048], path[600];
     double cpu[16], gpu[16];
     snprintf(cmd, sizeof cmd, "./train_sft %s -o %s/llama_cpu > %s/llama_cpu.out", flags, tmp_root, tmp_root);

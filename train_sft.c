@@ -571,6 +571,7 @@ typedef struct {
     Dist *dist;               // the ranks training this model together (NULL: this process alone)
     size_t padded;            // floats in params_mem and grads_mem: W*shard with ZeRO-1 (zeros past num_params), else num_params
     size_t opt_lo, opt_n;     // the AdamW moments cover parameters [opt_lo, opt_lo + opt_n): all, or this rank's ZeRO-1 shard
+    AdamWSettings adamw;      // betas and epsilon: adamw_defaults() from model_allocate, the flags' from main
     ParamTensors params, grads;
     int B, T;                 // activation capacity
     float *acts_mem;
@@ -687,6 +688,7 @@ static size_t lora_activation_floats(const LoraLayout *lay, int B, int T) {
 // m->adapter set by the caller) the gradients and moments are the adapter's only.
 static void model_allocate(Model *m, int B, int T) {
     const ModelConfig *c = &m->cfg;
+    m->adamw = adamw_defaults();
     m->num_params = model_num_parameters(c);
     if (model_is_lora(m)) {
         m->trained = m->adapter;
@@ -963,11 +965,9 @@ static void model_backward(Model *m, const int *inputs, const int *pos, const in
 // ----------------------------------------------------------------------------
 // Optimizer: global gradient norm and clipping (torch.nn.utils.clip_grad_norm_),
 // then AdamW (torch.optim.AdamW): p *= 1 - lr*wd (matrices and embeddings only);
-// m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2; p -= lr/(1-b1^t) * m / (sqrt(v)/sqrt(1-b2^t) + eps)
+// m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2; p -= lr/(1-b1^t) * m / (sqrt(v)/sqrt(1-b2^t) + eps),
+// with b1, b2 and eps from Model.adamw (--adam_beta1, --adam_beta2, --adam_epsilon)
 
-#define ADAM_BETA1 0.9f
-#define ADAM_BETA2 0.95f
-#define ADAM_EPS 1e-8f
 #define REDUCE_CHUNKS 256
 
 // Sum of squares of g[0..n), in fixed chunks so the result is the same for any thread count.
@@ -1005,14 +1005,15 @@ static void adamw_tensor(float *p, const float *g, float *m, float *v, size_t n,
 // With LoRA every tensor of the adapter block is a matrix: all decay.
 static void adamw_update(Model *m, const float *g, float lr, float weight_decay, int64_t t) {
     size_t lo = m->opt_lo, hi = m->opt_lo + m->opt_n, off = 0;
+    const AdamWSettings *w = &m->adamw;
     if (model_is_lora(m)) {
-        adamw_tensor(m->adapter + lo, g, m->m_mem, m->v_mem, m->opt_n, lr, ADAM_BETA1, ADAM_BETA2, ADAM_EPS, weight_decay, t);
+        adamw_tensor(m->adapter + lo, g, m->m_mem, m->v_mem, m->opt_n, lr, w->beta1, w->beta2, w->eps, weight_decay, t);
         return;
     }
     for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
         size_t end = off + param_numel(&m->cfg, i), a = off > lo ? off : lo, b = end < hi ? end : hi;
         if (a < b)
-            adamw_tensor(m->params_mem + a, g + (a - lo), m->m_mem + (a - lo), m->v_mem + (a - lo), b - a, lr, ADAM_BETA1, ADAM_BETA2, ADAM_EPS,
+            adamw_tensor(m->params_mem + a, g + (a - lo), m->m_mem + (a - lo), m->v_mem + (a - lo), b - a, lr, w->beta1, w->beta2, w->eps,
                          PARAM_INFO[i].decay ? weight_decay : 0.0f, t);
         off = end;
     }
@@ -1420,7 +1421,9 @@ int main(int argc, char **argv) {
     TrainArgs args;
     train_args_defaults(&args);
     Flag flags[] = {COMMON_FLAGS(&args)};
-    parse_flags(argc, argv, "-i train.bin [flags]", flags, (int)(sizeof flags / sizeof flags[0]));
+    LongFlag long_flags[] = {COMMON_LONG_FLAGS(&args)};
+    parse_flags_with_long(argc, argv, "-i train.bin [flags]", flags, (int)(sizeof flags / sizeof flags[0]), long_flags,
+                          (int)(sizeof long_flags / sizeof long_flags[0]));
     check_train_args(argv[0], &args);
     Dist dist;
     dist_discover(&dist, argv[0], &args);
@@ -1458,6 +1461,7 @@ int main(int argc, char **argv) {
         model.dropout_seed = (uint64_t)args.seed;
     }
     model_allocate(&model, args.B, args.T);
+    model.adamw = args.adamw;
     model_distribute(&model, &dist);
     dist_check_same(&dist, hash_floats(model.params_mem, model.num_params), "the model's starting weights (-e, or the checkpoint of -y 1)");
     if (model_is_lora(&model)) dist_check_same(&dist, hash_floats(model.adapter, model.num_trained), "the LoRA adapter's starting weights");
@@ -1498,7 +1502,7 @@ int main(int argc, char **argv) {
             log_validation(&log, step, vl, n);
         }
         generate_and_evaluate(&args, &run, &gen, step, 0, &log, &sample_rng);
-        float lr = lr_at_step((int)step, steps, args.lr, args.warmup, args.final_lr_frac);
+        float lr = train_lr(&args, (int)step, steps);
         double t0 = now_seconds();
         poison_this_step = test_poison_for_step(step + 1);
         double c0 = dist.comm_seconds;

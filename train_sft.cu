@@ -132,6 +132,7 @@ struct GpuModel {
     uint64_t dropout_seed;             // LoRA dropout's draw (model/lora.h's lora_dropout_key): the run's seed,
     int64_t dropout_step;              // the optimizer step and
     int dropout_micro;                 // the micro-batch of the step (over all ranks); -1: no dropout (evaluation, generation)
+    AdamWSettings adamw;               // betas and epsilon: adamw_defaults() from gpu_model_build, the flags' from main
     int B, T, recompute;
     Acts a;
     size_t acts_bytes, scratch_floats;
@@ -314,6 +315,7 @@ static void gpu_model_build(GpuModel *M, const ModelConfig *cfg, const float *ho
     }
     bool frozen = M->lora.n > 0;
     M->dropout_seed = 0; M->dropout_step = 0; M->dropout_micro = -1;
+    M->adamw = adamw_defaults();
     size_t P = M->num_params_dev, BT = (size_t)B * T, V = cfg->V;
     M->num_train = frozen ? M->lora.floats : P;
     M->comm = comm;
@@ -1014,8 +1016,8 @@ static StepResult gpu_train_step(GpuModel *M, Loader *ld, StepBuffers *sb, int A
         size_t a = off > lo ? off : lo, b = off + n < hi ? off + n : hi;
         float wd = M->lora.n || PARAM_INFO[i].decay ? weight_decay : 0.0f;
         if (a < b)
-            adamw_update(M->master + (a - lo), M->train + a, M->grads + a, M->m + (a - lo), M->v + (a - lo), b - a, lr, 0.9f, 0.95f, 1e-8f, wd,
-                         M->a.grad_scale, (int)*adam_t, M->stream);
+            adamw_update(M->master + (a - lo), M->train + a, M->grads + a, M->m + (a - lo), M->v + (a - lo), b - a, lr, M->adamw.beta1, M->adamw.beta2,
+                         M->adamw.eps, wd, M->a.grad_scale, (int)*adam_t, M->stream);
         off += n;
     }
     if (M->zero) {  // every rank's updated shard of the bf16 weights to every rank
@@ -1189,7 +1191,9 @@ int main(int argc, char **argv) {
     int recompute = 0;
     Flag flags[] = {COMMON_FLAGS(&args),
                     {'r', FLAG_INT, &recompute, "recompute in backward: 0 none, 1 norms (LayerNorm, RMSNorm) and the MLP's first product with its GELU (SwiGLU), 2 whole layers (default 0)"}};
-    parse_flags(argc, argv, "-i train.bin [flags]", flags, (int)(sizeof flags / sizeof flags[0]));
+    LongFlag long_flags[] = {COMMON_LONG_FLAGS(&args)};
+    parse_flags_with_long(argc, argv, "-i train.bin [flags]", flags, (int)(sizeof flags / sizeof flags[0]), long_flags,
+                          (int)(sizeof long_flags / sizeof long_flags[0]));
     check_train_args(argv[0], &args);
     if (recompute < 0 || recompute > 2) usage_error(argv[0], "-r must be 0, 1 or 2, got %d", recompute);
     Dist dist;
@@ -1236,6 +1240,7 @@ int main(int argc, char **argv) {
     GpuModel M;
     gpu_model_build(&M, &cfg, run.params, &run.lora, run.adapter, args.B, args.T, recompute, &comm, dist.zero);
     M.dropout_seed = (uint64_t)args.seed;
+    M.adamw = args.adamw;
     comm.stream = M.stream;  // from now on the collectives run on the model's stream
     size_t P = lora ? run.lora.floats : M.num_params;  // the trained weights in the host layout (checkpoints)
     CheckpointLora ck_lora = {&run.lora, run.adapter, run.lora_base, run.lora_state};
@@ -1304,7 +1309,7 @@ int main(int argc, char **argv) {
             log_validation(&log, step, vl, n);
         }
         generate_and_evaluate(&args, &run, &gen, step, 0, &log, &sample_rng);  // every rank: they stay in step (output: rank 0's)
-        float lr = lr_at_step((int)step, steps, args.lr, args.warmup, args.final_lr_frac);
+        float lr = train_lr(&args, (int)step, steps);
         double t0 = now_seconds();
         poison_this_step = test_poison_for_step(step + 1);
         M.dropout_step = step;  // LoRA's dropout draw (with the seed and the micro-batch)

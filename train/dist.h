@@ -299,8 +299,9 @@ static uint64_t run_fingerprint(const TrainArgs *a, const RunSetup *r) {
                       r->have_val ? r->val.num_docs : 0, r->have_val ? r->val.num_tokens : 0};
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) h = fnv1a_int(h, ints[i]);
     h = fnv1a_int(fnv1a_int(fnv1a_int(h, r->lora_state.rank), r->lora_state.settings), r->lora_state.base);
-    float floats[] = {a->lr, a->final_lr_frac, a->weight_decay, a->grad_clip, a->temperature};
+    float floats[] = {a->lr, a->final_lr_frac, a->weight_decay, a->grad_clip, a->temperature, a->adamw.beta1, a->adamw.beta2, a->adamw.eps};
     h = fnv1a(h, floats, sizeof floats);
+    h = fnv1a_int(h, lr_schedule_from_name(a->lr_scheduler));
     return h;
 }
 

@@ -21,10 +21,34 @@
 #include "../base/util.h"
 
 // ---------------------------------------------------------------------------
-// Command-line flags: single letters, each followed by one value.
+// Command-line flags: single letters, each followed by one value; and long flags
+// (--name VALUE or --name=VALUE) spelled as transformers' TrainingArguments fields,
+// for the settings trl users know by those names.
 
 typedef enum { FLAG_INT, FLAG_FLOAT, FLAG_STRING } FlagType;
 typedef struct { char letter; FlagType type; void *dest; const char *meaning; } Flag;
+typedef struct { const char *name; FlagType type; void *dest; const char *meaning; } LongFlag;
+
+// AdamW's betas and epsilon. The defaults are ours (beta2 0.95), not TrainingArguments'
+// (beta2 0.999): a run without the flags trains as it always has.
+typedef struct { float beta1, beta2, eps; } AdamWSettings;
+static AdamWSettings adamw_defaults(void) {
+    AdamWSettings w = {0.9f, 0.95f, 1e-8f};
+    return w;
+}
+
+// The learning-rate schedules (--lr_scheduler_type). LR_COSINE_FINAL is ours (lr_at_step);
+// the others are transformers' get_scheduler of the same name (hf_lr_factor).
+typedef enum { LR_COSINE_FINAL, LR_LINEAR, LR_COSINE, LR_COSINE_MIN_LR, LR_CONSTANT, LR_CONSTANT_WARMUP, LR_NUM_SCHEDULES } LrSchedule;
+static const char *const LR_SCHEDULE_NAMES[LR_NUM_SCHEDULES] = {"cosine_final", "linear", "cosine", "cosine_with_min_lr", "constant",
+                                                                "constant_with_warmup"};
+
+// The schedule named `name`, or -1.
+static int lr_schedule_from_name(const char *name) {
+    for (int i = 0; i < LR_NUM_SCHEDULES; i++)
+        if (!strcmp(name, LR_SCHEDULE_NAMES[i])) return i;
+    return -1;
+}
 
 typedef struct {
     const char *train_path, *val_path, *init, *out_dir, *tokenizer_path, *eval_path;
@@ -36,6 +60,8 @@ typedef struct {
     // data parallel (train/dist.h): -1 = from the environment (zero: -1 = 1 when world > 1)
     int rank, world, local_rank, zero;
     const char *rdzv_dir;     // -f: rendezvous through this shared directory instead of TCP ("" = TCP)
+    AdamWSettings adamw;      // --adam_beta1, --adam_beta2, --adam_epsilon
+    const char *lr_scheduler; // --lr_scheduler_type: a name of LR_SCHEDULE_NAMES
     LoraArgs lora;            // -A -B -p -Q -T -M -F: LoRA (model/lora.h); rank 0 = full fine-tuning
 } TrainArgs;
 
@@ -48,6 +74,7 @@ static void train_args_defaults(TrainArgs *a) {
     a->lr = 1e-4f; a->final_lr_frac = 0.1f; a->weight_decay = 0.0f; a->grad_clip = 1.0f; a->temperature = 0.0f;
     a->max_nonfinite = 5;
     a->rank = -1; a->world = -1; a->local_rank = -1; a->zero = -1; a->rdzv_dir = "";
+    a->adamw = adamw_defaults(); a->lr_scheduler = LR_SCHEDULE_NAMES[LR_COSINE_FINAL];
     lora_args_defaults(&a->lora);
 }
 
@@ -87,10 +114,19 @@ static void train_args_defaults(TrainArgs *a) {
     {'f', FLAG_STRING, &(a)->rdzv_dir, "GPU trainer: rendezvous through this shared directory instead of TCP to MASTER_ADDR"}, \
     LORA_FLAGS(&(a)->lora)
 
+// The long flags both trainers take.
+#define COMMON_LONG_FLAGS(a)                                                                              \
+    {"adam_beta1", FLAG_FLOAT, &(a)->adamw.beta1, "AdamW beta1 (default 0.9)"},                           \
+    {"adam_beta2", FLAG_FLOAT, &(a)->adamw.beta2, "AdamW beta2 (default 0.95; transformers' 0.999)"},     \
+    {"adam_epsilon", FLAG_FLOAT, &(a)->adamw.eps, "AdamW epsilon (default 1e-8)"},                        \
+    {"lr_scheduler_type", FLAG_STRING, &(a)->lr_scheduler, "LR schedule: cosine_final (ours: -u, -q), or transformers' linear, cosine, " \
+     "cosine_with_min_lr (-q = min_lr_rate), constant, constant_with_warmup, with -u warmup steps (default cosine_final)"}
+
 // synopsis: what follows the program name in the usage line, e.g. "-i train.bin [flags]".
-static void print_usage(const char *prog, const char *synopsis, const Flag *flags, int nflags) {
+static void print_usage(const char *prog, const char *synopsis, const Flag *flags, int nflags, const LongFlag *longs, int nlongs) {
     fprintf(stderr, "usage: %s %s\n\nflags:\n", prog, synopsis);
     for (int i = 0; i < nflags; i++) fprintf(stderr, "  -%c  %s\n", flags[i].letter, flags[i].meaning);
+    for (int i = 0; i < nlongs; i++) fprintf(stderr, "  --%s  %s\n", longs[i].name, longs[i].meaning);
     fprintf(stderr, "  -h  print this help\n");
 }
 
@@ -107,31 +143,49 @@ static void usage_error(const char *prog, const char *fmt, ...) {
     exit(1);
 }
 
-static void parse_flags(int argc, char **argv, const char *synopsis, const Flag *flags, int nflags) {
+// Stores val, the value of flag `arg` (as typed, for errors), into dest.
+static void set_flag_value(const char *prog, const char *arg, FlagType type, void *dest, const char *val) {
+    char *end;
+    errno = 0;
+    if (type == FLAG_INT) {
+        long v = strtol(val, &end, 10);
+        if (*val == 0 || *end != 0 || errno || v < INT32_MIN || v > INT32_MAX) usage_error(prog, "flag %s takes an integer, got '%s'", arg, val);
+        *(int *)dest = (int)v;
+    } else if (type == FLAG_FLOAT) {
+        float v = strtof(val, &end);
+        if (*val == 0 || *end != 0 || errno || !isfinite(v)) usage_error(prog, "flag %s takes a number, got '%s'", arg, val);
+        *(float *)dest = v;
+    } else {
+        *(const char **)dest = val;
+    }
+}
+
+static void parse_flags_with_long(int argc, char **argv, const char *synopsis, const Flag *flags, int nflags, const LongFlag *longs,
+                                  int nlongs) {
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
-        if (!strcmp(arg, "-h") || !strcmp(arg, "--help")) { print_usage(argv[0], synopsis, flags, nflags); exit(0); }
+        if (!strcmp(arg, "-h") || !strcmp(arg, "--help")) { print_usage(argv[0], synopsis, flags, nflags, longs, nlongs); exit(0); }
+        if (arg[0] == '-' && arg[1] == '-' && arg[2] != 0) {  // --name VALUE or --name=VALUE
+            const char *eq = strchr(arg, '=');
+            size_t len = eq ? (size_t)(eq - arg - 2) : strlen(arg + 2);
+            const LongFlag *f = NULL;
+            for (int k = 0; k < nlongs; k++) if (strlen(longs[k].name) == len && !strncmp(longs[k].name, arg + 2, len)) f = &longs[k];
+            if (!f) usage_error(argv[0], "unknown flag %.*s", (int)(len + 2), arg);
+            if (!eq && i + 1 >= argc) usage_error(argv[0], "flag %s needs a value", arg);
+            set_flag_value(argv[0], arg, f->type, f->dest, eq ? eq + 1 : argv[++i]);
+            continue;
+        }
         if (arg[0] != '-' || arg[1] == 0 || arg[2] != 0) usage_error(argv[0], "unexpected argument '%s'", arg);
         const Flag *f = NULL;
         for (int k = 0; k < nflags; k++) if (flags[k].letter == arg[1]) f = &flags[k];
         if (!f) usage_error(argv[0], "unknown flag %s", arg);
         if (i + 1 >= argc) usage_error(argv[0], "flag %s needs a value", arg);
-        const char *val = argv[++i];
-        char *end;
-        errno = 0;
-        if (f->type == FLAG_INT) {
-            long v = strtol(val, &end, 10);
-            if (*val == 0 || *end != 0 || errno || v < INT32_MIN || v > INT32_MAX)
-                usage_error(argv[0], "flag %s takes an integer, got '%s'", arg, val);
-            *(int *)f->dest = (int)v;
-        } else if (f->type == FLAG_FLOAT) {
-            float v = strtof(val, &end);
-            if (*val == 0 || *end != 0 || errno || !isfinite(v)) usage_error(argv[0], "flag %s takes a number, got '%s'", arg, val);
-            *(float *)f->dest = v;
-        } else {
-            *(const char **)f->dest = val;
-        }
+        set_flag_value(argv[0], arg, f->type, f->dest, argv[++i]);
     }
+}
+
+static void parse_flags(int argc, char **argv, const char *synopsis, const Flag *flags, int nflags) {
+    parse_flags_with_long(argc, argv, synopsis, flags, nflags, NULL, 0);
 }
 
 // Range checks for the shared flags (T and the batch are checked once the model is known).
@@ -145,6 +199,20 @@ static void check_train_args(const char *prog, const TrainArgs *a) {
     if (!(a->lr >= 0)) usage_error(prog, "-l must be >= 0");
     if (a->warmup < 0) usage_error(prog, "-u must be >= 0, got %d", a->warmup);
     if (!(a->final_lr_frac >= 0 && a->final_lr_frac <= 1)) usage_error(prog, "-q must be between 0 and 1, got %g", a->final_lr_frac);
+    int sched = lr_schedule_from_name(a->lr_scheduler);
+    if (sched < 0)
+        usage_error(prog, "--lr_scheduler_type must be cosine_final, linear, cosine, cosine_with_min_lr, constant or constant_with_warmup, got '%s'",
+                    a->lr_scheduler);
+    // transformers' constant schedule ignores warmup, and only cosine_with_min_lr has a floor:
+    // refused rather than ignored, so that a flag given never does nothing (-q 0.1 is its default)
+    if (sched == LR_CONSTANT && a->warmup > 0) usage_error(prog, "--lr_scheduler_type constant has no warmup: use constant_with_warmup with -u");
+    if (sched != LR_COSINE_FINAL && sched != LR_COSINE_MIN_LR && a->final_lr_frac != 0.1f)
+        usage_error(prog, "-q is the final LR of cosine_final and the min_lr_rate of cosine_with_min_lr; --lr_scheduler_type %s does not use it",
+                    a->lr_scheduler);
+    // torch.optim.AdamW's own range checks
+    if (!(a->adamw.beta1 >= 0 && a->adamw.beta1 < 1)) usage_error(prog, "--adam_beta1 must be in [0, 1), got %g", a->adamw.beta1);
+    if (!(a->adamw.beta2 >= 0 && a->adamw.beta2 < 1)) usage_error(prog, "--adam_beta2 must be in [0, 1), got %g", a->adamw.beta2);
+    if (!(a->adamw.eps >= 0)) usage_error(prog, "--adam_epsilon must be >= 0, got %g", a->adamw.eps);
     if (!(a->weight_decay >= 0)) usage_error(prog, "-c must be >= 0");
     if (!(a->grad_clip >= 0)) usage_error(prog, "-G must be >= 0 (0 = no clipping)");
     if (a->max_steps < -1 || a->max_steps == 0) usage_error(prog, "-x must be positive or -1 (one epoch), got %d", a->max_steps);
@@ -188,6 +256,28 @@ static float lr_at_step(int s, int total, float peak, int warmup, float final_fr
     return (float)(min_lr + 0.5 * (peak - min_lr) * (1.0 + cos(M_PI * ratio)));
 }
 
+// transformers' multiplier of the peak LR at optimizer step k (0-based: LambdaLR applies
+// lambda(k) to the k-th update, so a warmup's first step has LR 0) of n steps with w
+// warmup steps, for its schedule of the same name (optimization.py's lr lambdas; the
+// cosines with num_cycles 0.5). min_rate: cosine_with_min_lr's min_lr_rate.
+static double hf_lr_factor(LrSchedule kind, int k, int n, int w, double min_rate) {
+    if (kind == LR_CONSTANT) return 1.0;
+    if (k < w) return (double)k / (double)(w > 1 ? w : 1);
+    if (kind == LR_CONSTANT_WARMUP) return 1.0;
+    double span = n - w > 1 ? n - w : 1;
+    if (kind == LR_LINEAR) return fmax(0.0, (double)(n - k) / span);
+    double progress = (double)(k - w) / span, f = 0.5 * (1.0 + cos(M_PI * progress));
+    if (kind == LR_COSINE_MIN_LR) f = f * (1.0 - min_rate) + min_rate;
+    return fmax(0.0, f);
+}
+
+// The learning rate of step s (0-based) of total under the run's schedule.
+static float train_lr(const TrainArgs *a, int s, int total) {
+    int kind = lr_schedule_from_name(a->lr_scheduler);
+    if (kind == LR_COSINE_FINAL) return lr_at_step(s, total, a->lr, a->warmup, a->final_lr_frac);
+    return (float)((double)a->lr * hf_lr_factor((LrSchedule)kind, s, total, a->warmup, (double)a->final_lr_frac));
+}
+
 // ---------------------------------------------------------------------------
 // Checkpoints. A checkpoint is a directory <out>/step_NNNNNNNN holding a Hugging
 // Face export (config.json, model.safetensors, and export.h's generation_config.json
@@ -205,7 +295,19 @@ typedef struct {
     uint64_t rng;          // sampling RNG state
     int64_t data_docs, data_tokens;  // identity of the training file
     int64_t B, T, A;          // rows per micro-batch, row length, micro-batches per step over all ranks (A*W)
+    int64_t optimizer[2];     // AdamW's settings and the LR schedule (state_optimizer_fields); 0 in files from before them
 } TrainState;
+
+// Header fields 28..29: beta1 and beta2 (float bits, beta2 in the high half), then
+// epsilon and 1 + the LR schedule (LrSchedule), so that a resume keeps them: the
+// moments are averages under those betas. Never 0, which marks a file from before them
+// (written with adamw_defaults() and cosine_final).
+static void state_optimizer_fields(const AdamWSettings *w, int schedule, int64_t f[2]) {
+    uint32_t b1, b2, eps;
+    memcpy(&b1, &w->beta1, 4); memcpy(&b2, &w->beta2, 4); memcpy(&eps, &w->eps, 4);
+    f[0] = (int64_t)(((uint64_t)b2 << 32) | b1);
+    f[1] = (int64_t)(((uint64_t)(schedule + 1) << 32) | eps);
+}
 
 static void checkpoint_dir_name(char *buf, size_t n, const char *out_dir, int64_t step) {
     snprintf(buf, n, "%s/step_%08lld", out_dir, (long long)step);
@@ -244,6 +346,7 @@ static void write_state_file_lora(const char *path, const ModelConfig *cfg, cons
     h[7] = s->step; h[8] = s->adam_t; h[9] = s->epoch; h[10] = s->cursor; memcpy(&h[11], &s->rng, 8);
     h[12] = s->data_docs; h[13] = s->data_tokens; h[14] = s->B; h[15] = s->T; h[16] = s->A; h[17] = (int64_t)P;
     state_model_fields(cfg, &h[18]);
+    h[28] = s->optimizer[0]; h[29] = s->optimizer[1];
     AtomicFile af;
     atomic_open(&af, path);
     atomic_write(&af, h, sizeof h);
@@ -291,6 +394,7 @@ static void read_state_buffer_lora(const char *path, const char *buf, size_t len
         fatal("%s: file is %zu bytes, expected %zu: truncated or corrupt", path, len, sizeof h + 2 * P * sizeof(float));
     s->step = h[7]; s->adam_t = h[8]; s->epoch = h[9]; s->cursor = h[10]; memcpy(&s->rng, &h[11], 8);
     s->data_docs = h[12]; s->data_tokens = h[13]; s->B = h[14]; s->T = h[15]; s->A = h[16];
+    s->optimizer[0] = h[28]; s->optimizer[1] = h[29];
     if (s->step < 0 || s->adam_t < 0 || s->adam_t > s->step || s->epoch < 0 || s->cursor < 0)
         fatal("%s: corrupt counters in the training state", path);
     memcpy(m, buf + sizeof h, P * sizeof(float));
@@ -664,6 +768,8 @@ static void setup_run(const char *prog, TrainArgs *a, RunSetup *r) {
 // checks it belongs to this data and batch, and positions the loader and RNG.
 // Then records this run's data and batch in s for the next checkpoint.
 static void resume_state(const TrainArgs *a, const RunSetup *r, TrainState *s, float *m, float *v, size_t P, Loader *ld, Rng *sample_rng) {
+    int64_t opt[2];
+    state_optimizer_fields(&a->adamw, lr_schedule_from_name(a->lr_scheduler), opt);
     if (a->resume) {
         char path[4200];
         snprintf(path, sizeof path, "%s/state.bin", r->resume_dir);
@@ -674,12 +780,26 @@ static void resume_state(const TrainArgs *a, const RunSetup *r, TrainState *s, f
         if (s->B != a->B || s->T != a->T || s->A != (int64_t)r->A * r->world)
             fatal("%s: the checkpoint was written with -b %lld -t %lld and %lld micro-batches per step; resume with the same -b, -t and -d",
                   path, (long long)s->B, (long long)s->T, (long long)s->A);
+        AdamWSettings had = adamw_defaults();
+        int had_schedule = LR_COSINE_FINAL;
+        if (s->optimizer[1]) {
+            uint32_t b1 = (uint32_t)s->optimizer[0], b2 = (uint32_t)((uint64_t)s->optimizer[0] >> 32), eps = (uint32_t)s->optimizer[1];
+            memcpy(&had.beta1, &b1, 4); memcpy(&had.beta2, &b2, 4); memcpy(&had.eps, &eps, 4);
+            had_schedule = (int)((uint64_t)s->optimizer[1] >> 32) - 1;
+        }
+        if (had_schedule < 0 || had_schedule >= LR_NUM_SCHEDULES) fatal("%s: corrupt LR schedule in the training state", path);
+        int64_t was[2];
+        state_optimizer_fields(&had, had_schedule, was);
+        if (was[0] != opt[0] || was[1] != opt[1])
+            fatal("%s: the checkpoint was trained with --adam_beta1 %g --adam_beta2 %g --adam_epsilon %g --lr_scheduler_type %s; resume with the same",
+                  path, had.beta1, had.beta2, had.eps, LR_SCHEDULE_NAMES[had_schedule]);
         if (s->cursor >= r->train.num_docs) fatal("%s: data cursor %lld is past the end of %s", path, (long long)s->cursor, r->train.path);
         if (s->step >= r->steps) fatal("%s: the checkpoint is at step %lld; raise -x above it to train further", path, (long long)s->step);
         loader_seek(ld, s->epoch, s->cursor);
         sample_rng->state = s->rng;
     }
     s->data_docs = r->train.num_docs; s->data_tokens = r->train.num_tokens; s->B = a->B; s->T = a->T; s->A = (int64_t)r->A * r->world;
+    s->optimizer[0] = opt[0]; s->optimizer[1] = opt[1];
 }
 
 // One line describing the model: family and sizes; for the Llama family also the
@@ -720,8 +840,12 @@ static void print_run_summary(const TrainArgs *a, const RunSetup *r, size_t num_
     if (truncated) printf("data  | %lld documents longer than T=%d are cut to their first %d tokens\n", (long long)truncated, a->T, a->T);
     printf("train | B=%d T=%d, %d micro-batches per step", a->B, a->T, r->A);
     if (r->world > 1) printf(" on each of %d ranks", r->world);
-    printf(" (%d tokens), %d steps, lr %.3g warmup %d final %.3g, wd %.3g, clip %.3g\n", a->total_batch, r->steps, a->lr, a->warmup,
+    printf(" (%d tokens), %d steps, lr %.3g warmup %d final %.3g, wd %.3g, clip %.3g", a->total_batch, r->steps, a->lr, a->warmup,
            a->final_lr_frac, a->weight_decay, a->grad_clip);
+    const AdamWSettings *w = &a->adamw, def = adamw_defaults();
+    if (lr_schedule_from_name(a->lr_scheduler) != LR_COSINE_FINAL) printf(", schedule %s", a->lr_scheduler);
+    if (memcmp(w, &def, sizeof def)) printf(", AdamW betas %g %g eps %g", w->beta1, w->beta2, w->eps);
+    printf("\n");
     if (r->tokenizer_from_model) printf("tokenizer | %s's (pass -k to name another)\n", a->tokenizer_path);
     if (!r->tok)
         printf("export | no tokenizer (-k): exports hold no tokenizer files%s\n", is_directory(a->init) ? "" : ", and config.json names no bos or eos id");
@@ -973,8 +1097,13 @@ static void run_log_open(RunLog *log, const TrainArgs *a, const RunSetup *r, int
     report_config_add(ri, "batch (-b -t -d)", "B=%d rows of T=%d, %d micro-batches per step on each of %d ranks, %d tokens per step", a->B, a->T,
                       r->A, r->world, a->total_batch);
     report_config_add(ri, "steps (-x)", "%d", r->steps);
-    report_config_add(ri, "learning rate (-l -u -q)", "peak %g, warmup %d steps, cosine to %g x peak", a->lr, a->warmup, a->final_lr_frac);
-    report_config_add(ri, "AdamW", "weight decay (-c) %g, betas 0.9 0.95, eps 1e-8; clip (-G) %g", a->weight_decay, a->grad_clip);
+    if (lr_schedule_from_name(a->lr_scheduler) == LR_COSINE_FINAL)
+        report_config_add(ri, "learning rate (-l -u -q)", "peak %g, warmup %d steps, cosine to %g x peak", a->lr, a->warmup, a->final_lr_frac);
+    else
+        report_config_add(ri, "learning rate (-l -u -q --lr_scheduler_type)", "peak %g, warmup %d steps, transformers' %s schedule%s", a->lr, a->warmup,
+                          a->lr_scheduler, lr_schedule_from_name(a->lr_scheduler) == LR_COSINE_MIN_LR ? " (min_lr_rate -q)" : "");
+    report_config_add(ri, "AdamW", "weight decay (-c) %g, betas %g %g, eps %g; clip (-G) %g", a->weight_decay, a->adamw.beta1, a->adamw.beta2,
+                      a->adamw.eps, a->grad_clip);
     report_config_add(ri, "shuffle (-S), seed (-z)", "%d, %d", a->shuffle, a->seed);
     if (a->ckpt_every < 0) report_config_add(ri, "checkpoints (-n)", "none (-n -1)");
     else if (a->ckpt_every) report_config_add(ri, "checkpoints (-n)", "every %d steps and at the end", a->ckpt_every);

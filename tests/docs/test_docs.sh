@@ -2,7 +2,7 @@
 # tests/docs/test_docs.sh: the documentation stays true to the programs (in `make test`; run
 # from anywhere after `make train_sft chat prepare tok make_tasks`).
 # (a) Every flag a program prints in its help has a row in its docs/ page: a table line
-#     whose first cell holds the flag in backticks (`-t T`, `--max-len N`). The trainers'
+#     whose first cell holds the flag in backticks (`-t T`, `--max-len N`, `--adam_beta1 F`). The trainers'
 #     flags are on docs/training.md, or docs/lora.md for the LoRA ones (the page may be
 #     absent while there are none); the GPU trainer's own on docs/gpu.md:
 #     from ./train_sftcu -h where it is built, else from the Flag entries in train_sft.cu.
@@ -37,8 +37,8 @@ help_flags() {
          u { print; next }
          /^[ ][ ]?[ ]?-/ { sub(/^ +/, ""); n = split($0, w, /[ \t]+/)
                       for (i = 1; i <= n; i++) { if (w[i] !~ /^-/) break; print w[i] } }' |
-        grep -oE '(^|[][[:space:](|,])--?[A-Za-z][A-Za-z0-9-]*' | sed 's/^[^-]*//' |
-        grep -E '^(-[A-Za-z]|--[a-z][a-z0-9-]*)$' | sort -u
+        grep -oE '(^|[][[:space:](|,])--?[A-Za-z][A-Za-z0-9_-]*' | sed 's/^[^-]*//' |
+        grep -E '^(-[A-Za-z]|--[a-z][a-z0-9_-]*)$' | sort -u
 }
 # check_flags NAME "FLAGS" PAGE...: each flag has a row in one of the pages.
 check_flags() {
