@@ -71,8 +71,8 @@ test_lora: tests/model/test_lora.c train_sft.c tests/test_util.h $(COMMON_H)
 	$(CC) $(CFLAGS) -o $@ tests/model/test_lora.c $(LDLIBS)
 
 # the hyperparameters as transformers spells them: LR schedules, AdamW's betas and epsilon
-test_hyper: tests/optim/test_hyper.c train_sft.c tests/test_util.h $(COMMON_H)
-	$(CC) $(CFLAGS) -o $@ tests/optim/test_hyper.c $(LDLIBS)
+test_hyper: tests/train/test_hyper.c train_sft.c tests/test_util.h $(COMMON_H)
+	$(CC) $(CFLAGS) -o $@ tests/train/test_hyper.c $(LDLIBS)
 
 # Hugging Face import/export of every family (model/hf.h, base/safetensors.h)
 test_hf: tests/model/test_hf.c tests/test_util.h $(COMMON_H)

@@ -8,9 +8,10 @@
 #   bash dev/include_graph.sh --check   prints nothing and exits 1 (naming the folders)
 #                                       if the folders include each other in a circle
 #
-# A file's floor is its folder, except the programs and tests at the root: train_sft.c,
-# train_sft.cu and chat.c are the floor `(programs)`, test_sft.c and test_sftcu.cu
-# belong to `tests`. Includes within one folder are not edges.
+# A file's floor is its folder, except: train_sft.c, train_sft.cu and chat.c at the root
+# are the floor `(programs)`; the tests are one floor, `tests` (everything under tests/,
+# and test_sft.c and test_sftcu.cu at the root), the top one that nothing includes.
+# Includes within one floor are not edges.
 set -u
 cd "$(dirname "$0")/.." || exit 1
 mode=${1:-print}
@@ -31,7 +32,7 @@ function norm(p,    n, a, out, i, k, s) {   # a/b/../c -> a/c
 }
 function dir(p) { return p ~ /\// ? substr(p, 1, match(p, /\/[^\/]*$/) - 1) : "." }
 function floor_of(p,    d) {
-    if (p ~ /^test_sft(cu)?\.(c|cu)$/) return "tests"
+    if (p ~ /^test_sft(cu)?\.(c|cu)$/ || p ~ /^tests\//) return "tests"
     d = dir(p); if (d == ".") return "(programs)"
     return d
 }

@@ -1,5 +1,5 @@
 /*
-tests/optim/test_hyper.c: the hyperparameters spelled as transformers' TrainingArguments
+tests/train/test_hyper.c: the hyperparameters spelled as transformers' TrainingArguments
 (--adam_beta1, --adam_beta2, --adam_epsilon, --lr_scheduler_type) against references
 computed outside the code under test:
 - each schedule's learning rate at every step of a 10-step run, with and without 3 warmup
