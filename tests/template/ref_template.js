@@ -17,7 +17,7 @@
 'use strict';
 const fs = require('fs');
 const path = require('path');
-const NM = path.join(__dirname, '..', 'dev', 'node', 'node_modules');
+const NM = path.join(__dirname, '..', '..', 'dev', 'node', 'node_modules');
 const { Template } = require(path.join(NM, '@huggingface', 'jinja'));
 const { Tokenizer } = require(path.join(NM, 'tokenizers'));
 

@@ -26,7 +26,7 @@
 'use strict';
 const fs = require('fs');
 const path = require('path');
-const NM = path.join(__dirname, '..', 'dev', 'node', 'node_modules');
+const NM = path.join(__dirname, '..', '..', 'dev', 'node', 'node_modules');
 
 const cmd = process.argv[2];
 const args = process.argv.slice(3);
