@@ -271,7 +271,13 @@ dev/fuzz/bin/fuzz_%: dev/fuzz/fuzz_%.c $(wildcard dev/fuzz/*.h) data/prepare.c $
 	@mkdir -p dev/fuzz/bin
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $< -lm
 
-fuzz_run: $(FUZZ_BINS)
+# check_fuzz_h: the harnesses' shared bookkeeping (fuzz.h), one fixed run before them
+dev/fuzz/bin/check_fuzz_h: dev/fuzz/check_fuzz_h.c dev/fuzz/fuzz.h base/util.h
+	@mkdir -p dev/fuzz/bin
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $< -lm -lpthread
+
+fuzz_run: $(FUZZ_BINS) dev/fuzz/bin/check_fuzz_h
+	dev/fuzz/bin/check_fuzz_h -runs=1
 	bash dev/fuzz/run.sh $(FUZZ_SECONDS) $(FUZZ_HARNESSES)
 
 .PHONY: fuzz fuzz_run

@@ -37,7 +37,9 @@ static uintptr_t fz_slot[FZ_SLOTS];   // block address, 0 = empty
 static size_t fz_live;                // occupied slots
 static uintptr_t fz_log[FZ_SLOTS];    // every block tracked this run, so that clearing need not scan the table
 static size_t fz_log_n;               // entries in fz_log; FZ_SLOTS + 1 once it overflowed
-static int fz_tracking;               // 1 while a parser runs
+// 1 while a parser runs, in the thread that runs it: libFuzzer's own threads (the
+// RSS watchdog dumping an input) allocate too, and their blocks are not ours to free
+static __thread int fz_tracking;
 static jmp_buf fz_jmp;
 
 static size_t fz_home_(uintptr_t p) { return (size_t)(((uint64_t)p * 0x9E3779B97F4A7C15ull) >> 46) & (FZ_SLOTS - 1); }

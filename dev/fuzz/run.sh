@@ -31,10 +31,11 @@ run_one() {  # run_one HARNESS: its lines on stdout, exit 1 if it failed
         echo "ok fuzz_$h: ${secs}s, ${execs:-?} executions, cov ${cov:-?}, ft ${ft:-?}"
     else
         echo "FAIL fuzz_$h: exit $rc after ${execs:-?} executions; reproducer in dev/fuzz/artifacts/$h-*; log:"
-        # the harness's own messages (fuzz.h, properties) and libFuzzer's report; a crash
-        # outside an input (no unit written) shows the end of the log instead
-        grep -E 'ERROR|SUMMARY|property failed|fatal message|fuzz.h:|Test unit written' "$log" | head -20
-        grep -q 'Test unit written' "$log" || tail -n 30 "$log"
+        # the harness's own messages (fuzz.h, properties), then the sanitizer's or
+        # libFuzzer's report whole (every thread's stack), else the end of the log
+        grep -E 'property failed|fatal message|fuzz.h:|Test unit written' "$log" | head -20
+        if grep -q 'ERROR: ' "$log"; then sed -n '/ERROR: /,/^SUMMARY/p' "$log" | head -80
+        else tail -n 30 "$log"; fi
         failed=1
     fi
     rm -rf "$work"
