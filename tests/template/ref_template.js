@@ -8,6 +8,7 @@
 //
 //   node tests/template/ref_template.js TOKENIZER_DIR TEMPLATE DATE VARS CONVERSATIONS OUT
 //   node tests/template/ref_template.js --encode TOKENIZER_DIR TEXTFILE     the ids of a text (stdout)
+//   node tests/template/ref_template.js --encode-lines TOKENIZER_DIR FILE   the ids of each line's {"text"} (stdout; lines without one are left out)
 //
 // TEMPLATE: a .jinja file, or "-" for tokenizer_config.json's chat_template; DATE:
 // YYYY-MM-DD, the date strftime_now sees; VARS: a JSON object of extra template
@@ -21,6 +22,16 @@ const NM = path.join(__dirname, '..', '..', 'dev', 'node', 'node_modules');
 const { Template } = require(path.join(NM, '@huggingface', 'jinja'));
 const { Tokenizer } = require(path.join(NM, 'tokenizers'));
 
+if (process.argv[2] === '--encode-lines') {
+  const t = Tokenizer.fromFile(path.join(process.argv[3], 'tokenizer.json'));
+  const texts = fs.readFileSync(process.argv[4], 'utf8').split('\n').filter((l) => l.trim()).map((l) => JSON.parse(l).text).filter((t) => t !== undefined);
+  (async () => {
+    const rows = [];
+    for (const text of texts) rows.push((await t.encode(text, null, { addSpecialTokens: false })).getIds().join(' '));
+    process.stdout.write(rows.join('\n') + '\n');
+  })().catch((e) => { console.error(e.message); process.exit(1); });
+  return;
+}
 if (process.argv[2] === '--encode') {
   const t = Tokenizer.fromFile(path.join(process.argv[3], 'tokenizer.json'));
   t.encode(fs.readFileSync(process.argv[4], 'utf8'), null, { addSpecialTokens: false })
