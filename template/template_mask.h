@@ -41,7 +41,11 @@
 //     row is refused, in one line), except that where F begins with m[:k] rendered
 //     without the generation prompt and then parts from P (Qwen3 with
 //     enable_thinking=false writes an empty think block only before the last reply),
-//     the reply starts where F and P part. The reply X = R[len(P):] is trained up to and
+//     the reply starts where F and P part; and where F does not begin with m[:k]
+//     rendered either way (Qwen3 drops the think blocks of replies before the last user
+//     turn, which m[:k] may keep when tool calls follow it), the reply is looked for in
+//     F after the earlier replies' spans, right after the generation prompt's own text
+//     (P minus m[:k] rendered without it). The reply X = R[len(P):] is trained up to and
 //     including its last end-of-turn token (what follows it, e.g. ChatML's "\n" or a
 //     generation prompt the template appends at the end, is not). If F continues after
 //     P with that text the span is there; if not (Qwen3 writes "<think>\n\n</think>\n\n"

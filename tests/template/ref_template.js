@@ -8,7 +8,7 @@
 //
 //   node tests/template/ref_template.js TOKENIZER_DIR TEMPLATE DATE VARS CONVERSATIONS OUT
 //   node tests/template/ref_template.js --encode TOKENIZER_DIR TEXTFILE     the ids of a text (stdout)
-//   node tests/template/ref_template.js --encode-lines TOKENIZER_DIR FILE   the ids of each line's {"text"} (stdout; lines without one are left out)
+//   node tests/template/ref_template.js --encode-lines TOKENIZER_DIR FILE   each line's {"text"} as ID:BYTES tokens (stdout; lines without one are left out)
 //
 // TEMPLATE: a .jinja file, or "-" for tokenizer_config.json's chat_template; DATE:
 // YYYY-MM-DD, the date strftime_now sees; VARS: a JSON object of extra template
@@ -27,7 +27,13 @@ if (process.argv[2] === '--encode-lines') {
   const texts = fs.readFileSync(process.argv[4], 'utf8').split('\n').filter((l) => l.trim()).map((l) => JSON.parse(l).text).filter((t) => t !== undefined);
   (async () => {
     const rows = [];
-    for (const text of texts) rows.push((await t.encode(text, null, { addSpecialTokens: false })).getIds().join(' '));
+    // each id with its length in bytes: byte-level BPE writes a byte as one character, and
+    // the added tokens of these tokenizers are ASCII (ref_tools.py checks that the lengths add
+    // up to the text)
+    for (const text of texts) {
+      const ids = (await t.encode(text, null, { addSpecialTokens: false })).getIds();
+      rows.push(ids.map((id) => id + ':' + [...t.idToToken(id)].length).join(' '));
+    }
     process.stdout.write(rows.join('\n') + '\n');
   })().catch((e) => { console.error(e.message); process.exit(1); });
   return;

@@ -11,8 +11,9 @@
         {"text", "spans", "regions"}, or {"error"} where the template refuses the row: the trained byte spans by the rule (below), and each
         turn's byte range with its kind. --single-calls: only rows whose assistant messages
         make at most one call each (Llama 3.1 refuses more), written to SUBSET too.
-    python3 tests/template/ref_tools.py compare NAME TOKDIR REF REFIDS OURS
-        REFIDS: Hugging Face's ids of each text (tests/template/ref_template.js --encode-lines);
+    python3 tests/template/ref_tools.py compare NAME REF REFIDS OURS
+        REFIDS: Hugging Face's ids of each text with their lengths in bytes
+        (tests/template/ref_template.js --encode-lines);
         OURS: ./test_template --dump-masks of prepare's file (--skip-bad), OURS.skipped the
         number of rows it skipped, which must be the rows the reference refuses. Prints ok/FAIL lines: the ids,
         then the mask per kind of turn.
@@ -24,6 +25,7 @@ including its end-of-turn token, tool-call-only turns too; the empty think block
 writes before the last reply on its own is not (docs/data.md). Nothing else is: system
 turns and the tools block, user turns, tool results, the text between turns.
 """
+import functools
 import json
 import os
 import random
@@ -163,6 +165,7 @@ def render(tokdir, template, convs, out, subset):
     source = cfg["chat_template"] if template == "-" else open(template, encoding="utf-8").read()
     family = "llama" if "llama" in (tokdir + template) else "qwen3" if "qwen3" in tokdir and template == "-" else "qwen"
     env = jinja_ref.make_env()
+    env.from_string = functools.lru_cache(maxsize=None)(env.from_string)  # jinja_ref.render parses per call: once is enough
     env.globals["strftime_now"] = lambda fmt: __import__("datetime").datetime.strptime(DATE, "%Y-%m-%d").strftime(fmt)
     tok = lambda v: v.get("content") if isinstance(v, dict) else v
     rows = [json.loads(l) for l in open(convs, encoding="utf-8") if l.strip()]
@@ -189,17 +192,7 @@ def render(tokdir, template, convs, out, subset):
 
 
 # ---------------------------------------------------------------- comparing
-def byte_lengths(tokdir):
-    """Each token id's length in bytes (byte-level BPE: one character per byte; added tokens: their text)."""
-    with open(os.path.join(tokdir, "tokenizer.json"), encoding="utf-8") as f:
-        tj = json.load(f)
-    n = {i: len(t) for t, i in tj["model"]["vocab"].items()}
-    for a in tj["added_tokens"]:
-        n[a["id"]] = len(a["content"].encode("utf-8"))
-    return n
-
-
-def compare(name, tokdir, ref, refids, ours):
+def compare(name, ref, refids, ours):
     refs = [json.loads(l) for l in open(ref, encoding="utf-8")]
     refused = sum("error" in r for r in refs)
     refs = [r for r in refs if "error" not in r]
@@ -207,7 +200,8 @@ def compare(name, tokdir, ref, refids, ours):
     if skipped != refused:
         print("FAIL tokens-%s: prepare skipped %d rows, the reference refuses %d" % (name, skipped, refused))
         return 1
-    want_ids = [[int(x) for x in l.split()] for l in open(refids)]
+    want = [[[int(v) for v in x.split(":")] for x in l.split()] for l in open(refids)]
+    want_ids = [[i for i, _ in w] for w in want]
     got = [l.split() for l in open(ours)]
     got_ids = [[int(x.rstrip("*")) for x in l] for l in got]
     got_mask = [[x.endswith("*") for x in l] for l in got]
@@ -216,7 +210,7 @@ def compare(name, tokdir, ref, refids, ours):
         print("FAIL tokens-%s: row %d's ids differ from Hugging Face's (%d rows differ)" % (name, bad[0], len(bad)))
         return 1
     print("ok tokens-%s (%d rows, %d refused by both)" % (name, len(refs), refused))
-    nbytes = byte_lengths(tokdir)
+    nbytes = {i: n for w in want for i, n in w}
     kinds = ["tool-call", "reply", "tool-result", "user", "system", "tools-block", "between"]
     counts = {k: [0, 0, None] for k in kinds}  # tokens, of them wrong, the first wrong
     for i, r in enumerate(refs):
@@ -258,7 +252,7 @@ def main():
         subset = a[a.index("--single-calls") + 1] if "--single-calls" in a else None
         render(a[0], a[1], a[2], a[3], subset)
     elif cmd == "compare":
-        sys.exit(1 if compare(*sys.argv[2:7]) else 0)
+        sys.exit(1 if compare(*sys.argv[2:6]) else 0)
     else:
         sys.exit("usage: see the top of this file")
 

@@ -45,7 +45,7 @@ ref_case() {
     if ! node tests/template/ref_template.js --encode-lines "$tok" "$T/$name.ref" > "$T/$name.ids" 2> "$T/$name.err"; then
         fail "tools-$name" "tokenizers failed: $(head -c 200 "$T/$name.err")"; return
     fi
-    $PY tests/template/ref_tools.py compare "$name" "$tok" "$T/$name.ref" "$T/$name.ids" "$T/$name.got" || fails=$((fails + 1))
+    $PY tests/template/ref_tools.py compare "$name" "$T/$name.ref" "$T/$name.ids" "$T/$name.got" || fails=$((fails + 1))
 }
 if ! $PY -c 'import jinja2' 2> /dev/null; then echo "skip tools-reference: Python's jinja2 is missing (apt install python3-jinja2)"
 elif ! command -v node > /dev/null || [ ! -d $NM/tokenizers ] || [ ! -d $L/tokenizer-qwen3 ] || [ ! -d $L/tokenizer-llama3_1 ]; then
