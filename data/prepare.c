@@ -447,8 +447,6 @@ static int render_row(Ctx *c, const JsonValue *row, int train_on_prompt, ChatDoc
         if (rc) return bad(why, wn, "%s", c->err);
     } else {
         info->chat = 1;
-        if (get_tools(c, row, &tools, &tools_doc, &have_tools_doc, why, wn)) return -1;
-        if (tools && tools->count && !c->ct.tmpl->uses_tools) c->unread_tools++;
         switch (shape) {
         case SHAPE_PC:
             if (get_prompt_completion(row, &a, &b, why, wn)) return -1;
@@ -507,6 +505,8 @@ static int render_row(Ctx *c, const JsonValue *row, int train_on_prompt, ChatDoc
             break;
         }
         }
+        if (!rc) rc = get_tools(c, row, &tools, &tools_doc, &have_tools_doc, why, wn);
+        if (!rc && tools && tools->count && !c->ct.tmpl->uses_tools) c->unread_tools++;
         if (!rc) {
             // prompt/completion: the template checks the prompt's own tokens against the whole (trl's check)
             size_t check_prompt = shape == SHAPE_PC && !train_on_prompt ? prompt_msgs : 0;
