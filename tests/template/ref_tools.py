@@ -18,7 +18,9 @@
         number of rows it skipped, which must be the rows the reference refuses. Prints ok/FAIL lines: the ids,
         then the mask per kind of turn.
 
-The mask rule, trl's assistant_only_loss written out by hand from the turn markers (not
+The mask rule: a template with {% generation %} spans (trl's *_training.jinja), those
+spans as Python renders them (trl's return_assistant_tokens_mask); otherwise trl's
+assistant_only_loss written out by hand from the turn markers (not
 from the code under test): every assistant turn is trained from after its header
 (<|im_start|>assistant\\n, <|start_header_id|>assistant<|end_header_id|>\\n\\n) up to and
 including its end-of-turn token, tool-call-only turns too; the empty think block Qwen3
@@ -188,6 +190,8 @@ def render(tokdir, template, convs, out, subset):
                 f.write(json.dumps(res, ensure_ascii=False) + "\n")
                 continue
             regions, spans = regions_and_spans(res["output"], family)
+            if res["gen"]:  # a template with {% generation %} (trl's *_training.jinja): its spans, as trl takes them
+                spans = res["gen"]
             f.write(json.dumps({"text": res["output"], "spans": spans, "regions": regions}, ensure_ascii=False) + "\n")
 
 
@@ -212,7 +216,7 @@ def compare(name, ref, refids, ours):
     print("ok tokens-%s (%d rows, %d refused by both)" % (name, len(refs), refused))
     nbytes = {i: n for w in want for i, n in w}
     kinds = ["tool-call", "reply", "tool-result", "user", "system", "tools-block", "between"]
-    counts = {k: [0, 0, None] for k in kinds}  # tokens, of them wrong, the first wrong
+    counts = {k: [0, 0, None, 0] for k in kinds}  # tokens, of them wrong, the first wrong, of them trained
     for i, r in enumerate(refs):
         pos = 0
         text = r["text"].encode("utf-8")
@@ -221,6 +225,7 @@ def compare(name, ref, refids, ours):
             want = any(s <= pos < e for s, e in r["spans"]) and t > 0  # a document's first token is never trained
             c = counts[kind]
             c[0] += 1
+            c[3] += want
             if want != trained:
                 c[1] += 1
                 if c[2] is None:
@@ -232,14 +237,14 @@ def compare(name, ref, refids, ours):
             return 1
     fails = 0
     for k in kinds:
-        tokens, wrong, first = counts[k]
+        tokens, wrong, first, trained = counts[k]
         if tokens == 0:
             continue
         if wrong:
             print("FAIL mask-%s-%s: %d of %d tokens wrong; %s" % (name, k, wrong, tokens, first))
             fails += 1
         else:
-            print("ok mask-%s-%s (%d tokens, %s)" % (name, k, tokens, "trained" if k in ("tool-call", "reply") else "untrained"))
+            print("ok mask-%s-%s (%d tokens, %d of them trained)" % (name, k, tokens, trained))
     return fails
 
 

@@ -3,13 +3,14 @@
 # several calls per turn, empty/null/absent content with calls, arguments as objects and as
 # strings, unicode and quotes in arguments, multi-turn with results, reasoning_content, content
 # parts, tools as a list and as a JSON string) through ./prepare with published templates
-# that render tools: Qwen3's (its tokenizer_config.json), Llama 3.1's model-card template
-# and Qwen2.5's (tests/testdata/chat_templates/). Against the real thing: Python's Jinja2 in
+# that render tools: Qwen3's (its tokenizer_config.json), Llama 3.1's model-card template,
+# Qwen2.5's and trl's Qwen3 training template with {% generation %} (tests/testdata/chat_templates/).
+# Against the real thing: Python's Jinja2 in
 # transformers' environment renders (tests/template/ref_tools.py, dev/jinja_ref.py's
 # environment), npm `tokenizers` tokenizes; the ids must be equal, and the mask must be
-# trl's assistant_only_loss written out by hand per kind of turn (ref_tools.py: tool-call
-# turns and replies trained, tool results, user turns, system turns and the tools block
-# not). Then: a template that does not read tools warns once with the count; a built-in
+# trl's assistant_only_loss written out by hand (ref_tools.py: tool-call turns and replies
+# trained, tool results, user turns, system turns and the tools block not; the training
+# template: its {% generation %} spans as Python renders them), checked per kind of turn. Then: a template that does not read tools warns once with the count; a built-in
 # format refuses tools, tool calls, tool roles and content parts in one line naming the row.
 # Prints "ok NAME", "FAIL NAME: why" or "skip NAME: why" per check; run from anywhere.
 set -u
@@ -54,6 +55,7 @@ else
     ref_case qwen3 qwen3 -
     ref_case llama3_1 llama3_1 $F/llama3_1.jinja --single-calls
     ref_case qwen2_5 qwen3 $F/qwen2_5.jinja
+    ref_case qwen3_training qwen3 $F/qwen3_training.jinja
 fi
 
 # ---------------------------------------------------------------- warnings and refusals
