@@ -574,7 +574,7 @@ static int tmpl_reply_span_(const ChatTemplate *ct, const TmplMsg *msgs, size_t 
 // Renders the conversation msgs[0..n), with the row's tools (NULL: none), into d (which
 // must be empty): the tokens of its text, trained per the rules at the top of this file (msgs[i].train selects the
 // assistant messages that may be trained; with {% generation %} spans, those that
-// begin at or after the first such message's generation prompt). *text_out (if not
+// begin where the first such message's generation prompt begins, or later). *text_out (if not
 // NULL) gets the rendered text (malloc'ed). Returns 0, or -1 with err set (a
 // template error, raise_exception's message, a template that is not
 // prefix-preserving); out of memory in the tokenizer is returned as BPE_ENOMEM.
@@ -594,7 +594,9 @@ static int tmpl_render_conversation(const ChatTemplate *ct, BpeTokenizer *tok, c
         if (first < n) {
             JinjaOutput p;
             if (first == 0) from = 0;
-            else if ((rc = tmpl_render(ct, msgs, first, 1, &scratch, &p, err, errlen)) == 0) { from = p.len; jinja_output_free(&p); }
+            // messages[:first] without the generation prompt: a span may hold the reply's
+            // header (SmolLM3's), which is that prompt's text
+            else if ((rc = tmpl_render(ct, msgs, first, 0, &scratch, &p, err, errlen)) == 0) { from = p.len; jinja_output_free(&p); }
         }
         spans = (JinjaSpan *)calloc(f.ngen ? f.ngen : 1, sizeof *spans);
         if (!spans) rc = tmpl_err_(err, errlen, "out of memory");

@@ -4,14 +4,15 @@
 # strings, unicode and quotes in arguments, multi-turn with results, reasoning_content, content
 # parts, tools as a list and as a JSON string) through ./prepare with published templates
 # that render tools: Qwen3's (its tokenizer_config.json), Llama 3.1's model-card template,
-# Qwen2.5's and trl's Qwen3 training template with {% generation %} (tests/testdata/chat_templates/).
+# Qwen2.5's, trl's Qwen3 training template and SmolLM3's, both with {% generation %}
+# (tests/testdata/chat_templates/, tests/testdata/templates/).
 # Against the real thing: Python's Jinja2 in
 # transformers' environment renders (tests/template/ref_tools.py, dev/jinja_ref.py's
 # environment), npm `tokenizers` tokenizes; the ids must be equal, and the mask must be
 # trl's assistant_only_loss written out by hand (ref_tools.py: tool-call turns and replies
 # trained, tool results, user turns, system turns and the tools block not; the training
-# template: its {% generation %} spans as Python renders them), checked per kind of turn. Then: a template that does not read tools warns once with the count; a built-in
-# format refuses tools, tool calls, tool roles and content parts in one line naming the row.
+# template: its {% generation %} spans as Python renders them), checked per kind of turn.
+# Then: a template that does not read tools warns once with the count; a built-in format refuses tools, tool calls, tool roles and content parts in one line naming the row.
 # Prints "ok NAME", "FAIL NAME: why" or "skip NAME: why" per check; run from anywhere.
 set -u
 cd "$(dirname "$0")/../.."
@@ -29,7 +30,9 @@ T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 
 # ---------------------------------------------------------------- against transformers' rendering
-# ref_case NAME TOKENIZER TEMPLATE(- = the tokenizer's own) [--single-calls]
+# ref_case NAME TOKENIZER TEMPLATE(- = the tokenizer's own) [--single-calls]: renders, prepares,
+# and lists the case for check_cases (one node run per tokenizer)
+cases=()
 ref_case() {
     local name=$1 tok=$L/tokenizer-$2/models tf=$3 convs=$CONVS extra=()
     if [ "${4:-}" = --single-calls ]; then convs=$T/$name.convs; extra=(--single-calls "$convs"); fi
@@ -43,10 +46,19 @@ ref_case() {
     fi
     ./test_template --dump-masks "$T/$name.bin" > "$T/$name.got"
     sed -n 's/.*bad rows skipped \([0-9]*\)).*/\1/p' "$T/$name.out" > "$T/$name.got.skipped"
-    if ! node tests/template/ref_template.js --encode-lines "$tok" "$T/$name.ref" > "$T/$name.ids" 2> "$T/$name.err"; then
-        fail "tools-$name" "tokenizers failed: $(head -c 200 "$T/$name.err")"; return
-    fi
-    $PY tests/template/ref_tools.py compare "$name" "$T/$name.ref" "$T/$name.ids" "$T/$name.got" || fails=$((fails + 1))
+    cases+=("$name:$2")
+}
+check_cases() {  # Hugging Face's tokens of every listed case, then the comparisons
+    local tk c names
+    for tk in $(printf '%s\n' "${cases[@]}" | cut -d: -f2 | sort -u); do
+        names=$(printf '%s\n' "${cases[@]}" | grep ":$tk\$" | cut -d: -f1)
+        if ! node tests/template/ref_template.js --encode-lines "$L/tokenizer-$tk/models" $(printf "$T/%s.ref " $names) 2> "$T/node.err"; then
+            fail "tools-$tk" "tokenizers failed: $(head -c 200 "$T/node.err")"; continue
+        fi
+        for c in $names; do
+            $PY tests/template/ref_tools.py compare "$c" "$T/$c.ref" "$T/$c.ref.ids" "$T/$c.got" || fails=$((fails + 1))
+        done
+    done
 }
 if ! $PY -c 'import jinja2' 2> /dev/null; then echo "skip tools-reference: Python's jinja2 is missing (apt install python3-jinja2)"
 elif ! command -v node > /dev/null || [ ! -d $NM/tokenizers ] || [ ! -d $L/tokenizer-qwen3 ] || [ ! -d $L/tokenizer-llama3_1 ]; then
@@ -56,6 +68,8 @@ else
     ref_case llama3_1 llama3_1 $F/llama3_1.jinja --single-calls
     ref_case qwen2_5 qwen3 $F/qwen2_5.jinja
     ref_case qwen3_training qwen3 $F/qwen3_training.jinja
+    ref_case smollm3 qwen3 tests/testdata/templates/smollm3.jinja
+    check_cases
 fi
 
 # ---------------------------------------------------------------- warnings and refusals
