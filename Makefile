@@ -209,8 +209,17 @@ test_tok: tests/tokenizer/test_tok.c $(TOK_DEPS)
 # ---- data (data/) ----
 DATA_DEPS = $(wildcard data/*.h) $(TOK_DEPS)
 
+# Parquet's GZIP and ZSTD codecs (data/parquet.h) come from zlib and libzstd where their
+# headers are found (apt install zlib1g-dev libzstd-dev); without them prepare still
+# builds, and a file in that codec is one error line saying what to install. Evaluated
+# only where prepare (or a harness that includes it) is built.
+PQ_HAS = $(shell printf '\043include <$(1)>\nint main(void){return 0;}\n' | $(CC) -x c - -o /dev/null $(2) 2>/dev/null && echo yes)
+PQ_FLAGS = $(if $(call PQ_HAS,zlib.h,-lz),-DPQ_HAVE_ZLIB) $(if $(call PQ_HAS,zstd.h,-lzstd),-DPQ_HAVE_ZSTD)
+PQ_LIBS = $(if $(findstring ZLIB,$(1)),-lz) $(if $(findstring ZSTD,$(1)),-lzstd)
+
 prepare: data/prepare.c $(DATA_DEPS)
-	$(CC) $(CFLAGS) -o $@ data/prepare.c $(LDLIBS)
+	$(eval PQF := $(PQ_FLAGS))
+	$(CC) $(CFLAGS) $(PQF) -o $@ data/prepare.c $(LDLIBS) $(call PQ_LIBS,$(PQF))
 
 test_prepare: tests/data/test_prepare.c $(DATA_DEPS)
 	$(CC) $(CFLAGS) -o $@ tests/data/test_prepare.c $(LDLIBS)
