@@ -270,7 +270,7 @@ train_sft train_sft_mpi dev/dist_tool test_sft test_lora test_hyper test_hf test
 # `make fuzz_run FUZZ_SECONDS=N` runs each for N seconds from its seed corpus.
 FUZZ_CC ?= clang
 FUZZ_CFLAGS = -g -O1 -DSFT_FUZZ -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -Wall -Wextra -Wno-unused-function -Wno-unknown-pragmas
-FUZZ_HARNESSES = json datafile safetensors config hf_model hf_index hf_sharded state tok_gpt2 tok_json encode prepare evalset jinja
+FUZZ_HARNESSES = json datafile safetensors config hf_model hf_index hf_sharded state tok_gpt2 tok_json encode prepare parquet evalset jinja
 FUZZ_BINS = $(FUZZ_HARNESSES:%=dev/fuzz/bin/fuzz_%)
 FUZZ_SECONDS ?= 20
 
@@ -279,6 +279,12 @@ fuzz: $(FUZZ_BINS)
 dev/fuzz/bin/fuzz_%: dev/fuzz/fuzz_%.c $(wildcard dev/fuzz/*.h) data/prepare.c $(DATA_DEPS)
 	@mkdir -p dev/fuzz/bin
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $< -lm
+
+# the Parquet reader with the codecs the machine has (PQ_FLAGS, above)
+dev/fuzz/bin/fuzz_parquet: dev/fuzz/fuzz_parquet.c $(wildcard dev/fuzz/*.h) $(DATA_DEPS)
+	@mkdir -p dev/fuzz/bin
+	$(eval PQF := $(PQ_FLAGS))
+	$(FUZZ_CC) $(FUZZ_CFLAGS) $(PQF) -o $@ $< -lm $(call PQ_LIBS,$(PQF))
 
 # check_fuzz_h: the harnesses' shared bookkeeping (fuzz.h), one fixed run before them
 dev/fuzz/bin/check_fuzz_h: dev/fuzz/check_fuzz_h.c dev/fuzz/fuzz.h base/util.h

@@ -414,7 +414,7 @@ static void pq_data_page(PqReader *r, PqCol *c, const PqPageHeader *h, const uin
     for (int which = 0; which < 2; which++) {  // repetition levels, then definition levels
         int max = which ? c->max_def : c->max_rep;
         if (!max && !v2) continue;  // v1 stores no levels of width 0
-        uint16_t *dst = (which ? c->def : c->rep) + c->n;
+        uint16_t *dst = max ? (which ? c->def : c->rep) + c->n : NULL;
         size_t len;
         if (v2) len = (size_t)(which ? h->def_len : h->rep_len);
         else {
