@@ -4,6 +4,8 @@
 //
 // A file whose first non-space byte is '[' is one JSON array of rows, read element by
 // element; any other file is JSON Lines, each non-blank line one row. A row's shape
+// A Parquet file (it starts with PAR1) is read row by row as the JSON objects its
+// columns make (data/parquet.h). A row's shape
 // is detected from its keys (text, prompt+completion, messages, conversations,
 // instruction+output), it is rendered segment by segment in a chat format of
 // template/chat_template.h (chosen from the tokenizer's special tokens or by
@@ -27,7 +29,8 @@ static void usage(FILE *f) {
 "\n"
 "Turns rows of JSON into an SFT data file (token ids + a per-token training mask).\n"
 "An INPUT is JSON Lines (one row per line) or one JSON array of rows (if its first\n"
-"non-space byte is '['; pretty-printed is fine; a UTF-8 byte order mark is skipped).\n"
+"non-space byte is '['; pretty-printed is fine; a UTF-8 byte order mark is skipped), or\n"
+"a Parquet file (its columns as a row's fields; several shards in order; docs/data.md).\n"
 "Row shapes (detected per row; other keys are ignored, except \"system\" with a shape\n"
 "that does not read it):\n"
 "  {\"text\": S}                                 plain text, all trained\n"
