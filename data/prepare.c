@@ -3,10 +3,9 @@
 //   ./prepare --tokenizer DIR_OR_JSON --out train.bin [options] data.jsonl|data.json...
 //
 // A file whose first non-space byte is '[' is one JSON array of rows, read element by
-// element; any other file is JSON Lines, each non-blank line one row. A row's shape
-// A Parquet file (it starts with PAR1) is read row by row as the JSON objects its
-// columns make (data/parquet.h). A row's shape
-// is detected from its keys (text, prompt+completion, messages, conversations,
+// element; a Parquet file (it starts with PAR1) is read row by row as the JSON objects
+// its columns make (data/parquet.h); any other file is JSON Lines, each non-blank line
+// one row. A row's shape is detected from its keys (text, prompt+completion, messages, conversations,
 // instruction+output), it is rendered segment by segment in a chat format of
 // template/chat_template.h (chosen from the tokenizer's special tokens or by
 // --chat-format), and the token ids with their train flags become one document.
