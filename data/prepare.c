@@ -3,8 +3,9 @@
 //   ./prepare --tokenizer DIR_OR_JSON --out train.bin [options] data.jsonl|data.json...
 //
 // A file whose first non-space byte is '[' is one JSON array of rows, read element by
-// element; any other file is JSON Lines, each non-blank line one row. A row's shape
-// is detected from its keys (text, prompt+completion, messages, conversations,
+// element; a Parquet file (it starts with PAR1) is read row by row as the JSON objects
+// its columns make (data/parquet.h); any other file is JSON Lines, each non-blank line
+// one row. A row's shape is detected from its keys (text, prompt+completion, messages, conversations,
 // instruction+output), it is rendered segment by segment in a chat format of
 // template/chat_template.h (chosen from the tokenizer's special tokens or by
 // --chat-format), and the token ids with their train flags become one document.
@@ -14,6 +15,7 @@
 // only at the end, each atomically. See docs/data.md.
 #include "../base/datafile.h"
 #include "inspect.h"
+#include "parquet.h"
 #include "../template/render.h"
 
 #include <math.h>
@@ -26,7 +28,8 @@ static void usage(FILE *f) {
 "\n"
 "Turns rows of JSON into an SFT data file (token ids + a per-token training mask).\n"
 "An INPUT is JSON Lines (one row per line) or one JSON array of rows (if its first\n"
-"non-space byte is '['; pretty-printed is fine; a UTF-8 byte order mark is skipped).\n"
+"non-space byte is '['; pretty-printed is fine; a UTF-8 byte order mark is skipped), or\n"
+"a Parquet file (its columns as a row's fields; several shards in order; docs/data.md).\n"
 "Row shapes (detected per row; other keys are ignored, except \"system\" with a shape\n"
 "that does not read it):\n"
 "  {\"text\": S}                                 plain text, all trained\n"
@@ -550,8 +553,23 @@ typedef struct {
     const char *text;     // the row's bytes (a JSONL line without its '\n', or an array element), valid until the next read
     size_t n;
     int64_t line, col;    // where the row starts in the file
-    int64_t index;        // array: the element's 0-based index; -1 for a JSONL row
+    int64_t index;        // array: the element's 0-based index; -1 for a JSONL row; Parquet (line 0): the row's 0-based index
 } Row;
+
+// The top-level columns of a Parquet file that rows are made of (row_shape's fields);
+// the others are never read (data/parquet.h).
+static const char *const parquet_columns[] = {"text", "prompt", "completion", "messages", "conversations", "instruction",
+                                              "input", "output", "system", "history"};
+
+// Whether a file starts with Parquet's magic bytes (no JSON text starts so).
+static int is_parquet(const char *path) {
+    char m[4];
+    FILE *f = fopen(path, "rb");
+    if (!f) return 0;  // reported when it is opened
+    int yes = fread(m, 1, 4, f) == 4 && !memcmp(m, "PAR1", 4);
+    fclose(f);
+    return yes;
+}
 
 // Reads more bytes after buf[pos..len) (moved to the front; the buffer grows when
 // full). Returns how many bytes were added: 0 at the end of the file.
@@ -697,7 +715,8 @@ static int reader_next(RowReader *r, Row *row) { return r->is_array ? reader_nex
 // Where a row is, for messages: "FILE:LINE" or "FILE:LINE: element N".
 static const char *row_where(const char *path, const Row *row) {
     static char where[600];
-    if (row->index < 0) snprintf(where, sizeof where, "%s:%lld", path, (long long)row->line);
+    if (row->line == 0) snprintf(where, sizeof where, "%s: row %lld", path, (long long)row->index);  // Parquet
+    else if (row->index < 0) snprintf(where, sizeof where, "%s:%lld", path, (long long)row->line);
     else snprintf(where, sizeof where, "%s:%lld: element %lld", path, (long long)row->line, (long long)row->index);
     return where;
 }
@@ -998,18 +1017,30 @@ int main(int argc, char **argv) {
                        chat_setup_name(&c.ct));
     for (int f = 0; f < o.n_inputs; f++) {
         RowReader rd;
+        PqReader pq;
         Row row;
-        reader_open(&rd, o.inputs[f]);
-        while (reader_next(&rd, &row)) {
+        int parquet = !is_directory(o.inputs[f]) && is_parquet(o.inputs[f]);
+        if (parquet) pq_open(&pq, o.inputs[f], parquet_columns, (int)(sizeof parquet_columns / sizeof *parquet_columns));
+        else reader_open(&rd, o.inputs[f]);
+        for (;;) {
+            int64_t offset;  // bytes of this input read so far (Parquet: in proportion to its rows)
+            if (parquet) {
+                if (!pq_next_row(&pq, &row.text, &row.n)) break;
+                row.line = 0; row.col = 0; row.index = pq.row - 1;
+                offset = pq.meta.num_rows ? (int64_t)((double)pq.size * (double)pq.row / (double)pq.meta.num_rows) : pq.size;
+            } else {
+                if (!reader_next(&rd, &row)) break;
+                offset = rd.offset;
+            }
             k.rows++;
-            progress_update(&prog, done_bytes + rd.offset, k.rows, 0);
+            progress_update(&prog, done_bytes + offset, k.rows, 0);
             if (!take_row(&c, &o, &dups, &k, &row, f, &d)) continue;
             int to_val = o.val_out && row_is_val(&o, row.text, row.n);
             if (shown < o.show) show_doc(&c, &d, ++shown, to_val ? "val" : "train", row_where(o.inputs[f], &row));
             split_add(to_val ? &va : &tr, d.ids, d.train, d.n);
         }
-        done_bytes += rd.offset;
-        reader_close(&rd);
+        if (parquet) { done_bytes += pq.size; pq_close(&pq); }
+        else { done_bytes += rd.offset; reader_close(&rd); }
     }
     progress_update(&prog, done_bytes, k.rows, 1);
     chat_doc_free(&d);
