@@ -1,0 +1,266 @@
+#!/usr/bin/env python3
+"""trl's SFTTrainer as the referee of our training runs (tests/model/test_trl.sh).
+
+    python dev/check_trl.py WORKDIR [CASE...]        (run from the repository root)
+
+For each family a tokenizer directory (a byte-level tokenizer.json of tests/testdata
+with the family's special tokens, and a tokenizer_config.json carrying the family's
+published chat template as trl ships it in trl/chat_templates) and a fresh model (the
+shape of dev/ref's tiny reference of the family, this vocabulary, seeded, float32, no
+dropout, save_pretrained) are made in WORKDIR. Then per case, from the same rows (the
+conversations below):
+- trl: SFTTrainer on the CPU in float32, examples in file order
+  (train_sampling_strategy="sequential"), every other field at SFTConfig's default but
+  those in HYPER; messages rows with assistant_only_loss=True (trl swaps in its
+  training template with {% generation %} for the family), conversational
+  prompt/completion rows with completion_only_loss=True; logging every step;
+- ours: ./prepare of the rows with the tokenizer directory (the template it holds, or
+  --chat-template where the case says), and ./train_sft with SFTConfig's values mapped
+  through docs/training.md's "Coming from trl" table (our_flags below);
+and checks: the tokens and trained positions of every example (unpacked cases: trl's
+labels != -100 against our data file's mask); per-step loss (1e-5 relative), gradient
+norm (1e-4) and learning rate (1e-6: ours is logged as a float32); the final weights
+(transformers' from_pretrained of our last checkpoint against trl's model, each tensor
+max |ours - trl| <= 1e-5 * (1 + max |trl|)). Prints ok/FAIL/skip lines; exits 1 on a
+failure. Rows are chosen so that each document is longer than half the row (T): our
+trainer packs documents into rows of T, trl without packing gives each example its own
+padded row, and the two agree when no two documents fit in one row.
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+try:
+    import torch
+    import trl
+    from datasets import Dataset
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+    from trl import SFTConfig, SFTTrainer
+except ImportError as e:
+    print("skip trl_trains_what_we_train: %s" % e)
+    sys.exit(0)
+
+TESTDATA = "tests/testdata"
+TRL_TEMPLATES = os.path.join(os.path.dirname(trl.__file__), "chat_templates")
+
+# the tokenizer fixtures' added tokens, renamed per family where it needs other names
+LLAMA3_TOKENS = "llama3_tokenizer.json"
+CHATML_TOKENS = "chatml_tokenizer.json"
+GEMMA3_NAMES = {"<|begin_of_text|>": "<bos>", "<|end_of_text|>": "<eos>", "<|reserved_special_token_0|>": "<pad>",
+                "<|start_header_id|>": "<start_of_turn>", "<|end_header_id|>": "<end_of_turn>"}
+
+# family: dev/ref reference, tokenizer fixture, renames, the chat template (trl's original), bos, eos, pad
+FAMILIES = {
+    "llama": ("tiny_llama", LLAMA3_TOKENS, None, "llama3.jinja", "<|begin_of_text|>", "<|eot_id|>",
+              "<|finetune_right_pad_id|>"),
+    "gpt2": ("tiny", CHATML_TOKENS, None, "qwen2_5.jinja", None, "<|im_end|>", "<|endoftext|>"),
+    "qwen2": ("tiny_qwen2", CHATML_TOKENS, None, "qwen2_5.jinja", None, "<|im_end|>", "<|endoftext|>"),
+    "qwen3": ("tiny_qwen3", CHATML_TOKENS, None, "qwen3.jinja", None, "<|im_end|>", "<|endoftext|>"),
+    "gemma3": ("tiny_gemma3", LLAMA3_TOKENS, GEMMA3_NAMES, "gemma3.jinja", "<bos>", "<eos>", "<pad>"),
+}
+
+CONVERSATIONS = [
+    [("user", "What is 7 plus 5?"), ("assistant", "7 plus 5 is 12.")],
+    [("user", "Name a red fruit."), ("assistant", "A strawberry is red.")],
+    [("user", "Hi"), ("assistant", "Hello!"), ("user", "Bye"), ("assistant", "Bye.")],
+    [("system", "Be brief."), ("user", "Sky colour?"), ("assistant", "Blue.")],
+    [("user", "Spell cat backwards."), ("assistant", "  t-a-c  ")],
+    [("user", "Count to five."), ("assistant", "1, 2, 3, 4, 5")],
+    [("user", "2*3?"), ("assistant", "6"), ("user", "2*4?"), ("assistant", "8")],
+    [("user", "Opposite of up?"), ("assistant", "The opposite is down.")],
+]
+
+# SFTConfig fields the cases set; everything else is trl's default, read from SFTConfig
+HYPER = dict(learning_rate=1e-3, lr_scheduler_type="linear", warmup_steps=1, weight_decay=0.1,
+             per_device_train_batch_size=2, gradient_accumulation_steps=2, max_steps=4)
+
+# name: family, row shape, packing, our --chat-template (None: the tokenizer's own)
+CASES = {
+    "a_llama": ("llama", "messages", False, None),
+    "b_llama": ("llama", "prompt_completion", False, None),
+}
+
+
+def rows(shape):
+    out = []
+    for c in CONVERSATIONS:
+        msgs = [{"role": r, "content": t} for r, t in c]
+        out.append({"messages": msgs} if shape == "messages" else {"prompt": msgs[:-1], "completion": msgs[-1:]})
+    return out
+
+
+def setup(work, family, positions):
+    ref, fixture, renames, template, bos, eos, pad = FAMILIES[family]
+    d = os.path.join(work, family)
+    tok_dir, model_dir = os.path.join(d, "tok"), os.path.join(d, "model")
+    os.makedirs(tok_dir, exist_ok=True)
+    os.makedirs(model_dir, exist_ok=True)
+    tj = json.load(open(os.path.join(TESTDATA, fixture)))
+    for a in tj["added_tokens"]:
+        a["content"] = (renames or {}).get(a["content"], a["content"])
+    json.dump(tj, open(os.path.join(tok_dir, "tokenizer.json"), "w"))
+    tc = {"tokenizer_class": "PreTrainedTokenizerFast", "eos_token": eos, "pad_token": pad,
+          "chat_template": open(os.path.join(TRL_TEMPLATES, template)).read()}
+    if bos:
+        tc["bos_token"] = bos
+    json.dump(tc, open(os.path.join(tok_dir, "tokenizer_config.json"), "w"))
+    tok = AutoTokenizer.from_pretrained(tok_dir)
+    cfg = json.load(open(os.path.join("dev/ref", ref, "config.json")))
+    cfg.update(vocab_size=len(tok), eos_token_id=tok.convert_tokens_to_ids(eos),
+               pad_token_id=tok.convert_tokens_to_ids(pad),
+               bos_token_id=tok.convert_tokens_to_ids(bos) if bos else None)
+    cfg.pop("torch_dtype", None)
+    if cfg["model_type"] == "gpt2":  # GPT2Config's dropouts default to 0.1
+        cfg.update(n_positions=positions, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
+    else:
+        cfg.update(max_position_embeddings=positions)
+    json.dump(cfg, open(os.path.join(model_dir, "config.json"), "w"))
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(model_dir), dtype=torch.float32)
+    model.save_pretrained(model_dir)
+    return tok_dir, model_dir
+
+
+def our_flags(cfg, T):
+    """SFTConfig to train_sft's flags, by docs/training.md's table."""
+    assert cfg.optim.startswith("adamw_torch") and cfg.train_sampling_strategy == "sequential"
+    B, A = cfg.per_device_train_batch_size, cfg.gradient_accumulation_steps
+    return ["-l", repr(cfg.learning_rate), "--lr_scheduler_type", cfg.lr_scheduler_type.value
+            if hasattr(cfg.lr_scheduler_type, "value") else cfg.lr_scheduler_type,
+            "-u", str(int(cfg.warmup_steps)), "-c", repr(cfg.weight_decay), "-G", repr(cfg.max_grad_norm),
+            "--adam_beta1", repr(cfg.adam_beta1), "--adam_beta2", repr(cfg.adam_beta2),
+            "--adam_epsilon", repr(cfg.adam_epsilon), "-b", str(B), "-t", str(T), "-d", str(B * T * A),
+            "-x", str(cfg.max_steps), "-S", "0"]
+
+
+def run(cmd, log):
+    with open(log, "w") as f:
+        r = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT)
+    if r.returncode != 0:
+        raise RuntimeError("%s: exit %d: %s" % (" ".join(cmd), r.returncode, open(log).read().strip().splitlines()[-1]))
+
+
+def read_data(path):
+    """Our data file's documents and masks (base/datafile.h's layout)."""
+    import struct
+    b = open(path, "rb").read()
+    head = struct.unpack("<128q", b[:1024])
+    width, D, N = head[2], head[4], head[5]
+    off = struct.unpack("<%dq" % (D + 1), b[1024:1024 + 8 * (D + 1)])
+    at = 1024 + 8 * (D + 1)
+    ids = struct.unpack("<%d%s" % (N, "H" if width == 2 else "I"), b[at:at + width * N])
+    mask = b[at + width * N:at + width * N + N]
+    return [(list(ids[off[k]:off[k + 1]]), list(mask[off[k]:off[k + 1]])) for k in range(D)]
+
+
+def rel(a, b):
+    return abs(a - b) / max(abs(b), 1e-30)
+
+
+def case(work, name):
+    family, shape, packing, our_template = CASES[name]
+    d = os.path.join(work, name)
+    os.makedirs(d, exist_ok=True)
+    tok_dir, model_dir = os.path.join(work, family, "tok"), os.path.join(work, family, "model")
+    data = rows(shape)
+    with open(os.path.join(d, "rows.jsonl"), "w") as f:
+        for r in data:
+            f.write(json.dumps(r) + "\n")
+    tok = AutoTokenizer.from_pretrained(tok_dir)
+
+    # trl's examples first: their lengths choose T
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32, attn_implementation="eager")
+    cfg = SFTConfig(output_dir=os.path.join(d, "trl"), packing=packing, max_length=None,
+                    assistant_only_loss=shape == "messages", completion_only_loss=True if shape != "messages" else None,
+                    train_sampling_strategy="sequential", logging_steps=1, save_strategy="no", report_to=[],
+                    use_cpu=True, bf16=False, fp16=False, dataloader_num_workers=0, disable_tqdm=True, **HYPER)
+    trainer = SFTTrainer(model=model, args=cfg, train_dataset=Dataset.from_list(data), processing_class=tok)
+    examples = [(e["input_ids"], [int(l != -100) for l in e["labels"]]) for e in trainer.train_dataset]
+    longest = max(len(i) for i, _ in examples)
+    T = (longest + 7) // 8 * 8
+    if not packing and min(len(i) for i, _ in examples) * 2 <= T:
+        print("FAIL trl_%s_rows: an example of %d tokens and T=%d: two would share our row"
+              % (name, min(len(i) for i, _ in examples), T))
+        return 1
+    trainer.args.max_length = T
+
+    prep = ["./prepare", "--tokenizer", tok_dir, "--out", os.path.join(d, "rows.bin"), os.path.join(d, "rows.jsonl")]
+    if our_template:
+        prep[1:1] = ["--chat-template", our_template]
+    run(prep, os.path.join(d, "prepare.log"))
+    ours_data = read_data(os.path.join(d, "rows.bin"))
+    fails = 0
+    if not packing:
+        bad = [k for k, (e, o) in enumerate(zip(examples, ours_data)) if e != o]
+        ok = not bad and len(examples) == len(ours_data)
+        print("%s trl_%s_mask: %d examples, %d trained tokens: tokens and trained positions %s%s"
+              % ("ok" if ok else "FAIL", name, len(examples), sum(sum(m) for _, m in examples),
+                 "equal trl's" if ok else "differ from trl's in examples %s" % bad,
+                 "" if ok else " (first: trl %s, ours %s)" % (examples[bad[0]][1], ours_data[bad[0]][1]) if bad else ""))
+        fails += not ok
+
+    out = os.path.join(d, "ours")
+    shutil.rmtree(out, ignore_errors=True)
+    run(["./train_sft", "-i", os.path.join(d, "rows.bin"), "-e", model_dir, "-o", out, "-L", "1"] + our_flags(cfg, T),
+        os.path.join(d, "train.log"))
+    trainer.train()
+    theirs = {r["step"]: r for r in trainer.state.log_history if "loss" in r and "grad_norm" in r}
+    ours = {}
+    for line in open(os.path.join(out, "metrics.jsonl")):
+        r = json.loads(line)
+        if "loss" in r:
+            ours[r["step"]] = r
+    if sorted(ours) != sorted(theirs):
+        print("FAIL trl_%s_per_step: ours logged steps %s, trl %s" % (name, sorted(ours), sorted(theirs)))
+        return fails + 1
+    worst = [0.0, 0.0, 0.0]
+    lines = []
+    for s in sorted(theirs):
+        o, t = ours[s], theirs[s]
+        dl, dn, dr = rel(o["loss"], t["loss"]), rel(o["grad_norm"], t["grad_norm"]), \
+            abs(o["lr"] - t["learning_rate"]) / cfg.learning_rate
+        worst = [max(worst[0], dl), max(worst[1], dn), max(worst[2], dr)]
+        if dl > 1e-5 or dn > 1e-4 or dr > 1e-6:
+            lines.append("step %d: loss ours %.7f trl %.7f, norm ours %.7f trl %.7f, lr ours %.4g trl %.4g"
+                         % (s, o["loss"], t["loss"], o["grad_norm"], t["grad_norm"], o["lr"], t["learning_rate"]))
+    ok = not lines
+    print("%s trl_%s_per_step: %d steps (T=%d), worst relative difference: loss %.2g (allowed 1e-5), grad norm %.2g "
+          "(1e-4), learning rate %.2g (1e-6)%s" % ("ok" if ok else "FAIL", name, len(theirs), T, worst[0], worst[1],
+                                                   worst[2], "" if ok else "; first: " + lines[0]))
+    fails += not ok
+
+    mine = AutoModelForCausalLM.from_pretrained(os.path.join(out, "step_%08d" % cfg.max_steps), dtype=torch.float32)
+    init = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).state_dict()
+    sd_t, sd_o = trainer.model.state_dict(), mine.state_dict()
+    worst_w, worst_name, moved = 0.0, "", 0.0
+    for k, v in sd_t.items():
+        dw = (sd_o[k] - v).abs().max().item() / (1.0 + v.abs().max().item())
+        moved = max(moved, (init[k] - v).abs().max().item())
+        if dw >= worst_w:
+            worst_w, worst_name = dw, k
+    ok = worst_w <= 1e-5 and sorted(sd_t) == sorted(sd_o)
+    print("%s trl_%s_weights: after %d steps, %d tensors, worst max|ours - trl| / (1 + max|trl|) %.2g in %s "
+          "(allowed 1e-5); trl moved a weight by up to %.3g" % ("ok" if ok else "FAIL", name, cfg.max_steps,
+                                                               len(sd_t), worst_w, worst_name, moved))
+    return fails + (not ok)
+
+
+def main():
+    work = sys.argv[1]
+    names = sys.argv[2:] or list(CASES)
+    fails = 0
+    for f in sorted({CASES[n][0] for n in names}):
+        setup(work, f, 256)
+    for n in names:
+        try:
+            fails += case(work, n)
+        except RuntimeError as e:
+            print("FAIL trl_%s: %s" % (n, e))
+            fails += 1
+    return 1 if fails else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
