@@ -45,9 +45,13 @@ except ImportError as e:
 TESTDATA = "tests/testdata"
 TRL_TEMPLATES = os.path.join(os.path.dirname(trl.__file__), "chat_templates")
 
-# the tokenizer fixtures' added tokens, renamed per family where it needs other names
+# tests/testdata/llama3_tokenizer.json: the 256 byte tokens, then special tokens at 256..265,
+# renamed for the families that use others. (Its ChatML twin has them at 0..2, before the
+# bytes: transformers 5 moves such added tokens to the end of the vocabulary, 256..258,
+# and tokenizes with ids the file does not have, so it is not used here.)
 LLAMA3_TOKENS = "llama3_tokenizer.json"
-CHATML_TOKENS = "chatml_tokenizer.json"
+CHATML_NAMES = {"<|begin_of_text|>": "<|endoftext|>", "<|start_header_id|>": "<|im_start|>",
+                "<|end_header_id|>": "<|im_end|>"}
 GEMMA3_NAMES = {"<|begin_of_text|>": "<bos>", "<|end_of_text|>": "<eos>", "<|reserved_special_token_0|>": "<pad>",
                 "<|start_header_id|>": "<start_of_turn>", "<|end_header_id|>": "<end_of_turn>"}
 
@@ -55,21 +59,23 @@ GEMMA3_NAMES = {"<|begin_of_text|>": "<bos>", "<|end_of_text|>": "<eos>", "<|res
 FAMILIES = {
     "llama": ("tiny_llama", LLAMA3_TOKENS, None, "llama3.jinja", "<|begin_of_text|>", "<|eot_id|>",
               "<|finetune_right_pad_id|>"),
-    "gpt2": ("tiny", CHATML_TOKENS, None, "qwen2_5.jinja", None, "<|im_end|>", "<|endoftext|>"),
-    "qwen2": ("tiny_qwen2", CHATML_TOKENS, None, "qwen2_5.jinja", None, "<|im_end|>", "<|endoftext|>"),
-    "qwen3": ("tiny_qwen3", CHATML_TOKENS, None, "qwen3.jinja", None, "<|im_end|>", "<|endoftext|>"),
+    "gpt2": ("tiny", LLAMA3_TOKENS, CHATML_NAMES, "qwen2_5.jinja", None, "<|im_end|>", "<|endoftext|>"),
+    "qwen2": ("tiny_qwen2", LLAMA3_TOKENS, CHATML_NAMES, "qwen2_5.jinja", None, "<|im_end|>", "<|endoftext|>"),
+    "qwen3": ("tiny_qwen3", LLAMA3_TOKENS, CHATML_NAMES, "qwen3.jinja", None, "<|im_end|>", "<|endoftext|>"),
     "gemma3": ("tiny_gemma3", LLAMA3_TOKENS, GEMMA3_NAMES, "gemma3.jinja", "<bos>", "<eos>", "<pad>"),
 }
 
+# each with a system message of its own: Qwen2.5's template adds a long default one
+# where there is none, and documents of one length keep each one to a row (above)
 CONVERSATIONS = [
-    [("user", "What is 7 plus 5?"), ("assistant", "7 plus 5 is 12.")],
-    [("user", "Name a red fruit."), ("assistant", "A strawberry is red.")],
-    [("user", "Hi"), ("assistant", "Hello!"), ("user", "Bye"), ("assistant", "Bye.")],
+    [("system", "Be brief."), ("user", "What is 7 plus 5?"), ("assistant", "7 plus 5 is 12.")],
+    [("system", "Answer in a sentence."), ("user", "Name a red fruit."), ("assistant", "A strawberry is red.")],
+    [("system", "Be kind."), ("user", "Hi"), ("assistant", "Hello!"), ("user", "Bye"), ("assistant", "Bye.")],
     [("system", "Be brief."), ("user", "Sky colour?"), ("assistant", "Blue.")],
-    [("user", "Spell cat backwards."), ("assistant", "  t-a-c  ")],
-    [("user", "Count to five."), ("assistant", "1, 2, 3, 4, 5")],
-    [("user", "2*3?"), ("assistant", "6"), ("user", "2*4?"), ("assistant", "8")],
-    [("user", "Opposite of up?"), ("assistant", "The opposite is down.")],
+    [("system", "Spell."), ("user", "Spell cat backwards."), ("assistant", "  t-a-c  ")],
+    [("system", "Count."), ("user", "Count to five."), ("assistant", "1, 2, 3, 4, 5")],
+    [("system", "Numbers only."), ("user", "2*3?"), ("assistant", "6"), ("user", "2*4?"), ("assistant", "8")],
+    [("system", "Be exact."), ("user", "Opposite of up?"), ("assistant", "The opposite is down.")],
 ]
 
 # SFTConfig fields the cases set; everything else is trl's default, read from SFTConfig
@@ -80,6 +86,10 @@ HYPER = dict(learning_rate=1e-3, lr_scheduler_type="linear", warmup_steps=1, wei
 CASES = {
     "a_llama": ("llama", "messages", False, None),
     "b_llama": ("llama", "prompt_completion", False, None),
+    "d_gpt2": ("gpt2", "messages", False, "qwen2_5_training.jinja"),
+    "d_qwen2": ("qwen2", "messages", False, "qwen2_5_training.jinja"),
+    "d_qwen3": ("qwen3", "messages", False, "qwen3_training.jinja"),
+    "d_gemma3": ("gemma3", "messages", False, "gemma3_training.jinja"),
 }
 
 
@@ -188,7 +198,7 @@ def case(work, name):
 
     prep = ["./prepare", "--tokenizer", tok_dir, "--out", os.path.join(d, "rows.bin"), os.path.join(d, "rows.jsonl")]
     if our_template:
-        prep[1:1] = ["--chat-template", our_template]
+        prep[1:1] = ["--chat-template", os.path.join(TRL_TEMPLATES, our_template)]
     run(prep, os.path.join(d, "prepare.log"))
     ours_data = read_data(os.path.join(d, "rows.bin"))
     fails = 0
