@@ -86,6 +86,7 @@ HYPER = dict(learning_rate=1e-3, lr_scheduler_type="linear", warmup_steps=1, wei
 CASES = {
     "a_llama": ("llama", "messages", False, None),
     "b_llama": ("llama", "prompt_completion", False, None),
+    "c_llama": ("llama", "messages", True, None),
     "d_gpt2": ("gpt2", "messages", False, "qwen2_5_training.jinja"),
     "d_qwen2": ("qwen2", "messages", False, "qwen2_5_training.jinja"),
     "d_qwen3": ("qwen3", "messages", False, "qwen3_training.jinja"),
@@ -175,26 +176,59 @@ def case(work, name):
     os.makedirs(d, exist_ok=True)
     tok_dir, model_dir = os.path.join(work, family, "tok"), os.path.join(work, family, "model")
     data = rows(shape)
-    with open(os.path.join(d, "rows.jsonl"), "w") as f:
-        for r in data:
-            f.write(json.dumps(r) + "\n")
     tok = AutoTokenizer.from_pretrained(tok_dir)
 
-    # trl's examples first: their lengths choose T
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32, attn_implementation="eager")
-    cfg = SFTConfig(output_dir=os.path.join(d, "trl"), packing=packing, max_length=None,
-                    assistant_only_loss=shape == "messages", completion_only_loss=True if shape != "messages" else None,
-                    train_sampling_strategy="sequential", logging_steps=1, save_strategy="no", report_to=[],
-                    use_cpu=True, bf16=False, fp16=False, dataloader_num_workers=0, disable_tqdm=True, **HYPER)
-    trainer = SFTTrainer(model=model, args=cfg, train_dataset=Dataset.from_list(data), processing_class=tok)
+    def trainer_for(packing, max_length):
+        model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32, attn_implementation="eager")
+        cfg = SFTConfig(output_dir=os.path.join(d, "trl"), packing=packing, max_length=max_length,
+                        assistant_only_loss=shape == "messages",
+                        completion_only_loss=True if shape != "messages" else None,
+                        train_sampling_strategy="sequential", logging_steps=1, save_strategy="no", report_to=[],
+                        use_cpu=True, bf16=False, fp16=False, dataloader_num_workers=0, disable_tqdm=True, **HYPER)
+        return SFTTrainer(model=model, args=cfg, train_dataset=Dataset.from_list(data), processing_class=tok)
+
+    # trl's examples unpacked first: their lengths choose T
+    trainer = trainer_for(False, None)
     examples = [(e["input_ids"], [int(l != -100) for l in e["labels"]]) for e in trainer.train_dataset]
     longest = max(len(i) for i, _ in examples)
     T = (longest + 7) // 8 * 8
-    if not packing and min(len(i) for i, _ in examples) * 2 <= T:
+    if packing:
+        # trl packs best-fit decreasing, ours next-fit in file order: our rows file takes
+        # trl's documents in the order of its packed rows, and next-fit must then make
+        # the same rows
+        T *= 2
+        trainer = trainer_for(True, T)
+        bins = []
+        for e in trainer.train_dataset:
+            at, docs = 0, []
+            for n in e["seq_lengths"]:
+                docs.append([k for k, (i, _) in enumerate(examples) if i == e["input_ids"][at:at + n]][0])
+                at += n
+            bins.append(docs)
+        data = [data[k] for b in bins for k in b]
+        examples = [examples[k] for b in bins for k in b]
+        ours, fill = [], T
+        for i, _ in examples:
+            if fill + len(i) > T:
+                ours.append([])
+                fill = 0
+            ours[-1].append(len(i))
+            fill += len(i)
+        if ours != [[len(examples[k][0]) for k in range(sum(map(len, bins[:r])), sum(map(len, bins[:r + 1])))]
+                    for r in range(len(bins))]:
+            print("FAIL trl_%s_rows: trl's rows (document lengths) %s, next-fit of them in that order %s"
+                  % (name, [[len(examples[k][0]) for k in b] for b in bins], ours))
+            return 1
+        print("ok trl_%s_rows: trl's best-fit decreasing rows at T=%d (document lengths) %s are our next-fit rows"
+              % (name, T, ours))
+    elif min(len(i) for i, _ in examples) * 2 <= T:
         print("FAIL trl_%s_rows: an example of %d tokens and T=%d: two would share our row"
               % (name, min(len(i) for i, _ in examples), T))
         return 1
-    trainer.args.max_length = T
+    cfg = trainer.args
+    with open(os.path.join(d, "rows.jsonl"), "w") as f:
+        for r in data:
+            f.write(json.dumps(r) + "\n")
 
     prep = ["./prepare", "--tokenizer", tok_dir, "--out", os.path.join(d, "rows.bin"), os.path.join(d, "rows.jsonl")]
     if our_template:
@@ -202,14 +236,13 @@ def case(work, name):
     run(prep, os.path.join(d, "prepare.log"))
     ours_data = read_data(os.path.join(d, "rows.bin"))
     fails = 0
-    if not packing:
-        bad = [k for k, (e, o) in enumerate(zip(examples, ours_data)) if e != o]
-        ok = not bad and len(examples) == len(ours_data)
-        print("%s trl_%s_mask: %d examples, %d trained tokens: tokens and trained positions %s%s"
-              % ("ok" if ok else "FAIL", name, len(examples), sum(sum(m) for _, m in examples),
-                 "equal trl's" if ok else "differ from trl's in examples %s" % bad,
-                 "" if ok else " (first: trl %s, ours %s)" % (examples[bad[0]][1], ours_data[bad[0]][1]) if bad else ""))
-        fails += not ok
+    bad = [k for k, (e, o) in enumerate(zip(examples, ours_data)) if e != o]
+    ok = not bad and len(examples) == len(ours_data)
+    print("%s trl_%s_mask: %d examples, %d trained tokens: tokens and trained positions %s%s"
+          % ("ok" if ok else "FAIL", name, len(examples), sum(sum(m) for _, m in examples),
+             "equal trl's" if ok else "differ from trl's in examples %s" % bad,
+             "" if ok else " (first: trl %s, ours %s)" % (examples[bad[0]][1], ours_data[bad[0]][1]) if bad else ""))
+    fails += not ok
 
     out = os.path.join(d, "ours")
     shutil.rmtree(out, ignore_errors=True)
