@@ -170,6 +170,53 @@ def rel(a, b):
     return abs(a - b) / max(abs(b), 1e-30)
 
 
+# What trl's training templates train beyond the reply and its end-of-turn token, which
+# prepare trains with the model's own template (docs/data.md): runs of such tokens
+# (Qwen3's own template writes the empty think block in the last reply only, trl's in
+# every one: conversations with two replies render to other tokens, and are left out)
+OWN_TEMPLATE_DIFFERENCE = {"gpt2": {"\n"}, "qwen2": {"\n"}, "qwen3": {"\n", "<think>\n\n</think>\n\n"},
+                           "gemma3": {"\n"}}
+
+
+def own_template_difference(d, name, tok, tok_dir, examples):
+    """The data file prepare makes with the tokenizer's own template against trl's labels
+    (its training template): the same tokens; trained by trl and not by us only runs of
+    the family's OWN_TEMPLATE_DIFFERENCE; nothing trained by us that trl does not train."""
+    run(["./prepare", "--tokenizer", tok_dir, "--out", os.path.join(d, "own.bin"), os.path.join(d, "rows.jsonl")],
+        os.path.join(d, "prepare_own.log"))
+    runs, extra, same_ids, other = {}, 0, True, 0
+    family = CASES[name][0]
+    for row, (ids, theirs), (our_ids, mine) in zip(rows(CASES[name][1]), examples,
+                                                   read_data(os.path.join(d, "own.bin"))):
+        if ids != our_ids and family == "qwen3" and sum(m["role"] == "assistant" for m in row["messages"]) > 1:
+            other += 1
+            continue
+        same_ids &= ids == our_ids
+        if ids != our_ids:
+            continue
+        extra += sum(m and not t for t, m in zip(theirs, mine))
+        k = 0
+        while k < len(ids):
+            if theirs[k] and not mine[k]:
+                j = k
+                while j < len(ids) and theirs[j] and not mine[j]:
+                    j += 1
+                text = tok.decode(ids[k:j])
+                runs[text] = runs.get(text, 0) + 1
+                k = j
+            else:
+                k += 1
+    allowed = OWN_TEMPLATE_DIFFERENCE[family]
+    ok = same_ids and extra == 0 and set(runs) <= allowed
+    print("%s trl_%s_own_template: prepare with the model's own template trains what trl's training template "
+          "does but %s (runs of tokens: count)%s%s" % ("ok" if ok else "FAIL", name, json.dumps(runs),
+                                                     "; %d conversations with two replies render otherwise" % other
+                                                     if other else "",
+                                                     "" if ok else "; expected only %s, none extra (%d extra), "
+                                                     "the same tokens (%s)" % (sorted(allowed), extra, same_ids)))
+    return not ok
+
+
 def case(work, name):
     family, shape, packing, our_template = CASES[name]
     d = os.path.join(work, name)
@@ -243,6 +290,9 @@ def case(work, name):
              "equal trl's" if ok else "differ from trl's in examples %s" % bad,
              "" if ok else " (first: trl %s, ours %s)" % (examples[bad[0]][1], ours_data[bad[0]][1]) if bad else ""))
     fails += not ok
+
+    if our_template:
+        fails += own_template_difference(d, name, tok, tok_dir, examples)
 
     out = os.path.join(d, "ours")
     shutil.rmtree(out, ignore_errors=True)
