@@ -285,10 +285,15 @@ def case(work, name):
     fails = 0
     bad = [k for k, (e, o) in enumerate(zip(examples, ours_data)) if e != o]
     ok = not bad and len(examples) == len(ours_data)
+    first = ""
+    if bad:
+        (ti, tm), (oi, om) = examples[bad[0]], ours_data[bad[0]]
+        p = next((j for j in range(min(len(ti), len(oi))) if ti[j] != oi[j] or tm[j] != om[j]), min(len(ti), len(oi)))
+        first = " (first: example %d position %d: trl %r trained %s, ours %r trained %s)" % (
+            bad[0], p, tok.decode(ti[p:p + 1]), tm[p:p + 1], tok.decode(oi[p:p + 1]), om[p:p + 1])
     print("%s trl_%s_mask: %d examples, %d trained tokens: tokens and trained positions %s%s"
           % ("ok" if ok else "FAIL", name, len(examples), sum(sum(m) for _, m in examples),
-             "equal trl's" if ok else "differ from trl's in examples %s" % bad,
-             "" if ok else " (first: trl %s, ours %s)" % (examples[bad[0]][1], ours_data[bad[0]][1]) if bad else ""))
+             "equal trl's" if ok else "differ from trl's in examples %s" % bad, first))
     fails += not ok
 
     if our_template:
