@@ -26,6 +26,7 @@ failure. Rows are chosen so that each document is longer than half the row (T): 
 trainer packs documents into rows of T, trl without packing gives each example its own
 padded row, and the two agree when no two documents fit in one row.
 """
+import datetime
 import json
 import os
 import shutil
@@ -63,6 +64,9 @@ FAMILIES = {
     "qwen2": ("tiny_qwen2", LLAMA3_TOKENS, CHATML_NAMES, "qwen2_5.jinja", None, "<|im_end|>", "<|endoftext|>"),
     "qwen3": ("tiny_qwen3", LLAMA3_TOKENS, CHATML_NAMES, "qwen3.jinja", None, "<|im_end|>", "<|endoftext|>"),
     "gemma3": ("tiny_gemma3", LLAMA3_TOKENS, GEMMA3_NAMES, "gemma3.jinja", "<bos>", "<eos>", "<pad>"),
+    # trl ships none for SmolLM3; its SFT-stage template has {% generation %} of its own
+    "smollm3": ("tiny_smollm3", LLAMA3_TOKENS, CHATML_NAMES, "tests/testdata/templates/smollm3.jinja", None,
+                "<|im_end|>", "<|endoftext|>"),
 }
 
 # each with a system message of its own: Qwen2.5's template adds a long default one
@@ -91,6 +95,7 @@ CASES = {
     "d_qwen2": ("qwen2", "messages", False, "qwen2_5_training.jinja"),
     "d_qwen3": ("qwen3", "messages", False, "qwen3_training.jinja"),
     "d_gemma3": ("gemma3", "messages", False, "gemma3_training.jinja"),
+    "d_smollm3": ("smollm3", "messages", False, None),
 }
 
 
@@ -113,7 +118,7 @@ def setup(work, family, positions):
         a["content"] = (renames or {}).get(a["content"], a["content"])
     json.dump(tj, open(os.path.join(tok_dir, "tokenizer.json"), "w"))
     tc = {"tokenizer_class": "PreTrainedTokenizerFast", "eos_token": eos, "pad_token": pad,
-          "chat_template": open(os.path.join(TRL_TEMPLATES, template)).read()}
+          "chat_template": open(os.path.join(TRL_TEMPLATES, template) if "/" not in template else template).read()}
     if bos:
         tc["bos_token"] = bos
     json.dump(tc, open(os.path.join(tok_dir, "tokenizer_config.json"), "w"))
@@ -182,7 +187,8 @@ def own_template_difference(d, name, tok, tok_dir, examples):
     """The data file prepare makes with the tokenizer's own template against trl's labels
     (its training template): the same tokens; trained by trl and not by us only runs of
     the family's OWN_TEMPLATE_DIFFERENCE; nothing trained by us that trl does not train."""
-    run(["./prepare", "--tokenizer", tok_dir, "--out", os.path.join(d, "own.bin"), os.path.join(d, "rows.jsonl")],
+    run(["./prepare", "--tokenizer", tok_dir, "--out", os.path.join(d, "own.bin"), os.path.join(d, "rows.jsonl"),
+         "--date", datetime.date.today().isoformat()],
         os.path.join(d, "prepare_own.log"))
     runs, extra, same_ids, other = {}, 0, True, 0
     family = CASES[name][0]
@@ -277,7 +283,9 @@ def case(work, name):
         for r in data:
             f.write(json.dumps(r) + "\n")
 
-    prep = ["./prepare", "--tokenizer", tok_dir, "--out", os.path.join(d, "rows.bin"), os.path.join(d, "rows.jsonl")]
+    # the day transformers' strftime_now gives SmolLM3's template (prepare's is fixed)
+    today = ["--date", datetime.date.today().isoformat()]
+    prep = ["./prepare", "--tokenizer", tok_dir, "--out", os.path.join(d, "rows.bin"), os.path.join(d, "rows.jsonl")] + today
     if our_template:
         prep[1:1] = ["--chat-template", os.path.join(TRL_TEMPLATES, our_template)]
     run(prep, os.path.join(d, "prepare.log"))
@@ -352,7 +360,7 @@ def main():
     names = sys.argv[2:] or list(CASES)
     fails = 0
     for f in sorted({CASES[n][0] for n in names}):
-        setup(work, f, 256)
+        setup(work, f, 512)
     for n in names:
         try:
             fails += case(work, n)
