@@ -203,12 +203,12 @@ OWN_TEMPLATE_DIFFERENCE = {"gpt2": {"\n"}, "qwen2": {"\n"}, "qwen3": {"\n", "<th
                            "gemma3": {"\n"}}
 
 
-def own_template_difference(d, name, tok, tok_dir, examples):
+def own_template_difference(d, name, tok, tok_dir, examples, day):
     """The data file prepare makes with the tokenizer's own template against trl's labels
     (its training template): the same tokens; trained by trl and not by us only runs of
     the family's OWN_TEMPLATE_DIFFERENCE; nothing trained by us that trl does not train."""
     run(["./prepare", "--tokenizer", tok_dir, "--out", os.path.join(d, "own.bin"), os.path.join(d, "rows.jsonl"),
-         "--date", datetime.date.today().isoformat()],
+         "--date", day.isoformat()],
         os.path.join(d, "prepare_own.log"))
     runs, extra, same_ids, other = {}, 0, True, 0
     family = CASES[name][0]
@@ -261,6 +261,7 @@ def case(work, name):
         return SFTTrainer(model=model, args=cfg, train_dataset=Dataset.from_list(data), processing_class=tok)
 
     # trl's examples unpacked first: their lengths choose T
+    day = datetime.date.today()
     trainer = trainer_for(False, None)
     examples = [(e["input_ids"], [int(l != -100) for l in e["labels"]]) for e in trainer.train_dataset]
     longest = max(len(i) for i, _ in examples)
@@ -303,12 +304,15 @@ def case(work, name):
         for r in data:
             f.write(json.dumps(r) + "\n")
 
-    # the day transformers' strftime_now gives SmolLM3's template (prepare's is fixed)
-    today = ["--date", datetime.date.today().isoformat()]
-    prep = ["./prepare", "--tokenizer", tok_dir, "--out", os.path.join(d, "rows.bin"), os.path.join(d, "rows.jsonl")] + today
+    # the day transformers' strftime_now gave SmolLM3's template (prepare's is fixed)
+    prep = ["./prepare", "--tokenizer", tok_dir, "--out", os.path.join(d, "rows.bin"), os.path.join(d, "rows.jsonl"),
+            "--date", day.isoformat()]
     if our_template:
         prep[1:1] = ["--chat-template", os.path.join(TRL_TEMPLATES, our_template)]
     run(prep, os.path.join(d, "prepare.log"))
+    if datetime.date.today() != day:
+        print("skip trl_%s: the day changed while trl tokenized" % name)
+        return 0
     ours_data = read_data(os.path.join(d, "rows.bin"))
     fails = 0
     bad = [k for k, (e, o) in enumerate(zip(examples, ours_data)) if e != o]
@@ -325,7 +329,7 @@ def case(work, name):
     fails += not ok
 
     if our_template:
-        fails += own_template_difference(d, name, tok, tok_dir, examples)
+        fails += own_template_difference(d, name, tok, tok_dir, examples, day)
 
     out = os.path.join(d, "ours")
     shutil.rmtree(out, ignore_errors=True)
