@@ -87,7 +87,9 @@ CONVERSATIONS = [
 HYPER = dict(learning_rate=1e-3, lr_scheduler_type="linear", warmup_steps=1, weight_decay=0.1,
              per_device_train_batch_size=2, gradient_accumulation_steps=2, max_steps=4)
 
-# name: family, row shape, packing, our --chat-template (None: the tokenizer's own)
+# name: family, row shape, packing, our --chat-template (None: the tokenizer's own).
+# transformers' attention: eager, but sdpa for the packed Gemma 3 (both keep packed
+# documents apart on the CPU, from position_ids)
 CASES = {
     "a_llama": ("llama", "messages", False, None),
     "b_llama": ("llama", "prompt_completion", False, None),
@@ -252,7 +254,8 @@ def case(work, name):
     tok = AutoTokenizer.from_pretrained(tok_dir)
 
     def trainer_for(packing, max_length):
-        model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32, attn_implementation="eager")
+        model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32,
+                                                     attn_implementation="sdpa" if name == "c_gemma3" else "eager")
         cfg = SFTConfig(output_dir=os.path.join(d, "trl"), packing=packing, max_length=max_length,
                         assistant_only_loss=shape == "messages",
                         completion_only_loss=True if shape != "messages" else None,
