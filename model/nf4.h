@@ -184,6 +184,7 @@ static void nf4_quantize_dynamic(const float *x, int64_t n, int blocksize, uint8
 // Double quantization of absmax[nb]: qabsmax[nb], nested_absmax[ceil(nb / 256)], the
 // offset. centred[nb] is scratch.
 static float nf4_double_quantize(const float *absmax, int64_t nb, float *centred, uint8_t *qabsmax, float *nested_absmax) {
+    if (nb <= 0) return 0.0f;
     double sum = 0.0, comp = 0.0;  // Neumaier's compensated sum
     for (int64_t i = 0; i < nb; i++) {
         double t = sum + absmax[i];

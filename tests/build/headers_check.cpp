@@ -9,6 +9,8 @@
 #include "model/model.h"
 #include "base/json.h"
 #include "model/lora.h"
+#include "model/nf4.h"
+#include "model/bnb4.h"
 #include "train/preempt.h"
 #include "train/rendezvous.h"
 #include "train/report.h"

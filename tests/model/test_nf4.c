@@ -9,12 +9,22 @@ blocks, absmax 1e30 and over 2^126, 1e-30 and subnormal blocks, the absmax from 
 value, every absmax equal); the 8-bit dynamic quantizer on its midpoints; a hand-worked
 packed example; and that the wrong variants (blocksize 128, no double quantization, the
 nibbles swapped) are caught by these comparisons.
+Then model/bnb4.h: a weight in bitsandbytes' checkpoint layout (written here from the
+reference's case, as QuantState.as_dict(packed=True) names and shapes it; that layout is
+checked against bitsandbytes' own files by tests/model/test_nf4_bnb.sh) read and
+dequantized to the reference's weights bit for bit, with and without double quantization;
+and hostile files (absmax of the wrong size, quant_state JSON that disagrees with the
+tensors or the model, truncated codes, FP4, another table) refused in one line.
+./test_nf4 --read FILE NAME ROWS COLS OUT reads one weight and writes it in fp32 to OUT
+(test_nf4_bnb.sh's way in).
 Prints "ok NAME" / "FAIL NAME: why" per check; exits 1 if anything failed.
 Run from the repository root (make test does).
 */
 #include "../../base/safetensors.h"
+#include "../../model/bnb4.h"
 #include "../../model/nf4.h"
 #include "../test_util.h"
+#include <unistd.h>
 
 #define REF "dev/ref/nf4_cases.safetensors"
 
@@ -160,7 +170,170 @@ static void check_dynamic(const SafeTensors *st) {
     free(x), free(ra), free(q), free(a);
 }
 
-int main(void) {
+// ---- bitsandbytes' checkpoint layout (model/bnb4.h) ------------------------------------
+
+typedef struct { char name[160]; const char *dtype; int64_t shape[2]; int ndim; const void *data; size_t bytes; } OutTensor;
+
+static void write_st(const char *path, const OutTensor *t, int count) {
+    JsonBuf h = {0};
+    size_t off = 0;
+    json_buf_puts(&h, "{");
+    for (int i = 0; i < count; i++) {
+        json_buf_printf(&h, "%s\"%s\":{\"dtype\":\"%s\",\"shape\":[%lld", i ? "," : "", t[i].name, t[i].dtype, (long long)t[i].shape[0]);
+        if (t[i].ndim == 2) json_buf_printf(&h, ",%lld", (long long)t[i].shape[1]);
+        json_buf_printf(&h, "],\"data_offsets\":[%zu,%zu]}", off, off + t[i].bytes);
+        off += t[i].bytes;
+    }
+    json_buf_puts(&h, "}");
+    while (h.n % 8) json_buf_puts(&h, " ");
+    FILE *f = fopen(path, "wb");
+    if (!f) fatal("cannot write %s", path);
+    uint64_t hl = h.n;
+    fwrite(&hl, 8, 1, f);
+    fwrite(h.p, 1, h.n, f);
+    for (int i = 0; i < count; i++) fwrite(t[i].data, 1, t[i].bytes, f);
+    fclose(f);
+    free(h.p);
+}
+
+// How a written file departs from bitsandbytes' layout.
+typedef enum { GOOD, GOOD_PLAIN, ABSMAX_SHORT, SHAPE_SWAPPED, CODES_TRUNCATED, FP4, BLOCKSIZE_128, NESTED_KEYS_ONLY,
+               OTHER_QUANT_MAP, NOT_JSON, NESTED_F16, OFFSET_STRING, CODES_F32 } Hostile;
+
+// Writes case NAME of the reference as weight "layer.weight" of a bitsandbytes checkpoint
+// (double quantized, or with fp32 absmax for GOOD_PLAIN), departing from it as h says.
+static void write_bnb(const SafeTensors *ref, const char *name, Hostile h, const char *path) {
+    char key[128], js[512];
+    int64_t nc, nb, nn, junk;
+    snprintf(key, sizeof key, "%s.w", name);
+    const StTensor *wt = need(ref, key);
+    snprintf(key, sizeof key, "%s.codes", name);
+    const uint8_t *codes = ref_u8(ref, key, &nc);
+    snprintf(key, sizeof key, "%s.qabsmax", name);
+    const uint8_t *q = ref_u8(ref, key, &nb);
+    snprintf(key, sizeof key, "%s.nested_absmax", name);
+    float *nested = ref_f32(ref, key, &nn);
+    snprintf(key, sizeof key, "%s.offset", name);
+    float *offset = ref_f32(ref, key, &junk);
+    snprintf(key, sizeof key, "%s.absmax", name);
+    float *absmax = ref_f32(ref, key, &junk);
+    float *nf4 = ref_f32(ref, "nf4_values", &junk), *dyn = ref_f32(ref, "dynamic_map", &junk);
+    if (h == OTHER_QUANT_MAP) nf4[3] = 0.5f * nf4[3];
+    int plain = h == GOOD_PLAIN || h == NESTED_KEYS_ONLY;  // the latter's JSON claims double quantization
+    // As json.dumps writes it (", " and ": "), the offset as the shortest round trip.
+    int64_t rows = wt->shape[0], cols = wt->ndim == 2 ? wt->shape[1] : 1;
+    snprintf(js, sizeof js, "{\"quant_type\": \"nf4\", \"blocksize\": %d, \"dtype\": \"bfloat16\", \"shape\": [%lld, %lld]",
+             h == BLOCKSIZE_128 ? 128 : 64, (long long)(h == SHAPE_SWAPPED ? cols : rows), (long long)(h == SHAPE_SWAPPED ? rows : cols));
+    if (!plain || h == NESTED_KEYS_ONLY) {
+        char off[40];
+        snprintf(off, sizeof off, h == OFFSET_STRING ? "\"%.17g\"" : "%.17g", (double)offset[0]);
+        snprintf(js + strlen(js), sizeof js - strlen(js), ", \"nested_blocksize\": 256, \"nested_dtype\": \"%s\", \"nested_offset\": %s",
+                 h == NESTED_F16 ? "float16" : "float32", off);
+    }
+    strcat(js, "}");
+    if (h == NOT_JSON) js[strlen(js) - 1] = 0;
+    OutTensor t[6];
+    int k = 0;
+    t[k++] = (OutTensor){"layer.weight", h == CODES_F32 ? "F32" : "U8", {h == CODES_F32 ? nc / 4 : nc - (h == CODES_TRUNCATED), 1}, 2, codes,
+                         (size_t)(h == CODES_F32 ? nc / 4 * 4 : nc - (h == CODES_TRUNCATED))};
+    if (plain) t[k++] = (OutTensor){"layer.weight.absmax", "F32", {nb}, 1, absmax, (size_t)nb * 4};
+    else t[k++] = (OutTensor){"layer.weight.absmax", "U8", {nb - (h == ABSMAX_SHORT)}, 1, q, (size_t)(nb - (h == ABSMAX_SHORT))};
+    t[k++] = (OutTensor){"layer.weight.quant_map", "F32", {16}, 1, nf4, 64};
+    if (!plain) {
+        t[k++] = (OutTensor){"layer.weight.nested_absmax", "F32", {nn}, 1, nested, (size_t)nn * 4};
+        t[k++] = (OutTensor){"layer.weight.nested_quant_map", "F32", {256}, 1, dyn, 1024};
+    }
+    t[k++] = (OutTensor){"", "U8", {(int64_t)strlen(js)}, 1, js, strlen(js)};
+    snprintf(t[k - 1].name, sizeof t[k - 1].name, "layer.weight.quant_state.bitsandbytes__%s", h == FP4 ? "fp4" : "nf4");
+    write_st(path, t, k);
+    free(nested), free(offset), free(absmax), free(nf4), free(dyn);
+}
+
+// --read FILE NAME ROWS COLS OUT
+static int read_mode(char **argv) {
+    SafeTensors st;
+    st_open(&st, argv[2]);
+    Bnb4Weight w;
+    bnb4_read_weight(&st, argv[3], atoll(argv[4]), atoll(argv[5]), &w);
+    float *out = (float *)xmalloc((size_t)w.n * 4), *scratch = (float *)xmalloc((size_t)(w.n / w.blocksize + 1) * 4);
+    bnb4_dequantize(&w, scratch, out);
+    FILE *f = fopen(argv[6], "wb");
+    if (!f || fwrite(out, 4, (size_t)w.n, f) != (size_t)w.n || fclose(f)) fatal("cannot write %s", argv[6]);
+    bnb4_free(&w);
+    free(out), free(scratch);
+    st_close(&st);
+    return 0;
+}
+
+static void check_bnb_files(const SafeTensors *ref, const char *self) {
+    char path[512], out[512], cmd[2048], err[4096], why[256];
+    snprintf(path, sizeof path, "%s/bnb.safetensors", tmp_root);
+    snprintf(out, sizeof out, "%s/deq.bin", tmp_root);
+    static const char *names[] = {"random", "odd", "short"};
+    for (int plain = 0; plain < 2; plain++)
+        for (size_t c = 0; c < sizeof names / sizeof *names; c++) {
+            int64_t n, rows, cols;
+            char key[64];
+            snprintf(key, sizeof key, "%s.w", names[c]);
+            const StTensor *wt = need(ref, key);
+            rows = wt->shape[0], cols = wt->shape[1];
+            write_bnb(ref, names[c], plain ? GOOD_PLAIN : GOOD, path);
+            snprintf(cmd, sizeof cmd, "%s --read %s layer.weight %lld %lld %s", self, path, (long long)rows, (long long)cols, out);
+            int rc = run(cmd, err, sizeof err);
+            float *expect;
+            if (plain) {  // the reference's codes times its fp32 absmax
+                int64_t nc, nb;
+                snprintf(key, sizeof key, "%s.codes", names[c]);
+                const uint8_t *codes = ref_u8(ref, key, &nc);
+                snprintf(key, sizeof key, "%s.absmax", names[c]);
+                float *absmax = ref_f32(ref, key, &nb);
+                float *nf4 = ref_f32(ref, "nf4_values", &nb);
+                n = rows * cols;
+                expect = (float *)xmalloc((size_t)n * 4);
+                for (int64_t i = 0; i < n; i++) expect[i] = nf4[i & 1 ? codes[i / 2] & 15 : codes[i / 2] >> 4] * absmax[i / 64];
+                free(absmax), free(nf4);
+            } else {
+                snprintf(key, sizeof key, "%s.deq", names[c]);
+                expect = ref_f32(ref, key, &n);
+            }
+            size_t len = 0;
+            float *got = rc == 0 ? (float *)read_whole_file(out, &len) : NULL;
+            why[0] = 0;
+            if (rc) snprintf(why, sizeof why, "exit %d: %s", rc, err);
+            else diff_f32("read and dequantized", got, expect, (int64_t)(len / 4), n, why, sizeof why);
+            snprintf(key, sizeof key, "bnb4_read_%s%s", names[c], plain ? "_plain_absmax" : "");
+            check(key, !why[0], "%s", why);
+            free(got), free(expect);
+        }
+    static const struct { Hostile h; const char *name, *says; } bad[] = {
+        {ABSMAX_SHORT, "hostile_absmax_short", "layer.weight.absmax has 299 elements, expected 300"},
+        {SHAPE_SWAPPED, "hostile_json_shape_swapped", "quant_state shape is [200, 96]; the model needs [96, 200]"},
+        {CODES_TRUNCATED, "hostile_codes_truncated", "layer.weight has 9599 elements, expected 9600"},
+        {FP4, "hostile_fp4", "quantized to FP4"},
+        {BLOCKSIZE_128, "hostile_json_blocksize_128", "expected 150 for layer.weight's shape and blocksize"},
+        {NESTED_KEYS_ONLY, "hostile_nested_json_without_tensors", "disagree on double quantization"},
+        {OTHER_QUANT_MAP, "hostile_quant_map", "differs from bitsandbytes' NF4 table"},
+        {NOT_JSON, "hostile_quant_state_not_json", "is not JSON"},
+        {NESTED_F16, "hostile_nested_dtype", "nested_dtype is not float32"},
+        {OFFSET_STRING, "hostile_offset_string", "nested_offset is not a finite number"},
+        {CODES_F32, "hostile_codes_dtype", "layer.weight is F32, expected U8"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        write_bnb(ref, "random", bad[i].h, path);
+        unlink(out);
+        snprintf(cmd, sizeof cmd, "%s --read %s layer.weight 96 200 %s", self, path, out);
+        int rc = run(cmd, err, sizeof err);
+        int lines = 0;
+        for (const char *p = err; *p; p++) lines += *p == '\n';
+        check(bad[i].name, rc == 1 && lines == 1 && strstr(err, bad[i].says) && !path_exists(out),
+              "exit %d, %d lines, stderr: %s", rc, lines, err);
+    }
+}
+
+int main(int argc, char **argv) {
+    if (argc == 7 && !strcmp(argv[1], "--read")) return read_mode(argv);
+    snprintf(tmp_root, sizeof tmp_root, "/tmp/test_nf4_XXXXXX");
+    if (!mkdtemp(tmp_root)) fatal("mkdtemp failed");
     SafeTensors st;
     st_open(&st, REF);
     check_tables(&st);
@@ -187,6 +360,8 @@ int main(void) {
         check(wrong[i].name, why[0] != 0, "the comparison found no difference");
         if (why[0]) printf("# %s: %s\n", wrong[i].name, why);
     }
+    check_bnb_files(&st, argv[0]);
     st_close(&st);
+    remove_flat_dir(tmp_root);
     return failures ? 1 : 0;
 }

@@ -5,7 +5,7 @@
 # quantize_4bit (CPU backend; where that backend departs from the CUDA kernel, it departs
 # only as ref_nf4.py's cross_check_bnb says), dequantize_4bit and QuantState's packed keys
 # and JSON; and the cases it writes there, under torch 2, are the committed ones byte for
-# byte. About 15 s of CPU, nearly all of it importing torch and bitsandbytes (which pulls
+# byte. Then model/bnb4.h reads files bitsandbytes' Linear4bit wrote (below). About 20 s of CPU, nearly all of it importing torch and bitsandbytes (which pulls
 # in torch.compile's machinery).
 # Without the environment it skips, saying why.
 set -u
@@ -34,6 +34,45 @@ elif cmp -s "$tmp/nf4_cases.safetensors" dev/ref/nf4_cases.safetensors; then
     echo "ok nf4_reference_same_under_torch2"
 else
     echo "FAIL nf4_reference_same_under_torch2: the referee's torch writes different cases than dev/ref/nf4_cases.safetensors"
+    fails=$((fails + 1))
+fi
+# bitsandbytes' Linear4bit writes its state_dict (fp32 and bf16 weights, with and without
+# double quantization) to safetensors; test_nf4 --read (model/bnb4.h) reads each weight and
+# dequantizes it in fp32: equal to bitsandbytes' dequantize_4bit bit for bit (for bf16,
+# ours rounded to bf16 as bitsandbytes rounds its fp32 product).
+if [ ! -x ./test_nf4 ]; then
+    echo "FAIL nf4_reads_bnb_files: ./test_nf4 is not built (make test_nf4)"
+    exit 1
+fi
+TORCHDYNAMO_DISABLE=1 "$py" - "$tmp" > "$tmp/bnb.log" 2>&1 <<'PY'
+import subprocess, sys
+import numpy as np, torch, bitsandbytes as bnb, bitsandbytes.functional as bf
+from safetensors.torch import save_file
+tmp = sys.argv[1]
+torch.manual_seed(3)
+for dtype in (torch.float32, torch.bfloat16):
+    for nested in (True, False):
+        rows, cols = 96, 200
+        w = (torch.randn(rows, cols) * 0.02).to(dtype)
+        q = bnb.nn.Linear4bit(cols, rows, bias=False, compress_statistics=nested, quant_type="nf4", compute_dtype=dtype)
+        q.weight = bnb.nn.Params4bit(w.clone(), requires_grad=False, compress_statistics=nested, quant_type="nf4")
+        q = q.to("cpu")
+        path = "%s/bnb_%s_%d.safetensors" % (tmp, str(dtype)[6:], nested)
+        save_file({"model.layer." + k: v.contiguous() for k, v in q.state_dict().items()}, path)
+        theirs = bf.dequantize_4bit(q.weight.data, q.weight.quant_state).reshape(-1)
+        name = "nf4_reads_bnb_%s%s" % (str(dtype)[6:], "_double_quant" if nested else "")
+        r = subprocess.run(["./test_nf4", "--read", path, "model.layer.weight", str(rows), str(cols), path + ".out"], capture_output=True, text=True)
+        if r.returncode:
+            print("FAIL %s: test_nf4 --read: %s" % (name, r.stderr.strip()))
+            continue
+        ours = torch.from_numpy(np.fromfile(path + ".out", dtype=np.float32)).to(dtype)
+        same = ours.numel() == theirs.numel() and torch.equal(ours.view(torch.int16 if dtype == torch.bfloat16 else torch.int32),
+                                                             theirs.view(torch.int16 if dtype == torch.bfloat16 else torch.int32))
+        print(("ok %s" % name) if same else "FAIL %s: dequantized weights differ from bitsandbytes'" % name)
+PY
+grep -E '^(ok|FAIL|skip) ' "$tmp/bnb.log"
+if [ $(grep -c '^ok ' "$tmp/bnb.log") -ne 4 ]; then
+    echo "FAIL nf4_reads_bnb_files: $(grep -v '^ok ' "$tmp/bnb.log" | grep -v kernels | tail -1)"
     fails=$((fails + 1))
 fi
 [ $fails -eq 0 ]
