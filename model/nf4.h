@@ -21,9 +21,11 @@
 //   - code = how many of the 15 thresholds (midpoints of adjacent NF4 values, rounded to
 //     fp32: the kernel's float literals) y = fp32(x * scale) is above; element 2i goes to
 //     the high nibble of byte i, 2i+1 to the low one, an odd count pads a 0;
-//   - double quantization: offset = the mean of the absmax values (rounded once to fp32
-//     from a compensated double sum; torch's fp32 mean, which bitsandbytes calls, may
-//     differ in its last bits, so a checkpoint's own offset is read, never recomputed),
+//   - double quantization: offset = the mean of the absmax values (a compensated double
+//     sum divided in double, then rounded to fp32: the exact mean rounded once, as the
+//     reference has it, but for a double-rounding tie; torch's fp32 mean, which
+//     bitsandbytes calls, may differ in its last bits, so a checkpoint's own offset is
+//     read, never recomputed),
 //     then absmax - offset in blocks of NF4_NESTED_BLOCK (256) quantized like the 4-bit
 //     codes but to the nearest value of the signed 8-bit dynamic map, a tie at a midpoint
 //     fp32(fp32(a + b) * 0.5) going to the even index (the kernel's binary search lands on
