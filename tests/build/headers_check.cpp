@@ -11,6 +11,7 @@
 #include "model/lora.h"
 #include "model/nf4.h"
 #include "model/bnb4.h"
+#include "model/hf_bnb4.h"
 #include "train/preempt.h"
 #include "train/rendezvous.h"
 #include "train/report.h"

@@ -15,13 +15,19 @@ checked against bitsandbytes' own files by tests/model/test_nf4_bnb.sh) read and
 dequantized to the reference's weights bit for bit, with and without double quantization;
 and hostile files (absmax of the wrong size, quant_state JSON that disagrees with the
 tensors or the model, truncated codes, FP4, another table) refused in one line.
-./test_nf4 --read FILE NAME ROWS COLS OUT reads one weight and writes it in fp32 to OUT
-(test_nf4_bnb.sh's way in).
+Then model/hf_bnb4.h: a 4-bit directory made here from dev/ref/tiny_llama (each layer
+linear weight quantized by model/nf4.h) read back to the expected parameters; a quantized
+lm_head, a weight without its nested absmax, GPT-2 and other quantization_configs refused
+in one line.
+./test_nf4 --read FILE NAME ROWS COLS OUT reads one weight and writes it in fp32 to OUT;
+--read-model DIR OUTDIR reads a 4-bit directory and exports it dense; --config FILE reads
+a config.json's quantization_config (test_nf4_bnb.sh's and the refusals' way in).
 Prints "ok NAME" / "FAIL NAME: why" per check; exits 1 if anything failed.
 Run from the repository root (make test does).
 */
 #include "../../base/safetensors.h"
 #include "../../model/bnb4.h"
+#include "../../model/hf_bnb4.h"
 #include "../../model/nf4.h"
 #include "../test_util.h"
 #include <unistd.h>
@@ -330,8 +336,176 @@ static void check_bnb_files(const SafeTensors *ref, const char *self) {
     }
 }
 
+// --read-model DIR OUTDIR: a 4-bit directory (model/hf_bnb4.h) exported dense in fp32.
+static int read_model_mode(char **argv) {
+    ModelConfig cfg;
+    float *mem = NULL;
+    ParamTensors p;
+    Bnb4Base q;
+    model_load_hf_bnb4(argv[2], &cfg, &mem, &p, &q);
+    bnb4_base_dequantize(&q, &cfg, &p);
+    make_dirs(argv[3]);
+    model_save_hf(argv[3], &cfg, &p);
+    bnb4_base_free(&q);
+    free(mem);
+    return 0;
+}
+
+// config.json texts with quantization_configs: hf_bnb4_config's answer or one-line refusal.
+static void check_quantization_configs(const char *self) {
+    static const struct { const char *name, *qc, *says; } cases[] = {
+        {"quant_config_nf4", "{\"quant_method\": \"bitsandbytes\", \"load_in_4bit\": true, \"load_in_8bit\": false, \"bnb_4bit_quant_type\": \"nf4\", \"bnb_4bit_quant_storage\": \"uint8\", \"bnb_4bit_use_double_quant\": true}", NULL},
+        {"quant_config_fp4_refused", "{\"quant_method\": \"bitsandbytes\", \"load_in_4bit\": true, \"bnb_4bit_quant_type\": \"fp4\"}", "bnb_4bit_quant_type is fp4; only nf4 is read"},
+        {"quant_config_8bit_refused", "{\"quant_method\": \"bitsandbytes\", \"load_in_8bit\": true, \"load_in_4bit\": false}", "8-bit weights are not read"},
+        {"quant_config_gptq_refused", "{\"quant_method\": \"gptq\", \"bits\": 4}", "quant_method is gptq"},
+        {"quant_config_storage_refused", "{\"quant_method\": \"bitsandbytes\", \"load_in_4bit\": true, \"bnb_4bit_quant_type\": \"nf4\", \"bnb_4bit_quant_storage\": \"bfloat16\"}", "bnb_4bit_quant_storage is not uint8"},
+        {"quant_config_not_object", "[1]", "quantization_config is not an object"},
+    };
+    char path[512], cmd[1024], err[2048];
+    snprintf(path, sizeof path, "%s/config.json", tmp_root);
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        FILE *f = fopen(path, "w");
+        fprintf(f, "{\"model_type\": \"llama\", \"quantization_config\": %s}", cases[i].qc);
+        fclose(f);
+        snprintf(cmd, sizeof cmd, "%s --config %s", self, path);
+        int rc = run(cmd, err, sizeof err), lines = 0;
+        for (const char *p = err; *p; p++) lines += *p == '\n';
+        if (!cases[i].says) check(cases[i].name, rc == 0 && !err[0], "exit %d: %s", rc, err);
+        else check(cases[i].name, rc == 1 && lines == 1 && strstr(err, cases[i].says), "exit %d, %d lines: %s", rc, lines, err);
+    }
+    const char *none = "{\"model_type\": \"llama\"}";
+    check("quant_config_absent", hf_bnb4_config("none", none, strlen(none)) == 0, "a plain config.json read as quantized");
+}
+
+// ---- a 4-bit directory (model/hf_bnb4.h) ------------------------------------------------
+
+typedef enum { DIR_GOOD, DIR_LM_HEAD_QUANTIZED, DIR_NESTED_MISSING } DirVariant;
+
+static int is_layer_linear(const char *name) {
+    static const char *ends[] = {"q_proj.weight", "k_proj.weight", "v_proj.weight", "o_proj.weight", "gate_proj.weight", "up_proj.weight", "down_proj.weight"};
+    size_t n = strlen(name);
+    for (size_t i = 0; i < sizeof ends / sizeof *ends; i++)
+        if (n > strlen(ends[i]) && !strcmp(name + n - strlen(ends[i]), ends[i])) return 1;
+    return 0;
+}
+
+// dev/ref/tiny_llama (untied head) written to dir as bitsandbytes' 4-bit checkpoint
+// would hold it: each layer linear weight quantized with double quantization by
+// model/nf4.h, the rest F32, config.json with a quantization_config; and in *expect
+// the parameters a loader must give back: the linear weights quantized and dequantized.
+static void write_bnb_dir(const char *dir, DirVariant v, float **expect) {
+    ModelConfig cfg;
+    float *mem = NULL;
+    ParamTensors p;
+    model_load_hf("dev/ref/tiny_llama", &cfg, &mem, &p);
+    StOut *outs;
+    int count = hf_export_tensors(&cfg, &p, &outs), k = 0;
+    OutTensor *t = (OutTensor *)xcalloc((size_t)count * 6, sizeof(OutTensor));
+    void *bufs[1024];
+    int nbufs = 0;
+    float *nf4 = (float *)xmalloc(64), *dyn = (float *)xmalloc(1024);
+    memcpy(nf4, nf4_values, 64), memcpy(dyn, nf4_dynamic_map, 1024);
+    for (int i = 0; i < count; i++) {
+        StOut *o = &outs[i];
+        int64_t n = o->shape[0] * (o->ndim == 2 ? o->shape[1] : 1);
+        if (!is_layer_linear(o->name) && !(v == DIR_LM_HEAD_QUANTIZED && !strcmp(o->name, "lm_head.weight"))) {
+            t[k++] = (OutTensor){"", "F32", {o->shape[0], o->shape[1]}, o->ndim, o->data, (size_t)n * 4};
+            snprintf(t[k - 1].name, sizeof t[k - 1].name, "%s", o->name);
+            continue;
+        }
+        int64_t nb = (n + 63) / 64, nn = (nb + 255) / 256;
+        uint8_t *codes = (uint8_t *)xmalloc((size_t)(n + 1) / 2), *q = (uint8_t *)xmalloc((size_t)nb);
+        float *absmax = (float *)xmalloc((size_t)nb * 4), *centred = (float *)xmalloc((size_t)nb * 4), *nested = (float *)xmalloc((size_t)nn * 4);
+        nf4_quantize(o->data, n, 64, codes, absmax);
+        float offset = nf4_double_quantize(absmax, nb, centred, q, nested);
+        nf4_dequantize_absmax(q, nested, offset, nb, 256, absmax);
+        nf4_dequantize(codes, absmax, n, 64, (float *)o->data);  // the expected parameters, in mem
+        char *js = (char *)xmalloc(512);
+        snprintf(js, 512, "{\"quant_type\": \"nf4\", \"blocksize\": 64, \"dtype\": \"float32\", \"shape\": [%lld, %lld], "
+                 "\"nested_blocksize\": 256, \"nested_dtype\": \"float32\", \"nested_offset\": %.17g}", (long long)o->shape[0], (long long)o->shape[1], (double)offset);
+        const char *suffix[6] = {"", ".absmax", ".quant_map", ".nested_absmax", ".nested_quant_map", ".quant_state.bitsandbytes__nf4"};
+        OutTensor parts[6] = {{"", "U8", {(n + 1) / 2, 1}, 2, codes, (size_t)(n + 1) / 2}, {"", "U8", {nb}, 1, q, (size_t)nb},
+                              {"", "F32", {16}, 1, nf4, 64}, {"", "F32", {nn}, 1, nested, (size_t)nn * 4},
+                              {"", "F32", {256}, 1, dyn, 1024}, {"", "U8", {(int64_t)strlen(js)}, 1, js, strlen(js)}};
+        for (int j = 0; j < 6; j++) {
+            if (v == DIR_NESTED_MISSING && j == 3 && strstr(o->name, "layers.1.mlp.up_proj")) continue;
+            t[k] = parts[j];
+            snprintf(t[k++].name, sizeof t->name, "%s%s", o->name, suffix[j]);
+        }
+        bufs[nbufs++] = codes, bufs[nbufs++] = q, bufs[nbufs++] = absmax, bufs[nbufs++] = centred, bufs[nbufs++] = nested, bufs[nbufs++] = js;
+    }
+    char path[600];
+    make_dirs(dir);
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    write_st(path, t, k);
+    size_t len;
+    char *cfg_text = read_whole_file("dev/ref/tiny_llama/config.json", &len);
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    FILE *f = fopen(path, "w");
+    fprintf(f, "{\"quantization_config\": {\"quant_method\": \"bitsandbytes\", \"load_in_4bit\": true, \"load_in_8bit\": false, "
+               "\"bnb_4bit_quant_type\": \"nf4\", \"bnb_4bit_use_double_quant\": true, \"bnb_4bit_quant_storage\": \"uint8\"},%s", strchr(cfg_text, '{') + 1);
+    fclose(f);
+    *expect = mem;
+    for (int i = 0; i < nbufs; i++) free(bufs[i]);
+    free(cfg_text), free(outs), free(t), free(nf4), free(dyn);
+}
+
+static void check_bnb_dirs(const char *self) {
+    char dir[512], out[512], cmd[2048], err[4096];
+    snprintf(dir, sizeof dir, "%s/tiny_llama_bnb4", tmp_root);
+    float *expect;
+    write_bnb_dir(dir, DIR_GOOD, &expect);
+    ModelConfig cfg;
+    float *mem = NULL;
+    ParamTensors p;
+    Bnb4Base q;
+    model_load_hf_bnb4(dir, &cfg, &mem, &p, &q);
+    int nq = 0;
+    for (size_t j = 0; j < (size_t)NUM_PARAM_TENSORS * q.L * 3; j++) nq += q.w[j].codes != NULL;
+    bnb4_base_dequantize(&q, &cfg, &p);
+    size_t np = model_num_parameters(&cfg), first = np;
+    for (size_t j = 0; j < np && first == np; j++)
+        if (memcmp(&mem[j], &expect[j], 4)) first = j;
+    check("bnb4_dir_reads", nq == 14 && first == np, "%d quantized parts, first differing parameter %zu of %zu", nq, first, np);
+    bnb4_base_free(&q);
+    free(mem), free(expect);
+    static const struct { DirVariant v; const char *name, *says; } bad[] = {
+        {DIR_LM_HEAD_QUANTIZED, "bnb4_dir_lm_head_quantized_refused", "lm_head.weight is quantized"},
+        {DIR_NESTED_MISSING, "bnb4_dir_nested_missing_refused", "model.layers.1.mlp.up_proj.weight's quant_state and tensors disagree on double quantization"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        snprintf(dir, sizeof dir, "%s/bad%zu", tmp_root, i);
+        write_bnb_dir(dir, bad[i].v, &expect);
+        free(expect);
+        snprintf(out, sizeof out, "%s/out%zu", tmp_root, i);
+        snprintf(cmd, sizeof cmd, "%s --read-model %s %s", self, dir, out);
+        int rc = run(cmd, err, sizeof err), lines = 0;
+        for (const char *c = err; *c; c++) lines += *c == '\n';
+        check(bad[i].name, rc == 1 && lines == 1 && strstr(err, bad[i].says) && !path_exists(out), "exit %d, %d lines: %s", rc, lines, err);
+    }
+    // GPT-2's Conv1D weights: refused from config.json alone
+    snprintf(dir, sizeof dir, "%s/gpt2", tmp_root);
+    make_dirs(dir);
+    size_t len;
+    char *cfg_text = read_whole_file("dev/ref/tiny/config.json", &len), path[600];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    FILE *f = fopen(path, "w");
+    fprintf(f, "{\"quantization_config\": {\"quant_method\": \"bitsandbytes\", \"load_in_4bit\": true, \"bnb_4bit_quant_type\": \"nf4\"},%s", strchr(cfg_text, '{') + 1);
+    fclose(f);
+    free(cfg_text);
+    snprintf(cmd, sizeof cmd, "%s --read-model %s %s/gpt2_out", self, dir, tmp_root);
+    int rc = run(cmd, err, sizeof err);
+    check("bnb4_dir_gpt2_refused", rc == 1 && strstr(err, "4-bit GPT-2 checkpoints (Conv1D weights) are not read"), "exit %d: %s", rc, err);
+}
+
 int main(int argc, char **argv) {
     if (argc == 7 && !strcmp(argv[1], "--read")) return read_mode(argv);
+    if (argc == 4 && !strcmp(argv[1], "--read-model")) return read_model_mode(argv);
+    if (argc == 3 && !strcmp(argv[1], "--config")) {
+        size_t len;
+        char *text = read_whole_file(argv[2], &len);
+        return hf_bnb4_config(argv[2], text, len) == 1 ? (free(text), 0) : 1;
+    }
     snprintf(tmp_root, sizeof tmp_root, "/tmp/test_nf4_XXXXXX");
     if (!mkdtemp(tmp_root)) fatal("mkdtemp failed");
     SafeTensors st;
@@ -361,6 +535,8 @@ int main(int argc, char **argv) {
         if (why[0]) printf("# %s: %s\n", wrong[i].name, why);
     }
     check_bnb_files(&st, argv[0]);
+    check_quantization_configs(argv[0]);
+    check_bnb_dirs(argv[0]);
     st_close(&st);
     remove_flat_dir(tmp_root);
     return failures ? 1 : 0;
