@@ -296,7 +296,7 @@ typedef struct {
     int64_t data_docs, data_tokens;  // identity of the training file
     int64_t B, T, A;          // rows per micro-batch, row length, micro-batches per step over all ranks (A*W)
     int64_t optimizer[2];     // AdamW's settings and the LR schedule (state_optimizer_fields); 0 in files from before them
-    int64_t num_tokens;       // trl's num_tokens: tokens (not padding) of every step so far, all ranks; 0 in files from before it
+    int64_t num_tokens;       // header field 30: trl's num_tokens, tokens (not padding) of every step so far, all ranks; 0 in files from before it
 } TrainState;
 
 // Header fields 28..29: beta1 and beta2 (float bits, beta2 in the high half), then
