@@ -501,11 +501,24 @@ static void crossentropy_softmax(float *logits, float *losses, float *correct, f
         int argmax = 0;
         for (int v = 0; v < V; v++) if (l[v] > mx) { mx = l[v]; argmax = v; }
         float target_logit = l[targets[r]];
-        double sum = 0.0, weighted = 0.0;  // weighted: sum of exp(x - max) (x - max)
-        for (int v = 0; v < V; v++) {
-            float d = l[v] - mx;
-            l[v] = exp_vec(d);
-            weighted += (double)l[v] * d;
+        // weighted: the sum of exp(x - max) (x - max), in float lanes over blocks of 512
+        // values (so the loop vectorizes), each block's lanes then added in double
+        double sum = 0.0, weighted = 0.0;
+        for (int v0 = 0; v0 < V; v0 += 512) {
+            int v1 = v0 + 512 < V ? v0 + 512 : V, v = v0;
+            float part[16] = {0};
+            for (; v + 16 <= v1; v += 16)
+                for (int k = 0; k < 16; k++) {
+                    float d = l[v + k] - mx, e = exp_vec(d);
+                    l[v + k] = e;
+                    part[k] += e * d;
+                }
+            for (; v < v1; v++) {
+                float d = l[v] - mx, e = exp_vec(d);
+                l[v] = e;
+                part[(v - v0) & 15] += e * d;
+            }
+            for (int k = 0; k < 16; k++) weighted += part[k];
         }
         for (int v = 0; v < V; v++) sum += l[v];
         losses[r] = (float)(log(sum) + mx - target_logit);

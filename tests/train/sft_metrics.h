@@ -25,7 +25,7 @@ static void token_metrics_f64(const float *logits, const int *targets, int R, in
 
 // (a) crossentropy_softmax's per-row metrics on hand-made rows: ties (the first largest
 // logit is the prediction, as torch.argmax), a row 40 above zero, a flat row, a peaked
-// one. (b) The first micro-batch of the GPT-2 reference (B=2, T=16): the step's accuracy
+// one, a row of 1300 classes. (b) The first micro-batch of the GPT-2 reference (B=2, T=16): the step's accuracy
 // and entropy against the PyTorch float64 logits in dev/ref/tiny_expect.safetensors, over
 // the targets only, with the classifier in one chunk and in chunks of 3 rows, and its
 // num_tokens against the reference's filled positions (23 of 32). (c) After 60 steps at
@@ -49,9 +49,22 @@ static void test_token_metrics(void) {
         hand_ok &= correct[r] == (float)c;
         worst = fmax(worst, fabs(entropy[r] - h) / fmax(h, 1e-3));
     }
+    // a row of 1300 values (two full blocks of the float lanes and a part) with its largest at 1299
+    enum { WV = 1300 };
+    static float wide[WV], wide_work[WV];
+    for (int v = 0; v < WV; v++) wide[v] = (float)((v * 7919 % 1000) / 125.0 - 4.0);
+    wide[WV - 1] = 9.0f;
+    memcpy(wide_work, wide, sizeof wide);
+    int wide_target = WV - 1;
+    float wl, wc, we;
+    crossentropy_softmax(wide_work, &wl, &wc, &we, &wide_target, 1, WV);
+    double wide_correct, wide_entropy;
+    token_metrics_f64(wide, &wide_target, 1, WV, &wide_correct, &wide_entropy);
+    hand_ok &= wc == 1.0f && wide_correct == 1;
+    worst = fmax(worst, fabs(we - wide_entropy) / wide_entropy);
     check("token_metrics_rows_by_hand", hand_ok && worst < 1e-6 && correct[0] == 1 && correct[1] == 0 && correct[2] == 1 && correct[4] == 1,
-          "correct %g %g %g %g %g (expected 1 0 1 0 1), worst relative entropy error %.3g", correct[0], correct[1], correct[2], correct[3],
-          correct[4], worst);
+          "correct %g %g %g %g %g (expected 1 0 1 0 1), the wide row's %g (expected 1), worst relative entropy error %.3g", correct[0], correct[1],
+          correct[2], correct[3], correct[4], wc, worst);
 
     DataFile df;
     data_load(&df, REF_DATA);
