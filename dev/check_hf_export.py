@@ -15,14 +15,20 @@ Then, where the directory holds the tokenizer files (trained with -k:
 train/export.h), the directory alone is used as a user would: AutoTokenizer,
 apply_chat_template, generation_config.json's eos ids and generate.
 
-Usage: python3 dev/check_hf_export.py CHECKPOINT_DIR
-Needs torch, safetensors and transformers (the GPU machine's image has them); prints
-"skip ..." and exits 0 where transformers is missing. The Llama/Qwen2 path has not
-been run against transformers yet (none where it was written); its own parts (shards,
-tolerance, tie check) were run with stand-in transformers/safetensors modules on
-dev/ref/tiny_llama, tiny_llama_bf16 and tiny_qwen2, which are themselves valid
-inputs: python3 dev/check_hf_export.py dev/ref/tiny_llama checks the reference's
-forward against transformers.
+Usage: python3 dev/check_hf_export.py [--val VAL.bin] [--data FILE.bin ROWS.jsonl] CHECKPOINT_DIR...
+(several directories share one start of torch and transformers). With --val, a
+checkpoint step_N whose run logged a validation loss at step N (../metrics.jsonl,
+train_sft -j VAL.bin -v) must get that loss from transformers too: the trainer's own
+number, so an export that differs from the trained model (a tensor transposed, a
+norm left out) fails here even where the float64 forward above, reading the same
+files, agrees with transformers. With --data, the first documents of the training
+file prepare made from ROWS.jsonl must be the ids that AutoTokenizer +
+apply_chat_template of each directory with a tokenizer give. Needs torch,
+safetensors and transformers: the referee environment (dev/requirements-referee.txt,
+which .ci/run makes; tests/model/test_transformers.sh runs this on every family);
+prints "skip ..." and exits 0 where transformers is missing. The reference
+directories are valid inputs too: python3 dev/check_hf_export.py dev/ref/tiny_llama
+checks the reference's forward against transformers.
 """
 import json
 import os
@@ -37,11 +43,6 @@ try:
 except ImportError as e:
     print("skip hf_export_loads_in_transformers: %s" % e)
     sys.exit(0)
-
-d = sys.argv[1]
-cfg = json.load(open(os.path.join(d, "config.json")))
-kind = cfg.get("model_type")
-
 
 def exported_tensors(d):
     """name -> float64 tensor from model.safetensors, or from the shards of the index
@@ -63,46 +64,52 @@ def exported_tensors(d):
     return P
 
 
-if kind == "gpt2":
-    from ref_gpt2 import forward_doc  # noqa: E402
-    model = GPT2LMHeadModel.from_pretrained(d, dtype=torch.float64).eval()
-    P = {k.removeprefix("transformer."): v for k, v in exported_tensors(d).items()}
-    toks = [(i * 7919 + 13) % cfg["vocab_size"] for i in range(min(64, cfg["n_positions"]))]
-    ours = lambda toks: forward_doc(P, toks, cfg["n_layer"], cfg["n_head"], cfg["n_embd"], cfg["layer_norm_epsilon"])  # noqa: E731
-    embed, want_tied, arch = model.transformer.wte, True, "GPT2LMHeadModel"
-    # both sides in float64
-    tol = 1e-9
-elif kind in ("llama", "qwen2", "qwen3", "gemma3_text", "smollm3"):
-    import ref_llama  # noqa: E402
-    import ref_families  # noqa: E402
-    model = AutoModelForCausalLM.from_pretrained(d, dtype=torch.float64, attn_implementation="eager").eval()
-    P = exported_tensors(d)
-    toks = [(i * 7919 + 13) % cfg["vocab_size"] for i in range(min(64, cfg["max_position_embeddings"]))]
-    forward = ref_llama.forward_doc if kind in ("llama", "qwen2") else ref_families.forward_doc
-    ours = lambda toks: forward(P, toks, cfg)  # noqa: E731
-    # transformers' defaults where a config leaves the field out (our exports write them)
-    default_tied = kind in ("gemma3_text", "smollm3")
-    embed, want_tied = model.model.embed_tokens, bool(cfg.get("tie_word_embeddings", default_tied))
-    arch = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM", "gemma3_text": "Gemma3ForCausalLM",
-            "smollm3": "SmolLM3ForCausalLM"}[kind]
-    # transformers computes the rotary angles in float32 whatever the model's dtype
-    # (position * inv_freq, rounded at 1e-7 relative: 4e-6 rad at position 63)
-    tol = 1e-4
-else:
-    print("FAIL hf_export_loads_in_transformers: %s: model_type %r is none of gpt2, llama, qwen2, qwen3, gemma3_text, smollm3" % (d, kind))
-    sys.exit(1)
+def check_logits(d):
+    """transformers' logits of the directory against our float64 forward of its
+    tensors; returns (ok, model, cfg) for the tokenizer check."""
+    cfg = json.load(open(os.path.join(d, "config.json")))
+    kind = cfg.get("model_type")
+    if kind == "gpt2":
+        from ref_gpt2 import forward_doc  # noqa: E402
+        model = GPT2LMHeadModel.from_pretrained(d, dtype=torch.float64).eval()
+        P = {k.removeprefix("transformer."): v for k, v in exported_tensors(d).items()}
+        toks = [(i * 7919 + 13) % cfg["vocab_size"] for i in range(min(64, cfg["n_positions"]))]
+        ours = lambda toks: forward_doc(P, toks, cfg["n_layer"], cfg["n_head"], cfg["n_embd"], cfg["layer_norm_epsilon"])  # noqa: E731
+        embed, want_tied, arch = model.transformer.wte, True, "GPT2LMHeadModel"
+        # both sides in float64
+        tol = 1e-9
+    elif kind in ("llama", "qwen2", "qwen3", "gemma3_text", "smollm3"):
+        import ref_llama  # noqa: E402
+        import ref_families  # noqa: E402
+        model = AutoModelForCausalLM.from_pretrained(d, dtype=torch.float64, attn_implementation="eager").eval()
+        P = exported_tensors(d)
+        toks = [(i * 7919 + 13) % cfg["vocab_size"] for i in range(min(64, cfg["max_position_embeddings"]))]
+        forward = ref_llama.forward_doc if kind in ("llama", "qwen2") else ref_families.forward_doc
+        ours = lambda toks: forward(P, toks, cfg)  # noqa: E731
+        # transformers' defaults where a config leaves the field out (our exports write them)
+        default_tied = kind in ("gemma3_text", "smollm3")
+        embed, want_tied = model.model.embed_tokens, bool(cfg.get("tie_word_embeddings", default_tied))
+        arch = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM", "gemma3_text": "Gemma3ForCausalLM",
+                "smollm3": "SmolLM3ForCausalLM"}[kind]
+        # transformers computes the rotary angles in float32 whatever the model's dtype
+        # (position * inv_freq, rounded at 1e-7 relative: 4e-6 rad at position 63)
+        tol = 1e-4
+    else:
+        print("FAIL hf_export_loads_in_transformers: %s: model_type %r is none of gpt2, llama, qwen2, qwen3, gemma3_text, smollm3" % (d, kind))
+        return False, None, None
 
-with torch.no_grad():
-    hf = model(torch.tensor([toks])).logits[0]
-    mine = ours(toks)
-err = ((hf - mine).abs().max() / mine.abs().max()).item()
-tied = model.lm_head.weight.data_ptr() == embed.weight.data_ptr()
-ok = err < tol and tied == want_tied and type(model).__name__ == arch
-print("%s hf_export_loads_in_transformers: %s as %s, relative logit difference %.3g (allowed %g), lm_head tied %s (expected %s)"
-      % ("ok" if ok else "FAIL", kind, type(model).__name__, err, tol, tied, want_tied))
+    with torch.no_grad():
+        hf = model(torch.tensor([toks])).logits[0]
+        mine = ours(toks)
+    err = ((hf - mine).abs().max() / mine.abs().max()).item()
+    tied = model.lm_head.weight.data_ptr() == embed.weight.data_ptr()
+    ok = err < tol and tied == want_tied and type(model).__name__ == arch
+    print("%s hf_export_loads_in_transformers: %s: %s as %s, relative logit difference %.3g (allowed %g), lm_head tied %s (expected %s)"
+          % ("ok" if ok else "FAIL", d, kind, type(model).__name__, err, tol, tied, want_tied))
+    return ok, model, cfg
 
 
-def check_tokenizer_and_generate():
+def check_tokenizer_and_generate(d, model, cfg):
     """The directory alone (train/export.h): AutoTokenizer loads its tokenizer files
     with every id of the model's vocabulary, its chat template renders a generation
     prompt, generation_config.json's eos ids are special tokens of that tokenizer and
@@ -118,8 +125,11 @@ def check_tokenizer_and_generate():
     why = []
     if len(tok) != cfg["vocab_size"]:
         why.append("the tokenizer has %d tokens, the model %d" % (len(tok), cfg["vocab_size"]))
-    prompt = tok.apply_chat_template([{"role": "user", "content": "What is 2+2?"}], add_generation_prompt=True, tokenize=True)
-    full = tok.apply_chat_template([{"role": "user", "content": "What is 2+2?"}, {"role": "assistant", "content": "4"}], tokenize=True)
+    def chat_ids(messages, **kw):  # transformers 5 returns a BatchEncoding, 4 a list
+        r = tok.apply_chat_template(messages, tokenize=True, **kw)
+        return list(r["input_ids"]) if hasattr(r, "keys") else list(r)
+    prompt = chat_ids([{"role": "user", "content": "What is 2+2?"}], add_generation_prompt=True)
+    full = chat_ids([{"role": "user", "content": "What is 2+2?"}, {"role": "assistant", "content": "4"}])
     if full[:len(prompt)] != prompt:
         why.append("the template's reply does not start with its generation prompt")
     reply = full[len(prompt):]
@@ -138,5 +148,91 @@ def check_tokenizer_and_generate():
     return not why
 
 
-ok = check_tokenizer_and_generate() and ok
-sys.exit(0 if ok else 1)
+def data_documents(path, count, with_mask=False):
+    """The first `count` documents of a training file (base/datafile.h's layout), with
+    their target masks if with_mask."""
+    import struct
+    b = open(path, "rb").read()
+    head = struct.unpack("<128q", b[:1024])
+    width, D, N = head[2], head[4], head[5]
+    off = struct.unpack("<%dq" % (D + 1), b[1024:1024 + 8 * (D + 1)])
+    at = 1024 + 8 * (D + 1)
+    ids = struct.unpack("<%d%s" % (N, "H" if width == 2 else "I"), b[at:at + width * N])
+    mask = b[at + width * N:at + width * N + N]
+    docs = [list(ids[off[k]:off[k + 1]]) for k in range(min(count, D))]
+    return (docs, [list(mask[off[k]:off[k + 1]]) for k in range(len(docs))]) if with_mask else docs
+
+
+def check_val_loss(d, model, val):
+    """transformers' mean loss over the validation file's targets (each document alone,
+    positions from 0, as the trainer packs them) against the loss train_sft logged for
+    this checkpoint's step."""
+    if val is None:
+        return True
+    step = os.path.basename(os.path.normpath(d))
+    metrics = os.path.join(os.path.dirname(os.path.normpath(d)), "metrics.jsonl")
+    logged = None
+    if step.startswith("step_") and os.path.exists(metrics):
+        for line in open(metrics):
+            m = json.loads(line)
+            if m.get("step") == int(step[5:]) and "val_loss" in m:
+                logged = m["val_loss"]
+    if logged is None:
+        return True  # not a training run's checkpoint (a reference directory)
+    docs, masks = data_documents(val, 1 << 30, with_mask=True)
+    total, count = 0.0, 0
+    with torch.no_grad():
+        for doc, mask in zip(docs, masks):
+            logp = torch.log_softmax(model(torch.tensor([doc])).logits[0].double(), -1)
+            for i in range(1, len(doc)):
+                if mask[i]:
+                    total -= logp[i - 1, doc[i]].item()
+                    count += 1
+    hf = total / count
+    err = abs(hf - logged) / logged
+    ok = err < 1e-5
+    print("%s hf_export_val_loss_equals_trainer: %s: transformers %.6f, train_sft %.6f (%d targets), relative difference %.2g (allowed 1e-5)"
+          % ("ok" if ok else "FAIL", d, hf, logged, count, err))
+    return ok
+
+
+def check_data_ids(d, data):
+    """apply_chat_template of the directory's tokenizer on the JSONL rows gives the
+    ids of the training file's documents."""
+    if data is None or not os.path.exists(os.path.join(d, "tokenizer_config.json")):
+        return True
+    from transformers import AutoTokenizer
+    tok = AutoTokenizer.from_pretrained(d)
+    docs = data_documents(data[0], 64)
+    rows = [json.loads(line) for line in open(data[1])][:len(docs)]
+    bad, compared = [], 0
+    for k, (row, doc) in enumerate(zip(rows, docs)):
+        if "messages" not in row:  # other row shapes: trl's conversions, checked elsewhere
+            continue
+        compared += 1
+        r = tok.apply_chat_template(row["messages"], tokenize=True)
+        ids = list(r["input_ids"]) if hasattr(r, "keys") else list(r)
+        if ids != doc:
+            bad.append("row %d: template %s, file %s" % (k, ids[:24], doc[:24]))
+    if not compared:
+        bad.append("no messages rows among the first %d" % len(docs))
+    print("%s hf_export_template_ids_equal_data: %s: %d messages rows of %s%s" % ("FAIL" if bad else "ok", d, compared, data[1], ": " + bad[0] if bad else ""))
+    return not bad
+
+
+args = sys.argv[1:]
+data = val = None
+while args[:1] in (["--data"], ["--val"]):
+    if args[0] == "--val":
+        val, args = args[1], args[2:]
+    else:
+        data, args = (args[1], args[2]), args[3:]
+all_ok = True
+for d in args:
+    ok, model, cfg = check_logits(d)
+    if model is not None:
+        ok = check_tokenizer_and_generate(d, model, cfg) and ok
+        ok = check_data_ids(d, data) and ok
+        ok = check_val_loss(d, model, val) and ok
+    all_ok = all_ok and ok
+sys.exit(0 if all_ok else 1)

@@ -96,6 +96,7 @@ QWEN3_CONFIG = {
     "num_attention_heads": 4,
     "num_hidden_layers": 2,
     "num_key_value_heads": 2,
+    "pad_token_id": None,  # said, not left to the config class (SmolLM3Config's is 128004)
     "rms_norm_eps": 1e-06,
     "rope_scaling": None,
     "rope_theta": 10000.0,
@@ -124,6 +125,7 @@ SMOLLM3_CONFIG = {
     "num_attention_heads": 4,
     "num_hidden_layers": 2,
     "num_key_value_heads": 2,
+    "pad_token_id": None,  # said, not left to the config class (SmolLM3Config's is 128004)
     "rms_norm_eps": 1e-06,
     "rope_scaling": None,
     "rope_theta": 2000000.0,

@@ -135,6 +135,7 @@ LLAMA_CONFIG = {
     "num_attention_heads": 4,
     "num_hidden_layers": 2,
     "num_key_value_heads": 2,
+    "pad_token_id": None,  # said, not left to the config class (SmolLM3Config's is 128004)
     "pretraining_tp": 1,
     "rms_norm_eps": 1e-05,
     "rope_scaling": {"factor": 8.0, "high_freq_factor": 4.0, "low_freq_factor": 1.0,
@@ -161,6 +162,7 @@ QWEN2_CONFIG = {
     "num_attention_heads": 4,
     "num_hidden_layers": 2,
     "num_key_value_heads": 1,
+    "pad_token_id": None,  # said, not left to the config class (SmolLM3Config's is 128004)
     "rms_norm_eps": 1e-06,
     "rope_scaling": None,
     "rope_theta": 1000000.0,

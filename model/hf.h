@@ -276,6 +276,7 @@ static void hf_config_llama(const JsonValue *root, const char *path, int family,
     cfg->bos_id = hf_token_id(root, "bos_token_id", path, bos);
     cfg->eos_id = hf_token_id(root, "eos_token_id", path, eos);
     hf_eos_more(root, path, cfg);
+    cfg->pad_id = hf_token_id(root, "pad_token_id", path, -1);
 }
 
 // Reads a config.json's text[0..len) (path names it in errors): model_type "gpt2"
@@ -614,6 +615,8 @@ static void hf_write_llama_config(const char *path, const ModelConfig *c) {
     hf_entry(&es, "num_attention_heads", "%d", c->NH);
     hf_entry(&es, "num_hidden_layers", "%d", c->L);
     hf_entry(&es, "num_key_value_heads", "%d", c->KVH);
+    if (c->pad_id >= 0) hf_entry(&es, "pad_token_id", "%d", c->pad_id);
+    else hf_entry(&es, "pad_token_id", "null");  // not the config class's default (SmolLM3's is 128004)
     if (f == FAMILY_LLAMA) hf_entry(&es, "pretraining_tp", "1");
     hf_entry(&es, "rms_norm_eps", "%s", eps);
     hf_entry(&es, "rope_scaling", "%s", scaling);
@@ -635,7 +638,9 @@ static void hf_write_llama_config(const char *path, const ModelConfig *c) {
     if (gemma) {
         char local[32], scalar[32];
         hf_json_float(local, sizeof local, c->rope_local_theta);
-        hf_json_float(scalar, sizeof scalar, c->attn_scalar);
+        // an int in Gemma3TextConfig (transformers 5 refuses 16.0); a fraction only if one was read
+        if (c->attn_scalar == (float)(int)c->attn_scalar) snprintf(scalar, sizeof scalar, "%d", (int)c->attn_scalar);
+        else hf_json_float(scalar, sizeof scalar, c->attn_scalar);
         hf_entry(&es, "attn_logit_softcapping", "null");
         hf_entry(&es, "final_logit_softcapping", "null");
         hf_entry(&es, "query_pre_attn_scalar", "%s", scalar);

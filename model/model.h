@@ -73,6 +73,8 @@ typedef struct {
     int bos_id;          // config.json's bos_token_id, -1 if absent (written back on export)
     int eos_id;          // its eos_token_id (the first of a list), -1 if absent
     int eos_more[3], n_eos_more;  // the rest of an eos_token_id list (Llama 3.2 Instruct: 128008, 128009)
+    int pad_id;          // its pad_token_id, -1 if absent or null (written back on export: SmolLM3Config's
+                         // default 128004 lies outside a smaller vocabulary, so null must be said)
     // the features of the newer families (all 0 for GPT-2, Llama and Qwen2 but mlp_act)
     int mlp_act;         // MLP_GELU (GPT-2), MLP_SWIGLU (Llama, Qwen2, Qwen3, SmolLM3), MLP_GEGLU (Gemma 3)
     int qk_norm;         // 1: per-head RMSNorm of q and k before RoPE, weights q_norm, k_norm (L, HS) (Qwen3, Gemma 3)
@@ -309,7 +311,7 @@ static void model_config_defaults(ModelConfig *c) {
     c->KVH = c->NH; c->HS = c->NH > 0 ? c->C / c->NH : 0; c->FF = 4 * c->C;
     c->qkv_bias = 1; c->tied = 1;
     c->rope_theta = 0; c->rope_factor = 0; c->rope_low_freq = c->rope_high_freq = 0; c->rope_orig_maxT = 0;
-    c->bos_id = c->eos_id = -1;
+    c->bos_id = c->eos_id = c->pad_id = -1;
     c->n_eos_more = 0;
     memset(c->eos_more, 0, sizeof c->eos_more);
     c->mlp_act = MLP_GELU;
