@@ -20,7 +20,8 @@ conversations below):
   through docs/training.md's "Coming from trl" table (our_flags below);
 and checks: the tokens and trained positions of every example (trl's labels != -100
 before packing against our data file's mask); per-step loss (1e-5 relative), gradient
-norm (1e-4) and learning rate (1e-6: ours is logged as a float32); the final weights
+norm (1e-4) and learning rate (1e-6: ours is logged as a float32); trl's metrics
+(mean_token_accuracy, entropy, num_tokens: MetricsPerMicroBatch below); the final weights
 (transformers' from_pretrained of our last checkpoint against trl's model, each tensor
 max |ours - trl| <= 1e-5 * (1 + max |trl|)). Prints ok/FAIL/skip lines; exits 1 on a
 failure. Rows are chosen so that each document is longer than half the row (T): our
@@ -193,6 +194,20 @@ class NearZeroGradients(TrainerCallback):
             self.out[k] = self.out[k] | small if k in self.out else small
 
 
+class MetricsPerMicroBatch(SFTTrainer):
+    """SFTTrainer keeping each micro-batch's logged mean_token_accuracy and entropy with
+    its target count. trl logs a step's value as the mean of its micro-batches' ratios;
+    ours (docs/training.md) is the step's sum over its targets divided once by their
+    count. The two agree when trl's ratios are weighted by their target counts, which is
+    the one difference checked away here."""
+    def compute_loss(self, model, inputs, *args, **kwargs):
+        n = int((inputs["labels"][..., 1:] != -100).sum())
+        out = super().compute_loss(model, inputs, *args, **kwargs)
+        m = self._metrics["train"]
+        self.micro.append((m["mean_token_accuracy"][-1], m["entropy"][-1], n))
+        return out
+
+
 def rel(a, b):
     return abs(a - b) / max(abs(b), 1e-30)
 
@@ -261,7 +276,9 @@ def case(work, name):
                         completion_only_loss=True if shape != "messages" else None,
                         train_sampling_strategy="sequential", logging_steps=1, save_strategy="no", report_to=[],
                         use_cpu=True, bf16=False, fp16=False, dataloader_num_workers=0, disable_tqdm=True, **HYPER)
-        return SFTTrainer(model=model, args=cfg, train_dataset=Dataset.from_list(data), processing_class=tok)
+        t = MetricsPerMicroBatch(model=model, args=cfg, train_dataset=Dataset.from_list(data), processing_class=tok)
+        t.micro = []
+        return t
 
     # trl's examples unpacked first: their lengths choose T
     day = datetime.date.today()
@@ -364,6 +381,27 @@ def case(work, name):
     print("%s trl_%s_per_step: %d steps (T=%d), worst relative difference: loss %.2g (allowed 1e-5), grad norm %.2g "
           "(1e-4), learning rate %.2g (1e-6)%s" % ("ok" if ok else "FAIL", name, len(theirs), T, worst[0], worst[1],
                                                    worst[2], "" if ok else "; first: " + lines[0]))
+    fails += not ok
+
+    # trl's metrics (mean_token_accuracy, entropy, num_tokens) against ours, per step
+    ga, lines, worst = cfg.gradient_accumulation_steps, [], [0.0, 0.0]
+    for s in sorted(theirs):
+        o, t, mb = ours[s], theirs[s], trainer.micro[(s - 1) * ga:s * ga]
+        n = sum(k for _, _, k in mb)
+        acc = sum(a * k for a, _, k in mb) / n
+        ent = sum(e * k for _, e, k in mb) / n
+        flips, de = abs(o["mean_token_accuracy"] - acc) * n, rel(o["entropy"], ent)
+        worst = [max(worst[0], flips), max(worst[1], de)]
+        if len(mb) != ga or o["targets"] != n or flips > 0.5 or de > 1e-5 or o["num_tokens"] != t["num_tokens"]:
+            lines.append("step %d: targets ours %d trl %d, accuracy ours %.6f trl %.6f, entropy ours %.7f trl %.7f, "
+                         "num_tokens ours %d trl %d" % (s, o["targets"], n, o["mean_token_accuracy"], acc, o["entropy"],
+                                                       ent, o["num_tokens"], t["num_tokens"]))
+    ok = not lines
+    last = ours[max(ours)]
+    print("%s trl_%s_metrics: %d steps: mean_token_accuracy differs by up to %d targets (allowed 0), entropy %.2g "
+          "relative (1e-5), num_tokens (allowed 0); last step's ours: accuracy %.4f, entropy %.4f, num_tokens %d%s"
+          % ("ok" if ok else "FAIL", name, len(theirs), round(worst[0]), worst[1], last["mean_token_accuracy"],
+             last["entropy"], last["num_tokens"], "" if ok else "; first: " + lines[0]))
     fails += not ok
 
     mine = AutoModelForCausalLM.from_pretrained(os.path.join(out, "step_%08d" % cfg.max_steps), dtype=torch.float32)
