@@ -490,17 +490,18 @@ static void write_docs(const char *path, int V, int D, const int *lens, const ui
     free(off);
 }
 
-// Packed rows give the same loss and gradients as one document per row.
-static void test_packed_equals_unpacked(void) {
+// Packed rows (next-fit or best-fit) give the same loss and gradients as one document per row.
+static void test_packed_equals_unpacked(int best_fit) {
     DataFile df;
     data_load(&df, REF_DATA);
     int T = 16, D = (int)df.num_docs;
-    int64_t rows = loader_rows_in_epoch(&df, T, 0, 0, 0, NULL);
+    int64_t rows = loader_rows_in_epoch(&df, T, 0, 0, best_fit, 0, NULL);
     Model packed, single;
     model_from_dir(&packed, REF_MODEL, (int)rows, T);
     model_from_dir(&single, REF_MODEL, D, T);
     Loader ld;
     loader_init(&ld, &df, (int)rows, T, 0, 0, 0);
+    loader_set_best_fit(&ld, best_fit);
     loader_next_batch(&ld);
     // one document per row, built here from the file directly
     int n = D * T;
@@ -523,7 +524,7 @@ static void test_packed_equals_unpacked(void) {
     double ls = model_forward(&single, in, pos, start, tgt, D, T);
     model_backward(&single, in, pos, start, D, T);
     double ge = rel_err(packed.grads_mem, single.grads_mem, packed.num_params, 1e-6);
-    check("packed_rows_equal_one_document_per_row",
+    check(best_fit ? "best_fit_rows_equal_one_document_per_row" : "packed_rows_equal_one_document_per_row",
           ld.num_targets == count && fabs(lp - ls) < 1e-5 * fabs(ls) && ge < 1e-5 && rows < D,
           "targets %d vs %d, loss %.8f vs %.8f, gradient error %.3g, %lld rows for %d documents", ld.num_targets, count, lp, ls, ge,
           (long long)rows, D);
@@ -689,6 +690,57 @@ static void test_positions_mid_row(void) {
     check("loader_positions_restart_mid_row", bad < 0, "row %d position %d: pos %d, document start %d; expected %d, %d", b / 8, b % 8,
           ld.pos[b], ld.doc_start[b], expect_pos[b], expect_start[b]);
     loader_free(&ld); data_free(&df);
+}
+
+// Best-fit packing, T = 8, lengths 1 5 6 3 2 4 9 7 4 (document d's tokens are all
+// d + 1): next-fit takes 7 rows ([1 5] [6] [3 2] [4] [9 cut] [7] [4]); best fit
+// decreasing takes 5 full ones ([9 cut] [7 1] [6 2] [5 3] [4 4]). Every document
+// appears once per epoch, whole in one row (the one longer than T cut to its first
+// T tokens, alone), and a loader sought to a saved (epoch, cursor) serves what the
+// running one does.
+static void test_best_fit_rules(void) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/bestfit.bin", tmp_root);
+    enum { D = 9, T = 8 };
+    int lens[D] = {1, 5, 6, 3, 2, 4, 9, 7, 4}, n = 0;
+    uint32_t toks[41];
+    uint8_t mask[41];
+    for (int d = 0; d < D; d++)
+        for (int j = 0; j < lens[d]; j++) { toks[n] = (uint32_t)d + 1; mask[n++] = 1; }
+    write_docs(path, 16, D, lens, toks, mask);
+    DataFile df;
+    data_load(&df, path);
+    int64_t filled, rows = loader_rows_in_epoch(&df, T, 1, 3, 1, 0, &filled), nf_rows = loader_rows_in_epoch(&df, T, 1, 3, 0, 0, NULL);
+    check("best_fit_rows_hand_worked", rows == 5 && filled == 40 && loader_rows_in_epoch(&df, T, 0, 0, 0, 0, NULL) == 7 && nf_rows >= rows,
+          "%lld rows holding %lld tokens (next-fit: %lld); expected 5 full rows", (long long)rows, (long long)filled, (long long)nf_rows);
+    Loader ld;
+    loader_init(&ld, &df, 5, T, 1, 3, 0);
+    loader_set_best_fit(&ld, 1);
+    loader_next_batch(&ld);
+    int count[D + 1] = {0}, row_of[D + 1], whole = 1;
+    for (int i = 0; i < 5 * T; i++) {
+        int d = ld.inputs[i], p = i % T;
+        if (count[d]++ == 0) row_of[d] = i / T;
+        whole &= row_of[d] == i / T && ld.pos[i] == count[d] - 1 && ld.doc_start[i] == p - ld.pos[i];  // contiguous, in one row
+    }
+    int once = count[0] == 0;  // no padding: all five rows are full
+    for (int d = 0; d < D; d++) once &= count[d + 1] == (lens[d] > T ? T : lens[d]);
+    check("best_fit_every_document_once_per_epoch", once && ld.exhausted, "token counts per document wrong or loader not exhausted");
+    check("best_fit_documents_whole_in_one_row", whole, "a document is split across rows or its positions do not restart");
+    Loader run, back;
+    loader_init(&run, &df, 2, T, 1, 3, 1);
+    loader_init(&back, &df, 2, T, 1, 3, 1);
+    loader_set_best_fit(&run, 1);
+    loader_set_best_fit(&back, 1);
+    int same = 1;
+    for (int step = 0; step < 6; step++) {  // through three epochs
+        loader_seek(&back, run.epoch, run.cursor);
+        loader_next_batch(&run);
+        loader_next_batch(&back);
+        same &= !memcmp(run.inputs, back.inputs, sizeof(int) * 2 * T) && !memcmp(run.doc_start, back.doc_start, sizeof(int) * 2 * T);
+    }
+    check("best_fit_resume_serves_the_same_rows", same, "a loader sought to the saved position serves other rows");
+    loader_free(&run); loader_free(&back); loader_free(&ld); data_free(&df);
 }
 
 // Import -> export -> import is bit-exact, and the export's tensors keep HF names.
@@ -1381,11 +1433,13 @@ int main(void) {
     test_reference_training("", REF_MODEL);
     test_llama_references();
     test_import_variants();
-    test_packed_equals_unpacked();
+    test_packed_equals_unpacked(0);
+    test_packed_equals_unpacked(1);
     test_accumulation_equivalence();
     test_steps_without_targets();
     test_loader_rules();
     test_positions_mid_row();
+    test_best_fit_rules();
     test_hf_round_trip();
     test_checkpoint_atomic();
     test_vocab_growth();

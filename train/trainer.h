@@ -62,6 +62,7 @@ typedef struct {
     const char *rdzv_dir;     // -f: rendezvous through this shared directory instead of TCP ("" = TCP)
     AdamWSettings adamw;      // --adam_beta1, --adam_beta2, --adam_epsilon
     const char *lr_scheduler; // --lr_scheduler_type: a name of LR_SCHEDULE_NAMES
+    const char *packing;      // --packing_strategy: "next_fit" or "bfd" (best fit, base/datafile.h)
     LoraArgs lora;            // -A -B -p -Q -T -M -F: LoRA (model/lora.h); rank 0 = full fine-tuning
 } TrainArgs;
 
@@ -75,6 +76,7 @@ static void train_args_defaults(TrainArgs *a) {
     a->max_nonfinite = 5;
     a->rank = -1; a->world = -1; a->local_rank = -1; a->zero = -1; a->rdzv_dir = "";
     a->adamw = adamw_defaults(); a->lr_scheduler = LR_SCHEDULE_NAMES[LR_COSINE_FINAL];
+    a->packing = "next_fit";
     lora_args_defaults(&a->lora);
 }
 
@@ -120,7 +122,9 @@ static void train_args_defaults(TrainArgs *a) {
     {"adam_beta2", FLAG_FLOAT, &(a)->adamw.beta2, "AdamW beta2 (default 0.95; transformers' 0.999)"},     \
     {"adam_epsilon", FLAG_FLOAT, &(a)->adamw.eps, "AdamW epsilon (default 1e-8)"},                        \
     {"lr_scheduler_type", FLAG_STRING, &(a)->lr_scheduler, "LR schedule: cosine_final (ours: -u, -q), or transformers' linear, cosine, " \
-     "cosine_with_min_lr (-q = min_lr_rate), constant, constant_with_warmup, with -u warmup steps (default cosine_final)"}
+     "cosine_with_min_lr (-q = min_lr_rate), constant, constant_with_warmup, with -u warmup steps (default cosine_final)"}, \
+    {"packing_strategy", FLAG_STRING, &(a)->packing, "how documents fill rows: next_fit (in the shuffled order; a document that does not fit starts " \
+     "the next row) or bfd (trl's best fit decreasing over windows of 65536 shuffled documents: fewer padded positions) (default next_fit)"}
 
 // synopsis: what follows the program name in the usage line, e.g. "-i train.bin [flags]".
 static void print_usage(const char *prog, const char *synopsis, const Flag *flags, int nflags, const LongFlag *longs, int nlongs) {
@@ -217,6 +221,8 @@ static void check_train_args(const char *prog, const TrainArgs *a) {
     if (!(a->grad_clip >= 0)) usage_error(prog, "-G must be >= 0 (0 = no clipping)");
     if (a->max_steps < -1 || a->max_steps == 0) usage_error(prog, "-x must be positive or -1 (one epoch), got %d", a->max_steps);
     if (a->shuffle != 0 && a->shuffle != 1) usage_error(prog, "-S must be 0 or 1, got %d", a->shuffle);
+    if (strcmp(a->packing, "next_fit") && strcmp(a->packing, "bfd"))
+        usage_error(prog, "--packing_strategy must be next_fit or bfd, got '%s'", a->packing);
     if (a->val_every < 0) usage_error(prog, "-v must be >= 0, got %d", a->val_every);
     if (a->val_batches < -1 || a->val_batches == 0) usage_error(prog, "-m must be positive or -1 (all), got %d", a->val_batches);
     if (a->sample_every < 0) usage_error(prog, "-s must be >= 0, got %d", a->sample_every);
@@ -680,6 +686,8 @@ static void check_same_vocabulary(const char *path, const char *what, int64_t si
               (unsigned long long)fp, data->path, (unsigned long long)data->fingerprint, (long long)size, todo);
 }
 
+static int args_best_fit(const TrainArgs *a) { return strcmp(a->packing, "bfd") == 0; }
+
 static void setup_run(const char *prog, TrainArgs *a, RunSetup *r) {
     memset(r, 0, sizeof *r);
     data_load(&r->train, a->train_path);
@@ -758,18 +766,19 @@ static void setup_run(const char *prog, TrainArgs *a, RunSetup *r) {
     }
     r->world = W;
     r->A = a->total_batch / (BT * W);
-    r->rows_per_epoch = loader_rows_in_epoch(&r->train, a->T, a->shuffle, (uint64_t)a->seed, 0, &r->filled);
+    r->rows_per_epoch = loader_rows_in_epoch(&r->train, a->T, a->shuffle, (uint64_t)a->seed, args_best_fit(a), 0, &r->filled);
     int64_t rows_per_step = (int64_t)a->B * r->A * W;
     r->steps = a->max_steps > 0 ? a->max_steps : (int)((r->rows_per_epoch + rows_per_step - 1) / rows_per_step);
     for (int64_t i = 0; i < r->train.num_tokens; i++) r->train_targets += r->train.mask[i];
 }
 
-// With -y 1: reads the checkpoint's optimizer state into s, m, v (P floats each),
+// Sets the loader's packing (--packing_strategy). With -y 1: reads the checkpoint's optimizer state into s, m, v (P floats each),
 // checks it belongs to this data and batch, and positions the loader and RNG.
 // Then records this run's data and batch in s for the next checkpoint.
 static void resume_state(const TrainArgs *a, const RunSetup *r, TrainState *s, float *m, float *v, size_t P, Loader *ld, Rng *sample_rng) {
     int64_t opt[2];
     state_optimizer_fields(&a->adamw, lr_schedule_from_name(a->lr_scheduler), opt);
+    loader_set_best_fit(ld, args_best_fit(a));
     if (a->resume) {
         char path[4200];
         snprintf(path, sizeof path, "%s/state.bin", r->resume_dir);
@@ -833,9 +842,9 @@ static void print_run_summary(const TrainArgs *a, const RunSetup *r, size_t num_
     char model[512];
     describe_model(&r->cfg, model, sizeof model);
     printf("model | %s | %.2fM parameters | %s%s\n", model, num_params / 1e6, a->resume ? "resumed from " : "", a->resume ? r->resume_dir : (is_directory(a->init) ? a->init : "fresh random init"));
-    printf("data  | %s: %lld documents, %lld tokens, %.1f%% trained; %lld rows per epoch, packing %.1f%% full\n", r->train.path,
+    printf("data  | %s: %lld documents, %lld tokens, %.1f%% trained; %lld rows per epoch, %s packing %.1f%% full\n", r->train.path,
            (long long)r->train.num_docs, (long long)r->train.num_tokens, 100.0 * r->train_targets / r->train.num_tokens,
-           (long long)r->rows_per_epoch, 100.0 * r->filled / ((double)r->rows_per_epoch * a->T));
+           (long long)r->rows_per_epoch, a->packing, 100.0 * r->filled / ((double)r->rows_per_epoch * a->T));
     int64_t truncated = data_count_longer_than(&r->train, a->T);
     if (truncated) printf("data  | %lld documents longer than T=%d are cut to their first %d tokens\n", (long long)truncated, a->T, a->T);
     printf("train | B=%d T=%d, %d micro-batches per step", a->B, a->T, r->A);
@@ -1105,6 +1114,7 @@ static void run_log_open(RunLog *log, const TrainArgs *a, const RunSetup *r, int
     report_config_add(ri, "AdamW", "weight decay (-c) %g, betas %g %g, eps %g; clip (-G) %g", a->weight_decay, a->adamw.beta1, a->adamw.beta2,
                       a->adamw.eps, a->grad_clip);
     report_config_add(ri, "shuffle (-S), seed (-z)", "%d, %d", a->shuffle, a->seed);
+    report_config_add(ri, "packing (--packing_strategy)", "%s", a->packing);
     if (a->ckpt_every < 0) report_config_add(ri, "checkpoints (-n)", "none (-n -1)");
     else if (a->ckpt_every) report_config_add(ri, "checkpoints (-n)", "every %d steps and at the end", a->ckpt_every);
     else report_config_add(ri, "checkpoints (-n)", "at the end");
