@@ -209,8 +209,17 @@ test_tok: tests/tokenizer/test_tok.c $(TOK_DEPS)
 # ---- data (data/) ----
 DATA_DEPS = $(wildcard data/*.h) $(TOK_DEPS)
 
+# Parquet's GZIP and ZSTD codecs (data/parquet.h) come from zlib and libzstd where their
+# headers are found (apt install zlib1g-dev libzstd-dev); without them prepare still
+# builds, and a file in that codec is one error line saying what to install. Evaluated
+# only where prepare (or a harness that includes it) is built.
+PQ_HAS = $(shell printf '\043include <$(1)>\nint main(void){return 0;}\n' | $(CC) -x c - -o /dev/null $(2) 2>/dev/null && echo yes)
+PQ_FLAGS = $(if $(call PQ_HAS,zlib.h,-lz),-DPQ_HAVE_ZLIB) $(if $(call PQ_HAS,zstd.h,-lzstd),-DPQ_HAVE_ZSTD)
+PQ_LIBS = $(if $(findstring ZLIB,$(1)),-lz) $(if $(findstring ZSTD,$(1)),-lzstd)
+
 prepare: data/prepare.c $(DATA_DEPS)
-	$(CC) $(CFLAGS) -o $@ data/prepare.c $(LDLIBS)
+	$(eval PQF := $(PQ_FLAGS))
+	$(CC) $(CFLAGS) $(PQF) -o $@ data/prepare.c $(LDLIBS) $(call PQ_LIBS,$(PQF))
 
 test_prepare: tests/data/test_prepare.c $(DATA_DEPS)
 	$(CC) $(CFLAGS) -o $@ tests/data/test_prepare.c $(LDLIBS)
@@ -261,7 +270,7 @@ train_sft train_sft_mpi dev/dist_tool test_sft test_lora test_hyper test_hf test
 # `make fuzz_run FUZZ_SECONDS=N` runs each for N seconds from its seed corpus.
 FUZZ_CC ?= clang
 FUZZ_CFLAGS = -g -O1 -DSFT_FUZZ -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -Wall -Wextra -Wno-unused-function -Wno-unknown-pragmas
-FUZZ_HARNESSES = json datafile safetensors config hf_model hf_index hf_sharded state tok_gpt2 tok_json encode prepare evalset jinja
+FUZZ_HARNESSES = json datafile safetensors config hf_model hf_index hf_sharded state tok_gpt2 tok_json encode prepare parquet evalset jinja
 FUZZ_BINS = $(FUZZ_HARNESSES:%=dev/fuzz/bin/fuzz_%)
 FUZZ_SECONDS ?= 20
 
@@ -270,6 +279,12 @@ fuzz: $(FUZZ_BINS)
 dev/fuzz/bin/fuzz_%: dev/fuzz/fuzz_%.c $(wildcard dev/fuzz/*.h) data/prepare.c $(DATA_DEPS)
 	@mkdir -p dev/fuzz/bin
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $< -lm
+
+# the Parquet reader with the codecs the machine has (PQ_FLAGS, above)
+dev/fuzz/bin/fuzz_parquet: dev/fuzz/fuzz_parquet.c $(wildcard dev/fuzz/*.h) $(DATA_DEPS)
+	@mkdir -p dev/fuzz/bin
+	$(eval PQF := $(PQ_FLAGS))
+	$(FUZZ_CC) $(FUZZ_CFLAGS) $(PQF) -o $@ $< -lm $(call PQ_LIBS,$(PQF))
 
 # check_fuzz_h: the harnesses' shared bookkeeping (fuzz.h), one fixed run before them
 dev/fuzz/bin/check_fuzz_h: dev/fuzz/check_fuzz_h.c dev/fuzz/fuzz.h base/util.h

@@ -3,8 +3,9 @@
 //   ./prepare --tokenizer DIR_OR_JSON --out train.bin [options] data.jsonl|data.json...
 //
 // A file whose first non-space byte is '[' is one JSON array of rows, read element by
-// element; any other file is JSON Lines, each non-blank line one row. A row's shape
-// is detected from its keys (text, prompt+completion, messages, conversations,
+// element; a Parquet file (it starts with PAR1) is read row by row as the JSON objects
+// its columns make (data/parquet.h); any other file is JSON Lines, each non-blank line
+// one row. A row's shape is detected from its keys (text, prompt+completion, messages, conversations,
 // instruction+output), it is rendered segment by segment in a chat format of
 // template/chat_template.h (chosen from the tokenizer's special tokens or by
 // --chat-format), and the token ids with their train flags become one document.
@@ -14,6 +15,7 @@
 // only at the end, each atomically. See docs/data.md.
 #include "../base/datafile.h"
 #include "inspect.h"
+#include "parquet.h"
 #include "../template/render.h"
 
 #include <math.h>
@@ -26,7 +28,8 @@ static void usage(FILE *f) {
 "\n"
 "Turns rows of JSON into an SFT data file (token ids + a per-token training mask).\n"
 "An INPUT is JSON Lines (one row per line) or one JSON array of rows (if its first\n"
-"non-space byte is '['; pretty-printed is fine; a UTF-8 byte order mark is skipped).\n"
+"non-space byte is '['; pretty-printed is fine; a UTF-8 byte order mark is skipped), or\n"
+"a Parquet file (its columns as a row's fields; several shards in order; docs/data.md).\n"
 "Row shapes (detected per row; other keys are ignored, except \"system\" with a shape\n"
 "that does not read it):\n"
 "  {\"text\": S}                                 plain text, all trained\n"
@@ -34,6 +37,9 @@ static void usage(FILE *f) {
 "  {\"prompt\": [MSG..] or S, \"completion\": [MSG..] or S}   chat turns; the prompt is\n"
 "                                              never trained, not even its assistant turns\n"
 "  {\"messages\": [{\"role\": \"system|user|assistant\", \"content\": S}, ..]}\n"
+"     (with a chat template, every field as the template reads it: tool_calls,\n"
+"      name, tool_call_id, reasoning_content, content parts, role tool; and the\n"
+"      row's \"tools\": a list, or a JSON string of one; docs/data.md)\n"
 "  {\"conversations\": [{\"from\": \"system|human|user|gpt|assistant\", \"value\": S}, ..],\n"
 "   \"system\": S (optional)}     (ShareGPT; {\"role\", \"content\"} messages work too)\n"
 "  {\"instruction\": S, \"input\": S (optional), \"output\": S, \"system\": S (optional),\n"
@@ -188,6 +194,7 @@ typedef struct {
     BpeTokenizer *tok;
     ChatTokens ct;                // the renderer: a built-in format or the model's chat template (template/render.h)
     int64_t prompt_not_prefix;    // prompt/completion rows whose prompt's tokens are not a prefix of the whole
+    int64_t unread_tools;         // rows with tools the chat template does not read (one warning at the end)
     char err[BPE_ERR_LEN];
 } Ctx;
 
@@ -249,11 +256,13 @@ static void note_reply(RowInfo *info, const JsonValue *content, const char *fmt,
 }
 
 // The role a message names, or NULL if unknown. OpenAI-style lists ("messages", the
-// prompt/completion lists) use system/user/assistant; a ShareGPT "conversations" list
-// also takes human (= user) and gpt (= assistant).
-static const char *message_role(const JsonValue *r, int sharegpt) {
+// prompt/completion lists) use system/user/assistant, and tool where a chat template
+// renders them (a tool's result); a ShareGPT "conversations" list also takes human
+// (= user) and gpt (= assistant).
+static const char *message_role(const JsonValue *r, int sharegpt, int tmpl) {
     if (strlen(r->string) != r->length) return NULL;  // a NUL inside: never a known role
     if (!strcmp(r->string, "user") || !strcmp(r->string, "assistant") || !strcmp(r->string, "system")) return r->string;
+    if (tmpl && !strcmp(r->string, "tool")) return r->string;
     if (sharegpt && !strcmp(r->string, "human")) return "user";
     if (sharegpt && !strcmp(r->string, "gpt")) return "assistant";
     return NULL;
@@ -262,20 +271,32 @@ static const char *message_role(const JsonValue *r, int sharegpt) {
 // A conversation's messages in order (pointing into the row's parse tree).
 typedef struct { TmplMsg *m; size_t n, cap; } Conv;
 
-static void conv_add(Conv *cv, const char *role, const char *content, size_t len, int train) {
+static void conv_add(Conv *cv, const char *role, const char *content, size_t len, int train, const JsonValue *obj) {
     if (cv->n == cv->cap) {
         cv->cap = cv->cap ? 2 * cv->cap : 16;
         cv->m = (TmplMsg *)realloc(cv->m, cv->cap * sizeof *cv->m);
         if (!cv->m) fatal("out of memory");
     }
-    cv->m[cv->n++] = (TmplMsg){role, content, len, train};
+    cv->m[cv->n++] = (TmplMsg){role, content, len, train, obj};
+}
+
+// Whether a message has member key, and not as null.
+static int has_member(const JsonValue *m, const char *key) {
+    const JsonValue *v = json_get(m, key);
+    return v && v->type != JSON_NULL;
 }
 
 // Checks a list of messages and appends them to cv. side: 0 = prompt (nothing
 // trained), 1 = conversation or completion (assistant turns trained). sharegpt: the
 // "conversations" list, whose messages are {"from", "value"} or {"role", "content"}
 // and whose roles include human and gpt; other lists take {"role", "content"} only.
-static int collect_messages(Conv *cv, RowInfo *info, const JsonValue *list, const char *field, int side, int sharegpt, char *why, size_t wn) {
+// With a chat template a {"role", ...} message reaches it whole, as transformers passes
+// it (tool_calls, name, tool_call_id, reasoning_content, content as a list of parts or
+// null where the message has tool calls, the role tool); a built-in format renders
+// string contents only and refuses the rest.
+static int collect_messages(const Ctx *c, Conv *cv, RowInfo *info, const JsonValue *list, const char *field, int side, int sharegpt,
+                            char *why, size_t wn) {
+    int tmpl = c->ct.tmpl != NULL;
     if (list->type != JSON_ARRAY) return bad(why, wn, "\"%s\" must be a list of messages, got %s", field, type_name(list));
     if (list->count == 0) return bad(why, wn, "\"%s\" is an empty list", field);
     for (size_t i = 0; i < list->count; i++) {
@@ -290,16 +311,53 @@ static int collect_messages(Conv *cv, RowInfo *info, const JsonValue *list, cons
         if (!r && sharegpt) return bad(why, wn, "%s[%zu]: missing field \"from\" (or \"role\")", field, i);
         if (!r) return bad(why, wn, "%s[%zu]: missing field \"%s\"", field, i, rkey);
         if (r->type != JSON_STRING) return bad(why, wn, "%s[%zu].%s must be a string, got %s", field, i, rkey, type_name(r));
-        if (!ct) return bad(why, wn, "%s[%zu]: missing field \"%s\"", field, i, ckey);
-        if (ct->type != JSON_STRING) return bad(why, wn, "%s[%zu].%s must be a string, got %s", field, i, ckey, type_name(ct));
-        const char *role = message_role(r, sharegpt);
+        const char *role = message_role(r, sharegpt, tmpl);
         if (!role)
             return bad(why, wn, "%s[%zu].%s: unknown role \"%.40s\" (expected %s)", field, i, rkey, r->string,
-                       sharegpt ? "human, user, gpt, assistant or system" : "system, user or assistant");
+                       sharegpt ? "human, user, gpt, assistant or system" : tmpl ? "system, user, assistant or tool" : "system, user or assistant");
+        // the template sees the message as given where its role is one it knows by that name
+        int whole = tmpl && !strcmp(rkey, "role") && role == r->string;
+        int calls = whole && has_member(m, "tool_calls");
+        if (!ct && !calls) return bad(why, wn, "%s[%zu]: missing field \"%s\"", field, i, ckey);
+        if (ct && ct->type != JSON_STRING && !whole)
+            return bad(why, wn, "%s[%zu].%s must be a string, got %s%s", field, i, ckey, type_name(ct),
+                       tmpl ? "" : " (a built-in chat format renders strings only; a chat template renders content parts)");
+        static const char *const template_only[] = {"tool_calls", "reasoning_content"};
+        for (size_t k = 0; !tmpl && k < sizeof template_only / sizeof template_only[0]; k++)
+            if (has_member(m, template_only[k]))
+                return bad(why, wn, "%s[%zu].%s: the built-in chat format %s renders only a role and a string content (a chat "
+                                    "template renders %s: --chat-template FILE, or a tokenizer with one)", field, i, template_only[k],
+                           c->ct.f->name, template_only[k]);
         int train = side == 1 && !strcmp(role, "assistant");
-        if (train) note_reply(info, ct, "%s[%zu].%s", field, i, ckey);
-        conv_add(cv, role, ct->string, ct->length, train);
+        int text = ct && ct->type == JSON_STRING;
+        if (train && text && !calls) note_reply(info, ct, "%s[%zu].%s", field, i, ckey);
+        else if (train) info->trained_replies++;  // tool calls, or content parts: not an empty reply
+        conv_add(cv, role, text ? ct->string : "", text ? ct->length : 0, train, whole ? m : NULL);
     }
+    return 0;
+}
+
+// A row's "tools" for the chat template, as trl passes them to apply_chat_template: a
+// list of objects (JSON-schema function descriptions), or a JSON string of one (parsed
+// into *doc, which the caller frees); null or absent is none (*out NULL). A built-in
+// format refuses a row with tools (it has no place for them).
+static int get_tools(const Ctx *c, const JsonValue *row, const JsonValue **out, JsonDoc *doc, int *have_doc, char *why, size_t wn) {
+    const JsonValue *t = json_get(row, "tools");
+    *out = NULL;
+    *have_doc = 0;
+    if (!t || t->type == JSON_NULL) return 0;
+    if (t->type == JSON_STRING) {
+        if (json_parse(t->string, t->length, doc) != 0) return bad(why, wn, "\"tools\" is a string that is not JSON (%s)", doc->error);
+        *have_doc = 1;
+        t = doc->root;
+    }
+    if (t->type != JSON_ARRAY) return bad(why, wn, "\"tools\" must be a list of tools (or a JSON string of one), got %s", type_name(t));
+    for (size_t i = 0; i < t->count; i++)
+        if (t->items[i].type != JSON_OBJECT) return bad(why, wn, "tools[%zu] must be an object, got %s", i, type_name(&t->items[i]));
+    if (!c->ct.tmpl && t->count)
+        return bad(why, wn, "\"tools\": the built-in chat format %s has no place for tools (a chat template renders them: "
+                            "--chat-template FILE, or a tokenizer with one)", c->ct.f->name);
+    *out = t;
     return 0;
 }
 
@@ -376,6 +434,9 @@ static int render_row(Ctx *c, const JsonValue *row, int train_on_prompt, ChatDoc
     const char *dsys = c->ct.default_system;
     Conv cv = {0};
     char *user = NULL;
+    const JsonValue *tools = NULL;  // the row's tools (a chat template only)
+    JsonDoc tools_doc;              // ... parsed from a JSON string
+    int have_tools_doc = 0;
     int rc = 0;
     size_t prompt_msgs = 0;  // prompt/completion: the prompt's messages (with a default system message)
     if (shape == SHAPE_TEXT || (shape == SHAPE_PC && (a = json_get(row, "prompt")) && (b = json_get(row, "completion")) &&
@@ -392,30 +453,30 @@ static int render_row(Ctx *c, const JsonValue *row, int train_on_prompt, ChatDoc
         switch (shape) {
         case SHAPE_PC:
             if (get_prompt_completion(row, &a, &b, why, wn)) return -1;
-            if (dsys && !starts_with_system(a)) conv_add(&cv, "system", dsys, strlen(dsys), 0);
-            if (a->type == JSON_STRING) conv_add(&cv, "user", a->string, a->length, 0);
-            else rc = collect_messages(&cv, info, a, "prompt", 0, 0, why, wn);
+            if (dsys && !starts_with_system(a)) conv_add(&cv, "system", dsys, strlen(dsys), 0, NULL);
+            if (a->type == JSON_STRING) conv_add(&cv, "user", a->string, a->length, 0, NULL);
+            else rc = collect_messages(c, &cv, info, a, "prompt", 0, 0, why, wn);
             prompt_msgs = cv.n;
-            if (!rc && b->type == JSON_STRING) { note_reply(info, b, "completion"); conv_add(&cv, "assistant", b->string, b->length, 1); }
-            else if (!rc) rc = collect_messages(&cv, info, b, "completion", 1, 0, why, wn);
+            if (!rc && b->type == JSON_STRING) { note_reply(info, b, "completion"); conv_add(&cv, "assistant", b->string, b->length, 1, NULL); }
+            else if (!rc) rc = collect_messages(c, &cv, info, b, "completion", 1, 0, why, wn);
             break;
         case SHAPE_MESSAGES:
             a = json_get(row, "messages");
-            if (dsys && !starts_with_system(a)) conv_add(&cv, "system", dsys, strlen(dsys), 0);
-            rc = collect_messages(&cv, info, a, "messages", 1, 0, why, wn);
+            if (dsys && !starts_with_system(a)) conv_add(&cv, "system", dsys, strlen(dsys), 0, NULL);
+            rc = collect_messages(c, &cv, info, a, "messages", 1, 0, why, wn);
             break;
         case SHAPE_SHAREGPT:
             a = json_get(row, "conversations");
             if (sys) {
-                conv_add(&cv, "system", sys->string, sys->length, 0);
+                conv_add(&cv, "system", sys->string, sys->length, 0, NULL);
                 for (size_t i = 0; a->type == JSON_ARRAY && i < a->count && !rc; i++) {
                     const JsonValue *r = json_get(&a->items[i], "from");
                     if (!r) r = json_get(&a->items[i], "role");
                     if (r && r->type == JSON_STRING && !strcmp(r->string, "system"))
                         rc = bad(why, wn, "both a \"system\" field and a system message (conversations[%zu])", i);
                 }
-            } else if (dsys && !starts_with_system(a)) conv_add(&cv, "system", dsys, strlen(dsys), 0);
-            if (!rc) rc = collect_messages(&cv, info, a, "conversations", 1, 1, why, wn);
+            } else if (dsys && !starts_with_system(a)) conv_add(&cv, "system", dsys, strlen(dsys), 0, NULL);
+            if (!rc) rc = collect_messages(c, &cv, info, a, "conversations", 1, 1, why, wn);
             break;
         case SHAPE_ALPACA: {
             if (get_string(row, "instruction", &a, why, wn) || get_string(row, "output", &b, why, wn)) return -1;
@@ -424,16 +485,16 @@ static int render_row(Ctx *c, const JsonValue *row, int train_on_prompt, ChatDoc
             const JsonValue *h = json_get(row, "history");
             if (h && h->type != JSON_NULL && h->type != JSON_ARRAY)
                 return bad(why, wn, "\"history\" must be a list of [instruction, response] pairs, got %s", type_name(h));
-            if (sys) conv_add(&cv, "system", sys->string, sys->length, 0);
-            else if (dsys) conv_add(&cv, "system", dsys, strlen(dsys), 0);
+            if (sys) conv_add(&cv, "system", sys->string, sys->length, 0, NULL);
+            else if (dsys) conv_add(&cv, "system", dsys, strlen(dsys), 0, NULL);
             for (size_t i = 0; h && h->type == JSON_ARRAY && i < h->count && !rc; i++) {
                 const JsonValue *pr = &h->items[i];
                 if (pr->type != JSON_ARRAY || pr->count != 2 || pr->items[0].type != JSON_STRING || pr->items[1].type != JSON_STRING)
                     rc = bad(why, wn, "history[%zu] must be a pair of strings [instruction, response]", i);
                 else {
-                    conv_add(&cv, "user", pr->items[0].string, pr->items[0].length, 0);
+                    conv_add(&cv, "user", pr->items[0].string, pr->items[0].length, 0, NULL);
                     note_reply(info, &pr->items[1], "history[%zu][1]", i);
-                    conv_add(&cv, "assistant", pr->items[1].string, pr->items[1].length, 1);
+                    conv_add(&cv, "assistant", pr->items[1].string, pr->items[1].length, 1, NULL);
                 }
             }
             size_t il = in && in->type == JSON_STRING ? in->length : 0, ul = a->length;
@@ -441,17 +502,19 @@ static int render_row(Ctx *c, const JsonValue *row, int train_on_prompt, ChatDoc
             memcpy(user, a->string, a->length);
             if (il) { memcpy(user + ul, "\n\n", 2); memcpy(user + ul + 2, in->string, il); ul += 2 + il; }
             user[ul] = 0;
-            conv_add(&cv, "user", user, ul, 0);
+            conv_add(&cv, "user", user, ul, 0, NULL);
             note_reply(info, b, "output");
-            conv_add(&cv, "assistant", b->string, b->length, 1);
+            conv_add(&cv, "assistant", b->string, b->length, 1, NULL);
             break;
         }
         }
+        if (!rc) rc = get_tools(c, row, &tools, &tools_doc, &have_tools_doc, why, wn);
+        if (!rc && tools && tools->count && !c->ct.tmpl->uses_tools) c->unread_tools++;
         if (!rc) {
             // prompt/completion: the template checks the prompt's own tokens against the whole (trl's check)
             size_t check_prompt = shape == SHAPE_PC && !train_on_prompt ? prompt_msgs : 0;
             int not_prefix;
-            rc = chat_render_conversation(c->tok, &c->ct, cv.m, cv.n, check_prompt, train_on_prompt, d, &not_prefix, c->err, sizeof c->err);
+            rc = chat_render_conversation(c->tok, &c->ct, cv.m, cv.n, tools, check_prompt, train_on_prompt, d, &not_prefix, c->err, sizeof c->err);
             if (rc > 0) fatal("%s", c->err);  // out of memory (or another tokenizer failure): not the row's fault
             if (not_prefix && c->prompt_not_prefix++ < 10)
                 fprintf(stderr, "warning: a prompt's tokens (rendered with add_generation_prompt=True) are not a prefix of its "
@@ -461,6 +524,7 @@ static int render_row(Ctx *c, const JsonValue *row, int train_on_prompt, ChatDoc
     }
     free(cv.m);
     free(user);
+    if (have_tools_doc) json_free(&tools_doc);
     return rc ? -1 : 0;
 }
 
@@ -489,8 +553,23 @@ typedef struct {
     const char *text;     // the row's bytes (a JSONL line without its '\n', or an array element), valid until the next read
     size_t n;
     int64_t line, col;    // where the row starts in the file
-    int64_t index;        // array: the element's 0-based index; -1 for a JSONL row
+    int64_t index;        // array: the element's 0-based index; -1 for a JSONL row; Parquet (line 0): the row's 0-based index
 } Row;
+
+// The top-level columns of a Parquet file that rows are made of (row_shape's fields);
+// the others are never read (data/parquet.h).
+static const char *const parquet_columns[] = {"text", "prompt", "completion", "messages", "conversations", "instruction",
+                                              "input", "output", "system", "history"};
+
+// Whether a file starts with Parquet's magic bytes (no JSON text starts so).
+static int is_parquet(const char *path) {
+    char m[4];
+    FILE *f = fopen(path, "rb");
+    if (!f) return 0;  // reported when it is opened
+    int yes = fread(m, 1, 4, f) == 4 && !memcmp(m, "PAR1", 4);
+    fclose(f);
+    return yes;
+}
 
 // Reads more bytes after buf[pos..len) (moved to the front; the buffer grows when
 // full). Returns how many bytes were added: 0 at the end of the file.
@@ -636,7 +715,8 @@ static int reader_next(RowReader *r, Row *row) { return r->is_array ? reader_nex
 // Where a row is, for messages: "FILE:LINE" or "FILE:LINE: element N".
 static const char *row_where(const char *path, const Row *row) {
     static char where[600];
-    if (row->index < 0) snprintf(where, sizeof where, "%s:%lld", path, (long long)row->line);
+    if (row->line == 0) snprintf(where, sizeof where, "%s: row %lld", path, (long long)row->index);  // Parquet
+    else if (row->index < 0) snprintf(where, sizeof where, "%s:%lld", path, (long long)row->line);
     else snprintf(where, sizeof where, "%s:%lld: element %lld", path, (long long)row->line, (long long)row->index);
     return where;
 }
@@ -915,7 +995,7 @@ int main(int argc, char **argv) {
     parse_args(argc, argv, &o);
     Ctx c;
     if (bpe_load(&c.tok, o.tokenizer, c.err, sizeof c.err)) fatal("%s", c.err);
-    c.prompt_not_prefix = 0;
+    c.prompt_not_prefix = c.unread_tools = 0;
     ChatSetup setup = {o.chat_format, o.tokenizer, o.chat_template, o.template_vars, o.n_template_vars, o.date, o.system};
     int rc = chat_setup(c.tok, &setup, &c.ct, c.err, sizeof c.err);
     if (rc == CHAT_ENOTEMPLATE) fatal("%s needs a chat template (--chat-template FILE, or a tokenizer with one)", o.date ? "--date" : "--template-var");
@@ -937,18 +1017,30 @@ int main(int argc, char **argv) {
                        chat_setup_name(&c.ct));
     for (int f = 0; f < o.n_inputs; f++) {
         RowReader rd;
+        PqReader pq;
         Row row;
-        reader_open(&rd, o.inputs[f]);
-        while (reader_next(&rd, &row)) {
+        int parquet = !is_directory(o.inputs[f]) && is_parquet(o.inputs[f]);
+        if (parquet) pq_open(&pq, o.inputs[f], parquet_columns, (int)(sizeof parquet_columns / sizeof *parquet_columns));
+        else reader_open(&rd, o.inputs[f]);
+        for (;;) {
+            int64_t offset;  // bytes of this input read so far (Parquet: in proportion to its rows)
+            if (parquet) {
+                if (!pq_next_row(&pq, &row.text, &row.n)) break;
+                row.line = 0; row.col = 0; row.index = pq.row - 1;
+                offset = pq.meta.num_rows ? (int64_t)((double)pq.size * (double)pq.row / (double)pq.meta.num_rows) : pq.size;
+            } else {
+                if (!reader_next(&rd, &row)) break;
+                offset = rd.offset;
+            }
             k.rows++;
-            progress_update(&prog, done_bytes + rd.offset, k.rows, 0);
+            progress_update(&prog, done_bytes + offset, k.rows, 0);
             if (!take_row(&c, &o, &dups, &k, &row, f, &d)) continue;
             int to_val = o.val_out && row_is_val(&o, row.text, row.n);
             if (shown < o.show) show_doc(&c, &d, ++shown, to_val ? "val" : "train", row_where(o.inputs[f], &row));
             split_add(to_val ? &va : &tr, d.ids, d.train, d.n);
         }
-        done_bytes += rd.offset;
-        reader_close(&rd);
+        if (parquet) { done_bytes += pq.size; pq_close(&pq); }
+        else { done_bytes += rd.offset; reader_close(&rd); }
     }
     progress_update(&prog, done_bytes, k.rows, 1);
     chat_doc_free(&d);
@@ -956,6 +1048,9 @@ int main(int argc, char **argv) {
     if (k.bad > 10) fprintf(stderr, "warning: %lld bad rows skipped in all (only the first 10 are listed)\n", (long long)k.bad);
     if (k.warnings_listed > WARN_LISTED)
         fprintf(stderr, "warning: %lld warnings in all (only the first %d are listed; see the report)\n", (long long)k.warnings_listed, WARN_LISTED);
+    if (c.unread_tools)
+        fprintf(stderr, "warning: %lld rows have tools that the chat template (%s) does not read: their tools are not in the "
+                        "training text\n", (long long)c.unread_tools, tm->origin);
 
     if (tr.ndocs == 0)
         fatal("no documents for %s (%lld rows read: %lld bad, %lld too long, %lld without trained tokens, %zu to validation)", o.out,

@@ -77,7 +77,6 @@ else  # an emulated step costs about a CPU second whatever the shape: few steps
     TRAINER=./train_sftcu_fp32  # the one binary the dry run builds (the emulator is slow to build)
 fi
 
-left() { echo $((BUDGET - RESERVE - ($(date +%s) - t_start))); }
 elapsed() { echo $(($(date +%s) - t_start)); }
 
 # row NAME STATUS SECONDS LIMIT START DETAIL
@@ -90,10 +89,12 @@ skip() { row "$1" skip 0 0 "$(elapsed)" "$2"; }
 fail() { row "$1" FAIL 0 0 "$(elapsed)" "$2"; }
 okrow() { row "$1" ok 0 0 "$(elapsed)" "$2"; }
 
-# limit_for LIMIT: LIMIT cut to what is left of the budget; empty when too little is left
+# limit_for LIMIT [START]: LIMIT cut to what is left of the budget at START (seconds since
+# the start; default now); empty when too little is left. A check passes the START it
+# records, so that START + limit stays within the budget even when the clock ticks between.
 limit_for() {
     local l
-    l=$(left)
+    l=$((BUDGET - RESERVE - ${2:-$(elapsed)}))
     [ "$l" -lt $MIN_LEFT ] && return 1
     [ "$1" -lt "$l" ] && echo "$1" || echo "$l"
 }
@@ -103,12 +104,12 @@ limit_for() {
 check() {
     local name=$1 want=$2 log=$L/$1.log limit
     shift 2
-    if ! limit=$(limit_for "$want"); then
+    local t0 s0 rc
+    s0=$(elapsed) t0=$SECONDS
+    if ! limit=$(limit_for "$want" "$s0"); then
         skip "$name" "the time budget (GPU_CHECK_BUDGET=$BUDGET s) is spent"
         return 1
     fi
-    local t0 s0 rc
-    s0=$(elapsed) t0=$SECONDS
     timeout --kill-after=5 "$limit" "$@" > "$log" 2>&1
     rc=$?
     local dt=$((SECONDS - t0)) why=""

@@ -150,14 +150,16 @@ static int chat_render_turns_(BpeTokenizer *tok, const ChatTokens *ct, const Tmp
 }
 
 // A conversation msgs[0..n) (a default system message already among them, where
-// wanted) as ids and train flags, into d (which must be empty). The template back end
+// wanted) as ids and train flags, into d (which must be empty); tools: the row's list
+// of tools (NULL: none; the template back end only: a built-in format has no place for
+// them, and its caller refuses rows with tools). The template back end
 // also holds the rows trl would: a rendering the template refuses ("chat template:
 // ..."), or one that trains no token, is -1 with err set; and with prompt_n > 0 (a
 // prompt/completion row whose prompt is msgs[0..prompt_n)) it sets *prompt_not_prefix
 // when the prompt's own tokens (with the generation prompt) are not a prefix of the
 // whole (trl's warning). A built-in format renders every row, turn by turn.
-static int chat_render_conversation(BpeTokenizer *tok, const ChatTokens *ct, const TmplMsg *msgs, size_t n, size_t prompt_n, int train_all,
-                                    ChatDoc *d, int *prompt_not_prefix, char *err, size_t errlen) {
+static int chat_render_conversation(BpeTokenizer *tok, const ChatTokens *ct, const TmplMsg *msgs, size_t n, const JsonValue *tools,
+                                    size_t prompt_n, int train_all, ChatDoc *d, int *prompt_not_prefix, char *err, size_t errlen) {
     *prompt_not_prefix = 0;
     if (!ct->tmpl) {
         int rc = chat_render_turns_(tok, ct, msgs, n, d, err, errlen);
@@ -165,11 +167,11 @@ static int chat_render_conversation(BpeTokenizer *tok, const ChatTokens *ct, con
         return rc;
     }
     char terr[BPE_ERR_LEN];
-    int rc = tmpl_render_conversation(ct->tmpl, tok, msgs, n, d, NULL, terr, sizeof terr);
+    int rc = tmpl_render_conversation(ct->tmpl, tok, msgs, n, tools, d, NULL, terr, sizeof terr);
     if (rc) return rc > 0 ? bpe_err_(err, errlen, rc, "%s", terr) : tmpl_err_(err, errlen, "chat template: %s", terr);
     if (prompt_n) {
         ChatDoc p = {NULL, NULL, 0, 0};
-        int r = tmpl_render_prompt(ct->tmpl, tok, msgs, prompt_n, &p, terr, sizeof terr);
+        int r = tmpl_render_prompt(ct->tmpl, tok, msgs, prompt_n, tools, &p, terr, sizeof terr);
         if (r > 0) { chat_doc_free(&p); return bpe_err_(err, errlen, r, "%s", terr); }
         *prompt_not_prefix = r == 0 && (p.n > d->n || memcmp(p.ids, d->ids, p.n * sizeof(int32_t)));
         chat_doc_free(&p);
@@ -184,7 +186,7 @@ static int chat_render_conversation(BpeTokenizer *tok, const ChatTokens *ct, con
 // answer (a built-in format: begin-of-document, the turns, the assistant's header; a
 // template: its rendering with add_generation_prompt=True), appended to d.
 static int chat_render_prompt_of(BpeTokenizer *tok, const ChatTokens *ct, const TmplMsg *msgs, size_t n, ChatDoc *d, char *err, size_t errlen) {
-    if (ct->tmpl) return tmpl_render_prompt(ct->tmpl, tok, msgs, n, d, err, errlen);
+    if (ct->tmpl) return tmpl_render_prompt(ct->tmpl, tok, msgs, n, NULL, d, err, errlen);
     int rc = chat_begin_doc(ct, d, err, errlen);
     for (size_t i = 0; i < n && !rc; i++) rc = chat_append_turn(tok, ct, d, msgs[i].role, msgs[i].content, msgs[i].len, 0, err, errlen);
     return rc ? rc : chat_append_header(tok, ct, d, "assistant", err, errlen);
@@ -192,7 +194,7 @@ static int chat_render_prompt_of(BpeTokenizer *tok, const ChatTokens *ct, const 
 
 // An untrained message (C++ has no compound literals: nvcc reads this header).
 static void chat_msg_(TmplMsg *m, const char *role, const char *content, size_t len) {
-    m->role = role; m->content = content; m->len = len; m->train = 0;
+    m->role = role; m->content = content; m->len = len; m->train = 0; m->obj = NULL;
 }
 
 // The generation prompt of one user message, after ct's default system message (if any).

@@ -14,8 +14,10 @@
 // a template is there. bos_token and eos_token come from tokenizer_config.json
 // (strings or {"content": ...} objects; null or absent = none).
 //
-// Variables, as transformers' apply_chat_template passes them: messages (a list of
-// {"role", "content"}), add_generation_prompt, tools and documents (none), bos_token
+// Variables, as transformers' apply_chat_template passes them: messages (each message
+// object as the row gives it, every field: tool_calls, name, tool_call_id,
+// reasoning_content, content as a string or a list of parts), add_generation_prompt,
+// tools (the row's list, else none) and documents (none), bos_token
 // and eos_token (each only if tokenizer_config.json names one, else undefined), and
 // the model's own switches given by --template-var NAME=JSON (e.g.
 // enable_thinking=false). strftime_now reads a fixed date (--date YYYY-MM-DD; default
@@ -39,7 +41,11 @@
 //     row is refused, in one line), except that where F begins with m[:k] rendered
 //     without the generation prompt and then parts from P (Qwen3 with
 //     enable_thinking=false writes an empty think block only before the last reply),
-//     the reply starts where F and P part. The reply X = R[len(P):] is trained up to and
+//     the reply starts where F and P part; and where F does not begin with m[:k]
+//     rendered either way (Qwen3 drops the think blocks of replies before the last user
+//     turn, which m[:k] may keep when tool calls follow it), the reply is looked for in
+//     F after the earlier replies' spans, right after the generation prompt's own text
+//     (P minus m[:k] rendered without it). The reply X = R[len(P):] is trained up to and
 //     including its last end-of-turn token (what follows it, e.g. ChatML's "\n" or a
 //     generation prompt the template appends at the end, is not). If F continues after
 //     P with that text the span is there; if not (Qwen3 writes "<think>\n\n</think>\n\n"
@@ -118,6 +124,7 @@ typedef struct ChatTemplate {
     int32_t bos_id, eos_id;               // -1: none
     int has_generation;                   // the template marks replies with {% generation %}
     char *inserted; size_t inserted_len;  // text written between a last reply's generation prompt and its content ("" mostly)
+    int uses_tools;                       // the template writes something of a list of tools (tmpl_uses_tools_)
 } ChatTemplate;
 
 static void tmpl_free(ChatTemplate *ct) {
@@ -263,12 +270,14 @@ static int tmpl_set_date(ChatTemplate *ct, const char *date, char *err, size_t e
 }
 
 // One message of a conversation to render (content[len] must be a NUL, as the JSON
-// parser's strings are).
-typedef struct { const char *role; const char *content; size_t len; int train; } TmplMsg;
+// parser's strings are). obj: the message object as the row gives it, which the
+// template then sees whole (its role must be role); NULL: {"role", "content"} made
+// from role and content.
+typedef struct { const char *role; const char *content; size_t len; int train; const JsonValue *obj; } TmplMsg;
 
 // The variables of one conversation as the JSON tree the engine reads, built once
-// (tmpl_vars_init) and pointing into the messages; a render of messages[:k] sets only
-// the list's length and add_generation_prompt. Members: messages,
+// (tmpl_vars_init) and pointing into the messages and tools; a render of messages[:k]
+// sets only the list's length and add_generation_prompt. Members: messages,
 // add_generation_prompt, tools, documents, [bos_token], [eos_token], the --template-vars.
 enum { TMPL_V_MESSAGES, TMPL_V_AGP, TMPL_V_FIXED };
 typedef struct {
@@ -304,8 +313,9 @@ static JsonValue tmpl_json_string_(const char *s, size_t n) {
     return j;
 }
 
-// Builds the variables of msgs[0..n) (which must outlive v). Returns 0 or -1 (out of memory).
-static int tmpl_vars_init(TmplVars *v, const ChatTemplate *ct, const TmplMsg *msgs, size_t n) {
+// Builds the variables of msgs[0..n) and tools (NULL: none; both must outlive v).
+// Returns 0 or -1 (out of memory).
+static int tmpl_vars_init(TmplVars *v, const ChatTemplate *ct, const TmplMsg *msgs, size_t n, const JsonValue *tools) {
     memset(v, 0, sizeof *v);
     v->msgs = (JsonValue *)calloc(n ? n : 1, sizeof(JsonValue));
     v->fields = (JsonValue *)calloc(2 * (n ? n : 1), sizeof(JsonValue));
@@ -313,6 +323,7 @@ static int tmpl_vars_init(TmplVars *v, const ChatTemplate *ct, const TmplMsg *ms
     v->field_keys[0] = (char *)"role"; v->field_key_lengths[0] = 4;
     v->field_keys[1] = (char *)"content"; v->field_key_lengths[1] = 7;
     for (size_t i = 0; i < n; i++) {
+        if (msgs[i].obj) { v->msgs[i] = *msgs[i].obj; continue; }
         v->fields[2 * i] = tmpl_json_string_(msgs[i].role, strlen(msgs[i].role));
         v->fields[2 * i + 1] = tmpl_json_string_(msgs[i].content, msgs[i].len);
         v->msgs[i].type = JSON_OBJECT;
@@ -333,7 +344,7 @@ static int tmpl_vars_init(TmplVars *v, const ChatTemplate *ct, const TmplMsg *ms
     j.type = JSON_FALSE;
     tmpl_vars_member_(v, "add_generation_prompt", j);
     j.type = JSON_NULL;
-    tmpl_vars_member_(v, "tools", j);
+    tmpl_vars_member_(v, "tools", tools ? *tools : j);
     tmpl_vars_member_(v, "documents", j);
     if (ct->bos_token) tmpl_vars_member_(v, "bos_token", tmpl_json_string_(ct->bos_token, strlen(ct->bos_token)));
     if (ct->eos_token) tmpl_vars_member_(v, "eos_token", tmpl_json_string_(ct->eos_token, strlen(ct->eos_token)));
@@ -386,6 +397,29 @@ static int tmpl_starts_with_(const char *s, size_t n, const char *p, size_t pn) 
 
 #define TMPL_PROBE_USER "Probe question?"
 #define TMPL_PROBE_REPLY "Probe answer."
+#define TMPL_PROBE_TOOLS "[{\"type\": \"function\", \"function\": {\"name\": \"probe_tool\", \"description\": \"Probe.\", " \
+                         "\"parameters\": {\"type\": \"object\", \"properties\": {}}}}]"
+
+// Whether the template reads tools: [user] renders otherwise with a list of one tool
+// than without (or is refused with it). A template that does not would drop a row's
+// tools without a word; prepare warns about such rows. Returns 0 or 1, or -1 (out of memory).
+static int tmpl_uses_tools_(const ChatTemplate *ct, const TmplMsg *user) {
+    JsonDoc doc;
+    if (json_parse(TMPL_PROBE_TOOLS, strlen(TMPL_PROBE_TOOLS), &doc) != 0) return -1;
+    TmplVars with, without;
+    JinjaOutput a, b;
+    char why[BPE_ERR_LEN];
+    int rc = tmpl_vars_init(&with, ct, user, 1, doc.root);
+    if (!rc && tmpl_vars_init(&without, ct, user, 1, NULL)) { tmpl_vars_free(&with); rc = -1; }
+    if (rc) { json_free(&doc); return -1; }
+    int ea = tmpl_render(ct, user, 1, 0, &with, &a, why, sizeof why), eb = tmpl_render(ct, user, 1, 0, &without, &b, why, sizeof why);
+    int uses = ea || eb || a.len != b.len || memcmp(a.text, b.text, a.len);
+    if (!ea) jinja_output_free(&a);
+    if (!eb) jinja_output_free(&b);
+    tmpl_vars_free(&with); tmpl_vars_free(&without);
+    json_free(&doc);
+    return uses;
+}
 
 // Parses the template for tokenizer tok (which must outlive ct) and learns, from a
 // probe conversation [user, assistant], its end-of-turn token, whether it marks
@@ -400,10 +434,10 @@ static int tmpl_prepare(ChatTemplate *ct, const BpeTokenizer *tok, char *err, si
     ct->bos_id = ct->bos_token ? bpe_token_id(tok, ct->bos_token, strlen(ct->bos_token)) : -1;
     ct->eos_id = ct->eos_token ? bpe_token_id(tok, ct->eos_token, strlen(ct->eos_token)) : -1;
     if (ct->eos_id >= 0) ct->eot[ct->neot++] = ct->eos_id;
-    TmplMsg probe[2] = {{"user", TMPL_PROBE_USER, strlen(TMPL_PROBE_USER), 0}, {"assistant", TMPL_PROBE_REPLY, strlen(TMPL_PROBE_REPLY), 1}};
+    TmplMsg probe[2] = {{"user", TMPL_PROBE_USER, strlen(TMPL_PROBE_USER), 0, NULL}, {"assistant", TMPL_PROBE_REPLY, strlen(TMPL_PROBE_REPLY), 1, NULL}};
     TmplVars scratch;
     JinjaOutput p, f;
-    if (tmpl_vars_init(&scratch, ct, probe, 2)) return tmpl_err_(err, errlen, "out of memory");
+    if ((ct->uses_tools = tmpl_uses_tools_(ct, probe)) < 0 || tmpl_vars_init(&scratch, ct, probe, 2, NULL)) return tmpl_err_(err, errlen, "out of memory");
     int rc = tmpl_render(ct, probe, 1, 1, &scratch, &p, why, sizeof why);
     if (!rc && (rc = tmpl_render(ct, probe, 2, 0, &scratch, &f, why, sizeof why)) != 0) jinja_output_free(&p);
     tmpl_vars_free(&scratch);
@@ -447,13 +481,29 @@ static void tmpl_mark_(const BpeTokenizer *t, ChatDoc *d, const JinjaSpan *spans
     }
 }
 
+// Where the conversation's rendering full[0..fn) holds the reply x[0..xe) (a tail of it
+// from x + skip, skip <= eot_start, which keeps its end-of-turn token), at or after lo
+// and right after the generation prompt's own text g[0..gn): the first such place, as
+// *at and *skip; 0 if there is none.
+static int tmpl_find_reply_(const char *full, size_t fn, size_t lo, const char *g, size_t gn, const char *x, size_t xe, size_t eot_start,
+                            size_t *at, size_t *skip) {
+    for (size_t pos = lo > gn ? lo : gn; pos < fn; pos++) {
+        if (memcmp(full + pos - gn, g, gn)) continue;
+        for (size_t s = 0; s <= eot_start; s++)
+            if (tmpl_starts_with_(full + pos, fn - pos, x + s, xe - s)) { *at = pos; *skip = s; return 1; }
+    }
+    return 0;
+}
+
 // The trained span of assistant message k of msgs[0..n), whose whole rendering is
-// full[0..fn) (see the top of this file). Returns 0, or -1 with err set.
-static int tmpl_reply_span_(const ChatTemplate *ct, const TmplMsg *msgs, size_t n, size_t k, const char *full, size_t fn,
+// full[0..fn), the spans of earlier replies ending at or before lo (see the top of
+// this file). Returns 0, or -1 with err set.
+static int tmpl_reply_span_(const ChatTemplate *ct, const TmplMsg *msgs, size_t n, size_t k, const char *full, size_t fn, size_t lo,
                             TmplVars *scratch, JinjaSpan *span, char *err, size_t errlen) {
     JinjaOutput p, r;
     if (tmpl_render(ct, msgs, k, 1, scratch, &p, err, errlen)) return -1;
-    size_t start = p.len;
+    size_t start = p.len, gen_prompt = 0;  // gen_prompt: the generation prompt's own text is p.text[gen_prompt..p.len), found in full below
+    int search = 0;
     if (!tmpl_starts_with_(full, fn, p.text, p.len)) {
         // A generation prompt may write more than the conversation has at this place
         // (Qwen3 with enable_thinking=false: an empty think block, only before the
@@ -461,14 +511,19 @@ static int tmpl_reply_span_(const ChatTemplate *ct, const TmplMsg *msgs, size_t 
         // without it, and the reply starts where the two part.
         JinjaOutput q;
         if (tmpl_render(ct, msgs, k, 0, scratch, &q, err, errlen)) { jinja_output_free(&p); return -1; }
-        int ok = tmpl_starts_with_(full, fn, q.text, q.len) && tmpl_starts_with_(p.text, p.len, q.text, q.len);
-        start = q.len;
-        while (ok && start < p.len && start < fn && full[start] == p.text[start]) start++;
+        int ok = tmpl_starts_with_(p.text, p.len, q.text, q.len), begins = ok && tmpl_starts_with_(full, fn, q.text, q.len);
+        start = gen_prompt = q.len;
+        while (begins && start < p.len && start < fn && full[start] == p.text[start]) start++;
         jinja_output_free(&q);
+        // Or earlier turns render otherwise when later ones follow (Qwen3 drops the think
+        // blocks of replies before the last user turn, which messages[:k] may not
+        // have): then the reply is found in the conversation after the earlier replies,
+        // right after the generation prompt's text
+        search = ok && !begins;
         if (!ok) {
             jinja_output_free(&p);
-            return tmpl_err_(err, errlen, "the template is not prefix-preserving: the conversation's rendering does not begin with "
-                             "messages[:%zu] (the turns before messages[%zu])", k, k);
+            return tmpl_err_(err, errlen, "the template is not prefix-preserving: messages[:%zu] with the generation prompt does not "
+                             "begin with messages[:%zu] without it", k, k);
         }
     }
     int rc = 0;
@@ -476,7 +531,10 @@ static int tmpl_reply_span_(const ChatTemplate *ct, const TmplMsg *msgs, size_t 
     size_t xn;
     if (k + 1 == n) {  // R is the conversation itself
         memset(&r, 0, sizeof r);
-        if (start != p.len)
+        if (search)
+            rc = tmpl_err_(err, errlen, "the template is not prefix-preserving: the conversation's rendering does not begin with "
+                           "messages[:%zu] (the turns before messages[%zu])", k, k);
+        else if (start != p.len)
             rc = tmpl_err_(err, errlen, "the template is not prefix-preserving: the conversation does not render as the generation "
                            "prompt of its last reply followed by the reply (the prompt writes text this reply does not start with: "
                            "e.g. Qwen3's empty think block with enable_thinking=false before a reply with reasoning of its own)");
@@ -495,7 +553,10 @@ static int tmpl_reply_span_(const ChatTemplate *ct, const TmplMsg *msgs, size_t 
         // longest tail that still holds that end-of-turn token
         const char *w = full + start;
         size_t wn = fn - start, skip = 0;
-        while (skip <= eot_start && !tmpl_starts_with_(w, wn, x + skip, xe - skip)) skip++;
+        if (search) {
+            if (!tmpl_find_reply_(full, fn, lo, p.text + gen_prompt, p.len - gen_prompt, x, xe, eot_start, &start, &skip)) skip = eot_start + 1;
+        } else
+            while (skip <= eot_start && !tmpl_starts_with_(w, wn, x + skip, xe - skip)) skip++;
         if (skip > eot_start)
             rc = tmpl_err_(err, errlen, "the template is not prefix-preserving: messages[%zu] renders differently when later turns follow", k);
         else {
@@ -510,20 +571,20 @@ static int tmpl_reply_span_(const ChatTemplate *ct, const TmplMsg *msgs, size_t 
     return rc;
 }
 
-// Renders the conversation msgs[0..n) into d (which must be empty): the tokens of its
-// text, trained per the rules at the top of this file (msgs[i].train selects the
+// Renders the conversation msgs[0..n), with the row's tools (NULL: none), into d (which
+// must be empty): the tokens of its text, trained per the rules at the top of this file (msgs[i].train selects the
 // assistant messages that may be trained; with {% generation %} spans, those that
-// begin at or after the first such message's generation prompt). *text_out (if not
+// begin where the first such message's generation prompt begins, or later). *text_out (if not
 // NULL) gets the rendered text (malloc'ed). Returns 0, or -1 with err set (a
 // template error, raise_exception's message, a template that is not
 // prefix-preserving); out of memory in the tokenizer is returned as BPE_ENOMEM.
-static int tmpl_render_conversation(const ChatTemplate *ct, BpeTokenizer *tok, const TmplMsg *msgs, size_t n, ChatDoc *d,
-                                    char **text_out, char *err, size_t errlen) {
+static int tmpl_render_conversation(const ChatTemplate *ct, BpeTokenizer *tok, const TmplMsg *msgs, size_t n, const JsonValue *tools,
+                                    ChatDoc *d, char **text_out, char *err, size_t errlen) {
     TmplVars scratch;
     JinjaOutput f;
     JinjaSpan *spans = NULL;
     size_t nspans = 0;
-    if (tmpl_vars_init(&scratch, ct, msgs, n)) return BPE_ENOMEM;
+    if (tmpl_vars_init(&scratch, ct, msgs, n, tools)) return BPE_ENOMEM;
     int rc = tmpl_render(ct, msgs, n, 0, &scratch, &f, err, errlen);
     if (rc) { tmpl_vars_free(&scratch); return -1; }
     size_t first = n;
@@ -533,7 +594,9 @@ static int tmpl_render_conversation(const ChatTemplate *ct, BpeTokenizer *tok, c
         if (first < n) {
             JinjaOutput p;
             if (first == 0) from = 0;
-            else if ((rc = tmpl_render(ct, msgs, first, 1, &scratch, &p, err, errlen)) == 0) { from = p.len; jinja_output_free(&p); }
+            // messages[:first] without the generation prompt: a span may hold the reply's
+            // header (SmolLM3's), which is that prompt's text
+            else if ((rc = tmpl_render(ct, msgs, first, 0, &scratch, &p, err, errlen)) == 0) { from = p.len; jinja_output_free(&p); }
         }
         spans = (JinjaSpan *)calloc(f.ngen ? f.ngen : 1, sizeof *spans);
         if (!spans) rc = tmpl_err_(err, errlen, "out of memory");
@@ -543,7 +606,7 @@ static int tmpl_render_conversation(const ChatTemplate *ct, BpeTokenizer *tok, c
         if (!spans) rc = tmpl_err_(err, errlen, "out of memory");
         for (size_t k = 0; !rc && k < n; k++) {
             if (!msgs[k].train || strcmp(msgs[k].role, "assistant")) continue;
-            rc = tmpl_reply_span_(ct, msgs, n, k, f.text, f.len, &scratch, &spans[nspans], err, errlen);
+            rc = tmpl_reply_span_(ct, msgs, n, k, f.text, f.len, nspans ? spans[nspans - 1].end : 0, &scratch, &spans[nspans], err, errlen);
             nspans++;
         }
     }
@@ -562,13 +625,14 @@ static int tmpl_render_conversation(const ChatTemplate *ct, BpeTokenizer *tok, c
     return rc;
 }
 
-// A generation prompt: msgs[0..n) rendered with add_generation_prompt=True, as tokens
+// A generation prompt: msgs[0..n) (and tools; NULL: none) rendered with add_generation_prompt=True, as tokens
 // (nothing trained). For the evaluation and ./chat; the model's answer ends at one of
 // ct->eot (or the model's eos ids).
-static int tmpl_render_prompt(const ChatTemplate *ct, BpeTokenizer *tok, const TmplMsg *msgs, size_t n, ChatDoc *d, char *err, size_t errlen) {
+static int tmpl_render_prompt(const ChatTemplate *ct, BpeTokenizer *tok, const TmplMsg *msgs, size_t n, const JsonValue *tools, ChatDoc *d,
+                              char *err, size_t errlen) {
     TmplVars scratch;
     JinjaOutput p;
-    if (tmpl_vars_init(&scratch, ct, msgs, n)) return BPE_ENOMEM;
+    if (tmpl_vars_init(&scratch, ct, msgs, n, tools)) return BPE_ENOMEM;
     int rc = tmpl_render(ct, msgs, n, 1, &scratch, &p, err, errlen);
     tmpl_vars_free(&scratch);
     if (rc) return -1;

@@ -8,6 +8,8 @@
 //
 //   node tests/template/ref_template.js TOKENIZER_DIR TEMPLATE DATE VARS CONVERSATIONS OUT
 //   node tests/template/ref_template.js --encode TOKENIZER_DIR TEXTFILE     the ids of a text (stdout)
+//   node tests/template/ref_template.js --encode-lines TOKENIZER_DIR FILE...  each line's {"text"} as ID:BYTES tokens,
+//                                     into FILE.ids (lines without one are left out)
 //
 // TEMPLATE: a .jinja file, or "-" for tokenizer_config.json's chat_template; DATE:
 // YYYY-MM-DD, the date strftime_now sees; VARS: a JSON object of extra template
@@ -21,6 +23,22 @@ const NM = path.join(__dirname, '..', '..', 'dev', 'node', 'node_modules');
 const { Template } = require(path.join(NM, '@huggingface', 'jinja'));
 const { Tokenizer } = require(path.join(NM, 'tokenizers'));
 
+if (process.argv[2] === '--encode-lines') {
+  const t = Tokenizer.fromFile(path.join(process.argv[3], 'tokenizer.json'));
+  (async () => { for (const file of process.argv.slice(4)) {
+    const texts = fs.readFileSync(file, 'utf8').split('\n').filter((l) => l.trim()).map((l) => JSON.parse(l).text).filter((x) => x !== undefined);
+    const rows = [];
+    // each id with its length in bytes: byte-level BPE writes a byte as one character, and
+    // the added tokens of these tokenizers are ASCII (ref_tools.py checks that the lengths add
+    // up to the text)
+    for (const text of texts) {
+      const ids = (await t.encode(text, null, { addSpecialTokens: false })).getIds();
+      rows.push(ids.map((id) => id + ':' + [...t.idToToken(id)].length).join(' '));
+    }
+    fs.writeFileSync(file + '.ids', rows.join('\n') + '\n');
+  } })().catch((e) => { console.error(e.message); process.exit(1); });
+  return;
+}
 if (process.argv[2] === '--encode') {
   const t = Tokenizer.fromFile(path.join(process.argv[3], 'tokenizer.json'));
   t.encode(fs.readFileSync(process.argv[4], 'utf8'), null, { addSpecialTokens: false })

@@ -7,6 +7,8 @@
 //   ./test_template                   the checks
 //   ./test_template --dump-docs FILE  each document of a data file as one line of token
 //                                     ids (for tests/template/test_template.sh)
+//   ./test_template --dump-masks FILE the same, a trained token's id followed by '*'
+//                                     (for tests/template/test_tools.sh)
 //
 // The tokenizer is the byte-level fixture tests/testdata/chatml_tokenizer.json (its
 // vocabulary is the 256 byte tokens, no merges) with each family's special tokens
@@ -82,6 +84,7 @@ static size_t parse_conv(char *spec, TmplMsg *m, size_t max) {
         m[n].content = colon + 1;
         m[n].len = strlen(colon + 1);
         m[n].train = !prompt && !strcmp(p, "assistant");
+        m[n].obj = NULL;
         n++;
         p = bar ? bar + 1 : NULL;
     }
@@ -96,7 +99,7 @@ static void mask_case(const char *name, const ChatTemplate *tm, BpeTokenizer *t,
     TmplMsg m[16];
     size_t n = parse_conv(spec, m, 16);
     ChatDoc d = {0};
-    int rc = tmpl_render_conversation(tm, t, m, n, &d, NULL, err, sizeof err);
+    int rc = tmpl_render_conversation(tm, t, m, n, NULL, &d, NULL, err, sizeof err);
     if (want_err) CHECK(name, rc != 0 && strstr(err, want_err), "rc=%d err=%s (expected an error with \"%s\")", rc, rc ? err : "", want_err);
     else if (rc) CHECK(name, 0, "%s", err);
     else {
@@ -451,11 +454,13 @@ static void test_evaluation(void) {
 }
 
 int main(int argc, char **argv) {
-    if (argc == 3 && !strcmp(argv[1], "--dump-docs")) {
+    if (argc == 3 && (!strcmp(argv[1], "--dump-docs") || !strcmp(argv[1], "--dump-masks"))) {
+        int masks = !strcmp(argv[1], "--dump-masks");
         DataFile df;
         data_load(&df, argv[2]);
         for (int64_t d = 0; d < df.num_docs; d++) {
-            for (int64_t i = df.offsets[d]; i < df.offsets[d + 1]; i++) printf(i > df.offsets[d] ? " %u" : "%u", data_token(&df, i));
+            for (int64_t i = df.offsets[d]; i < df.offsets[d + 1]; i++)
+                printf("%s%u%s", i > df.offsets[d] ? " " : "", data_token(&df, i), masks && df.mask[i] ? "*" : "");
             printf("\n");
         }
         data_free(&df);
