@@ -710,9 +710,13 @@ static void test_best_fit_rules(void) {
     write_docs(path, 16, D, lens, toks, mask);
     DataFile df;
     data_load(&df, path);
+    // in file order (-S 0) and shuffled; best fit without the decreasing order would take 6 rows in file order
     int64_t filled, rows = loader_rows_in_epoch(&df, T, 1, 3, 1, 0, &filled), nf_rows = loader_rows_in_epoch(&df, T, 1, 3, 0, 0, NULL);
-    check("best_fit_rows_hand_worked", rows == 5 && filled == 40 && loader_rows_in_epoch(&df, T, 0, 0, 0, 0, NULL) == 7 && nf_rows >= rows,
-          "%lld rows holding %lld tokens (next-fit: %lld); expected 5 full rows", (long long)rows, (long long)filled, (long long)nf_rows);
+    int64_t rows_in_order = loader_rows_in_epoch(&df, T, 0, 0, 1, 0, NULL);
+    check("best_fit_rows_hand_worked",
+          rows == 5 && rows_in_order == 5 && filled == 40 && loader_rows_in_epoch(&df, T, 0, 0, 0, 0, NULL) == 7 && nf_rows >= rows,
+          "%lld rows holding %lld tokens, %lld in file order (next-fit: %lld); expected 5 full rows", (long long)rows, (long long)filled,
+          (long long)rows_in_order, (long long)nf_rows);
     Loader ld;
     loader_init(&ld, &df, 5, T, 1, 3, 0);
     loader_set_best_fit(&ld, 1);

@@ -202,12 +202,15 @@ static void data_write(const char *path, int token_bytes, int64_t vocab_size, ui
 //
 // With best-fit packing (loader_set_best_fit, trl's "bfd") the epoch's permutation
 // is cut into windows of LOADER_BFD_WINDOW documents; in each window the documents
-// are taken longest first (ties in permutation order) and each goes into the open
-// row with the least room that still holds it, or into a new row. The rows of a
-// window are then served in a seeded random order (creation order with -S 0), each
-// row's documents in the order they were placed. The plan is a pure function of
-// (data, T, seed, epoch), so every rank and a resumed run make the same one, and
-// the cursor still counts documents of the (re-ordered) epoch.
+// are taken longest first (ties in permutation order) and each goes into the bin
+// with the least room that still holds it, or into a new bin of T. The bins of a
+// window are then laid out in a seeded random order (creation order with -S 0), each
+// bin's documents in the order they were placed, and rows are filled next-fit over
+// that order as above: a bin never splits (its documents fit in one row together),
+// and two neighbouring bins share a row where they fit, so an epoch takes at most as
+// many rows as bins. The order is a pure function of (data, T, seed, epoch), so every
+// rank and a resumed run make the same one, and the cursor still counts documents of
+// the (re-ordered) epoch.
 //
 // For a row position holding token j of a document, the target is token j+1 of
 // that document if it exists (within the cut) and its mask is 1, else -1.
@@ -220,7 +223,7 @@ typedef struct {
     int wrap;                 // 1: start the next epoch when data runs out; 0: pad and stop
     int64_t epoch, cursor;    // next document = order[cursor] of this epoch
     int64_t *order;           // document order of the current epoch
-    uint8_t *row_start;       // best-fit: 1 where order[i] begins a row; NULL = next-fit
+    int best_fit;             // 1: order is laid out in best-fit bins (loader_plan_window)
     int exhausted;            // wrap == 0 and every document has been served
     // the current micro-batch, B*T entries each
     int *inputs, *targets, *pos, *doc_start;
@@ -249,7 +252,7 @@ static int bfd_item_cmp_(const void *pa, const void *pb) {
     return a->rank < b->rank ? -1 : a->rank > b->rank;      // then permutation order: deterministic
 }
 
-// Rewrites order[w0, w1) as best-fit decreasing rows and marks their starts.
+// Rewrites order[w0, w1) as best-fit decreasing bins of T tokens, one after another.
 static void loader_plan_window(Loader *ld, int64_t w0, int64_t w1, Rng *rows_rng) {
     int T = ld->T;
     int64_t n = w1 - w0;
@@ -259,8 +262,8 @@ static void loader_plan_window(Loader *ld, int64_t w0, int64_t w1, Rng *rows_rng
         it[i] = (BfdItem){d, len > T ? T : len, i};
     }
     qsort(it, (size_t)n, sizeof *it, bfd_item_cmp_);
-    // rows: room left, their documents as a list (first, last, next per item);
-    // rows with the same room are a doubly linked list headed by by_room[room]
+    // bins ("rows" here): room left, their documents as a list (first, last, next per
+    // item); rows with the same room are a doubly linked list headed by by_room[room]
     int64_t *room = (int64_t *)xmalloc(8 * (size_t)n), *first = (int64_t *)xmalloc(8 * (size_t)n), *last = (int64_t *)xmalloc(8 * (size_t)n);
     int64_t *next = (int64_t *)xmalloc(8 * (size_t)n), *rnext = (int64_t *)xmalloc(8 * (size_t)n), *rprev = (int64_t *)xmalloc(8 * (size_t)n);
     int64_t *by_room = (int64_t *)xmalloc(8 * ((size_t)T + 1));
@@ -282,7 +285,7 @@ static void loader_plan_window(Loader *ld, int64_t w0, int64_t w1, Rng *rows_rng
         if (rnext[r] >= 0) rprev[rnext[r]] = r;
         by_room[room[r]] = r;
     }
-    // serve the rows in a random order: longest-first creation order would put the
+    // lay the bins out in a random order: longest-first creation order would put the
     // window's long documents at its start
     int64_t *row_order = rnext;
     for (int64_t i = 0; i < rows; i++) row_order[i] = i;
@@ -292,7 +295,7 @@ static void loader_plan_window(Loader *ld, int64_t w0, int64_t w1, Rng *rows_rng
     }
     int64_t c = w0;
     for (int64_t i = 0; i < rows; i++)
-        for (int64_t k = first[row_order[i]]; k >= 0; k = next[k]) { ld->row_start[c] = k == first[row_order[i]]; ld->order[c++] = it[k].doc; }
+        for (int64_t k = first[row_order[i]]; k >= 0; k = next[k]) ld->order[c++] = it[k].doc;
     free(it); free(room); free(first); free(last); free(next); free(rnext); free(rprev); free(by_room);
 }
 
@@ -301,7 +304,7 @@ static void loader_seek(Loader *ld, int64_t epoch, int64_t cursor) {
     ld->cursor = cursor;
     ld->exhausted = 0;
     loader_make_order(ld);
-    if (!ld->row_start) return;
+    if (!ld->best_fit) return;
     Rng r;
     rng_seed(&r, ld->seed * 0xD1B54A32D192ED03ull + (uint64_t)ld->epoch);
     for (int64_t w0 = 0; w0 < ld->df->num_docs; w0 += LOADER_BFD_WINDOW) {
@@ -313,8 +316,7 @@ static void loader_seek(Loader *ld, int64_t epoch, int64_t cursor) {
 // Switches the loader to best-fit packing (1) or next-fit (0) and restarts it at
 // the beginning of epoch 0.
 static void loader_set_best_fit(Loader *ld, int best_fit) {
-    free(ld->row_start);
-    ld->row_start = best_fit ? (uint8_t *)xmalloc((size_t)ld->df->num_docs + 1) : NULL;
+    ld->best_fit = best_fit;
     loader_seek(ld, 0, 0);
 }
 
@@ -331,7 +333,7 @@ static void loader_init(Loader *ld, const DataFile *df, int B, int T, int shuffl
 }
 
 static void loader_free(Loader *ld) {
-    free(ld->order); free(ld->row_start); free(ld->inputs); free(ld->targets); free(ld->pos); free(ld->doc_start);
+    free(ld->order); free(ld->inputs); free(ld->targets); free(ld->pos); free(ld->doc_start);
 }
 
 // Fills one row (T positions) with the next documents and returns how many
@@ -343,7 +345,7 @@ static int loader_fill_row(Loader *ld, int *inputs, int *targets, int *pos, int 
         int64_t d = ld->order[ld->cursor];
         int64_t len = data_doc_length(df, d);
         if (len > T) len = T;
-        if (filled > 0 && (ld->row_start ? ld->row_start[ld->cursor] : len > T - filled)) break;  // next row
+        if (filled > 0 && len > T - filled) break;  // does not fit: next row
         int64_t off = df->offsets[d];
         for (int j = 0; inputs && j < len; j++) {
             int p = filled + j;
@@ -381,11 +383,11 @@ static int64_t loader_rows_in_epoch(const DataFile *df, int T, int shuffle, uint
     memset(&ld, 0, sizeof ld);
     ld.df = df; ld.T = T; ld.shuffle = shuffle; ld.seed = seed; ld.wrap = 0;
     ld.order = (int64_t *)xmalloc(8 * (size_t)df->num_docs);
-    if (best_fit) ld.row_start = (uint8_t *)xmalloc((size_t)df->num_docs + 1);
+    ld.best_fit = best_fit;
     loader_seek(&ld, epoch, 0);
     int64_t rows = 0, filled = 0;
     while (!ld.exhausted) { filled += loader_fill_row(&ld, NULL, NULL, NULL, NULL); rows++; }
-    free(ld.order); free(ld.row_start);
+    free(ld.order);
     if (filled_out) *filled_out = filled;
     return rows;
 }
