@@ -717,6 +717,18 @@ static void test_best_fit_rules(void) {
           rows == 5 && rows_in_order == 5 && filled == 40 && loader_rows_in_epoch(&df, T, 0, 0, 0, 0, NULL) == 7 && nf_rows >= rows,
           "%lld rows holding %lld tokens, %lld in file order (next-fit: %lld); expected 5 full rows", (long long)rows, (long long)filled,
           (long long)rows_in_order, (long long)nf_rows);
+    // T = 10, lengths 3 6 2 5 4: best fit puts 4 with 6 (room 4) and 2 with 5 and 3
+    // (room 2), 2 full rows; worst fit (the most room) and next-fit take 3
+    char path2[512];
+    snprintf(path2, sizeof path2, "%s/bestfit2.bin", tmp_root);
+    int lens2[5] = {3, 6, 2, 5, 4};
+    write_docs(path2, 16, 5, lens2, toks, mask);
+    DataFile df2;
+    data_load(&df2, path2);
+    int64_t filled2, rows2 = loader_rows_in_epoch(&df2, 10, 0, 0, 1, 0, &filled2);
+    check("best_fit_rows_hand_worked_least_room", rows2 == 2 && filled2 == 20, "%lld rows holding %lld tokens; expected 2 full rows",
+          (long long)rows2, (long long)filled2);
+    data_free(&df2);
     Loader ld;
     loader_init(&ld, &df, 5, T, 1, 3, 0);
     loader_set_best_fit(&ld, 1);
