@@ -302,6 +302,7 @@ typedef struct {
     int64_t data_docs, data_tokens;  // identity of the training file
     int64_t B, T, A;          // rows per micro-batch, row length, micro-batches per step over all ranks (A*W)
     int64_t optimizer[2];     // AdamW's settings and the LR schedule (state_optimizer_fields); 0 in files from before them
+    int64_t best_fit;         // header field 30: --packing_strategy bfd (1) or next_fit (0, as in files from before it)
 } TrainState;
 
 // Header fields 28..29: beta1 and beta2 (float bits, beta2 in the high half), then
@@ -352,7 +353,7 @@ static void write_state_file_lora(const char *path, const ModelConfig *cfg, cons
     h[7] = s->step; h[8] = s->adam_t; h[9] = s->epoch; h[10] = s->cursor; memcpy(&h[11], &s->rng, 8);
     h[12] = s->data_docs; h[13] = s->data_tokens; h[14] = s->B; h[15] = s->T; h[16] = s->A; h[17] = (int64_t)P;
     state_model_fields(cfg, &h[18]);
-    h[28] = s->optimizer[0]; h[29] = s->optimizer[1];
+    h[28] = s->optimizer[0]; h[29] = s->optimizer[1]; h[30] = s->best_fit;
     AtomicFile af;
     atomic_open(&af, path);
     atomic_write(&af, h, sizeof h);
@@ -400,8 +401,8 @@ static void read_state_buffer_lora(const char *path, const char *buf, size_t len
         fatal("%s: file is %zu bytes, expected %zu: truncated or corrupt", path, len, sizeof h + 2 * P * sizeof(float));
     s->step = h[7]; s->adam_t = h[8]; s->epoch = h[9]; s->cursor = h[10]; memcpy(&s->rng, &h[11], 8);
     s->data_docs = h[12]; s->data_tokens = h[13]; s->B = h[14]; s->T = h[15]; s->A = h[16];
-    s->optimizer[0] = h[28]; s->optimizer[1] = h[29];
-    if (s->step < 0 || s->adam_t < 0 || s->adam_t > s->step || s->epoch < 0 || s->cursor < 0)
+    s->optimizer[0] = h[28]; s->optimizer[1] = h[29]; s->best_fit = h[30];
+    if (s->step < 0 || s->adam_t < 0 || s->adam_t > s->step || s->epoch < 0 || s->cursor < 0 || (s->best_fit != 0 && s->best_fit != 1))
         fatal("%s: corrupt counters in the training state", path);
     memcpy(m, buf + sizeof h, P * sizeof(float));
     memcpy(v, buf + sizeof h + P * sizeof(float), P * sizeof(float));
@@ -802,13 +803,16 @@ static void resume_state(const TrainArgs *a, const RunSetup *r, TrainState *s, f
         if (was[0] != opt[0] || was[1] != opt[1])
             fatal("%s: the checkpoint was trained with --adam_beta1 %g --adam_beta2 %g --adam_epsilon %g --lr_scheduler_type %s; resume with the same",
                   path, had.beta1, had.beta2, had.eps, LR_SCHEDULE_NAMES[had_schedule]);
+        // the cursor counts documents of the epoch's order, which the packing lays out
+        if (s->best_fit != args_best_fit(a))
+            fatal("%s: the checkpoint was trained with --packing_strategy %s; resume with the same", path, s->best_fit ? "bfd" : "next_fit");
         if (s->cursor >= r->train.num_docs) fatal("%s: data cursor %lld is past the end of %s", path, (long long)s->cursor, r->train.path);
         if (s->step >= r->steps) fatal("%s: the checkpoint is at step %lld; raise -x above it to train further", path, (long long)s->step);
         loader_seek(ld, s->epoch, s->cursor);
         sample_rng->state = s->rng;
     }
     s->data_docs = r->train.num_docs; s->data_tokens = r->train.num_tokens; s->B = a->B; s->T = a->T; s->A = (int64_t)r->A * r->world;
-    s->optimizer[0] = opt[0]; s->optimizer[1] = opt[1];
+    s->optimizer[0] = opt[0]; s->optimizer[1] = opt[1]; s->best_fit = args_best_fit(a);
 }
 
 // One line describing the model: family and sizes; for the Llama family also the
