@@ -846,7 +846,7 @@ static void print_run_summary(const TrainArgs *a, const RunSetup *r, size_t num_
     char model[512];
     describe_model(&r->cfg, model, sizeof model);
     printf("model | %s | %.2fM parameters | %s%s\n", model, num_params / 1e6, a->resume ? "resumed from " : "", a->resume ? r->resume_dir : (is_directory(a->init) ? a->init : "fresh random init"));
-    printf("data  | %s: %lld documents, %lld tokens, %.1f%% trained; %lld rows per epoch, %s packing %.1f%% full\n", r->train.path,
+    printf("data  | %s: %lld documents, %lld tokens, %.1f%% trained; %lld rows per epoch, %s packing efficiency %.1f%%\n", r->train.path,
            (long long)r->train.num_docs, (long long)r->train.num_tokens, 100.0 * r->train_targets / r->train.num_tokens,
            (long long)r->rows_per_epoch, a->packing, 100.0 * r->filled / ((double)r->rows_per_epoch * a->T));
     int64_t truncated = data_count_longer_than(&r->train, a->T);
