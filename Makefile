@@ -241,7 +241,8 @@ check_headers_cxx: tests/build/headers_check.cpp $(COMMON_H)
 # `make test`: builds what the tests need (with -j, two at a time), then tests/run.sh runs
 # the tests tests/manifest lists, TEST_JOBS at a time (ONLY=REGEX picks tests by name;
 # SAN=1 runs the ones tagged san). tests/build/test_builds.sh compiles train_sft a second
-# time, for generic AVX2, with BUILD_CC and BUILD_CFLAGS.
+# time, for generic AVX2, with BUILD_CC and BUILD_CFLAGS. SAN=1 skips the MPI trainer and
+# dev/dist_tool: only the multi-process tests use them, and those run in the plain build.
 TEST_JOBS ?= 2
 test: export BUILD_CC = $(CC)
 test: export BUILD_CFLAGS = $(CFLAGS)
@@ -251,7 +252,7 @@ test: export TEST_GPU = $(if $(HAVE_NVCC),1)
 test: export NVCC := $(NVCC)
 test: export CUBLAS_LIBS := $(CUBLAS_LIBS)
 test: export NCCL_FLAGS := $(NCCL_FLAGS)
-test: train_sft $(if $(HAVE_MPICC),train_sft_mpi) dev/dist_tool chat test_sft test_lora test_hyper test_hf test_report test_rdzv tok test_tok prepare test_prepare test_jinja test_template make_tasks cuda $(if $(HAVE_NVCC),gpu_dev_BF16 gpu_dev_FP32)
+test: train_sft $(if $(SAN),,$(if $(HAVE_MPICC),train_sft_mpi) dev/dist_tool) chat test_sft test_lora test_hyper test_hf test_report test_rdzv tok test_tok prepare test_prepare test_jinja test_template make_tasks cuda $(if $(HAVE_NVCC),gpu_dev_BF16 gpu_dev_FP32)
 	bash tests/run.sh
 
 clean:
