@@ -721,14 +721,23 @@ static void test_best_fit_rules(void) {
     // (room 2), 2 full rows; worst fit (the most room) and next-fit take 3
     char path2[512];
     snprintf(path2, sizeof path2, "%s/bestfit2.bin", tmp_root);
-    int lens2[5] = {3, 6, 2, 5, 4};
-    write_docs(path2, 16, 5, lens2, toks, mask);
+    write_docs(path2, 16, 5, (int[]){3, 6, 2, 5, 4}, toks, mask);
     DataFile df2;
     data_load(&df2, path2);
     int64_t filled2, rows2 = loader_rows_in_epoch(&df2, 10, 0, 0, 1, 0, &filled2);
     check("best_fit_rows_hand_worked_least_room", rows2 == 2 && filled2 == 20, "%lld rows holding %lld tokens; expected 2 full rows",
           (long long)rows2, (long long)filled2);
-    data_free(&df2);
+    // T = 10, lengths 6 6 3 3 in file order: the oldest bin of the least room takes each 3, as in trl's
+    // _pack_bfd (a deque per room), whose rows are documents [0 2] [1 3] (trl 1.13 on 4 such rows, T 10)
+    write_docs(path2, 16, 4, (int[]){6, 6, 3, 3}, toks, mask);
+    data_free(&df2); data_load(&df2, path2);
+    Loader l3;
+    loader_init(&l3, &df2, 2, 10, 0, 0, 0);
+    loader_set_best_fit(&l3, 1);  // rows fill next-fit over this order: [0 2] (9 tokens), then 1 does not fit
+    check("best_fit_bins_as_trl", l3.order[0] == 0 && l3.order[1] == 2 && l3.order[2] == 1 && l3.order[3] == 3,
+          "rows hold documents [%lld %lld] [%lld %lld]; trl's are [0 2] [1 3]", (long long)l3.order[0], (long long)l3.order[1],
+          (long long)l3.order[2], (long long)l3.order[3]);
+    loader_free(&l3); data_free(&df2);
     Loader ld;
     loader_init(&ld, &df, 5, T, 1, 3, 0);
     loader_set_best_fit(&ld, 1);

@@ -203,7 +203,8 @@ static void data_write(const char *path, int token_bytes, int64_t vocab_size, ui
 // With best-fit packing (loader_set_best_fit, trl's "bfd") the epoch's permutation
 // is cut into windows of LOADER_BFD_WINDOW documents; in each window the documents
 // are taken longest first (ties in permutation order) and each goes into the bin
-// with the least room that still holds it, or into a new bin of T. The bins of a
+// with the least room that still holds it (the oldest of several), or into a new bin
+// of T: trl's _pack_bfd, bin for bin, for the same order. The bins of a
 // window are then laid out in a seeded random order (creation order with -S 0), each
 // bin's documents in the order they were placed, and rows are filled next-fit over
 // that order as above: a bin never splits (its documents fit in one row together),
@@ -263,27 +264,26 @@ static void loader_plan_window(Loader *ld, int64_t w0, int64_t w1, Rng *rows_rng
     }
     qsort(it, (size_t)n, sizeof *it, bfd_item_cmp_);
     // bins ("rows" here): room left, their documents as a list (first, last, next per
-    // item); rows with the same room are a doubly linked list headed by by_room[room]
+    // item); the rows with the same room wait in a queue from by_room[room] to
+    // by_room_tail[room] through rnext, oldest first, as trl's deques: among rows of the
+    // least room the oldest takes the document, so the bins are trl's for the same order
     int64_t *room = (int64_t *)xmalloc(8 * (size_t)n), *first = (int64_t *)xmalloc(8 * (size_t)n), *last = (int64_t *)xmalloc(8 * (size_t)n);
-    int64_t *next = (int64_t *)xmalloc(8 * (size_t)n), *rnext = (int64_t *)xmalloc(8 * (size_t)n), *rprev = (int64_t *)xmalloc(8 * (size_t)n);
-    int64_t *by_room = (int64_t *)xmalloc(8 * ((size_t)T + 1));
+    int64_t *next = (int64_t *)xmalloc(8 * (size_t)n), *rnext = (int64_t *)xmalloc(8 * (size_t)n);
+    int64_t *by_room = (int64_t *)xmalloc(8 * ((size_t)T + 1)), *by_room_tail = (int64_t *)xmalloc(8 * ((size_t)T + 1));
     for (int f = 0; f <= T; f++) by_room[f] = -1;
     int64_t rows = 0;
     for (int64_t k = 0; k < n; k++) {
         int64_t len = it[k].len, r = -1;
         for (int64_t f = len; f <= T && r < 0; f++) r = by_room[f];  // the least room that holds it
         if (r < 0) { r = rows++; room[r] = T; first[r] = -1; }
-        else {  // unlink r from its room list
-            if (rprev[r] >= 0) rnext[rprev[r]] = rnext[r]; else by_room[room[r]] = rnext[r];
-            if (rnext[r] >= 0) rprev[rnext[r]] = rprev[r];
-        }
+        else by_room[room[r]] = rnext[r];  // r was the head of its queue
         next[k] = -1;
         if (first[r] < 0) first[r] = k; else next[last[r]] = k;
         last[r] = k;
         room[r] -= len;
-        rprev[r] = -1; rnext[r] = by_room[room[r]];
-        if (rnext[r] >= 0) rprev[rnext[r]] = r;
-        by_room[room[r]] = r;
+        rnext[r] = -1;
+        if (by_room[room[r]] < 0) by_room[room[r]] = r; else rnext[by_room_tail[room[r]]] = r;
+        by_room_tail[room[r]] = r;
     }
     // lay the bins out in a random order: longest-first creation order would put the
     // window's long documents at its start
@@ -296,7 +296,7 @@ static void loader_plan_window(Loader *ld, int64_t w0, int64_t w1, Rng *rows_rng
     int64_t c = w0;
     for (int64_t i = 0; i < rows; i++)
         for (int64_t k = first[row_order[i]]; k >= 0; k = next[k]) ld->order[c++] = it[k].doc;
-    free(it); free(room); free(first); free(last); free(next); free(rnext); free(rprev); free(by_room);
+    free(it); free(room); free(first); free(last); free(next); free(rnext); free(by_room); free(by_room_tail);
 }
 
 static void loader_seek(Loader *ld, int64_t epoch, int64_t cursor) {
