@@ -63,7 +63,7 @@ train_sft_mpi: train_sft.c $(COMMON_H)
 dev/dist_tool: dev/dist_tool.c $(COMMON_H)
 	$(CC) $(CFLAGS) -o $@ dev/dist_tool.c $(LDLIBS)
 
-test_sft: test_sft.c tests/train/sft_inputs.h train_sft.c tests/test_util.h $(COMMON_H)
+test_sft: test_sft.c tests/train/sft_inputs.h tests/train/sft_metrics.h train_sft.c tests/test_util.h $(COMMON_H)
 	$(CC) $(CFLAGS) -o $@ test_sft.c $(LDLIBS)
 
 # LoRA (model/lora.h) in the CPU trainer against dev/ref_lora.py's references
@@ -75,6 +75,10 @@ test_hyper: tests/train/test_hyper.c train_sft.c tests/test_util.h $(COMMON_H)
 	$(CC) $(CFLAGS) -o $@ tests/train/test_hyper.c $(LDLIBS)
 
 # Hugging Face import/export of every family (model/hf.h, base/safetensors.h)
+# NF4 quantization (model/nf4.h) against dev/ref_nf4.py's references
+test_nf4: tests/model/test_nf4.c tests/test_util.h $(COMMON_H)
+	$(CC) $(CFLAGS) -o $@ tests/model/test_nf4.c $(LDLIBS)
+
 test_hf: tests/model/test_hf.c tests/test_util.h $(COMMON_H)
 	$(CC) $(CFLAGS) -o $@ tests/model/test_hf.c $(LDLIBS)
 
@@ -252,17 +256,17 @@ test: export TEST_GPU = $(if $(HAVE_NVCC),1)
 test: export NVCC := $(NVCC)
 test: export CUBLAS_LIBS := $(CUBLAS_LIBS)
 test: export NCCL_FLAGS := $(NCCL_FLAGS)
-test: train_sft $(if $(SAN),,$(if $(HAVE_MPICC),train_sft_mpi) dev/dist_tool) chat test_sft test_lora test_hyper test_hf test_report test_rdzv tok test_tok prepare test_prepare test_jinja test_template make_tasks cuda $(if $(HAVE_NVCC),gpu_dev_BF16 gpu_dev_FP32)
+test: train_sft $(if $(SAN),,$(if $(HAVE_MPICC),train_sft_mpi) dev/dist_tool) chat test_sft test_lora test_nf4 test_hyper test_hf test_report test_rdzv tok test_tok prepare test_prepare test_jinja test_template make_tasks cuda $(if $(HAVE_NVCC),gpu_dev_BF16 gpu_dev_FP32)
 	bash tests/run.sh
 
 clean:
-	rm -f train_sft train_sft_mpi dev/dist_tool chat test_sft test_lora test_hyper test_hf test_report test_rdzv tok test_tok prepare test_prepare test_jinja test_template make_tasks $(CUDA_TARGETS) train_sftcu_mpi dev/cuda/cpu_ref.o
+	rm -f train_sft train_sft_mpi dev/dist_tool chat test_sft test_lora test_nf4 test_hyper test_hf test_report test_rdzv tok test_tok prepare test_prepare test_jinja test_template make_tasks $(CUDA_TARGETS) train_sftcu_mpi dev/cuda/cpu_ref.o
 
 # ---- sanitizers: the build-flavor stamp (see SAN=1 at the top) ----
 BUILD_FLAVOR := $(if $(SAN),san,plain)
 .build_flavor: FORCE
 	@echo $(BUILD_FLAVOR) | cmp -s - $@ || echo $(BUILD_FLAVOR) > $@
-train_sft train_sft_mpi dev/dist_tool test_sft test_lora test_hyper test_hf test_report test_rdzv chat tok test_tok prepare test_prepare test_jinja test_template make_tasks: .build_flavor
+train_sft train_sft_mpi dev/dist_tool test_sft test_lora test_nf4 test_hyper test_hf test_report test_rdzv chat tok test_tok prepare test_prepare test_jinja test_template make_tasks: .build_flavor
 .PHONY: FORCE
 # ---- end sanitizers ----
 

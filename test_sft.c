@@ -566,6 +566,8 @@ static void test_accumulation_equivalence(void) {
     data_free(&df);
 }
 
+#include "tests/train/sft_metrics.h"
+
 // A step without targets changes nothing; a micro-batch without targets adds nothing.
 static void test_steps_without_targets(void) {
     char path[512];
@@ -1461,6 +1463,7 @@ int main(void) {
     test_packed_equals_unpacked(0);
     test_packed_equals_unpacked(1);
     test_accumulation_equivalence();
+    test_token_metrics();
     test_steps_without_targets();
     test_loader_rules();
     test_positions_mid_row();

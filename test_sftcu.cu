@@ -562,6 +562,17 @@ static int read_losses(const char *path, double *out, int cap) {
     return k;
 }
 
+// The values of field `key` (e.g. "\"entropy\": ") in a metrics file, in order
+static int read_field(const char *path, const char *key, double *out, int cap) {
+    if (!path_exists(path)) return 0;
+    size_t n;
+    char *text = read_whole_file(path, &n);
+    int k = 0;
+    for (char *p = text; (p = strstr(p, key)) && k < cap; p++) out[k++] = atof(p + strlen(key));
+    free(text);
+    return k;
+}
+
 // The line of a program's output that starts with prefix (without the newline), or "" if none
 static void find_line(const char *path, const char *prefix, char *out, size_t cap) {
     out[0] = 0;
@@ -651,6 +662,33 @@ static void test_programs(void) {
     int n2 = read_losses(path, gpu2, 16);
     bool same = rc3 == 0 && n2 == ng && !memcmp(gpu, gpu2, sizeof(double) * (size_t)ng);
     check("deterministic", same, "exit %d; %d and %d losses, %s", rc3, ng, n2, same ? "bit-identical" : "they differ");
+    // trl's metrics (cuda/classifier.cuh's pass against crossentropy_softmax's): num_tokens the
+    // same count, entropy as close as the losses, and the accuracy in fp32 the same (in bf16 a
+    // near-tie between two logits may go the other way: one target of the step)
+    const char *keys[4] = {"\"mean_token_accuracy\": ", "\"entropy\": ", "\"num_tokens\": ", "\"targets\": "};
+    double mc[4][16] = {{0}}, mg[4][16] = {{0}};
+    bool metrics_ok = true;
+    double worst_m[3] = {0, 0, 0};
+    for (int j = 0; j < 4; j++) {
+        snprintf(path, sizeof path, "%s/cpu/metrics.jsonl", tmp_root);
+        metrics_ok &= read_field(path, keys[j], mc[j], 16) == 10;
+        snprintf(path, sizeof path, "%s/gpu/metrics.jsonl", tmp_root);
+        metrics_ok &= read_field(path, keys[j], mg[j], 16) == 10;
+    }
+#if defined(ENABLE_FP32)
+    const double flips = 0;
+#else
+    const double flips = 1;
+#endif
+    for (int i = 0; i < 10; i++) {
+        worst_m[0] = fmax(worst_m[0], fabs(mg[0][i] - mc[0][i]) * mc[3][i]);  // in targets
+        worst_m[1] = fmax(worst_m[1], fabs(mg[1][i] - mc[1][i]) / fabs(mc[1][i]));
+        worst_m[2] = fmax(worst_m[2], fabs(mg[2][i] - mc[2][i]));
+    }
+    check("trl_metrics_match_cpu", rc1 == 0 && rc2 == 0 && metrics_ok && worst_m[0] <= flips + 1e-6 && worst_m[1] < tol_steps && worst_m[2] == 0,
+          "worst differences: mean_token_accuracy %.3g targets (allowed %.0f), entropy %.3g relative (tolerance %.3g), num_tokens %.0f; last step's "
+          "CPU %.6f %.6f %.0f, GPU %.6f %.6f %.0f", worst_m[0], flips, worst_m[1], tol_steps, worst_m[2], mc[0][9], mc[1][9], mc[2][9], mg[0][9],
+          mg[1][9], mg[2][9]);
     // recompute levels give the same numbers as level 0
     for (int r = 1; r <= 2; r++) {
         double rl[16];

@@ -489,17 +489,41 @@ static void residual_forward(float *out, const float *a, const float *b, size_t 
 
 // Cross-entropy over R rows of logits: loss_r = logsumexp(logits_r) - logits_r[target_r],
 // and the logits are replaced in place by d(loss_r)/d(logits_r) = softmax(logits_r) - onehot(target_r).
-static void crossentropy_softmax(float *logits, float *losses, const int *targets, int R, int V) {
+// In the same pass, trl's token metrics of each row: correct_r = 1 if the row's largest
+// logit (the first of equal ones, as torch.argmax) is at the target, else 0, and entropy_r
+// = -sum p log p of p = softmax(logits_r), as log(sum) - sum p (x - max) with the sums of
+// the softmax already formed (nats).
+static void crossentropy_softmax(float *logits, float *losses, float *correct, float *entropy, const int *targets, int R, int V) {
 #pragma omp parallel for schedule(static)
     for (int r = 0; r < R; r++) {
         float *l = logits + (size_t)r * V;
         float mx = -INFINITY;
-        for (int v = 0; v < V; v++) if (l[v] > mx) mx = l[v];
+        int argmax = 0;
+        for (int v = 0; v < V; v++) if (l[v] > mx) { mx = l[v]; argmax = v; }
         float target_logit = l[targets[r]];
-        double sum = 0.0;
-        for (int v = 0; v < V; v++) l[v] = exp_vec(l[v] - mx);
+        // weighted: the sum of exp(x - max) (x - max), in float lanes over blocks of 512
+        // values (so the loop vectorizes), each block's lanes then added in double
+        double sum = 0.0, weighted = 0.0;
+        for (int v0 = 0; v0 < V; v0 += 512) {
+            int v1 = v0 + 512 < V ? v0 + 512 : V, v = v0;
+            float part[16] = {0};
+            for (; v + 16 <= v1; v += 16)
+                for (int k = 0; k < 16; k++) {
+                    float d = l[v + k] - mx, e = exp_vec(d);
+                    l[v + k] = e;
+                    part[k] += e * d;
+                }
+            for (; v < v1; v++) {
+                float d = l[v] - mx, e = exp_vec(d);
+                l[v] = e;
+                part[(v - v0) & 15] += e * d;
+            }
+            for (int k = 0; k < 16; k++) weighted += part[k];
+        }
         for (int v = 0; v < V; v++) sum += l[v];
         losses[r] = (float)(log(sum) + mx - target_logit);
+        correct[r] = argmax == targets[r] ? 1.0f : 0.0f;
+        entropy[r] = (float)(log(sum) - weighted / sum);
         float inv = (float)(1.0 / sum);
         for (int v = 0; v < V; v++) l[v] *= inv;
         l[targets[r]] -= 1.0f;
@@ -508,9 +532,10 @@ static void crossentropy_softmax(float *logits, float *losses, const int *target
 
 // Classifier over R selected rows x[R, C]: logits = x * head^T, head (V, C) the
 // output head (wte when tied, else lm_head), then with targets the cross-entropy above.
-static void classifier_forward(float *logits, float *losses, const float *x, const float *head, const int *targets, int R, int C, int V) {
+static void classifier_forward(float *logits, float *losses, float *correct, float *entropy, const float *x, const float *head, const int *targets,
+                               int R, int C, int V) {
     gemm(R, V, C, x, C, 1, head, 1, C, logits, V, 0);
-    if (targets) crossentropy_softmax(logits, losses, targets, R, V);
+    if (targets) crossentropy_softmax(logits, losses, correct, entropy, targets, R, V);
 }
 
 // dx = dlogits * head,  dhead += dlogits^T * x (dhead NULL: frozen)
@@ -579,6 +604,7 @@ typedef struct {
     Activations acts;
     int *rows;                // row index (b*T + t) of each classifier row
     int *row_targets;         // its target
+    float *row_correct, *row_entropy;  // its trl metrics (crossentropy_softmax), with targets
     int num_rows;
     // LoRA (model/lora.h), when lora.lc.rank > 0: the base is frozen (grads_mem NULL, no
     // moments for it) and AdamW trains the adapter block; the trained vector is then the
@@ -730,6 +756,8 @@ static void model_allocate(Model *m, int B, int T) {
     }
     m->rows = (int *)xmalloc(BT * sizeof(int));
     m->row_targets = (int *)xmalloc(BT * sizeof(int));
+    m->row_correct = (float *)xmalloc(BT * sizeof(float));
+    m->row_entropy = (float *)xmalloc(BT * sizeof(float));
 }
 
 // Trains m on the ranks of d (after model_allocate). With ZeRO-1 each rank keeps the
@@ -759,7 +787,7 @@ static void model_distribute(Model *m, Dist *d) {
 static void model_free(Model *m) {
     free(m->params_mem); free(m->grads_mem); free(m->m_mem); free(m->v_mem); free(m->acts_mem);
     free(m->adapter); free(m->adapter_grads); free(m->lora_acts); lora_layout_free(&m->lora);
-    free(m->rows); free(m->row_targets);
+    free(m->rows); free(m->row_targets); free(m->row_correct); free(m->row_entropy);
 }
 
 // ----------------------------------------------------------------------------
@@ -930,11 +958,16 @@ static double model_forward(Model *m, const int *inputs, const int *pos, const i
     int CR = classifier_chunk_rows(c, BT);
     if (!targets && m->num_rows > CR) fatal("model_forward: logits of %d rows asked for; at most %d fit the classifier's chunk", m->num_rows, CR);
     for (int r0 = 0; r0 < m->num_rows; r0 += CR)
-        classifier_forward(a->logits, a->losses + r0, a->x_sel + (size_t)r0 * C, output_head(c, p), targets ? m->row_targets + r0 : NULL,
-                           m->num_rows - r0 < CR ? m->num_rows - r0 : CR, C, V);
+        classifier_forward(a->logits, a->losses + r0, m->row_correct + r0, m->row_entropy + r0, a->x_sel + (size_t)r0 * C, output_head(c, p),
+                           targets ? m->row_targets + r0 : NULL, m->num_rows - r0 < CR ? m->num_rows - r0 : CR, C, V);
     double loss = 0.0;
     if (targets) for (int r = 0; r < m->num_rows; r++) loss += a->losses[r];
     return loss;
+}
+
+// Adds the trl metrics of the rows of the last model_forward with targets to *sums, in row order.
+static void add_token_sums(const Model *m, TokenSums *sums) {
+    for (int r = 0; r < m->num_rows; r++) { sums->correct += m->row_correct[r]; sums->entropy += m->row_entropy[r]; }
 }
 
 // Backward pass after model_forward with targets: adds d(sum of losses)/d(params)
@@ -950,7 +983,8 @@ static void model_backward(Model *m, const int *inputs, const int *pos, const in
     for (int r0 = 0; r0 < m->num_rows; r0 += CR) {
         int n = m->num_rows - r0 < CR ? m->num_rows - r0 : CR;
         const float *x = a->x_sel + (size_t)r0 * C;
-        if (m->num_rows > CR) classifier_forward(a->logits, a->losses + r0, x, output_head(c, p), m->row_targets + r0, n, C, V);
+        if (m->num_rows > CR)
+            classifier_forward(a->logits, a->losses + r0, m->row_correct + r0, m->row_entropy + r0, x, output_head(c, p), m->row_targets + r0, n, C, V);
         classifier_backward(a->dx_sel + (size_t)r0 * C, model_is_lora(m) ? NULL : output_head(c, g), a->logits, x, output_head(c, p), n, C, V);
     }
     memset(a->dln, 0, btc * sizeof(float));  // dln holds d(lnf): zero except selected rows
@@ -1027,6 +1061,8 @@ typedef struct {
     float grad_norm;    // before clipping
     int64_t targets;
     int skipped;        // STEP_UPDATED, or why no update: STEP_NO_TARGETS, STEP_NONFINITE
+    TokenSums sums;     // trl's metrics of the step's targets, summed over all ranks
+    int64_t tokens;     // positions holding a token in the step's micro-batches, all ranks (trl's num_tokens grows by it)
 } StepResult;
 
 // Data parallel (m->dist, W ranks): every rank makes all A*W micro-batches of the
@@ -1040,14 +1076,19 @@ static StepResult train_step(Model *m, Loader *ld, int A, float lr, float weight
     Dist *d = m->dist;
     int W = d ? d->world : 1;
     memset(m->trained_grads, 0, m->padded * sizeof(float));
-    double loss_sum = 0.0;
+    double sums[3] = {0.0, 0.0, 0.0};  // loss, correct, entropy: this rank's, then (with ranks) every rank's
     for (int k = 0; k < A * W; k++) {
         loader_next_batch(ld);
         r.targets += ld->num_targets;
+        r.tokens += loader_batch_tokens(ld);
         if (ld->num_targets == 0 || (d && !dist_owns_microbatch(d->rank, A, k))) continue;  // contributes nothing here
         m->training = 1;
         m->dropout_micro = k;
-        loss_sum += model_forward(m, ld->inputs, ld->pos, ld->doc_start, ld->targets, ld->B, ld->T);
+        sums[0] += model_forward(m, ld->inputs, ld->pos, ld->doc_start, ld->targets, ld->B, ld->T);
+        TokenSums ts = {0.0, 0.0};
+        add_token_sums(m, &ts);
+        sums[1] += ts.correct;
+        sums[2] += ts.entropy;
         model_backward(m, ld->inputs, ld->pos, ld->doc_start, ld->B, ld->T);
         m->training = 0;
     }
@@ -1057,9 +1098,11 @@ static StepResult train_step(Model *m, Loader *ld, int A, float lr, float weight
     float *g = m->trained_grads;
     if (d && d->zero) dist_reduce_scatter_sum_f32(d, m->trained_grads, g, m->padded / (size_t)W);
     else if (d) dist_allreduce_sum_f32(d, m->trained_grads, m->num_trained);
-    if (d) dist_allreduce_sum_f64(d, &loss_sum, 1);
+    if (d) dist_allreduce_sum_f64(d, sums, 3);
     scale_floats(g, m->opt_n, 1.0f / (float)r.targets);  // sum of losses -> mean over the step's targets
-    r.loss = loss_sum / (double)r.targets;
+    r.loss = sums[0] / (double)r.targets;
+    r.sums.correct = sums[1];
+    r.sums.entropy = sums[2];
     if (poison_this_step == POISON_LOSS) r.loss = NAN;
     double sq = sum_of_squares(g, m->opt_n);
     if (d && d->zero) dist_allreduce_sum_f64(d, &sq, 1);
@@ -1511,8 +1554,9 @@ int main(int argc, char **argv) {
         double dt = now_seconds() - t0;
         step_comm += dist.comm_seconds - c0;
         state.step = step + 1;
+        state.num_tokens += r.tokens;
         if (!nonfinite_guard(&guard, &log, state.step, r.skipped, r.loss, r.grad_norm))
-            log_step(&log, state.step, r.skipped, r.loss, lr, r.grad_norm, r.targets, dt);
+            log_step(&log, state.step, r.skipped, r.loss, lr, r.grad_norm, r.targets, &r.sums, state.num_tokens, dt);
         if (state.step < steps) stop = preempt_poll(&dist);
         if ((args.ckpt_every > 0 && state.step % args.ckpt_every == 0 && state.step < steps) || stop) {
             state.epoch = loader.epoch; state.cursor = loader.cursor; state.rng = sample_rng.state;

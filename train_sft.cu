@@ -93,6 +93,7 @@ struct Batch {
     int *rows, *row_targets;           // (num_rows) positions that go to the classifier and their targets
     EncoderPlan enc;                   // the rows of each distinct token and position, for encoder_backward
     float *losses;                     // (num_rows) device: the classifier rows' losses
+    float *correct, *entropy;          // (num_rows) device: their trl metrics (cuda/classifier.cuh), or NULL: not formed
     int num_rows;
 };
 
@@ -779,8 +780,8 @@ static void layer_output_forward(GpuModel *M, int l, int B, int T) {
 
 // Forward over B rows of T positions (the micro-batch already on the device), then
 // the classifier on the M->b.num_rows rows listed in M->b.rows. With targets
-// (M->b.row_targets), the losses go to M->b.losses and the logits become the loss
-// gradient scaled by grad_scale.
+// (M->b.row_targets), the losses go to M->b.losses (trl's metrics to M->b.correct and
+// M->b.entropy, unless NULL) and the logits become the loss gradient scaled by grad_scale.
 static void gpu_forward(GpuModel *M, int B, int T, bool with_targets, float grad_scale) {
     const ModelConfig *c = &M->cfg;
     int C = c->C, V = c->V, Vp = M->cfg_dev.V, BT = B * T, L = c->L;
@@ -802,7 +803,7 @@ static void gpu_forward(GpuModel *M, int B, int T, bool with_targets, float grad
     kt_mark(s, K_CLASSIFIER);
     gemm_rm(M->blas, false, true, R, Vp, C, a->x_sel, C, M->p[c->tied ? P_WTE : P_LMHEAD], C, a->logits, Vp, 0.0f);
     kt_mark(s, K_CLASSIFIER);
-    if (with_targets) crossentropy_softmax(a->logits, M->b.losses, M->b.row_targets, R, V, Vp, grad_scale, s);
+    if (with_targets) crossentropy_softmax(a->logits, M->b.losses, M->b.correct, M->b.entropy, M->b.row_targets, R, V, Vp, grad_scale, s);
 }
 
 // Backward after gpu_forward with targets: adds the gradients to M->grads.
@@ -874,13 +875,17 @@ static void batch_fill(GpuModel *M, Batch *h, const int *inputs, const int *pos,
     }
 }
 
-// Makes the device block dev (a copy of host block h) the current micro-batch, its losses going to losses.
-static void batch_use(GpuModel *M, const Batch *h, int *dev, float *losses, int BT) {
+// Makes the device block dev (a copy of host block h) the current micro-batch, its losses
+// going to losses and, with stats not NULL, the rows' trl metrics to stats (correct) and
+// stats + BT (entropy).
+static void batch_use(GpuModel *M, const Batch *h, int *dev, float *losses, float *stats, int BT) {
     batch_layout(&M->b, dev, BT);
     M->b.num_rows = h->num_rows;
     M->b.enc.num_keys[0] = h->enc.num_keys[0];
     M->b.enc.num_keys[1] = h->enc.num_keys[1];
     M->b.losses = losses;
+    M->b.correct = stats;
+    M->b.entropy = stats ? stats + BT : NULL;
 }
 
 // One micro-batch to the device as the current one (for evaluation, generation and
@@ -892,7 +897,7 @@ static void gpu_upload_batch(GpuModel *M, const int *inputs, const int *pos, con
     batch_layout(&h, M->host_block, BT);
     batch_fill(M, &h, inputs, pos, doc_start, targets, BT, given_rows, n_given);
     CUDA_CHECK(cudaMemcpyAsync(M->dev_block, M->host_block, batch_ints(BT) * sizeof(int), cudaMemcpyHostToDevice, M->stream));
-    batch_use(M, &h, M->dev_block, M->a.losses, BT);
+    batch_use(M, &h, M->dev_block, M->a.losses, NULL, BT);
 }
 
 // Sum of the losses of the classifier rows, in row order in double (as on the CPU).
@@ -915,14 +920,14 @@ static double gpu_loss_sum(GpuModel *M, float *host_losses) {
 // the communication with backward: it runs on the same stream after it.
 
 // The host side is pinned, so the step's one upload (all micro-batches) and one
-// download (losses and gradient norm) are asynchronous copies; the step waits for
+// download (losses, trl's metrics and gradient norm) are asynchronous copies; the step waits for
 // the device once, after the gradient norm, since the loss and the norm decide
 // whether AdamW runs (the numerical guard); AdamW then runs while the host moves on.
 struct StepBuffers {
     int A, BT;
     int *host, *dev;                   // (A, batch_ints(BT)) the micro-batches' blocks, pinned host and device
     Batch *batches;                    // (A) host views of the blocks
-    float *host_losses, *dev_losses;   // (A, BT) each micro-batch's row losses, pinned host and device
+    float *host_losses, *dev_losses;   // (A, 3, BT) each micro-batch's row losses, correct and entropy, pinned host and device
     float *host_norm2;                 // (1) pinned: the squared gradient norm
     float *losses;                     // (BT) pageable, for gpu_evaluate
 };
@@ -934,8 +939,8 @@ static void step_buffers_init(StepBuffers *b, int A, int BT) {
     b->dev = (int *)dev_alloc(n * sizeof(int));
     b->batches = (Batch *)xmalloc((size_t)A * sizeof(Batch));
     for (int k = 0; k < A; k++) batch_layout(&b->batches[k], b->host + (size_t)k * batch_ints(BT), BT);
-    CUDA_CHECK(cudaMallocHost((void **)&b->host_losses, (size_t)A * BT * sizeof(float)));
-    b->dev_losses = (float *)dev_alloc((size_t)A * BT * sizeof(float));
+    CUDA_CHECK(cudaMallocHost((void **)&b->host_losses, (size_t)A * 3 * BT * sizeof(float)));
+    b->dev_losses = (float *)dev_alloc((size_t)A * 3 * BT * sizeof(float));
     CUDA_CHECK(cudaMallocHost((void **)&b->host_norm2, sizeof(float)));
     b->losses = (float *)xmalloc((size_t)BT * sizeof(float));
 }
@@ -951,15 +956,18 @@ struct StepResult {
     float grad_norm;    // before clipping
     int64_t targets;
     int skipped;        // STEP_UPDATED, or why no update: STEP_NO_TARGETS, STEP_NONFINITE
+    TokenSums sums;     // trl's metrics of the step's targets, summed over all ranks
+    int64_t tokens;     // positions holding a token in the step's micro-batches, all ranks (trl's num_tokens grows by it)
 };
 
 static StepResult gpu_train_step(GpuModel *M, Loader *ld, StepBuffers *sb, int A, float lr, float weight_decay, float grad_clip, int64_t *adam_t) {
-    StepResult r = {0.0, 0.0f, 0, 0};
+    StepResult r = {0.0, 0.0f, 0, 0, {0.0, 0.0}, 0};
     int B = ld->B, T = ld->T, BT = B * T, W = M->comm->world;
     size_t block = batch_ints(BT);
     for (int k = 0; k < A * W; k++) {  // the previous step's upload finished before its sync: the pinned blocks are free
         loader_next_batch(ld);
         r.targets += ld->num_targets;
+        r.tokens += loader_batch_tokens(ld);
         if (dist_owns_microbatch(M->comm->rank, A, k))
             batch_fill(M, &sb->batches[k % A], ld->inputs, ld->pos, ld->doc_start, ld->targets, BT, NULL, 0);
     }
@@ -971,7 +979,8 @@ static StepResult gpu_train_step(GpuModel *M, Loader *ld, StepBuffers *sb, int A
     CUDA_CHECK(cudaMemsetAsync(M->grads, 0, M->padded * sizeof(float), M->stream));
     for (int k = 0; k < A; k++) {
         if (sb->batches[k].num_rows == 0) continue;  // contributes nothing
-        batch_use(M, &sb->batches[k], sb->dev + (size_t)k * block, sb->dev_losses + (size_t)k * BT, BT);
+        float *rows_out = sb->dev_losses + (size_t)k * 3 * BT;  // [losses | correct | entropy]
+        batch_use(M, &sb->batches[k], sb->dev + (size_t)k * block, rows_out, rows_out + BT, BT);
         M->dropout_micro = M->comm->rank * A + k;  // LoRA's dropout: the micro-batch's index over all ranks (dist_owns_microbatch)
         gpu_forward(M, B, T, true, inv_targets);
         gpu_backward(M, B, T);
@@ -989,18 +998,21 @@ static StepResult gpu_train_step(GpuModel *M, Loader *ld, StepBuffers *sb, int A
     global_norm_squared(M->a.norm2, M->a.scratch, M->grads + M->lo, M->zero ? M->shard : M->num_train, M->stream);
     if (M->zero) comm_allreduce_sum(M->comm, M->a.norm2, 1);
     kt_mark(M->stream, K_OTHER);
-    CUDA_CHECK(cudaMemcpyAsync(sb->host_losses, sb->dev_losses, (size_t)A * BT * sizeof(float), cudaMemcpyDeviceToHost, M->stream));
+    CUDA_CHECK(cudaMemcpyAsync(sb->host_losses, sb->dev_losses, (size_t)A * 3 * BT * sizeof(float), cudaMemcpyDeviceToHost, M->stream));
     CUDA_CHECK(cudaMemcpyAsync(sb->host_norm2, M->a.norm2, sizeof(float), cudaMemcpyDeviceToHost, M->stream));
     // The step's one wait for the device (with several ranks: with comm_wait's deadline):
     // the loss and the gradient norm decide whether AdamW runs; with one rank AdamW then
     // runs while the host prepares the next step.
     if (M->comm->comm) comm_wait(M->comm, "gradient reduction");
     else CUDA_CHECK(cudaStreamSynchronize(M->stream));
-    double loss_sum = 0.0;  // in row order in double, as on the CPU; then summed over ranks
+    double sums[3] = {0.0, 0.0, 0.0};  // loss, correct, entropy: in row order in double, as on the CPU; then summed over ranks
     for (int k = 0; k < A; k++)
-        for (int q = 0; q < sb->batches[k].num_rows; q++) loss_sum += sb->host_losses[(size_t)k * BT + q];
-    if (M->comm->comm) ops_allreduce_f64(M->comm, &loss_sum, 1);
-    r.loss = loss_sum / (double)r.targets;
+        for (int q = 0; q < sb->batches[k].num_rows; q++)
+            for (int j = 0; j < 3; j++) sums[j] += sb->host_losses[((size_t)k * 3 + j) * BT + q];
+    if (M->comm->comm) ops_allreduce_f64(M->comm, sums, 3);
+    r.loss = sums[0] / (double)r.targets;
+    r.sums.correct = sums[1];
+    r.sums.entropy = sums[2];
     if (poison_this_step == POISON_LOSS) r.loss = NAN;  // test hook (trainer.h)
     r.grad_norm = sqrtf(*sb->host_norm2);
     // a NaN or Inf loss or gradient never reaches the weights or AdamW's moments and count
@@ -1319,8 +1331,9 @@ int main(int argc, char **argv) {
         CUDA_CHECK(cudaMemGetInfo(&free_now, &total_mem));
         if (free_now < min_free) min_free = free_now;
         state.step = step + 1;
+        state.num_tokens += r.tokens;
         if (!nonfinite_guard(&guard, &log, state.step, r.skipped, r.loss, r.grad_norm))  // every rank: all stop at the same step
-            log_step(&log, state.step, r.skipped, r.loss, lr, r.grad_norm, r.targets, dt);
+            log_step(&log, state.step, r.skipped, r.loss, lr, r.grad_norm, r.targets, &r.sums, state.num_tokens, dt);
         if (state.step < steps) stop = preempt_poll(&dist);
         if ((args.ckpt_every > 0 && state.step % args.ckpt_every == 0 && state.step < steps) || (stop && args.ckpt_every >= 0)) {
             gpu_download_state(&M, lora ? run.adapter : run.params, host_m, host_v);  // every rank: the shards meet

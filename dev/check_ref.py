@@ -19,7 +19,7 @@ import sys
 
 import numpy as np
 
-DT = {"F32": np.float32, "F16": np.float16, "BOOL": np.bool_}
+DT = {"F32": np.float32, "F16": np.float16, "BOOL": np.bool_, "U8": np.uint8}
 
 
 def read_st(path):

@@ -499,7 +499,25 @@ static void model_load_hf_opened(SafeTensors *st, const ModelConfig *cfg, float 
     model_load_hf_weights(&w, cfg, mem, p);
 }
 
+// A quantized checkpoint's linear weights are not floats. model/hf_bnb4.h reads
+// bitsandbytes' 4-bit files, but no trainer trains on a 4-bit base yet: say so by name
+// rather than fail later on a tensor's dtype.
+static void hf_refuse_quantized(const char *dir) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    size_t len;
+    char *text = read_whole_file(path, &len);
+    JsonDoc doc;
+    if (json_parse(text, len, &doc) != 0) fatal("%s: invalid JSON: %s", path, doc.error);
+    free(text);
+    const JsonValue *qc = doc.root->type == JSON_OBJECT ? json_get(doc.root, "quantization_config") : NULL;
+    if (qc)
+        fatal("%s: a quantized checkpoint (quantization_config): 4-bit bases (QLoRA) are not supported yet; use the unquantized model's directory", path);
+    json_free(&doc);
+}
+
 static void model_load_hf(const char *dir, ModelConfig *cfg, float **mem, ParamTensors *p) {
+    hf_refuse_quantized(dir);
     model_read_hf_config(dir, cfg);
     HfWeights w;
     hf_weights_open(dir, &w);

@@ -48,12 +48,15 @@ static char *read_text(const char *path) {
     return read_whole_file(path, &n);
 }
 
-// The "loss", "val_loss" and "grad_norm" fields of a metrics file, in order, joined
+// The "loss", "val_loss", "grad_norm" and trl's metrics ("mean_token_accuracy", "entropy",
+// "num_tokens") fields of a metrics file, in order, joined
 // (tokens_per_s is a timing and differs between runs).
 static void loss_lines(const char *metrics, char *out, size_t n) {
     out[0] = 0;
     for (const char *p = metrics; p && *p; p++) {
-        if (strncmp(p, "\"loss\": ", 8) && strncmp(p, "\"val_loss\": ", 12) && strncmp(p, "\"grad_norm\": ", 13)) continue;
+        if (strncmp(p, "\"loss\": ", 8) && strncmp(p, "\"val_loss\": ", 12) && strncmp(p, "\"grad_norm\": ", 13) &&
+            strncmp(p, "\"mean_token_accuracy\": ", 23) && strncmp(p, "\"entropy\": ", 11) && strncmp(p, "\"num_tokens\": ", 14))
+            continue;
         const char *e = p + strcspn(p, ",}");
         size_t len = (size_t)(e - p);
         if (strlen(out) + len + 2 < n) { strncat(out, p, len); strcat(out, ";"); }

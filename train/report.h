@@ -37,6 +37,7 @@ typedef struct {
 
 typedef struct {
     ReportSeries loss, val_loss, lr, grad_norm, tokens_per_s, eval_accuracy;  // eval_accuracy in [0, 1]
+    ReportSeries token_accuracy, entropy;  // trl's mean_token_accuracy (in [0, 1]) and entropy
     int64_t skipped;          // steps logged as skipped (no update)
     int64_t last_step;        // largest step in the file (0 if none)
 } RunMetrics;
@@ -54,8 +55,8 @@ static void report_series_add(ReportSeries *s, double x, double y) {
 }
 
 static void run_metrics_free(RunMetrics *m) {
-    ReportSeries *all[6] = {&m->loss, &m->val_loss, &m->lr, &m->grad_norm, &m->tokens_per_s, &m->eval_accuracy};
-    for (int i = 0; i < 6; i++) { free(all[i]->x); free(all[i]->y); }
+    ReportSeries *all[8] = {&m->loss, &m->val_loss, &m->lr, &m->grad_norm, &m->tokens_per_s, &m->eval_accuracy, &m->token_accuracy, &m->entropy};
+    for (int i = 0; i < 8; i++) { free(all[i]->x); free(all[i]->y); }
     memset(m, 0, sizeof *m);
 }
 
@@ -91,6 +92,8 @@ static void run_metrics_read(const char *out_dir, RunMetrics *m) {
                     report_take_(&m->lr, doc.root, "lr", x);
                     report_take_(&m->grad_norm, doc.root, "grad_norm", x);
                     report_take_(&m->tokens_per_s, doc.root, "tokens_per_s", x);
+                    report_take_(&m->token_accuracy, doc.root, "mean_token_accuracy", x);
+                    report_take_(&m->entropy, doc.root, "entropy", x);
                 }
                 report_take_(&m->val_loss, doc.root, "val_loss", x);
                 report_take_(&m->eval_accuracy, doc.root, "eval_accuracy", x);
@@ -395,6 +398,16 @@ static void report_write(const char *out_dir, const ReportInfo *info, RunMetrics
         ReportChart acc = {"Exact-match accuracy (-E)", "exact match (%)", 100, 1, 100, 0, 0};
         ReportCurve c = {&m.eval_accuracy, "eval_accuracy", "held-out prompts", "#d62728", 1};
         report_chart(&b, &acc, &c, 1, xmax);
+    }
+    if (m.token_accuracy.n) {
+        ReportChart ta = {"Token accuracy (trl's mean_token_accuracy)", "targets predicted (%, argmax)", 100, 1, 100, 0, info->tokens_per_step};
+        ReportCurve ta_c = {&m.token_accuracy, "mean_token_accuracy", "training", "#17becf", 0};
+        report_chart(&b, &ta, &ta_c, 1, xmax);
+    }
+    if (m.entropy.n) {
+        ReportChart en = {"Entropy of the predictions (trl's entropy)", "mean over targets (nats)", 1, 1, 0, 0, 0};
+        ReportCurve en_c = {&m.entropy, "entropy", "training", "#bcbd22", 0};
+        report_chart(&b, &en, &en_c, 1, xmax);
     }
     ReportChart lr = {"Learning rate", "learning rate", 1, 1, 0, 0, 0};
     ReportCurve lr_c = {&m.lr, "lr", "learning rate", "#2ca02c", 0};

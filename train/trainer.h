@@ -302,7 +302,8 @@ typedef struct {
     int64_t data_docs, data_tokens;  // identity of the training file
     int64_t B, T, A;          // rows per micro-batch, row length, micro-batches per step over all ranks (A*W)
     int64_t optimizer[2];     // AdamW's settings and the LR schedule (state_optimizer_fields); 0 in files from before them
-    int64_t best_fit;         // header field 30: --packing_strategy bfd (1) or next_fit (0, as in files from before it)
+    int64_t num_tokens;       // header field 30: trl's num_tokens, tokens (not padding) of every step so far, all ranks; 0 in files from before it
+    int64_t best_fit;         // header field 31: --packing_strategy bfd (1) or next_fit (0, as in files from before it)
 } TrainState;
 
 // Header fields 28..29: beta1 and beta2 (float bits, beta2 in the high half), then
@@ -353,7 +354,7 @@ static void write_state_file_lora(const char *path, const ModelConfig *cfg, cons
     h[7] = s->step; h[8] = s->adam_t; h[9] = s->epoch; h[10] = s->cursor; memcpy(&h[11], &s->rng, 8);
     h[12] = s->data_docs; h[13] = s->data_tokens; h[14] = s->B; h[15] = s->T; h[16] = s->A; h[17] = (int64_t)P;
     state_model_fields(cfg, &h[18]);
-    h[28] = s->optimizer[0]; h[29] = s->optimizer[1]; h[30] = s->best_fit;
+    h[28] = s->optimizer[0]; h[29] = s->optimizer[1]; h[30] = s->num_tokens; h[31] = s->best_fit;
     AtomicFile af;
     atomic_open(&af, path);
     atomic_write(&af, h, sizeof h);
@@ -401,7 +402,8 @@ static void read_state_buffer_lora(const char *path, const char *buf, size_t len
         fatal("%s: file is %zu bytes, expected %zu: truncated or corrupt", path, len, sizeof h + 2 * P * sizeof(float));
     s->step = h[7]; s->adam_t = h[8]; s->epoch = h[9]; s->cursor = h[10]; memcpy(&s->rng, &h[11], 8);
     s->data_docs = h[12]; s->data_tokens = h[13]; s->B = h[14]; s->T = h[15]; s->A = h[16];
-    s->optimizer[0] = h[28]; s->optimizer[1] = h[29]; s->best_fit = h[30];
+    s->optimizer[0] = h[28]; s->optimizer[1] = h[29]; s->num_tokens = h[30]; s->best_fit = h[31];
+    if (s->num_tokens < 0) fatal("%s: corrupt counters in the training state", path);
     if (s->step < 0 || s->adam_t < 0 || s->adam_t > s->step || s->epoch < 0 || s->cursor < 0 || (s->best_fit != 0 && s->best_fit != 1))
         fatal("%s: corrupt counters in the training state", path);
     memcpy(m, buf + sizeof h, P * sizeof(float));
@@ -977,6 +979,32 @@ static void check_memory_plan(const MemTerm *t, int n, double available, const c
 // StepResult.skipped: why a step made no update.
 enum { STEP_UPDATED = 0, STEP_NO_TARGETS = 1, STEP_NONFINITE = 2 };
 
+// trl's per-step metrics (SFTTrainer.compute_loss; docs/training.md), formed in the
+// classifier's pass over each target row (crossentropy_softmax in train_sft.c and
+// cuda/classifier.cuh): sums over the step's targets on every rank, divided by the
+// step's target count once, so a step gives the same values for any split into
+// micro-batches and ranks (trl averages each micro-batch's ratio instead).
+typedef struct {
+    double correct;  // targets whose largest logit (the first of equal ones: torch.argmax) is the target
+    double entropy;  // sum over the targets of the entropy of softmax(logits), nats
+} TokenSums;
+
+// Positions of the loader's current micro-batch that hold a token: each row minus its
+// padded tail (datafile.h: token 0 at position 0, its own document, no target), the
+// attention-mask sum trl counts as num_tokens. A row that ends with a one-token document
+// whose token is 0 looks like padding there and is not counted (such a document has no
+// target to train).
+static int64_t loader_batch_tokens(const Loader *ld) {
+    int64_t n = 0;
+    for (int b = 0; b < ld->B; b++) {
+        int p = ld->T;
+        const int *in = ld->inputs + (size_t)b * ld->T, *pos = ld->pos + (size_t)b * ld->T, *tg = ld->targets + (size_t)b * ld->T;
+        while (p > 0 && in[p - 1] == 0 && pos[p - 1] == 0 && tg[p - 1] < 0) p--;
+        n += p;
+    }
+    return n;
+}
+
 // Counts steps in a row whose loss or gradient norm was NaN or Inf. The train step
 // never applies such an update (weights, AdamW moments and its step count stay as
 // they were); after `limit` in a row the run stops.
@@ -1175,8 +1203,10 @@ static int terminal_columns(void) {
 }
 
 // One optimizer step's record and progress line; step is 1 for the first update,
-// seconds the time the step took.
-static void log_step(RunLog *log, int64_t step, int skipped, double loss, float lr, float grad_norm, int64_t targets, double seconds) {
+// seconds the time the step took; sums the step's trl metrics (TokenSums), num_tokens
+// the tokens of all steps through this one.
+static void log_step(RunLog *log, int64_t step, int skipped, double loss, float lr, float grad_norm, int64_t targets, const TokenSums *sums,
+                     int64_t num_tokens, double seconds) {
     const TrainArgs *a = log->args;
     int steps = log->run->steps;
     log->step_seconds += seconds;
@@ -1188,11 +1218,12 @@ static void log_step(RunLog *log, int64_t step, int skipped, double loss, float 
         snprintf(line, sizeof line, "step %lld/%d | skipped: no targets in this step | %.1f ms", (long long)step, steps, seconds * 1e3);
         fprintf(log->metrics, "{\"step\": %lld, \"skipped\": true, \"targets\": 0, \"lr\": %.6g}\n", (long long)step, lr);
     } else {
-        double tok_s = a->total_batch / seconds;
-        snprintf(line, sizeof line, "step %lld/%d | loss %.4f | lr %.2e | norm %.4f | %lld targets | %.0f tok/s | %.1f ms | %s, ETA %s",
-                 (long long)step, steps, loss, lr, grad_norm, (long long)targets, tok_s, seconds * 1e3, elapsed, eta);
-        fprintf(log->metrics, "{\"step\": %lld, \"loss\": %.9g, \"grad_norm\": %.9g, \"lr\": %.9g, \"targets\": %lld, \"tokens_per_s\": %.1f}\n",
-                (long long)step, loss, grad_norm, lr, (long long)targets, tok_s);
+        double tok_s = a->total_batch / seconds, accuracy = sums->correct / (double)targets, entropy = sums->entropy / (double)targets;
+        snprintf(line, sizeof line, "step %lld/%d | loss %.4f | acc %.3f | entropy %.3f | lr %.2e | norm %.4f | %lld targets | %.0f tok/s | %.1f ms | %s, ETA %s",
+                 (long long)step, steps, loss, accuracy, entropy, lr, grad_norm, (long long)targets, tok_s, seconds * 1e3, elapsed, eta);
+        fprintf(log->metrics, "{\"step\": %lld, \"loss\": %.9g, \"grad_norm\": %.9g, \"lr\": %.9g, \"targets\": %lld, \"tokens_per_s\": %.1f, "
+                "\"mean_token_accuracy\": %.9g, \"entropy\": %.9g, \"num_tokens\": %lld}\n",
+                (long long)step, loss, grad_norm, lr, (long long)targets, tok_s, accuracy, entropy, (long long)num_tokens);
     }
     fflush(log->metrics);
     if (log->tty) {  // redraw in place, cut to the terminal's width so that it never wraps

@@ -34,14 +34,15 @@ void ref_attention_backward(float *dqkv, const float *dout, const float *qkv, co
 }
 void ref_gelu_forward(float *out, const float *inp, long N) { gelu_forward(out, inp, (size_t)N); }
 void ref_gelu_backward(float *dinp, const float *inp, const float *dout, long N) { gelu_backward(dinp, inp, dout, (size_t)N); }
-void ref_classifier_forward(float *logits, float *losses, const float *x, const float *wte, const int *targets, int R, int C, int V) {
-    classifier_forward(logits, losses, x, wte, targets, R, C, V);
+void ref_classifier_forward(float *logits, float *losses, float *correct, float *entropy, const float *x, const float *wte, const int *targets, int R,
+                            int C, int V) {
+    classifier_forward(logits, losses, correct, entropy, x, wte, targets, R, C, V);
 }
 void ref_classifier_backward(float *dx, float *dwte, const float *dlogits, const float *x, const float *wte, int R, int C, int V) {
     classifier_backward(dx, dwte, dlogits, x, wte, R, C, V);
 }
-void ref_crossentropy_softmax(float *logits, float *losses, const int *targets, int R, int V) {
-    crossentropy_softmax(logits, losses, targets, R, V);
+void ref_crossentropy_softmax(float *logits, float *losses, float *correct, float *entropy, const int *targets, int R, int V) {
+    crossentropy_softmax(logits, losses, correct, entropy, targets, R, V);
 }
 void ref_adamw(float *p, const float *g, float *m, float *v, long n, float lr, float beta1, float beta2, float eps, float wd, int t) {
     adamw_tensor(p, g, m, v, (size_t)n, lr, beta1, beta2, eps, wd, t);

@@ -26,10 +26,12 @@ void ref_attention_backward(float *dqkv, const float *dout, const float *qkv, co
                             int KVH, int HS, int window);
 void ref_gelu_forward(float *out, const float *inp, long N);
 void ref_gelu_backward(float *dinp, const float *inp, const float *dout, long N);
-// logits (R, V) in, with targets: losses (R) out and logits replaced by softmax - onehot
-void ref_classifier_forward(float *logits, float *losses, const float *x, const float *wte, const int *targets, int R, int C, int V);
+// logits (R, V) in, with targets: losses, correct (1 if the first largest logit is the
+// target, else 0) and entropy (nats) (R each) out and logits replaced by softmax - onehot
+void ref_classifier_forward(float *logits, float *losses, float *correct, float *entropy, const float *x, const float *wte, const int *targets, int R,
+                            int C, int V);
 void ref_classifier_backward(float *dx, float *dwte, const float *dlogits, const float *x, const float *wte, int R, int C, int V);
-void ref_crossentropy_softmax(float *logits, float *losses, const int *targets, int R, int V);
+void ref_crossentropy_softmax(float *logits, float *losses, float *correct, float *entropy, const int *targets, int R, int V);
 // torch.optim.AdamW on n parameters (decay already folded: pass wd = 0 for no decay)
 void ref_adamw(float *p, const float *g, float *m, float *v, long n, float lr, float beta1, float beta2, float eps, float wd, int t);
 // The Llama family's layers.

@@ -16,7 +16,7 @@ def put(harness, name, data):
 
 # ---- json: the cases of tests/testdata/json_cases.txt, one seed each (valid and invalid)
 here = os.path.dirname(os.path.abspath(__file__))
-with open(os.path.join(here, "..", "..", "data", "testdata", "json_cases.txt"), "rb") as f:
+with open(os.path.join(here, "..", "..", "tests", "testdata", "json_cases.txt"), "rb") as f:
     for i, line in enumerate(f.read().split(b"\n")):
         if line:
             put("json", "case%03d" % i, line)
@@ -62,6 +62,24 @@ put("safetensors", "f16_bf16", safetensors([("a", "F16", [2, 2], struct.pack("<4
                                              ("c", "I64", [1], struct.pack("<q", 5))], metadata=False))
 put("safetensors", "scalar_and_empty", safetensors([("s", "F32", [], struct.pack("<f", 2)), ("e", "F32", [0, 4], b"")]))
 put("safetensors", "bad_offsets", safetensors([("x", "F32", [2], f32[:8])])[:-4])
+# a bitsandbytes NF4 weight "w" [8, 24] (model/bnb4.h), double quantized and not
+sys.path.insert(0, os.path.join(here, ".."))
+import ref_nf4  # noqa: E402 (the value tables)
+def bnb4(nested, blocksize=64):
+    codes = bytes((i * 37) % 256 for i in range(96))
+    qs = {"quant_type": "nf4", "blocksize": blocksize, "dtype": "bfloat16", "shape": [8, 24]}
+    t = [("w", "U8", [96, 1], codes), ("w.quant_map", "F32", [16], struct.pack("<16f", *ref_nf4.NF4))]
+    if nested:
+        qs.update(nested_blocksize=256, nested_dtype="float32", nested_offset=0.03125)
+        t += [("w.absmax", "U8", [3], bytes([0, 128, 255])), ("w.nested_absmax", "F32", [1], struct.pack("<f", 0.02)),
+              ("w.nested_quant_map", "F32", [256], struct.pack("<256f", *ref_nf4.DYN))]
+    else:
+        t += [("w.absmax", "F32", [3], struct.pack("<3f", 0.5, 0.0, 2.0))]
+    t += [("w.quant_state.bitsandbytes__nf4", "U8", [0], json.dumps(qs).encode())]
+    t[-1] = (t[-1][0], "U8", [len(t[-1][3])], t[-1][3])
+    return safetensors(t)
+put("safetensors", "bnb4_double_quant", bnb4(True))
+put("safetensors", "bnb4_plain", bnb4(False))
 
 # ---- config: Hugging Face GPT-2 config.json
 gpt2 = {"activation_function": "gelu_new", "architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", "n_ctx": 1024,
@@ -289,11 +307,11 @@ put("evalset", "long_prompt", json.dumps({"prompt": "word " * 200, "completion":
 put("evalset", "bad", '{"prompt": 5, "completion": "x"}\n')
 
 # ---- jinja: the fixture chat templates and the construct cases of test_jinja (not the limit cases)
-tdir = os.path.join(here, "..", "..", "data", "testdata", "templates")
+tdir = os.path.join(here, "..", "..", "tests", "testdata", "templates")
 for name in sorted(n for n in os.listdir(tdir) if n.endswith(".jinja")):
     with open(os.path.join(tdir, name), "rb") as f:
         put("jinja", name[:-len(".jinja")], f.read())
-with open(os.path.join(here, "..", "..", "data", "testdata", "jinja", "cases.jsonl"), encoding="utf-8") as f:
+with open(os.path.join(here, "..", "..", "tests", "testdata", "jinja", "cases.jsonl"), encoding="utf-8") as f:
     for line in f:
         case = json.loads(line)
         if not case.get("skip_python"):

@@ -4,7 +4,7 @@
 # Skipped (one "skip" line) where mpirun or train_sft_mpi is missing.
 #
 # Checks, one "ok/FAIL/skip NAME" line each:
-# - 2 ranks (ZeRO-1, the default) = 1 process: per-step loss and gradient norm within
+# - 2 ranks (ZeRO-1, the default) = 1 process: per-step loss, gradient norm and trl's metrics within
 #   1e-6 relative, validation losses too, final weights and AdamW moments within 1e-5
 #   (fp sums in another order), the same counters, on a run with packing, masks,
 #   accumulation (2 micro-batches per rank), clipping, weight decay, -S 1 and micro-
@@ -76,8 +76,9 @@ why=$(val_targets 2 10)
 
 run1() { ./train_sft "$@" > "$tmp/last.log" 2>&1 || { fail "$name" "./train_sft exited $?: $(tail -1 "$tmp/last.log")"; return 1; }; }
 run2() { $mpi ./train_sft_mpi "$@" > "$tmp/last.log" 2>&1 || { fail "$name" "mpirun exited $?: $(grep -m1 error "$tmp/last.log")"; return 1; }; }
-# "key value" lines of a metrics file: loss, grad_norm, targets and validation records, and skipped steps
-series() { grep -o '"\(loss\|grad_norm\|targets\|val_loss\|val_targets\|skipped\)": [^,}]*' "$1" | tr -d '":,'; }
+# "key value" lines of a metrics file: loss, grad_norm, targets, trl's metrics (the same for any W:
+# sums over every rank's targets, divided once), validation records, and skipped steps
+series() { grep -o '"\(loss\|grad_norm\|targets\|mean_token_accuracy\|entropy\|num_tokens\|val_loss\|val_targets\|skipped\)": [^,}]*' "$1" | tr -d '":,'; }
 # compares two series files within a relative tolerance; prints the first mismatch (a NaN
 # or Inf is one: the trainers log neither, and NaN would compare as equal to anything)
 close_series() {

@@ -237,7 +237,7 @@ static void test_resume_checks(void) {
           "first run exit %d; resumed with linear: exit %d, \"%s\"; with the defaults: exit %d", rc1, rc_linear, err, rc_default);
 
     // the packing lays out the epoch's order that the saved cursor counts into; the
-    // state file of next_fit (and those from before field 30) refuse bfd, and back
+    // state file of next_fit (and those from before field 31) refuse bfd, and back
     snprintf(cmd, sizeof cmd, TRAIN " -x 4 -y 1 --packing_strategy bfd -o %s/old", tmp_root);
     int rc_bfd = run(cmd, err, sizeof err);
     int bfd_named = strstr(err, "--packing_strategy next_fit; resume with the same") && strchr(err, '\n') == err + strlen(err) - 1;

@@ -170,8 +170,8 @@ typedef struct { int points; int series; char why[256]; } CurveCheck;
 // and compared with expected_series(NAME); *loss_points gets the loss curve's count.
 static int check_curves(const char *html, const char *metrics_text, int *loss_points, char *why, size_t whyn) {
     static Expected e;
-    const char *names[] = {"loss", "val_loss", "lr", "grad_norm", "tokens_per_s", "eval_accuracy"};
-    int seen[6] = {0};
+    const char *names[] = {"loss", "val_loss", "lr", "grad_norm", "tokens_per_s", "eval_accuracy", "mean_token_accuracy", "entropy"};
+    int seen[8] = {0};
     *loss_points = 0;
     for (const char *g = html; (g = strstr(g, "<g class=\"plot\"")) != NULL; g++) {
         double x0 = attr_number(g, "data-x0"), x1 = attr_number(g, "data-x1"), y0 = attr_number(g, "data-y0"), y1 = attr_number(g, "data-y1");
@@ -184,7 +184,7 @@ static int check_curves(const char *html, const char *metrics_text, int *loss_po
             if (!ds) { snprintf(why, whyn, "a polyline without data-series"); return -1; }
             ds += 13;
             int k = -1;
-            for (int i = 0; i < 6; i++) if (!strncmp(ds, names[i], strlen(names[i])) && ds[strlen(names[i])] == '"') k = i;
+            for (int i = 0; i < 8; i++) if (!strncmp(ds, names[i], strlen(names[i])) && ds[strlen(names[i])] == '"') k = i;
             if (k < 0) { snprintf(why, whyn, "unknown series %.20s", ds); return -1; }
             seen[k] = 1;
             expected_series(metrics_text, names[k], &e);
@@ -236,7 +236,7 @@ static int check_curves(const char *html, const char *metrics_text, int *loss_po
             if (k == 0) *loss_points = drawn;
         }
     }
-    for (int k = 0; k < 6; k++) {
+    for (int k = 0; k < 8; k++) {
         expected_series(metrics_text, names[k], &e);
         if (e.n && !seen[k]) { snprintf(why, whyn, "metrics.jsonl has %s values but the report no %s curve", names[k], names[k]); return -1; }
     }
@@ -361,18 +361,22 @@ static void test_hand_written_runs(const char *tmp) {
     write_text(path,
                "{\"step\": 0, \"val_loss\": 5.5, \"val_targets\": 100}\n"
                "{\"step\": 0, \"eval_accuracy\": 0.0, \"eval_examples\": 20}\n"
-               "{\"step\": 1, \"loss\": 5.75, \"grad_norm\": 3.5, \"lr\": 0.001, \"targets\": 90, \"tokens_per_s\": 12000.5}\n"
+               "{\"step\": 1, \"loss\": 5.75, \"grad_norm\": 3.5, \"lr\": 0.001, \"targets\": 90, \"tokens_per_s\": 12000.5, "
+               "\"mean_token_accuracy\": 0.1, \"entropy\": 5.5, \"num_tokens\": 1900}\n"
                "{\"step\": 2, \"skipped\": true, \"targets\": 0, \"lr\": 0.002}\n"
-               "{\"step\": 3, \"loss\": 4.25, \"grad_norm\": 1.25, \"lr\": 0.003, \"targets\": 80, \"tokens_per_s\": 15000}\n"
+               "{\"step\": 3, \"loss\": 4.25, \"grad_norm\": 1.25, \"lr\": 0.003, \"targets\": 80, \"tokens_per_s\": 15000, "
+               "\"mean_token_accuracy\": 0.3125, \"entropy\": 4.0, \"num_tokens\": 5800}\n"
                "this line is not JSON\n"
-               "{\"step\": 4, \"loss\": 3.5, \"grad_norm\": 0.5, \"lr\": 0.002, \"targets\": 85, \"tokens_per_s\": 14000}\n"
+               "{\"step\": 4, \"loss\": 3.5, \"grad_norm\": 0.5, \"lr\": 0.002, \"targets\": 85, \"tokens_per_s\": 14000, "
+               "\"mean_token_accuracy\": 0.5, \"entropy\": 3.25, \"num_tokens\": 7700}\n"
                "{\"step\": 4, \"val_loss\": 3.75, \"val_targets\": 100}\n"
                "{\"step\": 4, \"eval_accuracy\": 0.35, \"eval_examples\": 20}\n");
     RunMetrics m;
     report_write(dir, &info, &m);
-    check(m.loss.n == 3 && m.val_loss.n == 2 && m.eval_accuracy.n == 2 && m.skipped == 1 && m.last_step == 4, "report_reads_metrics",
-          "read %d losses, %d validations, %d evaluations, %lld skipped, last step %lld; expected 3, 2, 2, 1, 4", m.loss.n, m.val_loss.n,
-          m.eval_accuracy.n, (long long)m.skipped, (long long)m.last_step);
+    check(m.loss.n == 3 && m.val_loss.n == 2 && m.eval_accuracy.n == 2 && m.skipped == 1 && m.last_step == 4 && m.token_accuracy.n == 3 &&
+              m.entropy.n == 3, "report_reads_metrics",
+          "read %d losses, %d validations, %d evaluations, %lld skipped, last step %lld, %d token accuracies, %d entropies; expected 3, 2, 2, 1, 4, 3, 3",
+          m.loss.n, m.val_loss.n, m.eval_accuracy.n, (long long)m.skipped, (long long)m.last_step, m.token_accuracy.n, m.entropy.n);
     run_metrics_free(&m);
     check_report_dir(dir, "report_short_run", 3);
     snprintf(path, sizeof path, "%s/report.html", dir);

@@ -243,7 +243,7 @@ else fail dist_stopped_rank_times_out "rank 0: exit status $rc after $((SECONDS 
 # ends the other by the trainer's own deadline (SFT_NCCL_TIMEOUT=20 on rank 0: longer than
 # an emulated step on a loaded machine, or the wait for a slow but live rank 1 would end it
 # first), not by the emulated NCCL's receive time-out (600 s here) nor by the test's (90 s). K=6 is step 1's
-# all-reduce of the loss (host values, read back through the staging buffer: through
+# all-reduce of the loss and trl's two metric sums (host values, read back through the staging buffer: through
 # pageable memory the copy would wait behind the hung collective and the deadline would
 # never be checked), K=9 step 2's gradient reduce-scatter; the hung rank's line names the
 # collective, so a change in the trainer's order of collectives shows here.
@@ -262,7 +262,7 @@ hang_test() {
     if [ $rc -eq 1 ] && [ -n "$line" ] && [ -n "$hung" ] && [ $((SECONDS - t0)) -le 80 ]; then ok "$name" "after $((SECONDS - t0))s: $line"
     else fail "$name" "rank 0: exit status $rc after $((SECONDS - t0))s (137: still waiting after 90 s), error line '$line'; rank 1: '$(grep -m1 'emulated NCCL' "$d/r1.log")' (expected collective $k: $expect)"; fi
 }
-hang_test 6 "AllReduce of 1, type 8" host_allreduce
+hang_test 6 "AllReduce of 3, type 8" host_allreduce
 hang_test 9 "ReduceScatter" gradient_reduce_scatter
 
 # ranks with different flags: the rendezvous refuses rank 1 at once (one line, exit 1);
