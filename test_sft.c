@@ -694,12 +694,11 @@ static void test_positions_mid_row(void) {
     loader_free(&ld); data_free(&df);
 }
 
-// Best-fit packing, T = 8, lengths 1 5 6 3 2 4 9 7 4 (document d's tokens are all
-// d + 1): next-fit takes 7 rows ([1 5] [6] [3 2] [4] [9 cut] [7] [4]); best fit
-// decreasing takes 5 full ones ([9 cut] [7 1] [6 2] [5 3] [4 4]). Every document
-// appears once per epoch, whole in one row (the one longer than T cut to its first
-// T tokens, alone), and a loader sought to a saved (epoch, cursor) serves what the
-// running one does.
+// Best-fit packing, T = 8, lengths 1 5 6 3 2 4 9 7 4 (document d's tokens are all d + 1):
+// next-fit takes 7 rows ([1 5] [6] [3 2] [4] [9 cut] [7] [4]); best fit decreasing 5 full
+// ones ([9 cut] [7 1] [6 2] [5 3] [4 4]). Every document appears once per epoch, whole in
+// one row (the one longer than T cut to T tokens), and a loader sought to a saved (epoch,
+// cursor) serves what the running one does.
 static void test_best_fit_rules(void) {
     char path[512];
     snprintf(path, sizeof path, "%s/bestfit.bin", tmp_root);
@@ -715,8 +714,7 @@ static void test_best_fit_rules(void) {
     // in file order (-S 0) and shuffled; best fit without the decreasing order would take 6 rows in file order
     int64_t filled, rows = loader_rows_in_epoch(&df, T, 1, 3, 1, 0, &filled), nf_rows = loader_rows_in_epoch(&df, T, 1, 3, 0, 0, NULL);
     int64_t rows_in_order = loader_rows_in_epoch(&df, T, 0, 0, 1, 0, NULL);
-    check("best_fit_rows_hand_worked",
-          rows == 5 && rows_in_order == 5 && filled == 40 && loader_rows_in_epoch(&df, T, 0, 0, 0, 0, NULL) == 7 && nf_rows >= rows,
+    check("best_fit_rows_hand_worked", rows == 5 && rows_in_order == 5 && filled == 40 && loader_rows_in_epoch(&df, T, 0, 0, 0, 0, NULL) == 7 && nf_rows >= rows,
           "%lld rows holding %lld tokens, %lld in file order (next-fit: %lld); expected 5 full rows", (long long)rows, (long long)filled,
           (long long)rows_in_order, (long long)nf_rows);
     // T = 10, lengths 3 6 2 5 4: best fit puts 4 with 6 (room 4) and 2 with 5 and 3
@@ -733,14 +731,13 @@ static void test_best_fit_rules(void) {
     // _pack_bfd (a deque per room), whose rows are documents [0 2] [1 3] (trl 1.13 on 4 such rows, T 10)
     write_docs(path2, 16, 4, (int[]){6, 6, 3, 3}, toks, mask);
     data_free(&df2); data_load(&df2, path2);
-    Loader l3;
-    loader_init(&l3, &df2, 2, 10, 0, 0, 0);
-    loader_set_best_fit(&l3, 1);  // rows fill next-fit over this order: [0 2] (9 tokens), then 1 does not fit
-    check("best_fit_bins_as_trl", l3.order[0] == 0 && l3.order[1] == 2 && l3.order[2] == 1 && l3.order[3] == 3,
-          "rows hold documents [%lld %lld] [%lld %lld]; trl's are [0 2] [1 3]", (long long)l3.order[0], (long long)l3.order[1],
-          (long long)l3.order[2], (long long)l3.order[3]);
-    loader_free(&l3); data_free(&df2);
     Loader ld;
+    loader_init(&ld, &df2, 2, 10, 0, 0, 0);
+    loader_set_best_fit(&ld, 1);  // rows fill next-fit over this order: [0 2] (9 tokens), then 1 does not fit
+    check("best_fit_bins_as_trl", ld.order[0] == 0 && ld.order[1] == 2 && ld.order[2] == 1 && ld.order[3] == 3,
+          "documents in the order %lld %lld %lld %lld; trl's rows are [0 2] [1 3]", (long long)ld.order[0], (long long)ld.order[1],
+          (long long)ld.order[2], (long long)ld.order[3]);
+    loader_free(&ld); data_free(&df2);
     loader_init(&ld, &df, 5, T, 1, 3, 0);
     loader_set_best_fit(&ld, 1);
     loader_next_batch(&ld);
