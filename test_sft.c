@@ -490,17 +490,18 @@ static void write_docs(const char *path, int V, int D, const int *lens, const ui
     free(off);
 }
 
-// Packed rows give the same loss and gradients as one document per row.
-static void test_packed_equals_unpacked(void) {
+// Packed rows (next-fit or best-fit) give the same loss and gradients as one document per row.
+static void test_packed_equals_unpacked(int best_fit) {
     DataFile df;
     data_load(&df, REF_DATA);
     int T = 16, D = (int)df.num_docs;
-    int64_t rows = loader_rows_in_epoch(&df, T, 0, 0, 0, NULL);
+    int64_t rows = loader_rows_in_epoch(&df, T, 0, 0, best_fit, 0, NULL);
     Model packed, single;
     model_from_dir(&packed, REF_MODEL, (int)rows, T);
     model_from_dir(&single, REF_MODEL, D, T);
     Loader ld;
     loader_init(&ld, &df, (int)rows, T, 0, 0, 0);
+    loader_set_best_fit(&ld, best_fit);
     loader_next_batch(&ld);
     // one document per row, built here from the file directly
     int n = D * T;
@@ -523,7 +524,7 @@ static void test_packed_equals_unpacked(void) {
     double ls = model_forward(&single, in, pos, start, tgt, D, T);
     model_backward(&single, in, pos, start, D, T);
     double ge = rel_err(packed.grads_mem, single.grads_mem, packed.num_params, 1e-6);
-    check("packed_rows_equal_one_document_per_row",
+    check(best_fit ? "best_fit_rows_equal_one_document_per_row" : "packed_rows_equal_one_document_per_row",
           ld.num_targets == count && fabs(lp - ls) < 1e-5 * fabs(ls) && ge < 1e-5 && rows < D,
           "targets %d vs %d, loss %.8f vs %.8f, gradient error %.3g, %lld rows for %d documents", ld.num_targets, count, lp, ls, ge,
           (long long)rows, D);
@@ -693,6 +694,79 @@ static void test_positions_mid_row(void) {
     loader_free(&ld); data_free(&df);
 }
 
+// Best-fit packing, T = 8, lengths 1 5 6 3 2 4 9 7 4 (document d's tokens are all d + 1):
+// next-fit takes 7 rows ([1 5] [6] [3 2] [4] [9 cut] [7] [4]); best fit decreasing 5 full
+// ones ([9 cut] [7 1] [6 2] [5 3] [4 4]). Every document appears once per epoch, whole in
+// one row (the one longer than T cut to T tokens), and a loader sought to a saved (epoch,
+// cursor) serves what the running one does.
+static void test_best_fit_rules(void) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/bestfit.bin", tmp_root);
+    enum { D = 9, T = 8 };
+    int lens[D] = {1, 5, 6, 3, 2, 4, 9, 7, 4}, n = 0;
+    uint32_t toks[41];
+    uint8_t mask[41];
+    for (int d = 0; d < D; d++)
+        for (int j = 0; j < lens[d]; j++) { toks[n] = (uint32_t)d + 1; mask[n++] = 1; }
+    write_docs(path, 16, D, lens, toks, mask);
+    DataFile df;
+    data_load(&df, path);
+    // in file order (-S 0) and shuffled; best fit without the decreasing order would take 6 rows in file order
+    int64_t filled, rows = loader_rows_in_epoch(&df, T, 1, 3, 1, 0, &filled), nf_rows = loader_rows_in_epoch(&df, T, 1, 3, 0, 0, NULL);
+    int64_t rows_in_order = loader_rows_in_epoch(&df, T, 0, 0, 1, 0, NULL);
+    check("best_fit_rows_hand_worked", rows == 5 && rows_in_order == 5 && filled == 40 && loader_rows_in_epoch(&df, T, 0, 0, 0, 0, NULL) == 7 && nf_rows >= rows,
+          "%lld rows holding %lld tokens, %lld in file order (next-fit: %lld); expected 5 full rows", (long long)rows, (long long)filled,
+          (long long)rows_in_order, (long long)nf_rows);
+    // T = 10, lengths 3 6 2 5 4: best fit puts 4 with 6 (room 4) and 2 with 5 and 3
+    // (room 2), 2 full rows; worst fit (the most room) and next-fit take 3
+    char path2[512];
+    snprintf(path2, sizeof path2, "%s/bestfit2.bin", tmp_root);
+    write_docs(path2, 16, 5, (int[]){3, 6, 2, 5, 4}, toks, mask);
+    DataFile df2;
+    data_load(&df2, path2);
+    int64_t filled2, rows2 = loader_rows_in_epoch(&df2, 10, 0, 0, 1, 0, &filled2);
+    check("best_fit_rows_hand_worked_least_room", rows2 == 2 && filled2 == 20, "%lld rows holding %lld tokens; expected 2 full rows",
+          (long long)rows2, (long long)filled2);
+    // T = 10, lengths 6 6 3 3 in file order: the oldest bin of the least room takes each 3, as in trl's
+    // _pack_bfd (a deque per room), whose rows are documents [0 2] [1 3] (trl 1.13 on 4 such rows, T 10)
+    write_docs(path2, 16, 4, (int[]){6, 6, 3, 3}, toks, mask);
+    data_free(&df2); data_load(&df2, path2);
+    Loader ld;
+    loader_init(&ld, &df2, 2, 10, 0, 0, 0);
+    loader_set_best_fit(&ld, 1);  // rows fill next-fit over this order: [0 2] (9 tokens), then 1 does not fit
+    check("best_fit_bins_as_trl", ld.order[0] == 0 && ld.order[1] == 2 && ld.order[2] == 1 && ld.order[3] == 3,
+          "documents in the order %lld %lld %lld %lld; trl's rows are [0 2] [1 3]", (long long)ld.order[0], (long long)ld.order[1],
+          (long long)ld.order[2], (long long)ld.order[3]);
+    loader_free(&ld); data_free(&df2);
+    loader_init(&ld, &df, 5, T, 1, 3, 0);
+    loader_set_best_fit(&ld, 1);
+    loader_next_batch(&ld);
+    int count[D + 1] = {0}, row_of[D + 1], whole = 1;
+    for (int i = 0; i < 5 * T; i++) {
+        int d = ld.inputs[i], p = i % T;
+        if (count[d]++ == 0) row_of[d] = i / T;
+        whole &= row_of[d] == i / T && ld.pos[i] == count[d] - 1 && ld.doc_start[i] == p - ld.pos[i];  // contiguous, in one row
+    }
+    int once = count[0] == 0;  // no padding: all five rows are full
+    for (int d = 0; d < D; d++) once &= count[d + 1] == (lens[d] > T ? T : lens[d]);
+    check("best_fit_every_document_once_per_epoch", once && ld.exhausted, "token counts per document wrong or loader not exhausted");
+    check("best_fit_documents_whole_in_one_row", whole, "a document is split across rows or its positions do not restart");
+    Loader run, back;
+    loader_init(&run, &df, 2, T, 1, 3, 1);
+    loader_init(&back, &df, 2, T, 1, 3, 1);
+    loader_set_best_fit(&run, 1);
+    loader_set_best_fit(&back, 1);
+    int same = 1;
+    for (int step = 0; step < 6; step++) {  // through three epochs
+        loader_seek(&back, run.epoch, run.cursor);
+        loader_next_batch(&run);
+        loader_next_batch(&back);
+        same &= !memcmp(run.inputs, back.inputs, sizeof(int) * 2 * T) && !memcmp(run.doc_start, back.doc_start, sizeof(int) * 2 * T);
+    }
+    check("best_fit_resume_serves_the_same_rows", same, "a loader sought to the saved position serves other rows");
+    loader_free(&run); loader_free(&back); loader_free(&ld); data_free(&df);
+}
+
 // Import -> export -> import is bit-exact, and the export's tensors keep HF names.
 static void test_hf_round_trip(void) {
     Model m;
@@ -721,13 +795,13 @@ static void test_hf_round_trip(void) {
 
 // ---- the program: resume and bad input --------------------------------------
 
-// For a fresh model of descriptor `desc`; check names start with `tag`.
-static void test_resume_bit_identical(const char *tag, const char *desc) {
+// For a fresh model of descriptor `desc` and extra flags; check names start with `tag`.
+static void test_resume_bit_identical(const char *tag, const char *desc, const char *flags) {
     char cmd[2048], a[512], b[512], err[4096], common[512], name[128];
     snprintf(a, sizeof a, "%s/run_full_%s", tmp_root, desc);
     snprintf(b, sizeof b, "%s/run_resumed_%s", tmp_root, desc);
-    snprintf(common, sizeof common, "./train_sft -i " REF_DATA " -j " REF_DATA " -v 2 -m 2 -s 3 -g 4 -w 0.8 -e %s -b 2 -t 16 -d 64 -x 7 -l 1e-2 -u 2 -c 0.1 -S 1",
-             desc);
+    snprintf(common, sizeof common, "./train_sft -i " REF_DATA " -j " REF_DATA " -v 2 -m 2 -s 3 -g 4 -w 0.8 -e %s -b 2 -t 16 -d 64 -x 7 -l 1e-2 -u 2 -c 0.1 -S 1 %s",
+             desc, flags);
     snprintf(cmd, sizeof cmd, "%s -o %s", common, a);
     int rc1 = run(cmd, err, sizeof err);
     snprintf(cmd, sizeof cmd, "%s -n 3 -o %s", common, b);
@@ -766,9 +840,9 @@ static void test_resume_bit_identical(const char *tag, const char *desc) {
 
 // One thread and three threads give bit-identical losses (every reduction has a fixed
 // order), for GPT-2 and for a grouped-query Llama (dK/dV summed over a group in order).
-static void test_thread_count_independent(const char *tag, const char *desc) {
+static void test_thread_count_independent(const char *tag, const char *desc, const char *flags) {
     char cmd[2048], err[4096], path[700], la[4096], lb[4096], common[512], name[128];
-    snprintf(common, sizeof common, "./train_sft -i " REF_DATA " -e %s -b 3 -t 16 -x 3 -l 1e-2 -S 1", desc);
+    snprintf(common, sizeof common, "./train_sft -i " REF_DATA " -e %s -b 3 -t 16 -x 3 -l 1e-2 -S 1 %s", desc, flags);
     snprintf(cmd, sizeof cmd, "OMP_NUM_THREADS=1 %s -o %s/threads1_%s", common, tmp_root, desc);
     int rc1 = run(cmd, err, sizeof err);
     snprintf(cmd, sizeof cmd, "OMP_NUM_THREADS=3 %s -o %s/threads3_%s", common, tmp_root, desc);
@@ -1383,23 +1457,26 @@ int main(void) {
     test_reference_training("", REF_MODEL);
     test_llama_references();
     test_import_variants();
-    test_packed_equals_unpacked();
+    test_packed_equals_unpacked(0);
+    test_packed_equals_unpacked(1);
     test_accumulation_equivalence();
     test_token_metrics();
     test_steps_without_targets();
     test_loader_rules();
     test_positions_mid_row();
+    test_best_fit_rules();
     test_hf_round_trip();
     test_checkpoint_atomic();
     test_vocab_growth();
     test_kv_cache_decode();
-    test_resume_bit_identical("", "d2c16h2t24");
-    test_resume_bit_identical("llama_", "l2c32h4k2f48ut24");  // untied head, grouped-query
-    test_resume_bit_identical("qwen2_", "l2c32h4k1bt24");     // q/k/v biases
-    test_resume_bit_identical("gemma3_", "l3c32h4k2a16gw5p3t24");  // every Gemma 3 feature; the export's layer_types
-    test_thread_count_independent("", "d2c32h2t24");
-    test_thread_count_independent("llama_", "l2c32h4k2t24");
-    test_thread_count_independent("gemma3_", "l3c32h4k2a16gw5p3t24");
+    // best-fit packing rides on the Qwen2 resume and the Llama thread runs, so that it costs no run of its own
+    test_resume_bit_identical("", "d2c16h2t24", "");
+    test_resume_bit_identical("llama_", "l2c32h4k2f48ut24", "");  // untied head, grouped-query
+    test_resume_bit_identical("qwen2_bfd_", "l2c32h4k1bt24", "--packing_strategy bfd");  // q/k/v biases
+    test_resume_bit_identical("gemma3_", "l3c32h4k2a16gw5p3t24", "");  // every Gemma 3 feature; the export's layer_types
+    test_thread_count_independent("", "d2c32h2t24", "");
+    test_thread_count_independent("llama_bfd_", "l2c32h4k2t24", "--packing_strategy bfd");
+    test_thread_count_independent("gemma3_", "l3c32h4k2a16gw5p3t24", "");
     test_shuffle_orders();
     test_validation_reference();
     test_resume_sampling();

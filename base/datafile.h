@@ -200,6 +200,19 @@ static void data_write(const char *path, int token_bytes, int64_t vocab_size, ui
 // runs out, the row is closed and the next epoch starts in the next row.
 // Row tails are padding: token 0 at position 0, its own document, no target.
 //
+// With best-fit packing (loader_set_best_fit, trl's "bfd") the epoch's permutation
+// is cut into windows of LOADER_BFD_WINDOW documents; in each window the documents
+// are taken longest first (ties in permutation order) and each goes into the bin
+// with the least room that still holds it (the oldest of several), or into a new bin
+// of T: trl's _pack_bfd, bin for bin, for the same order. The bins of a
+// window are then laid out in a seeded random order (creation order with -S 0), each
+// bin's documents in the order they were placed, and rows are filled next-fit over
+// that order as above: a bin never splits (its documents fit in one row together),
+// and two neighbouring bins share a row where they fit, so an epoch takes at most as
+// many rows as bins. The order is a pure function of (data, T, seed, epoch), so every
+// rank and a resumed run make the same one, and the cursor still counts documents of
+// the (re-ordered) epoch.
+//
 // For a row position holding token j of a document, the target is token j+1 of
 // that document if it exists (within the cut) and its mask is 1, else -1.
 
@@ -211,6 +224,7 @@ typedef struct {
     int wrap;                 // 1: start the next epoch when data runs out; 0: pad and stop
     int64_t epoch, cursor;    // next document = order[cursor] of this epoch
     int64_t *order;           // document order of the current epoch
+    int best_fit;             // 1: order is laid out in best-fit bins (loader_plan_window)
     int exhausted;            // wrap == 0 and every document has been served
     // the current micro-batch, B*T entries each
     int *inputs, *targets, *pos, *doc_start;
@@ -229,11 +243,81 @@ static void loader_make_order(Loader *ld) {
     }
 }
 
+#define LOADER_BFD_WINDOW 65536
+
+typedef struct { int64_t doc, len, rank; } BfdItem;
+
+static int bfd_item_cmp_(const void *pa, const void *pb) {
+    const BfdItem *a = (const BfdItem *)pa, *b = (const BfdItem *)pb;
+    if (a->len != b->len) return a->len > b->len ? -1 : 1;  // longest first
+    return a->rank < b->rank ? -1 : a->rank > b->rank;      // then permutation order: deterministic
+}
+
+// Rewrites order[w0, w1) as best-fit decreasing bins of T tokens, one after another.
+static void loader_plan_window(Loader *ld, int64_t w0, int64_t w1, Rng *rows_rng) {
+    int T = ld->T;
+    int64_t n = w1 - w0;
+    BfdItem *it = (BfdItem *)xmalloc(sizeof(BfdItem) * (size_t)n);
+    for (int64_t i = 0; i < n; i++) {
+        int64_t d = ld->order[w0 + i], len = data_doc_length(ld->df, d);
+        it[i] = (BfdItem){d, len > T ? T : len, i};
+    }
+    qsort(it, (size_t)n, sizeof *it, bfd_item_cmp_);
+    // bins ("rows" here): room left, their documents as a list (first, last, next per
+    // item); the rows with the same room wait in a queue from by_room[room] to
+    // by_room_tail[room] through rnext, oldest first, as trl's deques: among rows of the
+    // least room the oldest takes the document, so the bins are trl's for the same order
+    int64_t *room = (int64_t *)xmalloc(8 * (size_t)n), *first = (int64_t *)xmalloc(8 * (size_t)n), *last = (int64_t *)xmalloc(8 * (size_t)n);
+    int64_t *next = (int64_t *)xmalloc(8 * (size_t)n), *rnext = (int64_t *)xmalloc(8 * (size_t)n);
+    int64_t *by_room = (int64_t *)xmalloc(8 * ((size_t)T + 1)), *by_room_tail = (int64_t *)xmalloc(8 * ((size_t)T + 1));
+    for (int f = 0; f <= T; f++) by_room[f] = -1;
+    int64_t rows = 0;
+    for (int64_t k = 0; k < n; k++) {
+        int64_t len = it[k].len, r = -1;
+        for (int64_t f = len; f <= T && r < 0; f++) r = by_room[f];  // the least room that holds it
+        if (r < 0) { r = rows++; room[r] = T; first[r] = -1; }
+        else by_room[room[r]] = rnext[r];  // r was the head of its queue
+        next[k] = -1;
+        if (first[r] < 0) first[r] = k; else next[last[r]] = k;
+        last[r] = k;
+        room[r] -= len;
+        rnext[r] = -1;
+        if (by_room[room[r]] < 0) by_room[room[r]] = r; else rnext[by_room_tail[room[r]]] = r;
+        by_room_tail[room[r]] = r;
+    }
+    // lay the bins out in a random order: longest-first creation order would put the
+    // window's long documents at its start
+    int64_t *row_order = rnext;
+    for (int64_t i = 0; i < rows; i++) row_order[i] = i;
+    for (int64_t i = rows - 1; rows_rng && i > 0; i--) {
+        int64_t j = (int64_t)rng_below(rows_rng, (uint64_t)i + 1);
+        int64_t t = row_order[i]; row_order[i] = row_order[j]; row_order[j] = t;
+    }
+    int64_t c = w0;
+    for (int64_t i = 0; i < rows; i++)
+        for (int64_t k = first[row_order[i]]; k >= 0; k = next[k]) ld->order[c++] = it[k].doc;
+    free(it); free(room); free(first); free(last); free(next); free(rnext); free(by_room); free(by_room_tail);
+}
+
 static void loader_seek(Loader *ld, int64_t epoch, int64_t cursor) {
     ld->epoch = epoch;
     ld->cursor = cursor;
     ld->exhausted = 0;
     loader_make_order(ld);
+    if (!ld->best_fit) return;
+    Rng r;
+    rng_seed(&r, ld->seed * 0xD1B54A32D192ED03ull + (uint64_t)ld->epoch);
+    for (int64_t w0 = 0; w0 < ld->df->num_docs; w0 += LOADER_BFD_WINDOW) {
+        int64_t w1 = w0 + LOADER_BFD_WINDOW < ld->df->num_docs ? w0 + LOADER_BFD_WINDOW : ld->df->num_docs;
+        loader_plan_window(ld, w0, w1, ld->shuffle ? &r : NULL);
+    }
+}
+
+// Switches the loader to best-fit packing (1) or next-fit (0) and restarts it at
+// the beginning of epoch 0.
+static void loader_set_best_fit(Loader *ld, int best_fit) {
+    ld->best_fit = best_fit;
+    loader_seek(ld, 0, 0);
 }
 
 static void loader_init(Loader *ld, const DataFile *df, int B, int T, int shuffle, uint64_t seed, int wrap) {
@@ -252,7 +336,7 @@ static void loader_free(Loader *ld) {
     free(ld->order); free(ld->inputs); free(ld->targets); free(ld->pos); free(ld->doc_start);
 }
 
-// Fills one row (T positions) with next-fit packed documents and returns how many
+// Fills one row (T positions) with the next documents and returns how many
 // positions hold tokens. With inputs == NULL it only advances the cursor (counting).
 static int loader_fill_row(Loader *ld, int *inputs, int *targets, int *pos, int *doc_start) {
     const DataFile *df = ld->df;
@@ -292,13 +376,14 @@ static void loader_next_batch(Loader *ld) {
     ld->num_targets = n;
 }
 
-// Rows that one pass over the data takes with next-fit packing in the order of
-// `epoch`; *filled_out (if not NULL) gets the positions that hold tokens.
-static int64_t loader_rows_in_epoch(const DataFile *df, int T, int shuffle, uint64_t seed, int64_t epoch, int64_t *filled_out) {
+// Rows that one pass over the data takes in the order of `epoch`, packed next-fit
+// or best-fit; *filled_out (if not NULL) gets the positions that hold tokens.
+static int64_t loader_rows_in_epoch(const DataFile *df, int T, int shuffle, uint64_t seed, int best_fit, int64_t epoch, int64_t *filled_out) {
     Loader ld;
     memset(&ld, 0, sizeof ld);
     ld.df = df; ld.T = T; ld.shuffle = shuffle; ld.seed = seed; ld.wrap = 0;
     ld.order = (int64_t *)xmalloc(8 * (size_t)df->num_docs);
+    ld.best_fit = best_fit;
     loader_seek(&ld, epoch, 0);
     int64_t rows = 0, filled = 0;
     while (!ld.exhausted) { filled += loader_fill_row(&ld, NULL, NULL, NULL, NULL); rows++; }

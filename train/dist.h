@@ -292,7 +292,7 @@ static void dist_check_same(Dist *d, uint64_t value, const char *what) {
 static uint64_t run_fingerprint(const TrainArgs *a, const RunSetup *r) {
     uint64_t h = 0xcbf29ce484222325ull;
     int64_t ints[] = {a->B, a->T, a->total_batch, a->max_steps, a->warmup, a->shuffle, a->sample_every, a->sample_tokens, a->val_every,
-                      a->val_batches, a->ckpt_every, a->resume, a->seed, a->eval_every, a->max_nonfinite, a->world, a->zero,
+                      a->val_batches, a->ckpt_every, a->resume, a->seed, a->eval_every, a->max_nonfinite, a->world, a->zero, args_best_fit(a),
                       r->A, r->steps, r->cfg.L, r->cfg.NH, r->cfg.C, r->cfg.V, r->cfg.maxT,
                       r->cfg.family, r->cfg.KVH, r->cfg.HS, r->cfg.FF, r->cfg.qkv_bias, r->cfg.tied, r->have_val,
                       r->train.num_docs, r->train.num_tokens, r->train.vocab_size, (int64_t)r->train.fingerprint, r->train_targets,

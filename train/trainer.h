@@ -62,6 +62,7 @@ typedef struct {
     const char *rdzv_dir;     // -f: rendezvous through this shared directory instead of TCP ("" = TCP)
     AdamWSettings adamw;      // --adam_beta1, --adam_beta2, --adam_epsilon
     const char *lr_scheduler; // --lr_scheduler_type: a name of LR_SCHEDULE_NAMES
+    const char *packing;      // --packing_strategy: "next_fit" or "bfd" (best fit, base/datafile.h)
     LoraArgs lora;            // -A -B -p -Q -T -M -F: LoRA (model/lora.h); rank 0 = full fine-tuning
 } TrainArgs;
 
@@ -75,6 +76,7 @@ static void train_args_defaults(TrainArgs *a) {
     a->max_nonfinite = 5;
     a->rank = -1; a->world = -1; a->local_rank = -1; a->zero = -1; a->rdzv_dir = "";
     a->adamw = adamw_defaults(); a->lr_scheduler = LR_SCHEDULE_NAMES[LR_COSINE_FINAL];
+    a->packing = "next_fit";
     lora_args_defaults(&a->lora);
 }
 
@@ -120,7 +122,9 @@ static void train_args_defaults(TrainArgs *a) {
     {"adam_beta2", FLAG_FLOAT, &(a)->adamw.beta2, "AdamW beta2 (default 0.95; transformers' 0.999)"},     \
     {"adam_epsilon", FLAG_FLOAT, &(a)->adamw.eps, "AdamW epsilon (default 1e-8)"},                        \
     {"lr_scheduler_type", FLAG_STRING, &(a)->lr_scheduler, "LR schedule: cosine_final (ours: -u, -q), or transformers' linear, cosine, " \
-     "cosine_with_min_lr (-q = min_lr_rate), constant, constant_with_warmup, with -u warmup steps (default cosine_final)"}
+     "cosine_with_min_lr (-q = min_lr_rate), constant, constant_with_warmup, with -u warmup steps (default cosine_final)"}, \
+    {"packing_strategy", FLAG_STRING, &(a)->packing, "how documents fill rows: next_fit (in the shuffled order; a document that does not fit starts " \
+     "the next row) or bfd (trl's best fit decreasing over windows of 65536 shuffled documents: fewer padded positions) (default next_fit)"}
 
 // synopsis: what follows the program name in the usage line, e.g. "-i train.bin [flags]".
 static void print_usage(const char *prog, const char *synopsis, const Flag *flags, int nflags, const LongFlag *longs, int nlongs) {
@@ -217,6 +221,8 @@ static void check_train_args(const char *prog, const TrainArgs *a) {
     if (!(a->grad_clip >= 0)) usage_error(prog, "-G must be >= 0 (0 = no clipping)");
     if (a->max_steps < -1 || a->max_steps == 0) usage_error(prog, "-x must be positive or -1 (one epoch), got %d", a->max_steps);
     if (a->shuffle != 0 && a->shuffle != 1) usage_error(prog, "-S must be 0 or 1, got %d", a->shuffle);
+    if (strcmp(a->packing, "next_fit") && strcmp(a->packing, "bfd"))
+        usage_error(prog, "--packing_strategy must be next_fit or bfd, got '%s'", a->packing);
     if (a->val_every < 0) usage_error(prog, "-v must be >= 0, got %d", a->val_every);
     if (a->val_batches < -1 || a->val_batches == 0) usage_error(prog, "-m must be positive or -1 (all), got %d", a->val_batches);
     if (a->sample_every < 0) usage_error(prog, "-s must be >= 0, got %d", a->sample_every);
@@ -297,6 +303,7 @@ typedef struct {
     int64_t B, T, A;          // rows per micro-batch, row length, micro-batches per step over all ranks (A*W)
     int64_t optimizer[2];     // AdamW's settings and the LR schedule (state_optimizer_fields); 0 in files from before them
     int64_t num_tokens;       // header field 30: trl's num_tokens, tokens (not padding) of every step so far, all ranks; 0 in files from before it
+    int64_t best_fit;         // header field 31: --packing_strategy bfd (1) or next_fit (0, as in files from before it)
 } TrainState;
 
 // Header fields 28..29: beta1 and beta2 (float bits, beta2 in the high half), then
@@ -347,7 +354,7 @@ static void write_state_file_lora(const char *path, const ModelConfig *cfg, cons
     h[7] = s->step; h[8] = s->adam_t; h[9] = s->epoch; h[10] = s->cursor; memcpy(&h[11], &s->rng, 8);
     h[12] = s->data_docs; h[13] = s->data_tokens; h[14] = s->B; h[15] = s->T; h[16] = s->A; h[17] = (int64_t)P;
     state_model_fields(cfg, &h[18]);
-    h[28] = s->optimizer[0]; h[29] = s->optimizer[1]; h[30] = s->num_tokens;
+    h[28] = s->optimizer[0]; h[29] = s->optimizer[1]; h[30] = s->num_tokens; h[31] = s->best_fit;
     AtomicFile af;
     atomic_open(&af, path);
     atomic_write(&af, h, sizeof h);
@@ -395,9 +402,9 @@ static void read_state_buffer_lora(const char *path, const char *buf, size_t len
         fatal("%s: file is %zu bytes, expected %zu: truncated or corrupt", path, len, sizeof h + 2 * P * sizeof(float));
     s->step = h[7]; s->adam_t = h[8]; s->epoch = h[9]; s->cursor = h[10]; memcpy(&s->rng, &h[11], 8);
     s->data_docs = h[12]; s->data_tokens = h[13]; s->B = h[14]; s->T = h[15]; s->A = h[16];
-    s->optimizer[0] = h[28]; s->optimizer[1] = h[29]; s->num_tokens = h[30];
+    s->optimizer[0] = h[28]; s->optimizer[1] = h[29]; s->num_tokens = h[30]; s->best_fit = h[31];
     if (s->num_tokens < 0) fatal("%s: corrupt counters in the training state", path);
-    if (s->step < 0 || s->adam_t < 0 || s->adam_t > s->step || s->epoch < 0 || s->cursor < 0)
+    if (s->step < 0 || s->adam_t < 0 || s->adam_t > s->step || s->epoch < 0 || s->cursor < 0 || (s->best_fit != 0 && s->best_fit != 1))
         fatal("%s: corrupt counters in the training state", path);
     memcpy(m, buf + sizeof h, P * sizeof(float));
     memcpy(v, buf + sizeof h + P * sizeof(float), P * sizeof(float));
@@ -682,6 +689,8 @@ static void check_same_vocabulary(const char *path, const char *what, int64_t si
               (unsigned long long)fp, data->path, (unsigned long long)data->fingerprint, (long long)size, todo);
 }
 
+static int args_best_fit(const TrainArgs *a) { return strcmp(a->packing, "bfd") == 0; }
+
 static void setup_run(const char *prog, TrainArgs *a, RunSetup *r) {
     memset(r, 0, sizeof *r);
     data_load(&r->train, a->train_path);
@@ -760,18 +769,19 @@ static void setup_run(const char *prog, TrainArgs *a, RunSetup *r) {
     }
     r->world = W;
     r->A = a->total_batch / (BT * W);
-    r->rows_per_epoch = loader_rows_in_epoch(&r->train, a->T, a->shuffle, (uint64_t)a->seed, 0, &r->filled);
+    r->rows_per_epoch = loader_rows_in_epoch(&r->train, a->T, a->shuffle, (uint64_t)a->seed, args_best_fit(a), 0, &r->filled);
     int64_t rows_per_step = (int64_t)a->B * r->A * W;
     r->steps = a->max_steps > 0 ? a->max_steps : (int)((r->rows_per_epoch + rows_per_step - 1) / rows_per_step);
     for (int64_t i = 0; i < r->train.num_tokens; i++) r->train_targets += r->train.mask[i];
 }
 
-// With -y 1: reads the checkpoint's optimizer state into s, m, v (P floats each),
+// Sets the loader's packing (--packing_strategy). With -y 1: reads the checkpoint's optimizer state into s, m, v (P floats each),
 // checks it belongs to this data and batch, and positions the loader and RNG.
 // Then records this run's data and batch in s for the next checkpoint.
 static void resume_state(const TrainArgs *a, const RunSetup *r, TrainState *s, float *m, float *v, size_t P, Loader *ld, Rng *sample_rng) {
     int64_t opt[2];
     state_optimizer_fields(&a->adamw, lr_schedule_from_name(a->lr_scheduler), opt);
+    loader_set_best_fit(ld, args_best_fit(a));
     if (a->resume) {
         char path[4200];
         snprintf(path, sizeof path, "%s/state.bin", r->resume_dir);
@@ -795,13 +805,16 @@ static void resume_state(const TrainArgs *a, const RunSetup *r, TrainState *s, f
         if (was[0] != opt[0] || was[1] != opt[1])
             fatal("%s: the checkpoint was trained with --adam_beta1 %g --adam_beta2 %g --adam_epsilon %g --lr_scheduler_type %s; resume with the same",
                   path, had.beta1, had.beta2, had.eps, LR_SCHEDULE_NAMES[had_schedule]);
+        // the cursor counts documents of the epoch's order, which the packing lays out
+        if (s->best_fit != args_best_fit(a))
+            fatal("%s: the checkpoint was trained with --packing_strategy %s; resume with the same", path, s->best_fit ? "bfd" : "next_fit");
         if (s->cursor >= r->train.num_docs) fatal("%s: data cursor %lld is past the end of %s", path, (long long)s->cursor, r->train.path);
         if (s->step >= r->steps) fatal("%s: the checkpoint is at step %lld; raise -x above it to train further", path, (long long)s->step);
         loader_seek(ld, s->epoch, s->cursor);
         sample_rng->state = s->rng;
     }
     s->data_docs = r->train.num_docs; s->data_tokens = r->train.num_tokens; s->B = a->B; s->T = a->T; s->A = (int64_t)r->A * r->world;
-    s->optimizer[0] = opt[0]; s->optimizer[1] = opt[1];
+    s->optimizer[0] = opt[0]; s->optimizer[1] = opt[1]; s->best_fit = args_best_fit(a);
 }
 
 // One line describing the model: family and sizes; for the Llama family also the
@@ -835,9 +848,9 @@ static void print_run_summary(const TrainArgs *a, const RunSetup *r, size_t num_
     char model[512];
     describe_model(&r->cfg, model, sizeof model);
     printf("model | %s | %.2fM parameters | %s%s\n", model, num_params / 1e6, a->resume ? "resumed from " : "", a->resume ? r->resume_dir : (is_directory(a->init) ? a->init : "fresh random init"));
-    printf("data  | %s: %lld documents, %lld tokens, %.1f%% trained; %lld rows per epoch, packing %.1f%% full\n", r->train.path,
+    printf("data  | %s: %lld documents, %lld tokens, %.1f%% trained; %lld rows per epoch, %s packing efficiency %.1f%%\n", r->train.path,
            (long long)r->train.num_docs, (long long)r->train.num_tokens, 100.0 * r->train_targets / r->train.num_tokens,
-           (long long)r->rows_per_epoch, 100.0 * r->filled / ((double)r->rows_per_epoch * a->T));
+           (long long)r->rows_per_epoch, a->packing, 100.0 * r->filled / ((double)r->rows_per_epoch * a->T));
     int64_t truncated = data_count_longer_than(&r->train, a->T);
     if (truncated) printf("data  | %lld documents longer than T=%d are cut to their first %d tokens\n", (long long)truncated, a->T, a->T);
     printf("train | B=%d T=%d, %d micro-batches per step", a->B, a->T, r->A);
@@ -1133,6 +1146,7 @@ static void run_log_open(RunLog *log, const TrainArgs *a, const RunSetup *r, int
     report_config_add(ri, "AdamW", "weight decay (-c) %g, betas %g %g, eps %g; clip (-G) %g", a->weight_decay, a->adamw.beta1, a->adamw.beta2,
                       a->adamw.eps, a->grad_clip);
     report_config_add(ri, "shuffle (-S), seed (-z)", "%d, %d", a->shuffle, a->seed);
+    report_config_add(ri, "packing (--packing_strategy)", "%s", a->packing);
     if (a->ckpt_every < 0) report_config_add(ri, "checkpoints (-n)", "none (-n -1)");
     else if (a->ckpt_every) report_config_add(ri, "checkpoints (-n)", "every %d steps and at the end", a->ckpt_every);
     else report_config_add(ri, "checkpoints (-n)", "at the end");

@@ -1102,7 +1102,7 @@ int main(int argc, char **argv) {
         DataFile df;
         data_load(&df, argv[2]);
         int T = atoi(argv[3]);
-        int64_t filled, rows = loader_rows_in_epoch(&df, T, 0, 0, 0, &filled);
+        int64_t filled, rows = loader_rows_in_epoch(&df, T, 0, 0, 0, 0, &filled);
         printf("efficiency %.4f rows %lld filled %lld\n", (double)filled / (double)(rows * T), (long long)rows, (long long)filled);
         // document lengths: nearest-rank percentiles, by sorting with insertion into buckets
         int64_t maxlen = 0;

@@ -10,6 +10,7 @@
 #   accumulation (2 micro-batches per rank), clipping, weight decay, -S 1 and micro-
 #   batches without targets on rank 1 (dev/dist_tool plan confirms the data has them);
 # - ZeRO-0 on 2 ranks equals ZeRO-1 and the single process within the same tolerances;
+# - a Qwen2 model packed best-fit (--packing_strategy bfd) on 2 ranks equals one process;
 # - LoRA (a Llama's adapters, dropout on) on 2 ranks with ZeRO-1 equals one process;
 # - ZeRO-1 on 2 and 3 ranks of a model whose parameter count neither divides (the last
 #   shard short) equals the single process; every rank's validation batches hold targets
@@ -138,14 +139,20 @@ if run2 $flags -Z 0 -o "$tmp/z0"; then
     [ -z "$why" ] && ok $name || fail $name "$why"
 fi
 
-# a Llama-family model (untied head, grouped-query attention, q/k/v biases): ZeRO-1 over 2
-# ranks equals one process (the sharding is over the flat parameters, whatever the family)
-name=dist_llama_zero1_equals_one_process
-lflags="${flags/d2c64h2t32/l2c32h4k2ubt32}"
+# a Llama-family model (untied head, grouped-query attention, q/k/v biases), packed best-fit
+# (--packing_strategy bfd, in fewer rows per epoch than the next-fit runs above): ZeRO-1
+# over 2 ranks equals one process (the sharding is over the flat parameters, whatever the
+# family; every rank lays out the same best-fit order)
+name=dist_llama_bfd_zero1_equals_one_process
+lflags="${flags/d2c64h2t32/l2c32h4k2ubt32} --packing_strategy bfd"
+rows_per_epoch() { sed -n 's/^data  | .* \([0-9]*\) rows per epoch, \([a-z_]*\) packing.*/\2 \1/p' "$1"; }
 if run1 $lflags -o "$tmp/l1" && run2 $lflags -Z 1 -o "$tmp/l2"; then
     series "$tmp/l1/metrics.jsonl" > "$tmp/l1.s"; series "$tmp/l2/metrics.jsonl" > "$tmp/l2.s"
     why="$(close_series "$tmp/l1.s" "$tmp/l2.s" 1e-6)$(close_models "$tmp/l2/$final" "$tmp/l1/$final")"
     grep -q "^model | Qwen2, 2 layers, 4 heads (2 key/value heads)" "$tmp/last.log" || why="not the Qwen2 model: $(grep -m1 '^model' "$tmp/last.log") $why"
+    read -r nf_name nf_rows <<< "$(rows_per_epoch "$tmp/two.log")"; read -r bf_name bf_rows <<< "$(rows_per_epoch "$tmp/last.log")"
+    [ "$nf_name" = next_fit ] && [ "$bf_name" = bfd ] && [ "${bf_rows:-0}" -gt 0 ] && [ "$bf_rows" -lt "${nf_rows:-0}" ] ||
+        why="not fewer rows with bfd: '$nf_name $nf_rows' then '$bf_name $bf_rows' $why"
     [ -z "$why" ] && ok $name || fail $name "$why"
 fi
 

@@ -10,7 +10,8 @@ computed outside the code under test:
   adamw_update against torch.optim.AdamW in float64 (Debian's python3-torch);
 - through ./train_sft: the metrics' LR column of a linear run, the defaults spelled out
   change nothing, another beta2 changes the run, and a resume refuses other settings
-  (also from a state file written before they were recorded).
+  (also from a state file written before they were recorded), and another
+  --packing_strategy.
 Prints "ok NAME" / "FAIL NAME: why" per check; exits 1 if anything failed.
 Run from the repository root (make test does) after make train_sft.
 
@@ -234,6 +235,23 @@ static void test_resume_checks(void) {
     int rc_default = run(cmd, NULL, 0);
     check("resume_old_state_is_defaults", rc1 == 0 && edited && rc_linear == 1 && old_named && rc_default == 0,
           "first run exit %d; resumed with linear: exit %d, \"%s\"; with the defaults: exit %d", rc1, rc_linear, err, rc_default);
+
+    // the packing lays out the epoch's order that the saved cursor counts into; the
+    // state file of next_fit (and those from before field 31) refuse bfd, and back
+    snprintf(cmd, sizeof cmd, TRAIN " -x 4 -y 1 --packing_strategy bfd -o %s/old", tmp_root);
+    int rc_bfd = run(cmd, err, sizeof err);
+    int bfd_named = strstr(err, "--packing_strategy next_fit; resume with the same") && strchr(err, '\n') == err + strlen(err) - 1;
+    snprintf(cmd, sizeof cmd, TRAIN " -x 2 --packing_strategy bfd -o %s/bfd", tmp_root);
+    int rc2 = run(cmd, NULL, 0);
+    snprintf(cmd, sizeof cmd, TRAIN " -x 3 -y 1 -o %s/bfd", tmp_root);
+    char err2[4096];
+    int rc_next = run(cmd, err2, sizeof err2);
+    int next_named = strstr(err2, "--packing_strategy bfd; resume with the same") != NULL;
+    snprintf(cmd, sizeof cmd, TRAIN " -x 3 -y 1 --packing_strategy bfd -o %s/bfd", tmp_root);
+    int rc_bfd_same = run(cmd, NULL, 0);
+    check("resume_refuses_other_packing", rc_bfd == 1 && bfd_named && rc2 == 0 && rc_next == 1 && next_named && rc_bfd_same == 0,
+          "next_fit state resumed with bfd: exit %d, \"%s\"; bfd run exit %d, resumed with next_fit: exit %d, \"%s\"; with bfd: exit %d",
+          rc_bfd, err, rc2, rc_next, err2, rc_bfd_same);
 }
 
 int main(void) {
