@@ -16,7 +16,12 @@
 #   and generate stops at generation_config.json's end-of-turn token;
 # - peft's PeftModel.from_pretrained on dev/ref_lora.py's adapters and on adapters
 #   train_sft wrote (Llama's Linear and GPT-2's Conv1D): the logits of W + s B A, and
-#   the -M 1 merged export equals base + adapter (dev/check_peft.py).
+#   the -M 1 merged export equals base + adapter (dev/check_peft.py);
+# - adapters peft itself made (get_peft_model + save_pretrained, random B: rsLoRA on
+#   q_proj,v_proj; "all-linear" on Qwen3; GPT-2's Conv1D c_attn,c_proj), continued by
+#   train_sft: its first-step loss equals peft's forward of the same rows (1e-5
+#   relative), and its -M 1 export equals peft's merge_and_unload (1e-6 relative;
+#   dev/check_peft_continue.py).
 # Without the environment every check skips, saying why.
 set -u
 cd "$(dirname "$0")/../.."
@@ -79,6 +84,19 @@ train lora_llama -i dev/ref/tiny_train.bin -e dev/ref/tiny_llama -A 4 -t 32 -M 1
     peft "$tmp/lora_llama/step_00000002" dev/ref/tiny_llama "$tmp/lora_llama/merged"
 train lora_gpt2 -i dev/ref/tiny_train.bin -e dev/ref/tiny -A 4 -t 24 -M 1 &&
     peft "$tmp/lora_gpt2/step_00000002" dev/ref/tiny "$tmp/lora_gpt2/merged"
+
+# adapters made by peft, continued 2 steps from the file's first rows (-S 0), merged
+mkdir -p "$tmp/peft_runs"
+if "$py" dev/check_peft_continue.py make "$tmp/peft_made" > "$tmp/peft_made.log" 2>&1; then
+    while read -r c t; do
+        train "peft_runs/$c" -i dev/ref/tiny_train.bin -e "$tmp/peft_made/$c" -t "$t" -S 0 -M 1
+    done < "$tmp/peft_made/cases.txt"
+    "$py" dev/check_peft_continue.py check dev/ref/tiny_train.bin 2 "$tmp/peft_made" "$tmp/peft_runs" 2>&1 | grep -E '^(ok|FAIL|skip) |Error' || true
+    [ "${PIPESTATUS[0]}" = 0 ] || fails=$((fails + 1))
+else
+    echo "FAIL peft_made_adapters: $(tail -1 "$tmp/peft_made.log")"
+    fails=$((fails + 1))
+fi
 
 echo "test_transformers: $fails failed"
 [ "$fails" = 0 ]
