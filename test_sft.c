@@ -775,7 +775,7 @@ static void test_hf_round_trip(void) {
     char dir[512];
     snprintf(dir, sizeof dir, "%s/export", tmp_root);
     make_dirs(dir);
-    model_save_hf(dir, &m.cfg, &m.params);
+    model_save_hf(dir, &m.cfg, &m.params, HF_SAVE_F32);
     Model r;
     memset(&r, 0, sizeof r);
     model_load_hf(dir, &r.cfg, &r.params_mem, &r.params);

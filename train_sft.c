@@ -1414,7 +1414,8 @@ static void resume_dist(const TrainArgs *a, const RunSetup *r, Model *m, TrainSt
 // The checkpoint files of s with the moments m, v: the model, or LoRA's adapter.
 static void save_model_checkpoint(const TrainArgs *a, const RunSetup *r, const Model *m, const TrainState *s, const float *mf, const float *vf) {
     CheckpointLora lora = {&m->lora, m->adapter, r->lora_base, r->lora_state};
-    save_checkpoint_files(a->out_dir, &m->cfg, &m->params, model_is_lora(m) ? &lora : NULL, &r->extras, s, mf, vf, m->num_trained);
+    save_checkpoint_files(a->out_dir, &m->cfg, &m->params, model_is_lora(m) ? &lora : NULL, &r->extras, s, mf, vf, m->num_trained,
+                          hf_save_dtype_from_name(a->save_dtype));
 }
 
 // Rank 0 writes the checkpoint of s (the same files whatever W is); with ZeRO-1 the
@@ -1489,7 +1490,7 @@ int main(int argc, char **argv) {
     if (dist.rank == 0) {
         warn_lost_targets(&run.train, args.T);
         open_output_dir(args.out_dir);
-        if (run.write_base) save_hf_dir(run.lora_base, args.out_dir, &run.cfg, &run.p, &run.extras);  // LoRA's base as trained on, for adapter_config.json to name
+        if (run.write_base) save_hf_dir(run.lora_base, args.out_dir, &run.cfg, &run.p, &run.extras, HF_SAVE_F32);  // LoRA's base as trained on, for adapter_config.json to name
     }
     Model model;
     memset(&model, 0, sizeof model);
@@ -1576,7 +1577,8 @@ int main(int argc, char **argv) {
     state.epoch = loader.epoch; state.cursor = loader.cursor; state.rng = sample_rng.state;
     checkpoint_dist(&args, &run, &model, &state);
     log_checkpoint(&log, state.step, 1);
-    if (args.lora.merged && dist.rank == 0) save_merged(args.out_dir, &model.cfg, model.params_mem, &model.lora, model.adapter, &run.extras);
+    if (args.lora.merged && dist.rank == 0) save_merged(args.out_dir, &model.cfg, model.params_mem, &model.lora, model.adapter, &run.extras,
+                                                         hf_save_dtype_from_name(args.save_dtype));
     run_log_close(&log, state.step);
     if (dist.world > 1)
         printf("ranks | %.1f%% of this run's step time was spent in collectives (%.3f s of %.3f s, waiting for the slowest rank included)\n",

@@ -1207,6 +1207,7 @@ int main(int argc, char **argv) {
     parse_flags_with_long(argc, argv, "-i train.bin [flags]", flags, (int)(sizeof flags / sizeof flags[0]), long_flags,
                           (int)(sizeof long_flags / sizeof long_flags[0]));
     check_train_args(argv[0], &args);
+    const int save_dtype = hf_save_dtype_from_name(args.save_dtype);  // HF_SAVE_*: exported weights
     if (recompute < 0 || recompute > 2) usage_error(argv[0], "-r must be 0, 1 or 2, got %d", recompute);
     Dist dist;
     dist_discover(&dist, argv[0], &args);
@@ -1248,7 +1249,7 @@ int main(int argc, char **argv) {
     check_device_memory(&plan, free0);
     if (lead) warn_lost_targets(&run.train, args.T);
     if (lead) open_output_dir(args.out_dir);
-    if (lead && run.write_base) save_hf_dir(run.lora_base, args.out_dir, &run.cfg, &run.p, &run.extras);  // LoRA's base as trained on, for adapter_config.json to name
+    if (lead && run.write_base) save_hf_dir(run.lora_base, args.out_dir, &run.cfg, &run.p, &run.extras, HF_SAVE_F32);  // LoRA's base as trained on, for adapter_config.json to name
     GpuModel M;
     gpu_model_build(&M, &cfg, run.params, &run.lora, run.adapter, args.B, args.T, recompute, &comm, dist.zero);
     M.dropout_seed = (uint64_t)args.seed;
@@ -1338,7 +1339,7 @@ int main(int argc, char **argv) {
         if ((args.ckpt_every > 0 && state.step % args.ckpt_every == 0 && state.step < steps) || (stop && args.ckpt_every >= 0)) {
             gpu_download_state(&M, lora ? run.adapter : run.params, host_m, host_v);  // every rank: the shards meet
             state.epoch = loader.epoch; state.cursor = loader.cursor; state.rng = sample_rng.state;
-            if (lead) save_checkpoint_files(args.out_dir, &cfg, &run.p, lora ? &ck_lora : NULL, &run.extras, &state, host_m, host_v, P);
+            if (lead) save_checkpoint_files(args.out_dir, &cfg, &run.p, lora ? &ck_lora : NULL, &run.extras, &state, host_m, host_v, P, save_dtype);
             comm_barrier(&comm, "waiting for rank 0's checkpoint (SFT_CKPT_TIMEOUT)", ckpt_timeout);
             log_checkpoint(&log, state.step, 0);
         }
@@ -1357,10 +1358,10 @@ int main(int argc, char **argv) {
     if (args.ckpt_every >= 0 || args.lora.merged) gpu_download_state(&M, lora ? run.adapter : run.params, host_m, host_v);  // every rank
     if (args.ckpt_every >= 0) {  // -n -1 (benchmarks): no checkpoint
         state.epoch = loader.epoch; state.cursor = loader.cursor; state.rng = sample_rng.state;
-        if (lead) save_checkpoint_files(args.out_dir, &cfg, &run.p, lora ? &ck_lora : NULL, &run.extras, &state, host_m, host_v, P);
+        if (lead) save_checkpoint_files(args.out_dir, &cfg, &run.p, lora ? &ck_lora : NULL, &run.extras, &state, host_m, host_v, P, save_dtype);
     }
     log_checkpoint(&log, state.step, 1);
-    if (lora && args.lora.merged && lead) save_merged(args.out_dir, &run.cfg, run.params, &run.lora, run.adapter, &run.extras);
+    if (lora && args.lora.merged && lead) save_merged(args.out_dir, &run.cfg, run.params, &run.lora, run.adapter, &run.extras, save_dtype);
     run_log_close(&log, state.step);
     dist_finish(&dist);  // NCCL's communicator, then MPI where it carried the id
     step_buffers_free(&sb);

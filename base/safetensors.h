@@ -162,25 +162,35 @@ static void st_read_f32(const SafeTensors *st, const StTensor *t, float *out) {
     }
 }
 
-// ---- writing: F32 tensors, header padded with spaces to a multiple of 8 ----
+// ---- writing: F32 or BF16 tensors, header padded with spaces to a multiple of 8 ----
 
 typedef struct { char name[256]; int ndim; int64_t shape[4]; const float *data; } StOut;
 
-static void st_write_f32(const char *path, const StOut *tensors, int count) {
-    size_t cap = 256 + (size_t)count * 400, n = 0;
+// fp32 to bf16 rounded to nearest, ties to even (torch's .to(torch.bfloat16)); a NaN
+// stays a NaN (the rounding could carry its payload into the exponent).
+static uint16_t st_float_to_bf16(float f) {
+    uint32_t bits;
+    memcpy(&bits, &f, 4);
+    if ((bits & 0x7FFFFFFFu) > 0x7F800000u) return (uint16_t)((bits >> 16) | 0x40);
+    return (uint16_t)((bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16);
+}
+
+// Writes the tensors (fp32 data) to path as F32, or as BF16 when bf16 is 1.
+static void st_write(const char *path, const StOut *tensors, int count, int bf16) {
+    size_t cap = 256 + (size_t)count * 400, n = 0, esize = bf16 ? 2 : 4;
     char *h = (char *)xmalloc(cap);
     n += (size_t)snprintf(h + n, cap - n, "{\"__metadata__\":{\"format\":\"pt\"}");
     uint64_t offset = 0;
     for (int i = 0; i < count; i++) {
         int64_t numel = 1;
-        n += (size_t)snprintf(h + n, cap - n, ",\"%s\":{\"dtype\":\"F32\",\"shape\":[", tensors[i].name);
+        n += (size_t)snprintf(h + n, cap - n, ",\"%s\":{\"dtype\":\"%s\",\"shape\":[", tensors[i].name, bf16 ? "BF16" : "F32");
         for (int d = 0; d < tensors[i].ndim; d++) {
             n += (size_t)snprintf(h + n, cap - n, "%s%lld", d ? "," : "", (long long)tensors[i].shape[d]);
             numel *= tensors[i].shape[d];
         }
         n += (size_t)snprintf(h + n, cap - n, "],\"data_offsets\":[%llu,%llu]}", (unsigned long long)offset,
-                              (unsigned long long)(offset + 4 * (uint64_t)numel));
-        offset += 4 * (uint64_t)numel;
+                              (unsigned long long)(offset + esize * (uint64_t)numel));
+        offset += esize * (uint64_t)numel;
     }
     n += (size_t)snprintf(h + n, cap - n, "}");
     while (n % 8) h[n++] = ' ';
@@ -189,13 +199,21 @@ static void st_write_f32(const char *path, const StOut *tensors, int count) {
     uint64_t hlen = n;
     atomic_write(&af, &hlen, 8);
     atomic_write(&af, h, n);
+    uint16_t chunk[4096];
     for (int i = 0; i < count; i++) {
         int64_t numel = 1;
         for (int d = 0; d < tensors[i].ndim; d++) numel *= tensors[i].shape[d];
-        atomic_write(&af, tensors[i].data, 4 * (size_t)numel);
+        if (!bf16) { atomic_write(&af, tensors[i].data, 4 * (size_t)numel); continue; }
+        for (int64_t at = 0; at < numel; at += 4096) {  // converted in pieces: no copy of the tensor
+            int64_t k = numel - at < 4096 ? numel - at : 4096;
+            for (int64_t j = 0; j < k; j++) chunk[j] = st_float_to_bf16(tensors[i].data[at + j]);
+            atomic_write(&af, chunk, 2 * (size_t)k);
+        }
     }
     atomic_commit(&af);
     free(h);
 }
+
+static void st_write_f32(const char *path, const StOut *tensors, int count) { st_write(path, tensors, count, 0); }
 
 #endif

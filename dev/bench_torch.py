@@ -25,7 +25,8 @@
                                                      with alpha 8 (LORA_DEFAULT_ALPHA, model/lora.h), A uniform
                                                      in +-1/sqrt(in), B = 0; the base, embeddings and norms frozen
                                                      (requires_grad False), AdamW and clipping over A and B only
-On the CPU: Debian's python3-torch (with libopenblas0-pthread).
+On the CPU: Debian's python3-torch 1.13 (with libopenblas0-pthread) or PyTorch 2.x from PyPI
+(the referee environment); dev/bench_cpu.sh runs both.
 """
 import math
 import os

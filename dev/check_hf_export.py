@@ -15,7 +15,13 @@ Then, where the directory holds the tokenizer files (trained with -k:
 train/export.h), the directory alone is used as a user would: AutoTokenizer,
 apply_chat_template, generation_config.json's eos ids and generate.
 
-Usage: python3 dev/check_hf_export.py [--val VAL.bin] [--data FILE.bin ROWS.jsonl] CHECKPOINT_DIR...
+Every directory's config.json torch_dtype, where it has one, must name the dtype its weights are stored
+in (float32 or bfloat16: train_sft --save_dtype). With --rounded F32_DIR BF16_DIR, the
+BF16 export's tensors must be torch's rounding (.to(torch.bfloat16), to nearest even)
+of the F32 export's of the same weights, bit for bit, and the configs equal but for
+torch_dtype.
+
+Usage: python3 dev/check_hf_export.py [--val VAL.bin] [--data FILE.bin ROWS.jsonl] [--rounded F32_DIR BF16_DIR]... CHECKPOINT_DIR...
 (several directories share one start of torch and transformers). With --val, a
 checkpoint step_N whose run logged a validation loss at step N (../metrics.jsonl,
 train_sft -j VAL.bin -v) must get that loss from transformers too: the trainer's own
@@ -47,9 +53,14 @@ except ImportError as e:
 def exported_tensors(d):
     """name -> float64 tensor from model.safetensors, or from the shards of the index
     (each listed tensor must be in the shard the index names)."""
+    return {k: v.double() for k, v in exported_raw(d).items()}
+
+
+def exported_raw(d):
+    """exported_tensors in the dtype they are stored in."""
     index = os.path.join(d, "model.safetensors.index.json")
     if not os.path.exists(index):
-        return {k: v.double() for k, v in load_file(os.path.join(d, "model.safetensors")).items()}
+        return dict(load_file(os.path.join(d, "model.safetensors")))
     weight_map = json.load(open(index))["weight_map"]
     P = {}
     for shard in sorted(set(weight_map.values())):
@@ -57,17 +68,58 @@ def exported_tensors(d):
             if weight_map.get(k) != shard:
                 print("FAIL hf_export_loads_in_transformers: %s is in %s, the index says %s" % (k, shard, weight_map.get(k)))
                 sys.exit(1)
-            P[k] = v.double()
+            P[k] = v
     if P.keys() != weight_map.keys():
         print("FAIL hf_export_loads_in_transformers: the index names tensors the shards lack")
         sys.exit(1)
     return P
 
 
+def stored_dtypes(d):
+    """The dtypes the directory's safetensors files store, as torch dtypes."""
+    from safetensors import safe_open
+    names = [f for f in os.listdir(d) if f.endswith(".safetensors")]
+    out = set()
+    for f in names:
+        with safe_open(os.path.join(d, f), "pt") as st:
+            out |= {st.get_slice(k).get_dtype() for k in st.keys()}
+    return {{"F32": torch.float32, "BF16": torch.bfloat16, "F16": torch.float16}.get(x, x) for x in out}
+
+
+def check_rounded(f32_dir, bf16_dir):
+    """The BF16 export is torch's rounding of the F32 export of the same weights."""
+    a, b = exported_raw(f32_dir), exported_raw(bf16_dir)
+    ca, cb = (json.load(open(os.path.join(x, "config.json"))) for x in (f32_dir, bf16_dir))
+    why = []
+    if a.keys() != b.keys():
+        why.append("tensor names differ")
+    worst = 0
+    for k in sorted(a.keys() & b.keys()):
+        if a[k].dtype != torch.float32 or b[k].dtype != torch.bfloat16:
+            why.append("%s: %s and %s, expected F32 and BF16" % (k, a[k].dtype, b[k].dtype))
+            continue
+        want = a[k].to(torch.bfloat16)
+        bad = int((want.view(torch.int16) != b[k].view(torch.int16)).sum())
+        if bad:
+            why.append("%s: %d of %d values are not torch's rounding (e.g. %r for %r)" % (k, bad, want.numel(), b[k][want != b[k]][0].item(), a[k][want != b[k]][0].item()))
+        worst = max(worst, ((b[k].double() - a[k].double()).abs().max() / a[k].double().abs().max()).item())
+    if ca.pop("torch_dtype", None) != "float32" or cb.pop("torch_dtype", None) != "bfloat16" or ca != cb:
+        why.append("config.json: torch_dtype float32 and bfloat16 expected, all else equal")
+    print("%s hf_export_bf16_is_rounded_f32: %s vs %s: %d tensors%s (largest change %.3g of a tensor's largest entry)"
+          % ("FAIL" if why else "ok", bf16_dir, f32_dir, len(a), ": " + "; ".join(why[:2]) if why else ", every value torch's rounding to nearest even", worst))
+    return not why
+
+
 def check_logits(d):
     """transformers' logits of the directory against our float64 forward of its
     tensors; returns (ok, model, cfg) for the tokenizer check."""
     cfg = json.load(open(os.path.join(d, "config.json")))
+    dtypes = stored_dtypes(d)
+    named = cfg.get("torch_dtype", cfg.get("dtype"))  # absent in older files (dev/ref/tiny's): not checked
+    if named is not None and dtypes != {{"float32": torch.float32, "bfloat16": torch.bfloat16}.get(named)}:
+        print("FAIL hf_export_loads_in_transformers: %s: config.json's torch_dtype %r, the weights are stored as %s"
+              % (d, cfg.get("torch_dtype", cfg.get("dtype")), sorted(map(str, dtypes))))
+        return False, None, None
     kind = cfg.get("model_type")
     if kind == "gpt2":
         from ref_gpt2 import forward_doc  # noqa: E402
@@ -104,8 +156,8 @@ def check_logits(d):
     err = ((hf - mine).abs().max() / mine.abs().max()).item()
     tied = model.lm_head.weight.data_ptr() == embed.weight.data_ptr()
     ok = err < tol and tied == want_tied and type(model).__name__ == arch
-    print("%s hf_export_loads_in_transformers: %s: %s as %s, relative logit difference %.3g (allowed %g), lm_head tied %s (expected %s)"
-          % ("ok" if ok else "FAIL", d, kind, type(model).__name__, err, tol, tied, want_tied))
+    print("%s hf_export_loads_in_transformers: %s: %s (%s) as %s, relative logit difference %.3g (allowed %g), lm_head tied %s (expected %s)"
+          % ("ok" if ok else "FAIL", d, kind, cfg.get("torch_dtype"), type(model).__name__, err, tol, tied, want_tied))
     return ok, model, cfg
 
 
@@ -222,12 +274,18 @@ def check_data_ids(d, data):
 
 args = sys.argv[1:]
 data = val = None
-while args[:1] in (["--data"], ["--val"]):
+rounded = []
+while args[:1] in (["--data"], ["--val"], ["--rounded"]):
     if args[0] == "--val":
         val, args = args[1], args[2:]
+    elif args[0] == "--rounded":
+        rounded.append((args[1], args[2]))
+        args = args[3:]
     else:
         data, args = (args[1], args[2]), args[3:]
 all_ok = True
+for f32_dir, bf16_dir in rounded:
+    all_ok = check_rounded(f32_dir, bf16_dir) and all_ok
 for d in args:
     ok, model, cfg = check_logits(d)
     if model is not None:

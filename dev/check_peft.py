@@ -10,9 +10,9 @@ tensor of the file (no missing or unexpected keys). With MERGED_DIR (train_sft -
 <out>/merged), transformers' logits of that directory must be the same too.
 
 Usage: python3 dev/check_peft.py ADAPTER_DIR [BASE_DIR [MERGED_DIR]]
-Needs torch, safetensors, transformers and peft (the GPU machine's image has them);
-prints "skip ..." and exits 0 where one is missing. Not run yet against a real peft
-(none where it was written).
+Needs torch, safetensors, transformers and peft (dev/requirements-referee.txt;
+tests/model/test_transformers.sh runs it); prints "skip ..." and exits 0 where one is
+missing.
 """
 import json
 import math

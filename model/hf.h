@@ -2,7 +2,7 @@
 // ModelConfig (every family model/model.h knows, with transformers' defaults; features
 // this trainer does not compute are refused) and written back as transformers writes
 // it; the weights imported from model.safetensors or from the shards its index lists
-// (F32, F16, BF16), and exported as F32 in one file or in shards.
+// (F32, F16, BF16), and exported as F32 or BF16 in one file or in shards.
 // Not here: what the configuration means and how the parameters are laid out in
 // memory (model/model.h, whose layout is Hugging Face's, so import and export are
 // copies); the safetensors format itself (base/safetensors.h); the tokenizer and chat
@@ -526,12 +526,24 @@ static void model_load_hf(const char *dir, ModelConfig *cfg, float **mem, ParamT
 
 // ---- Hugging Face export ----
 // config.json as transformers writes it for the family (keys sorted, torch_dtype
-// float32), F32 weights in transformers' names and layout (the stacked tensors split
+// float32 or bfloat16), F32 or BF16 weights (--save_dtype) in transformers' names and layout (the stacked tensors split
 // back into their parts; a tied head is not stored, as save_pretrained does), in one
 // model.safetensors or, above max_shard_bytes, in shards with
 // model.safetensors.index.json. Every file is written atomically; a model.safetensors
 // or index of the other layout left in dir is removed after, so the directory loads
 // as what was just written (shards of an earlier, larger export are left unlisted).
+
+// The dtypes an export's weights are written in (--save_dtype): F32, or BF16 rounded
+// to nearest even from the fp32 weights, with config.json's torch_dtype to match.
+enum { HF_SAVE_F32, HF_SAVE_BF16 };
+static const char *const HF_SAVE_DTYPE_TORCH[2] = {"float32", "bfloat16"};
+
+// --save_dtype's value (f32 or float32, bf16 or bfloat16) as HF_SAVE_*, or -1.
+static int hf_save_dtype_from_name(const char *name) {
+    if (!strcmp(name, "f32") || !strcmp(name, "float32")) return HF_SAVE_F32;
+    if (!strcmp(name, "bf16") || !strcmp(name, "bfloat16")) return HF_SAVE_BF16;
+    return -1;
+}
 
 // A float as Python writes it: integers as 500000.0, others as the shortest decimal
 // that reads back as the same float (1e-05).
@@ -593,7 +605,7 @@ static void hf_token_ids_json(const ModelConfig *c, char *bos, size_t bn, char *
 // values that rebuild this model (Qwen2Config has no attention_bias, mlp_bias or
 // pretraining_tp, and keeps its unused window fields; Gemma 3 as its published files,
 // rope_theta / rope_local_base_freq / rope_scaling and layer_types).
-static void hf_write_llama_config(const char *path, const ModelConfig *c) {
+static void hf_write_llama_config(const char *path, const ModelConfig *c, int dtype) {
     int f = c->family, qwen2 = f == FAMILY_QWEN2, qwen3 = f == FAMILY_QWEN3, gemma = f == FAMILY_GEMMA3, smol = f == FAMILY_SMOLLM3;
     const char *arch = f == FAMILY_LLAMA ? "LlamaForCausalLM" : qwen2 ? "Qwen2ForCausalLM" : qwen3 ? "Qwen3ForCausalLM" : gemma ? "Gemma3ForCausalLM" : "SmolLM3ForCausalLM";
     const char *type = f == FAMILY_LLAMA ? "llama" : qwen2 ? "qwen2" : qwen3 ? "qwen3" : gemma ? "gemma3_text" : "smollm3";
@@ -665,7 +677,7 @@ static void hf_write_llama_config(const char *path, const ModelConfig *c) {
         hf_entry(&es, "rope_local_base_freq", "%s", local);
     }
     hf_entry(&es, "tie_word_embeddings", c->tied ? "true" : "false");
-    hf_entry(&es, "torch_dtype", "\"float32\"");
+    hf_entry(&es, "torch_dtype", "\"%s\"", HF_SAVE_DTYPE_TORCH[dtype]);
     hf_entry(&es, "use_cache", "true");
     if (qwen2) hf_entry(&es, "use_sliding_window", "false");
     hf_entry(&es, "vocab_size", "%d", c->V);
@@ -683,11 +695,11 @@ static void hf_write_llama_config(const char *path, const ModelConfig *c) {
     free(json);
 }
 
-// Writes dir/config.json.
-static void hf_write_config(const char *dir, const ModelConfig *c) {
+// Writes dir/config.json for weights of dtype (HF_SAVE_*).
+static void hf_write_config(const char *dir, const ModelConfig *c, int dtype) {
     char path[4096], json[4096], bos[16], eos[96];
     snprintf(path, sizeof path, "%s/config.json", dir);
-    if (is_llama_family(c)) { hf_write_llama_config(path, c); return; }
+    if (is_llama_family(c)) { hf_write_llama_config(path, c, dtype); return; }
     hf_token_ids_json(c, bos, sizeof bos, eos, sizeof eos);
     int n = snprintf(json, sizeof json,
         "{\n  \"architectures\": [\"GPT2LMHeadModel\"],\n  \"model_type\": \"gpt2\",\n"
@@ -696,8 +708,8 @@ static void hf_write_config(const char *dir, const ModelConfig *c) {
         "  \"n_layer\": %d,\n  \"n_head\": %d,\n  \"n_inner\": null,\n  \"layer_norm_epsilon\": %.9g,\n"
         "  \"activation_function\": \"gelu_new\",\n  \"resid_pdrop\": 0.0,\n  \"embd_pdrop\": 0.0,\n"
         "  \"attn_pdrop\": 0.0,\n  \"initializer_range\": 0.02,\n  \"tie_word_embeddings\": true,\n"
-        "  \"torch_dtype\": \"float32\"\n}\n",
-        bos, eos, c->V, c->maxT, c->maxT, c->C, c->L, c->NH, (double)c->eps);
+        "  \"torch_dtype\": \"%s\"\n}\n",
+        bos, eos, c->V, c->maxT, c->maxT, c->C, c->L, c->NH, (double)c->eps, HF_SAVE_DTYPE_TORCH[dtype]);
     write_file_atomic(path, json, (size_t)n);
 }
 
@@ -754,8 +766,8 @@ static void hf_remove_if_present(const char *dir, const char *name) {
     if (path_exists(path) && unlink(path) != 0) fatal("%s: cannot remove: %s", path, strerror(errno));
 }
 
-static void model_save_hf_sharded(const char *dir, const ModelConfig *cfg, const ParamTensors *p, uint64_t max_shard_bytes) {
-    hf_write_config(dir, cfg);
+static void model_save_hf_sharded(const char *dir, const ModelConfig *cfg, const ParamTensors *p, uint64_t max_shard_bytes, int dtype) {
+    hf_write_config(dir, cfg, dtype);
     StOut *outs;
     int count = hf_export_tensors(cfg, p, &outs);
     // shards in order, a new one when the next tensor would overflow this one (a
@@ -763,7 +775,7 @@ static void model_save_hf_sharded(const char *dir, const ModelConfig *cfg, const
     int *shard = (int *)xmalloc((size_t)count * sizeof(int)), nshards = 0;
     uint64_t used = 0, total = 0;
     for (int k = 0; k < count; k++) {
-        uint64_t bytes = 4 * (uint64_t)outs[k].shape[0] * (uint64_t)outs[k].shape[1];
+        uint64_t bytes = (dtype == HF_SAVE_BF16 ? 2 : 4) * (uint64_t)outs[k].shape[0] * (uint64_t)outs[k].shape[1];
         if (k == 0 || (used > 0 && used + bytes > max_shard_bytes)) { nshards++; used = 0; }
         shard[k] = nshards - 1;
         used += bytes;
@@ -772,7 +784,7 @@ static void model_save_hf_sharded(const char *dir, const ModelConfig *cfg, const
     char path[4096];
     if (nshards == 1) {
         snprintf(path, sizeof path, "%s/model.safetensors", dir);
-        st_write_f32(path, outs, count);
+        st_write(path, outs, count, dtype == HF_SAVE_BF16);
         hf_remove_if_present(dir, "model.safetensors.index.json");
     } else {
         size_t cap = 256 + (size_t)count * 320, n = 0;
@@ -784,7 +796,7 @@ static void model_save_hf_sharded(const char *dir, const ModelConfig *cfg, const
             char file[64];
             snprintf(file, sizeof file, "model-%05d-of-%05d.safetensors", s + 1, nshards);
             snprintf(path, sizeof path, "%s/%s", dir, file);
-            st_write_f32(path, outs + first, last - first);
+            st_write(path, outs + first, last - first, dtype == HF_SAVE_BF16);
             for (int k = first; k < last; k++)
                 n += (size_t)snprintf(index + n, cap - n, "%s\n    \"%s\": \"%s\"", k ? "," : "", outs[k].name, file);
             first = last;
@@ -799,9 +811,10 @@ static void model_save_hf_sharded(const char *dir, const ModelConfig *cfg, const
     free(outs);
 }
 
-// The export of checkpoints and the final model, sharded above SFT_MAX_SHARD_SIZE.
-static void model_save_hf(const char *dir, const ModelConfig *cfg, const ParamTensors *p) {
-    model_save_hf_sharded(dir, cfg, p, hf_max_shard_bytes());
+// The export of checkpoints and the final model, sharded above SFT_MAX_SHARD_SIZE,
+// its weights in dtype (HF_SAVE_*).
+static void model_save_hf(const char *dir, const ModelConfig *cfg, const ParamTensors *p, int dtype) {
+    model_save_hf_sharded(dir, cfg, p, hf_max_shard_bytes(), dtype);
 }
 
 

@@ -382,7 +382,7 @@ static int lora_is_adapter_dir(const char *dir) {
 typedef struct {
     int rank, rslora, fan_in_fan_out;
     float alpha, dropout;
-    char targets[512];   // target_modules, comma-separated
+    char targets[65536]; // target_modules, comma-separated (full module paths, one per layer, for "all-linear")
     char base[4096];     // base_model_name_or_path ("" if null)
 } PeftAdapterConfig;
 
@@ -442,7 +442,7 @@ static void lora_read_peft_config(const char *dir, PeftAdapterConfig *pc) {
     size_t tl = 0;
     for (size_t k = 0; k < v->count; k++) {
         const JsonValue *t = &v->items[k];
-        if (t->type != JSON_STRING || t->length == 0 || t->length > 64 || strchr(t->string, ','))
+        if (t->type != JSON_STRING || t->length == 0 || t->length > 200 || strchr(t->string, ','))
             fatal("%s: target_modules[%zu] is not a module name", path, k);
         if (tl + t->length + 2 >= sizeof pc->targets) fatal("%s: target_modules is too long", path);
         tl += (size_t)snprintf(pc->targets + tl, sizeof pc->targets - tl, "%s%s", tl ? "," : "", t->string);
@@ -456,28 +456,60 @@ static void lora_read_peft_config(const char *dir, PeftAdapterConfig *pc) {
     free(text);
 }
 
+// PEFT's test of whether target_modules' entry e names the module at path p (the
+// module's name in the base model): the whole path, or a suffix of it from a dot on.
+// So "q_proj" names every layer's q_proj, GPT-2's "c_proj" both attn.c_proj and
+// mlp.c_proj, and "model.layers.0.self_attn.q_proj" (target_modules="all-linear" is
+// saved as such full paths) one layer's.
+static int lora_target_names_path(const char *e, size_t elen, const char *p) {
+    size_t plen = strlen(p);
+    if (elen > plen || strncmp(p + plen - elen, e, elen)) return 0;
+    return elen == plen || p[plen - elen - 1] == '.';
+}
+
 // The LoraConfig of an adapter config on base model c (its target names and
-// fan_in_fan_out checked against the family).
+// fan_in_fan_out checked against the family). The entries, matched as PEFT matches
+// them, must name each module in every layer or in none: adapters on some layers only
+// are refused.
 static void lora_config_from_peft(const char *dir, const PeftAdapterConfig *pc, const ModelConfig *c, LoraConfig *lc) {
-    char err[512], what[4200];
+    char err[512], what[4200], path[256];
     snprintf(what, sizeof what, "%s/adapter_config.json", dir);
     memset(lc, 0, sizeof *lc);
     lc->rank = pc->rank; lc->alpha = pc->alpha; lc->dropout = pc->dropout; lc->rslora = pc->rslora;
-    // PEFT allows a list to name a module twice; GPT-2's c_proj is one name for two modules
-    unsigned bits = 0;
+    // layers[m * L + l]: some entry names module m of layer l (PEFT allows a module
+    // named twice)
+    unsigned char *layers = (unsigned char *)xcalloc((size_t)LORA_NUM_MODULES * (size_t)c->L, 1);
     for (const char *s = pc->targets;;) {
         const char *e = strchr(s, ',');
         size_t len = e ? (size_t)(e - s) : strlen(s);
-        unsigned b = lora_target_bits(c, s, len);
-        if (!b) {
+        int found = 0;
+        for (int m = 0; m < LORA_NUM_MODULES; m++)
+            for (int l = 0; l < c->L && lora_module_in_family(c, m); l++) {
+                snprintf(path, sizeof path, LORA_MODULES[m].path, l);
+                if (lora_target_names_path(s, len, path)) layers[m * c->L + l] = 1, found = 1;
+            }
+        if (!found) {
             char one[80];
+            unsigned b;
             snprintf(one, sizeof one, "%.*s", (int)(len > 64 ? 64 : len), s);
             if (!lora_parse_targets(c, one, what, &b, err, sizeof err)) fatal("%s", err);
+            fatal("%s: target_modules entry '%s' names no module of this %d-layer base", what, one, c->L);
         }
-        bits |= b;
         if (!e) break;
         s = e + 1;
     }
+    unsigned bits = 0;
+    for (int m = 0; m < LORA_NUM_MODULES; m++) {
+        int n = 0;
+        for (int l = 0; l < c->L; l++) n += layers[m * c->L + l];
+        if (n == c->L) bits |= 1u << m;
+        else if (n > 0) {
+            snprintf(path, sizeof path, LORA_MODULES[m].path, 0);
+            fatal("%s: target_modules names %s in %d of the base's %d layers: adapters on some layers only are not supported", what,
+                  strrchr(path, '.') + 1, n, c->L);
+        }
+    }
+    free(layers);
     lc->targets = bits;
     if (pc->fan_in_fan_out != !is_llama_family(c))
         fatal("%s: fan_in_fan_out is %s but the base is %s (%s)", what, pc->fan_in_fan_out ? "true" : "false",

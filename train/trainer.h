@@ -63,6 +63,7 @@ typedef struct {
     AdamWSettings adamw;      // --adam_beta1, --adam_beta2, --adam_epsilon
     const char *lr_scheduler; // --lr_scheduler_type: a name of LR_SCHEDULE_NAMES
     const char *packing;      // --packing_strategy: "next_fit" or "bfd" (best fit, base/datafile.h)
+    const char *save_dtype;   // --save_dtype: the exported weights' dtype, a name hf_save_dtype_from_name knows
     LoraArgs lora;            // -A -B -p -Q -T -M -F: LoRA (model/lora.h); rank 0 = full fine-tuning
 } TrainArgs;
 
@@ -77,6 +78,7 @@ static void train_args_defaults(TrainArgs *a) {
     a->rank = -1; a->world = -1; a->local_rank = -1; a->zero = -1; a->rdzv_dir = "";
     a->adamw = adamw_defaults(); a->lr_scheduler = LR_SCHEDULE_NAMES[LR_COSINE_FINAL];
     a->packing = "next_fit";
+    a->save_dtype = "f32";
     lora_args_defaults(&a->lora);
 }
 
@@ -124,7 +126,9 @@ static void train_args_defaults(TrainArgs *a) {
     {"lr_scheduler_type", FLAG_STRING, &(a)->lr_scheduler, "LR schedule: cosine_final (ours: -u, -q), or transformers' linear, cosine, " \
      "cosine_with_min_lr (-q = min_lr_rate), constant, constant_with_warmup, with -u warmup steps (default cosine_final)"}, \
     {"packing_strategy", FLAG_STRING, &(a)->packing, "how documents fill rows: next_fit (in the shuffled order; a document that does not fit starts " \
-     "the next row) or bfd (trl's best fit decreasing over windows of 65536 shuffled documents: fewer padded positions) (default next_fit)"}
+     "the next row) or bfd (trl's best fit decreasing over windows of 65536 shuffled documents: fewer padded positions) (default next_fit)"}, \
+    {"save_dtype", FLAG_STRING, &(a)->save_dtype, "weights of exported models (checkpoints, -M's merged): f32, or bf16 (rounded to nearest even; " \
+     "-y 1 then resumes from the rounded weights); LoRA adapters stay f32 (default f32)"}
 
 // synopsis: what follows the program name in the usage line, e.g. "-i train.bin [flags]".
 static void print_usage(const char *prog, const char *synopsis, const Flag *flags, int nflags, const LongFlag *longs, int nlongs) {
@@ -213,6 +217,7 @@ static void check_train_args(const char *prog, const TrainArgs *a) {
     if (sched != LR_COSINE_FINAL && sched != LR_COSINE_MIN_LR && a->final_lr_frac != 0.1f)
         usage_error(prog, "-q is the final LR of cosine_final and the min_lr_rate of cosine_with_min_lr; --lr_scheduler_type %s does not use it",
                     a->lr_scheduler);
+    if (hf_save_dtype_from_name(a->save_dtype) < 0) usage_error(prog, "--save_dtype must be f32 or bf16 (float32, bfloat16), got '%s'", a->save_dtype);
     // torch.optim.AdamW's own range checks
     if (!(a->adamw.beta1 >= 0 && a->adamw.beta1 < 1)) usage_error(prog, "--adam_beta1 must be in [0, 1), got %g", a->adamw.beta1);
     if (!(a->adamw.beta2 >= 0 && a->adamw.beta2 < 1)) usage_error(prog, "--adam_beta2 must be in [0, 1), got %g", a->adamw.beta2);
@@ -472,8 +477,9 @@ static void rename_dir_into_place(const char *tmp_dir, const char *final_dir, co
 typedef struct { const LoraLayout *lay; const float *adapter; const char *base; StateLora state; } CheckpointLora;
 
 // extras (NULL: none): export.h's files, written beside the model's or the adapter's.
+// dtype (HF_SAVE_*): the model's weights; a LoRA adapter is always F32.
 static void save_checkpoint_files(const char *out_dir, const ModelConfig *cfg, const ParamTensors *params, const CheckpointLora *lora,
-                                  const HfExtras *extras, const TrainState *s, const float *m, const float *v, size_t P) {
+                                  const HfExtras *extras, const TrainState *s, const float *m, const float *v, size_t P, int dtype) {
     char final_dir[4096], tmp_dir[4200], path[4400];
     checkpoint_dir_name(final_dir, sizeof final_dir, out_dir, s->step);
     int finite = all_finite(m, P) && all_finite(v, P);
@@ -485,7 +491,7 @@ static void save_checkpoint_files(const char *out_dir, const ModelConfig *cfg, c
     if (make_dirs(tmp_dir) != 0) fatal("%s: cannot create directory: %s", tmp_dir, strerror(errno));
     snprintf(fatal_cleanup_dir, sizeof fatal_cleanup_dir, "%s", tmp_dir);
     if (lora) lora_save_peft(tmp_dir, cfg, lora->lay, lora->adapter, lora->base);
-    else model_save_hf(tmp_dir, cfg, params);
+    else model_save_hf(tmp_dir, cfg, params, dtype);
     if (extras) hf_extras_write(tmp_dir, extras);
     snprintf(path, sizeof path, "%s/state.bin", tmp_dir);
     write_state_file_lora(path, cfg, s, m, v, P, lora ? &lora->state : NULL);
@@ -499,19 +505,20 @@ static void save_checkpoint_files(const char *out_dir, const ModelConfig *cfg, c
 
 static void save_checkpoint(const char *out_dir, const ModelConfig *cfg, const ParamTensors *params, const TrainState *s,
                             const float *m, const float *v, size_t P, const HfExtras *extras) {
-    save_checkpoint_files(out_dir, cfg, params, NULL, extras, s, m, v, P);
+    save_checkpoint_files(out_dir, cfg, params, NULL, extras, s, m, v, P, HF_SAVE_F32);
 }
 
 // A Hugging Face directory that is not a checkpoint (LoRA's base as trained on, the
 // merged model), with export.h's files: written into <dir>.tmp and renamed into place
-// like a checkpoint, so it is complete or absent. parent: the directory holding dir.
-static void save_hf_dir(const char *dir, const char *parent, const ModelConfig *cfg, const ParamTensors *p, const HfExtras *extras) {
+// like a checkpoint, so it is complete or absent. parent: the directory holding dir;
+// dtype: HF_SAVE_* (LoRA's base stays F32: the adapters were trained on those weights).
+static void save_hf_dir(const char *dir, const char *parent, const ModelConfig *cfg, const ParamTensors *p, const HfExtras *extras, int dtype) {
     char tmp_dir[4200];
     snprintf(tmp_dir, sizeof tmp_dir, "%s.tmp", dir);
     remove_flat_dir(tmp_dir);
     if (make_dirs(tmp_dir) != 0) fatal("%s: cannot create directory: %s", tmp_dir, strerror(errno));
     snprintf(fatal_cleanup_dir, sizeof fatal_cleanup_dir, "%s", tmp_dir);
-    model_save_hf(tmp_dir, cfg, p);
+    model_save_hf(tmp_dir, cfg, p, dtype);
     if (extras) hf_extras_write(tmp_dir, extras);
     rename_dir_into_place(tmp_dir, dir, parent);
 }
@@ -519,7 +526,7 @@ static void save_hf_dir(const char *dir, const char *parent, const ModelConfig *
 // -M 1: the merged model, base + s B A (lora.h's lora_merge on a copy of the base's
 // fp32 parameters), as an ordinary Hugging Face directory <out>/merged.
 static void save_merged(const char *out_dir, const ModelConfig *cfg, const float *base, const LoraLayout *lay, const float *adapter,
-                        const HfExtras *extras) {
+                        const HfExtras *extras, int dtype) {
     size_t n = model_num_parameters(cfg);
     float *mem = (float *)xmalloc(n * sizeof(float));
     memcpy(mem, base, n * sizeof(float));
@@ -528,7 +535,7 @@ static void save_merged(const char *out_dir, const ModelConfig *cfg, const float
     lora_merge(cfg, &p, lay, adapter);
     char dir[4200];
     snprintf(dir, sizeof dir, "%s/merged", out_dir);
-    save_hf_dir(dir, out_dir, cfg, &p, extras);
+    save_hf_dir(dir, out_dir, cfg, &p, extras, dtype);
     free(mem);
     printf("merged| base + %g * B A written to %s\n", (double)lay->scale, dir);
 }

@@ -282,7 +282,7 @@ static int count_files(const char *dir, const char *prefix) {
 static int round_trip(const char *name, const ModelConfig *c, const float *mem, const ParamTensors *p, uint64_t shard_bytes, char *dir, size_t dn) {
     snprintf(dir, dn, "%s/%s", tmp_root, name);
     if (make_dirs(dir) != 0) fatal("%s: cannot create", dir);
-    model_save_hf_sharded(dir, c, p, shard_bytes);
+    model_save_hf_sharded(dir, c, p, shard_bytes, HF_SAVE_F32);
     ModelConfig r;
     float *rmem;
     ParamTensors rp;
@@ -373,7 +373,7 @@ static void test_round_trips(void) {
     check("llama_index_total_size_and_names", strstr(text, total) && strstr(text, first), "%s", text);
     free(text);
     // exporting single-file into the sharded directory leaves no index behind
-    model_save_hf_sharded(dir, &c, &p, 5000000000ull);
+    model_save_hf_sharded(dir, &c, &p, 5000000000ull, HF_SAVE_F32);
     check("export_replaces_other_layout", !path_exists(path), "model.safetensors.index.json left beside model.safetensors");
     free(mem);
 
@@ -468,7 +468,7 @@ static void test_half_import(void) {
         char dir[512];
         snprintf(dir, sizeof dir, "%s/half%d", tmp_root, bf);
         make_dirs(dir);
-        model_save_hf_sharded(dir, &c, &p, 5000000000ull);
+        model_save_hf_sharded(dir, &c, &p, 5000000000ull, HF_SAVE_F32);
         rewrite_half(dir, bf);
         ModelConfig r;
         float *rmem;
@@ -477,6 +477,54 @@ static void test_half_import(void) {
         check(bf ? "llama_bf16_import" : "llama_f16_import", !memcmp(rmem, mem, P * sizeof(float)), "widened values differ");
         free(rmem); free(mem);
     }
+}
+
+// --save_dtype bf16: fp32 to bf16 rounded to nearest, ties to even, by hand: 1 + 2^-8
+// is halfway between 1 and 1 + 2^-7 (keeps the even 1), 1 + 3*2^-8 halfway between
+// 1 + 2^-7 and 1 + 2^-6 (goes up to the even one), a hair above or below half goes to
+// the nearer; the largest float rounds to infinity, as torch's does. Then an export in
+// BF16 (sharded, so the index's sizes count 2 bytes) reads back as those values, with
+// config.json's torch_dtype "bfloat16".
+static void test_bf16_export(void) {
+    const uint32_t in[] = {0x3F808000u, 0x3F818000u, 0x3F808001u, 0x3F807FFFu, 0xBF818000u, 0x7F7FFFFFu, 0x00000000u, 0x80000000u, 0x7F800000u};
+    const uint16_t want[] = {0x3F80, 0x3F82, 0x3F81, 0x3F80, 0xBF82, 0x7F80, 0x0000, 0x8000, 0x7F80};
+    int bad = -1;
+    uint16_t got = 0;
+    for (int k = 0; k < 9 && bad < 0; k++) {
+        float f;
+        memcpy(&f, &in[k], 4);
+        if ((got = st_float_to_bf16(f)) != want[k]) bad = k;
+    }
+    check("bf16_round_to_nearest_even", bad < 0, "0x%08x gave 0x%04x, expected 0x%04x", in[bad < 0 ? 0 : bad], got, want[bad < 0 ? 0 : bad]);
+    ModelConfig c;
+    float *mem;
+    ParamTensors p;
+    fresh_model("l2c64h4k2f96ut32", 50, &c, &mem, &p);
+    size_t P = model_num_parameters(&c);
+    char dir[512], path[600];
+    snprintf(dir, sizeof dir, "%s/bf16_export", tmp_root);
+    make_dirs(dir);
+    model_save_hf_sharded(dir, &c, &p, 20000, HF_SAVE_BF16);
+    ModelConfig r;
+    float *rmem;
+    ParamTensors rp;
+    model_load_hf(dir, &r, &rmem, &rp);
+    size_t differ = 0;
+    for (size_t k = 0; k < P; k++) {
+        uint32_t b = (uint32_t)st_float_to_bf16(mem[k]) << 16;
+        differ += memcmp(&rmem[k], &b, 4) != 0;
+    }
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    size_t len;
+    char *cfg = read_whole_file(path, &len);
+    snprintf(path, sizeof path, "%s/model.safetensors.index.json", dir);
+    char *index = read_whole_file(path, &len), total[64];
+    snprintf(total, sizeof total, "\"total_size\": %zu", 2 * P);  // every parameter stored once (the head is untied)
+    check("llama_bf16_export_reads_back_rounded", differ == 0 && strstr(cfg, "\"torch_dtype\": \"bfloat16\"") && count_files(dir, "model-0000") > 1,
+          "%zu of %zu values differ from the rounded weights; config.json %s torch_dtype bfloat16; %d shards", differ, P,
+          strstr(cfg, "\"torch_dtype\": \"bfloat16\"") ? "has" : "lacks", count_files(dir, "model-0000"));
+    check("llama_bf16_index_total_size", strstr(index, total) != NULL, "index lacks %s", total);
+    free(cfg); free(index); free(rmem); free(mem);
 }
 
 // ---- bad directories: one line naming the file, exit 1 -------------------------
@@ -655,7 +703,7 @@ static void test_tied_with_lm_head(void) {
     char dir[512], path[700];
     snprintf(dir, sizeof dir, "%s/tied_stored", tmp_root);
     make_dirs(dir);
-    model_save_hf_sharded(dir, &c, &p, 5000000000ull);
+    model_save_hf_sharded(dir, &c, &p, 5000000000ull, HF_SAVE_F32);
     snprintf(path, sizeof path, "%s/config.json", dir);
     size_t len;
     char *text = read_whole_file(path, &len);
@@ -694,7 +742,7 @@ static void test_reference_dirs(void) {
         model_load_hf(refs[k], &c, &mem, &p);
         snprintf(dir, sizeof dir, "%s/ref%d", tmp_root, k);
         make_dirs(dir);
-        model_save_hf_sharded(dir, &c, &p, k == 0 ? 20000 : 5000000000ull);
+        model_save_hf_sharded(dir, &c, &p, k == 0 ? 20000 : 5000000000ull, HF_SAVE_F32);
         free(mem);
         ModelConfig back;
         model_read_hf_config(dir, &back);
@@ -761,6 +809,7 @@ int main(void) {
     test_round_trips();
     test_family_round_trips();
     test_half_import();
+    test_bf16_export();
     test_refusals();
     test_family_refusals();
     test_tied_with_lm_head();

@@ -267,6 +267,15 @@ static void test_targets(void) {
     ok = lora_parse_targets(&l, "q_proj,c_fc", "-T", &bits, err, sizeof err);
     check("lora_targets_unknown_lists_valid", !ok && strstr(err, "'c_fc'") && strstr(err, "q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj") &&
                                                   !strchr(err, '\n'), "%s", err);
+    // adapter_config.json's entries as PEFT matches them: a module's whole path or a
+    // suffix from a dot on (peft saves target_modules="all-linear" as one path per layer)
+    PeftAdapterConfig *pc = (PeftAdapterConfig *)xcalloc(1, sizeof *pc);
+    pc->rank = 2; pc->alpha = 8.0f; pc->fan_in_fan_out = 1;
+    snprintf(pc->targets, sizeof pc->targets, "transformer.h.0.attn.c_attn,h.1.attn.c_attn,attn.c_proj,c_fc");
+    LoraConfig paths;
+    lora_config_from_peft("test_targets", pc, &g, &paths);
+    check("lora_targets_peft_paths", paths.targets == ((1u << LORA_C_ATTN) | (1u << LORA_ATTN_C_PROJ) | (1u << LORA_C_FC)), "bits %x", paths.targets);
+    free(pc);
     // the slices of a grouped-query model: q, k, v rows of the fused q|k|v
     LoraConfig lc = {2, 8.0f, 0.0f, 0, (1u << LORA_K) | (1u << LORA_V) | (1u << LORA_UP)};
     LoraLayout lay;
@@ -490,6 +499,8 @@ static void test_bad_adapters(void) {
     expect_bad_adapter("rank_zero", cfg, gpt2, "adapter_config.json: r must be");
     CFG("dev/ref/tiny", ", \"fan_in_fan_out\": true", "2", "[\"c_attn\", \"q_proj\"]");
     expect_bad_adapter("unknown_target", cfg, gpt2, "unknown LoRA target module 'q_proj' for a GPT-2 model; valid: c_attn,c_proj,c_fc");
+    CFG("dev/ref/tiny", ", \"fan_in_fan_out\": true", "2", "[\"transformer.h.0.attn.c_attn\", \"c_proj\", \"c_fc\"]");
+    expect_bad_adapter("layer_subset", cfg, gpt2, "target_modules names c_attn in 1 of the base's 2 layers: adapters on some layers only are not supported");
     CFG("dev/ref/tiny", ", \"fan_in_fan_out\": true", "2", "\".*attn\"");
     expect_bad_adapter("regex_targets", cfg, gpt2, "target_modules must be a non-empty list");
     CFG("dev/ref/tiny", "", "2", "[\"c_attn\", \"c_proj\", \"c_fc\"]");

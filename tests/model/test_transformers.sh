@@ -10,13 +10,21 @@
 #   whose angles transformers computes in float32), the head tied as the model says;
 #   and on the references trained 2 steps, transformers' validation loss equals the one
 #   train_sft logged for that step (1e-5 relative: the trainer's number, not a reading
-#   of the same files);
+#   of the same files); bf16 exports (--save_dtype bf16, one of them sharded): torch's
+#   rounding of the float32 export of the same run, bit for bit, config.json's
+#   torch_dtype "bfloat16", and transformers' validation loss equal to train_sft's of
+#   the exported directory;
 # - a model trained with its tokenizer (-k): AutoTokenizer + apply_chat_template of the
 #   directory alone give the ids of the training file prepare made from the same rows,
 #   and generate stops at generation_config.json's end-of-turn token;
 # - peft's PeftModel.from_pretrained on dev/ref_lora.py's adapters and on adapters
 #   train_sft wrote (Llama's Linear and GPT-2's Conv1D): the logits of W + s B A, and
-#   the -M 1 merged export equals base + adapter (dev/check_peft.py).
+#   the -M 1 merged export equals base + adapter (dev/check_peft.py);
+# - adapters peft itself made (get_peft_model + save_pretrained, random B: rsLoRA on
+#   q_proj,v_proj; "all-linear" on Qwen3; GPT-2's Conv1D c_attn,c_proj), continued by
+#   train_sft: its first-step loss equals peft's forward of the same rows (1e-5
+#   relative), and its -M 1 export equals peft's merge_and_unload (1e-6 relative;
+#   dev/check_peft_continue.py).
 # Without the environment every check skips, saying why.
 set -u
 cd "$(dirname "$0")/../.."
@@ -57,6 +65,29 @@ for m in tiny:24 tiny_llama:32 tiny_qwen2:32 tiny_qwen3:32 tiny_smollm3:32 tiny_
     train "from_${m%%:*}" -i dev/ref/tiny_train.bin -j dev/ref/tiny_val.bin -m -1 -e "dev/ref/${m%%:*}" -t "${m##*:}" &&
         dirs+=("$tmp/from_${m%%:*}/step_00000002")
 done
+# bf16 exports (--save_dtype bf16) of the same two runs as from_tiny and from_tiny_llama
+# (the trainer is deterministic, so the same weights; Llama's in 8 KB shards): each must
+# be torch's rounding of the float32 export (--rounded), and transformers' validation
+# loss of it must equal train_sft's own of the exported directory (-e on it, -l 0: one
+# step that changes nothing, validated). check_hf_export.py reads a checkpoint's logged
+# loss from ../metrics.jsonl, so a view directory pairs the two.
+rounded=()
+for m in tiny:24 tiny_llama:32; do
+    n=${m%%:*} t=${m##*:}
+    SFT_MAX_SHARD_SIZE=$([ "$n" = tiny_llama ] && echo 8KB || echo 5GB) \
+        train "bf16_$n" -i dev/ref/tiny_train.bin -j dev/ref/tiny_val.bin -m -1 -e "dev/ref/$n" -t "$t" --save_dtype bf16 || continue
+    rounded+=(--rounded "$tmp/from_$n/step_00000002" "$tmp/bf16_$n/step_00000002")
+    if ./train_sft -i dev/ref/tiny_train.bin -j dev/ref/tiny_val.bin -m -1 -e "$tmp/bf16_$n/step_00000002" -t "$t" -x 1 -l 0 -n -1 \
+        -o "$tmp/bf16_${n}_eval" > "$tmp/bf16_${n}_eval.log" 2>&1; then
+        mkdir -p "$tmp/bf16_${n}_view"
+        ln -s "$tmp/bf16_$n/step_00000002" "$tmp/bf16_${n}_view/step_00000001"
+        ln -s "$tmp/bf16_${n}_eval/metrics.jsonl" "$tmp/bf16_${n}_view/metrics.jsonl"
+        dirs+=("$tmp/bf16_${n}_view/step_00000001")
+    else
+        echo "FAIL transformers_bf16_eval_$n: $(tail -1 "$tmp/bf16_${n}_eval.log")"
+        fails=$((fails + 1))
+    fi
+done
 # the demo's tokenizer and the first 40 messages rows of its data, without a validation split
 grep '"messages"' data/demo/train.jsonl | head -40 > "$tmp/rows.jsonl"
 if ./prepare --tokenizer data/demo/tokenizer --out "$tmp/rows.bin" "$tmp/rows.jsonl" > "$tmp/prepare.log" 2>&1; then
@@ -65,7 +96,7 @@ else
     echo "FAIL transformers_prepare: $(tail -1 "$tmp/prepare.log")"
     fails=$((fails + 1))
 fi
-"$py" dev/check_hf_export.py --val dev/ref/tiny_val.bin --data "$tmp/rows.bin" "$tmp/rows.jsonl" "${dirs[@]}" 2>&1 |
+"$py" dev/check_hf_export.py --val dev/ref/tiny_val.bin --data "$tmp/rows.bin" "$tmp/rows.jsonl" "${rounded[@]}" "${dirs[@]}" 2>&1 |
     grep -E '^(ok|FAIL|skip) |Error' | grep -v 'holds no tokenizer (trained without -k)' || true
 [ "${PIPESTATUS[0]}" = 0 ] || fails=$((fails + 1))
 
@@ -79,6 +110,19 @@ train lora_llama -i dev/ref/tiny_train.bin -e dev/ref/tiny_llama -A 4 -t 32 -M 1
     peft "$tmp/lora_llama/step_00000002" dev/ref/tiny_llama "$tmp/lora_llama/merged"
 train lora_gpt2 -i dev/ref/tiny_train.bin -e dev/ref/tiny -A 4 -t 24 -M 1 &&
     peft "$tmp/lora_gpt2/step_00000002" dev/ref/tiny "$tmp/lora_gpt2/merged"
+
+# adapters made by peft, continued 2 steps from the file's first rows (-S 0), merged
+mkdir -p "$tmp/peft_runs"
+if "$py" dev/check_peft_continue.py make "$tmp/peft_made" > "$tmp/peft_made.log" 2>&1; then
+    while read -r c t; do
+        train "peft_runs/$c" -i dev/ref/tiny_train.bin -e "$tmp/peft_made/$c" -t "$t" -S 0 -M 1
+    done < "$tmp/peft_made/cases.txt"
+    "$py" dev/check_peft_continue.py check dev/ref/tiny_train.bin 2 "$tmp/peft_made" "$tmp/peft_runs" 2>&1 | grep -E '^(ok|FAIL|skip) |Error' || true
+    [ "${PIPESTATUS[0]}" = 0 ] || fails=$((fails + 1))
+else
+    echo "FAIL peft_made_adapters: $(tail -1 "$tmp/peft_made.log")"
+    fails=$((fails + 1))
+fi
 
 echo "test_transformers: $fails failed"
 [ "$fails" = 0 ]
