@@ -345,7 +345,7 @@ static int read_model_mode(char **argv) {
     model_load_hf_bnb4(argv[2], &cfg, &mem, &p, &q);
     bnb4_base_dequantize(&q, &cfg, &p);
     make_dirs(argv[3]);
-    model_save_hf(argv[3], &cfg, &p);
+    model_save_hf(argv[3], &cfg, &p, HF_SAVE_F32);
     bnb4_base_free(&q);
     free(mem);
     return 0;
