@@ -660,8 +660,17 @@ static const float *linear_weight(const Model *m, int l, int param) {
     for (int k = 0; k < nparts; k++) {
         const Bnb4Weight *bw = bnb4_base_at(&m->q4, param, l, k);
         size_t n = (size_t)(parts[k].rows * shape[1]);
-        if (bw->codes) bnb4_dequantize(bw, m->q4_absmax, m->q4_w + off);
-        else memcpy(m->q4_w + off, w + off, n * sizeof(float));
+        if (!bw->codes) { memcpy(m->q4_w + off, w + off, n * sizeof(float)); off += n; continue; }
+        int64_t bs = bw->blocksize, nb = (bw->n + bs - 1) / bs;
+        const float *absmax = bw->absmax;
+        if (!absmax) {
+            nf4_dequantize_absmax(bw->qabsmax, bw->nested_absmax, bw->offset, nb, bw->nested_blocksize, m->q4_absmax);
+            absmax = m->q4_absmax;
+        }
+        float *out = m->q4_w + off;
+#pragma omp parallel for schedule(static)
+        for (int64_t b = 0; b < nb; b++)  // block by block: each element's product is the same as bnb4_dequantize's
+            nf4_dequantize(bw->codes + b * bs / 2, absmax + b, bw->n - b * bs < bs ? bw->n - b * bs : bs, (int)bs, out + b * bs);
         off += n;
     }
     return m->q4_w;
