@@ -739,6 +739,8 @@ static void setup_run(const char *prog, TrainArgs *a, RunSetup *r) {
         if (!a->bnb4_supported) usage_error(prog, "--load_in_4bit: this trainer does not train on a 4-bit base yet; the CPU trainer (train_sft) does");
         if (!run_is_lora(r)) usage_error(prog, "--load_in_4bit: a 4-bit base trains with LoRA only; pass -A R");
         if (r->q4.w) usage_error(prog, "--load_in_4bit: the base is 4-bit already");
+        // the base an adapter names must be a directory of the dense weights it quantizes again on resume
+        if (r->write_base) usage_error(prog, "--load_in_4bit: -e %s is not a model directory; quantize a Hugging Face model's (or checkpoint's) weights", a->init);
         bnb4_base_quantize(&r->cfg, &r->params, &r->p, &r->q4);
     }
     ModelConfig *cfg = &r->cfg;
