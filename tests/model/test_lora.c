@@ -1037,6 +1037,7 @@ int main(void) {
     test_peft_round_trip("llama", REF_DIR "/tiny_lora_llama");
     test_decode("gpt2", REF_DIR "/tiny_lora_gpt2");
     test_decode("llama", REF_DIR "/tiny_lora_llama");
+    test_decode("qlora", REF_DIR "/tiny_qlora_llama");  // generation and -E dequantize per layer too
     test_targets();
     test_init();
     test_fresh_adapter_and_dropout();
