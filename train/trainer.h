@@ -745,9 +745,9 @@ static void setup_run(const char *prog, TrainArgs *a, RunSetup *r) {
     }
     ModelConfig *cfg = &r->cfg;
     if (!a->resume && r->train.vocab_size > cfg->V) {
+        if (r->q4.w) fatal("%s: a 4-bit base cannot grow its vocabulary here; use data prepared with the model's tokenizer", a->init);
         printf("model | the data's vocabulary (%lld) is larger than the model's (%d): growing the token embedding, "
                "new rows start at the mean embedding\n", (long long)r->train.vocab_size, cfg->V);
-        if (r->q4.w) fatal("%s: a 4-bit base cannot grow its vocabulary here; use data prepared with the model's tokenizer", a->init);
         model_grow_vocab(cfg, &r->params, &r->p, (int)r->train.vocab_size);
         if (run_is_lora(r)) r->write_base = 1;  // the base trained on is no longer the directory's
     }

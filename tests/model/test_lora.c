@@ -945,6 +945,8 @@ static void test_qlora_runs(void) {
     expect_refused("qlora_bnb4_dir_without_lora_refused", cmd, "is a 4-bit (bitsandbytes NF4) base: it trains with LoRA only; pass -A R", out);
     snprintf(cmd, sizeof cmd, "%s -e " REF_DIR "/tiny_llama --load_in_4bit 1 -x 1 -o %s", common, out);
     expect_refused("qlora_load_in_4bit_without_lora_refused", cmd, "--load_in_4bit: a 4-bit base trains with LoRA only", out);
+    snprintf(cmd, sizeof cmd, "./train_sft -i data/demo/train.bin -e " REF_DIR "/tiny_llama_bnb4 -A 2 -x 1 -o %s", out);
+    expect_refused("qlora_vocabulary_growth_refused", cmd, "a 4-bit base cannot grow its vocabulary here", out);
     snprintf(cmd, sizeof cmd, "%s -e l2c32h4k2 -A 2 --load_in_4bit 1 -x 1 -o %s", common, out);
     expect_refused("qlora_load_in_4bit_fresh_model_refused", cmd, "--load_in_4bit: -e l2c32h4k2 is not a model directory", out);
     if (path_exists("./chat")) {
