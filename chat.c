@@ -85,7 +85,7 @@ int main(int argc, char **argv) {
     memset(&m, 0, sizeof m);
     if (lora_is_adapter_dir(a.model)) {  // the adapter runs beside the base, as in training (no merge)
         PeftAdapterConfig pc;
-        lora_load_adapter_dir(a.model, a.base, &pc, &m.cfg, &m.params_mem, &m.params, &m.lora, &m.adapter);
+        lora_load_adapter_dir(a.model, a.base, &pc, &m.cfg, &m.params_mem, &m.params, &m.lora, &m.adapter, NULL);
     } else {
         model_load_hf(a.model, &m.cfg, &m.params_mem, &m.params);
     }

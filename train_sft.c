@@ -619,9 +619,15 @@ typedef struct {
     uint64_t dropout_seed;    // -z; with the step and the micro-batch (over all ranks), the key of the dropout mask
     int64_t dropout_step;
     int dropout_micro;
+    // QLoRA: the frozen base's linear weights in NF4 (model/hf_bnb4.h; q4.w NULL for a
+    // dense base), their slots in params zero; linear_weight dequantizes one part after
+    // another into q4_w (the largest layer weight) each time a product needs it
+    Bnb4Base q4;
+    float *q4_w, *q4_absmax;  // fp32 scratch: one layer's weight, its block absmax
 } Model;
 
 static int model_is_lora(const Model *m) { return m->lora.lc.rank > 0; }
+
 
 
 // Width of the fc layer's output: GPT-2's FF (= 4C), the Llama family's [gate | up] 2FF.
@@ -639,6 +645,36 @@ static float *param_layer(const ModelConfig *c, const ParamTensors *t, int i, in
 
 // Layer l's slice of gradient tensor i; NULL when the tensor is frozen (LoRA) or absent.
 static float *grad_layer(const Model *m, int i, int l) { return model_is_lora(m) ? NULL : param_layer(&m->cfg, &m->grads, i, l); }
+
+// Layer l's weight of linear tensor `param` as the products use it: the fp32 parameters,
+// or with a 4-bit base its parts dequantized into the scratch (fp32, as bitsandbytes'
+// dequantize_4bit computes them; a part the files hold in 16 bits copied).
+static const float *linear_weight(const Model *m, int l, int param) {
+    const float *w = param_layer(&m->cfg, &m->params, param, l);
+    if (!m->q4.w) return w;
+    HfPart parts[3];
+    int nparts = param_hf_parts(&m->cfg, param, parts);
+    int64_t shape[2];
+    param_slice_shape(&m->cfg, param, shape);
+    size_t off = 0;
+    for (int k = 0; k < nparts; k++) {
+        const Bnb4Weight *bw = bnb4_base_at(&m->q4, param, l, k);
+        size_t n = (size_t)(parts[k].rows * shape[1]);
+        if (!bw->codes) { memcpy(m->q4_w + off, w + off, n * sizeof(float)); off += n; continue; }
+        int64_t bs = bw->blocksize, nb = (bw->n + bs - 1) / bs;
+        const float *absmax = bw->absmax;
+        if (!absmax) {
+            nf4_dequantize_absmax(bw->qabsmax, bw->nested_absmax, bw->offset, nb, bw->nested_blocksize, m->q4_absmax);
+            absmax = m->q4_absmax;
+        }
+        float *out = m->q4_w + off;
+#pragma omp parallel for schedule(static)
+        for (int64_t b = 0; b < nb; b++)  // block by block: each element's product is the same as bnb4_dequantize's
+            nf4_dequantize(bw->codes + b * bs / 2, absmax + b, bw->n - b * bs < bs ? bw->n - b * bs : bs, (int)bs, out + b * bs);
+        off += n;
+    }
+    return m->q4_w;
+}
 
 // The added 1 of the RMSNorms: 1 where they scale by 1 + w (Gemma 3), else 0.
 static float norm_one(const ModelConfig *c) { return c->norm_plus_one ? 1.0f : 0.0f; }
@@ -758,6 +794,13 @@ static void model_allocate(Model *m, int B, int T) {
     m->row_targets = (int *)xmalloc(BT * sizeof(int));
     m->row_correct = (float *)xmalloc(BT * sizeof(float));
     m->row_entropy = (float *)xmalloc(BT * sizeof(float));
+    if (m->q4.w) {
+        int64_t max_n, max_blocks, largest = 0, shape[2];
+        bnb4_base_bytes(&m->q4, &max_n, &max_blocks);
+        for (int i = 0; i < NUM_PARAM_TENSORS; i++) if (bnb4_is_linear(i) && param_slice_shape(c, i, shape) > largest) largest = param_slice_shape(c, i, shape);
+        m->q4_w = (float *)xmalloc((size_t)largest * sizeof(float));
+        m->q4_absmax = (float *)xmalloc((size_t)(max_blocks > 0 ? max_blocks : 1) * sizeof(float));
+    }
 }
 
 // Trains m on the ranks of d (after model_allocate). With ZeRO-1 each rank keeps the
@@ -788,6 +831,7 @@ static void model_free(Model *m) {
     free(m->params_mem); free(m->grads_mem); free(m->m_mem); free(m->v_mem); free(m->acts_mem);
     free(m->adapter); free(m->adapter_grads); free(m->lora_acts); lora_layout_free(&m->lora);
     free(m->rows); free(m->row_targets); free(m->row_correct); free(m->row_entropy);
+    free(m->q4_w); free(m->q4_absmax); bnb4_base_free(&m->q4);
 }
 
 // ----------------------------------------------------------------------------
@@ -811,7 +855,7 @@ static int lora_site(const Model *m, int l, int param, const LoraAdapter **first
 
 // out[N, OC] = inp[N, C] W (+ bias) and its adapters; each keeps its h [N, R] in m->lora_acts
 static void linear_forward(Model *m, int l, int param, float *out, const float *inp, const float *bias, int N, int C, int OC) {
-    matmul_forward(out, inp, param_layer(&m->cfg, &m->params, param, l), bias, N, C, OC, weight_layout(&m->cfg));
+    matmul_forward(out, inp, linear_weight(m, l, param), bias, N, C, OC, weight_layout(&m->cfg));
     const LoraAdapter *first;
     int count = lora_site(m, l, param, &first), R = m->lora.lc.rank;
     size_t BTR = (size_t)m->B * m->T * R;
@@ -829,7 +873,7 @@ static void linear_forward(Model *m, int l, int param, float *out, const float *
 // part of dinp, from dout [N, OC] the gradient of linear_forward's output
 static void linear_backward(Model *m, int l, int param, float *dinp, float *dw, float *dbias, const float *dout, const float *inp, int N, int C,
                             int OC) {
-    matmul_backward(dinp, dw, dbias, dout, inp, param_layer(&m->cfg, &m->params, param, l), N, C, OC, weight_layout(&m->cfg));
+    matmul_backward(dinp, dw, dbias, dout, inp, linear_weight(m, l, param), N, C, OC, weight_layout(&m->cfg));
     const LoraAdapter *first;
     int count = lora_site(m, l, param, &first), R = m->lora.lc.rank;
     size_t BTR = (size_t)m->B * m->T * R;
@@ -1303,7 +1347,7 @@ static const float *model_decode_step(const Model *m, KVCache *kv, int token) {
     if (c->rope_local_theta != 0) kv_rope_angles(kv->rope_cos_local, kv->rope_sin_local, kv->inv_freq_local, t, HS / 2);
     for (int l = 0; l < c->L; l++) {
         norm_forward(c, kv->ln, &mean, &rstd, kv->x, param_layer(c, p, P_LN1W, l), param_layer(c, p, P_LN1B, l), 1);
-        matvec_forward(kv->qkv, kv->ln, param_layer(c, p, P_QKVW, l), param_layer(c, p, P_QKVB, l), C, QKV, wl);
+        matvec_forward(kv->qkv, kv->ln, linear_weight(m, l, P_QKVW), param_layer(c, p, P_QKVB, l), C, QKV, wl);
         lora_matvec(m, l, P_QKVW, kv->qkv, kv->ln);
         if (c->qk_norm)
             qk_norm_forward(kv->qkv, kv->qk_raw, kv->qk_rstd, param_layer(c, p, P_QNORMW, l), param_layer(c, p, P_KNORMW, l), 1, NH, KVH, HS, c->eps,
@@ -1315,16 +1359,16 @@ static const float *model_decode_step(const Model *m, KVCache *kv, int token) {
         memcpy(kc + (size_t)t * kvw, kv->qkv + A, (size_t)kvw * sizeof(float));
         memcpy(vc + (size_t)t * kvw, kv->qkv + A + kvw, (size_t)kvw * sizeof(float));
         attention_decode(kv->atty, kv->att, kv->qkv, kc, vc, t, kv->cap, NH, KVH, HS, scale, layer_window(c, l));
-        matvec_forward(kv->ln, kv->atty, param_layer(c, p, P_ATTPROJW, l), param_layer(c, p, P_ATTPROJB, l), A, C, wl);
+        matvec_forward(kv->ln, kv->atty, linear_weight(m, l, P_ATTPROJW), param_layer(c, p, P_ATTPROJB, l), A, C, wl);
         lora_matvec(m, l, P_ATTPROJW, kv->ln, kv->atty);
         const float *attn = kv->ln;
         if (c->post_norms) { rmsnorm_forward(kv->post, &rstd, kv->ln, param_layer(c, p, P_POSTATTNW, l), 1, C, c->eps, one); attn = kv->post; }
         for (int i = 0; i < C; i++) kv->x[i] += attn[i];
         norm_forward(c, kv->ln, &mean, &rstd, kv->x, param_layer(c, p, P_LN2W, l), param_layer(c, p, P_LN2B, l), 1);
-        matvec_forward(kv->fch, kv->ln, param_layer(c, p, P_FCW, l), param_layer(c, p, P_FCB, l), C, fc_width(c), wl);
+        matvec_forward(kv->fch, kv->ln, linear_weight(m, l, P_FCW), param_layer(c, p, P_FCB, l), C, fc_width(c), wl);
         lora_matvec(m, l, P_FCW, kv->fch, kv->ln);
         mlp_act_forward(c, kv->fch_act, kv->fch, 1);
-        matvec_forward(kv->ln, kv->fch_act, param_layer(c, p, P_FCPROJW, l), param_layer(c, p, P_FCPROJB, l), c->FF, C, wl);
+        matvec_forward(kv->ln, kv->fch_act, linear_weight(m, l, P_FCPROJW), param_layer(c, p, P_FCPROJB, l), c->FF, C, wl);
         lora_matvec(m, l, P_FCPROJW, kv->ln, kv->fch_act);
         const float *mlp = kv->ln;
         if (c->post_norms) { rmsnorm_forward(kv->post, &rstd, kv->ln, param_layer(c, p, P_POSTFFNW, l), 1, C, c->eps, one); mlp = kv->post; }
@@ -1464,6 +1508,7 @@ int main(int argc, char **argv) {
     preempt_install();
     TrainArgs args;
     train_args_defaults(&args);
+    args.bnb4_supported = 1;  // QLoRA: LoRA on a 4-bit base (-e a bnb-4bit directory, --load_in_4bit)
     Flag flags[] = {COMMON_FLAGS(&args)};
     LongFlag long_flags[] = {COMMON_LONG_FLAGS(&args)};
     parse_flags_with_long(argc, argv, "-i train.bin [flags]", flags, (int)(sizeof flags / sizeof flags[0]), long_flags,
@@ -1504,6 +1549,8 @@ int main(int argc, char **argv) {
         run.adapter = NULL;
         model.dropout_seed = (uint64_t)args.seed;
     }
+    model.q4 = run.q4;  // the model owns the 4-bit base now
+    memset(&run.q4, 0, sizeof run.q4);
     model_allocate(&model, args.B, args.T);
     model.adamw = args.adamw;
     model_distribute(&model, &dist);
@@ -1528,8 +1575,21 @@ int main(int argc, char **argv) {
         printf("ranks | %d ranks (%s), ZeRO-%d: each rank computes %d of the %d micro-batches of a step%s\n", dist.world, dist.launcher, dist.zero,
                run.A, run.A * dist.world, dist.zero ? " and updates 1/W of the parameters" : "");
     if (model_is_lora(&model)) print_lora_summary(&run);
-    printf("memory| per rank: parameters %.3f MB, gradients %.3f MB, AdamW state %.3f MB (moments of %zu of %zu %s), activations %.3f MB; "
-           "%d threads, %s\n", mem.params * 4 / 1e6, mem.grads * 4 / 1e6, mem.adamw * 4 / 1e6, mem.adamw / 2, model.num_trained,
+    // a 4-bit base: its quantized weights' fp32 slots are never written (not resident); they count as their NF4 state and the scratch
+    char q4[256] = "";
+    double params_bytes = mem.params * 4.0;
+    if (model.q4.w) {
+        int64_t max_n, max_blocks;
+        size_t qn = 0, qb = bnb4_base_bytes(&model.q4, &max_n, &max_blocks);
+        for (size_t j = 0; j < (size_t)NUM_PARAM_TENSORS * model.q4.L * 3; j++) qn += model.q4.w[j].codes ? (size_t)model.q4.w[j].n : 0;
+        int64_t shape[2], scratch = max_blocks;
+        for (int i = 0; i < NUM_PARAM_TENSORS; i++) if (bnb4_is_linear(i) && param_slice_shape(&model.cfg, i, shape) > scratch - max_blocks) scratch = max_blocks + param_slice_shape(&model.cfg, i, shape);
+        params_bytes += (double)qb + 4.0 * (double)scratch - 4.0 * (double)qn;
+        snprintf(q4, sizeof q4, " (4-bit base: %zu weights in NF4 with their absmax and nested state %.3f MB, %.3f MB in fp32; "
+                 "dequantization scratch %.3f MB)", qn, qb / 1e6, qn * 4 / 1e6, scratch * 4 / 1e6);
+    }
+    printf("memory| per rank: parameters %.3f MB%s, gradients %.3f MB, AdamW state %.3f MB (moments of %zu of %zu %s), activations %.3f MB; "
+           "%d threads, %s\n", params_bytes / 1e6, q4, mem.grads * 4 / 1e6, mem.adamw * 4 / 1e6, mem.adamw / 2, model.num_trained,
            model_is_lora(&model) ? "adapter parameters; the base is frozen" : "parameters", mem.acts * 4 / 1e6, omp_get_max_threads(), wait);
 
     CpuGenerator cpu_gen;
@@ -1577,6 +1637,7 @@ int main(int argc, char **argv) {
     state.epoch = loader.epoch; state.cursor = loader.cursor; state.rng = sample_rng.state;
     checkpoint_dist(&args, &run, &model, &state);
     log_checkpoint(&log, state.step, 1);
+    if (args.lora.merged && dist.rank == 0 && model.q4.w) bnb4_base_dequantize(&model.q4, &model.cfg, &model.params);  // the dense base to merge into
     if (args.lora.merged && dist.rank == 0) save_merged(args.out_dir, &model.cfg, model.params_mem, &model.lora, model.adapter, &run.extras,
                                                          hf_save_dtype_from_name(args.save_dtype));
     run_log_close(&log, state.step);

@@ -56,7 +56,7 @@ static float *load_lora_checkpoint(const char *dir, LoraLayout *lay, TrainState 
     ModelConfig c;
     float *base, *x;
     ParamTensors p;
-    lora_load_adapter_dir(dir, NULL, &pc, &c, &base, &p, lay, &x);
+    lora_load_adapter_dir(dir, NULL, &pc, &c, &base, &p, lay, &x, NULL);
     char path[4200];
     snprintf(path, sizeof path, "%s/state.bin", dir);
     size_t len;

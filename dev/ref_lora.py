@@ -19,6 +19,10 @@ adapters' PEFT names, plus "merged.<name>": the base merged with the initial ada
   tiny_lora_gpt2:   GPT-2 (dev/ref/tiny), every linear layer (c_attn, c_proj: both, c_fc), r 2, alpha 3
   tiny_lora_llama:  Llama (dev/ref/tiny_llama), q_proj, v_proj, down_proj only, r 4, alpha 6
   tiny_lora_rslora: Llama, every linear layer, r 4, alpha 6, rsLoRA (s = 6 / 2)
+  tiny_qlora_llama: QLoRA: Llama on tiny_llama_bnb4 (tiny_llama with its layers' linear
+                    weights in NF4 with double quantization, written by dev/ref_nf4.py as
+                    bitsandbytes saves them), every linear layer, r 2, alpha 4; the
+                    reference runs on the dequantized weights (ref_nf4.py's float64 arithmetic)
 
 Usage: python3 dev/ref_lora.py OUTDIR   (after dev/ref_gpt2.py and dev/ref_llama.py, whose
 base models it names; .ci/run regenerates and compares with dev/check_ref.py).
@@ -33,6 +37,7 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import ref_gpt2  # noqa: E402
 import ref_llama  # noqa: E402
+import ref_nf4  # noqa: E402
 from ref_common import CLIP, write_safetensors, reference_expect  # noqa: E402
 
 GPT2_MODULES = {  # target name -> the modules it names in a layer (PEFT matches by suffix)
@@ -126,6 +131,13 @@ def main():
     L = cfg["num_hidden_layers"]
     write_reference(out, "tiny_lora_llama", False, "dev/ref/tiny_llama", llama, fwd, L, ["q_proj", "v_proj", "down_proj"], 4, 6.0, False, 7002)
     write_reference(out, "tiny_lora_rslora", False, "dev/ref/tiny_llama", llama, fwd, L, list(LLAMA_MODULES), 4, 6.0, True, 7005)
+    # QLoRA: tiny_llama's layers' linear weights quantized by ref_nf4.py (NF4, double
+    # quantization) into a bnb-4bit directory; the reference is LoRA on their dequantized values
+    linear = {k for k in llama if ".self_attn." in k or ".mlp." in k}
+    deq = ref_nf4.write_bnb4_dir(os.path.join(out, "tiny_llama_bnb4"), cfg, {k: v.numpy() for k, v in llama.items()}, linear)
+    assert len(deq) == 7 * L and all(k not in deq for k in ("lm_head.weight", "model.embed_tokens.weight"))
+    dense = {k: torch.from_numpy(deq[k]) if k in deq else v for k, v in llama.items()}
+    write_reference(out, "tiny_qlora_llama", False, "dev/ref/tiny_llama_bnb4", dense, fwd, L, list(LLAMA_MODULES), 2, 4.0, False, 7006)
 
 
 if __name__ == "__main__":

@@ -429,6 +429,54 @@ def u8_bytes(xs):
     return np.asarray(xs, dtype=np.uint8).tobytes()
 
 
+def quantize_model(params, linear):
+    """A model's weights as bitsandbytes' save_pretrained writes them 4-bit (NF4, blocks
+    of 64, double quantization; QuantState.as_dict(packed=True)): {name: (dtype, shape,
+    bytes)} with every weight named in `linear` quantized (an fp32 [out, in] numpy
+    array each) and the rest fp32, and the dequantized fp32 weights of those {name:
+    numpy array}."""
+    t, deq = {}, {}
+    for name, w in params.items():
+        w = np.asarray(w, dtype=F32)
+        if name not in linear:
+            t[name] = ("F32", list(w.shape), w.tobytes())
+            continue
+        codes, packed, absmax = quantize_nf4(w.reshape(-1))
+        q, nested, offset = double_quant(absmax)
+        deq[name] = np.array(dequantize_nf4(codes, dequant_absmax(q, nested, offset)), dtype=F32).reshape(w.shape)
+        state = {"quant_type": "nf4", "blocksize": 64, "dtype": "float32", "shape": list(w.shape),
+                 "nested_blocksize": 256, "nested_offset": offset, "nested_dtype": "float32"}
+        js = json.dumps(state).encode()
+        t[name] = ("U8", [len(packed), 1], u8_bytes(packed))
+        t[name + ".absmax"] = ("U8", [len(q)], u8_bytes(q))
+        t[name + ".quant_map"] = ("F32", [16], f32_bytes(NF4))
+        t[name + ".nested_absmax"] = ("F32", [len(nested)], f32_bytes(nested))
+        t[name + ".nested_quant_map"] = ("F32", [256], f32_bytes(DYN))
+        t[name + ".quant_state.bitsandbytes__nf4"] = ("U8", [len(js)], js)
+    return t, deq
+
+
+# transformers' BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4",
+# bnb_4bit_use_double_quant=True, bnb_4bit_compute_dtype=float32) as config.json records it
+BNB4_QUANTIZATION_CONFIG = {
+    "_load_in_4bit": True, "_load_in_8bit": False, "bnb_4bit_compute_dtype": "float32", "bnb_4bit_quant_storage": "uint8",
+    "bnb_4bit_quant_type": "nf4", "bnb_4bit_use_double_quant": True, "llm_int8_enable_fp32_cpu_offload": False,
+    "llm_int8_has_fp16_weight": False, "llm_int8_skip_modules": None, "llm_int8_threshold": 6.0, "load_in_4bit": True,
+    "load_in_8bit": False, "quant_method": "bitsandbytes"}
+
+
+def write_bnb4_dir(d, config, params, linear):
+    """A bnb-4bit model directory (config.json with BNB4_QUANTIZATION_CONFIG,
+    model.safetensors); returns the dequantized weights of quantize_model."""
+    t, deq = quantize_model(params, linear)
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, "config.json"), "w") as f:
+        json.dump(dict(config, quantization_config=BNB4_QUANTIZATION_CONFIG), f, indent=2, sort_keys=True)
+        f.write("\n")
+    write_safetensors(os.path.join(d, "model.safetensors"), t)
+    return deq
+
+
 def main():
     if sys.argv[1:] == ["--c-table"]:
         for table in (NF4, DYN):

@@ -146,3 +146,102 @@ static void bnb4_base_free(Bnb4Base *q) {
     free(q->w);
     memset(q, 0, sizeof *q);
 }
+
+// Whether directory dir's config.json has a quantization_config (refused in one line
+// unless it is bitsandbytes' 4-bit NF4).
+static int hf_dir_is_bnb4(const char *dir) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    if (!path_exists(path)) return 0;
+    size_t len;
+    char *text = read_whole_file(path, &len);
+    int q = hf_bnb4_config(path, text, len);
+    free(text);
+    return q;
+}
+
+// Model directory dir into cfg, *mem, p: a bitsandbytes 4-bit one into q as well when
+// q is given (the caller trains on 4-bit bases), else refused as model_load_hf refuses
+// it; q->w stays NULL for an unquantized directory.
+static void model_load_hf_or_bnb4(const char *dir, ModelConfig *cfg, float **mem, ParamTensors *p, Bnb4Base *q) {
+    if (q) memset(q, 0, sizeof *q);
+    if (q && hf_dir_is_bnb4(dir)) model_load_hf_bnb4(dir, cfg, mem, p, q);
+    else model_load_hf(dir, cfg, mem, p);
+}
+
+// Quantize at load: every layer's linear weight of the dense parameters (*mem, p; the
+// Llama family's [out, in] weights, as bitsandbytes' Linear4bit holds them) to NF4 in
+// blocks of 64 with double quantization (model/nf4.h, as bitsandbytes' CUDA kernels
+// would), into q; *mem is replaced by a block whose quantized slots are zero and never
+// written, so no fp32 copy of those weights stays resident. lm_head, the embeddings
+// and the norms stay fp32, as bitsandbytes leaves them.
+static void bnb4_base_quantize(const ModelConfig *cfg, float **mem, ParamTensors *p, Bnb4Base *q) {
+    if (!is_llama_family(cfg)) fatal("--load_in_4bit: GPT-2's Conv1D weights are not quantized here; the Llama family's are");
+    q->L = cfg->L;
+    q->w = (Bnb4Weight *)xcalloc((size_t)NUM_PARAM_TENSORS * cfg->L * 3, sizeof(Bnb4Weight));
+    float *fresh = (float *)xcalloc(model_num_parameters(cfg), sizeof(float));
+    ParamTensors np;
+    param_pointers(cfg, fresh, &np);
+    for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
+        int64_t shape[2];
+        size_t numel = (size_t)param_slice_shape(cfg, i, shape), count = numel * (PARAM_INFO[i].per_layer ? (size_t)cfg->L : 1);
+        if (!bnb4_is_linear(i)) { if (count) memcpy(np.t[i], p->t[i], count * sizeof(float)); continue; }
+        HfPart parts[3];
+        int nparts = param_hf_parts(cfg, i, parts);
+        for (int l = 0; l < cfg->L; l++) {
+            size_t offset = (size_t)l * numel;
+            for (int k = 0; k < nparts; k++) {
+                Bnb4Weight *w = bnb4_base_at(q, i, l, k);
+                w->rows = parts[k].rows, w->cols = shape[1], w->n = w->rows * w->cols;
+                w->blocksize = NF4_BLOCK;
+                snprintf(w->dtype, sizeof w->dtype, "float32");
+                int64_t nb = (w->n + NF4_BLOCK - 1) / NF4_BLOCK;
+                float *absmax = (float *)xmalloc((size_t)nb * sizeof(float)), *centred = (float *)xmalloc((size_t)nb * sizeof(float));
+                w->codes = (uint8_t *)xmalloc((size_t)(w->n + 1) / 2);
+                nf4_quantize(p->t[i] + offset, w->n, NF4_BLOCK, w->codes, absmax);
+                w->qabsmax = (uint8_t *)xmalloc((size_t)nb);
+                w->nested_absmax = (float *)xmalloc((size_t)((nb + NF4_NESTED_BLOCK - 1) / NF4_NESTED_BLOCK) * sizeof(float));
+                w->nested_blocksize = NF4_NESTED_BLOCK;
+                w->offset = nf4_double_quantize(absmax, nb, centred, w->qabsmax, w->nested_absmax);
+                free(absmax), free(centred);
+                offset += (size_t)w->n;
+            }
+        }
+    }
+    free(*mem);
+    *mem = fresh;
+    *p = np;
+}
+
+// Bytes of the 4-bit state (codes, absmax, nested state) and the largest weight and
+// block count of one part, for the trainers' memory lines and scratch.
+static size_t bnb4_base_bytes(const Bnb4Base *q, int64_t *max_n, int64_t *max_blocks) {
+    size_t bytes = 0;
+    *max_n = 0, *max_blocks = 0;
+    for (size_t j = 0; q->w && j < (size_t)NUM_PARAM_TENSORS * q->L * 3; j++) {
+        const Bnb4Weight *w = &q->w[j];
+        if (!w->codes) continue;
+        int64_t nb = (w->n + w->blocksize - 1) / w->blocksize;
+        bytes += (size_t)(w->n + 1) / 2 + (w->absmax ? (size_t)nb * 4 : (size_t)nb + (size_t)((nb + w->nested_blocksize - 1) / w->nested_blocksize) * 4 + 4);
+        if (w->n > *max_n) *max_n = w->n;
+        if (nb > *max_blocks) *max_blocks = nb;
+    }
+    return bytes;
+}
+
+// FNV-1a of the 4-bit state, folded into h (a resume's check that the base is the same).
+static uint64_t bnb4_base_hash(const Bnb4Base *q, uint64_t h) {
+    for (size_t j = 0; q->w && j < (size_t)NUM_PARAM_TENSORS * q->L * 3; j++) {
+        const Bnb4Weight *w = &q->w[j];
+        if (!w->codes) continue;
+        int64_t nb = (w->n + w->blocksize - 1) / w->blocksize;
+        h = fnv1a(h, w->codes, (size_t)(w->n + 1) / 2);
+        if (w->absmax) h = fnv1a(h, w->absmax, (size_t)nb * 4);
+        else {
+            h = fnv1a(h, w->qabsmax, (size_t)nb);
+            h = fnv1a(h, w->nested_absmax, (size_t)((nb + w->nested_blocksize - 1) / w->nested_blocksize) * 4);
+            h = fnv1a(h, &w->offset, 4);
+        }
+    }
+    return h;
+}

@@ -51,6 +51,7 @@
 
 #include <math.h>
 #include "hf.h"
+#include "hf_bnb4.h"
 #include "model.h"
 #include "../base/json.h"
 #include "../base/rng.h"
@@ -562,13 +563,14 @@ static void lora_load_peft_weights(const char *dir, const LoraLayout *lay, float
 // adapter's base_model_name_or_path, which must then be a local directory) loaded into
 // cfg/params_mem/params, the adapter's layout into lay and its weights into *adapter
 // (malloc'ed). pc: what adapter_config.json says. Returns the base directory used.
+// q4: where a bitsandbytes 4-bit base goes (model_load_hf_or_bnb4); NULL refuses one.
 static const char *lora_load_adapter_dir(const char *dir, const char *base_dir, PeftAdapterConfig *pc, ModelConfig *cfg, float **params_mem,
-                                         ParamTensors *params, LoraLayout *lay, float **adapter) {
+                                         ParamTensors *params, LoraLayout *lay, float **adapter, Bnb4Base *q4) {
     lora_read_peft_config(dir, pc);
     const char *base = base_dir && base_dir[0] ? base_dir : pc->base;
     if (!base[0] || !is_directory(base))
         fatal("%s/adapter_config.json: base_model_name_or_path '%s' is not a local directory: pass the base model's directory with -F", dir, pc->base);
-    model_load_hf(base, cfg, params_mem, params);
+    model_load_hf_or_bnb4(base, cfg, params_mem, params, q4);
     LoraConfig lc;
     lora_config_from_peft(dir, pc, cfg, &lc);
     lora_layout_init(lay, cfg, &lc);

@@ -207,10 +207,18 @@ static void nf4_dequantize_absmax(const uint8_t *qabsmax, const float *nested_ab
     }
 }
 
-// codes[(n + 1) / 2] and absmax[ceil(n / blocksize)] back to w[n] in fp32.
+// codes[(n + 1) / 2] and absmax[ceil(n / blocksize)] back to w[n] in fp32 (blocksize
+// even, as bitsandbytes' are: a block starts on a byte), a byte's two codes at a time.
 static void nf4_dequantize(const uint8_t *codes, const float *absmax, int64_t n, int blocksize, float *w) {
-    for (int64_t i = 0; i < n; i++) {
-        int c = i & 1 ? codes[i / 2] & 15 : codes[i / 2] >> 4;
-        w[i] = nf4_values[c] * absmax[i / blocksize];
+    for (int64_t b0 = 0; b0 < n; b0 += blocksize) {
+        int64_t len = n - b0 < blocksize ? n - b0 : blocksize;
+        float a = absmax[b0 / blocksize];
+        const uint8_t *c = codes + b0 / 2;
+        float *o = w + b0;
+        for (int64_t i = 0; i + 1 < len; i += 2) {
+            o[i] = nf4_values[c[i / 2] >> 4] * a;
+            o[i + 1] = nf4_values[c[i / 2] & 15] * a;
+        }
+        if (len & 1) o[len - 1] = nf4_values[c[len / 2] >> 4] * a;
     }
 }

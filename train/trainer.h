@@ -65,6 +65,8 @@ typedef struct {
     const char *packing;      // --packing_strategy: "next_fit" or "bfd" (best fit, base/datafile.h)
     const char *save_dtype;   // --save_dtype: the exported weights' dtype, a name hf_save_dtype_from_name knows
     LoraArgs lora;            // -A -B -p -Q -T -M -F: LoRA (model/lora.h); rank 0 = full fine-tuning
+    int load_in_4bit;         // --load_in_4bit: quantize the base's linear weights to NF4 at load (QLoRA)
+    int bnb4_supported;       // set by a trainer that trains LoRA on a 4-bit base (the CPU one), not a flag
 } TrainArgs;
 
 static void train_args_defaults(TrainArgs *a) {
@@ -128,7 +130,9 @@ static void train_args_defaults(TrainArgs *a) {
     {"packing_strategy", FLAG_STRING, &(a)->packing, "how documents fill rows: next_fit (in the shuffled order; a document that does not fit starts " \
      "the next row) or bfd (trl's best fit decreasing over windows of 65536 shuffled documents: fewer padded positions) (default next_fit)"}, \
     {"save_dtype", FLAG_STRING, &(a)->save_dtype, "weights of exported models (checkpoints, -M's merged): f32, or bf16 (rounded to nearest even; " \
-     "-y 1 then resumes from the rounded weights); LoRA adapters stay f32 (default f32)"}
+     "-y 1 then resumes from the rounded weights); LoRA adapters stay f32 (default f32)"}, \
+    {"load_in_4bit", FLAG_INT, &(a)->load_in_4bit, "1 = QLoRA: quantize the base's linear layers at load to 4-bit NF4 with double " \
+     "quantization (bitsandbytes' nf4, blocks of 64), frozen, dequantized per layer when used; needs -A (default 0)"}
 
 // synopsis: what follows the program name in the usage line, e.g. "-i train.bin [flags]".
 static void print_usage(const char *prog, const char *synopsis, const Flag *flags, int nflags, const LongFlag *longs, int nlongs) {
@@ -201,6 +205,7 @@ static void check_train_args(const char *prog, const TrainArgs *a) {
     if (!a->train_path[0]) usage_error(prog, "no training data: pass -i FILE");
     if (strlen(a->out_dir) > 1000 || strlen(a->init) > 1000) usage_error(prog, "paths longer than 1000 characters are not supported");
     if (!a->out_dir[0]) usage_error(prog, "-o needs a directory name");
+    if (a->load_in_4bit != 0 && a->load_in_4bit != 1) usage_error(prog, "--load_in_4bit must be 0 or 1, got %d", a->load_in_4bit);
     if (a->B < 1) usage_error(prog, "-b must be at least 1, got %d", a->B);
     if (a->T < 0 || a->T == 1) usage_error(prog, "-t must be at least 2, got %d", a->T);
     if (a->total_batch < 0) usage_error(prog, "-d must be positive, got %d", a->total_batch);
@@ -557,8 +562,9 @@ static void latest_checkpoint(const char *out_dir, char *dir, size_t n) {
 // ---------------------------------------------------------------------------
 // Model by -e: a directory (Hugging Face GPT-2, Llama or Qwen2, or one of our
 // checkpoints, which are such directories), or a size descriptor for a fresh model whose vocabulary is data_vocab.
-static void load_model(const char *init, int data_vocab, uint64_t seed, ModelConfig *cfg, float **mem, ParamTensors *p) {
-    if (is_directory(init)) { model_load_hf(init, cfg, mem, p); return; }
+// q4: where a bitsandbytes 4-bit directory's quantized weights go (NULL: refused).
+static void load_model(const char *init, int data_vocab, uint64_t seed, ModelConfig *cfg, float **mem, ParamTensors *p, Bnb4Base *q4) {
+    if (is_directory(init)) { model_load_hf_or_bnb4(init, cfg, mem, p, q4); return; }
     if (model_parse_descriptor(init, cfg) == 0) {
         cfg->V = data_vocab;
         model_check_config(cfg, init);
@@ -638,6 +644,9 @@ typedef struct {
     char lora_base[4096];
     int write_base;
     StateLora lora_state;     // what state.bin records of them (run_state_lora)
+    // QLoRA (CPU trainer): the base's linear weights in NF4 (q4.w NULL when the base is
+    // dense); their slots in params are zero
+    Bnb4Base q4;
 } RunSetup;
 
 static int run_is_lora(const RunSetup *r) { return r->lora.lc.rank > 0; }
@@ -649,7 +658,7 @@ static StateLora run_state_lora(const RunSetup *r) {
     const LoraConfig *lc = &r->lora.lc;
     s.rank = lc->rank;
     s.settings = (int64_t)(fnv1a(fnv1a(fnv1a(fnv1a(FNV1A_START, &lc->alpha, 4), &lc->dropout, 4), &lc->rslora, 4), &lc->targets, 4) >> 1) | 1;
-    s.base = (int64_t)(fnv1a(FNV1A_START, r->params, model_num_parameters(&r->cfg) * sizeof(float)) >> 1) | 1;
+    s.base = (int64_t)(bnb4_base_hash(&r->q4, fnv1a(FNV1A_START, r->params, model_num_parameters(&r->cfg) * sizeof(float))) >> 1) | 1;
     return s;
 }
 
@@ -665,7 +674,7 @@ static void lora_base_path(const char *dir, char *out, size_t n) {
 // base_model_name_or_path), then the adapter on it.
 static void setup_adapter(const char *prog, const TrainArgs *a, RunSetup *r, const char *dir) {
     PeftAdapterConfig pc;
-    const char *base = lora_load_adapter_dir(dir, a->lora.base, &pc, &r->cfg, &r->params, &r->p, &r->lora, &r->adapter);
+    const char *base = lora_load_adapter_dir(dir, a->lora.base, &pc, &r->cfg, &r->params, &r->p, &r->lora, &r->adapter, a->bnb4_supported ? &r->q4 : NULL);
     if (a->lora.rank && a->lora.rank != pc.rank)
         usage_error(prog, "-A %d differs from the rank r = %d of the adapter %s (its adapter_config.json sets the LoRA settings)", a->lora.rank, pc.rank, dir);
     lora_base_path(base, r->lora_base, sizeof r->lora_base);
@@ -722,11 +731,21 @@ static void setup_run(const char *prog, TrainArgs *a, RunSetup *r) {
     } else if (lora_is_adapter_dir(a->init)) {
         setup_adapter(prog, a, r, a->init);
     } else {
-        load_model(a->init, (int)r->train.vocab_size, (uint64_t)a->seed, &r->cfg, &r->params, &r->p);
+        load_model(a->init, (int)r->train.vocab_size, (uint64_t)a->seed, &r->cfg, &r->params, &r->p, a->bnb4_supported ? &r->q4 : NULL);
+        if (r->q4.w && a->lora.rank == 0) usage_error(prog, "-e %s is a 4-bit (bitsandbytes NF4) base: it trains with LoRA only; pass -A R", a->init);
         if (a->lora.rank > 0) setup_fresh_adapter(prog, a, r);
+    }
+    if (a->load_in_4bit) {
+        if (!a->bnb4_supported) usage_error(prog, "--load_in_4bit: this trainer does not train on a 4-bit base yet; the CPU trainer (train_sft) does");
+        if (!run_is_lora(r)) usage_error(prog, "--load_in_4bit: a 4-bit base trains with LoRA only; pass -A R");
+        if (r->q4.w) usage_error(prog, "--load_in_4bit: the base is 4-bit already");
+        // the base an adapter names must be a directory of the dense weights it quantizes again on resume
+        if (r->write_base) usage_error(prog, "--load_in_4bit: -e %s is not a model directory; quantize a Hugging Face model's (or checkpoint's) weights", a->init);
+        bnb4_base_quantize(&r->cfg, &r->params, &r->p, &r->q4);
     }
     ModelConfig *cfg = &r->cfg;
     if (!a->resume && r->train.vocab_size > cfg->V) {
+        if (r->q4.w) fatal("%s: a 4-bit base cannot grow its vocabulary here; use data prepared with the model's tokenizer", a->init);
         printf("model | the data's vocabulary (%lld) is larger than the model's (%d): growing the token embedding, "
                "new rows start at the mean embedding\n", (long long)r->train.vocab_size, cfg->V);
         model_grow_vocab(cfg, &r->params, &r->p, (int)r->train.vocab_size);
@@ -892,6 +911,7 @@ static void run_free(RunSetup *r) {
     free(r->params);
     free(r->adapter);
     lora_layout_free(&r->lora);
+    bnb4_base_free(&r->q4);
     hf_extras_free(&r->extras);
     if (r->tok) { evalset_free(&r->evalset); chat_tokens_free(&r->chat); bpe_free(r->tok); }
 }

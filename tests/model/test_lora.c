@@ -17,11 +17,14 @@ Run from the repository root (make test does) after make train_sft.
 #define REF_VAL REF_DIR "/tiny_val.bin"
 
 
-// A model with the PEFT adapter of dir on its base (base_model_name_or_path), for B x T.
-static void lora_model(Model *m, const char *dir, int B, int T) {
+// A model with the PEFT adapter of dir on its base (base_model_name_or_path, or `base`
+// when not NULL; a bnb-4bit one stays 4-bit), for B x T; quantize: the base's linear
+// weights quantized to NF4 at load, as --load_in_4bit does.
+static void lora_model(Model *m, const char *dir, const char *base, int quantize, int B, int T) {
     memset(m, 0, sizeof *m);
     PeftAdapterConfig pc;
-    lora_load_adapter_dir(dir, NULL, &pc, &m->cfg, &m->params_mem, &m->params, &m->lora, &m->adapter);
+    lora_load_adapter_dir(dir, base, &pc, &m->cfg, &m->params_mem, &m->params, &m->lora, &m->adapter, &m->q4);
+    if (quantize) bnb4_base_quantize(&m->cfg, &m->params_mem, &m->params, &m->q4);
     model_allocate(m, B, T);
 }
 
@@ -84,7 +87,7 @@ static double compare_params(const SafeTensors *st, const ModelConfig *c, const 
 
 // ---- against the references ---------------------------------------------
 
-static void test_reference(const char *tag, const char *dir, const char *expect_path) {
+static void test_reference(const char *tag, const char *dir, const char *base, int quantize, const char *expect_path) {
     char name[160], worst[320] = "";
     SafeTensors st;
     st_open(&st, expect_path);
@@ -97,7 +100,20 @@ static void test_reference(const char *tag, const char *dir, const char *expect_
 
     // one micro-batch: loss and the adapters' gradients of the mean loss
     Model m;
-    lora_model(&m, dir, B, T);
+    lora_model(&m, dir, base, quantize, B, T);
+    if (strstr(tag, "qlora")) {  // the base's linear weights are in NF4 only: their fp32 slots are zero
+        size_t nonzero = 0;
+        for (int i = 0; i < NUM_PARAM_TENSORS; i++)
+            for (int l = 0; bnb4_is_linear(i) && l < m.cfg.L; l++) {
+                int64_t shape[2];
+                size_t n = (size_t)param_slice_shape(&m.cfg, i, shape);
+                for (size_t k = 0; k < n; k++) nonzero += param_layer(&m.cfg, &m.params, i, l)[k] != 0.0f;
+            }
+        int64_t max_n, max_blocks;
+        size_t bytes = bnb4_base_bytes(&m.q4, &max_n, &max_blocks);
+        snprintf(name, sizeof name, "%s_base_held_in_nf4", tag);
+        check(name, m.q4.w && bytes > 0 && nonzero == 0, "4-bit state %zu bytes, %zu non-zero fp32 weights of quantized layers", bytes, nonzero);
+    }
     Loader ld;
     loader_init(&ld, &df, B, T, 0, 0, 1);
     loader_next_batch(&ld);
@@ -132,6 +148,7 @@ static void test_reference(const char *tag, const char *dir, const char *expect_
     memcpy(merged, m.params_mem, m.num_params * sizeof(float));
     ParamTensors mp;
     param_pointers(&m.cfg, merged, &mp);
+    if (m.q4.w) bnb4_base_dequantize(&m.q4, &m.cfg, &mp);  // QLoRA merges into the dequantized base
     lora_merge(&m.cfg, &mp, &m.lora, m.adapter);
     double me = compare_params(&st, &m.cfg, &mp, "merged.", worst, sizeof worst);
     snprintf(name, sizeof name, "%s_reference_merged", tag);
@@ -155,7 +172,7 @@ static void test_reference(const char *tag, const char *dir, const char *expect_
     model_free(&m);
 
     // STEPS optimizer steps: losses, norms, the final adapters; the base untouched
-    lora_model(&m, dir, B, T);
+    lora_model(&m, dir, base, quantize, B, T);
     float *base0 = (float *)xmalloc(m.num_params * sizeof(float));
     memcpy(base0, m.params_mem, m.num_params * sizeof(float));
     loader_init(&ld, &df, B, T, 0, 0, 1);
@@ -190,7 +207,7 @@ static void test_reference(const char *tag, const char *dir, const char *expect_
 static void test_peft_round_trip(const char *tag, const char *dir) {
     char name[160], out[600], path[700], refpath[700];
     Model m;
-    lora_model(&m, dir, 1, 4);
+    lora_model(&m, dir, NULL, 0, 1, 4);
     snprintf(out, sizeof out, "%s/peft_%s", tmp_root, tag);
     make_dirs(out);
     PeftAdapterConfig pc;
@@ -389,7 +406,7 @@ static void test_fresh_adapter_and_dropout(void) {
 static void test_decode(const char *tag, const char *dir) {
     char name[160];
     Model m;
-    lora_model(&m, dir, 1, 24);
+    lora_model(&m, dir, NULL, 0, 1, 24);
     int toks[24], pos[24], start[24] = {0};
     for (int i = 0; i < 24; i++) { toks[i] = (i * 17 + 3) % m.cfg.V; pos[i] = i; m.rows[i] = i; }
     m.num_rows = 24;
@@ -907,6 +924,104 @@ static void test_resume_other_base(void) {
     }
 }
 
+// ---- QLoRA through the trainer --------------------------------------------
+
+// cmd fails with exit 1 and one line of stderr holding `needle`, and writes no out.
+static void expect_refused(const char *name, const char *cmd, const char *needle, const char *out) {
+    char err[4096];
+    int rc = run(cmd, err, sizeof err), lines = 0;
+    for (char *p = err; *p; p++) lines += *p == '\n';
+    check(name, rc == 1 && lines == 1 && strstr(err, needle) && (!out || !path_exists(out)), "exit %d, %d lines: %s", rc, lines, err);
+}
+
+// A 4-bit base trains with LoRA only, in the CPU trainer only; --load_in_4bit gives the
+// run the bnb-4bit directory of the same weights gives, bit for bit (our quantization is
+// the reference's); a resume on another base is refused; -M 1 writes the dense merge.
+static void test_qlora_runs(void) {
+    char cmd[4096], out[600], out2[600], err[4096], path[800], path2[800];
+    const char *common = "./train_sft -i " REF_DATA " -b 2 -t 16 -l 1e-2 -c 0.5 -S 1";
+    snprintf(out, sizeof out, "%s/qlora_refused", tmp_root);
+    snprintf(cmd, sizeof cmd, "%s -e " REF_DIR "/tiny_llama_bnb4 -x 1 -o %s", common, out);
+    expect_refused("qlora_bnb4_dir_without_lora_refused", cmd, "is a 4-bit (bitsandbytes NF4) base: it trains with LoRA only; pass -A R", out);
+    snprintf(cmd, sizeof cmd, "%s -e " REF_DIR "/tiny_llama --load_in_4bit 1 -x 1 -o %s", common, out);
+    expect_refused("qlora_load_in_4bit_without_lora_refused", cmd, "--load_in_4bit: a 4-bit base trains with LoRA only", out);
+    snprintf(cmd, sizeof cmd, "./train_sft -i data/demo/train.bin -e " REF_DIR "/tiny_llama_bnb4 -A 2 -x 1 -o %s", out);
+    expect_refused("qlora_vocabulary_growth_refused", cmd, "a 4-bit base cannot grow its vocabulary here", out);
+    snprintf(cmd, sizeof cmd, "%s -e l2c32h4k2 -A 2 --load_in_4bit 1 -x 1 -o %s", common, out);
+    expect_refused("qlora_load_in_4bit_fresh_model_refused", cmd, "--load_in_4bit: -e l2c32h4k2 is not a model directory", out);
+    if (path_exists("./chat")) {
+        snprintf(cmd, sizeof cmd, "./chat -e " REF_DIR "/tiny_llama_bnb4 -k data/demo/tokenizer -g 2 -p hi");
+        expect_refused("qlora_chat_refuses_4bit_base", cmd, "4-bit bases (QLoRA) are not supported yet", NULL);
+    } else printf("skip qlora_chat_refuses_4bit_base: ./chat not built (make chat)\n");
+
+    // quantized at load = the reference's bnb-4bit directory, with dropout, bit for bit
+    snprintf(out, sizeof out, "%s/qlora_dir", tmp_root);
+    snprintf(out2, sizeof out2, "%s/qlora_at_load", tmp_root);
+    snprintf(cmd, sizeof cmd, "%s -e " REF_DIR "/tiny_llama_bnb4 -A 2 -p 0.1 -x 3 -n 1 -o %s", common, out);
+    int rc1 = run(cmd, err, sizeof err);
+    snprintf(cmd, sizeof cmd, "%s -e " REF_DIR "/tiny_llama --load_in_4bit 1 -A 2 -p 0.1 -x 3 -n 1 -o %s", common, out2);
+    int rc2 = run(cmd, err, sizeof err);
+    snprintf(path, sizeof path, "%s/metrics.jsonl", out);
+    snprintf(path2, sizeof path2, "%s/metrics.jsonl", out2);
+    char *ma = read_text(path), *mb = read_text(path2), la[4096], lb[4096];
+    loss_lines(ma, la, sizeof la);
+    loss_lines(mb, lb, sizeof lb);
+    snprintf(path, sizeof path, "%s/step_00000003/adapter_model.safetensors", out);
+    snprintf(path2, sizeof path2, "%s/step_00000003/adapter_model.safetensors", out2);
+    check("qlora_load_in_4bit_equals_bnb4_dir_bit_identical", rc1 == 0 && rc2 == 0 && la[0] && !strcmp(la, lb) && same_file(path, path2),
+          "exit %d %d; losses %s vs %s, adapters same %d (%s)", rc1, rc2, la, lb, same_file(path, path2), err);
+    free(ma); free(mb);
+
+    // state.bin records the 4-bit base: resuming the --load_in_4bit run on the dense base, or
+    // the bnb-4bit run on the dense base by -F, is refused
+    snprintf(cmd, sizeof cmd, "%s -e " REF_DIR "/tiny_llama -A 2 -p 0.1 -x 4 -n 1 -y 1 -o %s", common, out2);
+    snprintf(path, sizeof path, "%s/step_00000004", out2);
+    expect_refused("qlora_resume_without_load_in_4bit_refused", cmd, "the LoRA base model's weights differ", path);
+    snprintf(cmd, sizeof cmd, "%s -e " REF_DIR "/tiny_llama_bnb4 -A 2 -p 0.1 -x 4 -n 1 -y 1 -F " REF_DIR "/tiny_llama -o %s", common, out);
+    snprintf(path, sizeof path, "%s/step_00000004", out);
+    expect_refused("qlora_resume_on_dense_base_refused", cmd, "the LoRA base model's weights differ", path);
+    // and on a 4-bit base that differs in one byte of NF4 codes only (its fp32 tensors the same)
+    char other[600];
+    snprintf(other, sizeof other, "%s/other_bnb4", tmp_root);
+    snprintf(cmd, sizeof cmd, "mkdir -p %s && cp " REF_DIR "/tiny_llama_bnb4/config.json %s/", other, other);
+    if (system(cmd) != 0) fatal("cannot copy the 4-bit base");
+    size_t len;
+    char *bytes = read_whole_file(REF_DIR "/tiny_llama_bnb4/model.safetensors", &len);
+    SafeTensors st;
+    st_open(&st, REF_DIR "/tiny_llama_bnb4/model.safetensors");
+    const StTensor *t = st_find(&st, "model.layers.1.mlp.up_proj.weight");
+    if (!t || strcmp(t->dtype_name, "U8")) fatal("tiny_llama_bnb4: no U8 codes of model.layers.1.mlp.up_proj.weight");
+    bytes[t->begin + 5] ^= 0x11;  // two codes one step off
+    st_close(&st);
+    snprintf(path, sizeof path, "%s/model.safetensors", other);
+    write_file_atomic(path, bytes, len);
+    free(bytes);
+    snprintf(cmd, sizeof cmd, "%s -e " REF_DIR "/tiny_llama_bnb4 -A 2 -p 0.1 -x 4 -n 1 -y 1 -F %s -o %s", common, other, out);
+    snprintf(path, sizeof path, "%s/step_00000004", out);
+    expect_refused("qlora_resume_on_other_nf4_codes_refused", cmd, "the LoRA base model's weights differ", path);
+
+    // -M 1 on a 4-bit base: the dense merge (dequantized base + s B A) of the reference's
+    // adapter (lr 0 keeps it), equal to the float64 reference's merge
+    snprintf(out, sizeof out, "%s/qlora_merged", tmp_root);
+    snprintf(cmd, sizeof cmd, "./train_sft -i " REF_DATA " -b 2 -t 16 -l 0 -x 1 -M 1 -e " REF_DIR "/tiny_qlora_llama -o %s", out);
+    int rc = run(cmd, err, sizeof err);
+    double worst = INFINITY;
+    char worst_name[320] = "";
+    snprintf(path, sizeof path, "%s/merged", out);
+    if (rc == 0 && is_directory(path)) {
+        ModelConfig c;
+        float *mem;
+        ParamTensors p;
+        model_load_hf(path, &c, &mem, &p);
+        SafeTensors st;
+        st_open(&st, REF_DIR "/tiny_qlora_llama_expect.safetensors");
+        worst = compare_params(&st, &c, &p, "merged.", worst_name, sizeof worst_name);
+        st_close(&st);
+        free(mem);
+    }
+    check("qlora_merged_dense_equals_reference", worst < 1e-6, "exit %d; worst relative error %.3g in %s (%s)", rc, worst, worst_name, err);
+}
+
 int main(void) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     snprintf(tmp_root, sizeof tmp_root, "/tmp/test_lora.%d", (int)getpid());
@@ -914,13 +1029,17 @@ int main(void) {
     if (!path_exists("./train_sft")) fatal("./train_sft not found: run from the repository root after make train_sft");
     test_peft_names("gpt2", REF_DIR "/tiny_lora_gpt2");
     test_peft_names("llama", REF_DIR "/tiny_lora_llama");
-    test_reference("gpt2", REF_DIR "/tiny_lora_gpt2", REF_DIR "/tiny_lora_gpt2_expect.safetensors");
-    test_reference("llama", REF_DIR "/tiny_lora_llama", REF_DIR "/tiny_lora_llama_expect.safetensors");
-    test_reference("rslora", REF_DIR "/tiny_lora_rslora", REF_DIR "/tiny_lora_rslora_expect.safetensors");
+    test_reference("gpt2", REF_DIR "/tiny_lora_gpt2", NULL, 0, REF_DIR "/tiny_lora_gpt2_expect.safetensors");
+    test_reference("llama", REF_DIR "/tiny_lora_llama", NULL, 0, REF_DIR "/tiny_lora_llama_expect.safetensors");
+    test_reference("rslora", REF_DIR "/tiny_lora_rslora", NULL, 0, REF_DIR "/tiny_lora_rslora_expect.safetensors");
+    // QLoRA: the adapter on the bnb-4bit base as read, and on tiny_llama quantized at load
+    test_reference("qlora", REF_DIR "/tiny_qlora_llama", NULL, 0, REF_DIR "/tiny_qlora_llama_expect.safetensors");
+    test_reference("qlora_quantized_at_load", REF_DIR "/tiny_qlora_llama", REF_DIR "/tiny_llama", 1, REF_DIR "/tiny_qlora_llama_expect.safetensors");
     test_peft_round_trip("gpt2", REF_DIR "/tiny_lora_gpt2");
     test_peft_round_trip("llama", REF_DIR "/tiny_lora_llama");
     test_decode("gpt2", REF_DIR "/tiny_lora_gpt2");
     test_decode("llama", REF_DIR "/tiny_lora_llama");
+    test_decode("qlora", REF_DIR "/tiny_qlora_llama");  // generation and -E dequantize per layer too
     test_targets();
     test_init();
     test_fresh_adapter_and_dropout();
@@ -935,6 +1054,9 @@ int main(void) {
     test_resume("llama", REF_DIR "/tiny_llama", "-A 3 -B 6 -T q_proj,o_proj,down_proj -p 0.2 -Q 1");
     test_merged_and_continue();
     test_chat();
+    test_qlora_runs();
+    test_resume("qlora", REF_DIR "/tiny_llama_bnb4", "-A 2 -p 0.1");
+    test_resume("qlora_load_in_4bit", REF_DIR "/tiny_llama", "-A 2 -T q_proj,up_proj,down_proj -p 0.1 --load_in_4bit 1");
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf %s", tmp_root);
     if (failures == 0 && system(cmd) != 0) printf("note: could not remove %s\n", tmp_root);

@@ -111,19 +111,44 @@ bad = [k for k in sorted(quantized) if not torch.equal(ours[k].view(torch.int32)
 bad += [k for k in orig if k not in quantized and not torch.equal(ours[k], orig[k])]
 ok = len(quantized) == 14 and set(ours) == set(orig) and not bad
 print("ok nf4_reads_transformers_dir" if ok else "FAIL nf4_reads_transformers_dir: %d quantized, differing %r" % (len(quantized), bad[:3]))
+# The bnb-4bit directory dev/ref_nf4.py wrote for test_lora's QLoRA reference
+# (dev/ref/tiny_llama_bnb4) loads in transformers as bitsandbytes' Linear4bit layers whose
+# dequantized weights are model/hf_bnb4.h's bit for bit.
+m = AutoModelForCausalLM.from_pretrained("dev/ref/tiny_llama_bnb4", device_map="cpu")
+r = subprocess.run(["./test_nf4", "--read-model", "dev/ref/tiny_llama_bnb4", tmp + "/ref_dense"], capture_output=True, text=True)
+ours = load_file(tmp + "/ref_dense/model.safetensors") if r.returncode == 0 else {}
+bad, n = [], 0
+for name, mod in m.named_modules():
+    if isinstance(mod, bnb.nn.Linear4bit):
+        qs = mod.weight.quant_state
+        absmax = bf.dequantize_blockwise(qs.absmax, qs.state2) + qs.offset
+        w = _dequantize_4bit_compute(mod.weight.data.reshape(-1), absmax, qs.code, qs.blocksize, qs.shape, qs.dtype)
+        n += 1
+        if name + ".weight" not in ours or not torch.equal(w.view(torch.int32), ours[name + ".weight"].view(torch.int32)): bad.append(name)
+print("ok nf4_reference_dir_loads_in_transformers" if n == 14 and not bad else
+      "FAIL nf4_reference_dir_loads_in_transformers: %d Linear4bit, differing %r %s" % (n, bad[:3], r.stderr.strip()))
 PY
 grep -E '^(ok|FAIL|skip) ' "$tmp/bnb.log"
-# The trainer does not train on a 4-bit base yet: given that directory it says so in one
-# line (model/hf.h), before reading a weight.
+# The CPU trainer trains only LoRA on a 4-bit base: given that directory without -A it
+# says so in one line, before reading a weight; chat (no 4-bit support) refuses it in one
+# line naming quantization_config (model/hf.h).
 out=$(./train_sft -e "$tmp/tiny_llama_bnb4" -i data/demo/train.bin -x 1 -o "$tmp/out" 2>&1)
 rc=$?
-if [ $rc -eq 1 ] && [ "$(echo "$out" | grep -c 'quantization_config.*not supported yet')" -eq 1 ] && [ ! -e "$tmp/out" ]; then
-    echo "ok nf4_dir_refused_by_trainer: $(echo "$out" | tail -1 | cut -c1-120)"
+if [ $rc -eq 1 ] && [ "$(echo "$out" | grep -c 'trains with LoRA only; pass -A R')" -eq 1 ] && [ ! -e "$tmp/out" ]; then
+    echo "ok nf4_dir_refused_by_trainer_without_lora: $(echo "$out" | tail -1 | cut -c1-120)"
 else
-    echo "FAIL nf4_dir_refused_by_trainer: exit $rc: $(echo "$out" | tail -1)"
+    echo "FAIL nf4_dir_refused_by_trainer_without_lora: exit $rc: $(echo "$out" | tail -1)"
     fails=$((fails + 1))
 fi
-if [ $(grep -c '^ok ' "$tmp/bnb.log") -ne 5 ]; then
+out=$(./chat -e "$tmp/tiny_llama_bnb4" -k data/demo/tokenizer -g 2 -p hi 2>&1)
+rc=$?
+if [ $rc -eq 1 ] && [ "$(echo "$out" | grep -c 'quantization_config.*not supported yet')" -eq 1 ]; then
+    echo "ok nf4_dir_refused_by_chat"
+else
+    echo "FAIL nf4_dir_refused_by_chat: exit $rc: $(echo "$out" | tail -1)"
+    fails=$((fails + 1))
+fi
+if [ $(grep -c '^ok ' "$tmp/bnb.log") -ne 6 ]; then
     echo "FAIL nf4_reads_bnb_files: $(grep -v '^ok ' "$tmp/bnb.log" | grep -v kernels | tail -1)"
     fails=$((fails + 1))
 fi
