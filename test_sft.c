@@ -138,37 +138,40 @@ static void test_gemm(void) {
 }
 
 // ---- the gemm's arithmetic, exactly: the same on every machine with FMA units ----
-// Each element is a chain of single-rounding FMAs over each KC block of K, in order,
-// then one add of the block into C. C's fmaf computes the same thing one element at a
-// time, so an AVX-512 and an AVX2 build (different tiles and vector widths) both match
-// it bit for bit. (A build without FMA units rounds twice and is exempt.)
+// Each element is one chain of single-rounding FMAs over all of K, in order, starting
+// from C's value. C's fmaf computes the same thing one element at a time, so an AVX-512
+// and an AVX2 build (different tiles and vector widths) both match it bit for bit, and
+// so does any blocking of K. (A build without FMA units rounds twice and is exempt.)
 static void test_gemm_bitwise(void) {
 #if defined(__FMA__) || defined(__AVX512F__)
-    int shapes[][3] = {{7, 45, 600}, {13, 33, 256}, {1, 5, 1}};
+    // short last tiles in M and N, K over several blocks, and a product wide enough to
+    // be cut into column tiles for the threads
+    int shapes[][3] = {{7, 45, 600}, {13, 33, 256}, {1, 5, 1}, {70, 1100, 300}};
     long mismatches = 0, total = 0;
-    for (int sh = 0; sh < 3; sh++) {
+    for (int sh = 0; sh < 4; sh++) {
         int M = shapes[sh][0], N = shapes[sh][1], K = shapes[sh][2];
         float *A = (float *)xmalloc((size_t)M * K * 4), *B = (float *)xmalloc((size_t)K * N * 4), *C = (float *)xmalloc((size_t)M * N * 4);
         Rng r;
         rng_seed(&r, 100 + (uint64_t)sh);
         for (int i = 0; i < M * K; i++) A[i] = rng_normal(&r);
         for (int i = 0; i < K * N; i++) B[i] = rng_normal(&r);
-        for (int i = 0; i < M * N; i++) C[i] = 0.25f;
-        gemm(M, N, K, A, K, 1, B, N, 1, C, N, 1);
-        for (int i = 0; i < M; i++)
-            for (int j = 0; j < N; j++) {
-                float c = 0.25f;
-                for (int p0 = 0; p0 < K; p0 += GEMM_KC) {
-                    float block = 0.0f;
-                    for (int p = p0; p < K && p < p0 + GEMM_KC; p++) block = fmaf(A[i * K + p], B[p * N + j], block);
-                    c += block;
-                }
-                mismatches += memcmp(&c, &C[i * N + j], sizeof c) != 0;
-                total++;
+        for (int layout = 0; layout < 4; layout++) {  // A and B each row- or column-contiguous
+            long ars = layout & 1 ? 1 : K, acs = layout & 1 ? M : 1, brs = layout & 2 ? 1 : N, bcs = layout & 2 ? K : 1;
+            for (int accumulate = 0; accumulate < 2; accumulate++) {
+                for (int i = 0; i < M * N; i++) C[i] = 0.25f;
+                gemm(M, N, K, A, ars, acs, B, brs, bcs, C, N, accumulate);
+                for (int i = 0; i < M; i++)
+                    for (int j = 0; j < N; j++) {
+                        float c = accumulate ? 0.25f : 0.0f;
+                        for (int p = 0; p < K; p++) c = fmaf(A[i * ars + p * acs], B[p * brs + j * bcs], c);
+                        mismatches += memcmp(&c, &C[i * N + j], sizeof c) != 0;
+                        total++;
+                    }
             }
+        }
         free(A); free(B); free(C);
     }
-    check("gemm_is_an_fma_chain_bit_for_bit", mismatches == 0, "%ld of %ld elements differ from fmaf chains over KC blocks", mismatches, total);
+    check("gemm_is_an_fma_chain_bit_for_bit", mismatches == 0, "%ld of %ld elements differ from fmaf chains over K", mismatches, total);
 #else
     printf("skip gemm_is_an_fma_chain_bit_for_bit: built without FMA units (ARCHFLAGS has no -mfma or -march with FMA)\n");
 #endif

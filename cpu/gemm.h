@@ -2,11 +2,12 @@
 cpu/gemm.h: the CPU trainer's matrix multiply, gemm(): C[M,N] (+)= A[M,K] * B[K,N] with
 A and B given by strides, blocked and vectorized (AVX-512, or AVX2 + FMA) and spread
 over OpenMP threads. Deterministic: the same sums in the same order whatever the
-thread count or vector width (the note below says how).
+thread count, vector width or blocking (the note below says how).
 
 It is not a general BLAS (float only, no alpha/beta, no transposes beyond strides),
 and it is C, not C++: only train_sft.c (and what includes it) uses it; the GPU's
-products are in cuda/matmul.cuh. On base/ only.
+products are in cuda/matmul.cuh. dev/bench_gemm.c times it against OpenBLAS on the
+trainer's shapes. On base/ only.
 */
 #ifndef CPU_GEMM_H
 #define CPU_GEMM_H
@@ -15,151 +16,220 @@ products are in cuda/matmul.cuh. On base/ only.
 #include <string.h>
 #include "../base/util.h"
 
-// Matrix multiply: C[M,N] (+)= A[M,K] * B[K,N] with A and B given by strides, so
-// one routine serves x*W, dout*W^T and x^T*dout. Blocked like BLIS: a block of A
-// (up to MB x KC) is packed once into MR-row panels shared by all threads; each
-// thread packs a KC x NC panel of B and runs a register-blocked micro-kernel over
-// MR x NR tiles with vector FMAs. Every output element sums over K in the same
-// fixed order whatever the thread count (deterministic), and with the same
-// arithmetic whatever the vector width: a chain of fused multiply-adds (one
-// rounding each) over each KC block, then one add of the block's sum into C. The
-// FMAs are intrinsics, so they do not depend on the compiler's choice to contract
-// a*b+c (the Makefile builds with -ffp-contract=off, so the rest of the trainer
-// rounds every product too, the same on every machine): an AVX-512 build and an
-// AVX2 build train bit for bit alike.
-
+// Matrix multiply: C[M,N] (+)= A[M,K] * B[K,N] with A and B given by strides, so one
+// routine serves x*W, dout*W^T and x^T*dout.
+//
+// The arithmetic: every output element is ONE chain of fused multiply-adds (one
+// rounding each) over k = 0..K-1 in order, starting from C's value (accumulate) or
+// from 0. Blocking K only pauses the chain (the partial sum is stored in C and picked
+// up again), so the result does not depend on the block sizes, the tiles, the vector
+// width or the thread count: an AVX-512 build and an AVX2 build train bit for bit
+// alike. The FMAs are intrinsics, so they do not depend on the compiler's choice to
+// contract a*b+c (the Makefile builds with -ffp-contract=off, so the rest of the
+// trainer rounds every product too, the same on every machine).
+//
+// The schedule: the columns of C are cut into tiles that the threads take one at a
+// time (dynamic: a thread slowed by the machine's other work takes fewer), so one
+// product is one parallel region with no barrier inside. For each block of KC rows of
+// B a thread packs its tile's KC x nc slice into NR-column panels (contiguous vector
+// loads in the micro-kernel; a panel, KC x NR floats, stays in L1 while A streams
+// past it), then runs a register-blocked micro-kernel over MR x NR tiles of C. Where
+// A's rows are contiguous (x, dout, dlogits) the micro-kernel reads MR rows of A in
+// place; otherwise (x^T, dout^T) the thread packs a block of MC rows into MR-row panels.
 #if defined(__AVX512F__)
 #include <immintrin.h>
 #define GEMM_VEC 16
+#define GEMM_MR 8   // 8 x 48: 24 accumulators of AVX-512's 32 registers, 3 for B, 1 for A
+#define GEMM_NV 3
 #define vfma(a, b, c) _mm512_fmadd_ps(a, b, c)   // a*b + c, rounded once
 #define vsplat(x) _mm512_set1_ps(x)
 #elif defined(__FMA__)
 #include <immintrin.h>
 #define GEMM_VEC 8
+#define GEMM_MR 6   // 6 x 16: 12 accumulators of AVX2's 16 registers
+#define GEMM_NV 2
 #define vfma(a, b, c) _mm256_fmadd_ps(a, b, c)
 #define vsplat(x) _mm256_set1_ps(x)
 #else  // no FMA unit: two roundings, so results differ from the builds above
 #define GEMM_VEC 8
+#define GEMM_MR 6
+#define GEMM_NV 2
 #define vfma(a, b, c) ((a) * (b) + (c))
 #define vsplat(x) ((x) - (vfloat){0})   // exact, -0 included
 #endif
-#define GEMM_MR 6
-#define GEMM_NR (2 * GEMM_VEC)
-#define GEMM_KC 256
-#define GEMM_MB 1200   // rows of A packed at once (a multiple of MR)
-#define GEMM_NC 256
+#define GEMM_NR (GEMM_NV * GEMM_VEC)
+#define GEMM_KC 128                // rows of B per packed panel: a KC x NR panel is 24 KB (AVX-512)
+#define GEMM_MC (64 * GEMM_MR)     // rows of A swept per B panel before the next panel: A's block stays in L2
+#define GEMM_NC (8 * GEMM_NR)      // widest column tile of a wide product
+#define GEMM_NT 2048               // widest column tile of a tall one
 typedef float vfloat __attribute__((vector_size(GEMM_VEC * sizeof(float))));
+// Loops over the micro-tile's rows and vectors unroll completely, so that the
+// accumulators are registers: gcc 12 at -O3 otherwise keeps a copy of them in memory,
+// stored on every step of k (half the kernel's speed).
+#define UNROLLED _Pragma("GCC unroll 16")
 
-// Packs A[ic:ic+mc, pc:pc+kc] as MR-row panels: panel[p*MR + r], zero-padded.
-// Row-contiguous A reads each row once; column-contiguous A (x^T) is read by columns.
-static void gemm_pack_a(float *dst, const float *A, long a_rs, long a_cs, int ic, int mc, int pc, int kc, int M) {
-    for (int ir = 0; ir < mc; ir += GEMM_MR, dst += GEMM_MR * kc) {
-        if (a_rs == 1 && ir + GEMM_MR <= mc && ic + ir + GEMM_MR <= M) {  // columns contiguous: copy MR at a time
-            for (int p = 0; p < kc; p++) memcpy(dst + p * GEMM_MR, A + ic + ir + (long)(pc + p) * a_cs, GEMM_MR * sizeof(float));
-            continue;
-        }
-        for (int r = 0; r < GEMM_MR; r++) {
-            int i = ic + ir + r;
-            if (ir + r >= mc || i >= M) { for (int p = 0; p < kc; p++) dst[p * GEMM_MR + r] = 0.0f; continue; }
-            const float *src = A + (long)i * a_rs + (long)pc * a_cs;
-            for (int p = 0; p < kc; p++) dst[p * GEMM_MR + r] = src[(long)p * a_cs];
-        }
-    }
-}
-
-// Packs B[pc:pc+kc, jc:jc+nc] as NR-column panels: panel[p*NR + j], zero-padded.
-static void gemm_pack_b(float *dst, const float *B, long b_rs, long b_cs, int pc, int kc, int jc, int nc, int N) {
+// Packs B[pc:pc+kc, jc:jc+nc] as NR-column panels: panel[p*NR + j], zero-padded past N.
+static void gemm_pack_b(float *dst, const float *B, long b_rs, long b_cs, int pc, int kc, int jc, int nc) {
     for (int jr = 0; jr < nc; jr += GEMM_NR, dst += GEMM_NR * kc) {
         int w = nc - jr < GEMM_NR ? nc - jr : GEMM_NR;
-        if (jc + jr + w > N) w = N - jc - jr;
-        if (b_cs == 1) {  // rows of B are contiguous
+        if (b_cs == 1) {  // rows of B are contiguous: copy each row's run
             for (int p = 0; p < kc; p++) {
                 const float *src = B + (long)(pc + p) * b_rs + jc + jr;
                 float *d = dst + p * GEMM_NR;
-                for (int j = 0; j < w; j++) d[j] = src[j];
+                memcpy(d, src, (size_t)w * sizeof(float));
                 for (int j = w; j < GEMM_NR; j++) d[j] = 0.0f;
             }
-        } else {          // columns of B are contiguous (or neither)
+            continue;
+        }
+        // columns of B contiguous (or neither): a transpose, in blocks of 16 rows so that
+        // the NR source columns and the panel's lines stay in L1
+        for (int p0 = 0; p0 < kc; p0 += 16) {
+            int p1 = p0 + 16 < kc ? p0 + 16 : kc;
             for (int j = 0; j < GEMM_NR; j++) {
-                if (j >= w) { for (int p = 0; p < kc; p++) dst[p * GEMM_NR + j] = 0.0f; continue; }
+                if (j >= w) { for (int p = p0; p < p1; p++) dst[p * GEMM_NR + j] = 0.0f; continue; }
                 const float *src = B + (long)pc * b_rs + (long)(jc + jr + j) * b_cs;
-                for (int p = 0; p < kc; p++) dst[p * GEMM_NR + j] = src[(long)p * b_rs];
+                for (int p = p0; p < p1; p++) dst[p * GEMM_NR + j] = src[(long)p * b_rs];
             }
         }
     }
 }
 
-// C tile (mr x nr, mr <= MR, nr <= NR) (+)= a panel * b panel over kc.
-static void gemm_micro(int kc, const float *restrict a, const float *restrict b, float *C, long ldc, int mr, int nr, int accumulate) {
-    vfloat acc[GEMM_MR][2];
-    for (int r = 0; r < GEMM_MR; r++) { acc[r][0] = (vfloat){0}; acc[r][1] = (vfloat){0}; }
-    for (int p = 0; p < kc; p++) {
-        vfloat b0, b1;
-        memcpy(&b0, b + p * GEMM_NR, sizeof b0);
-        memcpy(&b1, b + p * GEMM_NR + GEMM_VEC, sizeof b1);
-        const float *ap = a + p * GEMM_MR;
-        for (int r = 0; r < GEMM_MR; r++) {
-            vfloat ar = vsplat(ap[r]);
-            acc[r][0] = vfma(ar, b0, acc[r][0]);
-            acc[r][1] = vfma(ar, b1, acc[r][1]);
-        }
-    }
-    for (int r = 0; r < mr; r++) {
-        float *c = C + (long)r * ldc;
-        if (nr == GEMM_NR) {
-            vfloat c0 = {0}, c1 = {0};
-            if (accumulate) { memcpy(&c0, c, sizeof c0); memcpy(&c1, c + GEMM_VEC, sizeof c1); }
-            c0 += acc[r][0]; c1 += acc[r][1];
-            memcpy(c, &c0, sizeof c0); memcpy(c + GEMM_VEC, &c1, sizeof c1);
-        } else {
-            float tmp[GEMM_NR];
-            memcpy(tmp, &acc[r][0], sizeof acc[r][0]);
-            memcpy(tmp + GEMM_VEC, &acc[r][1], sizeof acc[r][1]);
-            for (int j = 0; j < nr; j++) c[j] = (accumulate ? c[j] : 0.0f) + tmp[j];
-        }
+// Packs A[i0:i0+mc, pc:pc+kc] as MR-row panels, panel[p*MR + r], rows past mc zero: for
+// an A whose rows are not contiguous. Where its columns are (x^T, dout^T), each panel's
+// MR values at one k are one contiguous run; read in place instead, those runs sit a
+// page or more apart, out of reach of the hardware prefetchers.
+static void gemm_pack_a(float *dst, const float *A, long a_rs, long a_cs, int i0, int mc, int pc, int kc) {
+    for (int ir = 0; ir < mc; ir += GEMM_MR, dst += GEMM_MR * kc) {
+        int mr = mc - ir < GEMM_MR ? mc - ir : GEMM_MR;
+        const float *src = A + (long)(i0 + ir) * a_rs + (long)pc * a_cs;
+        if (a_rs == 1 && mr == GEMM_MR)
+            for (int p = 0; p < kc; p++) memcpy(dst + p * GEMM_MR, src + (long)p * a_cs, GEMM_MR * sizeof(float));
+        else
+            for (int p = 0; p < kc; p++)
+                for (int r = 0; r < GEMM_MR; r++) dst[p * GEMM_MR + r] = r < mr ? src[(long)r * a_rs + (long)p * a_cs] : 0.0f;
     }
 }
 
-// Packing buffers, allocated once (allocating per call would map fresh pages on
-// every product): a block of A shared by all threads, a panel of B per thread.
-static float *gemm_a_buf;
-static _Thread_local float *gemm_b_buf;
-
-static void gemm(int M, int N, int K, const float *A, long a_rs, long a_cs, const float *B, long b_rs, long b_cs,
-                 float *C, long ldc, int accumulate) {
-    if (M <= 0 || N <= 0) return;
-    if (K <= 0) { if (!accumulate) for (int i = 0; i < M; i++) memset(C + (long)i * ldc, 0, (size_t)N * sizeof(float)); return; }
-    if (!gemm_a_buf && !(gemm_a_buf = (float *)aligned_alloc(64, sizeof(float) * GEMM_MB * GEMM_KC))) fatal("out of memory in gemm");
-    // column tiles narrow enough that every thread gets several
-    int threads = omp_get_max_threads(), nc = (N + 4 * threads - 1) / (4 * threads);
-    nc = (nc + GEMM_NR - 1) / GEMM_NR * GEMM_NR;
-    if (nc > GEMM_NC) nc = GEMM_NC;
-    int ntiles = (N + nc - 1) / nc;
-    int parallel = (double)M * N * K > 2e5;
-    for (int ic = 0; ic < M; ic += GEMM_MB) {
-        int mb = M - ic < GEMM_MB ? M - ic : GEMM_MB;
-        for (int pc = 0; pc < K; pc += GEMM_KC) {
-            int kc = K - pc < GEMM_KC ? K - pc : GEMM_KC, acc = accumulate || pc > 0;
-            int panels = (mb + GEMM_MR - 1) / GEMM_MR;
-#pragma omp parallel for schedule(static) if (parallel)
-            for (int q = 0; q < panels; q++) {
-                int ir = q * GEMM_MR;
-                gemm_pack_a(gemm_a_buf + (long)ir * kc, A, a_rs, a_cs, ic + ir, mb - ir < GEMM_MR ? mb - ir : GEMM_MR, pc, kc, M);
+// The micro-kernel: C tile (mr x nr, mr <= MR, nr <= NR) = (from_c ? C : 0) + A panel * B
+// panel over kc, each element a chain of FMAs. The A panel is MR rows read either as
+// rows in place (a_rows: row r at a[r * lda + p]; rows past mr repeat the last, their
+// results unused) or as a packed panel (a[r + p * MR]). b: the packed B panel, b[p * NR + j].
+static inline __attribute__((always_inline)) void gemm_micro(int kc, const float *a, long lda, int a_rows, const float *restrict b, float *C,
+                                                            long ldc, int mr, int nr, int from_c) {
+    // acc is indexed only by constants (loops to MR and NV that unroll), so that it
+    // stays in registers; a short tile goes through a full-size copy in memory
+    int full = mr == GEMM_MR && nr == GEMM_NR;
+    float edge[GEMM_MR * GEMM_NR];
+    if (!full) {
+        memset(edge, 0, sizeof edge);
+        if (from_c) for (int r = 0; r < mr; r++) memcpy(edge + r * GEMM_NR, C + (long)r * ldc, (size_t)nr * sizeof(float));
+    }
+    vfloat acc[GEMM_MR][GEMM_NV];
+    UNROLLED for (int r = 0; r < GEMM_MR; r++)
+        UNROLLED for (int v = 0; v < GEMM_NV; v++) {
+            vfloat c = {0};
+            if (!full) memcpy(&c, edge + r * GEMM_NR + v * GEMM_VEC, sizeof c);
+            else if (from_c) memcpy(&c, C + (long)r * ldc + v * GEMM_VEC, sizeof c);
+            acc[r][v] = c;
+        }
+    if (a_rows) {
+        const float *row[GEMM_MR];
+        UNROLLED for (int r = 0; r < GEMM_MR; r++) row[r] = a + (long)(r < mr ? r : mr - 1) * lda;  // rows past mr repeat the last; unused
+        for (int p = 0; p < kc; p++) {
+            vfloat bv[GEMM_NV];
+            UNROLLED for (int v = 0; v < GEMM_NV; v++) memcpy(&bv[v], b + p * GEMM_NR + v * GEMM_VEC, sizeof(vfloat));
+            UNROLLED for (int r = 0; r < GEMM_MR; r++) {
+                vfloat ar = vsplat(row[r][p]);
+                UNROLLED for (int v = 0; v < GEMM_NV; v++) acc[r][v] = vfma(ar, bv[v], acc[r][v]);
             }
-#pragma omp parallel for schedule(dynamic, 1) if (parallel)
-            for (int t = 0; t < ntiles; t++) {
-                if (!gemm_b_buf && !(gemm_b_buf = (float *)aligned_alloc(64, sizeof(float) * GEMM_KC * GEMM_NC))) fatal("out of memory in gemm");
-                int jc = t * nc, ncur = N - jc < nc ? N - jc : nc;
-                gemm_pack_b(gemm_b_buf, B, b_rs, b_cs, pc, kc, jc, ncur, N);
-                for (int jr = 0; jr < ncur; jr += GEMM_NR) {
-                    int nr = ncur - jr < GEMM_NR ? ncur - jr : GEMM_NR;
-                    for (int ir = 0; ir < mb; ir += GEMM_MR) {
-                        int mr = mb - ir < GEMM_MR ? mb - ir : GEMM_MR;
-                        gemm_micro(kc, gemm_a_buf + (long)ir * kc, gemm_b_buf + (long)jr * kc, C + (long)(ic + ir) * ldc + jc + jr, ldc, mr, nr, acc);
-                    }
+        }
+    } else {
+        for (int p = 0; p < kc; p++, a += lda) {
+            vfloat bv[GEMM_NV];
+            UNROLLED for (int v = 0; v < GEMM_NV; v++) memcpy(&bv[v], b + p * GEMM_NR + v * GEMM_VEC, sizeof(vfloat));
+            UNROLLED for (int r = 0; r < GEMM_MR; r++) {
+                vfloat ar = vsplat(a[r]);
+                UNROLLED for (int v = 0; v < GEMM_NV; v++) acc[r][v] = vfma(ar, bv[v], acc[r][v]);
+            }
+        }
+    }
+    UNROLLED for (int r = 0; r < GEMM_MR; r++)
+        UNROLLED for (int v = 0; v < GEMM_NV; v++) {
+            vfloat c = acc[r][v];
+            memcpy(full ? C + (long)r * ldc + v * GEMM_VEC : edge + r * GEMM_NR + v * GEMM_VEC, &c, sizeof c);
+        }
+    if (!full) for (int r = 0; r < mr; r++) memcpy(C + (long)r * ldc, edge + r * GEMM_NR, (size_t)nr * sizeof(float));
+}
+// the two ways of reading A, each compiled with its own addressing
+static void gemm_micro_rows(int kc, const float *a, long lda, const float *b, float *C, long ldc, int mr, int nr, int from_c) {
+    gemm_micro(kc, a, lda, 1, b, C, ldc, mr, nr, from_c);
+}
+static void gemm_micro_packed(int kc, const float *a, const float *b, float *C, long ldc, int mr, int nr, int from_c) {
+    gemm_micro(kc, a, GEMM_MR, 0, b, C, ldc, mr, nr, from_c);
+}
+
+// Per-thread buffers, allocated once (allocating per call would map fresh pages on
+// every product): the packed B slice of a tile (grown to the widest tile seen) and a
+// packed block of A.
+static _Thread_local float *gemm_b_buf, *gemm_a_buf;
+static _Thread_local int gemm_b_cols;
+
+// One tile of C, rows [i0, i0+m) by columns [jc, jc+nc), over all of K.
+static void gemm_tile(const float *A, long a_rs, long a_cs, const float *B, long b_rs, long b_cs, float *C, long ldc, int K, int accumulate,
+                      int i0, int m, int jc, int nc) {
+    if (gemm_b_cols < nc) {
+        free(gemm_b_buf);
+        gemm_b_cols = (nc + GEMM_NR - 1) / GEMM_NR * GEMM_NR;
+        gemm_b_buf = (float *)aligned_alloc(64, sizeof(float) * GEMM_KC * gemm_b_cols);
+        if (!gemm_b_buf) fatal("out of memory in gemm");
+    }
+    if (!gemm_a_buf && !(gemm_a_buf = (float *)aligned_alloc(64, sizeof(float) * GEMM_KC * GEMM_MC))) fatal("out of memory in gemm");
+    int a_rows = a_cs == 1;  // rows of A contiguous: read in place; otherwise packed
+    for (int pc = 0; pc < K; pc += GEMM_KC) {
+        int kc = K - pc < GEMM_KC ? K - pc : GEMM_KC, from_c = accumulate || pc > 0;
+        gemm_pack_b(gemm_b_buf, B, b_rs, b_cs, pc, kc, jc, nc);
+        for (int ic = i0; ic < i0 + m; ic += GEMM_MC) {
+            int mc = i0 + m - ic < GEMM_MC ? i0 + m - ic : GEMM_MC;
+            if (!a_rows) gemm_pack_a(gemm_a_buf, A, a_rs, a_cs, ic, mc, pc, kc);
+            for (int jr = 0; jr < nc; jr += GEMM_NR) {
+                int nr = nc - jr < GEMM_NR ? nc - jr : GEMM_NR;
+                const float *bp = gemm_b_buf + (long)jr * kc;
+                for (int ir = ic; ir < ic + mc; ir += GEMM_MR) {
+                    int mr = ic + mc - ir < GEMM_MR ? ic + mc - ir : GEMM_MR;
+                    float *c = C + (long)ir * ldc + jc + jr;
+                    if (a_rows) gemm_micro_rows(kc, A + (long)ir * a_rs + pc, a_rs, bp, c, ldc, mr, nr, from_c);
+                    else gemm_micro_packed(kc, gemm_a_buf + (long)(ir - ic) * kc, bp, c, ldc, mr, nr, from_c);
                 }
             }
         }
+    }
+}
+
+// Rounds x up to a multiple of unit.
+static int gemm_round_up(int x, int unit) { return (x + unit - 1) / unit * unit; }
+
+static void gemm(int M, int N, int K, const float *A, long a_rs, long a_cs, const float *B, long b_rs, long b_cs, float *C, long ldc,
+                 int accumulate) {
+    if (M <= 0 || N <= 0) return;
+    if (K <= 0) { if (!accumulate) for (int i = 0; i < M; i++) memset(C + (long)i * ldc, 0, (size_t)N * sizeof(float)); return; }
+    // Tiles, about four per thread (so that a thread slowed by the machine's other work
+    // can hand work over). A wide product is cut into column tiles of all rows, at most
+    // NC wide: each thread reads its slice of B once and A once per tile. A tall one (M at
+    // least 2N: the weight gradients of the wider side, the output head's) is cut into
+    // row tiles of all columns (up to GEMM_NT): A, the larger, is then read once. A deep
+    // one (K much larger than M and N: dx of the output head, over the vocabulary) reads
+    // A and B from memory, not cache, once per tile: one column tile per thread.
+    int threads = omp_get_max_threads(), tall = M >= 2 * N, deep = (double)K >= 4.0 * ((double)M + N), parts = deep ? threads : 4 * threads;
+    int tm = tall ? gemm_round_up((M + parts - 1) / parts, GEMM_MR) : M;
+    int tn = tall ? (N < GEMM_NT ? N : GEMM_NT) : gemm_round_up((N + parts - 1) / parts, GEMM_NR);
+    if (tall && tm > GEMM_MC) tm = GEMM_MC;
+    if (!tall && tn > GEMM_NC) tn = GEMM_NC;
+    int rows = (M + tm - 1) / tm, cols = (N + tn - 1) / tn, tiles = rows * cols;
+    int parallel = tiles > 1 && (double)M * N * K > 2e5;
+#pragma omp parallel for schedule(dynamic, 1) if (parallel)
+    for (int t = 0; t < tiles; t++) {
+        int i0 = t / cols * tm, jc = t % cols * tn;
+        gemm_tile(A, a_rs, a_cs, B, b_rs, b_cs, C, ldc, K, accumulate, i0, M - i0 < tm ? M - i0 : tm, jc, N - jc < tn ? N - jc : tn);
     }
 }
 
