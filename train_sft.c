@@ -629,7 +629,6 @@ typedef struct {
     // one-layer slot: grad_layer); the step's gradient lives only in grad_shard
     DistUnit *units;          // NULL below ZeRO-2
     float *grad_shard;        // (padded / W) this rank's shard of the step's summed gradient
-    float *unit_recv;         // (the largest unit) what a unit's reduce-scatter returns
 } Model;
 
 static int model_is_lora(const Model *m) { return m->lora.lc.rank > 0; }
@@ -830,8 +829,6 @@ static void model_split_units(Model *m, size_t shard) {
             m->grads.t[i] = (PARAM_INFO[i].per_layer ? m->units[0].scratch : i == P_WTE || i == P_WPE ? emb->scratch : head->scratch) + pos[i];
     }
     for (int k = 0; k < L + 2; k++) dist_unit_counts(&m->units[k], shard, m->dist->world);
-    size_t most = dist_units_most_count(m->units, L + 2, m->dist->world);
-    m->unit_recv = (float *)xcalloc(most ? most : 1, sizeof(float));
     m->grad_shard = (float *)xcalloc(shard, sizeof(float));
 }
 
@@ -867,7 +864,7 @@ static void model_free(Model *m) {
     free(m->rows); free(m->row_targets); free(m->row_correct); free(m->row_entropy);
     free(m->q4_w); free(m->q4_absmax); bnb4_base_free(&m->q4);
     for (int k = 0; m->units && k < m->cfg.L + 2; k++) free(m->units[k].counts);
-    free(m->units); free(m->grad_shard); free(m->unit_recv);
+    free(m->units); free(m->grad_shard);
 }
 
 // ----------------------------------------------------------------------------
@@ -1056,7 +1053,7 @@ static void add_token_sums(const Model *m, TokenSums *sums) {
 // only inside MPI calls (no progress thread by default), so MPI_Ireduce_scatter would
 // overlap nothing. Every rank flushes the same units in the same order.
 static void model_unit_done(Model *m, int k) {
-    if (m->units) dist_unit_flush(m->dist, &m->units[k], m->unit_recv, m->grad_shard, m->opt_lo, m->padded / (size_t)m->dist->world);
+    if (m->units) dist_unit_flush(m->dist, &m->units[k], m->grad_shard, m->opt_lo, m->padded / (size_t)m->dist->world);
 }
 
 // A micro-batch without targets on this rank: with ZeRO-2 the other ranks' flushes still
@@ -1479,7 +1476,7 @@ typedef struct { size_t params, grads, grad_scratch, adamw, acts; } RankMemory;
 
 static RankMemory rank_memory(const ModelConfig *c, const LoraLayout *lay, int B, int T, int world, int zero) {
     size_t base = model_num_parameters(c), P = lay->lc.rank ? lay->floats : base, shard = dist_shard_size(P, world);
-    size_t trained = zero ? shard * world : P, scratch = zero >= 2 ? dist_zero2_scratch_floats(c, lay, world) : 0;
+    size_t trained = zero ? shard * world : P, scratch = zero >= 2 ? dist_zero2_scratch_floats(c, lay) : 0;
     RankMemory r = {lay->lc.rank ? base + trained : trained, zero >= 2 ? shard + scratch : trained, scratch, 2 * (zero ? shard : P),
                     model_activation_floats(c, B, T) + lora_activation_floats(lay, B, T)};
     return r;

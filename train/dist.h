@@ -36,8 +36,8 @@ typedef struct {
     void (*gather_f32)(void *ctx, const float *shard, float *out_on_root, size_t shard_n);
     void (*finish)(void *ctx);
     void *ctx;
-    // in holds counts[0] + ... + counts[W-1] floats; out (counts[rank] floats) gets the sum over
-    // ranks of this rank's block of in (ZeRO-2's per-unit gradients; NULL in a transport without it)
+    // in holds counts[0] + ... + counts[W-1] floats; out (counts[rank] floats, or in itself) gets the
+    // sum over ranks of this rank's block of in (ZeRO-2's per-unit gradients; NULL in a transport without it)
     void (*reduce_scatterv_sum_f32)(void *ctx, const float *in, float *out, const int *counts);
 } DistOps;
 
@@ -155,8 +155,9 @@ static void dist_reduce_scatter_sum_f32(Dist *d, const float *in, float *shard, 
 }
 
 // in holds counts[0..W) floats in rank order; out gets the sum over ranks of this rank's block.
+// out may be in itself: the sum then lands in in[0..counts[rank]) (the rest is left undefined).
 static void dist_reduce_scatterv_sum_f32(Dist *d, const float *in, float *out, const int *counts) {
-    if (d->world == 1) { memcpy(out, in, (size_t)counts[0] * sizeof(float)); return; }
+    if (d->world == 1) { if (out != in) memcpy(out, in, (size_t)counts[0] * sizeof(float)); return; }
     dist_need_ops(d, "reduce-scatter");
     if (!d->ops->reduce_scatterv_sum_f32) fatal("ZeRO-2 over a transport without a variable reduce-scatter (internal error)");
     double t0 = now_seconds();
@@ -232,11 +233,12 @@ static void dist_unit_counts(DistUnit *u, size_t shard, int world) {
     }
 }
 
-// Reduce-scatters u's scratch (every rank calls it for the same unit in the same order),
-// adds this rank's sums into grad_shard (the gradient of parameters [lo, lo + shard))
-// and zeroes the scratch for the next use; recv holds the unit's largest count.
-static void dist_unit_flush(Dist *d, DistUnit *u, float *recv, float *grad_shard, size_t lo, size_t shard) {
+// Reduce-scatters u's scratch in place (every rank calls it for the same unit in the same
+// order), adds this rank's sums into grad_shard (the gradient of parameters [lo, lo + shard))
+// and zeroes the scratch for the next use.
+static void dist_unit_flush(Dist *d, DistUnit *u, float *grad_shard, size_t lo, size_t shard) {
     if (u->floats == 0) return;
+    float *recv = u->scratch;
     dist_reduce_scatterv_sum_f32(d, u->scratch, recv, u->counts);
     size_t j = 0;
     for (int k = 0; k < u->n; k++) {
@@ -275,24 +277,12 @@ static DistUnit *dist_model_units(const ModelConfig *c, const LoraLayout *lay, s
     return u;
 }
 
-// The largest count of any of the n units' reduce-scatters on any rank (after dist_unit_counts):
-// the receive buffer's floats.
-static size_t dist_units_most_count(const DistUnit *u, int n, int world) {
-    size_t most = 0;
-    for (int k = 0; k < n; k++)
-        for (int r = 0; u[k].counts && r < world; r++) most = (size_t)u[k].counts[r] > most ? (size_t)u[k].counts[r] : most;
-    return most;
-}
-
-// Floats of ZeRO-2's gradient scratch on each of W ranks: the units' scratch (LoRA: the
-// adapter block; else the embeddings, the head and one block) and the receive buffer.
-static size_t dist_zero2_scratch_floats(const ModelConfig *c, const LoraLayout *lay, int world) {
-    size_t pos[NUM_PARAM_TENSORS], P = lay->lc.rank ? lay->floats : model_num_parameters(c);
+// Floats of ZeRO-2's gradient scratch: the units' (LoRA: the adapter block; else the
+// embeddings, the head and one block, which every block reuses).
+static size_t dist_zero2_scratch_floats(const ModelConfig *c, const LoraLayout *lay) {
+    size_t pos[NUM_PARAM_TENSORS];
     DistUnit *u = dist_model_units(c, lay, pos);
-    for (int k = 0; k < c->L + 2; k++) dist_unit_counts(&u[k], dist_shard_size(P, world), world);
     size_t scratch = lay->lc.rank ? lay->floats : u[0].floats + u[c->L].floats + u[c->L + 1].floats;
-    scratch += dist_units_most_count(u, c->L + 2, world);
-    for (int k = 0; k < c->L + 2; k++) free(u[k].counts);
     free(u);
     return scratch;
 }
@@ -339,7 +329,7 @@ static void mpi_gather_f32(void *ctx, const float *shard, float *out_on_root, si
 }
 static void mpi_reduce_scatterv_f32(void *ctx, const float *in, float *out, const int *counts) {
     (void)ctx;
-    MPI_Reduce_scatter(in, out, counts, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    MPI_Reduce_scatter(in == out ? MPI_IN_PLACE : in, out, counts, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
 }
 static void mpi_finish(void *ctx) { (void)ctx; MPI_Finalize(); }
 static const DistOps MPI_OPS = {mpi_allreduce_f32, mpi_allreduce_f64, mpi_reduce_scatter_f32, mpi_allgather_f32, mpi_gather_f32, mpi_finish, NULL,
