@@ -821,7 +821,7 @@ static void model_split_units(Model *m, size_t shard) {
         for (int l = 0; l < L; l++) if (m->units[l].n) m->units[l].scratch = m->adapter_grads + m->units[l].off[0];
     } else {
         DistUnit *emb = &m->units[L + 1], *head = &m->units[L];
-        m->trained_grads = m->grads_mem = (float *)xcalloc(emb->floats + head->floats + m->units[0].floats + 1, sizeof(float));
+        m->trained_grads = m->grads_mem = (float *)xcalloc(emb->floats + head->floats + m->units[0].floats, sizeof(float));
         emb->scratch = m->grads_mem;
         head->scratch = emb->scratch + emb->floats;
         for (int l = 0; l < L; l++) m->units[l].scratch = head->scratch + head->floats;

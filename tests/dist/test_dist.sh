@@ -29,7 +29,8 @@
 # - -d not a multiple of B*T*W, and W ranks with fewer rows per step: one line and exit 1
 #   on each rank, before anything is written; ranks started with different flags, or
 #   the same flags and different starting weights: one line on every rank, non-zero exit;
-# - without MPI (./train_sft) and W > 1 from the environment: one line, exit 1.
+# - without MPI (./train_sft) and W > 1 from the environment: one line, exit 1; -Z 3 (not
+#   built) likewise.
 set -u
 cd "$(dirname "$0")/../.."
 for f in train_sft dev/dist_tool; do
@@ -58,6 +59,11 @@ if grep -q "2 ranks (from torchrun)" "$tmp/nompi.log"; then ok dist_torchrun_env
 ./train_sft $base -R 2 -W 2 -o "$tmp/nompi" > "$tmp/nompi.log" 2>&1; rc=$?
 if [ $rc -eq 1 ] && grep -q "rank 2 is not below the world size 2 (from flags)" "$tmp/nompi.log"; then ok dist_rank_beyond_world_refused
 else fail dist_rank_beyond_world_refused "exit $rc: $(head -c 300 "$tmp/nompi.log")"; fi
+
+# ZeRO-3 is not built: -Z 3 is refused in one line before anything is written
+./train_sft $base -d 64 -x 2 -Z 3 -o "$tmp/z3" > "$tmp/z3.log" 2>&1; rc=$?
+if [ $rc -eq 1 ] && grep -q "^error: -Z must be 0, 1 or 2, got 3" "$tmp/z3.log" && [ ! -e "$tmp/z3" ]; then ok dist_zero3_refused
+else fail dist_zero3_refused "exit $rc: $(head -c 300 "$tmp/z3.log")"; fi
 
 if ! command -v mpirun > /dev/null; then echo "skip dist_mpi: mpirun not found (apt install openmpi-bin libopenmpi-dev)"; exit 0; fi
 if [ ! -x train_sft_mpi ]; then echo "skip dist_mpi: train_sft_mpi not built (make train_sft_mpi; needs mpicc)"; exit 0; fi
