@@ -594,7 +594,7 @@ typedef struct {
     size_t num_params;
     float *params_mem, *grads_mem, *m_mem, *v_mem;  // params and grads: `padded` floats; moments: opt_n
     Dist *dist;               // the ranks training this model together (NULL: this process alone)
-    size_t padded;            // floats in params_mem and grads_mem: W*shard with ZeRO-1 (zeros past num_params), else num_params
+    size_t padded;            // floats in params_mem (and grads_mem below ZeRO-2): W*shard with ZeRO-1 and 2 (zeros past num_params), else num_params
     size_t opt_lo, opt_n;     // the AdamW moments cover parameters [opt_lo, opt_lo + opt_n): all, or this rank's ZeRO-1 shard
     AdamWSettings adamw;      // betas and epsilon: adamw_defaults() from model_allocate, the flags' from main
     ParamTensors params, grads;
@@ -624,6 +624,11 @@ typedef struct {
     // another into q4_w (the largest layer weight) each time a product needs it
     Bnb4Base q4;
     float *q4_w, *q4_absmax;  // fp32 scratch: one layer's weight, its block absmax
+    // ZeRO-2 (train/dist.h's units): blocks 0..L-1, the head (L), the embeddings (L+1); with full
+    // fine-tuning grads_mem is their scratch and grads point into it (a per-layer tensor at its
+    // one-layer slot: grad_layer); the step's gradient lives only in grad_shard
+    DistUnit *units;          // NULL below ZeRO-2
+    float *grad_shard;        // (padded / W) this rank's shard of the step's summed gradient
 } Model;
 
 static int model_is_lora(const Model *m) { return m->lora.lc.rank > 0; }
@@ -644,7 +649,7 @@ static float *param_layer(const ModelConfig *c, const ParamTensors *t, int i, in
 }
 
 // Layer l's slice of gradient tensor i; NULL when the tensor is frozen (LoRA) or absent.
-static float *grad_layer(const Model *m, int i, int l) { return model_is_lora(m) ? NULL : param_layer(&m->cfg, &m->grads, i, l); }
+static float *grad_layer(const Model *m, int i, int l) { return model_is_lora(m) ? NULL : param_layer(&m->cfg, &m->grads, i, m->units ? 0 : l); }
 
 // Layer l's weight of linear tensor `param` as the products use it: the fp32 parameters,
 // or with a 4-bit base its parts dequantized into the scratch (fp32, as bitsandbytes'
@@ -803,9 +808,34 @@ static void model_allocate(Model *m, int B, int T) {
     }
 }
 
+// ZeRO-2: the full gradient buffer becomes the units' scratch (reused by every block, zeroed
+// by each flush) and this rank's shard of the step's gradient. With LoRA the adapter block's
+// gradient stays whole (it is small and the adapters find their gradients by offset).
+static void model_split_units(Model *m, size_t shard) {
+    const ModelConfig *c = &m->cfg;
+    int L = c->L;
+    size_t pos[NUM_PARAM_TENSORS];
+    m->units = dist_model_units(c, &m->lora, pos);
+    if (model_is_lora(m)) {
+        m->trained_grads = m->adapter_grads = (float *)xcalloc(m->num_trained ? m->num_trained : 1, sizeof(float));
+        for (int l = 0; l < L; l++) if (m->units[l].n) m->units[l].scratch = m->adapter_grads + m->units[l].off[0];
+    } else {
+        DistUnit *emb = &m->units[L + 1], *head = &m->units[L];
+        m->trained_grads = m->grads_mem = (float *)xcalloc(emb->floats + head->floats + m->units[0].floats, sizeof(float));
+        emb->scratch = m->grads_mem;
+        head->scratch = emb->scratch + emb->floats;
+        for (int l = 0; l < L; l++) m->units[l].scratch = head->scratch + head->floats;
+        for (int i = 0; i < NUM_PARAM_TENSORS; i++)
+            m->grads.t[i] = (PARAM_INFO[i].per_layer ? m->units[0].scratch : i == P_WTE || i == P_WPE ? emb->scratch : head->scratch) + pos[i];
+    }
+    for (int k = 0; k < L + 2; k++) dist_unit_counts(&m->units[k], shard, m->dist->world);
+    m->grad_shard = (float *)xcalloc(shard, sizeof(float));
+}
+
 // Trains m on the ranks of d (after model_allocate). With ZeRO-1 each rank keeps the
 // AdamW moments of one shard only, and parameters and gradients are padded to W
-// shards for the reduce-scatter and all-gather.
+// shards for the reduce-scatter and all-gather; ZeRO-2 keeps no full gradient
+// (model_split_units).
 static void model_distribute(Model *m, Dist *d) {
     m->dist = d;
     if (!d->zero) return;
@@ -813,7 +843,7 @@ static void model_distribute(Model *m, Dist *d) {
     m->padded = shard * (size_t)d->world;
     m->opt_lo = shard * (size_t)d->rank;
     m->opt_n = m->opt_lo >= P ? 0 : P - m->opt_lo < shard ? P - m->opt_lo : shard;
-    float *params = (float *)xcalloc(m->padded, sizeof(float)), *grads = (float *)xcalloc(m->padded, sizeof(float));
+    float *params = (float *)xcalloc(m->padded, sizeof(float)), *grads = d->zero >= 2 ? NULL : (float *)xcalloc(m->padded, sizeof(float));
     memcpy(params, m->trained, P * sizeof(float));
     free(m->trained); free(m->trained_grads); free(m->m_mem); free(m->v_mem);
     m->trained = params; m->trained_grads = grads;
@@ -821,10 +851,11 @@ static void model_distribute(Model *m, Dist *d) {
     else {
         m->params_mem = params; m->grads_mem = grads;
         param_pointers(&m->cfg, m->params_mem, &m->params);
-        param_pointers(&m->cfg, m->grads_mem, &m->grads);
+        if (grads) param_pointers(&m->cfg, m->grads_mem, &m->grads);
     }
     m->m_mem = (float *)xcalloc(shard, sizeof(float));
     m->v_mem = (float *)xcalloc(shard, sizeof(float));
+    if (d->zero >= 2) model_split_units(m, shard);
 }
 
 static void model_free(Model *m) {
@@ -832,6 +863,8 @@ static void model_free(Model *m) {
     free(m->adapter); free(m->adapter_grads); free(m->lora_acts); lora_layout_free(&m->lora);
     free(m->rows); free(m->row_targets); free(m->row_correct); free(m->row_entropy);
     free(m->q4_w); free(m->q4_absmax); bnb4_base_free(&m->q4);
+    for (int k = 0; m->units && k < m->cfg.L + 2; k++) free(m->units[k].counts);
+    free(m->units); free(m->grad_shard);
 }
 
 // ----------------------------------------------------------------------------
@@ -1014,8 +1047,24 @@ static void add_token_sums(const Model *m, TokenSums *sums) {
     for (int r = 0; r < m->num_rows; r++) { sums->correct += m->row_correct[r]; sums->entropy += m->row_entropy[r]; }
 }
 
+// ZeRO-2: unit k's gradient is complete; reduce-scatter it into this rank's shard. The
+// CPU trainer does it synchronously, between two layers' backward: the same OpenMP
+// threads compute and communicate, and Open MPI progresses a non-blocking collective
+// only inside MPI calls (no progress thread by default), so MPI_Ireduce_scatter would
+// overlap nothing. Every rank flushes the same units in the same order.
+static void model_unit_done(Model *m, int k) {
+    if (m->units) dist_unit_flush(m->dist, &m->units[k], m->grad_shard, m->opt_lo, m->padded / (size_t)m->dist->world);
+}
+
+// A micro-batch without targets on this rank: with ZeRO-2 the other ranks' flushes still
+// need this rank's (zero) part, unit by unit in the backward's order.
+static void model_units_flush_empty(Model *m) {
+    for (int k = m->cfg.L; m->units && k >= 0; k--) model_unit_done(m, k);
+    model_unit_done(m, m->cfg.L + 1);
+}
+
 // Backward pass after model_forward with targets: adds d(sum of losses)/d(params)
-// to the gradients.
+// to the gradients (ZeRO-2: unit by unit into the shard, model_unit_done).
 static void model_backward(Model *m, const int *inputs, const int *pos, const int *doc_start, int B, int T) {
     const ModelConfig *c = &m->cfg;
     int L = c->L, C = c->C, V = c->V, BT = B * T, llama = is_llama_family(c);
@@ -1036,8 +1085,13 @@ static void model_backward(Model *m, const int *inputs, const int *pos, const in
     memset(a->dresidual, 0, btc * sizeof(float));
     norm_backward(c, a->dresidual, model_is_lora(m) ? NULL : g->lnfw, grad_layer(m, P_LNFB, 0), a->dln, a->residual3 + (size_t)(L - 1) * BT * C, p->lnfw, a->lnf_mean,
                   a->lnf_rstd, BT);
-    for (int l = L - 1; l >= 0; l--) layer_backward(m, l, pos, doc_start, B, T);
+    model_unit_done(m, L);
+    for (int l = L - 1; l >= 0; l--) {
+        layer_backward(m, l, pos, doc_start, B, T);
+        model_unit_done(m, l);
+    }
     if (!model_is_lora(m)) encoder_backward(g->wte, llama ? NULL : g->wpe, a->dresidual, inputs, pos, embedding_scale(c), BT, C);
+    model_unit_done(m, L + 1);
 }
 
 // ----------------------------------------------------------------------------
@@ -1114,18 +1168,22 @@ typedef struct {
 // step's number of targets N. The gradient and loss sums meet once, after the last
 // micro-batch: summed everywhere (allreduce), or with ZeRO-1 each rank receives the
 // sum over its shard (reduce-scatter), updates that shard and all-gathers the
-// parameters. Norm and clipping are over the whole gradient either way.
+// parameters. ZeRO-2 reduce-scatters during every micro-batch's backward instead, unit
+// by unit, and accumulates the step in the shard alone (the loss sums still meet once).
+// Norm and clipping are over the whole gradient either way (the shards' squares summed).
 static StepResult train_step(Model *m, Loader *ld, int A, float lr, float weight_decay, float grad_clip, int64_t *adam_t) {
     StepResult r = {0};
     Dist *d = m->dist;
     int W = d ? d->world : 1;
-    memset(m->trained_grads, 0, m->padded * sizeof(float));
+    if (m->units) memset(m->grad_shard, 0, m->padded / (size_t)W * sizeof(float));
+    else memset(m->trained_grads, 0, m->padded * sizeof(float));
     double sums[3] = {0.0, 0.0, 0.0};  // loss, correct, entropy: this rank's, then (with ranks) every rank's
     for (int k = 0; k < A * W; k++) {
         loader_next_batch(ld);
         r.targets += ld->num_targets;
         r.tokens += loader_batch_tokens(ld);
-        if (ld->num_targets == 0 || (d && !dist_owns_microbatch(d->rank, A, k))) continue;  // contributes nothing here
+        if (d && !dist_owns_microbatch(d->rank, A, k)) continue;  // another rank's
+        if (ld->num_targets == 0) { model_units_flush_empty(m); continue; }  // contributes nothing
         m->training = 1;
         m->dropout_micro = k;
         sums[0] += model_forward(m, ld->inputs, ld->pos, ld->doc_start, ld->targets, ld->B, ld->T);
@@ -1137,11 +1195,11 @@ static StepResult train_step(Model *m, Loader *ld, int A, float lr, float weight
         m->training = 0;
     }
     if (r.targets == 0) { r.skipped = STEP_NO_TARGETS; return r; }  // on every rank: N is the same everywhere
-    if (poison_this_step == POISON_GRAD) m->trained_grads[0] = NAN;  // test hook (trainer.h)
     // g[0..opt_n): the summed gradient of the parameters this rank updates
-    float *g = m->trained_grads;
-    if (d && d->zero) dist_reduce_scatter_sum_f32(d, m->trained_grads, g, m->padded / (size_t)W);
-    else if (d) dist_allreduce_sum_f32(d, m->trained_grads, m->num_trained);
+    float *g = m->units ? m->grad_shard : m->trained_grads;
+    if (poison_this_step == POISON_GRAD) g[0] = NAN;  // test hook (trainer.h)
+    if (d && d->zero == 1) dist_reduce_scatter_sum_f32(d, m->trained_grads, g, m->padded / (size_t)W);
+    else if (d && !d->zero) dist_allreduce_sum_f32(d, m->trained_grads, m->num_trained);  // ZeRO-2: summed already, unit by unit
     if (d) dist_allreduce_sum_f64(d, sums, 3);
     scale_floats(g, m->opt_n, 1.0f / (float)r.targets);  // sum of losses -> mean over the step's targets
     r.loss = sums[0] / (double)r.targets;
@@ -1409,16 +1467,17 @@ static void cpu_generator_init(CpuGenerator *g, Generator *gen, const Model *m) 
 }
 
 // ----------------------------------------------------------------------------
-// Memory of one rank, in floats: parameters and gradients (padded to W shards with
-// ZeRO-1), the AdamW moments (two per parameter, or per parameter of its shard) and
-// one micro-batch's activations. With LoRA (lay->lc.rank > 0) the gradients and moments
-// are the adapter's, the parameters the frozen base plus the adapter.
-typedef struct { size_t params, grads, adamw, acts; } RankMemory;
+// Memory of one rank, in floats: parameters (padded to W shards with ZeRO-1 and 2),
+// gradients (all of them, padded with ZeRO-1; with ZeRO-2 the rank's shard plus the
+// units' scratch, grad_scratch of them), the AdamW moments (two per parameter, or per
+// parameter of its shard) and one micro-batch's activations. With LoRA (lay->lc.rank > 0)
+// the gradients and moments are the adapter's, the parameters the frozen base plus the adapter.
+typedef struct { size_t params, grads, grad_scratch, adamw, acts; } RankMemory;
 
 static RankMemory rank_memory(const ModelConfig *c, const LoraLayout *lay, int B, int T, int world, int zero) {
     size_t base = model_num_parameters(c), P = lay->lc.rank ? lay->floats : base, shard = dist_shard_size(P, world);
-    size_t trained = zero ? shard * world : P;
-    RankMemory r = {lay->lc.rank ? base + trained : trained, trained, 2 * (zero ? shard : P),
+    size_t trained = zero ? shard * world : P, scratch = zero >= 2 ? dist_zero2_scratch_floats(c, lay) : 0;
+    RankMemory r = {lay->lc.rank ? base + trained : trained, zero >= 2 ? shard + scratch : trained, scratch, 2 * (zero ? shard : P),
                     model_activation_floats(c, B, T) + lora_activation_floats(lay, B, T)};
     return r;
 }
@@ -1427,7 +1486,7 @@ static RankMemory rank_memory(const ModelConfig *c, const LoraLayout *lay, int B
 // in memory): refuse now rather than be killed by the out-of-memory killer later.
 static void check_host_memory(const RankMemory *r) {
     MemTerm terms[] = {{"gradients", 4.0 * r->grads, "use a smaller model (-e)"},
-                       {"AdamW state", 4.0 * r->adamw, "use a smaller model (-e), or more ranks with ZeRO-1 (-Z 1)"},
+                       {"AdamW state", 4.0 * r->adamw, "use a smaller model (-e), or more ranks with ZeRO-1 or 2 (-Z 1, -Z 2)"},
                        {"activations", 4.0 * r->acts, "lower -b (rows per micro-batch) or -t (row length)"}};
     check_memory_plan(terms, 3, host_memory_available(), "MemAvailable in /proc/meminfo");
 }
@@ -1509,6 +1568,7 @@ int main(int argc, char **argv) {
     TrainArgs args;
     train_args_defaults(&args);
     args.bnb4_supported = 1;  // QLoRA: LoRA on a 4-bit base (-e a bnb-4bit directory, --load_in_4bit)
+    args.max_zero = 2;        // ZeRO-2: gradients reduce-scattered layer by layer (model_unit_done)
     Flag flags[] = {COMMON_FLAGS(&args)};
     LongFlag long_flags[] = {COMMON_LONG_FLAGS(&args)};
     parse_flags_with_long(argc, argv, "-i train.bin [flags]", flags, (int)(sizeof flags / sizeof flags[0]), long_flags,
@@ -1566,14 +1626,15 @@ int main(int argc, char **argv) {
     char wait[128], trainer[256];
     openmp_wait_description(wait, sizeof wait);
     snprintf(trainer, sizeof trainer, "train_sft (CPU, %d OpenMP threads, %s)%s", omp_get_max_threads(), wait,
-             dist.world > 1 ? (dist.zero ? ", data parallel with ZeRO-1 over MPI" : ", data parallel over MPI") : "");
+             dist.world > 1 ? (dist.zero == 2 ? ", data parallel with ZeRO-2 over MPI" : dist.zero ? ", data parallel with ZeRO-1 over MPI" : ", data parallel over MPI") : "");
     RunLog log;
     run_log_open(&log, &args, &run, state.step, trainer);
 
     print_run_summary(&args, &run, model.num_params);
     if (dist.world > 1)
         printf("ranks | %d ranks (%s), ZeRO-%d: each rank computes %d of the %d micro-batches of a step%s\n", dist.world, dist.launcher, dist.zero,
-               run.A, run.A * dist.world, dist.zero ? " and updates 1/W of the parameters" : "");
+               run.A, run.A * dist.world, dist.zero == 2 ? ", reduce-scatters each layer's gradient as its backward ends and updates 1/W of the parameters"
+               : dist.zero ? " and updates 1/W of the parameters" : "");
     if (model_is_lora(&model)) print_lora_summary(&run);
     // a 4-bit base: its quantized weights' fp32 slots are never written (not resident); they count as their NF4 state and the scratch
     char q4[256] = "";
@@ -1588,8 +1649,11 @@ int main(int argc, char **argv) {
         snprintf(q4, sizeof q4, " (4-bit base: %zu weights in NF4 with their absmax and nested state %.3f MB, %.3f MB in fp32; "
                  "dequantization scratch %.3f MB)", qn, qb / 1e6, qn * 4 / 1e6, scratch * 4 / 1e6);
     }
-    printf("memory| per rank: parameters %.3f MB%s, gradients %.3f MB, AdamW state %.3f MB (moments of %zu of %zu %s), activations %.3f MB; "
-           "%d threads, %s\n", params_bytes / 1e6, q4, mem.grads * 4 / 1e6, mem.adamw * 4 / 1e6, mem.adamw / 2, model.num_trained,
+    char grad_parts[160] = "";
+    if (dist.zero >= 2)
+        snprintf(grad_parts, sizeof grad_parts, " (ZeRO-2: the shard of %zu and the layer-by-layer scratch of %zu)", mem.grads - mem.grad_scratch, mem.grad_scratch);
+    printf("memory| per rank: parameters %.3f MB%s, gradients %.3f MB%s, AdamW state %.3f MB (moments of %zu of %zu %s), activations %.3f MB; "
+           "%d threads, %s\n", params_bytes / 1e6, q4, mem.grads * 4 / 1e6, grad_parts, mem.adamw * 4 / 1e6, mem.adamw / 2, model.num_trained,
            model_is_lora(&model) ? "adapter parameters; the base is frozen" : "parameters", mem.acts * 4 / 1e6, omp_get_max_threads(), wait);
 
     CpuGenerator cpu_gen;

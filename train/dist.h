@@ -1,8 +1,8 @@
 // dist.h: data-parallel training across W processes ("ranks"), shared by the CPU
 // and GPU trainers: who this process is (rank, world size, local rank) from the flags
 // or the launcher's environment, which micro-batches of a step are its own, the
-// ZeRO-1 shard layout, the run fingerprint every rank must agree on, and the
-// collectives (sums, reduce-scatter, all-gather, gather).
+// ZeRO-1 shard layout, ZeRO-2's gradient units, the run fingerprint every rank must
+// agree on, and the collectives (sums, reduce-scatter, all-gather, gather).
 //
 // Every rank builds all A*W micro-batches of a step with the same loader, so the
 // rows of a step, the loader state and the step's number of targets are the same
@@ -36,12 +36,15 @@ typedef struct {
     void (*gather_f32)(void *ctx, const float *shard, float *out_on_root, size_t shard_n);
     void (*finish)(void *ctx);
     void *ctx;
+    // in holds counts[0] + ... + counts[W-1] floats; out (counts[rank] floats, or in itself) gets the
+    // sum over ranks of this rank's block of in (ZeRO-2's per-unit gradients; NULL in a transport without it)
+    void (*reduce_scatterv_sum_f32)(void *ctx, const float *in, float *out, const int *counts);
 } DistOps;
 
 typedef struct {
     int rank, world, local_rank;  // this process; ranks in the job; its index on its node (GPU to use)
     const char *launcher;         // where rank/world came from: "flags", "mpirun", "srun", "torchrun", "single"
-    int zero;                     // ZeRO stage in use (0 or 1)
+    int zero;                     // ZeRO stage in use (0, 1 or 2)
     int mpi;                      // 1 when MPI is initialized (MPI builds launched by mpirun/srun with MPI)
     const DistOps *ops;           // the collectives (NULL: one rank, or not started yet)
     double comm_seconds;          // time spent in the collectives so far (waiting for other ranks included)
@@ -151,6 +154,17 @@ static void dist_reduce_scatter_sum_f32(Dist *d, const float *in, float *shard, 
     d->comm_seconds += now_seconds() - t0;
 }
 
+// in holds counts[0..W) floats in rank order; out gets the sum over ranks of this rank's block.
+// out may be in itself: the sum then lands in in[0..counts[rank]) (the rest is left undefined).
+static void dist_reduce_scatterv_sum_f32(Dist *d, const float *in, float *out, const int *counts) {
+    if (d->world == 1) { if (out != in) memcpy(out, in, (size_t)counts[0] * sizeof(float)); return; }
+    dist_need_ops(d, "reduce-scatter");
+    if (!d->ops->reduce_scatterv_sum_f32) fatal("ZeRO-2 over a transport without a variable reduce-scatter (internal error)");
+    double t0 = now_seconds();
+    d->ops->reduce_scatterv_sum_f32(d->ops->ctx, in, out, counts);
+    d->comm_seconds += now_seconds() - t0;
+}
+
 // out (W*shard_n floats) gets every rank's shard in rank order; shard may be
 // out + rank*shard_n itself (in place).
 static void dist_allgather_f32(Dist *d, const float *shard, float *out, size_t shard_n) {
@@ -176,6 +190,101 @@ static int dist_any(Dist *d, int local) {
     double x = local != 0;
     dist_allreduce_sum_f64(d, &x, 1);
     return x > 0;
+}
+
+// ---------------------------------------------------------------------------
+// ZeRO-2's gradient units.
+
+// ZeRO-2 keeps the shards of ZeRO-1 (so the optimizer, the all-gather and the
+// checkpoints are the same) but no rank holds the whole gradient: the backward is cut
+// into units (a block, the head, the embeddings: whatever one stretch of the backward
+// completes), each unit's gradient is produced into a scratch buffer holding its pieces
+// of the flat parameter vector back to back in ascending order, and once the unit's
+// backward is done it is reduce-scattered: rank r receives the sum of the elements that
+// fall in its shard (contiguous in the scratch, since the pieces ascend) and adds them
+// to its shard of the step's gradient. counts[r] is how many elements that is.
+#define DIST_UNIT_MAX_PIECES 32
+typedef struct {
+    int n;                                   // pieces
+    size_t off[DIST_UNIT_MAX_PIECES], len[DIST_UNIT_MAX_PIECES];  // ascending, disjoint
+    size_t floats;                           // sum of len: the unit's scratch
+    float *scratch;                          // where its gradient is produced (zero between flushes)
+    int *counts;                             // (W) elements of the unit in each rank's shard
+} DistUnit;
+
+// Appends the piece [off, off + len) (above the last one) to u; empty pieces are left out.
+static void dist_unit_add(DistUnit *u, size_t off, size_t len) {
+    if (len == 0) return;
+    if (u->n == DIST_UNIT_MAX_PIECES || (u->n && off < u->off[u->n - 1] + u->len[u->n - 1])) fatal("dist_unit_add: piece out of order (internal error)");
+    u->off[u->n] = off; u->len[u->n++] = len; u->floats += len;
+}
+
+// Fills u->counts (allocated here) for W shards of `shard` floats.
+static void dist_unit_counts(DistUnit *u, size_t shard, int world) {
+    u->counts = (int *)xcalloc((size_t)world, sizeof(int));
+    for (int r = 0; r < world; r++) {
+        size_t lo = (size_t)r * shard, hi = lo + shard, n = 0;
+        for (int k = 0; k < u->n; k++) {
+            size_t a = u->off[k] > lo ? u->off[k] : lo, b = u->off[k] + u->len[k] < hi ? u->off[k] + u->len[k] : hi;
+            if (a < b) n += b - a;
+        }
+        if (n > (size_t)INT_MAX) fatal("a ZeRO-2 unit of %zu floats in one shard is more than MPI's int counts allow", n);
+        u->counts[r] = (int)n;
+    }
+}
+
+// Reduce-scatters u's scratch in place (every rank calls it for the same unit in the same
+// order), adds this rank's sums into grad_shard (the gradient of parameters [lo, lo + shard))
+// and zeroes the scratch for the next use.
+static void dist_unit_flush(Dist *d, DistUnit *u, float *grad_shard, size_t lo, size_t shard) {
+    if (u->floats == 0) return;
+    float *recv = u->scratch;
+    dist_reduce_scatterv_sum_f32(d, u->scratch, recv, u->counts);
+    size_t j = 0;
+    for (int k = 0; k < u->n; k++) {
+        size_t a = u->off[k] > lo ? u->off[k] : lo, b = u->off[k] + u->len[k] < lo + shard ? u->off[k] + u->len[k] : lo + shard;
+        for (size_t i = a; i < b; i++) grad_shard[i - lo] += recv[j++];
+    }
+    memset(u->scratch, 0, u->floats * sizeof(float));
+}
+
+// ZeRO-2's units of a model (L + 2 of them, pieces added; scratch and counts not yet set). Full
+// fine-tuning: block l holds layer l's slice of every per-layer tensor, the head ln_f and an
+// untied lm_head, the embeddings wte (tied: the head's gradient too, so it is flushed last)
+// and wpe; pos[i] is tensor i's place in its unit's scratch. LoRA: block l is layer l's
+// adapters (contiguous in the adapter block); the head and the embeddings are frozen (empty).
+static DistUnit *dist_model_units(const ModelConfig *c, const LoraLayout *lay, size_t pos[NUM_PARAM_TENSORS]) {
+    int L = c->L;
+    DistUnit *u = (DistUnit *)xcalloc((size_t)L + 2, sizeof(DistUnit));
+    if (lay->lc.rank) {
+        for (int k = 0, l = 0; l < L; l++) {
+            size_t lo = k < lay->n ? lay->ad[k].a : lay->floats;
+            while (k < lay->n && lay->ad[k].layer == l) k++;
+            dist_unit_add(&u[l], lo, (k < lay->n ? lay->ad[k].a : lay->floats) - lo);
+        }
+        return u;
+    }
+    size_t off = 0;
+    for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
+        int64_t shape[2];
+        size_t n = (size_t)param_slice_shape(c, i, shape);
+        DistUnit *to = PARAM_INFO[i].per_layer ? &u[0] : i == P_WTE || i == P_WPE ? &u[L + 1] : &u[L];
+        pos[i] = to->floats;
+        if (PARAM_INFO[i].per_layer) for (int l = 0; l < L; l++) dist_unit_add(&u[l], off + (size_t)l * n, n);
+        else dist_unit_add(to, off, n);
+        off += param_numel(c, i);
+    }
+    return u;
+}
+
+// Floats of ZeRO-2's gradient scratch: the units' (LoRA: the adapter block; else the
+// embeddings, the head and one block, which every block reuses).
+static size_t dist_zero2_scratch_floats(const ModelConfig *c, const LoraLayout *lay) {
+    size_t pos[NUM_PARAM_TENSORS];
+    DistUnit *u = dist_model_units(c, lay, pos);
+    size_t scratch = lay->lc.rank ? lay->floats : u[0].floats + u[c->L].floats + u[c->L + 1].floats;
+    free(u);
+    return scratch;
 }
 
 // ---------------------------------------------------------------------------
@@ -218,8 +327,13 @@ static void mpi_gather_f32(void *ctx, const float *shard, float *out_on_root, si
     mpi_check_count(shard_n);
     MPI_Gather(shard, (int)shard_n, MPI_FLOAT, out_on_root, (int)shard_n, MPI_FLOAT, 0, MPI_COMM_WORLD);
 }
+static void mpi_reduce_scatterv_f32(void *ctx, const float *in, float *out, const int *counts) {
+    (void)ctx;
+    MPI_Reduce_scatter(in == out ? MPI_IN_PLACE : in, out, counts, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+}
 static void mpi_finish(void *ctx) { (void)ctx; MPI_Finalize(); }
-static const DistOps MPI_OPS = {mpi_allreduce_f32, mpi_allreduce_f64, mpi_reduce_scatter_f32, mpi_allgather_f32, mpi_gather_f32, mpi_finish, NULL};
+static const DistOps MPI_OPS = {mpi_allreduce_f32, mpi_allreduce_f64, mpi_reduce_scatter_f32, mpi_allgather_f32, mpi_gather_f32, mpi_finish, NULL,
+                                mpi_reduce_scatterv_f32};
 #endif
 
 #ifdef USE_MPI

@@ -15,6 +15,11 @@
 # - ZeRO-1 on 2 and 3 ranks of a model whose parameter count neither divides (the last
 #   shard short) equals the single process; every rank's validation batches hold targets
 #   (dev/dist_tool val confirms it), so the sum of validation losses over ranks is checked;
+# - ZeRO-2 (gradients reduce-scattered layer by layer into the shard) equals one process
+#   within the same tolerances: GPT-2 on 2 ranks, the Qwen2 model (GQA, untied head) and
+#   the odd count on 3 ranks, LoRA on 2; its memory line holds the shard and one layer's
+#   scratch (with the embeddings and the head), not the whole gradient; its checkpoints resume bit-identically at the same W and
+#   stage, and across W and stage (ZeRO-2 on 2 ranks -> one process; ZeRO-1 -> ZeRO-2);
 # - a step whose micro-batches have no target on any rank is skipped everywhere;
 # - resuming a 2-rank run with 2 ranks is bit-identical to the uninterrupted run;
 #   resuming it with 1 rank, and a 1-process run with 2 ranks, continues within 1e-5;
@@ -24,7 +29,8 @@
 # - -d not a multiple of B*T*W, and W ranks with fewer rows per step: one line and exit 1
 #   on each rank, before anything is written; ranks started with different flags, or
 #   the same flags and different starting weights: one line on every rank, non-zero exit;
-# - without MPI (./train_sft) and W > 1 from the environment: one line, exit 1.
+# - without MPI (./train_sft) and W > 1 from the environment: one line, exit 1; -Z 3 (not
+#   built) likewise.
 set -u
 cd "$(dirname "$0")/../.."
 for f in train_sft dev/dist_tool; do
@@ -53,6 +59,11 @@ if grep -q "2 ranks (from torchrun)" "$tmp/nompi.log"; then ok dist_torchrun_env
 ./train_sft $base -R 2 -W 2 -o "$tmp/nompi" > "$tmp/nompi.log" 2>&1; rc=$?
 if [ $rc -eq 1 ] && grep -q "rank 2 is not below the world size 2 (from flags)" "$tmp/nompi.log"; then ok dist_rank_beyond_world_refused
 else fail dist_rank_beyond_world_refused "exit $rc: $(head -c 300 "$tmp/nompi.log")"; fi
+
+# ZeRO-3 is not built: -Z 3 is refused in one line before anything is written
+./train_sft $base -d 64 -x 2 -Z 3 -o "$tmp/z3" > "$tmp/z3.log" 2>&1; rc=$?
+if [ $rc -eq 1 ] && grep -q "^error: -Z must be 0, 1 or 2, got 3" "$tmp/z3.log" && [ ! -e "$tmp/z3" ]; then ok dist_zero3_refused
+else fail dist_zero3_refused "exit $rc: $(head -c 300 "$tmp/z3.log")"; fi
 
 if ! command -v mpirun > /dev/null; then echo "skip dist_mpi: mpirun not found (apt install openmpi-bin libopenmpi-dev)"; exit 0; fi
 if [ ! -x train_sft_mpi ]; then echo "skip dist_mpi: train_sft_mpi not built (make train_sft_mpi; needs mpicc)"; exit 0; fi
@@ -235,6 +246,84 @@ name=dist_resume_one_process_with_two
 rewind "$tmp/r1" "$tmp/r12"
 if run2 $flags -n 4 -y 1 -o "$tmp/r12"; then
     why=$(close_models "$tmp/r12/$final" "$tmp/r1/$final")
+    [ -z "$why" ] && ok $name || fail $name "$why"
+fi
+
+# ---- ZeRO-2: gradients reduce-scattered layer by layer, accumulated in the shard alone ----
+# The same runs as above with -Z 2 equal the single process within the same tolerances
+# (losses and gradient norms 1e-6 relative, final weights and moments 1e-5 of each tensor's
+# largest magnitude): GPT-2 (tied head: wte's gradient gathers the head's and the
+# embedding's parts before its flush) on 2 ranks with empty micro-batches on rank 1 and
+# clipping; the Qwen2 model (grouped-query attention, untied lm_head, its own unit) and the
+# odd parameter count on 3 ranks (shards that end inside tensors and inside a block's
+# pieces, the last short); LoRA's adapters on 2 ranks with dropout.
+name=dist_zero2_equals_one_process
+if run2 $flags -Z 2 -o "$tmp/z2"; then
+    cp "$tmp/last.log" "$tmp/z2.log"
+    series "$tmp/z2/metrics.jsonl" > "$tmp/z2.s"
+    why="$(close_series "$tmp/one.s" "$tmp/z2.s" 1e-6)$(close_models "$tmp/z2/$final" "$tmp/one/$final")"
+    [ -z "$why" ] && ok $name || fail $name "$why"
+fi
+# per-rank memory: the gradient is the shard (ceil(P/2)) plus the scratch of the embeddings
+# (V*C + maxT*C), the head (ln_f: 2C) and one block (12C^2 + 13C), which every block reuses
+# (the reduce-scatter is in place). With 2 layers that is no saving over ZeRO-1's whole
+# gradient; with L layers the block's part is 1/L of it (docs/distributed.md: SmolLM2-135M).
+name=dist_zero2_memory_holds_no_full_gradient
+P=$(( V * C + maxT * C + L * (12 * C * C + 13 * C) + 2 * C )); shard=$(( (P + 1) / 2 ))
+scr=$(( V * C + maxT * C + 2 * C + 12 * C * C + 13 * C ))
+want="gradients $(awk -v n=$((shard + scr)) 'BEGIN { printf "%.3f", 4 * n / 1e6 }') MB (ZeRO-2: the shard of $shard and the layer-by-layer scratch of $scr)"
+if grep "^memory|" "$tmp/z2.log" 2>/dev/null | grep -qF "$want"; then ok $name
+else fail $name "expected '$want' in: $(grep '^memory|' "$tmp/z2.log" 2>/dev/null)"; fi
+
+name=dist_zero2_llama_three_ranks_equal_one_process
+l3flags="${oflags/d3c35h5t32/l2c32h4k2ubt32}"
+if run1 $l3flags -o "$tmp/l31" && $launch -np 3 ./train_sft_mpi $l3flags -Z 2 -o "$tmp/l33" > "$tmp/last.log" 2>&1; then
+    series "$tmp/l31/metrics.jsonl" > "$tmp/l31.s"; series "$tmp/l33/metrics.jsonl" > "$tmp/l33.s"
+    why="$(close_series "$tmp/l31.s" "$tmp/l33.s" 1e-6)$(close_models "$tmp/l33/step_00000004" "$tmp/l31/step_00000004")"
+    grep -q "^model | Qwen2, 2 layers, 4 heads (2 key/value heads).*untied" "$tmp/last.log" || why="not the untied GQA model: $(grep -m1 '^model' "$tmp/last.log") $why"
+    [ -z "$why" ] && ok $name || fail $name "$why"
+else fail $name "a run failed: $(grep -m1 error "$tmp/last.log")"; fi
+
+name=dist_zero2_short_last_shard_3_ranks
+if [ -f "$tmp/o1.s" ] && $launch -np 3 ./train_sft_mpi $oflags -Z 2 -o "$tmp/oz3" > "$tmp/last.log" 2>&1; then
+    series "$tmp/oz3/metrics.jsonl" > "$tmp/oz3.s"
+    why="$(close_series "$tmp/o1.s" "$tmp/oz3.s" 1e-6)$(close_models "$tmp/oz3/step_00000004" "$tmp/o1/step_00000004")"
+    grep -q "(moments of 16299 of 48895 parameters)" "$tmp/last.log" || why="shards: $(grep -m1 '^memory' "$tmp/last.log") $why"
+    [ -z "$why" ] && ok $name || fail $name "$why"
+else fail $name "mpirun exited or no reference: $(grep -m1 error "$tmp/last.log")"; fi
+
+name=dist_zero2_lora_equals_one_process
+if [ -f "$tmp/lo1.s" ] && run2 $loflags -Z 2 -o "$tmp/loz2"; then
+    series "$tmp/loz2/metrics.jsonl" > "$tmp/loz2.s"
+    why="$(close_series "$tmp/lo1.s" "$tmp/loz2.s" 1e-6)$(close_models "$tmp/loz2/$final" "$tmp/lo1/$final")"
+    grep -q "(ZeRO-2: the shard of 816 and the layer-by-layer scratch of 1632)" "$tmp/last.log" || why="memory line: $(grep -m1 '^memory' "$tmp/last.log") $why"
+    [ -z "$why" ] && ok $name || fail $name "$why"
+fi
+
+# checkpoints do not depend on the stage: a ZeRO-2 run resumed at the same W and stage is
+# bit-identical to the uninterrupted one; resumed by one process (W 2 -> 1, ZeRO-2 -> 0) and a
+# ZeRO-1 checkpoint resumed with ZeRO-2 continue within 1e-5; its checkpoint equals one process's
+name=dist_zero2_resume_same_stage_bit_identical
+if run2 $flags -Z 2 -n 4 -o "$tmp/rz2"; then
+    rewind "$tmp/rz2" "$tmp/rz2b"
+    if run2 $flags -Z 2 -n 4 -y 1 -o "$tmp/rz2b"; then
+        why=""
+        for f in model.safetensors state.bin config.json; do cmp -s "$tmp/rz2/$final/$f" "$tmp/rz2b/$final/$f" || why="$why $f differs"; done
+        cmp -s <(series "$tmp/rz2/metrics.jsonl") <(series "$tmp/rz2b/metrics.jsonl") || why="$why metrics differ"
+        why="$why$(close_models "$tmp/rz2/step_00000004" "$tmp/r1/step_00000004")"
+        [ -z "$why" ] && ok $name || fail $name "$why"
+    fi
+fi
+name=dist_zero2_resume_with_one_process_zero0
+rewind "$tmp/rz2" "$tmp/rz21"
+if run1 $flags -n 4 -y 1 -o "$tmp/rz21"; then
+    why=$(close_models "$tmp/rz21/$final" "$tmp/rz2/$final")
+    [ -z "$why" ] && ok $name || fail $name "$why"
+fi
+name=dist_zero1_checkpoint_resumed_with_zero2
+rewind "$tmp/r2" "$tmp/r2z2"
+if run2 $flags -Z 2 -n 4 -y 1 -o "$tmp/r2z2"; then
+    why=$(close_models "$tmp/r2z2/$final" "$tmp/r2/$final")
     [ -z "$why" ] && ok $name || fail $name "$why"
 fi
 
