@@ -1103,14 +1103,19 @@ static void model_backward(Model *m, const int *inputs, const int *pos, const in
 #define REDUCE_CHUNKS 256
 
 // Sum of squares of g[0..n), in fixed chunks so the result is the same for any thread count.
-static double sum_of_squares(const float *g, size_t n) {
+// The sum of squares of g*scale (each product rounded to float, as if g had been scaled
+// in place), in double over fixed chunks: the same sum whatever the thread count.
+static double sum_of_squares(const float *g, size_t n, float scale) {
     double partial[REDUCE_CHUNKS];
     size_t chunk = (n + REDUCE_CHUNKS - 1) / REDUCE_CHUNKS;
 #pragma omp parallel for schedule(static)
     for (int k = 0; k < REDUCE_CHUNKS; k++) {
         size_t lo = (size_t)k * chunk, hi = lo + chunk < n ? lo + chunk : n;
         double s = 0.0;
-        for (size_t i = lo; i < hi; i++) s += (double)g[i] * g[i];
+        for (size_t i = lo; i < hi; i++) {
+            float x = g[i] * scale;
+            s += (double)x * x;
+        }
         partial[k] = s;
     }
     double total = 0.0;
@@ -1118,15 +1123,20 @@ static double sum_of_squares(const float *g, size_t n) {
     return total;
 }
 
-// One AdamW step (update count t) on n parameters with weight decay wd.
-static void adamw_tensor(float *p, const float *g, float *m, float *v, size_t n, float lr, float beta1, float beta2, float eps, float wd, int64_t t) {
+// One AdamW step (update count t) on n parameters with weight decay wd, the gradient
+// being g * mean * clip (rounded after each product: the mean over the step's targets,
+// then clipping's coefficient, 1 when it does not clip). Scaling here rather than in
+// g itself saves two passes over the gradient's memory a step.
+static void adamw_tensor(float *p, const float *g, float *m, float *v, size_t n, float mean, float clip, float lr, float beta1, float beta2,
+                         float eps, float wd, int64_t t) {
     float bc1 = 1.0f - powf(beta1, (float)t), bc2_sqrt = sqrtf(1.0f - powf(beta2, (float)t));
     float step_size = lr / bc1, decay = 1.0f - lr * wd;
 #pragma omp parallel for schedule(static)
     for (size_t k = 0; k < n; k++) {
+        float gk = g[k] * mean * clip;
         p[k] *= decay;
-        m[k] = beta1 * m[k] + (1.0f - beta1) * g[k];
-        v[k] = beta2 * v[k] + (1.0f - beta2) * g[k] * g[k];
+        m[k] = beta1 * m[k] + (1.0f - beta1) * gk;
+        v[k] = beta2 * v[k] + (1.0f - beta2) * gk * gk;
         p[k] -= step_size * m[k] / (sqrtf(v[k]) / bc2_sqrt + eps);
     }
 }
@@ -1135,17 +1145,17 @@ static void adamw_tensor(float *p, const float *g, float *m, float *v, size_t n,
 // g[0..opt_n) and the moments. A ZeRO-1 shard may start or end inside a tensor, so
 // each tensor's overlap with the range gets that tensor's weight decay.
 // With LoRA every tensor of the adapter block is a matrix: all decay.
-static void adamw_update(Model *m, const float *g, float lr, float weight_decay, int64_t t) {
+static void adamw_update(Model *m, const float *g, float mean, float clip, float lr, float weight_decay, int64_t t) {
     size_t lo = m->opt_lo, hi = m->opt_lo + m->opt_n, off = 0;
     const AdamWSettings *w = &m->adamw;
     if (model_is_lora(m)) {
-        adamw_tensor(m->adapter + lo, g, m->m_mem, m->v_mem, m->opt_n, lr, w->beta1, w->beta2, w->eps, weight_decay, t);
+        adamw_tensor(m->adapter + lo, g, m->m_mem, m->v_mem, m->opt_n, mean, clip, lr, w->beta1, w->beta2, w->eps, weight_decay, t);
         return;
     }
     for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
         size_t end = off + param_numel(&m->cfg, i), a = off > lo ? off : lo, b = end < hi ? end : hi;
         if (a < b)
-            adamw_tensor(m->params_mem + a, g + (a - lo), m->m_mem + (a - lo), m->v_mem + (a - lo), b - a, lr, w->beta1, w->beta2, w->eps,
+            adamw_tensor(m->params_mem + a, g + (a - lo), m->m_mem + (a - lo), m->v_mem + (a - lo), b - a, mean, clip, lr, w->beta1, w->beta2, w->eps,
                          PARAM_INFO[i].decay ? weight_decay : 0.0f, t);
         off = end;
     }
@@ -1201,21 +1211,22 @@ static StepResult train_step(Model *m, Loader *ld, int A, float lr, float weight
     if (d && d->zero == 1) dist_reduce_scatter_sum_f32(d, m->trained_grads, g, m->padded / (size_t)W);
     else if (d && !d->zero) dist_allreduce_sum_f32(d, m->trained_grads, m->num_trained);  // ZeRO-2: summed already, unit by unit
     if (d) dist_allreduce_sum_f64(d, sums, 3);
-    scale_floats(g, m->opt_n, 1.0f / (float)r.targets);  // sum of losses -> mean over the step's targets
+    float mean = 1.0f / (float)r.targets;  // sum of losses -> mean over the step's targets (applied as g is read)
     r.loss = sums[0] / (double)r.targets;
     r.sums.correct = sums[1];
     r.sums.entropy = sums[2];
     if (poison_this_step == POISON_LOSS) r.loss = NAN;
-    double sq = sum_of_squares(g, m->opt_n);
+    double sq = sum_of_squares(g, m->opt_n, mean);
     if (d && d->zero) dist_allreduce_sum_f64(d, &sq, 1);
     r.grad_norm = (float)sqrt(sq);
     if (!isfinite(r.loss) || !isfinite(r.grad_norm)) { r.skipped = STEP_NONFINITE; return r; }  // never reaches the weights
+    float clip = 1.0f;
     if (grad_clip > 0.0f) {
         float coef = grad_clip / (r.grad_norm + 1e-6f);
-        if (coef < 1.0f) scale_floats(g, m->opt_n, coef);
+        if (coef < 1.0f) clip = coef;
     }
     *adam_t += 1;
-    adamw_update(m, g, lr, weight_decay, *adam_t);
+    adamw_update(m, g, mean, clip, lr, weight_decay, *adam_t);
     if (d && d->zero) {
         size_t shard = m->padded / (size_t)W;
         dist_allgather_f32(d, m->trained + (size_t)d->rank * shard, m->trained, shard);

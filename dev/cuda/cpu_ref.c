@@ -45,7 +45,7 @@ void ref_crossentropy_softmax(float *logits, float *losses, float *correct, floa
     crossentropy_softmax(logits, losses, correct, entropy, targets, R, V);
 }
 void ref_adamw(float *p, const float *g, float *m, float *v, long n, float lr, float beta1, float beta2, float eps, float wd, int t) {
-    adamw_tensor(p, g, m, v, (size_t)n, lr, beta1, beta2, eps, wd, t);
+    adamw_tensor(p, g, m, v, (size_t)n, 1.0f, 1.0f, lr, beta1, beta2, eps, wd, t);
 }
 
 // ---- the Llama family's layers ----

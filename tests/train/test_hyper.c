@@ -127,7 +127,7 @@ static void test_adamw_settings(void) {
     float *g = (float *)xmalloc(n * sizeof(float));
     for (int t = 1; t <= 3; t++) {
         for (size_t i = 0; i < n; i++) g[i] = GRADS[t - 1][i % NPAT];
-        adamw_update(&m, g, 0.1f, 0.2f, t);
+        adamw_update(&m, g, 1.0f, 1.0f, 0.1f, 0.2f, t);
     }
     double worst = 0, worst_moment = 0, worst_want = 0;
     size_t off = 0, worst_at = 0;
