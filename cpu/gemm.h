@@ -68,6 +68,25 @@ typedef float vfloat __attribute__((vector_size(GEMM_VEC * sizeof(float))));
 // stored on every step of k (half the kernel's speed).
 #define UNROLLED _Pragma("GCC unroll 16")
 
+#if defined(__AVX__)
+// Transposes the 8x8 block at src (row i at src + i*ld) into dst (row i at dst + i*dst_ld).
+static inline void gemm_transpose8(float *dst, long dst_ld, const float *src, long ld) {
+    __m256 r[8], t[8], s[8];
+    for (int i = 0; i < 8; i++) r[i] = _mm256_loadu_ps(src + i * ld);
+    for (int i = 0; i < 8; i += 2) t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]), t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+    for (int i = 0; i < 8; i += 4) {  // [x0 y0 z0 w0 | x4 ...] from the pairs' interleavings
+        s[i] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
+        s[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
+        s[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
+        s[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
+    }
+    for (int i = 0; i < 4; i++) {  // the low halves hold columns 0-3, the high halves 4-7
+        _mm256_storeu_ps(dst + i * dst_ld, _mm256_permute2f128_ps(s[i], s[i + 4], 0x20));
+        _mm256_storeu_ps(dst + (i + 4) * dst_ld, _mm256_permute2f128_ps(s[i], s[i + 4], 0x31));
+    }
+}
+#endif
+
 // Packs B[pc:pc+kc, jc:jc+nc] as NR-column panels: panel[p*NR + j], zero-padded past N.
 static void gemm_pack_b(float *dst, const float *B, long b_rs, long b_cs, int pc, int kc, int jc, int nc) {
     for (int jr = 0; jr < nc; jr += GEMM_NR, dst += GEMM_NR * kc) {
@@ -76,21 +95,25 @@ static void gemm_pack_b(float *dst, const float *B, long b_rs, long b_cs, int pc
             for (int p = 0; p < kc; p++) {
                 const float *src = B + (long)(pc + p) * b_rs + jc + jr;
                 float *d = dst + p * GEMM_NR;
+                if (w == GEMM_NR) { memcpy(d, src, GEMM_NR * sizeof(float)); continue; }  // a fixed size: vector moves
                 memcpy(d, src, (size_t)w * sizeof(float));
                 for (int j = w; j < GEMM_NR; j++) d[j] = 0.0f;
             }
             continue;
         }
-        // columns of B contiguous (or neither): a transpose, in blocks of 16 rows so that
-        // the NR source columns and the panel's lines stay in L1
-        for (int p0 = 0; p0 < kc; p0 += 16) {
-            int p1 = p0 + 16 < kc ? p0 + 16 : kc;
-            for (int j = 0; j < GEMM_NR; j++) {
-                if (j >= w) { for (int p = p0; p < p1; p++) dst[p * GEMM_NR + j] = 0.0f; continue; }
-                const float *src = B + (long)pc * b_rs + (long)(jc + jr + j) * b_cs;
-                for (int p = p0; p < p1; p++) dst[p * GEMM_NR + j] = src[(long)p * b_rs];
-            }
+        // columns of B contiguous (x * W^T, dout * W with W [in, out]): a transpose, in 8x8
+        // blocks in registers where B's columns are contiguous, element by element elsewhere
+        const float *src = B + (long)pc * b_rs + (long)(jc + jr) * b_cs;
+        int j8 = 0, p8 = 0;
+#if defined(__AVX__)
+        if (b_rs == 1) {
+            j8 = w / 8 * 8, p8 = kc / 8 * 8;
+            for (int p = 0; p < p8; p += 8)
+                for (int j = 0; j < j8; j += 8) gemm_transpose8(dst + p * GEMM_NR + j, GEMM_NR, src + (long)j * b_cs + p, b_cs);
         }
+#endif
+        for (int j = 0; j < GEMM_NR; j++)
+            for (int p = j < j8 ? p8 : 0; p < kc; p++) dst[p * GEMM_NR + j] = j < w ? src[(long)j * b_cs + (long)p * b_rs] : 0.0f;
     }
 }
 
