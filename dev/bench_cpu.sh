@@ -28,6 +28,11 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 v1=$($py -c 'import torch; print(torch.__version__)')
 v2=$([ -n "$py2" ] && "$py2" -c 'import torch; print(torch.__version__)' || echo "-")
+# Debian's torch 1.13 without libopenblas0-pthread multiplies with netlib's reference BLAS,
+# about 50x slower than OpenBLAS: its column then says 0 instead of spending minutes a step
+blas1=$(ldd "$($py -c 'import os, torch; print(os.path.join(os.path.dirname(torch.__file__), "lib", "libtorch_cpu.so"))')" | sed -n 's/.*libblas.so.3 => \([^ ]*\).*/\1/p')
+netlib=0
+case "$(readlink -f "$blas1")" in */blas/libblas.so*) netlib=1 ;; esac
 printf "%-34s %10s %14s %8s %14s %8s\n" "config ($(nproc) threads)" "ours ms" "torch $v1" "speedup" "torch $v2" "speedup"
 # ours: the median step time (ms) of `./train_sft -e DESC` on random documents of V tokens
 ours() {  # DESC V B T
@@ -50,7 +55,7 @@ triple() {  # name DESC V B T bench_torch.py-ARGS...
     local name=$1 desc=$2 V=$3 B=$4 T=$5; shift 5
     local o t1
     o=$(ours "$desc" "$V" "$B" "$T")
-    t1=$($py dev/bench_torch.py "$@")
+    t1=$(if [ "$netlib" = 1 ]; then echo 0; else $py dev/bench_torch.py "$@"; fi)
     row "$name" "$o" "$t1" "$(torch2 "$@")"
 }
 run() {  # name L NH C V B T
