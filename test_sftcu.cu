@@ -745,6 +745,51 @@ static void test_lora_memory_plan(void) {
     lora_layout_free(&lay);
 }
 
+// QLoRA's plan (memory_plan with a 4-bit base) for Llama-3.1-8B's and Llama-3.1-70B's shapes
+// (vocabulary 128256, untied), R = 16 on every linear layer, T = 2048, -r 2, B = 1, one GPU:
+// the NF4 state against a hand count (every linear weight of these shapes fills whole blocks of
+// 64 and nested blocks of 256, and whole 256-byte arrays: n/2 + n/64 + 4n/16384 bytes), the
+// scratch = gate|up's slice in floatX, the frozen floatX weights = P less the linear ones; and
+// issue 30's goal, 8B's QLoRA in at most 10 GiB (in bf16). Prints the table of docs/lora.md ("plan|" lines).
+static void test_qlora_memory_plan(void) {
+    const char *descs[2] = {"l32c4096h32k8f14336t2048u", "l80c8192h64k8f28672t2048u"}, *names[2] = {"Llama-3.1-8B", "Llama-3.1-70B"};
+    double GiB = 1073741824.0, X = sizeof(floatX), total8 = 0.0;
+    bool ok = true;
+    char line[1024] = "";
+    printf("plan| model | base | frozen weights, %s | NF4 state | dequantization scratch | adapters + gradients + master and AdamW | activations | total |\n",
+           PRECISION_NAME);
+    for (int k = 0; k < 2; k++) {
+        ModelConfig cfg;
+        if (model_parse_descriptor(descs[k], &cfg) != 0) fatal("test_sftcu: bad descriptor");
+        cfg.V = 128256;
+        LoraConfig lc = {16, 32.0f, 0.0f, 0, lora_all_targets(&cfg)};
+        LoraLayout lay;
+        lora_layout_init(&lay, &cfg, &lc);
+        Bnb4Base at_load;  // w null: as --load_in_4bit would quantize the shape
+        memset(&at_load, 0, sizeof at_load);
+        MemPlan lo = memory_plan(&cfg, &lay, 1, 2048, 2, 1, 0), q = memory_plan(&cfg, &lay, 1, 2048, 2, 1, 0, &at_load);
+        size_t C = (size_t)cfg.C, KV = (size_t)cfg.KVH * cfg.HS, FF = (size_t)cfg.FF;
+        double lin = (double)cfg.L * (2.0 * C * C + 2.0 * KV * C + 3.0 * FF * C);  // q, o; k, v; gate, up, down
+        double nf4 = lin / 2 + lin / 64 + 4 * lin / 16384, scratch = 2.0 * FF * C * X, dense = lo.params - X * lin;
+        ok = ok && q.base4 == nf4 && q.scratch4 == scratch && q.params == dense && q.grads == lo.grads && q.state == lo.state && q.acts == lo.acts;
+        for (int w = 0; w < 2; w++) {
+            const MemPlan *m = w ? &q : &lo;
+            double total = m->params + m->base4 + m->scratch4 + m->grads + m->state + m->acts, adapters = X * (double)lay.floats;
+            if (k == 0 && w) total8 = total;
+            char nf4s[32] = "-", scr[32] = "-";
+            if (w) snprintf(nf4s, sizeof nf4s, "%.2f GiB", m->base4 / GiB), snprintf(scr, sizeof scr, "%.2f GiB", m->scratch4 / GiB);
+            printf("plan| %s | %s | %.2f GiB | %s | %s | %.2f GiB | %.2f GiB | %.2f GiB |\n", names[k], w ? "QLoRA" : "LoRA", (m->params - adapters) / GiB,
+                   nf4s, scr, (adapters + m->grads + m->state) / GiB, m->acts / GiB, total / GiB);
+            size_t len = strlen(line);
+            snprintf(line + len, sizeof line - len, " %s %s %.2f GiB;", names[k], w ? "QLoRA" : "LoRA", total / GiB);
+        }
+        lora_layout_free(&lay);
+    }
+    bool goal = X == 4 || total8 <= 10.0 * GiB;  // the goal is the bf16 trainer's (the fp32 build holds twice the bytes)
+    check("qlora_memory_plan_llama31_8b_70b", ok && goal, "NF4 state and scratch as the hand count, the rest as LoRA's;%s 8B QLoRA %s 10 GiB%s", line,
+          total8 <= 10.0 * GiB ? "within" : "over", X == 4 ? " (fp32 build: the goal is bf16's)" : "");
+}
+
 // LoRA as whole programs (GPT-2 tiny, every module, dropout 0.1, rank 4): ten steps of
 // ./train_sftcu against ./train_sft (the losses; the final adapters in PEFT's files; the merged
 // models of -M 1), a resume from step 4 bit-identical to the uninterrupted run, and -e with the
@@ -927,7 +972,7 @@ int main(int argc, char **argv) {
     make_dirs(tmp_root);
     if (argc > 1 && !strcmp(argv[1], "qlora")) {  // only the QLoRA checks (quick iteration in the emulator)
         test_programs_qlora();
-        test_lora_memory_plan();
+        test_qlora_memory_plan();
         printf("test_sftcu_%s qlora: %d failed\n", PRECISION_NAME, failures);
         return failures ? 1 : 0;
     }
@@ -1028,6 +1073,7 @@ int main(int argc, char **argv) {
     test_programs_lora();
     test_programs_qlora();
     test_lora_memory_plan();
+    test_qlora_memory_plan();
     printf("test_sftcu_%s: %d failed\n", PRECISION_NAME, failures);
     return failures ? 1 : 0;
 }
