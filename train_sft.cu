@@ -1204,7 +1204,8 @@ static void check_device_memory(const MemPlan *m, size_t free_bytes) {
                        {"activations", m->acts, "lower -b (rows per micro-batch) or -t (row length), or raise -r (recompute in backward)"},
                        {"the 4-bit base (NF4 codes, absmax, nested state)", m->base4, "use a smaller model (-e)"},
                        {"the dequantization scratch (one layer's weight)", m->scratch4, "use a smaller model (-e)"}};
-    check_memory_plan(terms, 6, (double)free_bytes - (double)BLAS_WORKSPACE, "free on the device, cudaMemGetInfo, less the cuBLAS workspace");
+    check_memory_plan(terms, m->base4 > 0 ? 6 : 4,  // the 4-bit terms only with QLoRA
+                      (double)free_bytes - (double)BLAS_WORKSPACE, "free on the device, cudaMemGetInfo, less the cuBLAS workspace");
 }
 
 // The NCCL unique id from rank 0 to every rank. Built with MPI (make train_sftcu_mpi)
