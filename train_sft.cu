@@ -1340,11 +1340,13 @@ int main(int argc, char **argv) {
                                  : (sizeof(floatX) == sizeof(float) ? "4P + 4P + 8P/W" : "2P + 4P + 12P/W");
     char adapters[128] = "", base4[200] = "";
     if (lora) snprintf(adapters, sizeof adapters, ", A = %zu adapter weights", M.num_train);
-    size_t q4n = 0;  // Q: the weights held in NF4 (a checkpoint's dense parts are in P - Q)
+    // Q: the layers' linear weights, the 4-bit base (of them q4n in NF4; a checkpoint's 16-bit parts count in its bytes as floatX)
+    size_t q4all = 0, q4n = 0;
+    for (int i = 0; run.q4.w && i < NUM_PARAM_TENSORS; i++) q4all += bnb4_is_linear(i) ? param_numel(&cfg, i) : 0;
     for (size_t j = 0; run.q4.w && j < (size_t)NUM_PARAM_TENSORS * run.q4.L * 3; j++) q4n += run.q4.w[j].codes ? (size_t)run.q4.w[j].n : 0;
     if (run.q4.w) {
         size_t k = strlen(adapters);
-        snprintf(adapters + k, sizeof adapters - k, ", Q = %zu weights in NF4", q4n);
+        snprintf(adapters + k, sizeof adapters - k, ", Q = %zu linear weights, %zu of them in NF4", q4all, q4n);
     }
     if (run.q4.w)
         snprintf(base4, sizeof base4, " + 4-bit base %.2f MiB (NF4 codes, absmax, nested state) + dequantization scratch %.2f MiB", plan.base4 / MiB,
