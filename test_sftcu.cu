@@ -11,6 +11,7 @@ Prints "ok NAME" / "FAIL NAME: why" / "skip NAME: why"; run from the repository 
 #include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <string>
 #include <vector>
 
 #if defined(ENABLE_FP32)
@@ -898,9 +899,50 @@ static double worst_file_error(const char *a, const char *b, char *worst_name, s
     return worst;
 }
 
+// A 4-bit checkpoint holding some linear parts in 16 bits, as unsloth's do: dir gets
+// dev/ref/tiny_llama_bnb4 with the parts named in dense[] (and their 4-bit tensors) replaced by
+// their F32 weights from dev/ref/tiny_llama.
+static void write_mixed_bnb4(const char *dir, const char **dense, int n) {
+    SafeTensors src;
+    st_open(&src, "dev/ref/tiny_llama_bnb4/model.safetensors");
+    HfWeights dw;
+    hf_weights_open("dev/ref/tiny_llama", &dw);
+    std::string header = "{", data;
+    for (int i = 0; i < src.count + n; i++) {
+        const SafeTensors *file = &src;
+        const StTensor *t = i < src.count ? &src.tensors[i] : hf_find(&dw, dense[i - src.count], &file);
+        if (!t) fatal("test_sftcu: dev/ref/tiny_llama has no %s", dense[i - src.count]);
+        bool dropped = false;
+        for (int k = 0; i < src.count && k < n; k++)
+            dropped |= !strncmp(t->name, dense[k], strlen(dense[k])) && (t->name[strlen(dense[k])] == 0 || t->name[strlen(dense[k])] == '.');
+        if (dropped) continue;
+        char entry[600];
+        int len = snprintf(entry, sizeof entry, "%s\"%s\": {\"dtype\": \"%s\", \"shape\": [", header.size() > 1 ? ", " : "", t->name, t->dtype_name);
+        for (int d = 0; d < t->ndim; d++) len += snprintf(entry + len, sizeof entry - len, "%s%lld", d ? ", " : "", (long long)t->shape[d]);
+        snprintf(entry + len, sizeof entry - len, "], \"data_offsets\": [%zu, %zu]}", data.size(), data.size() + (t->end - t->begin));
+        header += entry;
+        data.append(file->buf + t->begin, t->end - t->begin);
+    }
+    header += "}";
+    header.append((8 - header.size() % 8) % 8, ' ');
+    uint64_t hl = header.size();
+    std::string out((const char *)&hl, 8);
+    out += header + data;
+    make_dirs(dir);
+    char path[600];
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    write_file_atomic(path, out.data(), out.size());
+    snprintf(path, sizeof path, "cp dev/ref/tiny_llama_bnb4/config.json %s/", dir);
+    if (system(path) != 0) fatal("test_sftcu: cannot copy config.json");
+    st_close(&src);
+    hf_weights_close(&dw);
+}
+
 // QLoRA as whole programs (issue 30): ./train_sftcu with adapters of rank 2 on every module and
 // dropout 0.1 on the 4-bit tiny_llama, read from the bnb-4bit directory dev/ref/tiny_llama_bnb4
 // (dev/ref_nf4.py) and quantized at load (--load_in_4bit 1 on the dense dev/ref/tiny_llama),
+// and a bnb-4bit directory with two parts in 16 bits (write_mixed_bnb4: layer 1's down_proj and
+// layer 0's k_proj, which the GPU keeps dense beside the NF4 state), each
 // against ./train_sft on the same: the losses and gradient norms of six steps, the final adapters
 // and the dense merges of -M 1, with the tolerances of the LoRA comparisons above; on the GPU
 // the two bases give the same run bit for bit (our quantization at load is the reference's);
@@ -908,10 +950,15 @@ static double worst_file_error(const char *a, const char *b, char *worst_name, s
 // its steps match the GPU's uninterrupted run.
 static void test_programs_qlora(void) {
     const char *flags = "-i dev/ref/tiny_train.bin -A 2 -p 0.1 -b 2 -t 16 -x 6 -l 1e-2 -u 2 -c 0.5 -S 1";
-    const char *bases[2] = {"-e dev/ref/tiny_llama_bnb4", "-e dev/ref/tiny_llama --load_in_4bit 1"}, *tags[2] = {"bnb4_dir", "load_in_4bit"};
-    double tol = TOL_STEPS, gpu_losses[2][16];  // the Llama family: no GELU epilogue
-    int n_gpu[2];
-    for (int k = 0; k < 2; k++) {
+    char mixed[400];
+    snprintf(mixed, sizeof mixed, "-e %s/mixed_bnb4", tmp_root);
+    const char *dense[2] = {"model.layers.1.mlp.down_proj.weight", "model.layers.0.self_attn.k_proj.weight"};
+    write_mixed_bnb4(mixed + 3, dense, 2);
+    const char *bases[3] = {"-e dev/ref/tiny_llama_bnb4", "-e dev/ref/tiny_llama --load_in_4bit 1", mixed};
+    const char *tags[3] = {"bnb4_dir", "load_in_4bit", "bnb4_dir_16bit_parts"};
+    double tol = TOL_STEPS, gpu_losses[3][16];  // the Llama family: no GELU epilogue
+    int n_gpu[3];
+    for (int k = 0; k < 3; k++) {
         char cmd[2048], path[600], path2[600], name[96], wn[300] = "", wm[300] = "";
         snprintf(cmd, sizeof cmd, "./train_sft %s %s -M 1 -o %s/qlora_%s_cpu > /dev/null", flags, bases[k], tmp_root, tags[k]);
         int rc1 = run(cmd);
