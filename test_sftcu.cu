@@ -964,7 +964,7 @@ static void test_programs_qlora(void) {
         int rc1 = run(cmd);
         snprintf(cmd, sizeof cmd, "./%s %s %s -M 1 -o %s/qlora_%s_gpu > %s/qlora_%s_gpu.out", GPU_BINARY, flags, bases[k], tmp_root, tags[k], tmp_root, tags[k]);
         int rc2 = run(cmd);
-        double cpu[16], gpu[16], gc[16], gg[16];
+        double cpu[16] = {0}, gpu[16] = {0}, gc[16] = {0}, gg[16] = {0};
         snprintf(path, sizeof path, "%s/qlora_%s_cpu/metrics.jsonl", tmp_root, tags[k]);
         int nc = read_losses(path, cpu, 16), ngc = read_field(path, "\"grad_norm\": ", gc, 16);
         snprintf(path, sizeof path, "%s/qlora_%s_gpu/metrics.jsonl", tmp_root, tags[k]);
