@@ -275,7 +275,7 @@ train_sft train_sft_mpi dev/dist_tool test_sft test_lora test_nf4 test_hyper tes
 # `make fuzz_run FUZZ_SECONDS=N` runs each for N seconds from its seed corpus.
 FUZZ_CC ?= clang
 FUZZ_CFLAGS = -g -O1 -DSFT_FUZZ -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -Wall -Wextra -Wno-unused-function -Wno-unknown-pragmas
-FUZZ_HARNESSES = json datafile safetensors config hf_model hf_index hf_sharded state tok_gpt2 tok_json encode prepare parquet evalset jinja
+FUZZ_HARNESSES = json datafile safetensors config hf_model hf_index hf_sharded hf_bnb4 state tok_gpt2 tok_json encode prepare parquet evalset jinja
 FUZZ_BINS = $(FUZZ_HARNESSES:%=dev/fuzz/bin/fuzz_%)
 FUZZ_SECONDS ?= 20
 

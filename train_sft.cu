@@ -25,6 +25,9 @@ Every kernel is deterministic (no float atomics), so a run is bit-identical run 
 Data parallel: W processes, one per GPU, as in train/dist.h; the gradients meet once per
 step over NCCL (cuda/dist.cuh), with ZeRO-1 sharding the fp32 master weights and AdamW
 moments by default when W > 1.
+QLoRA (-A on a bitsandbytes 4-bit base, or --load_in_4bit 1): the frozen linear weights stay
+NF4 on the device (cuda/nf4.cuh), each dequantized into one floatX scratch before its product,
+in the forward and again in the backward; they have no floatX copy in params.
 */
 #include "train/dist.h"
 #include "train/evalset.h"
@@ -41,6 +44,7 @@ moments by default when W > 1.
 #include "cuda/layernorm.cuh"
 #include "cuda/lora.cuh"
 #include "cuda/matmul.cuh"
+#include "cuda/nf4.cuh"
 #include "cuda/optimizer.cuh"
 #include "cuda/rmsnorm.cuh"
 #include "cuda/rope.cuh"
@@ -148,6 +152,7 @@ struct GpuModel {
     float *inv_freq_local;             // (HS/2) the sliding layers' own (rope_local_theta; rope_local_inv_freq), else null
     float *host_logits;                // one row, for generation
     floatX *host_row;
+    Nf4Base q4;                        // QLoRA: the 4-bit base's linear weights (q4.parts null: none); their tensors' p[i] null
 };
 
 #define BLAS_WORKSPACE (32u << 20)  // cuBLAS's recommendation for Hopper
@@ -278,6 +283,7 @@ static size_t zero_shard(size_t P, int world, int zero) {
 static void params_to_device_floatx(const GpuModel *M, const float *host) {
     for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
         size_t n = param_numel(&M->cfg, i), nd = param_numel(&M->cfg_dev, i);
+        if (!M->p[i]) { host += n; continue; }  // held 4-bit (QLoRA): never copied as floatX
         floatX *tmp = (floatX *)xcalloc(nd ? nd : 1, sizeof(floatX));
         for (size_t k = 0; k < n; k++) tmp[k] = from_float<floatX>(host[k]);
         CUDA_CHECK(cudaMemcpy(M->p[i], tmp, nd * sizeof(floatX), cudaMemcpyHostToDevice));
@@ -297,11 +303,15 @@ static void floats_to_floatx(floatX *dst, const float *src, size_t n) {
     free(tmp);
 }
 
+// Whether tensor i stays 4-bit on the device (QLoRA: a layer's linear weight of a 4-bit base q4)
+static bool held_4bit(const Bnb4Base *q4, int i) { return q4 && q4->w && bnb4_is_linear(i); }
+
 // The model on the device from host_params (host layout). With LoRA (lora non-null, lora->n
 // adapters) the weights are frozen and the adapters host_adapters (lora->floats, model/lora.h's
-// layout) train; lora null: full fine-tuning.
+// layout) train; lora null: full fine-tuning. q4 (QLoRA, with LoRA): the 4-bit base whose linear
+// weights go to the device in NF4 (their slots of host_params are zero and not read).
 static void gpu_model_build(GpuModel *M, const ModelConfig *cfg, const float *host_params, const LoraLayout *lora,
-                            const float *host_adapters, int B, int T, int recompute, GpuComm *comm, int zero) {
+                            const float *host_adapters, int B, int T, int recompute, GpuComm *comm, int zero, const Bnb4Base *q4 = nullptr) {
     M->cfg = *cfg;
     M->cfg_dev = *cfg;
     M->cfg_dev.V = (cfg->V + VOCAB_PAD - 1) / VOCAB_PAD * VOCAB_PAD;
@@ -309,6 +319,7 @@ static void gpu_model_build(GpuModel *M, const ModelConfig *cfg, const float *ho
     M->num_params = model_num_parameters(cfg);
     M->num_params_dev = model_num_parameters(&M->cfg_dev);
     memset(&M->lora, 0, sizeof M->lora);
+    memset(&M->q4, 0, sizeof M->q4);
     if (lora && lora->n > 0) {  // a copy of the table: the caller's may go
         M->lora = *lora;
         M->lora.ad = (LoraAdapter *)xmalloc((size_t)lora->n * sizeof(LoraAdapter));
@@ -318,6 +329,7 @@ static void gpu_model_build(GpuModel *M, const ModelConfig *cfg, const float *ho
     M->dropout_seed = 0; M->dropout_step = 0; M->dropout_micro = -1;
     M->adamw = adamw_defaults();
     size_t P = M->num_params_dev, BT = (size_t)B * T, V = cfg->V;
+    for (int i = 0; i < NUM_PARAM_TENSORS; i++) P -= held_4bit(q4, i) ? param_numel(&M->cfg_dev, i) : 0;  // no floatX copy of them
     M->num_train = frozen ? M->lora.floats : P;
     M->comm = comm;
     M->zero = zero && comm->world > 1;
@@ -346,9 +358,9 @@ static void gpu_model_build(GpuModel *M, const ModelConfig *cfg, const float *ho
     CUDA_CHECK(cudaMemset(M->v, 0, S * sizeof(float)));
     size_t off = 0;
     for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
-        M->p[i] = M->params + off;
+        M->p[i] = held_4bit(q4, i) ? nullptr : M->params + off;
         M->g[i] = frozen ? nullptr : M->grads + off;
-        off += param_numel(&M->cfg_dev, i);
+        off += held_4bit(q4, i) ? 0 : param_numel(&M->cfg_dev, i);
     }
     // the trained weights in fp32 through grads (free until the first step), zero padding, then
     // as floatX; the master copy from there. With LoRA the frozen weights go tensor by tensor
@@ -356,6 +368,11 @@ static void gpu_model_build(GpuModel *M, const ModelConfig *cfg, const float *ho
     CUDA_CHECK(cudaMemset(M->grads, 0, N * sizeof(float)));
     if (frozen) {
         params_to_device_floatx(M, host_params);
+        if (q4 && q4->w) {
+            ParamTensors hp;
+            param_pointers(cfg, (float *)host_params, &hp);
+            nf4_base_upload(&M->q4, q4, cfg, &hp);
+        }
         CUDA_CHECK(cudaMemcpy(M->grads, host_adapters, M->lora.floats * sizeof(float), cudaMemcpyHostToDevice));
     } else {
         params_to_device(M, M->grads, host_params);
@@ -406,6 +423,7 @@ static void gpu_model_free(GpuModel *M) {
     CUDA_CHECK(cudaFreeHost(M->host_block));
     free(M->host_logits); free(M->host_row); free(M->slot_tok); free(M->slot_pos);
     free(M->lora.ad);
+    nf4_base_free(&M->q4);
 }
 
 // ----------------------------------------------------------------------------
@@ -611,11 +629,18 @@ static void norm_backward(GpuModel *M, floatX *dinp, float *dw, float *db, const
     else layernorm_backward(dinp, dw, db, M->a.scratch, dout, inp, w, mean, rstd, BT, c->C, M->stream);
 }
 
+// Layer l's weight of linear tensor `param` as the products read it: the frozen floatX weights,
+// or with a 4-bit base (QLoRA) its NF4 parts dequantized into the scratch (cuda/nf4.cuh), valid
+// until the next call (its time counts as the product's)
+static const floatX *linear_weight(GpuModel *M, int param, int l) {
+    return M->q4.parts ? nf4_layer_weight(&M->q4, &M->cfg, param, l, M->stream) : lp(M, param, l);
+}
+
 // out (BT, OC) = inp (BT, IC) times layer l's weight of tensor `param` (+ bias; null: none,
 // Llama family only), plus its adapters (LoRA)
 static void linear_forward(GpuModel *M, int l, int param, floatX *out, const floatX *inp, const floatX *bias, int BT, int IC, int OC) {
     kt_mark(M->stream, K_MATMUL);
-    const floatX *w = lp(M, param, l);
+    const floatX *w = linear_weight(M, param, l);
     if (is_llama_family(&M->cfg)) matmul_forward_oi(&M->lt, out, inp, w, bias, BT, IC, OC, M->stream);
     else matmul_forward(&M->lt, out, inp, w, bias, BT, IC, OC, M->stream);
     lora_site_forward(M, l, param, out, inp, BT);
@@ -627,7 +652,7 @@ static void linear_backward(GpuModel *M, int l, int param, floatX *dinp, float *
                             int IC, int OC) {
     cudaStream_t s = M->stream;
     kt_mark(s, K_MATMUL);
-    const floatX *w = lp(M, param, l);
+    const floatX *w = linear_weight(M, param, l);  // dequantized again for dx (QLoRA)
     if (!is_llama_family(&M->cfg)) {
         matmul_backward(&M->lt, dinp, dw, dbias, M->a.scratch, dout, inp, w, nullptr, BT, IC, OC, s);
     } else {
@@ -1145,16 +1170,26 @@ static void gpu_upload_moments(GpuModel *M, const float *m, const float *v) {
 // master copy: 4Ψ + 4Ψ + 8Ψ/W.
 // With LoRA, for Ψ frozen weights and Φ adapter weights: 2Ψ + 2Φ weights, 4Φ gradients and
 // 12Φ/W state (fp32 build: 4Ψ + 4Φ + 4Φ + 8Φ/W), plus the adapters' activations.
-struct MemPlan { double params, grads, state, acts; };
+// QLoRA (q4 given): the layers' linear weights leave Ψ; they count as their NF4 state on the
+// device (codes, absmax or qabsmax with the nested absmax, each array 256-byte aligned: about
+// 0.53 bytes a weight in blocks of 64) plus one floatX scratch of the largest layer slice.
+// q4->w null: the base as --load_in_4bit would quantize cfg's (for a plan of a shape alone).
+struct MemPlan { double params, grads, state, acts, base4, scratch4; };
 
-static MemPlan memory_plan(const ModelConfig *cfg, const LoraLayout *lora, int B, int T, int recompute, int world, int zero) {
+static MemPlan memory_plan(const ModelConfig *cfg, const LoraLayout *lora, int B, int T, int recompute, int world, int zero,
+                           const Bnb4Base *q4 = nullptr) {
     ModelConfig dev = *cfg;  // the device's layout: vocabulary padded as in gpu_model_build
     dev.V = (cfg->V + VOCAB_PAD - 1) / VOCAB_PAD * VOCAB_PAD;
     size_t P = model_num_parameters(&dev), trained = lora->n ? lora->floats : P;
+    MemPlan m = {0, 0, 0, 0, 0, 0};
+    if (q4) {
+        for (int i = 0; i < NUM_PARAM_TENSORS; i++) P -= bnb4_is_linear(i) ? param_numel(&dev, i) : 0;
+        m.base4 = (double)nf4_base_device_bytes(q4->w ? q4 : NULL, cfg);
+        m.scratch4 = (double)nf4_scratch_numel(cfg) * sizeof(floatX);
+    }
     size_t S = zero_shard(trained, world, zero), N = zero && world > 1 ? S * world : trained;
     Acts sizing;
     size_t scratch, BT = (size_t)B * T;
-    MemPlan m;
     m.params = (double)(lora->n ? P + N : N) * sizeof(floatX);
     m.grads = 4.0 * N;
     m.state = (sizeof(floatX) == sizeof(float) ? 8.0 : 12.0) * S;
@@ -1166,8 +1201,11 @@ static void check_device_memory(const MemPlan *m, size_t free_bytes) {
     MemTerm terms[] = {{"parameters (" PRECISION_NAME ")", m->params, "use a smaller model (-e), or LoRA (-A) to train adapters on a frozen one"},
                        {"gradients (fp32)", m->grads, "use a smaller model (-e), or LoRA (-A)"},
                        {"master weights and AdamW state (fp32, this rank's ZeRO shard)", m->state, "use a smaller model (-e) or more ranks with -Z 1"},
-                       {"activations", m->acts, "lower -b (rows per micro-batch) or -t (row length), or raise -r (recompute in backward)"}};
-    check_memory_plan(terms, 4, (double)free_bytes - (double)BLAS_WORKSPACE, "free on the device, cudaMemGetInfo, less the cuBLAS workspace");
+                       {"activations", m->acts, "lower -b (rows per micro-batch) or -t (row length), or raise -r (recompute in backward)"},
+                       {"the 4-bit base (NF4 codes, absmax, nested state)", m->base4, "use a smaller model (-e)"},
+                       {"the dequantization scratch (one layer's weight)", m->scratch4, "use a smaller model (-e)"}};
+    check_memory_plan(terms, m->base4 > 0 ? 6 : 4,  // the 4-bit terms only with QLoRA
+                      (double)free_bytes - (double)BLAS_WORKSPACE, "free on the device, cudaMemGetInfo, less the cuBLAS workspace");
 }
 
 // The NCCL unique id from rank 0 to every rank. Built with MPI (make train_sftcu_mpi)
@@ -1200,6 +1238,7 @@ int main(int argc, char **argv) {
     preempt_install();
     TrainArgs args;
     train_args_defaults(&args);
+    args.bnb4_supported = 1;  // QLoRA: LoRA on a 4-bit base (-e a bnb-4bit directory, --load_in_4bit)
     int recompute = 0;
     Flag flags[] = {COMMON_FLAGS(&args),
                     {'r', FLAG_INT, &recompute, "recompute in backward: 0 none, 1 norms (LayerNorm, RMSNorm) and the MLP's first product with its GELU (SwiGLU), 2 whole layers (default 0)"}};
@@ -1245,13 +1284,13 @@ int main(int argc, char **argv) {
     size_t free0, total_mem;
     CUDA_CHECK(cudaMemGetInfo(&free0, &total_mem));
     attention_check_heads(cfg.NH, cfg.KVH, cfg.HS);  // before allocating: head sizes without attention kernels (e.g. 12)
-    MemPlan plan = memory_plan(&cfg, &run.lora, args.B, args.T, recompute, dist.world, dist.zero);
+    MemPlan plan = memory_plan(&cfg, &run.lora, args.B, args.T, recompute, dist.world, dist.zero, run.q4.w ? &run.q4 : nullptr);
     check_device_memory(&plan, free0);
     if (lead) warn_lost_targets(&run.train, args.T);
     if (lead) open_output_dir(args.out_dir);
     if (lead && run.write_base) save_hf_dir(run.lora_base, args.out_dir, &run.cfg, &run.p, &run.extras, HF_SAVE_F32);  // LoRA's base as trained on, for adapter_config.json to name
     GpuModel M;
-    gpu_model_build(&M, &cfg, run.params, &run.lora, run.adapter, args.B, args.T, recompute, &comm, dist.zero);
+    gpu_model_build(&M, &cfg, run.params, &run.lora, run.adapter, args.B, args.T, recompute, &comm, dist.zero, &run.q4);
     M.dropout_seed = (uint64_t)args.seed;
     M.adamw = args.adamw;
     comm.stream = M.stream;  // from now on the collectives run on the model's stream
@@ -1296,13 +1335,25 @@ int main(int argc, char **argv) {
     double *used = (double *)xcalloc((size_t)dist.world, sizeof(double));
     used[dist.rank] = (double)(free0 - free1);
     if (comm.comm) ops_allreduce_f64(&comm, used, (size_t)dist.world);
-    const char *formula = lora ? (sizeof(floatX) == sizeof(float) ? "LoRA: 4P + 4A + 4A + 8A/W" : "LoRA: 2P + 2A + 4A + 12A/W")
-                               : (sizeof(floatX) == sizeof(float) ? "4P + 4P + 8P/W" : "2P + 4P + 12P/W");
-    char adapters[64] = "";
+    const char *formula = run.q4.w ? (sizeof(floatX) == sizeof(float) ? "QLoRA: 4(P - Q) + NF4(Q) + 4S + 4A + 4A + 8A/W" : "QLoRA: 2(P - Q) + NF4(Q) + 2S + 2A + 4A + 12A/W")
+                          : lora ? (sizeof(floatX) == sizeof(float) ? "LoRA: 4P + 4A + 4A + 8A/W" : "LoRA: 2P + 2A + 4A + 12A/W")
+                                 : (sizeof(floatX) == sizeof(float) ? "4P + 4P + 8P/W" : "2P + 4P + 12P/W");
+    char adapters[128] = "", base4[200] = "";
     if (lora) snprintf(adapters, sizeof adapters, ", A = %zu adapter weights", M.num_train);
-    printf("memory| per rank: parameters %.2f MiB + gradients %.2f MiB + master weights and AdamW %.2f MiB + activations %.2f MiB "
-           "= %.2f MiB planned (%s, P = %zu%s, W = %d, ZeRO-%d)\n", plan.params / MiB, plan.grads / MiB, plan.state / MiB, plan.acts / MiB,
-           (plan.params + plan.grads + plan.state + plan.acts) / MiB, formula, M.num_params_dev, adapters, dist.world, M.zero);
+    // Q: the layers' linear weights, the 4-bit base (of them q4n in NF4; a checkpoint's 16-bit parts count in its bytes as floatX)
+    size_t q4all = 0, q4n = 0;
+    for (int i = 0; run.q4.w && i < NUM_PARAM_TENSORS; i++) q4all += bnb4_is_linear(i) ? param_numel(&cfg, i) : 0;
+    for (size_t j = 0; run.q4.w && j < (size_t)NUM_PARAM_TENSORS * run.q4.L * 3; j++) q4n += run.q4.w[j].codes ? (size_t)run.q4.w[j].n : 0;
+    if (run.q4.w) {
+        size_t k = strlen(adapters);
+        snprintf(adapters + k, sizeof adapters - k, ", Q = %zu linear weights, %zu of them in NF4", q4all, q4n);
+    }
+    if (run.q4.w)
+        snprintf(base4, sizeof base4, " + 4-bit base %.2f MiB (NF4 codes, absmax, nested state) + dequantization scratch %.2f MiB", plan.base4 / MiB,
+                 plan.scratch4 / MiB);
+    printf("memory| per rank: parameters %.2f MiB%s + gradients %.2f MiB + master weights and AdamW %.2f MiB + activations %.2f MiB "
+           "= %.2f MiB planned (%s, P = %zu%s, W = %d, ZeRO-%d)\n", plan.params / MiB, base4, plan.grads / MiB, plan.state / MiB, plan.acts / MiB,
+           (plan.params + plan.base4 + plan.scratch4 + plan.grads + plan.state + plan.acts) / MiB, formula, M.num_params_dev, adapters, dist.world, M.zero);
     for (int r = 0; r < dist.world; r++) printf("memory| rank %d: in use after setup %.2f MiB\n", r, used[r] / MiB);
     free(used);
     fflush(stdout);
@@ -1361,6 +1412,7 @@ int main(int argc, char **argv) {
         if (lead) save_checkpoint_files(args.out_dir, &cfg, &run.p, lora ? &ck_lora : NULL, &run.extras, &state, host_m, host_v, P, save_dtype);
     }
     log_checkpoint(&log, state.step, 1);
+    if (lora && args.lora.merged && lead && run.q4.w) bnb4_base_dequantize(&run.q4, &run.cfg, &run.p);  // the dense base to merge into (QLoRA)
     if (lora && args.lora.merged && lead) save_merged(args.out_dir, &run.cfg, run.params, &run.lora, run.adapter, &run.extras, save_dtype);
     run_log_close(&log, state.step);
     dist_finish(&dist);  // NCCL's communicator, then MPI where it carried the id

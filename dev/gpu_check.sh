@@ -30,6 +30,8 @@
 #      peak memory, kernel time per class (SFT_KERNEL_TIMES)
 #   -> LoRA on Llama-3.1-8B's shape (R=16 on every module, T=2048, -r 2, B=LORA_B, default 4):
 #      the frozen bf16 base, tokens/s, MFU (4N per token: no weight gradients), peak memory
+#   -> QLoRA on Llama-3.2-1B's shape (R=16 on every module, --load_in_4bit 1 on a written base):
+#      its step time against bf16 LoRA on the same base, its peak memory against its plan
 #   -> transformers loads our exports (GPT-2, Llama, Qwen2; dev/check_hf_export.py)
 #   -> peft loads our LoRA adapters as W + s B A (dev/check_peft.py on dev/ref_lora.py's references)
 #   -> the rest while the budget lasts: the dev/cuda checks (bf16, then fp32),
@@ -303,12 +305,13 @@ flops_per_token() {
 # bench NAME DESCRIPTOR V B RECOMPUTE LIMIT [T [FLAGS...]]: a run without checkpoints (-n -1),
 # at T (default $T) with the trainer's FLAGS (LoRA's -A: MFU of 4N per token); its row in
 # bench.tsv, its kernel times in kernels.tsv; its run folder removed once parsed
+# BENCH_DATA: the data file's name when not the run's; BENCH_SHAPE: the descriptor when -e is a directory
 bench_run() {
-    local name=$1 desc=$2 V=$3 b=$4 r=$5 lim=$6 t=${7:-$T} data kind=""
+    local name=$1 desc=$2 V=$3 b=$4 r=$5 lim=$6 t=${7:-$T} data kind="" shape=${BENCH_SHAPE:-$2}
     local extra=("${@:8}")
     [[ " ${extra[*]} " == *" -A "* ]] && kind=lora
     ready "$name" "$TRAINER" || return 1
-    if ! data=$(data_file "${name%_r[0-9]}"); then skip "$name" "no data file (see its data_ row)"; return 1; fi
+    if ! data=$(data_file "${BENCH_DATA:-${name%_r[0-9]}}"); then skip "$name" "no data file (see its data_ row)"; return 1; fi
     SFT_KERNEL_TIMES=$KT_STEP check "$name" "$lim" "$TRAINER" -i "$data" -e "$desc" -b "$b" -t "$t" -x $STEPS -r "$r" -S 0 -n -1 -L 1 -o "$R/$name" "${extra[@]}"
     local rc=$? log=$L/$name.log
     rm -rf "${R:?}/$name"
@@ -318,8 +321,8 @@ bench_run() {
     mem=$(sed -n 's/^memory| peak in use \([0-9.]*\) MiB.*/\1/p' "$log")
     if [ -z "$ms" ] || [ -z "$mem" ]; then fail "${name}_result" "no ms/step or peak memory in logs/$name.log"; return 1; fi
     tps=$(awk -v b="$b" -v t="$t" -v ms="$ms" 'BEGIN {printf "%.0f", b * t * 1000 / ms}')
-    mfu=$(awk -v x="$tps" -v f="$(flops_per_token "$desc" "$V" "$t" $kind)" -v p=$PEAK 'BEGIN {printf "%.1f", 100 * x * f / p}')
-    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "$desc" "$b" "$t" "$r" "$ms" "$tps" "$mfu" "$mem" >> "$bench"
+    mfu=$(awk -v x="$tps" -v f="$(flops_per_token "$shape" "$V" "$t" $kind)" -v p=$PEAK 'BEGIN {printf "%.1f", 100 * x * f / p}')
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "$shape" "$b" "$t" "$r" "$ms" "$tps" "$mfu" "$mem" >> "$bench"
     grep -m1 '^kernels|' "$log" | tr '|' '\n' | sed -n 's/^ *\([a-z]*\) \([0-9.]*\) ms (\([0-9.]*\)%).*/\1 \2 \3/p' |
         while read -r cls kms pct; do printf '%s\t%s\t%s\t%s\n' "$name" "$cls" "$kms" "$pct" >> "$kernels"; done
     return 0
@@ -330,6 +333,25 @@ while read -r name desc V b; do bench_run "$name" "$desc" "$V" "$b" 0 180; done 
 # random initialization on the host takes a while (8B weights), hence the limit
 read -r name desc V b <<< "$LORA"
 bench_run "$name" "$desc" "$V" "$b" 2 240 $LORA_T -A 16 -B 32
+# QLoRA (issue 30) on Llama-3.2-1B's shape, R=16 (alpha 32) on every module: the random base
+# as a directory (LoRA on the descriptor writes it to <out>/base; -n -1: nothing else), then
+# bf16 LoRA and --load_in_4bit 1 on it: QLoRA's step time against LoRA's, and its peak memory
+# against its plan (the memory| line's; cuBLAS's workspace and allocations outside the plan
+# may add up to 1 GiB before it is a FAIL)
+read -r name desc V b <<< "$(echo "$SHAPES" | sed -n 2p)"
+qsrc=$R/qlora_src
+if ready "${name}_qlora_base" "$TRAINER" && data=$(data_file "$name") &&
+    check "${name}_qlora_base" 120 "$TRAINER" -i "$data" -e "$desc" -A 1 -b 1 -t $T -x 1 -S 0 -n -1 -o "$qsrc"; then
+    BENCH_DATA=$name BENCH_SHAPE=$desc bench_run "${name}_lora" "$qsrc/base" "$V" "$b" 0 180 $T -A 16 -B 32 &&
+        BENCH_DATA=$name BENCH_SHAPE=$desc bench_run "${name}_qlora" "$qsrc/base" "$V" "$b" 0 180 $T -A 16 -B 32 --load_in_4bit 1 &&
+        { ql=$L/${name}_qlora.log
+          lms=$(median_ms "$L/${name}_lora.log") qms=$(median_ms "$ql")
+          plan=$(sed -n 's/^memory| per rank: .*= \([0-9.]*\) MiB planned.*/\1/p' "$ql") peak=$(sed -n 's/^memory| peak in use \([0-9.]*\) MiB.*/\1/p' "$ql")
+          detail="QLoRA $qms ms/step against bf16 LoRA $lms ms/step ($(awk -v a="$qms" -v b="$lms" 'BEGIN {printf "%.2fx", a / b}')); peak $peak MiB against the plan's $plan MiB"
+          if [ -n "$plan" ] && [ -n "$peak" ] && awk -v p="$peak" -v q="$plan" 'BEGIN {exit !(p <= q + 1024)}'; then okrow "${name}_qlora_vs_lora" "$detail"
+          else fail "${name}_qlora_vs_lora" "$detail (peak over the plan by more than 1 GiB, or missing)"; fi; }
+fi
+rm -rf "${qsrc:?}"
 if [ -s "$L/gpt2_124M.log" ]; then  # random init: the first loss is about ln V
     l1=$(sed -n 's/^step 1\/[0-9]* | loss \([0-9.]*\).*/\1/p' "$L/gpt2_124M.log")
     V1=$(echo "$SHAPES" | awk 'NR == 1 {print $3}')

@@ -500,10 +500,10 @@ static void model_load_hf_opened(SafeTensors *st, const ModelConfig *cfg, float 
 }
 
 // A quantized checkpoint's linear weights are not floats. model/hf_bnb4.h reads
-// bitsandbytes' 4-bit files and the CPU trainer trains LoRA on them
-// (model_load_hf_or_bnb4); whatever loads through model_load_hf (chat, the GPU trainer,
-// full fine-tuning's checkpoints) does not: say so by name rather than fail later on a
-// tensor's dtype.
+// bitsandbytes' 4-bit files and both trainers train LoRA on them
+// (model_load_hf_or_bnb4, where the trainer sets TrainArgs.bnb4_supported); whatever loads
+// through model_load_hf (chat, full fine-tuning's checkpoints) does not: say so by name
+// rather than fail later on a tensor's dtype.
 static void hf_refuse_quantized(const char *dir) {
     char path[4096];
     snprintf(path, sizeof path, "%s/config.json", dir);

@@ -61,21 +61,12 @@ static int hf_bnb4_quantized(const HfWeights *w, const char *name) {
     return 0;
 }
 
-// Loads directory dir (config.json with a bitsandbytes quantization_config): the
-// parameters of the model into *mem and p (a quantized part's slots zero), the quantized
-// parts into q.
-static void model_load_hf_bnb4(const char *dir, ModelConfig *cfg, float **mem, ParamTensors *p, Bnb4Base *q) {
-    char path[1200];
-    snprintf(path, sizeof path, "%s/config.json", dir);
-    size_t len;
-    char *text = read_whole_file(path, &len);
-    int quantized = hf_bnb4_config(path, text, len);
-    free(text);
-    if (!quantized) fatal("%s: has no quantization_config; not a bitsandbytes 4-bit checkpoint", path);
-    model_read_hf_config(dir, cfg);
-    if (!is_llama_family(cfg)) fatal("%s: 4-bit GPT-2 checkpoints (Conv1D weights) are not read; the Llama family's are", path);
-    HfWeights w;
-    hf_weights_open(dir, &w);
+// The opened weights w of a 4-bit checkpoint of cfg (the Llama family): the parameters
+// into *mem and p (a quantized part's slots zero), the quantized parts into q; w is
+// closed. (dev/fuzz/fuzz_hf_bnb4.c feeds it files from memory.)
+static void model_load_bnb4_weights(HfWeights *wp, const ModelConfig *cfg, float **mem, ParamTensors *p, Bnb4Base *q) {
+    HfWeights w = *wp;
+    memset(wp, 0, sizeof *wp);
     q->L = cfg->L;
     q->w = (Bnb4Weight *)xcalloc((size_t)NUM_PARAM_TENSORS * cfg->L * 3, sizeof(Bnb4Weight));
     for (int pass = 0; pass < 2; pass++) {  // 0: find, check and read the quantized parts; 1: the rest
@@ -116,6 +107,24 @@ static void model_load_hf_bnb4(const char *dir, ModelConfig *cfg, float **mem, P
     if (cfg->tied && hf_bnb4_quantized(&w, "lm_head.weight"))
         fatal("%s: lm_head.weight is quantized; bitsandbytes keeps the output head in its dtype", hf_weights_path(&w));
     hf_weights_close(&w);
+}
+
+// Loads directory dir (config.json with a bitsandbytes quantization_config): the
+// parameters of the model into *mem and p (a quantized part's slots zero), the quantized
+// parts into q.
+static void model_load_hf_bnb4(const char *dir, ModelConfig *cfg, float **mem, ParamTensors *p, Bnb4Base *q) {
+    char path[1200];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    size_t len;
+    char *text = read_whole_file(path, &len);
+    int quantized = hf_bnb4_config(path, text, len);
+    free(text);
+    if (!quantized) fatal("%s: has no quantization_config; not a bitsandbytes 4-bit checkpoint", path);
+    model_read_hf_config(dir, cfg);
+    if (!is_llama_family(cfg)) fatal("%s: 4-bit GPT-2 checkpoints (Conv1D weights) are not read; the Llama family's are", path);
+    HfWeights w;
+    hf_weights_open(dir, &w);
+    model_load_bnb4_weights(&w, cfg, mem, p, q);
 }
 
 // Writes every quantized part, dequantized to fp32, into its slots of p.

@@ -66,7 +66,7 @@ typedef struct {
     const char *save_dtype;   // --save_dtype: the exported weights' dtype, a name hf_save_dtype_from_name knows
     LoraArgs lora;            // -A -B -p -Q -T -M -F: LoRA (model/lora.h); rank 0 = full fine-tuning
     int load_in_4bit;         // --load_in_4bit: quantize the base's linear weights to NF4 at load (QLoRA)
-    int bnb4_supported;       // set by a trainer that trains LoRA on a 4-bit base (the CPU one), not a flag
+    int bnb4_supported;       // set by a trainer that trains LoRA on a 4-bit base (both do), not a flag
     int max_zero;             // the highest ZeRO stage the trainer has (-Z): 1, or the CPU trainer's 2; not a flag
 } TrainArgs;
 
@@ -646,7 +646,7 @@ typedef struct {
     char lora_base[4096];
     int write_base;
     StateLora lora_state;     // what state.bin records of them (run_state_lora)
-    // QLoRA (CPU trainer): the base's linear weights in NF4 (q4.w NULL when the base is
+    // QLoRA: the base's linear weights in NF4 (q4.w NULL when the base is
     // dense); their slots in params are zero
     Bnb4Base q4;
 } RunSetup;

@@ -80,6 +80,10 @@ def bnb4(nested, blocksize=64):
     return safetensors(t)
 put("safetensors", "bnb4_double_quant", bnb4(True))
 put("safetensors", "bnb4_plain", bnb4(False))
+# ---- hf_bnb4: config.json, NUL, model.safetensors of dev/ref/tiny_llama_bnb4 (dev/ref_nf4.py's 4-bit tiny_llama)
+ref4 = os.path.join(here, "..", "ref", "tiny_llama_bnb4")
+with open(os.path.join(ref4, "config.json"), "rb") as fc, open(os.path.join(ref4, "model.safetensors"), "rb") as fw:
+    put("hf_bnb4", "tiny_llama_bnb4", fc.read() + b"\0" + fw.read())
 
 # ---- config: Hugging Face GPT-2 config.json
 gpt2 = {"activation_function": "gelu_new", "architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", "n_ctx": 1024,
