@@ -33,9 +33,8 @@ trainer's shapes. On base/ only.
 // product is one parallel region with no barrier inside. For each block of KC rows of
 // B a thread packs its tile's KC x nc slice into NR-column panels (contiguous vector
 // loads in the micro-kernel; a panel, KC x NR floats, stays in L1 while A streams
-// past it), then runs a register-blocked micro-kernel over MR x NR tiles of C. Where
-// A's rows are contiguous (x, dout, dlogits) the micro-kernel reads MR rows of A in
-// place; otherwise (x^T, dout^T) the thread packs a block of MC rows into MR-row panels.
+// past it), packs a block of up to MC rows of A into MR-row panels, and runs a
+// register-blocked micro-kernel over MR x NR tiles of C.
 #if defined(__AVX512F__)
 #include <immintrin.h>
 #define GEMM_VEC 16
@@ -117,28 +116,31 @@ static void gemm_pack_b(float *dst, const float *B, long b_rs, long b_cs, int pc
     }
 }
 
-// Packs A[i0:i0+mc, pc:pc+kc] as MR-row panels, panel[p*MR + r], rows past mc zero: for
-// an A whose rows are not contiguous. Where its columns are (x^T, dout^T), each panel's
-// MR values at one k are one contiguous run; read in place instead, those runs sit a
-// page or more apart, out of reach of the hardware prefetchers.
+// Packs A[i0:i0+mc, pc:pc+kc] as MR-row panels, panel[p*MR + r], rows past mc zero. Read
+// in place instead, A's MR rows would often share cache sets (row lengths that are
+// multiples of 1024 floats are common: every row at the same offset in its page), and
+// its columns (x^T, dout^T) sit a page or more apart, out of the prefetchers' reach.
 static void gemm_pack_a(float *dst, const float *A, long a_rs, long a_cs, int i0, int mc, int pc, int kc) {
     for (int ir = 0; ir < mc; ir += GEMM_MR, dst += GEMM_MR * kc) {
-        int mr = mc - ir < GEMM_MR ? mc - ir : GEMM_MR;
+        int mr = mc - ir < GEMM_MR ? mc - ir : GEMM_MR, p0 = 0;
         const float *src = A + (long)(i0 + ir) * a_rs + (long)pc * a_cs;
-        if (a_rs == 1 && mr == GEMM_MR)
+        if (a_rs == 1 && mr == GEMM_MR) {  // columns contiguous: a run of MR at each k
             for (int p = 0; p < kc; p++) memcpy(dst + p * GEMM_MR, src + (long)p * a_cs, GEMM_MR * sizeof(float));
-        else
-            for (int p = 0; p < kc; p++)
-                for (int r = 0; r < GEMM_MR; r++) dst[p * GEMM_MR + r] = r < mr ? src[(long)r * a_rs + (long)p * a_cs] : 0.0f;
+            continue;
+        }
+#if defined(__AVX__) && GEMM_MR == 8
+        if (a_cs == 1 && mr == GEMM_MR)  // rows contiguous: 8x8 transposes
+            for (; p0 + 8 <= kc; p0 += 8) gemm_transpose8(dst + p0 * GEMM_MR, GEMM_MR, src + p0, a_rs);
+#endif
+        for (int p = p0; p < kc; p++)
+            for (int r = 0; r < GEMM_MR; r++) dst[p * GEMM_MR + r] = r < mr ? src[(long)r * a_rs + (long)p * a_cs] : 0.0f;
     }
 }
 
 // The micro-kernel: C tile (mr x nr, mr <= MR, nr <= NR) = (from_c ? C : 0) + A panel * B
-// panel over kc, each element a chain of FMAs. The A panel is MR rows read either as
-// rows in place (a_rows: row r at a[r * lda + p]; rows past mr repeat the last, their
-// results unused) or as a packed panel (a[r + p * MR]). b: the packed B panel, b[p * NR + j].
-static inline __attribute__((always_inline)) void gemm_micro(int kc, const float *a, long lda, int a_rows, const float *restrict b, float *C,
-                                                            long ldc, int mr, int nr, int from_c) {
+// panel over kc, each element a chain of FMAs. a: the packed A panel, a[p * MR + r];
+// b: the packed B panel, b[p * NR + j].
+static void gemm_micro(int kc, const float *restrict a, const float *restrict b, float *C, long ldc, int mr, int nr, int from_c) {
     // acc is indexed only by constants (loops to MR and NV that unroll), so that it
     // stays in registers; a short tile goes through a full-size copy in memory
     int full = mr == GEMM_MR && nr == GEMM_NR;
@@ -155,25 +157,12 @@ static inline __attribute__((always_inline)) void gemm_micro(int kc, const float
             else if (from_c) memcpy(&c, C + (long)r * ldc + v * GEMM_VEC, sizeof c);
             acc[r][v] = c;
         }
-    if (a_rows) {
-        const float *row[GEMM_MR];
-        UNROLLED for (int r = 0; r < GEMM_MR; r++) row[r] = a + (long)(r < mr ? r : mr - 1) * lda;  // rows past mr repeat the last; unused
-        for (int p = 0; p < kc; p++) {
-            vfloat bv[GEMM_NV];
-            UNROLLED for (int v = 0; v < GEMM_NV; v++) memcpy(&bv[v], b + p * GEMM_NR + v * GEMM_VEC, sizeof(vfloat));
-            UNROLLED for (int r = 0; r < GEMM_MR; r++) {
-                vfloat ar = vsplat(row[r][p]);
-                UNROLLED for (int v = 0; v < GEMM_NV; v++) acc[r][v] = vfma(ar, bv[v], acc[r][v]);
-            }
-        }
-    } else {
-        for (int p = 0; p < kc; p++, a += lda) {
-            vfloat bv[GEMM_NV];
-            UNROLLED for (int v = 0; v < GEMM_NV; v++) memcpy(&bv[v], b + p * GEMM_NR + v * GEMM_VEC, sizeof(vfloat));
-            UNROLLED for (int r = 0; r < GEMM_MR; r++) {
-                vfloat ar = vsplat(a[r]);
-                UNROLLED for (int v = 0; v < GEMM_NV; v++) acc[r][v] = vfma(ar, bv[v], acc[r][v]);
-            }
+    for (int p = 0; p < kc; p++, a += GEMM_MR, b += GEMM_NR) {
+        vfloat bv[GEMM_NV];
+        UNROLLED for (int v = 0; v < GEMM_NV; v++) memcpy(&bv[v], b + v * GEMM_VEC, sizeof(vfloat));
+        UNROLLED for (int r = 0; r < GEMM_MR; r++) {
+            vfloat ar = vsplat(a[r]);
+            UNROLLED for (int v = 0; v < GEMM_NV; v++) acc[r][v] = vfma(ar, bv[v], acc[r][v]);
         }
     }
     UNROLLED for (int r = 0; r < GEMM_MR; r++)
@@ -182,13 +171,6 @@ static inline __attribute__((always_inline)) void gemm_micro(int kc, const float
             memcpy(full ? C + (long)r * ldc + v * GEMM_VEC : edge + r * GEMM_NR + v * GEMM_VEC, &c, sizeof c);
         }
     if (!full) for (int r = 0; r < mr; r++) memcpy(C + (long)r * ldc, edge + r * GEMM_NR, (size_t)nr * sizeof(float));
-}
-// the two ways of reading A, each compiled with its own addressing
-static void gemm_micro_rows(int kc, const float *a, long lda, const float *b, float *C, long ldc, int mr, int nr, int from_c) {
-    gemm_micro(kc, a, lda, 1, b, C, ldc, mr, nr, from_c);
-}
-static void gemm_micro_packed(int kc, const float *a, const float *b, float *C, long ldc, int mr, int nr, int from_c) {
-    gemm_micro(kc, a, GEMM_MR, 0, b, C, ldc, mr, nr, from_c);
 }
 
 // Per-thread buffers, allocated once (allocating per call would map fresh pages on
@@ -207,21 +189,19 @@ static void gemm_tile(const float *A, long a_rs, long a_cs, const float *B, long
         if (!gemm_b_buf) fatal("out of memory in gemm");
     }
     if (!gemm_a_buf && !(gemm_a_buf = (float *)aligned_alloc(64, sizeof(float) * GEMM_KC * GEMM_MC))) fatal("out of memory in gemm");
-    int a_rows = a_cs == 1;  // rows of A contiguous: read in place; otherwise packed
     for (int pc = 0; pc < K; pc += GEMM_KC) {
         int kc = K - pc < GEMM_KC ? K - pc : GEMM_KC, from_c = accumulate || pc > 0;
         gemm_pack_b(gemm_b_buf, B, b_rs, b_cs, pc, kc, jc, nc);
         for (int ic = i0; ic < i0 + m; ic += GEMM_MC) {
             int mc = i0 + m - ic < GEMM_MC ? i0 + m - ic : GEMM_MC;
-            if (!a_rows) gemm_pack_a(gemm_a_buf, A, a_rs, a_cs, ic, mc, pc, kc);
+            gemm_pack_a(gemm_a_buf, A, a_rs, a_cs, ic, mc, pc, kc);
             for (int jr = 0; jr < nc; jr += GEMM_NR) {
                 int nr = nc - jr < GEMM_NR ? nc - jr : GEMM_NR;
                 const float *bp = gemm_b_buf + (long)jr * kc;
                 for (int ir = ic; ir < ic + mc; ir += GEMM_MR) {
                     int mr = ic + mc - ir < GEMM_MR ? ic + mc - ir : GEMM_MR;
                     float *c = C + (long)ir * ldc + jc + jr;
-                    if (a_rows) gemm_micro_rows(kc, A + (long)ir * a_rs + pc, a_rs, bp, c, ldc, mr, nr, from_c);
-                    else gemm_micro_packed(kc, gemm_a_buf + (long)(ir - ic) * kc, bp, c, ldc, mr, nr, from_c);
+                    gemm_micro(kc, gemm_a_buf + (long)(ir - ic) * kc, bp, c, ldc, mr, nr, from_c);
                 }
             }
         }
