@@ -177,6 +177,24 @@ static void test_gemm_bitwise(void) {
 #endif
 }
 
+// ---- dot_lanes against a double-precision dot product --------------------------
+// Lengths around the 16 lanes (a tail in lanes 0..n%16-1) and head sizes (64, 80, 128).
+static void test_dot_lanes(void) {
+    int lengths[] = {1, 7, 15, 16, 17, 33, 64, 80, 128, 1000};
+    double worst = 0.0;
+    Rng r;
+    rng_seed(&r, 21);
+    float x[1000], y[1000];
+    for (int i = 0; i < 1000; i++) x[i] = rng_normal(&r), y[i] = rng_normal(&r);
+    for (int k = 0; k < 10; k++) {
+        int n = lengths[k];
+        double want = 0.0, scale = 0.0;
+        for (int i = 0; i < n; i++) want += (double)x[i] * y[i], scale += fabs((double)x[i] * y[i]);
+        worst = fmax(worst, fabs(dot_lanes(x, y, n) - want) / scale);
+    }
+    check("dot_lanes_matches_double", worst < 1e-6, "worst error %.3g relative to sum |x_i y_i|", worst);
+}
+
 // ---- exp_vec against double-precision exp ------------------------------------
 static void test_exp_vec(void) {
     double worst = 0.0;
@@ -1453,6 +1471,7 @@ int main(void) {
     st_open(&expect, REF_EXPECT);
     test_gemm();
     test_gemm_bitwise();
+    test_dot_lanes();
     test_exp_vec();
     test_rope_rules();
     test_window_attention();

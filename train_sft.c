@@ -237,9 +237,7 @@ static void attention_forward(float *out, float *att, const float *qkv, const in
                 float mx = -INFINITY;
                 for (int s = s0; s <= t; s++) {
                     const float *k = qkv + ((size_t)b * T + s) * QKV + A + kh * HS;
-                    float d = 0.0f;
-                    for (int i = 0; i < HS; i++) d += q[i] * k[i];
-                    d *= scale;
+                    float d = dot_lanes(q, k, HS) * scale;
                     a[s] = d;
                     if (d > mx) mx = d;
                 }
@@ -283,8 +281,8 @@ static void attention_backward(float *dqkv, const float *dout, const float *qkv,
                         for (int s = s0; s <= t; s++) {
                             const float *v = qkv + ((size_t)b * T + s) * QKV + A + (KVH + kh) * HS;
                             float *dv = dqkv + ((size_t)b * T + s) * QKV + A + (KVH + kh) * HS;
-                            float gs = 0.0f;
-                            for (int i = 0; i < HS; i++) { gs += dy[i] * v[i]; dv[i] += a[s] * dy[i]; }
+                            float gs = dot_lanes(dy, v, HS);
+                            for (int i = 0; i < HS; i++) dv[i] += a[s] * dy[i];
                             g[s] = gs;
                             dot += a[s] * gs;
                         }
