@@ -63,7 +63,7 @@ train_sft_mpi: train_sft.c $(COMMON_H)
 dev/dist_tool: dev/dist_tool.c $(COMMON_H)
 	$(CC) $(CFLAGS) -o $@ dev/dist_tool.c $(LDLIBS)
 
-test_sft: test_sft.c tests/train/sft_inputs.h tests/train/sft_metrics.h train_sft.c tests/test_util.h $(COMMON_H)
+test_sft: test_sft.c tests/train/sft_inputs.h tests/train/sft_kernels.h tests/train/sft_metrics.h train_sft.c tests/test_util.h $(COMMON_H)
 	$(CC) $(CFLAGS) -o $@ test_sft.c $(LDLIBS)
 
 # LoRA (model/lora.h) in the CPU trainer against dev/ref_lora.py's references
