@@ -28,10 +28,11 @@ trainer's shapes. On base/ only.
 // contract a*b+c (the Makefile builds with -ffp-contract=off, so the rest of the
 // trainer rounds every product too, the same on every machine).
 //
-// The schedule: the columns of C are cut into tiles that the threads take one at a
-// time (dynamic: a thread slowed by the machine's other work takes fewer), so one
-// product is one parallel region with no barrier inside. For each block of KC rows of
-// B a thread packs its tile's KC x nc slice into NR-column panels (contiguous vector
+// The schedule: C is cut into tiles (of columns, or of rows for a tall product: gemm()
+// says which) that the threads take one at a time (dynamic: a thread slowed by the
+// machine's other work takes fewer), so one product is one parallel region with no
+// barrier inside. For each block of KC rows of B a thread packs its tile's KC x nc
+// slice into NR-column panels (contiguous vector
 // loads in the micro-kernel; a panel, KC x NR floats, stays in L1 while A streams
 // past it), packs a block of up to MC rows of A into MR-row panels, and runs a
 // register-blocked micro-kernel over MR x NR tiles of C.
