@@ -56,7 +56,9 @@ static float *load_lora_checkpoint(const char *dir, LoraLayout *lay, TrainState 
     ModelConfig c;
     float *base, *x;
     ParamTensors p;
-    lora_load_adapter_dir(dir, NULL, &pc, &c, &base, &p, lay, &x, NULL);
+    Bnb4Base q4;  // a QLoRA checkpoint's 4-bit base: loaded as the trainer loads it, then dropped
+    lora_load_adapter_dir(dir, NULL, &pc, &c, &base, &p, lay, &x, &q4);
+    bnb4_base_free(&q4);
     char path[4200];
     snprintf(path, sizeof path, "%s/state.bin", dir);
     size_t len;

@@ -20,6 +20,9 @@
 #   the odd count on 3 ranks, LoRA on 2; its memory line holds the shard and one layer's
 #   scratch (with the embeddings and the head), not the whole gradient; its checkpoints resume bit-identically at the same W and
 #   stage, and across W and stage (ZeRO-2 on 2 ranks -> one process; ZeRO-1 -> ZeRO-2);
+# - QLoRA (dev/ref/tiny_llama_bnb4 with -A, dropout on) on 2 ranks with ZeRO-1 and ZeRO-2, and a
+#   base quantized at load (--load_in_4bit 1) on 2 ranks, equal one process within the LoRA
+#   tolerances; ranks whose 4-bit bases differ in one byte of codes are refused on every rank;
 # - a step whose micro-batches have no target on any rank is skipped everywhere;
 # - resuming a 2-rank run with 2 ranks is bit-identical to the uninterrupted run;
 #   resuming it with 1 rank, and a 1-process run with 2 ranks, continues within 1e-5;
@@ -108,10 +111,11 @@ if [ -n "$(close_series "$tmp/nan.s" "$tmp/nan.s" 1e-6)" ] && [ -n "$(close_seri
    [ -n "$(close_series "$tmp/nan.s" "$tmp/num.s" 1e-6)" ] && [ -z "$(close_series "$tmp/num.s" "$tmp/num.s" 1e-6)" ]; then ok dist_compare_rejects_nan
 else fail dist_compare_rejects_nan "close_series took a NaN for a match"; fi
 # ok when the final checkpoints of two runs agree within 1e-5 with the same counters
+# (a diff that fails, or prints no line, is a mismatch)
 close_models() {
     local r
-    r=$(./dev/dist_tool diff "$1" "$2")
-    echo "$r" | awk '{ exit !($2 <= 1e-5 && $4 <= 1e-5 && $6 == "same") }' || echo "$r"
+    r=$(./dev/dist_tool diff "$1" "$2" 2>&1) || { echo "dist_tool diff $1 $2 failed: $r"; return; }
+    echo "$r" | awk 'NR == 1 { good = $2 <= 1e-5 && $4 <= 1e-5 && $6 == "same" } END { exit !(NR == 1 && good) }' || echo "${r:-dist_tool diff printed nothing}"
 }
 final=$(printf 'step_%08d' 8)
 
@@ -299,6 +303,58 @@ if [ -f "$tmp/lo1.s" ] && run2 $loflags -Z 2 -o "$tmp/loz2"; then
     grep -q "(ZeRO-2: the shard of 816 and the layer-by-layer scratch of 1632)" "$tmp/last.log" || why="memory line: $(grep -m1 '^memory' "$tmp/last.log") $why"
     [ -z "$why" ] && ok $name || fail $name "$why"
 fi
+
+# ---- QLoRA: LoRA on a 4-bit NF4 base (docs/lora.md): every rank holds the same 4-bit base and
+# dequantizes each layer's weight into its own scratch, forward and backward; only the adapters
+# are reduced and sharded, as for LoRA ----
+# dev/ref/tiny_llama_bnb4 (tiny_llama's 14 linear weights in bitsandbytes' layout, vocabulary
+# 61: dev/ref's data) with -A 2 on every linear layer (1856 adapter floats, 928 per rank),
+# dropout, clipping, 2 micro-batches per rank, validation over the whole file: 2 ranks with
+# ZeRO-1 and with ZeRO-2 equal one process within the LoRA checks' tolerances (losses and
+# gradient norms 1e-6 relative, final adapters and moments 1e-5); so does tiny_llama quantized
+# at load (--load_in_4bit 1, adapters on q_proj, up_proj, down_proj); ranks whose 4-bit bases
+# differ in one byte of codes (the fp32 rest the same) are refused on every rank.
+qflags="-i dev/ref/tiny_train.bin -e dev/ref/tiny_llama_bnb4 -b 1 -t 16 -d 64 -x 4 -S 1 -l 1e-2 -c 0.5 -A 2 -p 0.1 -j dev/ref/tiny_val.bin -v 2 -m -1"
+qfinal=$(printf 'step_%08d' 4)
+name=dist_qlora_zero1_equals_one_process
+if run1 $qflags -o "$tmp/q1" && run2 $qflags -o "$tmp/q2"; then
+    series "$tmp/q1/metrics.jsonl" > "$tmp/q1.s"; series "$tmp/q2/metrics.jsonl" > "$tmp/q2.s"
+    why="$(close_series "$tmp/q1.s" "$tmp/q2.s" 1e-6)$(close_models "$tmp/q2/$qfinal" "$tmp/q1/$qfinal")"
+    grep -q "4-bit base: 15360 weights in NF4.*(moments of 928 of 1856 adapter parameters; the base is frozen)" "$tmp/last.log" || why="memory line: $(grep -m1 '^memory' "$tmp/last.log") $why"
+    grep -q val_loss "$tmp/q1.s" || why="no validation record $why"
+    [ -z "$why" ] && ok $name || fail $name "$why"
+fi
+name=dist_qlora_zero2_equals_one_process
+if [ -f "$tmp/q1.s" ] && run2 $qflags -Z 2 -o "$tmp/qz2"; then
+    series "$tmp/qz2/metrics.jsonl" > "$tmp/qz2.s"
+    why="$(close_series "$tmp/q1.s" "$tmp/qz2.s" 1e-6)$(close_models "$tmp/qz2/$qfinal" "$tmp/q1/$qfinal")"
+    grep -q "(ZeRO-2: the shard of 928 and the layer-by-layer scratch of 1856)" "$tmp/last.log" || why="memory line: $(grep -m1 '^memory' "$tmp/last.log") $why"
+    [ -z "$why" ] && ok $name || fail $name "$why"
+fi
+name=dist_qlora_load_in_4bit_equals_one_process
+qlflags="${qflags/tiny_llama_bnb4/tiny_llama --load_in_4bit 1} -T q_proj,up_proj,down_proj"
+if run1 $qlflags -o "$tmp/ql1" && run2 $qlflags -o "$tmp/ql2"; then
+    series "$tmp/ql1/metrics.jsonl" > "$tmp/ql1.s"; series "$tmp/ql2/metrics.jsonl" > "$tmp/ql2.s"
+    why="$(close_series "$tmp/ql1.s" "$tmp/ql2.s" 1e-6)$(close_models "$tmp/ql2/$qfinal" "$tmp/ql1/$qfinal")"
+    grep -q "4-bit base: 15360 weights in NF4" "$tmp/last.log" || why="not quantized at load: $(grep -m1 '^memory' "$tmp/last.log") $why"
+    [ -z "$why" ] && ok $name || fail $name "$why"
+fi
+name=dist_qlora_different_4bit_bases_refused
+mkdir -p "$tmp/other_bnb4" && cp dev/ref/tiny_llama_bnb4/config.json "$tmp/other_bnb4/"
+# the copy: two codes of the first byte of layer 1's up_proj changed (xor 0x11)
+python3 - dev/ref/tiny_llama_bnb4/model.safetensors "$tmp/other_bnb4/model.safetensors" <<'PY'
+import json, struct, sys
+b = bytearray(open(sys.argv[1], "rb").read())
+n = struct.unpack("<Q", b[:8])[0]
+t = json.loads(b[8:8 + n])["model.layers.1.mlp.up_proj.weight"]
+assert t["dtype"] == "U8"
+b[8 + n + t["data_offsets"][0]] ^= 0x11
+open(sys.argv[2], "wb").write(b)
+PY
+$launch -np 1 ./train_sft_mpi $qflags -o "$tmp/qbad" : -np 1 ./train_sft_mpi ${qflags/dev\/ref\/tiny_llama_bnb4/$tmp/other_bnb4} -o "$tmp/qbad" \
+    > "$tmp/qbad.log" 2>&1; rc=$?
+n=$(grep -c "the ranks disagree on" "$tmp/qbad.log")
+[ $rc -ne 0 ] && [ "$n" -eq 2 ] && [ ! -e "$tmp/qbad" ] && ok $name || fail $name "exit $rc, $n of 2 ranks said so, $tmp/qbad $([ -e "$tmp/qbad" ] && echo written || echo absent): $(head -c 300 "$tmp/qbad.log")"
 
 # checkpoints do not depend on the stage: a ZeRO-2 run resumed at the same W and stage is
 # bit-identical to the uninterrupted one; resumed by one process (W 2 -> 1, ZeRO-2 -> 0) and a
