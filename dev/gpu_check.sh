@@ -33,6 +33,9 @@
 #   -> QLoRA on Llama-3.2-1B's shape (R=16 on every module, --load_in_4bit 1 on a written base):
 #      its step time against bf16 LoRA on the same base, its peak memory against its plan
 #   -> transformers loads our exports (GPT-2, Llama, Qwen2; dev/check_hf_export.py)
+#   -> QLoRA against bitsandbytes and peft, where the device's Python has them: our NF4
+#      quantization against quantize_4bit on the GPU bit for bit, peft loading the adapter the
+#      GPU trainer wrote on bitsandbytes' 4-bit base (dev/check_qlora_bnb.py)
 #   -> peft loads our LoRA adapters as W + s B A (dev/check_peft.py on dev/ref_lora.py's references)
 #   -> the rest while the budget lasts: the dev/cuda checks (bf16, then fp32),
 #      compute-sanitizer memcheck on a tiny step, GPT-2 XL (-r 2), 2 ranks on the one GPU,
@@ -174,7 +177,8 @@ pyv=$(timeout 20 "$py" -c 'import importlib.metadata as m
 def v(p):
     try: return m.version(p)
     except Exception: return "missing"
-print("torch " + v("torch") + ", transformers " + v("transformers") + ", nvidia-nccl-cu13 " + v("nvidia-nccl-cu13"))' 2> /dev/null || echo "python3 not usable")
+print("torch " + v("torch") + ", transformers " + v("transformers") + ", bitsandbytes " + v("bitsandbytes") + ", peft " + v("peft") +
+      ", nvidia-nccl-cu13 " + v("nvidia-nccl-cu13"))' 2> /dev/null || echo "python3 not usable")
 [ $mode = dry ] && pyv="not used by the dry run"
 san=$(command -v compute-sanitizer || echo "not found")
 echo "== gpu_check ($mode run), budget ${BUDGET}s, scratch $S, results in $OUT"
@@ -379,6 +383,35 @@ if ready "$n" "$TRAINER" && check "${n}_train" 60 "$TRAINER" -i "$repo/data/demo
     else check "${n}_loads_in_transformers" 90 "$py" "$repo/dev/check_hf_export.py" "$R/$n/$(printf 'step_%08d' $SHORT_STEPS)"; fi
 fi
 rm -rf "${R:?}/$n"
+
+# ---- QLoRA against bitsandbytes and peft (dev/check_qlora_bnb.py): our NF4 quantization
+# (test_nf4 --quantize: model/nf4.h, as --load_in_4bit) against bitsandbytes' quantize_4bit on
+# the GPU bit for bit; the adapter our GPU trainer trained on dev/ref/tiny_llama_bnb4 put by
+# peft on bitsandbytes' 4-bit base: its logits equal those of our -M 1 merge. Skips naming
+# what is missing where the device's Python lacks bitsandbytes, peft or transformers.
+missing=""  # what the device's Python cannot import of torch, bitsandbytes, transformers, peft
+[ $mode = real ] && missing=$(timeout 20 "$py" -c 'import importlib.util as u
+print(" ".join(p for p in ("torch", "bitsandbytes", "transformers", "peft") if u.find_spec(p) is None))' 2> /dev/null ||
+    echo "torch bitsandbytes transformers peft")
+lacks() { local p; for p; do [[ " $missing " == *" $p "* ]] && return 0; done; return 1; }
+if [ $mode = dry ]; then skip qlora_bnb_quantize "dry run: needs bitsandbytes on a GPU"
+elif [ $have_gpu = 0 ]; then skip qlora_bnb_quantize "$gpu"
+elif lacks torch bitsandbytes; then skip qlora_bnb_quantize "$py cannot import: $missing"
+elif check qlora_bnb_test_nf4_build 120 make -s -C "$repo" test_nf4 && mkdir -p "$R/qlora_quantize"; then
+    check qlora_bnb_quantize 120 "$py" "$repo/dev/check_qlora_bnb.py" quantize "$repo/test_nf4" "$R/qlora_quantize"
+    rm -rf "${R:?}/qlora_quantize"
+fi
+qp=$R/qlora_peft
+if [ $mode = dry ]; then skip qlora_bnb_peft "dry run: needs bitsandbytes and peft on a GPU"
+elif lacks torch bitsandbytes transformers peft; then skip qlora_bnb_peft "$py cannot import: $missing"
+elif ready qlora_bnb_peft "$TRAINER" && check qlora_bnb_peft_train 60 "$TRAINER" -i "$repo/dev/ref/tiny_train.bin" \
+    -e "$repo/dev/ref/tiny_llama_bnb4" -A 2 -b 2 -t 16 -l 1e-2 -x $SHORT_STEPS -S 1 -M 1 -o "$qp"; then
+    adapter=$qp/$(printf 'step_%08d' $SHORT_STEPS)
+    if [ -f "$adapter/adapter_model.safetensors" ] && [ -f "$qp/merged/model.safetensors" ]; then
+        check qlora_bnb_peft 120 "$py" "$repo/dev/check_qlora_bnb.py" peft "$adapter" "$repo/dev/ref/tiny_llama_bnb4" "$qp/merged"
+    else fail qlora_bnb_peft "no adapter in $adapter or no merge in $qp/merged"; fi
+fi
+rm -rf "${qp:?}"
 
 # ---- the rest, while the budget lasts
 # the dev/cuda kernel checks, bf16 then fp32

@@ -21,7 +21,9 @@ lm_head, a weight without its nested absmax, GPT-2 and other quantization_config
 in one line.
 ./test_nf4 --read FILE NAME ROWS COLS OUT reads one weight and writes it in fp32 to OUT;
 --read-model DIR OUTDIR reads a 4-bit directory and exports it dense; --config FILE reads
-a config.json's quantization_config (test_nf4_bnb.sh's and the refusals' way in).
+a config.json's quantization_config (test_nf4_bnb.sh's and the refusals' way in);
+--quantize FILE NAME OUT quantizes one weight as --load_in_4bit does and writes its NF4
+state (dev/gpu_check.sh compares it with bitsandbytes' CUDA quantize_4bit).
 Prints "ok NAME" / "FAIL NAME: why" per check; exits 1 if anything failed.
 Run from the repository root (make test does).
 */
@@ -271,6 +273,35 @@ static int read_mode(char **argv) {
     return 0;
 }
 
+// --quantize FILE NAME OUT: weight NAME (F32 or BF16, any shape) quantized by model/nf4.h
+// as --load_in_4bit does (blocks of NF4_BLOCK, double quantization), written to OUT as
+// "codes" (U8, element 2i in the high nibble), "absmax" (F32, the first level), "qabsmax"
+// (U8), "nested_absmax" (F32) and "offset" (F32 [1]): dev/gpu_check.sh compares them with
+// bitsandbytes' quantize_4bit on the GPU.
+static int quantize_mode(char **argv) {
+    SafeTensors st;
+    st_open(&st, argv[2]);
+    const StTensor *t = need(&st, argv[3]);
+    int64_t n = t->numel, nb = (n + NF4_BLOCK - 1) / NF4_BLOCK, nn = (nb + NF4_NESTED_BLOCK - 1) / NF4_NESTED_BLOCK;
+    float *w = (float *)xmalloc((size_t)n * 4), *absmax = (float *)xmalloc((size_t)nb * 4), *centred = (float *)xmalloc((size_t)nb * 4);
+    float *nested = (float *)xmalloc((size_t)nn * 4);
+    uint8_t *codes = (uint8_t *)xmalloc((size_t)(n + 1) / 2), *q = (uint8_t *)xmalloc((size_t)nb);
+    st_read_f32(&st, t, w);
+    nf4_quantize(w, n, NF4_BLOCK, codes, absmax);
+    float offset = nf4_double_quantize(absmax, nb, centred, q, nested);
+    OutTensor out[] = {
+        {"codes", "U8", {(n + 1) / 2}, 1, codes, (size_t)(n + 1) / 2},
+        {"absmax", "F32", {nb}, 1, absmax, (size_t)nb * 4},
+        {"qabsmax", "U8", {nb}, 1, q, (size_t)nb},
+        {"nested_absmax", "F32", {nn}, 1, nested, (size_t)nn * 4},
+        {"offset", "F32", {1}, 1, &offset, 4},
+    };
+    write_st(argv[4], out, (int)(sizeof out / sizeof *out));
+    free(w), free(absmax), free(centred), free(nested), free(codes), free(q);
+    st_close(&st);
+    return 0;
+}
+
 static void check_bnb_files(const SafeTensors *ref, const char *self) {
     char path[512], out[512], cmd[2048], err[4096], why[256];
     snprintf(path, sizeof path, "%s/bnb.safetensors", tmp_root);
@@ -501,6 +532,7 @@ static void check_bnb_dirs(const char *self) {
 int main(int argc, char **argv) {
     if (argc == 7 && !strcmp(argv[1], "--read")) return read_mode(argv);
     if (argc == 4 && !strcmp(argv[1], "--read-model")) return read_model_mode(argv);
+    if (argc == 5 && !strcmp(argv[1], "--quantize")) return quantize_mode(argv);
     if (argc == 3 && !strcmp(argv[1], "--config")) {
         size_t len;
         char *text = read_whole_file(argv[2], &len);
