@@ -23,7 +23,8 @@ in one line.
 --read-model DIR OUTDIR reads a 4-bit directory and exports it dense; --config FILE reads
 a config.json's quantization_config (test_nf4_bnb.sh's and the refusals' way in);
 --quantize FILE NAME OUT quantizes one weight as --load_in_4bit does and writes its NF4
-state (dev/gpu_check.sh compares it with bitsandbytes' CUDA quantize_4bit).
+state (dev/gpu_check.sh compares it with bitsandbytes' CUDA quantize_4bit; checked here to
+write the reference's state of the random case).
 Prints "ok NAME" / "FAIL NAME: why" per check; exits 1 if anything failed.
 Run from the repository root (make test does).
 */
@@ -302,6 +303,33 @@ static int quantize_mode(char **argv) {
     return 0;
 }
 
+// --quantize on the reference's random weight writes the reference's NF4 state: what
+// dev/gpu_check.sh compares with bitsandbytes' CUDA quantize_4bit is model/nf4.h's.
+static void check_quantize_mode(const SafeTensors *ref, const char *self) {
+    char out[512], cmd[2048], err[4096], why[512] = "";
+    snprintf(out, sizeof out, "%s/quantized.safetensors", tmp_root);
+    snprintf(cmd, sizeof cmd, "%s --quantize %s random.w %s", self, REF, out);
+    int rc = run(cmd, err, sizeof err);
+    if (rc) { check("quantize_mode_writes_reference_state", 0, "exit %d: %s", rc, err); return; }
+    SafeTensors st;
+    st_open(&st, out);
+    static const char *keys[][2] = {{"codes", "random.codes"}, {"qabsmax", "random.qabsmax"}, {"absmax", "random.absmax"},
+                                    {"nested_absmax", "random.nested_absmax"}, {"offset", "random.offset"}};
+    for (int k = 0; k < 5 && !why[0]; k++) {
+        int64_t n, nr;
+        if (k < 2) {
+            const uint8_t *a = ref_u8(&st, keys[k][0], &n), *b = ref_u8(ref, keys[k][1], &nr);
+            diff_u8(keys[k][0], a, b, n, nr, why, sizeof why);
+        } else {
+            float *a = ref_f32(&st, keys[k][0], &n), *b = ref_f32(ref, keys[k][1], &nr);
+            diff_f32(keys[k][0], a, b, n, nr, why, sizeof why);
+            free(a), free(b);
+        }
+    }
+    check("quantize_mode_writes_reference_state", !why[0], "%s", why);
+    st_close(&st);
+}
+
 static void check_bnb_files(const SafeTensors *ref, const char *self) {
     char path[512], out[512], cmd[2048], err[4096], why[256];
     snprintf(path, sizeof path, "%s/bnb.safetensors", tmp_root);
@@ -566,6 +594,7 @@ int main(int argc, char **argv) {
         check(wrong[i].name, why[0] != 0, "the comparison found no difference");
         if (why[0]) printf("# %s: %s\n", wrong[i].name, why);
     }
+    check_quantize_mode(&st, argv[0]);
     check_bnb_files(&st, argv[0]);
     check_quantization_configs(argv[0]);
     check_bnb_dirs(argv[0]);
