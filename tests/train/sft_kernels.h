@@ -42,12 +42,16 @@ static void test_gemm(void) {
 // so does any blocking of K. (A build without FMA units rounds twice and is exempt.)
 static void test_gemm_bitwise(void) {
 #if defined(__FMA__) || defined(__AVX512F__)
-    // short last tiles in M and N, K over several blocks, and a product wide enough to
-    // be cut into column tiles for the threads
-    int shapes[][3] = {{7, 45, 600}, {13, 33, 256}, {1, 5, 1}, {70, 1100, 300}};
-    long mismatches = 0, total = 0;
-    for (int sh = 0; sh < 4; sh++) {
-        int M = shapes[sh][0], N = shapes[sh][1], K = shapes[sh][2];
+    // short last tiles in M and N, K over several blocks, products wide enough to be cut
+    // into column tiles for the threads (A packed once, shared), one of them with more
+    // rows than one packed block of A (GEMM_MC) and a short last block of K, a tall one
+    // (row tiles: B packed once, shared); each again with the shared operand packed one
+    // KC block at a time (slabs of K, as the output head's products are)
+    int shapes[][3] = {{7, 45, 600}, {13, 33, 256}, {1, 5, 1}, {70, 1100, 300}, {200, 130, 270}, {300, 40, 600}};
+    long mismatches = 0, total = 0, slab_default = gemm_slab_floats;
+    for (int sh = 0; sh < 12; sh++) {
+        gemm_slab_floats = sh < 6 ? slab_default : 1;
+        int M = shapes[sh % 6][0], N = shapes[sh % 6][1], K = shapes[sh % 6][2];
         float *A = (float *)xmalloc((size_t)M * K * 4), *B = (float *)xmalloc((size_t)K * N * 4), *C = (float *)xmalloc((size_t)M * N * 4);
         Rng r;
         rng_seed(&r, 100 + (uint64_t)sh);
@@ -69,6 +73,7 @@ static void test_gemm_bitwise(void) {
         }
         free(A); free(B); free(C);
     }
+    gemm_slab_floats = slab_default;
     check("gemm_is_an_fma_chain_bit_for_bit", mismatches == 0, "%ld of %ld elements differ from fmaf chains over K", mismatches, total);
 #else
     printf("skip gemm_is_an_fma_chain_bit_for_bit: built without FMA units (ARCHFLAGS has no -mfma or -march with FMA)\n");
