@@ -627,11 +627,8 @@ typedef struct {
     // one-layer slot: grad_layer); the step's gradient lives only in grad_shard
     DistUnit *units;          // NULL below ZeRO-2
     float *grad_shard;        // (padded / W) this rank's shard of the step's summed gradient
-    // ZeRO-3 (full fine-tuning): the weights are sharded on the same units. weight_shard is the
-    // only copy of this rank's parameters [opt_lo, opt_lo + padded / W) (what AdamW updates);
-    // params_mem holds the units' gathered weights (units[k].weights: the embeddings, the head,
-    // one block that every block reuses) and params point into it, a per-layer tensor at its
-    // one-layer slot (weight_layer); a unit is gathered just before it is read (model_gather)
+    // ZeRO-3 (full fine-tuning): params_mem holds the units' gathered weights, params point into
+    // it as grads do (weight_layer), and the parameters [opt_lo, opt_lo + padded / W) live here only
     float *weight_shard;      // NULL below ZeRO-3
 } Model;
 
@@ -655,8 +652,7 @@ static float *param_layer(const ModelConfig *c, const ParamTensors *t, int i, in
 // Layer l's slice of gradient tensor i; NULL when the tensor is frozen (LoRA) or absent.
 static float *grad_layer(const Model *m, int i, int l) { return model_is_lora(m) ? NULL : param_layer(&m->cfg, &m->grads, i, m->units ? 0 : l); }
 
-// Layer l's slice of parameter tensor i, where the products read it: in params, or with ZeRO-3
-// in the one-layer slot of the gathered block (model_gather must have gathered layer l).
+// Layer l's slice of weight tensor i where products read it (ZeRO-3: the gathered block's one-layer slot).
 static float *weight_layer(const Model *m, int i, int l) { return param_layer(&m->cfg, &m->params, i, m->weight_shard ? 0 : l); }
 
 // Layer l's weight of linear tensor `param` as the products use it: the fp32 parameters,
@@ -816,13 +812,6 @@ static void model_allocate(Model *m, int B, int T) {
     }
 }
 
-// The unit (train/dist.h) that parameter tensor i belongs to with full fine-tuning: block 0 (whose
-// buffers every block reuses) for a per-layer tensor, else the embeddings or the head.
-static DistUnit *tensor_unit(const Model *m, int i) {
-    int L = m->cfg.L;
-    return PARAM_INFO[i].per_layer ? &m->units[0] : i == P_WTE || i == P_WPE ? &m->units[L + 1] : &m->units[L];
-}
-
 // ZeRO-2: the full gradient buffer becomes the units' scratch (reused by every block, zeroed
 // by each flush) and this rank's shard of the step's gradient. With LoRA the adapter block's
 // gradient stays whole (it is small and the adapters find their gradients by offset).
@@ -835,34 +824,24 @@ static void model_split_units(Model *m, size_t shard, size_t pos[NUM_PARAM_TENSO
         m->trained_grads = m->adapter_grads = (float *)xcalloc(m->num_trained ? m->num_trained : 1, sizeof(float));
         for (int l = 0; l < L; l++) if (m->units[l].n) m->units[l].scratch = m->adapter_grads + m->units[l].off[0];
     } else {
-        DistUnit *emb = &m->units[L + 1], *head = &m->units[L];
-        m->trained_grads = m->grads_mem = (float *)xcalloc(emb->floats + head->floats + m->units[0].floats, sizeof(float));
-        emb->scratch = m->grads_mem;
-        head->scratch = emb->scratch + emb->floats;
-        for (int l = 0; l < L; l++) m->units[l].scratch = head->scratch + head->floats;
-        for (int i = 0; i < NUM_PARAM_TENSORS; i++) m->grads.t[i] = tensor_unit(m, i)->scratch + pos[i];
+        m->trained_grads = m->grads_mem = (float *)xcalloc(dist_zero2_scratch_floats(c, &m->lora), sizeof(float));
+        dist_units_place(m->units, L, m->grads_mem, 0);
+        for (int i = 0; i < NUM_PARAM_TENSORS; i++) m->grads.t[i] = dist_tensor_unit(m->units, L, i)->scratch + pos[i];
     }
     for (int k = 0; k < L + 2; k++) dist_unit_counts(&m->units[k], shard, m->dist->world);
     m->grad_shard = (float *)xcalloc(shard, sizeof(float));
 }
 
-// ZeRO-3 (after model_split_units): this rank keeps its shard of the parameters and gives up
-// the rest; params_mem becomes the units' gathered weights, laid out like their gradient
-// scratch (the embeddings, the head, one block that every block reuses), and params point
-// into it as grads do. Until a unit is gathered its weights there are zero.
+// ZeRO-3 (after model_split_units): this rank keeps its shard of the parameters; params_mem
+// becomes the units' gathered weights, laid out like their gradient scratch, params pointing
+// into it as grads do. A unit's weights there are zero until it is gathered.
 static void model_shard_weights(Model *m, size_t shard, const size_t pos[NUM_PARAM_TENSORS]) {
-    const ModelConfig *c = &m->cfg;
-    int L = c->L;
-    m->weight_shard = (float *)xcalloc(shard, sizeof(float));
+    m->trained = m->weight_shard = (float *)xcalloc(shard, sizeof(float));
     memcpy(m->weight_shard, m->params_mem + m->opt_lo, m->opt_n * sizeof(float));
     free(m->params_mem);
-    DistUnit *emb = &m->units[L + 1], *head = &m->units[L];
-    m->params_mem = (float *)xcalloc(emb->floats + head->floats + m->units[0].floats, sizeof(float));
-    emb->weights = m->params_mem;
-    head->weights = emb->weights + emb->floats;
-    for (int l = 0; l < L; l++) m->units[l].weights = head->weights + head->floats;
-    for (int i = 0; i < NUM_PARAM_TENSORS; i++) m->params.t[i] = tensor_unit(m, i)->weights + pos[i];
-    m->trained = m->weight_shard;
+    m->params_mem = (float *)xcalloc(dist_zero2_scratch_floats(&m->cfg, &m->lora), sizeof(float));
+    dist_units_place(m->units, m->cfg.L, m->params_mem, 1);
+    for (int i = 0; i < NUM_PARAM_TENSORS; i++) m->params.t[i] = dist_tensor_unit(m->units, m->cfg.L, i)->weights + pos[i];
 }
 
 // Trains m on the ranks of d (after model_allocate). With ZeRO-1 each rank keeps the
@@ -1046,14 +1025,10 @@ static void layer_backward(Model *m, int l, const int *pos, const int *doc_start
                   weight_layer(m, P_LN1W, l), a->ln1_mean + o1, a->ln1_rstd + o1, BT);
 }
 
-// ZeRO-3: gathers unit k's weights (block k < L, the head L, the embeddings L + 1) into its buffer
-// from every rank's shard, just before they are read; every rank gathers the same units in the
-// same order. Synchronously, as model_unit_done reduce-scatters. A block's weights are gathered
-// before its forward and again before its backward (the blocks share one buffer, and the CPU
-// trainer recomputes nothing: regathering is the only way back to them); the embeddings and the
-// head have buffers of their own, so they are gathered once per micro-batch, before the
-// forward, and stay until its backward is done. A tied head reads wte there: the embeddings
-// are gathered first and held through the head's forward and backward.
+// ZeRO-3: gathers unit k's weights (block k < L, the head L, the embeddings L + 1) from every
+// rank's shard just before they are read, every rank the same units in the same order: each
+// block before its forward and its backward, the embeddings and the head once per micro-batch
+// (train/dist.h's dist_unit_gather says why).
 static void model_gather(Model *m, int k) {
     if (m->weight_shard) dist_unit_gather(m->dist, &m->units[k], m->weight_shard, m->opt_lo, m->padded / (size_t)m->dist->world);
 }
@@ -1070,10 +1045,7 @@ static double model_forward(Model *m, const int *inputs, const int *pos, const i
     Activations *a = &m->acts;
     model_gather(m, L + 1);
     encoder_forward(a->encoded, inputs, pos, p->wte, llama ? NULL : p->wpe, embedding_scale(c), BT, C);
-    for (int l = 0; l < L; l++) {
-        model_gather(m, l);
-        layer_forward(m, l, pos, doc_start, B, T);
-    }
+    for (int l = 0; l < L; l++) { model_gather(m, l); layer_forward(m, l, pos, doc_start, B, T); }
     model_gather(m, L);
     norm_forward(c, a->lnf, a->lnf_mean, a->lnf_rstd, a->residual3 + (size_t)(L - 1) * BT * C, p->lnfw, param_layer(c, p, P_LNFB, 0), BT);
     if (targets) {
@@ -1118,12 +1090,9 @@ static void model_forward_gathers(Model *m) {
 static void model_units_flush_empty(Model *m) {
     int L = m->cfg.L;
     if (!m->units) return;
-    model_forward_gathers(m);
+    model_forward_gathers(m);  // ZeRO-3
     model_unit_done(m, L);
-    for (int l = L - 1; l >= 0; l--) {
-        model_gather(m, l);
-        model_unit_done(m, l);
-    }
+    for (int l = L - 1; l >= 0; l--) { model_gather(m, l); model_unit_done(m, l); }
     model_unit_done(m, L + 1);
 }
 
@@ -1303,9 +1272,8 @@ static StepResult train_step(Model *m, Loader *ld, int A, float lr, float weight
 
 // Mean loss per target over up to max_batches micro-batches (-1: the whole file) from
 // the start. Data parallel: micro-batch k is evaluated by rank k % W, and the sums meet.
-// With ZeRO-3 the forwards gather, so every rank makes one pass in each round of W
-// micro-batches: its own batch's forward, or the gathers alone when that batch has no
-// targets or the file ended before it (every rank reads every batch, so all know k).
+// ZeRO-3's forwards gather, so every rank makes one pass per round of W micro-batches: its
+// batch's forward, or the gathers alone when it has no targets or the file ended before it.
 static double evaluate(Model *m, Loader *ld, int max_batches, int64_t *targets_out) {
     loader_seek(ld, 0, 0);
     double sum[2] = {0.0, 0.0};  // loss, targets
@@ -1551,14 +1519,13 @@ static void cpu_generator_init(CpuGenerator *g, Generator *gen, const Model *m) 
 }
 
 // ----------------------------------------------------------------------------
-// Memory of one rank, in floats: parameters (padded to W shards with ZeRO-1 and 2; with
-// ZeRO-3 the rank's shard plus the units' gathered weights, gathered of them), gradients
-// (all of them, padded with ZeRO-1; with ZeRO-2 and 3 the rank's shard plus the units'
-// scratch, grad_scratch of them), the AdamW moments (two per parameter, or per parameter
-// of its shard) and one micro-batch's activations. With LoRA (lay->lc.rank > 0) the
-// gradients and moments are the adapter's, the parameters the frozen base plus the adapter.
-// (Not counted: at the start every rank reads the whole model before ZeRO-3 keeps its
-// shard, and with ZeRO-3 rank 0 gathers all the weights to write a checkpoint or generate.)
+// Memory of one rank, in floats: parameters (padded to W shards with ZeRO-1 and 2; ZeRO-3: the
+// shard plus the units' gathered weights, `gathered`), gradients (all, padded with ZeRO-1; ZeRO-2
+// and 3: the shard plus the units' scratch, grad_scratch), the AdamW moments (two per parameter,
+// or per parameter of the shard) and one micro-batch's activations. LoRA (lay->lc.rank > 0): the
+// gradients and moments are the adapter's, the parameters the frozen base plus the adapter. Not
+// counted: the whole model that every rank reads at start, and that ZeRO-3 gathers to rank 0 to
+// write a checkpoint or generate.
 typedef struct { size_t params, gathered, grads, grad_scratch, adamw, acts; } RankMemory;
 
 static RankMemory rank_memory(const ModelConfig *c, const LoraLayout *lay, int B, int T, int world, int zero) {
@@ -1610,15 +1577,6 @@ static void save_model_checkpoint(const TrainArgs *a, const RunSetup *r, const M
                           hf_save_dtype_from_name(a->save_dtype));
 }
 
-// ZeRO-3: every rank's shard of the weights gathered to rank 0 (`padded` floats there, NULL on the
-// others), for what reads all the weights at once: checkpoints and generation. Every rank calls it.
-static float *model_gather_weights_to_root(Model *m) {
-    Dist *d = m->dist;
-    float *full = d->rank == 0 ? (float *)xcalloc(m->padded, sizeof(float)) : NULL;
-    dist_gather_f32(d, m->weight_shard, full, m->padded / (size_t)d->world);
-    return full;
-}
-
 // Rank 0 writes the checkpoint of s (the same files whatever W is); with ZeRO-1 the
 // moment shards are first gathered to it, with ZeRO-3 the weights' too.
 static void checkpoint_dist(const TrainArgs *a, const RunSetup *r, Model *m, const TrainState *s) {
@@ -1629,24 +1587,20 @@ static void checkpoint_dist(const TrainArgs *a, const RunSetup *r, Model *m, con
         return;
     }
     size_t shard = m->padded / (size_t)d->world;
-    float *mf = d->rank == 0 ? (float *)xcalloc(m->padded, sizeof(float)) : NULL, *vf = d->rank == 0 ? (float *)xcalloc(m->padded, sizeof(float)) : NULL;
-    dist_gather_f32(d, m->m_mem, mf, shard);
-    dist_gather_f32(d, m->v_mem, vf, shard);
-    float *weights = m->weight_shard ? model_gather_weights_to_root(m) : NULL;
+    float *mf = dist_gather_to_root(d, m->m_mem, shard), *vf = dist_gather_to_root(d, m->v_mem, shard);
+    float *weights = m->weight_shard ? dist_gather_to_root(d, m->weight_shard, shard) : NULL;
     ParamTensors whole = m->params;
     if (weights) param_pointers(&m->cfg, weights, &whole);
     if (d->rank == 0) save_model_checkpoint(a, r, m, &whole, s, mf, vf);
     free(mf); free(vf); free(weights);
 }
 
-// generate_and_evaluate (rank 0 generates) with ZeRO-3's weights: when it generates, every rank's
-// shard is first gathered to rank 0, whose generator then reads a view of m with all the weights
-// in place. Generation runs one token at a time on rank 0 alone, so gathering unit by unit
-// would keep the other ranks in step for nothing; rank 0 holds the whole model meanwhile.
+// generate_and_evaluate (rank 0 alone, a token at a time) with ZeRO-3's weights: every rank's
+// shard is first gathered to rank 0, whose generator reads a view of m with all the weights.
 static void generate_dist(const TrainArgs *a, const RunSetup *r, Model *m, CpuGenerator *cg, const Generator *gen, int64_t step, int final,
                           RunLog *log, Rng *sample_rng) {
     if (!m->weight_shard || !generation_due(a, r, step, final)) { generate_and_evaluate(a, r, gen, step, final, log, sample_rng); return; }
-    float *weights = model_gather_weights_to_root(m);
+    float *weights = dist_gather_to_root(m->dist, m->weight_shard, m->padded / (size_t)m->dist->world);
     Model whole = *m;
     whole.weight_shard = NULL;  // weight_layer: every layer in params
     if (weights) param_pointers(&m->cfg, weights, &whole.params);

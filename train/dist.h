@@ -201,6 +201,14 @@ static void dist_gather_f32(Dist *d, const float *shard, float *out_on_root, siz
     d->comm_seconds += now_seconds() - t0;
 }
 
+// Every rank's shard (shard_n floats each) gathered to a new array of W*shard_n floats on
+// rank 0 (the caller frees it); NULL on the other ranks. Every rank calls it.
+static float *dist_gather_to_root(Dist *d, const float *shard, size_t shard_n) {
+    float *full = d->rank == 0 ? (float *)xcalloc(shard_n * (size_t)d->world, sizeof(float)) : NULL;
+    dist_gather_f32(d, shard, full, shard_n);
+    return full;
+}
+
 // 1 on every rank when `local` is non-zero on any rank.
 static int dist_any(Dist *d, int local) {
     double x = local != 0;
@@ -268,7 +276,11 @@ static void dist_unit_flush(Dist *d, DistUnit *u, float *grad_shard, size_t lo, 
 // ZeRO-3 shards the weights too, on the same units: between steps a rank holds only its
 // ZeRO-1 shard of the parameters (so the optimizer and the checkpoints stay the same), and a
 // unit's weights are all-gathered into u->weights (its pieces back to back, like its gradient
-// scratch) just before they are read. Rank r's elements of the unit are contiguous there
+// scratch) just before they are read. The blocks share one buffer and the CPU trainer
+// recomputes nothing, so a block is gathered before its forward and again before its
+// backward; the embeddings and the head have buffers of their own and are gathered once per
+// micro-batch, before the forward, and stay until its backward is done (a tied head reads wte
+// in the embeddings' buffer, gathered first). Synchronous, as the reduce-scatters. Rank r's elements of the unit are contiguous there
 // (block r, counts[r] floats, after the blocks of ranks below r) but spread over its shard
 // (one run per piece): they are packed into their block, then the all-gather fills the rest
 // in place. weight_shard holds the parameters [lo, lo + shard).
@@ -311,6 +323,23 @@ static DistUnit *dist_model_units(const ModelConfig *c, const LoraLayout *lay, s
         off += param_numel(c, i);
     }
     return u;
+}
+
+// The unit that parameter tensor i belongs to with full fine-tuning (u: dist_model_units' L + 2):
+// block 0, whose buffers every block shares, for a per-layer tensor, else the embeddings or the head.
+static DistUnit *dist_tensor_unit(DistUnit *u, int L, int i) {
+    return PARAM_INFO[i].per_layer ? &u[0] : i == P_WTE || i == P_WPE ? &u[L + 1] : &u[L];
+}
+
+// Places full fine-tuning's unit buffers in mem (dist_zero2_scratch_floats of them): the
+// embeddings', the head's, then one block's that every block shares; the gradient scratch, or
+// with `weights` ZeRO-3's gathered weights.
+static void dist_units_place(DistUnit *u, int L, float *mem, int weights) {
+    for (int k = 0; k < L + 2; k++) {
+        float *at = k == L + 1 ? mem : k == L ? mem + u[L + 1].floats : mem + u[L + 1].floats + u[L].floats;
+        if (weights) u[k].weights = at;
+        else u[k].scratch = at;
+    }
 }
 
 // Floats of ZeRO-2's gradient scratch: the units' (LoRA: the adapter block; else the
