@@ -280,10 +280,11 @@ static void dist_unit_flush(Dist *d, DistUnit *u, float *grad_shard, size_t lo, 
 // recomputes nothing, so a block is gathered before its forward and again before its
 // backward; the embeddings and the head have buffers of their own and are gathered once per
 // micro-batch, before the forward, and stay until its backward is done (a tied head reads wte
-// in the embeddings' buffer, gathered first). Synchronous, as the reduce-scatters. Rank r's elements of the unit are contiguous there
-// (block r, counts[r] floats, after the blocks of ranks below r) but spread over its shard
-// (one run per piece): they are packed into their block, then the all-gather fills the rest
-// in place. weight_shard holds the parameters [lo, lo + shard).
+// in the embeddings' buffer, gathered first). Synchronous, as the reduce-scatters.
+// Rank r's elements of the unit are contiguous in u->weights (block r, counts[r] floats, after
+// the blocks of ranks below r) but spread over its shard (one run per piece): they are packed
+// into their block, then the all-gather fills the rest in place. weight_shard holds the
+// parameters [lo, lo + shard).
 static void dist_unit_gather(Dist *d, DistUnit *u, const float *weight_shard, size_t lo, size_t shard) {
     if (u->floats == 0) return;
     size_t j = 0;
