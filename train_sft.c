@@ -627,6 +627,9 @@ typedef struct {
     // one-layer slot: grad_layer); the step's gradient lives only in grad_shard
     DistUnit *units;          // NULL below ZeRO-2
     float *grad_shard;        // (padded / W) this rank's shard of the step's summed gradient
+    // ZeRO-3 (full fine-tuning): params_mem holds the units' gathered weights, params point into
+    // it as grads do (weight_layer), and the parameters [opt_lo, opt_lo + padded / W) live here only
+    float *weight_shard;      // NULL below ZeRO-3
 } Model;
 
 static int model_is_lora(const Model *m) { return m->lora.lc.rank > 0; }
@@ -649,11 +652,14 @@ static float *param_layer(const ModelConfig *c, const ParamTensors *t, int i, in
 // Layer l's slice of gradient tensor i; NULL when the tensor is frozen (LoRA) or absent.
 static float *grad_layer(const Model *m, int i, int l) { return model_is_lora(m) ? NULL : param_layer(&m->cfg, &m->grads, i, m->units ? 0 : l); }
 
+// Layer l's slice of weight tensor i where products read it (ZeRO-3: the gathered block's one-layer slot).
+static float *weight_layer(const Model *m, int i, int l) { return param_layer(&m->cfg, &m->params, i, m->weight_shard ? 0 : l); }
+
 // Layer l's weight of linear tensor `param` as the products use it: the fp32 parameters,
 // or with a 4-bit base its parts dequantized into the scratch (fp32, as bitsandbytes'
 // dequantize_4bit computes them; a part the files hold in 16 bits copied).
 static const float *linear_weight(const Model *m, int l, int param) {
-    const float *w = param_layer(&m->cfg, &m->params, param, l);
+    const float *w = weight_layer(m, param, l);
     if (!m->q4.w) return w;
     HfPart parts[3];
     int nparts = param_hf_parts(&m->cfg, param, parts);
@@ -809,31 +815,39 @@ static void model_allocate(Model *m, int B, int T) {
 // ZeRO-2: the full gradient buffer becomes the units' scratch (reused by every block, zeroed
 // by each flush) and this rank's shard of the step's gradient. With LoRA the adapter block's
 // gradient stays whole (it is small and the adapters find their gradients by offset).
-static void model_split_units(Model *m, size_t shard) {
+// pos[i]: tensor i's place in its unit (full fine-tuning).
+static void model_split_units(Model *m, size_t shard, size_t pos[NUM_PARAM_TENSORS]) {
     const ModelConfig *c = &m->cfg;
     int L = c->L;
-    size_t pos[NUM_PARAM_TENSORS];
     m->units = dist_model_units(c, &m->lora, pos);
     if (model_is_lora(m)) {
         m->trained_grads = m->adapter_grads = (float *)xcalloc(m->num_trained ? m->num_trained : 1, sizeof(float));
         for (int l = 0; l < L; l++) if (m->units[l].n) m->units[l].scratch = m->adapter_grads + m->units[l].off[0];
     } else {
-        DistUnit *emb = &m->units[L + 1], *head = &m->units[L];
-        m->trained_grads = m->grads_mem = (float *)xcalloc(emb->floats + head->floats + m->units[0].floats, sizeof(float));
-        emb->scratch = m->grads_mem;
-        head->scratch = emb->scratch + emb->floats;
-        for (int l = 0; l < L; l++) m->units[l].scratch = head->scratch + head->floats;
-        for (int i = 0; i < NUM_PARAM_TENSORS; i++)
-            m->grads.t[i] = (PARAM_INFO[i].per_layer ? m->units[0].scratch : i == P_WTE || i == P_WPE ? emb->scratch : head->scratch) + pos[i];
+        m->trained_grads = m->grads_mem = (float *)xcalloc(dist_zero2_scratch_floats(c, &m->lora), sizeof(float));
+        dist_units_place(m->units, L, m->grads_mem, 0);
+        for (int i = 0; i < NUM_PARAM_TENSORS; i++) m->grads.t[i] = dist_tensor_unit(m->units, L, i)->scratch + pos[i];
     }
     for (int k = 0; k < L + 2; k++) dist_unit_counts(&m->units[k], shard, m->dist->world);
     m->grad_shard = (float *)xcalloc(shard, sizeof(float));
 }
 
+// ZeRO-3 (after model_split_units): this rank keeps its shard of the parameters; params_mem
+// becomes the units' gathered weights, laid out like their gradient scratch, params pointing
+// into it as grads do. A unit's weights there are zero until it is gathered.
+static void model_shard_weights(Model *m, size_t shard, const size_t pos[NUM_PARAM_TENSORS]) {
+    m->trained = m->weight_shard = (float *)xcalloc(shard, sizeof(float));
+    memcpy(m->weight_shard, m->params_mem + m->opt_lo, m->opt_n * sizeof(float));
+    free(m->params_mem);
+    m->params_mem = (float *)xcalloc(dist_zero2_scratch_floats(&m->cfg, &m->lora), sizeof(float));
+    dist_units_place(m->units, m->cfg.L, m->params_mem, 1);
+    for (int i = 0; i < NUM_PARAM_TENSORS; i++) m->params.t[i] = dist_tensor_unit(m->units, m->cfg.L, i)->weights + pos[i];
+}
+
 // Trains m on the ranks of d (after model_allocate). With ZeRO-1 each rank keeps the
 // AdamW moments of one shard only, and parameters and gradients are padded to W
 // shards for the reduce-scatter and all-gather; ZeRO-2 keeps no full gradient
-// (model_split_units).
+// (model_split_units), ZeRO-3 no full copy of the weights either (model_shard_weights).
 static void model_distribute(Model *m, Dist *d) {
     m->dist = d;
     if (!d->zero) return;
@@ -853,7 +867,9 @@ static void model_distribute(Model *m, Dist *d) {
     }
     m->m_mem = (float *)xcalloc(shard, sizeof(float));
     m->v_mem = (float *)xcalloc(shard, sizeof(float));
-    if (d->zero >= 2) model_split_units(m, shard);
+    size_t pos[NUM_PARAM_TENSORS];
+    if (d->zero >= 2) model_split_units(m, shard, pos);
+    if (d->zero >= 3) model_shard_weights(m, shard, pos);
 }
 
 static void model_free(Model *m) {
@@ -862,7 +878,7 @@ static void model_free(Model *m) {
     free(m->rows); free(m->row_targets); free(m->row_correct); free(m->row_entropy);
     free(m->q4_w); free(m->q4_absmax); bnb4_base_free(&m->q4);
     for (int k = 0; m->units && k < m->cfg.L + 2; k++) free(m->units[k].counts);
-    free(m->units); free(m->grad_shard);
+    free(m->units); free(m->grad_shard); free(m->weight_shard);
 }
 
 // ----------------------------------------------------------------------------
@@ -931,30 +947,29 @@ static void layer_forward(Model *m, int l, const int *pos, const int *doc_start,
     int C = c->C, NH = c->NH, KVH = c->KVH, HS = c->HS, BT = B * T, H = NH + KVH;
     int QKV = qkv_width(c), A = NH * HS, FF = c->FF, FCW = fc_width(c);
     float scale = attention_scale(c), one = norm_one(c);
-    ParamTensors *p = &m->params;
     Activations *a = &m->acts;
     const float *residual = l == 0 ? a->encoded : a->residual3 + (size_t)(l - 1) * BT * C;
     size_t o1 = (size_t)l * BT, oc = o1 * C;
     float *qkv = a->qkv + o1 * QKV, *atty = a->atty + o1 * A, *fch = a->fch + o1 * FCW, *fch_act = a->fch_act + o1 * FF;
-    norm_forward(c, a->ln1 + oc, a->ln1_mean + o1, a->ln1_rstd + o1, residual, param_layer(c, p, P_LN1W, l), param_layer(c, p, P_LN1B, l), BT);
-    linear_forward(m, l, P_QKVW, qkv, a->ln1 + oc, param_layer(c, p, P_QKVB, l), BT, C, QKV);
+    norm_forward(c, a->ln1 + oc, a->ln1_mean + o1, a->ln1_rstd + o1, residual, weight_layer(m, P_LN1W, l), weight_layer(m, P_LN1B, l), BT);
+    linear_forward(m, l, P_QKVW, qkv, a->ln1 + oc, weight_layer(m, P_QKVB, l), BT, C, QKV);
     if (c->qk_norm)
-        qk_norm_forward(qkv, a->qk_raw + o1 * H * HS, a->qk_rstd + o1 * H, param_layer(c, p, P_QNORMW, l), param_layer(c, p, P_KNORMW, l), BT,
+        qk_norm_forward(qkv, a->qk_raw + o1 * H * HS, a->qk_rstd + o1 * H, weight_layer(m, P_QNORMW, l), weight_layer(m, P_KNORMW, l), BT,
                         NH, KVH, HS, c->eps, one);
     const float *cos_t, *sin_t;
     if (layer_rope_table(c, a, l, &cos_t, &sin_t)) rope_forward(qkv, pos, cos_t, sin_t, BT, NH, KVH, HS);
     attention_forward(atty, a->att + (size_t)l * B * NH * T * T, qkv, doc_start, B, T, NH, KVH, HS, scale, layer_window(c, l));
     float *attn = c->post_norms ? a->attn_out + oc : a->residual2 + oc;
-    linear_forward(m, l, P_ATTPROJW, attn, atty, param_layer(c, p, P_ATTPROJB, l), BT, A, C);
-    if (c->post_norms) rmsnorm_forward(a->residual2 + oc, a->attn_rstd + o1, attn, param_layer(c, p, P_POSTATTNW, l), BT, C, c->eps, one);
+    linear_forward(m, l, P_ATTPROJW, attn, atty, weight_layer(m, P_ATTPROJB, l), BT, A, C);
+    if (c->post_norms) rmsnorm_forward(a->residual2 + oc, a->attn_rstd + o1, attn, weight_layer(m, P_POSTATTNW, l), BT, C, c->eps, one);
     residual_forward(a->residual2 + oc, a->residual2 + oc, residual, (size_t)BT * C);
-    norm_forward(c, a->ln2 + oc, a->ln2_mean + o1, a->ln2_rstd + o1, a->residual2 + oc, param_layer(c, p, P_LN2W, l),
-                 param_layer(c, p, P_LN2B, l), BT);
-    linear_forward(m, l, P_FCW, fch, a->ln2 + oc, param_layer(c, p, P_FCB, l), BT, C, FCW);
+    norm_forward(c, a->ln2 + oc, a->ln2_mean + o1, a->ln2_rstd + o1, a->residual2 + oc, weight_layer(m, P_LN2W, l),
+                 weight_layer(m, P_LN2B, l), BT);
+    linear_forward(m, l, P_FCW, fch, a->ln2 + oc, weight_layer(m, P_FCB, l), BT, C, FCW);
     mlp_act_forward(c, fch_act, fch, BT);
     float *mlp = c->post_norms ? a->mlp_out + oc : a->residual3 + oc;
-    linear_forward(m, l, P_FCPROJW, mlp, fch_act, param_layer(c, p, P_FCPROJB, l), BT, FF, C);
-    if (c->post_norms) rmsnorm_forward(a->residual3 + oc, a->mlp_rstd + o1, mlp, param_layer(c, p, P_POSTFFNW, l), BT, C, c->eps, one);
+    linear_forward(m, l, P_FCPROJW, mlp, fch_act, weight_layer(m, P_FCPROJB, l), BT, FF, C);
+    if (c->post_norms) rmsnorm_forward(a->residual3 + oc, a->mlp_rstd + o1, mlp, weight_layer(m, P_POSTFFNW, l), BT, C, c->eps, one);
     residual_forward(a->residual3 + oc, a->residual3 + oc, a->residual2 + oc, (size_t)BT * C);
 }
 
@@ -966,7 +981,6 @@ static void layer_backward(Model *m, int l, const int *pos, const int *doc_start
     int C = c->C, NH = c->NH, KVH = c->KVH, HS = c->HS, BT = B * T, H = NH + KVH;
     int QKV = qkv_width(c), A = NH * HS, FF = c->FF, FCW = fc_width(c);
     float scale = attention_scale(c), one = norm_one(c);
-    ParamTensors *p = &m->params;
     Activations *a = &m->acts;
     size_t btc = (size_t)BT * C;
     const float *residual = l == 0 ? a->encoded : a->residual3 + (size_t)(l - 1) * btc;
@@ -976,7 +990,7 @@ static void layer_backward(Model *m, int l, const int *pos, const int *doc_start
     const float *dmlp = a->dresidual;
     if (c->post_norms) {
         memset(a->dpost, 0, btc * sizeof(float));
-        rmsnorm_backward(a->dpost, grad_layer(m, P_POSTFFNW, l), a->dresidual, a->mlp_out + oc, param_layer(c, p, P_POSTFFNW, l),
+        rmsnorm_backward(a->dpost, grad_layer(m, P_POSTFFNW, l), a->dresidual, a->mlp_out + oc, weight_layer(m, P_POSTFFNW, l),
                          a->mlp_rstd + o1, BT, C, one);
         dmlp = a->dpost;
     }
@@ -987,12 +1001,12 @@ static void layer_backward(Model *m, int l, const int *pos, const int *doc_start
     memset(a->dln, 0, btc * sizeof(float));
     linear_backward(m, l, P_FCW, a->dln, grad_layer(m, P_FCW, l), grad_layer(m, P_FCB, l), a->dfch, a->ln2 + oc, BT, C, FCW);
     norm_backward(c, a->dresidual, grad_layer(m, P_LN2W, l), grad_layer(m, P_LN2B, l), a->dln, a->residual2 + oc,
-                  param_layer(c, p, P_LN2W, l), a->ln2_mean + o1, a->ln2_rstd + o1, BT);
+                  weight_layer(m, P_LN2W, l), a->ln2_mean + o1, a->ln2_rstd + o1, BT);
     // attention: residual2 = residual + [post_norm](attproj(attention(rope(qk_norm(qkv(norm1(residual)))))))
     const float *dattn = a->dresidual;
     if (c->post_norms) {
         memset(a->dpost, 0, btc * sizeof(float));
-        rmsnorm_backward(a->dpost, grad_layer(m, P_POSTATTNW, l), a->dresidual, a->attn_out + oc, param_layer(c, p, P_POSTATTNW, l),
+        rmsnorm_backward(a->dpost, grad_layer(m, P_POSTATTNW, l), a->dresidual, a->attn_out + oc, weight_layer(m, P_POSTATTNW, l),
                          a->attn_rstd + o1, BT, C, one);
         dattn = a->dpost;
     }
@@ -1004,11 +1018,19 @@ static void layer_backward(Model *m, int l, const int *pos, const int *doc_start
     if (layer_rope_table(c, a, l, &cos_t, &sin_t)) rope_backward(a->dqkv, pos, cos_t, sin_t, BT, NH, KVH, HS);
     if (c->qk_norm)
         qk_norm_backward(a->dqkv, grad_layer(m, P_QNORMW, l), grad_layer(m, P_KNORMW, l), a->qk_raw + o1 * H * HS, a->qk_rstd + o1 * H,
-                         param_layer(c, p, P_QNORMW, l), param_layer(c, p, P_KNORMW, l), BT, NH, KVH, HS, one);
+                         weight_layer(m, P_QNORMW, l), weight_layer(m, P_KNORMW, l), BT, NH, KVH, HS, one);
     memset(a->dln, 0, btc * sizeof(float));
     linear_backward(m, l, P_QKVW, a->dln, grad_layer(m, P_QKVW, l), grad_layer(m, P_QKVB, l), a->dqkv, a->ln1 + oc, BT, C, QKV);
     norm_backward(c, a->dresidual, grad_layer(m, P_LN1W, l), grad_layer(m, P_LN1B, l), a->dln, residual,
-                  param_layer(c, p, P_LN1W, l), a->ln1_mean + o1, a->ln1_rstd + o1, BT);
+                  weight_layer(m, P_LN1W, l), a->ln1_mean + o1, a->ln1_rstd + o1, BT);
+}
+
+// ZeRO-3: gathers unit k's weights (block k < L, the head L, the embeddings L + 1) from every
+// rank's shard just before they are read, every rank the same units in the same order: each
+// block before its forward and its backward, the embeddings and the head once per micro-batch
+// (train/dist.h's dist_unit_gather says why).
+static void model_gather(Model *m, int k) {
+    if (m->weight_shard) dist_unit_gather(m->dist, &m->units[k], m->weight_shard, m->opt_lo, m->padded / (size_t)m->dist->world);
 }
 
 // Forward pass over B rows of T positions. The classifier runs on the positions
@@ -1021,8 +1043,10 @@ static double model_forward(Model *m, const int *inputs, const int *pos, const i
     int L = c->L, C = c->C, V = c->V, BT = B * T, llama = is_llama_family(c);
     ParamTensors *p = &m->params;
     Activations *a = &m->acts;
+    model_gather(m, L + 1);
     encoder_forward(a->encoded, inputs, pos, p->wte, llama ? NULL : p->wpe, embedding_scale(c), BT, C);
-    for (int l = 0; l < L; l++) layer_forward(m, l, pos, doc_start, B, T);
+    for (int l = 0; l < L; l++) { model_gather(m, l); layer_forward(m, l, pos, doc_start, B, T); }
+    model_gather(m, L);
     norm_forward(c, a->lnf, a->lnf_mean, a->lnf_rstd, a->residual3 + (size_t)(L - 1) * BT * C, p->lnfw, param_layer(c, p, P_LNFB, 0), BT);
     if (targets) {
         m->num_rows = 0;
@@ -1054,15 +1078,27 @@ static void model_unit_done(Model *m, int k) {
     if (m->units) dist_unit_flush(m->dist, &m->units[k], m->grad_shard, m->opt_lo, m->padded / (size_t)m->dist->world);
 }
 
+// ZeRO-3: the gathers of one forward pass (model_forward's order) without the pass, on a rank
+// that has no micro-batch to compute while the others gather.
+static void model_forward_gathers(Model *m) {
+    for (int k = -1; m->weight_shard && k <= m->cfg.L; k++) model_gather(m, k < 0 ? m->cfg.L + 1 : k);
+}
+
 // A micro-batch without targets on this rank: with ZeRO-2 the other ranks' flushes still
-// need this rank's (zero) part, unit by unit in the backward's order.
+// need this rank's (zero) part, unit by unit in the backward's order; with ZeRO-3 their
+// gathers need its shard, in the forward's and the backward's order between the flushes.
 static void model_units_flush_empty(Model *m) {
-    for (int k = m->cfg.L; m->units && k >= 0; k--) model_unit_done(m, k);
-    model_unit_done(m, m->cfg.L + 1);
+    int L = m->cfg.L;
+    if (!m->units) return;
+    model_forward_gathers(m);  // ZeRO-3
+    model_unit_done(m, L);
+    for (int l = L - 1; l >= 0; l--) { model_gather(m, l); model_unit_done(m, l); }
+    model_unit_done(m, L + 1);
 }
 
 // Backward pass after model_forward with targets: adds d(sum of losses)/d(params)
-// to the gradients (ZeRO-2: unit by unit into the shard, model_unit_done).
+// to the gradients (ZeRO-2: unit by unit into the shard, model_unit_done; ZeRO-3: each block's
+// weights gathered again first, the head's and the embeddings' still there from the forward).
 static void model_backward(Model *m, const int *inputs, const int *pos, const int *doc_start, int B, int T) {
     const ModelConfig *c = &m->cfg;
     int L = c->L, C = c->C, V = c->V, BT = B * T, llama = is_llama_family(c);
@@ -1085,6 +1121,7 @@ static void model_backward(Model *m, const int *inputs, const int *pos, const in
                   a->lnf_rstd, BT);
     model_unit_done(m, L);
     for (int l = L - 1; l >= 0; l--) {
+        model_gather(m, l);
         layer_backward(m, l, pos, doc_start, B, T);
         model_unit_done(m, l);
     }
@@ -1139,7 +1176,7 @@ static void adamw_tensor(float *p, const float *g, float *m, float *v, size_t n,
     }
 }
 
-// AdamW on the parameters [m->opt_lo, m->opt_lo + m->opt_n) with their gradients
+// AdamW on the parameters [m->opt_lo, m->opt_lo + m->opt_n) (ZeRO-3: in weight_shard) with their gradients
 // g[0..opt_n) and the moments. A ZeRO-1 shard may start or end inside a tensor, so
 // each tensor's overlap with the range gets that tensor's weight decay.
 // With LoRA every tensor of the adapter block is a matrix: all decay.
@@ -1153,7 +1190,7 @@ static void adamw_update(Model *m, const float *g, float mean, float clip, float
     for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
         size_t end = off + param_numel(&m->cfg, i), a = off > lo ? off : lo, b = end < hi ? end : hi;
         if (a < b)
-            adamw_tensor(m->params_mem + a, g + (a - lo), m->m_mem + (a - lo), m->v_mem + (a - lo), b - a, mean, clip, lr, w->beta1, w->beta2, w->eps,
+            adamw_tensor(m->weight_shard ? m->weight_shard + (a - lo) : m->params_mem + a, g + (a - lo), m->m_mem + (a - lo), m->v_mem + (a - lo), b - a, mean, clip, lr, w->beta1, w->beta2, w->eps,
                          PARAM_INFO[i].decay ? weight_decay : 0.0f, t);
         off = end;
     }
@@ -1177,7 +1214,8 @@ typedef struct {
 // micro-batch: summed everywhere (allreduce), or with ZeRO-1 each rank receives the
 // sum over its shard (reduce-scatter), updates that shard and all-gathers the
 // parameters. ZeRO-2 reduce-scatters during every micro-batch's backward instead, unit
-// by unit, and accumulates the step in the shard alone (the loss sums still meet once).
+// by unit, and accumulates the step in the shard alone (the loss sums still meet once);
+// ZeRO-3 also gathers each unit's weights before they are read and never the whole.
 // Norm and clipping are over the whole gradient either way (the shards' squares summed).
 static StepResult train_step(Model *m, Loader *ld, int A, float lr, float weight_decay, float grad_clip, int64_t *adam_t) {
     StepResult r = {0};
@@ -1225,7 +1263,7 @@ static StepResult train_step(Model *m, Loader *ld, int A, float lr, float weight
     }
     *adam_t += 1;
     adamw_update(m, g, mean, clip, lr, weight_decay, *adam_t);
-    if (d && d->zero) {
+    if (d && d->zero && !m->weight_shard) {  // ZeRO-3 gathers unit by unit when the weights are next read
         size_t shard = m->padded / (size_t)W;
         dist_allgather_f32(d, m->trained + (size_t)d->rank * shard, m->trained, shard);
     }
@@ -1234,15 +1272,20 @@ static StepResult train_step(Model *m, Loader *ld, int A, float lr, float weight
 
 // Mean loss per target over up to max_batches micro-batches (-1: the whole file) from
 // the start. Data parallel: micro-batch k is evaluated by rank k % W, and the sums meet.
+// ZeRO-3's forwards gather, so every rank makes one pass per round of W micro-batches: its
+// batch's forward, or the gathers alone when it has no targets or the file ended before it.
 static double evaluate(Model *m, Loader *ld, int max_batches, int64_t *targets_out) {
     loader_seek(ld, 0, 0);
     double sum[2] = {0.0, 0.0};  // loss, targets
-    for (int k = 0; (max_batches < 0 || k < max_batches) && !ld->exhausted; k++) {
+    int k = 0;
+    for (; (max_batches < 0 || k < max_batches) && !ld->exhausted; k++) {
         loader_next_batch(ld);
-        if (ld->num_targets == 0 || (m->dist && !dist_owns_val_batch(m->dist->rank, m->dist->world, k))) continue;
+        if (m->dist && !dist_owns_val_batch(m->dist->rank, m->dist->world, k)) continue;
+        if (ld->num_targets == 0) { model_forward_gathers(m); continue; }
         sum[0] += model_forward(m, ld->inputs, ld->pos, ld->doc_start, ld->targets, ld->B, ld->T);
         sum[1] += ld->num_targets;
     }
+    if (m->dist && k % m->dist->world && m->dist->rank >= k % m->dist->world) model_forward_gathers(m);  // the last round's pass
     if (m->dist) dist_allreduce_sum_f64(m->dist, sum, 2);
     int64_t n = (int64_t)sum[1];
     *targets_out = n;
@@ -1413,11 +1456,11 @@ static const float *model_decode_step(const Model *m, KVCache *kv, int token) {
     if (llama) kv_rope_angles(kv->rope_cos, kv->rope_sin, kv->inv_freq, t, HS / 2);
     if (c->rope_local_theta != 0) kv_rope_angles(kv->rope_cos_local, kv->rope_sin_local, kv->inv_freq_local, t, HS / 2);
     for (int l = 0; l < c->L; l++) {
-        norm_forward(c, kv->ln, &mean, &rstd, kv->x, param_layer(c, p, P_LN1W, l), param_layer(c, p, P_LN1B, l), 1);
-        matvec_forward(kv->qkv, kv->ln, linear_weight(m, l, P_QKVW), param_layer(c, p, P_QKVB, l), C, QKV, wl);
+        norm_forward(c, kv->ln, &mean, &rstd, kv->x, weight_layer(m, P_LN1W, l), weight_layer(m, P_LN1B, l), 1);
+        matvec_forward(kv->qkv, kv->ln, linear_weight(m, l, P_QKVW), weight_layer(m, P_QKVB, l), C, QKV, wl);
         lora_matvec(m, l, P_QKVW, kv->qkv, kv->ln);
         if (c->qk_norm)
-            qk_norm_forward(kv->qkv, kv->qk_raw, kv->qk_rstd, param_layer(c, p, P_QNORMW, l), param_layer(c, p, P_KNORMW, l), 1, NH, KVH, HS, c->eps,
+            qk_norm_forward(kv->qkv, kv->qk_raw, kv->qk_rstd, weight_layer(m, P_QNORMW, l), weight_layer(m, P_KNORMW, l), 1, NH, KVH, HS, c->eps,
                             one);
         int rope = layer_rope(c, l), local = rope == ROPE_LOCAL;
         if (rope != ROPE_NONE)  // a one-position table
@@ -1426,19 +1469,19 @@ static const float *model_decode_step(const Model *m, KVCache *kv, int token) {
         memcpy(kc + (size_t)t * kvw, kv->qkv + A, (size_t)kvw * sizeof(float));
         memcpy(vc + (size_t)t * kvw, kv->qkv + A + kvw, (size_t)kvw * sizeof(float));
         attention_decode(kv->atty, kv->att, kv->qkv, kc, vc, t, kv->cap, NH, KVH, HS, scale, layer_window(c, l));
-        matvec_forward(kv->ln, kv->atty, linear_weight(m, l, P_ATTPROJW), param_layer(c, p, P_ATTPROJB, l), A, C, wl);
+        matvec_forward(kv->ln, kv->atty, linear_weight(m, l, P_ATTPROJW), weight_layer(m, P_ATTPROJB, l), A, C, wl);
         lora_matvec(m, l, P_ATTPROJW, kv->ln, kv->atty);
         const float *attn = kv->ln;
-        if (c->post_norms) { rmsnorm_forward(kv->post, &rstd, kv->ln, param_layer(c, p, P_POSTATTNW, l), 1, C, c->eps, one); attn = kv->post; }
+        if (c->post_norms) { rmsnorm_forward(kv->post, &rstd, kv->ln, weight_layer(m, P_POSTATTNW, l), 1, C, c->eps, one); attn = kv->post; }
         for (int i = 0; i < C; i++) kv->x[i] += attn[i];
-        norm_forward(c, kv->ln, &mean, &rstd, kv->x, param_layer(c, p, P_LN2W, l), param_layer(c, p, P_LN2B, l), 1);
-        matvec_forward(kv->fch, kv->ln, linear_weight(m, l, P_FCW), param_layer(c, p, P_FCB, l), C, fc_width(c), wl);
+        norm_forward(c, kv->ln, &mean, &rstd, kv->x, weight_layer(m, P_LN2W, l), weight_layer(m, P_LN2B, l), 1);
+        matvec_forward(kv->fch, kv->ln, linear_weight(m, l, P_FCW), weight_layer(m, P_FCB, l), C, fc_width(c), wl);
         lora_matvec(m, l, P_FCW, kv->fch, kv->ln);
         mlp_act_forward(c, kv->fch_act, kv->fch, 1);
-        matvec_forward(kv->ln, kv->fch_act, linear_weight(m, l, P_FCPROJW), param_layer(c, p, P_FCPROJB, l), c->FF, C, wl);
+        matvec_forward(kv->ln, kv->fch_act, linear_weight(m, l, P_FCPROJW), weight_layer(m, P_FCPROJB, l), c->FF, C, wl);
         lora_matvec(m, l, P_FCPROJW, kv->ln, kv->fch_act);
         const float *mlp = kv->ln;
-        if (c->post_norms) { rmsnorm_forward(kv->post, &rstd, kv->ln, param_layer(c, p, P_POSTFFNW, l), 1, C, c->eps, one); mlp = kv->post; }
+        if (c->post_norms) { rmsnorm_forward(kv->post, &rstd, kv->ln, weight_layer(m, P_POSTFFNW, l), 1, C, c->eps, one); mlp = kv->post; }
         for (int i = 0; i < C; i++) kv->x[i] += mlp[i];
     }
     norm_forward(c, kv->ln, &mean, &rstd, kv->x, p->lnfw, param_layer(c, p, P_LNFB, 0), 1);
@@ -1476,18 +1519,21 @@ static void cpu_generator_init(CpuGenerator *g, Generator *gen, const Model *m) 
 }
 
 // ----------------------------------------------------------------------------
-// Memory of one rank, in floats: parameters (padded to W shards with ZeRO-1 and 2),
-// gradients (all of them, padded with ZeRO-1; with ZeRO-2 the rank's shard plus the
-// units' scratch, grad_scratch of them), the AdamW moments (two per parameter, or per
-// parameter of its shard) and one micro-batch's activations. With LoRA (lay->lc.rank > 0)
-// the gradients and moments are the adapter's, the parameters the frozen base plus the adapter.
-typedef struct { size_t params, grads, grad_scratch, adamw, acts; } RankMemory;
+// Memory of one rank, in floats: parameters (padded to W shards with ZeRO-1 and 2; ZeRO-3: the
+// shard plus the units' gathered weights, `gathered`), gradients (all, padded with ZeRO-1; ZeRO-2
+// and 3: the shard plus the units' scratch, grad_scratch), the AdamW moments (two per parameter,
+// or per parameter of the shard) and one micro-batch's activations. LoRA (lay->lc.rank > 0): the
+// gradients and moments are the adapter's, the parameters the frozen base plus the adapter. Not
+// counted: the whole model that every rank reads at start, and that ZeRO-3 gathers to rank 0 to
+// write a checkpoint or generate.
+typedef struct { size_t params, gathered, grads, grad_scratch, adamw, acts; } RankMemory;
 
 static RankMemory rank_memory(const ModelConfig *c, const LoraLayout *lay, int B, int T, int world, int zero) {
     size_t base = model_num_parameters(c), P = lay->lc.rank ? lay->floats : base, shard = dist_shard_size(P, world);
     size_t trained = zero ? shard * world : P, scratch = zero >= 2 ? dist_zero2_scratch_floats(c, lay) : 0;
-    RankMemory r = {lay->lc.rank ? base + trained : trained, zero >= 2 ? shard + scratch : trained, scratch, 2 * (zero ? shard : P),
-                    model_activation_floats(c, B, T) + lora_activation_floats(lay, B, T)};
+    size_t gathered = zero >= 3 ? scratch : 0;  // the same three buffers as the gradient's scratch
+    RankMemory r = {lay->lc.rank ? base + trained : zero >= 3 ? shard + gathered : trained, gathered, zero >= 2 ? shard + scratch : trained, scratch,
+                    2 * (zero ? shard : P), model_activation_floats(c, B, T) + lora_activation_floats(lay, B, T)};
     return r;
 }
 
@@ -1523,28 +1569,45 @@ static void resume_dist(const TrainArgs *a, const RunSetup *r, Model *m, TrainSt
     free(mf); free(vf);
 }
 
-// The checkpoint files of s with the moments m, v: the model, or LoRA's adapter.
-static void save_model_checkpoint(const TrainArgs *a, const RunSetup *r, const Model *m, const TrainState *s, const float *mf, const float *vf) {
+// The checkpoint files of s with the weights p and the moments m, v: the model, or LoRA's adapter.
+static void save_model_checkpoint(const TrainArgs *a, const RunSetup *r, const Model *m, const ParamTensors *p, const TrainState *s,
+                                  const float *mf, const float *vf) {
     CheckpointLora lora = {&m->lora, m->adapter, r->lora_base, r->lora_state};
-    save_checkpoint_files(a->out_dir, &m->cfg, &m->params, model_is_lora(m) ? &lora : NULL, &r->extras, s, mf, vf, m->num_trained,
+    save_checkpoint_files(a->out_dir, &m->cfg, p, model_is_lora(m) ? &lora : NULL, &r->extras, s, mf, vf, m->num_trained,
                           hf_save_dtype_from_name(a->save_dtype));
 }
 
 // Rank 0 writes the checkpoint of s (the same files whatever W is); with ZeRO-1 the
-// moment shards are first gathered to it.
+// moment shards are first gathered to it, with ZeRO-3 the weights' too.
 static void checkpoint_dist(const TrainArgs *a, const RunSetup *r, Model *m, const TrainState *s) {
     if (a->ckpt_every < 0) return;  // -n -1: no checkpoints
     Dist *d = m->dist;
     if (!d->zero) {
-        if (d->rank == 0) save_model_checkpoint(a, r, m, s, m->m_mem, m->v_mem);
+        if (d->rank == 0) save_model_checkpoint(a, r, m, &m->params, s, m->m_mem, m->v_mem);
         return;
     }
     size_t shard = m->padded / (size_t)d->world;
-    float *mf = d->rank == 0 ? (float *)xcalloc(m->padded, sizeof(float)) : NULL, *vf = d->rank == 0 ? (float *)xcalloc(m->padded, sizeof(float)) : NULL;
-    dist_gather_f32(d, m->m_mem, mf, shard);
-    dist_gather_f32(d, m->v_mem, vf, shard);
-    if (d->rank == 0) save_model_checkpoint(a, r, m, s, mf, vf);
-    free(mf); free(vf);
+    float *mf = dist_gather_to_root(d, m->m_mem, shard), *vf = dist_gather_to_root(d, m->v_mem, shard);
+    float *weights = m->weight_shard ? dist_gather_to_root(d, m->weight_shard, shard) : NULL;
+    ParamTensors whole = m->params;
+    if (weights) param_pointers(&m->cfg, weights, &whole);
+    if (d->rank == 0) save_model_checkpoint(a, r, m, &whole, s, mf, vf);
+    free(mf); free(vf); free(weights);
+}
+
+// generate_and_evaluate (rank 0 alone, a token at a time) with ZeRO-3's weights: every rank's
+// shard is first gathered to rank 0, whose generator reads a view of m with all the weights.
+static void generate_dist(const TrainArgs *a, const RunSetup *r, Model *m, CpuGenerator *cg, const Generator *gen, int64_t step, int final,
+                          RunLog *log, Rng *sample_rng) {
+    if (!m->weight_shard || !generation_due(a, r, step, final)) { generate_and_evaluate(a, r, gen, step, final, log, sample_rng); return; }
+    float *weights = dist_gather_to_root(m->dist, m->weight_shard, m->padded / (size_t)m->dist->world);
+    Model whole = *m;
+    whole.weight_shard = NULL;  // weight_layer: every layer in params
+    if (weights) param_pointers(&m->cfg, weights, &whole.params);
+    cg->m = &whole;
+    generate_and_evaluate(a, r, gen, step, final, log, sample_rng);
+    cg->m = m;
+    free(weights);
 }
 
 // OpenMP threads that wait for work spin on their core (libgomp: 300000 spins
@@ -1577,7 +1640,7 @@ int main(int argc, char **argv) {
     TrainArgs args;
     train_args_defaults(&args);
     args.bnb4_supported = 1;  // QLoRA: LoRA on a 4-bit base (-e a bnb-4bit directory, --load_in_4bit)
-    args.max_zero = 2;        // ZeRO-2: gradients reduce-scattered layer by layer (model_unit_done)
+    args.max_zero = 3;        // ZeRO-2: gradients reduce-scattered layer by layer (model_unit_done); ZeRO-3: weights gathered (model_gather)
     Flag flags[] = {COMMON_FLAGS(&args)};
     LongFlag long_flags[] = {COMMON_LONG_FLAGS(&args)};
     parse_flags_with_long(argc, argv, "-i train.bin [flags]", flags, (int)(sizeof flags / sizeof flags[0]), long_flags,
@@ -1592,6 +1655,7 @@ int main(int argc, char **argv) {
     // inputs first, so a bad input fails before anything is written
     RunSetup run;
     setup_run(argv[0], &args, &run);
+    if (dist.zero == 3 && run_is_lora(&run)) usage_error(argv[0], "-Z 3 shards the weights of full fine-tuning only; with LoRA use -Z 2 (the frozen base stays whole on every rank)");
     dist_start(&dist);
     dist_check_same(&dist, run_fingerprint(&args, &run), "the run's flags, data files and model shape");
     if (run_already_finished(&args, &run, dist.rank == 0)) {  // a restarted job: nothing written
@@ -1622,9 +1686,9 @@ int main(int argc, char **argv) {
     memset(&run.q4, 0, sizeof run.q4);
     model_allocate(&model, args.B, args.T);
     model.adamw = args.adamw;
-    model_distribute(&model, &dist);
     dist_check_same(&dist, hash_floats(model.params_mem, model.num_params), "the model's starting weights (-e, or the checkpoint of -y 1)");
     if (model_is_lora(&model)) dist_check_same(&dist, hash_floats(model.adapter, model.num_trained), "the LoRA adapter's starting weights");
+    model_distribute(&model, &dist);  // after the check: ZeRO-3 keeps only this rank's shard
     Loader loader, val_loader;
     loader_init(&loader, &run.train, args.B, args.T, args.shuffle, (uint64_t)args.seed, 1);
     if (run.have_val) loader_init(&val_loader, &run.val, args.B, args.T, 0, 0, 0);
@@ -1633,16 +1697,19 @@ int main(int argc, char **argv) {
     rng_seed(&sample_rng, (uint64_t)args.seed + 1);
     resume_dist(&args, &run, &model, &state, &loader, &sample_rng);
     char wait[128], trainer[256];
+    static const char *zero_stage_name[] = {"", ", data parallel with ZeRO-1 over MPI", ", data parallel with ZeRO-2 over MPI", ", data parallel with ZeRO-3 over MPI"};
     openmp_wait_description(wait, sizeof wait);
     snprintf(trainer, sizeof trainer, "train_sft (CPU, %d OpenMP threads, %s)%s", omp_get_max_threads(), wait,
-             dist.world > 1 ? (dist.zero == 2 ? ", data parallel with ZeRO-2 over MPI" : dist.zero ? ", data parallel with ZeRO-1 over MPI" : ", data parallel over MPI") : "");
+             dist.world > 1 ? (dist.zero ? zero_stage_name[dist.zero] : ", data parallel over MPI") : "");
     RunLog log;
     run_log_open(&log, &args, &run, state.step, trainer);
 
     print_run_summary(&args, &run, model.num_params);
     if (dist.world > 1)
         printf("ranks | %d ranks (%s), ZeRO-%d: each rank computes %d of the %d micro-batches of a step%s\n", dist.world, dist.launcher, dist.zero,
-               run.A, run.A * dist.world, dist.zero == 2 ? ", reduce-scatters each layer's gradient as its backward ends and updates 1/W of the parameters"
+               run.A, run.A * dist.world, dist.zero == 3 ? ", holds 1/W of the weights, gathers each layer's before its forward and its backward, "
+               "reduce-scatters its gradient as its backward ends and updates 1/W of the parameters"
+               : dist.zero == 2 ? ", reduce-scatters each layer's gradient as its backward ends and updates 1/W of the parameters"
                : dist.zero ? " and updates 1/W of the parameters" : "");
     if (model_is_lora(&model)) print_lora_summary(&run);
     // a 4-bit base: its quantized weights' fp32 slots are never written (not resident); they count as their NF4 state and the scratch
@@ -1658,11 +1725,15 @@ int main(int argc, char **argv) {
         snprintf(q4, sizeof q4, " (4-bit base: %zu weights in NF4 with their absmax and nested state %.3f MB, %.3f MB in fp32; "
                  "dequantization scratch %.3f MB)", qn, qb / 1e6, qn * 4 / 1e6, scratch * 4 / 1e6);
     }
-    char grad_parts[160] = "";
+    char grad_parts[160] = "", weight_parts[160] = "";
     if (dist.zero >= 2)
-        snprintf(grad_parts, sizeof grad_parts, " (ZeRO-2: the shard of %zu and the layer-by-layer scratch of %zu)", mem.grads - mem.grad_scratch, mem.grad_scratch);
-    printf("memory| per rank: parameters %.3f MB%s, gradients %.3f MB%s, AdamW state %.3f MB (moments of %zu of %zu %s), activations %.3f MB; "
-           "%d threads, %s\n", params_bytes / 1e6, q4, mem.grads * 4 / 1e6, grad_parts, mem.adamw * 4 / 1e6, mem.adamw / 2, model.num_trained,
+        snprintf(grad_parts, sizeof grad_parts, " (ZeRO-%d: the shard of %zu and the layer-by-layer scratch of %zu)", dist.zero, mem.grads - mem.grad_scratch,
+                 mem.grad_scratch);
+    if (dist.zero >= 3)
+        snprintf(weight_parts, sizeof weight_parts, " (ZeRO-3: the shard of %zu and the gathered embeddings, head and one layer, %zu)", mem.params - mem.gathered,
+                 mem.gathered);
+    printf("memory| per rank: parameters %.3f MB%s%s, gradients %.3f MB%s, AdamW state %.3f MB (moments of %zu of %zu %s), activations %.3f MB; "
+           "%d threads, %s\n", params_bytes / 1e6, q4, weight_parts, mem.grads * 4 / 1e6, grad_parts, mem.adamw * 4 / 1e6, mem.adamw / 2, model.num_trained,
            model_is_lora(&model) ? "adapter parameters; the base is frozen" : "parameters", mem.acts * 4 / 1e6, omp_get_max_threads(), wait);
 
     CpuGenerator cpu_gen;
@@ -1678,7 +1749,7 @@ int main(int argc, char **argv) {
             double vl = evaluate(&model, &val_loader, args.val_batches, &n);
             log_validation(&log, step, vl, n);
         }
-        generate_and_evaluate(&args, &run, &gen, step, 0, &log, &sample_rng);
+        generate_dist(&args, &run, &model, &cpu_gen, &gen, step, 0, &log, &sample_rng);
         float lr = train_lr(&args, (int)step, steps);
         double t0 = now_seconds();
         poison_this_step = test_poison_for_step(step + 1);
@@ -1706,7 +1777,7 @@ int main(int argc, char **argv) {
         double vl = evaluate(&model, &val_loader, args.val_batches, &n);
         log_validation(&log, state.step, vl, n);
     }
-    generate_and_evaluate(&args, &run, &gen, state.step, 1, &log, &sample_rng);
+    generate_dist(&args, &run, &model, &cpu_gen, &gen, state.step, 1, &log, &sample_rng);
     state.epoch = loader.epoch; state.cursor = loader.cursor; state.rng = sample_rng.state;
     checkpoint_dist(&args, &run, &model, &state);
     log_checkpoint(&log, state.step, 1);

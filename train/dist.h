@@ -1,8 +1,9 @@
 // dist.h: data-parallel training across W processes ("ranks"), shared by the CPU
 // and GPU trainers: who this process is (rank, world size, local rank) from the flags
 // or the launcher's environment, which micro-batches of a step are its own, the
-// ZeRO-1 shard layout, ZeRO-2's gradient units, the run fingerprint every rank must
-// agree on, and the collectives (sums, reduce-scatter, all-gather, gather).
+// ZeRO-1 shard layout, the units of ZeRO-2's gradients and ZeRO-3's weights, the run
+// fingerprint every rank must agree on, and the collectives (sums, reduce-scatter,
+// all-gather, gather).
 //
 // Every rank builds all A*W micro-batches of a step with the same loader, so the
 // rows of a step, the loader state and the step's number of targets are the same
@@ -39,12 +40,16 @@ typedef struct {
     // in holds counts[0] + ... + counts[W-1] floats; out (counts[rank] floats, or in itself) gets the
     // sum over ranks of this rank's block of in (ZeRO-2's per-unit gradients; NULL in a transport without it)
     void (*reduce_scatterv_sum_f32)(void *ctx, const float *in, float *out, const int *counts);
+    // the inverse: in (counts[rank] floats, or out at this rank's block itself) is this rank's block;
+    // out (counts[0] + ... + counts[W-1] floats) gets every rank's block in rank order (ZeRO-3's
+    // per-unit weights; NULL in a transport without it)
+    void (*allgatherv_f32)(void *ctx, const float *in, float *out, const int *counts);
 } DistOps;
 
 typedef struct {
     int rank, world, local_rank;  // this process; ranks in the job; its index on its node (GPU to use)
     const char *launcher;         // where rank/world came from: "flags", "mpirun", "srun", "torchrun", "single"
-    int zero;                     // ZeRO stage in use (0, 1 or 2)
+    int zero;                     // ZeRO stage in use (0 to 3)
     int mpi;                      // 1 when MPI is initialized (MPI builds launched by mpirun/srun with MPI)
     const DistOps *ops;           // the collectives (NULL: one rank, or not started yet)
     double comm_seconds;          // time spent in the collectives so far (waiting for other ranks included)
@@ -165,6 +170,17 @@ static void dist_reduce_scatterv_sum_f32(Dist *d, const float *in, float *out, c
     d->comm_seconds += now_seconds() - t0;
 }
 
+// out (counts[0] + ... + counts[W-1] floats) gets every rank's block in rank order; in is this
+// rank's block (counts[rank] floats), or out at that block's place (in place).
+static void dist_allgatherv_f32(Dist *d, const float *in, float *out, const int *counts) {
+    if (d->world == 1) { if (out != in) memcpy(out, in, (size_t)counts[0] * sizeof(float)); return; }
+    dist_need_ops(d, "all-gather");
+    if (!d->ops->allgatherv_f32) fatal("ZeRO-3 over a transport without a variable all-gather (internal error)");
+    double t0 = now_seconds();
+    d->ops->allgatherv_f32(d->ops->ctx, in, out, counts);
+    d->comm_seconds += now_seconds() - t0;
+}
+
 // out (W*shard_n floats) gets every rank's shard in rank order; shard may be
 // out + rank*shard_n itself (in place).
 static void dist_allgather_f32(Dist *d, const float *shard, float *out, size_t shard_n) {
@@ -185,6 +201,14 @@ static void dist_gather_f32(Dist *d, const float *shard, float *out_on_root, siz
     d->comm_seconds += now_seconds() - t0;
 }
 
+// Every rank's shard (shard_n floats each) gathered to a new array of W*shard_n floats on
+// rank 0 (the caller frees it); NULL on the other ranks. Every rank calls it.
+static float *dist_gather_to_root(Dist *d, const float *shard, size_t shard_n) {
+    float *full = d->rank == 0 ? (float *)xcalloc(shard_n * (size_t)d->world, sizeof(float)) : NULL;
+    dist_gather_f32(d, shard, full, shard_n);
+    return full;
+}
+
 // 1 on every rank when `local` is non-zero on any rank.
 static int dist_any(Dist *d, int local) {
     double x = local != 0;
@@ -193,7 +217,7 @@ static int dist_any(Dist *d, int local) {
 }
 
 // ---------------------------------------------------------------------------
-// ZeRO-2's gradient units.
+// ZeRO-2's gradient units, and ZeRO-3's weight units.
 
 // ZeRO-2 keeps the shards of ZeRO-1 (so the optimizer, the all-gather and the
 // checkpoints are the same) but no rank holds the whole gradient: the backward is cut
@@ -210,6 +234,7 @@ typedef struct {
     size_t floats;                           // sum of len: the unit's scratch
     float *scratch;                          // where its gradient is produced (zero between flushes)
     int *counts;                             // (W) elements of the unit in each rank's shard
+    float *weights;                          // ZeRO-3: where its weights are gathered, laid out like scratch (NULL below)
 } DistUnit;
 
 // Appends the piece [off, off + len) (above the last one) to u; empty pieces are left out.
@@ -248,6 +273,30 @@ static void dist_unit_flush(Dist *d, DistUnit *u, float *grad_shard, size_t lo, 
     memset(u->scratch, 0, u->floats * sizeof(float));
 }
 
+// ZeRO-3 shards the weights too, on the same units: between steps a rank holds only its
+// ZeRO-1 shard of the parameters (so the optimizer and the checkpoints stay the same), and a
+// unit's weights are all-gathered into u->weights (its pieces back to back, like its gradient
+// scratch) just before they are read. The blocks share one buffer and the CPU trainer
+// recomputes nothing, so a block is gathered before its forward and again before its
+// backward; the embeddings and the head have buffers of their own and are gathered once per
+// micro-batch, before the forward, and stay until its backward is done (a tied head reads wte
+// in the embeddings' buffer, gathered first). Synchronous, as the reduce-scatters.
+// Rank r's elements of the unit are contiguous in u->weights (block r, counts[r] floats, after
+// the blocks of ranks below r) but spread over its shard (one run per piece): they are packed
+// into their block, then the all-gather fills the rest in place. weight_shard holds the
+// parameters [lo, lo + shard).
+static void dist_unit_gather(Dist *d, DistUnit *u, const float *weight_shard, size_t lo, size_t shard) {
+    if (u->floats == 0) return;
+    size_t j = 0;
+    for (int r = 0; r < d->rank; r++) j += (size_t)u->counts[r];
+    float *mine = u->weights + j;
+    for (int k = 0; k < u->n; k++) {
+        size_t a = u->off[k] > lo ? u->off[k] : lo, b = u->off[k] + u->len[k] < lo + shard ? u->off[k] + u->len[k] : lo + shard;
+        if (a < b) { memcpy(u->weights + j, weight_shard + (a - lo), (b - a) * sizeof(float)); j += b - a; }
+    }
+    dist_allgatherv_f32(d, mine, u->weights, u->counts);
+}
+
 // ZeRO-2's units of a model (L + 2 of them, pieces added; scratch and counts not yet set). Full
 // fine-tuning: block l holds layer l's slice of every per-layer tensor, the head ln_f and an
 // untied lm_head, the embeddings wte (tied: the head's gradient too, so it is flushed last)
@@ -277,8 +326,26 @@ static DistUnit *dist_model_units(const ModelConfig *c, const LoraLayout *lay, s
     return u;
 }
 
+// The unit that parameter tensor i belongs to with full fine-tuning (u: dist_model_units' L + 2):
+// block 0, whose buffers every block shares, for a per-layer tensor, else the embeddings or the head.
+static DistUnit *dist_tensor_unit(DistUnit *u, int L, int i) {
+    return PARAM_INFO[i].per_layer ? &u[0] : i == P_WTE || i == P_WPE ? &u[L + 1] : &u[L];
+}
+
+// Places full fine-tuning's unit buffers in mem (dist_zero2_scratch_floats of them): the
+// embeddings', the head's, then one block's that every block shares; the gradient scratch, or
+// with `weights` ZeRO-3's gathered weights.
+static void dist_units_place(DistUnit *u, int L, float *mem, int weights) {
+    for (int k = 0; k < L + 2; k++) {
+        float *at = k == L + 1 ? mem : k == L ? mem + u[L + 1].floats : mem + u[L + 1].floats + u[L].floats;
+        if (weights) u[k].weights = at;
+        else u[k].scratch = at;
+    }
+}
+
 // Floats of ZeRO-2's gradient scratch: the units' (LoRA: the adapter block; else the
-// embeddings, the head and one block, which every block reuses).
+// embeddings, the head and one block, which every block reuses). ZeRO-3's gathered weights
+// take as many (full fine-tuning: the same three buffers).
 static size_t dist_zero2_scratch_floats(const ModelConfig *c, const LoraLayout *lay) {
     size_t pos[NUM_PARAM_TENSORS];
     DistUnit *u = dist_model_units(c, lay, pos);
@@ -331,9 +398,25 @@ static void mpi_reduce_scatterv_f32(void *ctx, const float *in, float *out, cons
     (void)ctx;
     MPI_Reduce_scatter(in == out ? MPI_IN_PLACE : in, out, counts, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
 }
+static void mpi_allgatherv_f32(void *ctx, const float *in, float *out, const int *counts) {
+    (void)ctx;
+    int rank, world;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &world);
+    int *displs = (int *)xmalloc((size_t)world * sizeof(int));
+    size_t at = 0;
+    for (int r = 0; r < world; r++) {
+        if (at > (size_t)INT_MAX) fatal("a ZeRO-3 unit of more than %d floats is more than MPI's int displacements allow; use more ranks", INT_MAX);
+        displs[r] = (int)at;
+        at += (size_t)counts[r];
+    }
+    if (in == out + displs[rank]) MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, out, counts, displs, MPI_FLOAT, MPI_COMM_WORLD);
+    else MPI_Allgatherv(in, counts[rank], MPI_FLOAT, out, counts, displs, MPI_FLOAT, MPI_COMM_WORLD);
+    free(displs);
+}
 static void mpi_finish(void *ctx) { (void)ctx; MPI_Finalize(); }
 static const DistOps MPI_OPS = {mpi_allreduce_f32, mpi_allreduce_f64, mpi_reduce_scatter_f32, mpi_allgather_f32, mpi_gather_f32, mpi_finish, NULL,
-                                mpi_reduce_scatterv_f32};
+                                mpi_reduce_scatterv_f32, mpi_allgatherv_f32};
 #endif
 
 #ifdef USE_MPI

@@ -67,7 +67,7 @@ typedef struct {
     LoraArgs lora;            // -A -B -p -Q -T -M -F: LoRA (model/lora.h); rank 0 = full fine-tuning
     int load_in_4bit;         // --load_in_4bit: quantize the base's linear weights to NF4 at load (QLoRA)
     int bnb4_supported;       // set by a trainer that trains LoRA on a 4-bit base (both do), not a flag
-    int max_zero;             // the highest ZeRO stage the trainer has (-Z): 1, or the CPU trainer's 2; not a flag
+    int max_zero;             // the highest ZeRO stage the trainer has (-Z): 1, or the CPU trainer's 3; not a flag
 } TrainArgs;
 
 static void train_args_defaults(TrainArgs *a) {
@@ -117,7 +117,7 @@ static void train_args_defaults(TrainArgs *a) {
     {'R', FLAG_INT, &(a)->rank, "data parallel: this process's rank (default: from mpirun/srun/torchrun's environment, else 0)"}, \
     {'W', FLAG_INT, &(a)->world, "data parallel: number of ranks W (default: from the environment, else 1)"}, \
     {'D', FLAG_INT, &(a)->local_rank, "data parallel: local rank, the GPU index on this node (default: from the environment; with -R, the rank; else 0)"}, \
-    {'Z', FLAG_INT, &(a)->zero, "ZeRO stage: 1 shards the AdamW state across ranks, 2 also the gradients (CPU trainer), 0 replicates it (default 1 when W > 1)"}, \
+    {'Z', FLAG_INT, &(a)->zero, "ZeRO stage: 1 shards the AdamW state across ranks, 2 also the gradients, 3 also the weights (CPU trainer: 2 and 3), 0 replicates it (default 1 when W > 1)"}, \
     {'f', FLAG_STRING, &(a)->rdzv_dir, "GPU trainer: rendezvous through this shared directory instead of TCP to MASTER_ADDR"}, \
     LORA_FLAGS(&(a)->lora)
 
@@ -250,7 +250,8 @@ static void check_train_args(const char *prog, const TrainArgs *a) {
     if (a->world < -1 || a->world == 0) usage_error(prog, "-W must be at least 1, got %d", a->world);
     if (a->local_rank < -1) usage_error(prog, "-D must be >= 0, got %d", a->local_rank);
     if (a->zero < -1 || a->zero > a->max_zero)
-        usage_error(prog, "-Z must be %s, got %d", a->max_zero >= 2 ? "0, 1 or 2" : "0 or 1 (ZeRO-2 is the CPU trainer's so far)", a->zero);
+        usage_error(prog, "-Z must be %s, got %d", a->max_zero >= 3 ? "0, 1, 2 or 3" : a->max_zero == 2 ? "0, 1 or 2 (ZeRO-3 is the CPU trainer's so far)"
+                    : "0 or 1 (ZeRO-2 and ZeRO-3 are the CPU trainer's so far)", a->zero);
     const LoraArgs *lo = &a->lora;
     if (lo->rank < 0 || lo->rank > LORA_MAX_RANK) usage_error(prog, "-A (LoRA rank) must be from 0 to %d, got %d", LORA_MAX_RANK, lo->rank);
     if (!(lo->alpha > 0) || lo->alpha > 1e6f) usage_error(prog, "-B (LoRA alpha) must be positive, got %g", lo->alpha);
@@ -1292,20 +1293,35 @@ static int nonfinite_guard(NonfiniteGuard *g, RunLog *log, int64_t step, int ski
     return 1;
 }
 
-// What generates at the start of step `step` (or, with final, after the last step):
-// exact-match evaluation before training, every -a steps and at the end; samples
-// every -s steps and at the end.
+// 1 when the exact-match set is evaluated at the start of step `step` (or, with final,
+// after the last step): before training, every -a steps and at the end
+static int exact_match_due(const TrainArgs *a, const RunSetup *r, int64_t step, int final) {
+    return r->evalset.n && (final || step == 0 || (a->eval_every > 0 && step % a->eval_every == 0));
+}
+
+// 1 when a sample is printed at `step`: every -s steps and at the end
+static int sample_due(const TrainArgs *a, int64_t step, int final) {
+    return a->sample_every > 0 && (final || (step > 0 && step % a->sample_every == 0));
+}
+
+// 1 when generate_and_evaluate generates at `step`: the same on every rank, so that ranks
+// that must gather the weights for rank 0's generation (ZeRO-3) know when.
+static int generation_due(const TrainArgs *a, const RunSetup *r, int64_t step, int final) {
+    return exact_match_due(a, r, step, final) || sample_due(a, step, final);
+}
+
+// What generates at the start of step `step` (or, with final, after the last step).
 static void generate_and_evaluate(const TrainArgs *a, const RunSetup *r, const Generator *gen, int64_t step, int final, RunLog *log,
                                   Rng *sample_rng) {
-    if (log->silent) return;  // rank 0's job
-    if (r->evalset.n && (final || step == 0 || (a->eval_every > 0 && step % a->eval_every == 0))) {
+    if (log->silent || !generation_due(a, r, step, final)) return;  // rank 0's job
+    if (exact_match_due(a, r, step, final)) {
         log_break(log);
         int model_eos[4], n_model_eos = model_end_ids(&r->cfg, model_eos);
         double acc = evaluate_exact_match(gen, &r->evalset, r->tok, &r->chat, model_eos, n_model_eos, a->sample_tokens,
                                           final ? 5 : step == 0 ? 3 : 0);
         log_eval(log, step, acc, r->evalset.n);
     }
-    if (a->sample_every > 0 && (final || (step > 0 && step % a->sample_every == 0))) {
+    if (sample_due(a, step, final)) {
         log_break(log);
         sample_and_print(gen, r->have_val ? &r->val : &r->train, r->tok, a->sample_tokens, a->temperature, sample_rng);
     }

@@ -20,6 +20,14 @@
 #   the odd count on 3 ranks, LoRA on 2; its memory line holds the shard and one layer's
 #   scratch (with the embeddings and the head), not the whole gradient; its checkpoints resume bit-identically at the same W and
 #   stage, and across W and stage (ZeRO-2 on 2 ranks -> one process; ZeRO-1 -> ZeRO-2);
+# - ZeRO-3 (each rank holds its shard of the weights; each unit gathered before its forward and
+#   again, for a block, before its backward) equals one process within the same tolerances: GPT-2
+#   (tied head) on 2 ranks with empty micro-batches and validation dealt over ranks, the Qwen2
+#   model (GQA, untied head) on 3 ranks with greedy samples during training (rank 0 gathers the
+#   weights) equal to one process's, the odd count on 3 ranks; its memory line holds the weights'
+#   shard and the gathered embeddings, head and one block (by hand); it resumes bit-identically at
+#   the same W and stage, its checkpoint by one process at ZeRO-0, and a ZeRO-1 checkpoint with
+#   ZeRO-3; with LoRA it is refused in one line;
 # - QLoRA (dev/ref/tiny_llama_bnb4 with -A, dropout on) on 2 ranks with ZeRO-1 and ZeRO-2, and a
 #   base quantized at load (--load_in_4bit 1) on 2 ranks, equal one process within the LoRA
 #   tolerances; ranks whose 4-bit bases differ in one byte of codes are refused on every rank;
@@ -32,8 +40,8 @@
 # - -d not a multiple of B*T*W, and W ranks with fewer rows per step: one line and exit 1
 #   on each rank, before anything is written; ranks started with different flags, or
 #   the same flags and different starting weights: one line on every rank, non-zero exit;
-# - without MPI (./train_sft) and W > 1 from the environment: one line, exit 1; -Z 3 (not
-#   built) likewise.
+# - without MPI (./train_sft) and W > 1 from the environment: one line, exit 1; -Z 4 (no such
+#   stage) likewise.
 set -u
 cd "$(dirname "$0")/../.."
 for f in train_sft dev/dist_tool; do
@@ -63,10 +71,15 @@ if grep -q "2 ranks (from torchrun)" "$tmp/nompi.log"; then ok dist_torchrun_env
 if [ $rc -eq 1 ] && grep -q "rank 2 is not below the world size 2 (from flags)" "$tmp/nompi.log"; then ok dist_rank_beyond_world_refused
 else fail dist_rank_beyond_world_refused "exit $rc: $(head -c 300 "$tmp/nompi.log")"; fi
 
-# ZeRO-3 is not built: -Z 3 is refused in one line before anything is written
-./train_sft $base -d 64 -x 2 -Z 3 -o "$tmp/z3" > "$tmp/z3.log" 2>&1; rc=$?
-if [ $rc -eq 1 ] && grep -q "^error: -Z must be 0, 1 or 2, got 3" "$tmp/z3.log" && [ ! -e "$tmp/z3" ]; then ok dist_zero3_refused
-else fail dist_zero3_refused "exit $rc: $(head -c 300 "$tmp/z3.log")"; fi
+# no ZeRO-4: refused in one line before anything is written; so is ZeRO-3 with LoRA (it shards
+# full fine-tuning's weights only)
+./train_sft $base -d 64 -x 2 -Z 4 -o "$tmp/z4" > "$tmp/z4.log" 2>&1; rc=$?
+if [ $rc -eq 1 ] && grep -q "^error: -Z must be 0, 1, 2 or 3, got 4" "$tmp/z4.log" && [ ! -e "$tmp/z4" ]; then ok dist_zero4_refused
+else fail dist_zero4_refused "exit $rc: $(head -c 300 "$tmp/z4.log")"; fi
+./train_sft ${base/d2c64h2t32/l2c32h4k2t32} -A 3 -d 64 -x 2 -Z 3 -o "$tmp/z3lora" > "$tmp/z3lora.log" 2>&1; rc=$?
+if [ $rc -eq 1 ] && [ "$(wc -l < "$tmp/z3lora.log")" -eq 1 ] && grep -q "^error: -Z 3 shards the weights of full fine-tuning only; with LoRA use -Z 2" "$tmp/z3lora.log" &&
+   [ ! -e "$tmp/z3lora" ]; then ok dist_zero3_lora_refused
+else fail dist_zero3_lora_refused "exit $rc: $(head -c 300 "$tmp/z3lora.log")"; fi
 
 if ! command -v mpirun > /dev/null; then echo "skip dist_mpi: mpirun not found (apt install openmpi-bin libopenmpi-dev)"; exit 0; fi
 if [ ! -x train_sft_mpi ]; then echo "skip dist_mpi: train_sft_mpi not built (make train_sft_mpi; needs mpicc)"; exit 0; fi
@@ -380,6 +393,78 @@ name=dist_zero1_checkpoint_resumed_with_zero2
 rewind "$tmp/r2" "$tmp/r2z2"
 if run2 $flags -Z 2 -n 4 -y 1 -o "$tmp/r2z2"; then
     why=$(close_models "$tmp/r2z2/$final" "$tmp/r2/$final")
+    [ -z "$why" ] && ok $name || fail $name "$why"
+fi
+
+# ---- ZeRO-3: the weights sharded too, gathered unit by unit ----
+# The GPT-2 run above with -Z 3 equals the single process (tied head: wte, in the embeddings'
+# unit, is gathered before the encoder and read by the head; validation's 10 batches dealt over
+# 2 ranks, a rank without targets in a round still gathers); per-rank memory by hand: the
+# weights are the shard (ceil(P/2)) plus the gathered embeddings (V*C + maxT*C), head (ln_f: 2C)
+# and one block (12C^2 + 13C), the same floats as the gradient's scratch.
+name=dist_zero3_equals_one_process
+if run2 $flags -Z 3 -o "$tmp/z3"; then
+    cp "$tmp/last.log" "$tmp/z3.log"
+    series "$tmp/z3/metrics.jsonl" > "$tmp/z3.s"
+    why="$(close_series "$tmp/one.s" "$tmp/z3.s" 1e-6)$(close_models "$tmp/z3/$final" "$tmp/one/$final")"
+    grep -q val_loss "$tmp/z3.s" || why="no validation record $why"
+    [ -z "$why" ] && ok $name || fail $name "$why"
+fi
+name=dist_zero3_memory_holds_the_weights_shard
+P=$(( V * C + maxT * C + L * (12 * C * C + 13 * C) + 2 * C )); shard=$(( (P + 1) / 2 ))
+scr=$(( V * C + maxT * C + 2 * C + 12 * C * C + 13 * C ))
+want="parameters $(awk -v n=$((shard + scr)) 'BEGIN { printf "%.3f", 4 * n / 1e6 }') MB (ZeRO-3: the shard of $shard and the gathered embeddings, head and one layer, $scr)"
+want_grads="gradients $(awk -v n=$((shard + scr)) 'BEGIN { printf "%.3f", 4 * n / 1e6 }') MB (ZeRO-3: the shard of $shard and the layer-by-layer scratch of $scr)"
+if grep "^memory|" "$tmp/z3.log" 2>/dev/null | grep -qF "$want" && grep "^memory|" "$tmp/z3.log" | grep -qF "$want_grads"; then ok $name
+else fail $name "expected '$want' and '$want_grads' in: $(grep '^memory|' "$tmp/z3.log" 2>/dev/null)"; fi
+
+# the Qwen2 model (GQA, untied lm_head: its own unit, biases in the blocks) on 3 ranks, with a
+# greedy sample every 2 steps (rank 0 generates from the weights gathered to it): the same
+# losses, weights and samples as one process
+name=dist_zero3_llama_three_ranks_equal_one_process
+if run1 $l3flags -s 2 -g 8 -o "$tmp/l31s" && cp "$tmp/last.log" "$tmp/l31s.log" &&
+   $launch -np 3 ./train_sft_mpi $l3flags -s 2 -g 8 -Z 3 -o "$tmp/l3z3" > "$tmp/last.log" 2>&1; then
+    series "$tmp/l31s/metrics.jsonl" > "$tmp/l31s.s"; series "$tmp/l3z3/metrics.jsonl" > "$tmp/l3z3.s"
+    why="$(close_series "$tmp/l31s.s" "$tmp/l3z3.s" 1e-6)$(close_models "$tmp/l3z3/step_00000004" "$tmp/l31s/step_00000004")"
+    grep -q "^model | Qwen2, 2 layers, 4 heads (2 key/value heads).*untied" "$tmp/last.log" || why="not the untied GQA model: $(grep -m1 '^model' "$tmp/last.log") $why"
+    n=$(grep -c "^sample | generated" "$tmp/last.log")
+    [ "$n" -ge 2 ] && cmp -s <(grep "^sample | generated" "$tmp/last.log") <(grep "^sample | generated" "$tmp/l31s.log") ||
+        why="$n samples, or not one process's: $(grep -m1 '^sample | generated' "$tmp/last.log") vs $(grep -m1 '^sample | generated' "$tmp/l31s.log") $why"
+    [ -z "$why" ] && ok $name || fail $name "$why"
+else fail $name "a run failed: $(grep -m1 error "$tmp/last.log")"; fi
+
+name=dist_zero3_short_last_shard_3_ranks
+if [ -f "$tmp/o1.s" ] && $launch -np 3 ./train_sft_mpi $oflags -Z 3 -o "$tmp/ozz3" > "$tmp/last.log" 2>&1; then
+    series "$tmp/ozz3/metrics.jsonl" > "$tmp/ozz3.s"
+    why="$(close_series "$tmp/o1.s" "$tmp/ozz3.s" 1e-6)$(close_models "$tmp/ozz3/step_00000004" "$tmp/o1/step_00000004")"
+    grep -q "(ZeRO-3: the shard of 16299 and the gathered" "$tmp/last.log" || why="shards: $(grep -m1 '^memory' "$tmp/last.log") $why"
+    [ -z "$why" ] && ok $name || fail $name "$why"
+else fail $name "mpirun exited or no reference: $(grep -m1 error "$tmp/last.log")"; fi
+
+# checkpoints: a ZeRO-3 run resumed at the same W and stage is bit-identical to the uninterrupted
+# one and its checkpoint of step 4 equals one process's; resumed by one process at ZeRO-0 (W 2 ->
+# 1, ZeRO-3 -> 0), and a ZeRO-1 checkpoint resumed with ZeRO-3, continue within 1e-5
+name=dist_zero3_resume_same_stage_bit_identical
+if run2 $flags -Z 3 -n 4 -o "$tmp/rz3"; then
+    rewind "$tmp/rz3" "$tmp/rz3b"
+    if run2 $flags -Z 3 -n 4 -y 1 -o "$tmp/rz3b"; then
+        why=""
+        for f in model.safetensors state.bin config.json; do cmp -s "$tmp/rz3/$final/$f" "$tmp/rz3b/$final/$f" || why="$why $f differs"; done
+        cmp -s <(series "$tmp/rz3/metrics.jsonl") <(series "$tmp/rz3b/metrics.jsonl") || why="$why metrics differ"
+        why="$why$(close_models "$tmp/rz3/step_00000004" "$tmp/r1/step_00000004")"
+        [ -z "$why" ] && ok $name || fail $name "$why"
+    fi
+fi
+name=dist_zero3_resume_with_one_process_zero0
+rewind "$tmp/rz3" "$tmp/rz31"
+if run1 $flags -n 4 -y 1 -o "$tmp/rz31"; then
+    why=$(close_models "$tmp/rz31/$final" "$tmp/rz3/$final")
+    [ -z "$why" ] && ok $name || fail $name "$why"
+fi
+name=dist_zero1_checkpoint_resumed_with_zero3
+rewind "$tmp/r2" "$tmp/r2z3"
+if run2 $flags -Z 3 -n 4 -y 1 -o "$tmp/r2z3"; then
+    why=$(close_models "$tmp/r2z3/$final" "$tmp/r2/$final")
     [ -z "$why" ] && ok $name || fail $name "$why"
 fi
 
