@@ -30,12 +30,12 @@ trainer's shapes. On base/ only.
 //
 // The schedule: C is cut into tiles (of columns, or of rows for a tall product: gemm()
 // says which) that the threads take one at a time (dynamic: a thread slowed by the
-// machine's other work takes fewer), so one product is one parallel region with no
-// barrier inside. For each block of KC rows of B a thread packs its tile's KC x nc
-// slice into NR-column panels (contiguous vector
-// loads in the micro-kernel; a panel, KC x NR floats, stays in L1 while A streams
-// past it), packs a block of up to MC rows of A into MR-row panels, and runs a
-// register-blocked micro-kernel over MR x NR tiles of C.
+// machine's other work takes fewer). The operand every tile needs all of (A for column
+// tiles, B for row tiles) is packed once, the threads sharing the work, before a barrier;
+// the other is packed by each tile for itself. For each block of KC rows of B a tile has
+// B's KC x nc slice as NR-column panels (contiguous vector loads in the micro-kernel; a
+// panel, KC x NR floats, stays in L1 while A streams past it), blocks of up to MC rows of
+// A as MR-row panels, and runs a register-blocked micro-kernel over MR x NR tiles of C.
 #if defined(__AVX512F__)
 #include <immintrin.h>
 #define GEMM_VEC 16
