@@ -41,7 +41,7 @@ trainer's shapes. On base/ only.
 #define GEMM_VEC 16
 #define GEMM_MR 8   // 8 x 48: 24 accumulators of AVX-512's 32 registers, 3 for B, 1 for A
 #define GEMM_NV 3
-#define GEMM_KC 128          // rows of B per packed panel: a KC x NR panel is 24 KB (measured on Zen 5)
+#define GEMM_KC 256          // rows of B per packed panel: a KC x NR panel is 48 KB, streamed from L2 (Zen 5: 2-3% faster steps than 128)
 #define GEMM_MC (64 * GEMM_MR)  // rows of A swept per B panel before the next panel: A's block stays in L2
 #define vfma(a, b, c) _mm512_fmadd_ps(a, b, c)   // a*b + c, rounded once
 #define vsplat(x) _mm512_set1_ps(x)
@@ -253,12 +253,17 @@ static void gemm(int M, int N, int K, const float *A, long a_rs, long a_cs, cons
     // A tall one (M at least 2N: the weight gradients of the wider side, the output
     // head's) is cut into row tiles of all columns (up to GEMM_NT): A, the larger, is
     // then read once, and B, packed once, once per tile.
-    int threads = omp_get_max_threads(), tall = M >= 2 * N, parts = 4 * threads;
-    int tm = tall ? (int)gemm_round_up((M + parts - 1) / parts, GEMM_MR) : M;
-    int tn = tall ? (N < GEMM_NT ? N : GEMM_NT) : (int)gemm_round_up((N + parts - 1) / parts, GEMM_NR);
-    if (tall && tm > GEMM_MC) tm = GEMM_MC;
-    if (!tall && tn > GEMM_NC) tn = GEMM_NC;
-    int rows = (M + tm - 1) / tm, cols = (N + tn - 1) / tn, tiles = rows * cols;
+    int threads = omp_get_max_threads(), tall = M >= 2 * N;
+    // The cut side is dealt in units (MR rows or NR columns) as evenly as it divides:
+    // tiles of rounded-up equal widths would leave the last one short, and with two
+    // threads and eight tiles that short tile is an eighth of the product run by one
+    // thread while the other waits at the barrier.
+    long units = tall ? (M + GEMM_MR - 1) / GEMM_MR : (N + GEMM_NR - 1) / GEMM_NR, most = tall ? GEMM_MC / GEMM_MR : GEMM_NC / GEMM_NR;
+    long cut = 4L * threads;  // about four tiles a thread, a multiple of the threads
+    if (cut < (units + most - 1) / most) cut = gemm_round_up((units + most - 1) / most, threads);
+    if (cut > units) cut = units;
+    int tn_tall = N < GEMM_NT ? N : GEMM_NT;
+    int rows = tall ? (int)cut : 1, cols = tall ? (N + tn_tall - 1) / tn_tall : (int)cut, tiles = rows * cols;
     int parallel = tiles > 1 && (double)M * N * K > 2e5;
     // The operand every tile needs all of is packed once per slab of K, the threads
     // sharing the packing, before any tile reads it (not inside another parallel region:
@@ -290,8 +295,10 @@ static void gemm(int M, int N, int K, const float *A, long a_rs, long a_cs, cons
         }
 #pragma omp for schedule(dynamic, 1)
         for (int t = 0; t < tiles; t++) {  // the implicit barrier: no thread packs the next slab while a tile reads this one
-            int i0 = t / cols * tm, jc = t % cols * tn;
-            gemm_tile(A, a_rs, a_cs, B, b_rs, b_cs, C, ldc, K, accumulate, i0, M - i0 < tm ? M - i0 : tm, jc, N - jc < tn ? N - jc : tn, (int)k0, k1,
+            int r = t / cols, c = t % cols;  // tile (r, c): units [r*units/rows, (r+1)*units/rows) of a tall product's rows
+            int i0 = tall ? (int)(r * units / rows) * GEMM_MR : 0, i1 = tall ? (int)((r + 1) * units / rows) * GEMM_MR : M;
+            int jc = tall ? c * tn_tall : (int)(c * units / cols) * GEMM_NR, j1 = tall ? jc + tn_tall : (int)((c + 1) * units / cols) * GEMM_NR;
+            gemm_tile(A, a_rs, a_cs, B, b_rs, b_cs, C, ldc, K, accumulate, i0, (i1 < M ? i1 : M) - i0, jc, (j1 < N ? j1 : N) - jc, (int)k0, k1,
                       share_a ? gemm_shared : NULL, m_pad, share_b ? gemm_shared : NULL, n_pad);
         }
     }

@@ -21,6 +21,12 @@ py=${SFT_REFEREE_PYTHON:-$HOME/.cache/sft-train/referee-venv/bin/python}
 blas=$(ls "$(dirname "$py")"/../lib/python3*/site-packages/numpy.libs/libscipy_openblas*.so 2> /dev/null | head -1 || true)
 [ -n "$blas" ] || blas=$(ls /usr/lib/x86_64-linux-gnu/libopenblas.so.0 2> /dev/null || true)
 make -s train_sft ${ARCHFLAGS:+ARCHFLAGS="$ARCHFLAGS"}
+# OpenBLAS's fair best on this machine: its AVX-512 kernel where the CPU has AVX-512 (the
+# wheel's OpenBLAS takes Zen 5 for Haswell: 230-260 GFLOP/s instead of 480 on 2048^3), its
+# threads sleeping at once after a call (by default they spin for about 2^28 cycles and
+# take the cores from our gemm, which runs next), and ours waiting passively as the trainer does
+grep -q avx512f /proc/cpuinfo && export OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-SkylakeX}
+export OPENBLAS_THREAD_TIMEOUT=${OPENBLAS_THREAD_TIMEOUT:-4} OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 cc=${CC:-gcc}
 $cc -O3 ${ARCHFLAGS:--march=native} -ffp-contract=off -fno-trapping-math -fno-math-errno -fopenmp -std=gnu11 -o dev/bench_gemm dev/bench_gemm.c -ldl -lm
 tmp=$(mktemp -d)
