@@ -69,14 +69,27 @@ if command -v torchrun > /dev/null; then
 fi
 # Open MPI: as root only with these, and 2 ranks even on a 1-core machine
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+# A port for torchrun's store: below the kernel's ephemeral range (where the other tests'
+# client sockets land) and bindable now, which a socket of an earlier run still in
+# TIME_WAIT on that port would prevent. Each run gets its own.
+free_port() {
+    local p
+    for _ in $(seq 50); do
+        p=$((20000 + RANDOM % 12000))
+        if /usr/bin/python3 -c 'import socket,sys; socket.socket().bind(("", int(sys.argv[1])))' "$p" 2> /dev/null; then
+            echo "$p"; return
+        fi
+    done
+    echo "launch: no free port found in 20000-31999" >&2; exit 1
+}
 run_script() {  # NAME LAUNCHER MASTER_ADDR ARGS...: runs dev/launch/NAME twice (fresh, then with OUT/latest); MASTER_ADDR "": none
-    local name=$1 launcher=$2 addr=$3 port=$((20000 + RANDOM % 20000)) y want err got="MASTER_ADDR/PORT"
-    local unset=() master=("MASTER_PORT=$port" NNODES=1 NODE_RANK=0 MASTER_ADDR=127.0.0.1)
+    local name=$1 launcher=$2 addr=$3 port= y want err got="MASTER_ADDR/PORT" unset=() master=()
     shift 3
-    if [ -z "$addr" ]; then unset=(-u MASTER_ADDR -u MASTER_PORT); master=(); port=; got="no MASTER_ADDR/PORT"; fi
+    if [ -z "$addr" ]; then unset=(-u MASTER_ADDR -u MASTER_PORT); got="no MASTER_ADDR/PORT"; fi
     if ! command -v "$launcher" > /dev/null; then echo "skip launch_run $name: $launcher is not installed"; return; fi
     rm -f "$tmp/data/out/latest"
     for y in 0 1; do
+        if [ -n "$addr" ]; then port=$(free_port); master=("MASTER_PORT=$port" NNODES=1 NODE_RANK=0 MASTER_ADDR=127.0.0.1); fi
         : > "$tmp/log"
         if ! err=$(env "${unset[@]}" PATH="$tmp/bin:$PATH" STUB_LOG="$tmp/log" DATA="$tmp/data" NGPU=2 NP=2 "${master[@]}" timeout 120 bash "$tmp/dev/launch/$name" "$@" 2>&1); then
             fail "launch_run $name: exited non-zero: $(echo "$err" | tail -n 2 | tr '\n' ' ')"; return
