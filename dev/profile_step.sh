@@ -9,7 +9,8 @@
 # 3. The trainer: STEPS steps of GPT-2 124M (B=4, T=64 and T=256) and of SmolLM2-135M's
 #    shape (B=4, T=64) on random tokens, the median step time after the first, as
 #    GFLOP/s of 6 x (matrix parameters) x tokens and as a fraction of the sgemm above;
-#    and, where `perf` can sample this process, the step's time by phase (the matrix
+#    and, where `perf` can sample this process, in a second run of the same steps (perf
+#    slows them down), the step's time by phase (the matrix
 #    kernels, their packing, attention, norms, activations, the classifier's softmax,
 #    AdamW with the gradient norm, memory fills; start-up and checkpoint writing left out).
 #
@@ -24,14 +25,17 @@ make -s train_sft ${ARCHFLAGS:+ARCHFLAGS="$ARCHFLAGS"}
 # OpenBLAS's fair best on this machine: its AVX-512 kernel where the CPU has AVX-512 (the
 # wheel's OpenBLAS takes Zen 5 for Haswell: 230-260 GFLOP/s instead of 480 on 2048^3), its
 # threads sleeping at once after a call (by default they spin for about 2^28 cycles and
-# take the cores from our gemm, which runs next), and ours waiting passively as the trainer does
-grep -q avx512f /proc/cpuinfo && export OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-SkylakeX}
+# take the cores from our gemm, which runs next), and ours waiting passively as the trainer does.
+# The kernel is set even over an OPENBLAS_CORETYPE in the environment (the development
+# machines' says Haswell): the comparison is with the best OpenBLAS does here.
+env_coretype=${OPENBLAS_CORETYPE:-}
+if grep -q avx512f /proc/cpuinfo; then export OPENBLAS_CORETYPE=SkylakeX; else unset OPENBLAS_CORETYPE; fi
 export OPENBLAS_THREAD_TIMEOUT=${OPENBLAS_THREAD_TIMEOUT:-4} OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 cc=${CC:-gcc}
 $cc -O3 ${ARCHFLAGS:--march=native} -ffp-contract=off -fno-trapping-math -fno-math-errno -fopenmp -std=gnu11 -o dev/bench_gemm dev/bench_gemm.c -ldl -lm
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) threads; OpenBLAS: ${blas:-not found}"
+echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) threads; OpenBLAS: ${blas:-not found}, kernel ${OPENBLAS_CORETYPE:-its own choice}${env_coretype:+, overriding OPENBLAS_CORETYPE=$env_coretype}"
 peak=0
 if [ -n "$blas" ]; then
     ./dev/bench_gemm "$blas" square > "$tmp/square"
@@ -48,8 +52,8 @@ profile() {
     local name=$1 desc=$2 V=$3 B=$4 T=$5 P=$6
     /usr/bin/python3 dev/bench_torch.py data "$tmp/data.bin" "$V" $((B * (steps + 1))) "$T"
     rm -rf "$tmp/out"
-    local run=(./train_sft -i "$tmp/data.bin" -e "$desc" -b "$B" -t "$T" -x $((steps + 1)) -S 0 -L 1 -o "$tmp/out")
-    if [ $can_perf = 1 ]; then perf record -q -F 999 -o "$tmp/perf.data" "${run[@]}" > "$tmp/log" 2> /dev/null; else "${run[@]}" > "$tmp/log"; fi
+    local run=(./train_sft -i "$tmp/data.bin" -e "$desc" -b "$B" -t "$T" -S 0 -L 1 -n -1 -o "$tmp/out")
+    "${run[@]}" -x $((steps + 1)) > "$tmp/log"   # timed without perf: sampling slows the step by about 12%
     local ms
     ms=$(grep '^step' "$tmp/log" | tail -n +2 | sed 's/.*| \([0-9.]*\) ms |.*/\1/' | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
     awk -v n="$name" -v ms="$ms" -v P="$P" -v tok=$((B * T)) -v peak="$peak" 'BEGIN {
@@ -58,10 +62,22 @@ profile() {
         if (peak > 0) printf " = %.2f of OpenBLAS sgemm", gf / peak
         printf "\n" }'
     [ $can_perf = 1 ] || return 0
-    perf report -i "$tmp/perf.data" --no-children --sort symbol --percent-limit 0 2> /dev/null | awk '
-        /^ +[0-9.]+%/ {
-            pct = $1; sub("%", "", pct); sym = $3
-            if (sym ~ /fill_normal|fill_floats|log|cos|load_model|save_|safetensors|write|crc|json|report|page|folio|ext4|mpage/) next  # start-up and checkpoints
+    # The steps' samples alone: the same run with one step, under perf too, subtracted
+    # symbol by symbol (start-up, the first step and the final save are the same in both)
+    local k
+    for k in 1 $((steps + 1)); do
+        rm -rf "$tmp/out"
+        perf record -q -F 999 -o "$tmp/perf$k.data" "${run[@]}" -x "$k" > "$tmp/perflog$k" 2>&1
+        perf report -i "$tmp/perf$k.data" --no-children --sort dso,symbol -n --percent-limit 0 2> /dev/null |
+            awk '/^ +[0-9.]+%/ { print $3, $5, $2 }' > "$tmp/samples$k"
+    done
+    local perf_ms
+    perf_ms=$(grep '^step' "$tmp/perflog$((steps + 1))" | tail -n +2 | sed 's/.*| \([0-9.]*\) ms |.*/\1/' | awk '{s += $1} END {print s}')
+    awk -v steps="$steps" -v wall="$perf_ms" -v threads="$(nproc)" '
+        FNR == NR { one[$1 " " $2] = $3; next }
+        {
+            dso = $1; sym = $2; n = $3 - one[dso " " sym]
+            if (dso ~ /kernel/) next  # start-up page clearing in the kernel varies by seconds from run to run
             if (sym ~ /gemm_micro/) p = "matrix kernels"
             else if (sym ~ /^gemm/) p = "packing (gemm tiles)"
             else if (sym ~ /attention/) p = "attention"
@@ -70,10 +86,17 @@ profile() {
             else if (sym ~ /crossentropy|classifier/) p = "classifier softmax"
             else if (sym ~ /adamw|sum_of_squares/) p = "AdamW and gradient norm"
             else if (sym ~ /memset|memmove|memcpy/) p = "memory fills and copies"
-            else p = "other (OpenMP, kernel, ...)"
-            t[p] += pct; total += pct
+            else if (dso ~ /libgomp/) p = "OpenMP (threads waiting at barriers, spinning)"
+            else p = "other"
+            t[p] += n; total += n
         }
-        END { for (p in t) printf "    %5.1f%%  %s\n", 100 * t[p] / total, p }' | sort -rn
+        END {
+            printf "    the %d steps under perf: %.0f ms of threads x wall time, %.0f ms of it sampled in our code and its libraries\n", steps, threads * wall, total / 0.999
+            for (p in t) printf "    %5.1f%%  %6.1f ms a step  %s\n", 100 * t[p] / (threads * wall * 0.999), t[p] / 0.999 / steps, p
+            printf "    %5.1f%%  %6.1f ms a step  the kernel, or threads asleep (passive wait)\n", 100 * (1 - total / (threads * wall * 0.999)), (threads * wall - total / 0.999) / steps
+        }' "$tmp/samples1" "$tmp/samples$((steps + 1))" > "$tmp/phases"
+    grep '^    the' "$tmp/phases"
+    grep -v '^    the' "$tmp/phases" | sort -rn
 }
 profile "GPT-2 124M, B=4 T=64" d12c768h12t64 50257 4 64 123532032
 profile "GPT-2 124M, B=4 T=256" d12c768h12t256 50257 4 256 123532032
