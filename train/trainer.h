@@ -1005,6 +1005,12 @@ static void check_memory_plan(const MemTerm *t, int n, double available, const c
 // step's line is not drawn over: nonfinite_guard prints the non-finite ones).
 #define LOG_FIRST_STEPS 10
 #define LOG_EVERY_SECONDS 30.0
+// On a terminal the step line is redrawn at most every LOG_REDRAW_SECONDS (and for a
+// run's first step, the last, a skipped one, and the newest step before an event's
+// line): a person reads no faster, and behind mpirun, which gives ranks a
+// pseudo-terminal, a redraw per millisecond step is output that a signalled mpirun
+// stops reading, so that rank 0 blocked on it and missed its SIGTERM deadline.
+#define LOG_REDRAW_SECONDS 0.1
 
 // StepResult.skipped: why a step made no update.
 enum { STEP_UPDATED = 0, STEP_NO_TARGETS = 1, STEP_NONFINITE = 2 };
@@ -1113,6 +1119,9 @@ typedef struct {
     ReportInfo report;        // the report's title and configuration table
     int tty;                  // stdout is a terminal
     int line_open;            // a step line is on the terminal, not yet ended by a newline
+    char tty_line[512];       // the newest step line, drawn or not
+    int tty_pending;          // tty_line is newer than what the terminal shows
+    double last_redraw;       // now_seconds() when a step line was last drawn (0: never)
     double start;             // now_seconds() when the run started
     double last_report;       // now_seconds() when the report was last written
     double step_seconds;      // time spent in this run's optimizer steps
@@ -1183,8 +1192,26 @@ static void run_log_open(RunLog *log, const TrainArgs *a, const RunSetup *r, int
     log_report(log);
 }
 
-// Ends an open step line so that what follows starts on a line of its own.
+// Columns of the terminal on stdout (80 if unknown).
+static int terminal_columns(void) {
+    struct winsize ws;
+    return ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0 ? ws.ws_col : 80;
+}
+
+// Draws the newest step line over the one on the terminal, cut to its width so that it
+// never wraps.
+static void log_redraw(RunLog *log) {
+    int width = terminal_columns() - 1;
+    printf("\r%.*s\033[K", width > 0 ? width : 1, log->tty_line);
+    log->line_open = 1;
+    log->tty_pending = 0;
+    log->last_redraw = now_seconds();
+}
+
+// Ends an open step line (showing the newest step first) so that what follows starts
+// on a line of its own.
 static void log_break(RunLog *log) {
+    if (log->tty_pending) log_redraw(log);
     if (log->line_open) { putchar('\n'); log->line_open = 0; }
 }
 
@@ -1226,12 +1253,6 @@ static void format_duration(double s, char *buf, size_t n) {
     else snprintf(buf, n, "%lds", t);
 }
 
-// Columns of the terminal on stdout (80 if unknown).
-static int terminal_columns(void) {
-    struct winsize ws;
-    return ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0 ? ws.ws_col : 80;
-}
-
 // One optimizer step's record and progress line; step is 1 for the first update,
 // seconds the time the step took; sums the step's trl metrics (TokenSums), num_tokens
 // the tokens of all steps through this one.
@@ -1256,10 +1277,10 @@ static void log_step(RunLog *log, int64_t step, int skipped, double loss, float 
                 (long long)step, loss, grad_norm, lr, (long long)targets, tok_s, accuracy, entropy, (long long)num_tokens);
     }
     fflush(log->metrics);
-    if (log->tty) {  // redraw in place, cut to the terminal's width so that it never wraps
-        int width = terminal_columns() - 1;
-        printf("\r%.*s\033[K", width > 0 ? width : 1, line);
-        log->line_open = 1;
+    if (log->tty) {  // redrawn in place, at most every LOG_REDRAW_SECONDS
+        snprintf(log->tty_line, sizeof log->tty_line, "%s", line);
+        log->tty_pending = 1;
+        if (skipped || step == steps || step == log->first_step + 1 || now_seconds() - log->last_redraw >= LOG_REDRAW_SECONDS) log_redraw(log);
         if (skipped) log_break(log);  // a skipped step's line stays: the next step's is drawn below it
     } else {
         int every = a->print_every ? a->print_every : (steps + 99) / 100, print = skipped || step % every == 0 || step == steps;

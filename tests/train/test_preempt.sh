@@ -266,11 +266,12 @@ else echo "ok preempt_mpi_sigterm_resume (2 ranks: final model and losses equal 
 # odls_base_sigkill_timeout seconds and SIGKILL after as many again; with 3 s the ranks
 # stop after their step and save. mpirun itself exits 1 after a signal, whatever the ranks do.
 out="$tmp/mrun"
-# A larger model than the other cases: with the tiny one's 3 ms steps (several hundred
-# progress lines a second through mpirun) the signalled mpirun left the ranks running
-# until its SIGKILL; with 25 ms steps they stop and save (docs/reliability.md: Preemption and restarts).
+# The smallest model, steps of well under a millisecond: mpirun gives the ranks a
+# pseudo-terminal, and a signalled mpirun stops reading it; when rank 0 redrew its step
+# line every step it filled it and blocked there, missing the stop, which this run
+# caught every time (the redraws are now at most 10 a second: LOG_REDRAW_SECONDS).
 mrun_flags="${flags/-x $steps/-x 100000}"
-OMPI_MCA_odls_base_sigkill_timeout=3 $mpi -np 2 $mpi_trainer ${mrun_flags/-e d2c64h2t32 -b 4 -t 32/-e d4c128h4t64 -b 4 -t 64} -o "$out" > "$tmp/mrun.log" 2>&1 &
+OMPI_MCA_odls_base_sigkill_timeout=3 $mpi -np 2 $mpi_trainer ${mrun_flags/-e d2c64h2t32 -b 4 -t 32/-e d1c16h1t16 -b 1 -t 16} -o "$out" > "$tmp/mrun.log" 2>&1 &
 bg=$!
 wait_steps "$out/metrics.jsonl" 5
 kill -TERM "$(mpirun_pid "$bg")"

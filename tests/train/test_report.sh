@@ -60,16 +60,28 @@ else
 fi
 
 # on a terminal: one line redrawn in place (carriage return, erase to end of line),
-# and validation/evaluation/checkpoint lines of their own
+# and validation/evaluation/checkpoint lines of their own, each after the newest step's
+# line; redrawn at most every 0.1 s (LOG_REDRAW_SECONDS), so with millisecond steps
+# only the first step, the steps before an event and the last are sure to be drawn
 if script -qec "true" /dev/null > /dev/null 2>&1; then
     script -qec "stty cols 200; ./train_sft ${tiny[*]} -x 8 -n 3 -o $tmp/tty" /dev/null > "$tmp/tty.log" 2>&1
     flat=$(cat -v "$tmp/tty.log" | tr '\n' '|')  # ^M carriage return, ^[[K erase to end of line, | newline
-    redraws=$(grep -oE '\^Mstep [0-9]+/8 ' <<< "$flat" | wc -l)
-    if [ "$redraws" -eq 8 ] && grep -qE 'ETA [0-9]+s\^\[\[K\^M\|val   \| step 4 \|' <<< "$flat" \
-        && grep -qF "^[[K^M|saved | checkpoint $tmp/tty/step_00000003^M|" <<< "$flat" && ! grep -q '^step' "$tmp/tty.log"; then
+    drawn=$(grep -oE '\^Mstep [0-9]+/8 ' <<< "$flat" | grep -oE '[0-9]+/' | tr -d / | tr '\n' ' ')
+    missing=""
+    for s in 1 3 4 6 8; do [[ " $drawn" == *" $s "* ]] || missing+=" $s"; done
+    if [ -z "$missing" ] && grep -qE 'step 4/8 [^^]*ETA [0-9]+s\^\[\[K\^M\|val   \| step 4 \|' <<< "$flat" \
+        && grep -qE "step 3/8 [^^]*\^\[\[K\^M\|saved \| checkpoint $tmp/tty/step_00000003\^M\|" <<< "$flat" && ! grep -q '^step' "$tmp/tty.log"; then
         ok terminal_progress_redrawn_in_place
     else
-        fail terminal_progress_redrawn_in_place "$redraws redraws; output: $(head -c 1200 <<< "$flat")"
+        fail terminal_progress_redrawn_in_place "steps drawn: $drawn(missing:$missing); output: $(head -c 1200 <<< "$flat")"
+    fi
+    # 400 steps of a few ms each: a few redraws a tenth of a second, not one a step
+    script -qec "stty cols 200; ./train_sft ${tiny[*]} -x 400 -v 1000 -a 0 -n 0 -o $tmp/tty400" /dev/null > "$tmp/tty400.log" 2>&1
+    redraws=$(cat -v "$tmp/tty400.log" | grep -oE '\^Mstep [0-9]+/400 ' | wc -l)
+    if [ "$redraws" -ge 2 ] && [ "$redraws" -lt 200 ] && cat -v "$tmp/tty400.log" | grep -q '\^Mstep 400/400 '; then
+        ok "terminal_progress_redraws_throttled ($redraws redraws for 400 steps)"
+    else
+        fail terminal_progress_redraws_throttled "$redraws redraws for 400 steps (expected fewer than 200, the last one drawn)"
     fi
 else
     echo "skip terminal_progress_redrawn_in_place: script(1) cannot run a command on a pseudo-terminal here"
