@@ -1367,6 +1367,7 @@ int main(void) {
     test_gemm();
     test_gemm_bitwise();
     test_dot_lanes();
+    test_sum_squares_lanes();
     test_exp_vec();
     test_rope_rules();
     test_window_attention();

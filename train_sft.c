@@ -1137,37 +1137,15 @@ static void model_backward(Model *m, const int *inputs, const int *pos, const in
 
 #define REDUCE_CHUNKS 256
 
-// The sum of squares of g*scale (each product rounded to float, as if g had been scaled
-// in place), in double over fixed chunks: the same sum whatever the thread count. Within
-// a chunk, element i goes to lane i % 16 of two 8-double vectors, added lane by lane in
-// order at the end, then the chunk's last n % 16 elements: independent sums in vector
-// registers (one chain of scalar adds runs at a third of the memory's rate), and the
-// same bits whether the compiler splits the vectors for AVX2 or not.
-typedef float floats8 __attribute__((vector_size(32)));
-typedef double doubles8 __attribute__((vector_size(64)));
+// The sum of squares of g*scale in double over fixed chunks (sum_squares_lanes within
+// each): the same sum whatever the thread count.
 static double sum_of_squares(const float *g, size_t n, float scale) {
     double partial[REDUCE_CHUNKS];
     size_t chunk = (n + REDUCE_CHUNKS - 1) / REDUCE_CHUNKS;
 #pragma omp parallel for schedule(static)
     for (int k = 0; k < REDUCE_CHUNKS; k++) {
-        size_t lo = (size_t)k * chunk, hi = lo + chunk < n ? lo + chunk : n, i = lo;
-        doubles8 lanes_lo = {0}, lanes_hi = {0};
-        for (; i + 16 <= hi; i += 16) {
-            floats8 a, b;
-            memcpy(&a, g + i, sizeof a);
-            memcpy(&b, g + i + 8, sizeof b);
-            doubles8 x = __builtin_convertvector(a * scale, doubles8), y = __builtin_convertvector(b * scale, doubles8);
-            lanes_lo += x * x;
-            lanes_hi += y * y;
-        }
-        double s = 0.0;
-        for (int j = 0; j < 8; j++) s += lanes_lo[j];
-        for (int j = 0; j < 8; j++) s += lanes_hi[j];
-        for (; i < hi; i++) {
-            float x = g[i] * scale;
-            s += (double)x * x;
-        }
-        partial[k] = s;
+        size_t lo = (size_t)k * chunk, hi = lo + chunk < n ? lo + chunk : n;
+        partial[k] = lo < hi ? sum_squares_lanes(g + lo, hi - lo, scale) : 0.0;
     }
     double total = 0.0;
     for (int k = 0; k < REDUCE_CHUNKS; k++) total += partial[k];

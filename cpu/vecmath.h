@@ -1,7 +1,8 @@
 /*
 cpu/vecmath.h: exp and tanh for the CPU trainer's activations (softmax, GELU, SiLU),
 written in plain float arithmetic that the compiler vectorizes, with their accuracy
-stated and checked by test_sft; and a dot product whose summation order is fixed.
+stated and checked by test_sft; and a dot product and a sum of squares whose summation
+orders are fixed.
 
 Not a libm replacement: inputs are clamped to the ranges the trainer needs. C, not
 C++ (the GPU kernels have their own, in cuda/). On base/ only.
@@ -57,6 +58,35 @@ static inline float dot_lanes(const float *x, const float *y, int n) {
     float sum = 0.0f;
     for (int k = 0; k < 16; k++) sum += part[k];
     return sum;
+}
+
+// The sum of squares of g[i] * scale over n floats (each product rounded to float, as if g
+// had been scaled in place), in double: element i goes to lane i % 16 of two 8-double
+// vectors, added lane by lane in order at the end, then the last n % 16 elements. One
+// chain of scalar adds runs at a third of the memory's rate (the gradient norm is a pass
+// over every gradient a step); the vectors keep 16 independent sums in registers, with
+// the same bits whether the compiler splits them for AVX2 or not.
+typedef float floats8 __attribute__((vector_size(32)));
+typedef double doubles8 __attribute__((vector_size(64)));
+static inline double sum_squares_lanes(const float *g, size_t n, float scale) {
+    doubles8 lanes_lo = {0}, lanes_hi = {0};
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        floats8 a, b;
+        memcpy(&a, g + i, sizeof a);
+        memcpy(&b, g + i + 8, sizeof b);
+        doubles8 x = __builtin_convertvector(a * scale, doubles8), y = __builtin_convertvector(b * scale, doubles8);
+        lanes_lo += x * x;
+        lanes_hi += y * y;
+    }
+    double s = 0.0;
+    for (int j = 0; j < 8; j++) s += lanes_lo[j];
+    for (int j = 0; j < 8; j++) s += lanes_hi[j];
+    for (; i < n; i++) {
+        float x = g[i] * scale;
+        s += (double)x * x;
+    }
+    return s;
 }
 
 #endif  // CPU_VECMATH_H

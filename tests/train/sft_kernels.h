@@ -1,6 +1,6 @@
 // tests/train/sft_kernels.h: test_sft.c's checks of the CPU kernels' arithmetic: gemm
 // against a double-precision loop and, bit for bit, against fmaf chains (cpu/gemm.h);
-// dot_lanes and exp_vec against double precision (cpu/vecmath.h). Included by test_sft.c
+// dot_lanes, sum_squares_lanes and exp_vec against double precision (cpu/vecmath.h). Included by test_sft.c
 // after its helpers (check, rel_err); not a header of its own.
 
 // ---- the matrix kernel against a plain double-precision triple loop ---------
@@ -96,6 +96,25 @@ static void test_dot_lanes(void) {
         worst = fmax(worst, fabs(dot_lanes(x, y, n) - want) / scale);
     }
     check("dot_lanes_matches_double", worst < 1e-6, "worst error %.3g relative to sum |x_i y_i|", worst);
+}
+
+// ---- sum_squares_lanes against a sequential double sum ----------------------------
+// The same lengths; each product rounded to float first (g * scale as a float), as the
+// trainer's gradient norm defines it. Only the double additions' order differs.
+static void test_sum_squares_lanes(void) {
+    int lengths[] = {1, 7, 15, 16, 17, 33, 64, 80, 128, 1000};
+    double worst = 0.0;
+    Rng r;
+    rng_seed(&r, 22);
+    float g[1000], scale = 0.37f;
+    for (int i = 0; i < 1000; i++) g[i] = rng_normal(&r);
+    for (int k = 0; k < 10; k++) {
+        int n = lengths[k];
+        double want = 0.0;
+        for (int i = 0; i < n; i++) { float x = g[i] * scale; want += (double)x * x; }
+        worst = fmax(worst, fabs(sum_squares_lanes(g, (size_t)n, scale) - want) / want);
+    }
+    check("sum_squares_lanes_matches_double", worst < 1e-13, "worst relative error %.3g", worst);
 }
 
 // ---- exp_vec against double-precision exp ------------------------------------
