@@ -27,7 +27,12 @@
 #   weights) equal to one process's, the odd count on 3 ranks; its memory line holds the weights'
 #   shard and the gathered embeddings, head and one block (by hand); it resumes bit-identically at
 #   the same W and stage, its checkpoint by one process at ZeRO-0, and a ZeRO-1 checkpoint with
-#   ZeRO-3; with LoRA it is refused in one line;
+#   ZeRO-3; with a 4-bit base (QLoRA) it is refused in one line;
+# - ZeRO-3 with LoRA (the frozen base sharded and gathered as full fine-tuning's weights, the
+#   adapters as with ZeRO-2), dropout on: 2 ranks equal one process and are bit-identical to
+#   ZeRO-2 (adapters, moments, the -M 1 merged model); its adapter-only checkpoints resume at
+#   ZeRO-0 and ZeRO-1; the Qwen2 model on 3 ranks (uneven shards of the base) with samples equals
+#   one process, and its memory line holds the base's shard, the gathered buffers and the adapter;
 # - QLoRA (dev/ref/tiny_llama_bnb4 with -A, dropout on) on 2 ranks with ZeRO-1 and ZeRO-2, and a
 #   base quantized at load (--load_in_4bit 1) on 2 ranks, equal one process within the LoRA
 #   tolerances; ranks whose 4-bit bases differ in one byte of codes are refused on every rank;
