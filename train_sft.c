@@ -842,7 +842,8 @@ static void model_split_units(Model *m, size_t shard, size_t pos[NUM_PARAM_TENSO
 // weights there are zero until it is gathered.
 static void model_shard_weights(Model *m, size_t pos[NUM_PARAM_TENSORS]) {
     int L = m->cfg.L, W = m->dist->world;
-    size_t P = m->num_params, lo = (m->wshard = dist_shard_size(P, W)) * (size_t)m->dist->rank;
+    m->wshard = dist_shard_size(m->num_params, W);
+    size_t P = m->num_params, lo = m->wshard * (size_t)m->dist->rank;
     m->weight_shard = (float *)xcalloc(m->wshard, sizeof(float));
     if (lo < P) memcpy(m->weight_shard, m->params_mem + lo, (P - lo < m->wshard ? P - lo : m->wshard) * sizeof(float));
     free(m->params_mem);
