@@ -627,9 +627,12 @@ typedef struct {
     // one-layer slot: grad_layer); the step's gradient lives only in grad_shard
     DistUnit *units;          // NULL below ZeRO-2
     float *grad_shard;        // (padded / W) this rank's shard of the step's summed gradient
-    // ZeRO-3 (full fine-tuning): params_mem holds the units' gathered weights, params point into
-    // it as grads do (weight_layer), and the parameters [opt_lo, opt_lo + padded / W) live here only
+    // ZeRO-3: params_mem holds the gathered weights of wunits (full fine-tuning: units; LoRA: the
+    // frozen base's own), params point into it as grads do (weight_layer), and the weights
+    // [rank * wshard, (rank + 1) * wshard) of the model's flat vector live here only
     float *weight_shard;      // NULL below ZeRO-3
+    DistUnit *wunits;
+    size_t wshard;
 } Model;
 
 static int model_is_lora(const Model *m) { return m->lora.lc.rank > 0; }
@@ -832,16 +835,22 @@ static void model_split_units(Model *m, size_t shard, size_t pos[NUM_PARAM_TENSO
     m->grad_shard = (float *)xcalloc(shard, sizeof(float));
 }
 
-// ZeRO-3 (after model_split_units): this rank keeps its shard of the parameters; params_mem
-// becomes the units' gathered weights, laid out like their gradient scratch, params pointing
-// into it as grads do. A unit's weights there are zero until it is gathered.
-static void model_shard_weights(Model *m, size_t shard, const size_t pos[NUM_PARAM_TENSORS]) {
-    m->trained = m->weight_shard = (float *)xcalloc(shard, sizeof(float));
-    memcpy(m->weight_shard, m->params_mem + m->opt_lo, m->opt_n * sizeof(float));
+// ZeRO-3 (after model_split_units): this rank keeps its shard of the weights' flat vector (full
+// fine-tuning: the parameters' ZeRO-1 shard; LoRA: the frozen base's, in full fine-tuning's units,
+// the adapters staying whole as with ZeRO-2); params_mem becomes the units' gathered weights, laid
+// out like full fine-tuning's gradient scratch, params pointing into it as grads do. A unit's
+// weights there are zero until it is gathered.
+static void model_shard_weights(Model *m, size_t pos[NUM_PARAM_TENSORS]) {
+    int L = m->cfg.L, W = m->dist->world;
+    m->wshard = dist_shard_size(m->num_params, W);
+    size_t P = m->num_params, lo = m->wshard * (size_t)m->dist->rank;
+    m->weight_shard = (float *)xcalloc(m->wshard, sizeof(float));
+    if (lo < P) memcpy(m->weight_shard, m->params_mem + lo, (P - lo < m->wshard ? P - lo : m->wshard) * sizeof(float));
     free(m->params_mem);
-    m->params_mem = (float *)xcalloc(dist_zero2_scratch_floats(&m->cfg, &m->lora), sizeof(float));
-    dist_units_place(m->units, m->cfg.L, m->params_mem, 1);
-    for (int i = 0; i < NUM_PARAM_TENSORS; i++) m->params.t[i] = dist_tensor_unit(m->units, m->cfg.L, i)->weights + pos[i];
+    m->params_mem = (float *)xcalloc(dist_zero3_weight_floats(&m->cfg), sizeof(float));
+    if (model_is_lora(m)) m->wunits = dist_frozen_units(&m->cfg, m->wshard, W, m->params_mem, pos);
+    else { m->trained = m->weight_shard; m->wunits = m->units; dist_units_place(m->units, L, m->params_mem, 1); }
+    for (int i = 0; i < NUM_PARAM_TENSORS; i++) m->params.t[i] = dist_tensor_unit(m->wunits, L, i)->weights + pos[i];
 }
 
 // Trains m on the ranks of d (after model_allocate). With ZeRO-1 each rank keeps the
@@ -869,7 +878,7 @@ static void model_distribute(Model *m, Dist *d) {
     m->v_mem = (float *)xcalloc(shard, sizeof(float));
     size_t pos[NUM_PARAM_TENSORS];
     if (d->zero >= 2) model_split_units(m, shard, pos);
-    if (d->zero >= 3) model_shard_weights(m, shard, pos);
+    if (d->zero >= 3) model_shard_weights(m, pos);
 }
 
 static void model_free(Model *m) {
@@ -877,8 +886,8 @@ static void model_free(Model *m) {
     free(m->adapter); free(m->adapter_grads); free(m->lora_acts); lora_layout_free(&m->lora);
     free(m->rows); free(m->row_targets); free(m->row_correct); free(m->row_entropy);
     free(m->q4_w); free(m->q4_absmax); bnb4_base_free(&m->q4);
-    for (int k = 0; m->units && k < m->cfg.L + 2; k++) free(m->units[k].counts);
-    free(m->units); free(m->grad_shard); free(m->weight_shard);
+    if (m->wunits != m->units) dist_units_free(m->wunits, m->cfg.L + 2);
+    dist_units_free(m->units, m->cfg.L + 2); free(m->grad_shard); free(m->weight_shard);
 }
 
 // ----------------------------------------------------------------------------
@@ -1030,7 +1039,7 @@ static void layer_backward(Model *m, int l, const int *pos, const int *doc_start
 // block before its forward and its backward, the embeddings and the head once per micro-batch
 // (train/dist.h's dist_unit_gather says why).
 static void model_gather(Model *m, int k) {
-    if (m->weight_shard) dist_unit_gather(m->dist, &m->units[k], m->weight_shard, m->opt_lo, m->padded / (size_t)m->dist->world);
+    if (m->weight_shard) dist_unit_gather(m->dist, &m->wunits[k], m->weight_shard, m->wshard * (size_t)m->dist->rank, m->wshard);
 }
 
 // Forward pass over B rows of T positions. The classifier runs on the positions
@@ -1257,7 +1266,7 @@ static StepResult train_step(Model *m, Loader *ld, int A, float lr, float weight
     }
     *adam_t += 1;
     adamw_update(m, g, mean, clip, lr, weight_decay, *adam_t);
-    if (d && d->zero && !m->weight_shard) {  // ZeRO-3 gathers unit by unit when the weights are next read
+    if (d && d->zero && m->trained != m->weight_shard) {  // full fine-tuning's ZeRO-3 gathers unit by unit when the weights are next read
         size_t shard = m->padded / (size_t)W;
         dist_allgather_f32(d, m->trained + (size_t)d->rank * shard, m->trained, shard);
     }
@@ -1517,17 +1526,17 @@ static void cpu_generator_init(CpuGenerator *g, Generator *gen, const Model *m) 
 // shard plus the units' gathered weights, `gathered`), gradients (all, padded with ZeRO-1; ZeRO-2
 // and 3: the shard plus the units' scratch, grad_scratch), the AdamW moments (two per parameter,
 // or per parameter of the shard) and one micro-batch's activations. LoRA (lay->lc.rank > 0): the
-// gradients and moments are the adapter's, the parameters the frozen base plus the adapter. Not
-// counted: the whole model that every rank reads at start, and that ZeRO-3 gathers to rank 0 to
-// write a checkpoint or generate.
-typedef struct { size_t params, gathered, grads, grad_scratch, adamw, acts; } RankMemory;
+// gradients and moments are the adapter's, the parameters the frozen base (ZeRO-3: its shard plus
+// the gathered weights) plus the whole adapter, `adapter`. Not counted: the whole model that every
+// rank reads at start, and that ZeRO-3 gathers to rank 0 to write a checkpoint, generate or merge.
+typedef struct { size_t params, gathered, adapter, grads, grad_scratch, adamw, acts; } RankMemory;
 
 static RankMemory rank_memory(const ModelConfig *c, const LoraLayout *lay, int B, int T, int world, int zero) {
     size_t base = model_num_parameters(c), P = lay->lc.rank ? lay->floats : base, shard = dist_shard_size(P, world);
     size_t trained = zero ? shard * world : P, scratch = zero >= 2 ? dist_zero2_scratch_floats(c, lay) : 0;
-    size_t gathered = zero >= 3 ? scratch : 0;  // the same three buffers as the gradient's scratch
-    RankMemory r = {lay->lc.rank ? base + trained : zero >= 3 ? shard + gathered : trained, gathered, zero >= 2 ? shard + scratch : trained, scratch,
-                    2 * (zero ? shard : P), model_activation_floats(c, B, T) + lora_activation_floats(lay, B, T)};
+    size_t gathered = zero >= 3 ? dist_zero3_weight_floats(c) : 0, weights = zero >= 3 ? dist_shard_size(base, world) + gathered : base;
+    RankMemory r = {lay->lc.rank ? weights + trained : zero >= 3 ? weights : trained, gathered, lay->lc.rank ? trained : 0, zero >= 2 ? shard + scratch : trained,
+                    scratch, 2 * (zero ? shard : P), model_activation_floats(c, B, T) + lora_activation_floats(lay, B, T)};
     return r;
 }
 
@@ -1538,17 +1547,6 @@ static void check_host_memory(const RankMemory *r) {
                        {"AdamW state", 4.0 * r->adamw, "use a smaller model (-e), or more ranks with ZeRO-1 or 2 (-Z 1, -Z 2)"},
                        {"activations", 4.0 * r->acts, "lower -b (rows per micro-batch) or -t (row length)"}};
     check_memory_plan(terms, 3, host_memory_available(), "MemAvailable in /proc/meminfo");
-}
-
-// A hash of the n floats of x, to check that every rank starts from the same weights.
-static uint64_t hash_floats(const float *x, size_t n) {
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (size_t i = 0; i < n; i++) {
-        uint32_t w;
-        memcpy(&w, &x[i], 4);
-        h = (h ^ w) * 0x100000001b3ull;
-    }
-    return h;
 }
 
 // Reads the AdamW moments of a -y 1 resume (resume_state): with ZeRO-1 the file's
@@ -1582,7 +1580,7 @@ static void checkpoint_dist(const TrainArgs *a, const RunSetup *r, Model *m, con
     }
     size_t shard = m->padded / (size_t)d->world;
     float *mf = dist_gather_to_root(d, m->m_mem, shard), *vf = dist_gather_to_root(d, m->v_mem, shard);
-    float *weights = m->weight_shard ? dist_gather_to_root(d, m->weight_shard, shard) : NULL;
+    float *weights = m->weight_shard && !model_is_lora(m) ? dist_gather_to_root(d, m->weight_shard, m->wshard) : NULL;  // LoRA's: the adapter only
     ParamTensors whole = m->params;
     if (weights) param_pointers(&m->cfg, weights, &whole);
     if (d->rank == 0) save_model_checkpoint(a, r, m, &whole, s, mf, vf);
@@ -1594,7 +1592,7 @@ static void checkpoint_dist(const TrainArgs *a, const RunSetup *r, Model *m, con
 static void generate_dist(const TrainArgs *a, const RunSetup *r, Model *m, CpuGenerator *cg, const Generator *gen, int64_t step, int final,
                           RunLog *log, Rng *sample_rng) {
     if (!m->weight_shard || !generation_due(a, r, step, final)) { generate_and_evaluate(a, r, gen, step, final, log, sample_rng); return; }
-    float *weights = dist_gather_to_root(m->dist, m->weight_shard, m->padded / (size_t)m->dist->world);
+    float *weights = dist_gather_to_root(m->dist, m->weight_shard, m->wshard);
     Model whole = *m;
     whole.weight_shard = NULL;  // weight_layer: every layer in params
     if (weights) param_pointers(&m->cfg, weights, &whole.params);
@@ -1649,7 +1647,7 @@ int main(int argc, char **argv) {
     // inputs first, so a bad input fails before anything is written
     RunSetup run;
     setup_run(argv[0], &args, &run);
-    if (dist.zero == 3 && run_is_lora(&run)) usage_error(argv[0], "-Z 3 shards the weights of full fine-tuning only; with LoRA use -Z 2 (the frozen base stays whole on every rank)");
+    if (dist.zero == 3 && run.q4.w) usage_error(argv[0], "-Z 3 shards the fp32 weights; a 4-bit base (QLoRA) keeps its NF4 weights outside them: use -Z 2");
     dist_start(&dist);
     dist_check_same(&dist, run_fingerprint(&args, &run), "the run's flags, data files and model shape");
     if (run_already_finished(&args, &run, dist.rank == 0)) {  // a restarted job: nothing written
@@ -1680,8 +1678,8 @@ int main(int argc, char **argv) {
     memset(&run.q4, 0, sizeof run.q4);
     model_allocate(&model, args.B, args.T);
     model.adamw = args.adamw;
-    dist_check_same(&dist, hash_floats(model.params_mem, model.num_params), "the model's starting weights (-e, or the checkpoint of -y 1)");
-    if (model_is_lora(&model)) dist_check_same(&dist, hash_floats(model.adapter, model.num_trained), "the LoRA adapter's starting weights");
+    dist_check_same_floats(&dist, model.params_mem, model.num_params, "the model's starting weights (-e, or the checkpoint of -y 1)");
+    if (model_is_lora(&model)) dist_check_same_floats(&dist, model.adapter, model.num_trained, "the LoRA adapter's starting weights");
     model_distribute(&model, &dist);  // after the check: ZeRO-3 keeps only this rank's shard
     Loader loader, val_loader;
     loader_init(&loader, &run.train, args.B, args.T, args.shuffle, (uint64_t)args.seed, 1);
@@ -1719,13 +1717,14 @@ int main(int argc, char **argv) {
         snprintf(q4, sizeof q4, " (4-bit base: %zu weights in NF4 with their absmax and nested state %.3f MB, %.3f MB in fp32; "
                  "dequantization scratch %.3f MB)", qn, qb / 1e6, qn * 4 / 1e6, scratch * 4 / 1e6);
     }
-    char grad_parts[160] = "", weight_parts[160] = "";
+    char grad_parts[160] = "", weight_parts[200] = "", adapter_part[64] = "";
     if (dist.zero >= 2)
         snprintf(grad_parts, sizeof grad_parts, " (ZeRO-%d: the shard of %zu and the layer-by-layer scratch of %zu)", dist.zero, mem.grads - mem.grad_scratch,
                  mem.grad_scratch);
+    if (model_is_lora(&model)) snprintf(adapter_part, sizeof adapter_part, "; the adapter, whole, %zu", mem.adapter);
     if (dist.zero >= 3)
-        snprintf(weight_parts, sizeof weight_parts, " (ZeRO-3: the shard of %zu and the gathered embeddings, head and one layer, %zu)", mem.params - mem.gathered,
-                 mem.gathered);
+        snprintf(weight_parts, sizeof weight_parts, " (ZeRO-3: the shard of %zu and the gathered embeddings, head and one layer, %zu%s)",
+                 mem.params - mem.gathered - mem.adapter, mem.gathered, adapter_part);
     printf("memory| per rank: parameters %.3f MB%s%s, gradients %.3f MB%s, AdamW state %.3f MB (moments of %zu of %zu %s), activations %.3f MB; "
            "%d threads, %s\n", params_bytes / 1e6, q4, weight_parts, mem.grads * 4 / 1e6, grad_parts, mem.adamw * 4 / 1e6, mem.adamw / 2, model.num_trained,
            model_is_lora(&model) ? "adapter parameters; the base is frozen" : "parameters", mem.acts * 4 / 1e6, omp_get_max_threads(), wait);
@@ -1776,8 +1775,10 @@ int main(int argc, char **argv) {
     checkpoint_dist(&args, &run, &model, &state);
     log_checkpoint(&log, state.step, 1);
     if (args.lora.merged && dist.rank == 0 && model.q4.w) bnb4_base_dequantize(&model.q4, &model.cfg, &model.params);  // the dense base to merge into
-    if (args.lora.merged && dist.rank == 0) save_merged(args.out_dir, &model.cfg, model.params_mem, &model.lora, model.adapter, &run.extras,
+    float *base = args.lora.merged && model.weight_shard ? dist_gather_to_root(&dist, model.weight_shard, model.wshard) : NULL;  // ZeRO-3: the whole base to merge into
+    if (args.lora.merged && dist.rank == 0) save_merged(args.out_dir, &model.cfg, base ? base : model.params_mem, &model.lora, model.adapter, &run.extras,
                                                          hf_save_dtype_from_name(args.save_dtype));
+    free(base);
     run_log_close(&log, state.step);
     if (dist.world > 1)
         printf("ranks | %.1f%% of this run's step time was spent in collectives (%.3f s of %.3f s, waiting for the slowest rank included)\n",

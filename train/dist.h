@@ -344,14 +344,40 @@ static void dist_units_place(DistUnit *u, int L, float *mem, int weights) {
 }
 
 // Floats of ZeRO-2's gradient scratch: the units' (LoRA: the adapter block; else the
-// embeddings, the head and one block, which every block reuses). ZeRO-3's gathered weights
-// take as many (full fine-tuning: the same three buffers).
+// embeddings, the head and one block, which every block reuses).
 static size_t dist_zero2_scratch_floats(const ModelConfig *c, const LoraLayout *lay) {
     size_t pos[NUM_PARAM_TENSORS];
     DistUnit *u = dist_model_units(c, lay, pos);
     size_t scratch = lay->lc.rank ? lay->floats : u[0].floats + u[c->L].floats + u[c->L + 1].floats;
     free(u);
     return scratch;
+}
+
+// Floats of ZeRO-3's gathered weights: the embeddings, the head and one block of the whole
+// model, whether it is trained (full fine-tuning's gradient scratch takes as many) or frozen.
+static size_t dist_zero3_weight_floats(const ModelConfig *c) {
+    LoraLayout full;
+    memset(&full, 0, sizeof full);
+    return dist_zero2_scratch_floats(c, &full);
+}
+
+// ZeRO-3's units of a frozen model (LoRA's base), which get no gradient: full fine-tuning's
+// L + 2 units over the whole model's flat weights, split in W shards of `shard` floats (ZeRO-1's
+// layout of that vector), their gathered weights placed in mem (dist_zero3_weight_floats); pos as
+// dist_model_units'. The trained adapters keep their own units for the gradients.
+static DistUnit *dist_frozen_units(const ModelConfig *c, size_t shard, int world, float *mem, size_t pos[NUM_PARAM_TENSORS]) {
+    LoraLayout full;
+    memset(&full, 0, sizeof full);
+    DistUnit *u = dist_model_units(c, &full, pos);
+    for (int k = 0; k < c->L + 2; k++) dist_unit_counts(&u[k], shard, world);
+    dist_units_place(u, c->L, mem, 1);
+    return u;
+}
+
+// Frees the n units of dist_model_units (NULL: none).
+static void dist_units_free(DistUnit *u, int n) {
+    for (int k = 0; u && k < n; k++) free(u[k].counts);
+    free(u);
 }
 
 // ---------------------------------------------------------------------------
@@ -481,6 +507,18 @@ static void dist_check_same(Dist *d, uint64_t value, const char *what) {
             d->rank, d->world, what, (unsigned long long)value);
     dist_finish(d);
     exit(1);
+}
+
+// Every rank checks that all ranks hold the same n floats x (a hash of their bits): the
+// starting weights, before ZeRO-3 keeps a shard of them.
+static void dist_check_same_floats(Dist *d, const float *x, size_t n, const char *what) {
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t w;
+        memcpy(&w, &x[i], 4);
+        h = (h ^ w) * 0x100000001b3ull;
+    }
+    dist_check_same(d, h, what);
 }
 
 // A hash of everything that must be the same on every rank: the flags that change

@@ -27,7 +27,12 @@
 #   weights) equal to one process's, the odd count on 3 ranks; its memory line holds the weights'
 #   shard and the gathered embeddings, head and one block (by hand); it resumes bit-identically at
 #   the same W and stage, its checkpoint by one process at ZeRO-0, and a ZeRO-1 checkpoint with
-#   ZeRO-3; with LoRA it is refused in one line;
+#   ZeRO-3; with a 4-bit base (QLoRA) it is refused in one line;
+# - ZeRO-3 with LoRA (the frozen base sharded and gathered as full fine-tuning's weights, the
+#   adapters as with ZeRO-2), dropout on: 2 ranks equal one process and are bit-identical to
+#   ZeRO-2 (adapters, moments, the -M 1 merged model); its adapter-only checkpoints resume at
+#   ZeRO-0 and ZeRO-1; the Qwen2 model on 3 ranks (uneven shards of the base) with samples equals
+#   one process, and its memory line holds the base's shard, the gathered buffers and the adapter;
 # - QLoRA (dev/ref/tiny_llama_bnb4 with -A, dropout on) on 2 ranks with ZeRO-1 and ZeRO-2, and a
 #   base quantized at load (--load_in_4bit 1) on 2 ranks, equal one process within the LoRA
 #   tolerances; ranks whose 4-bit bases differ in one byte of codes are refused on every rank;
@@ -71,15 +76,15 @@ if grep -q "2 ranks (from torchrun)" "$tmp/nompi.log"; then ok dist_torchrun_env
 if [ $rc -eq 1 ] && grep -q "rank 2 is not below the world size 2 (from flags)" "$tmp/nompi.log"; then ok dist_rank_beyond_world_refused
 else fail dist_rank_beyond_world_refused "exit $rc: $(head -c 300 "$tmp/nompi.log")"; fi
 
-# no ZeRO-4: refused in one line before anything is written; so is ZeRO-3 with LoRA (it shards
-# full fine-tuning's weights only)
+# no ZeRO-4: refused in one line before anything is written; so is ZeRO-3 on a 4-bit base (QLoRA:
+# its NF4 weights are not in the fp32 vector that ZeRO-3 shards)
 ./train_sft $base -d 64 -x 2 -Z 4 -o "$tmp/z4" > "$tmp/z4.log" 2>&1; rc=$?
 if [ $rc -eq 1 ] && grep -q "^error: -Z must be 0, 1, 2 or 3, got 4" "$tmp/z4.log" && [ ! -e "$tmp/z4" ]; then ok dist_zero4_refused
 else fail dist_zero4_refused "exit $rc: $(head -c 300 "$tmp/z4.log")"; fi
-./train_sft ${base/d2c64h2t32/l2c32h4k2t32} -A 3 -d 64 -x 2 -Z 3 -o "$tmp/z3lora" > "$tmp/z3lora.log" 2>&1; rc=$?
-if [ $rc -eq 1 ] && [ "$(wc -l < "$tmp/z3lora.log")" -eq 1 ] && grep -q "^error: -Z 3 shards the weights of full fine-tuning only; with LoRA use -Z 2" "$tmp/z3lora.log" &&
-   [ ! -e "$tmp/z3lora" ]; then ok dist_zero3_lora_refused
-else fail dist_zero3_lora_refused "exit $rc: $(head -c 300 "$tmp/z3lora.log")"; fi
+./train_sft -i dev/ref/tiny_train.bin -e dev/ref/tiny_llama_bnb4 -b 1 -t 16 -d 64 -x 2 -A 2 -Z 3 -o "$tmp/z3qlora" > "$tmp/z3qlora.log" 2>&1; rc=$?
+if [ $rc -eq 1 ] && [ "$(wc -l < "$tmp/z3qlora.log")" -eq 1 ] && [ ! -e "$tmp/z3qlora" ] &&
+   grep -q "^error: -Z 3 shards the fp32 weights; a 4-bit base (QLoRA) keeps its NF4 weights outside them: use -Z 2" "$tmp/z3qlora.log"; then ok dist_zero3_qlora_refused
+else fail dist_zero3_qlora_refused "exit $rc: $(head -c 300 "$tmp/z3qlora.log")"; fi
 
 if ! command -v mpirun > /dev/null; then echo "skip dist_mpi: mpirun not found (apt install openmpi-bin libopenmpi-dev)"; exit 0; fi
 if [ ! -x train_sft_mpi ]; then echo "skip dist_mpi: train_sft_mpi not built (make train_sft_mpi; needs mpicc)"; exit 0; fi
@@ -310,7 +315,7 @@ if [ -f "$tmp/o1.s" ] && $launch -np 3 ./train_sft_mpi $oflags -Z 2 -o "$tmp/oz3
 else fail $name "mpirun exited or no reference: $(grep -m1 error "$tmp/last.log")"; fi
 
 name=dist_zero2_lora_equals_one_process
-if [ -f "$tmp/lo1.s" ] && run2 $loflags -Z 2 -o "$tmp/loz2"; then
+if [ -f "$tmp/lo1.s" ] && run2 $loflags -Z 2 -M 1 -o "$tmp/loz2"; then
     series "$tmp/loz2/metrics.jsonl" > "$tmp/loz2.s"
     why="$(close_series "$tmp/lo1.s" "$tmp/loz2.s" 1e-6)$(close_models "$tmp/loz2/$final" "$tmp/lo1/$final")"
     grep -q "(ZeRO-2: the shard of 816 and the layer-by-layer scratch of 1632)" "$tmp/last.log" || why="memory line: $(grep -m1 '^memory' "$tmp/last.log") $why"
@@ -467,6 +472,54 @@ if run2 $flags -Z 3 -n 4 -y 1 -o "$tmp/r2z3"; then
     why=$(close_models "$tmp/r2z3/$final" "$tmp/r2/$final")
     [ -z "$why" ] && ok $name || fail $name "$why"
 fi
+
+# ---- ZeRO-3 with LoRA: each rank holds its shard of the frozen base (ceil(P/W) of its flat
+# vector), gathered unit by unit as full fine-tuning's weights are; the adapters as with ZeRO-2 ----
+# The LoRA run above (tied head, dropout) with -Z 3 on 2 ranks equals one process within the
+# LoRA tolerances, and is bit-identical to ZeRO-2 on 2 ranks (the gathered base holds the same
+# floats: the same products in the same order), adapter checkpoints and the -M 1 merged model
+# (rank 0 merges into the base gathered to it) alike; its checkpoints hold the adapter only, and
+# continue within 1e-5 resumed by one process (ZeRO-0) and by 2 ranks at ZeRO-1.
+name=dist_zero3_lora_equals_one_process
+if [ -f "$tmp/lo1.s" ] && run2 $loflags -Z 3 -M 1 -n 4 -o "$tmp/loz3"; then
+    series "$tmp/loz3/metrics.jsonl" > "$tmp/loz3.s"
+    why="$(close_series "$tmp/lo1.s" "$tmp/loz3.s" 1e-6)$(close_models "$tmp/loz3/$final" "$tmp/lo1/$final")"
+    for f in "$final/adapter_model.safetensors" "$final/state.bin" merged/model.safetensors; do
+        cmp -s "$tmp/loz3/$f" "$tmp/loz2/$f" || why="$why $f not ZeRO-2's"
+    done
+    [ -e "$tmp/loz3/step_00000004/model.safetensors" ] && why="$why the base in a LoRA checkpoint"
+    [ -z "$why" ] && ok $name || fail $name "$why"
+fi
+for z in 0 1; do
+    name=dist_zero3_lora_checkpoint_resumed_with_zero$z
+    rewind "$tmp/loz3" "$tmp/loz3r$z"
+    resume=(run1); [ $z = 0 ] || resume=(run2 -Z 1)
+    if "${resume[@]}" $loflags -n 4 -y 1 -o "$tmp/loz3r$z"; then
+        why=$(close_models "$tmp/loz3r$z/$final" "$tmp/loz3/$final")
+        [ -z "$why" ] && ok $name || fail $name "$why"
+    fi
+done
+# the Qwen2 model (GQA, untied lm_head, q/k/v biases) with the adapters on 3 ranks: the base's
+# 35104 floats in shards of 11702 (the last 11700), the adapter's 1632 in shards of 544; greedy
+# samples every 2 steps (rank 0 generates from the base gathered to it) and validation equal one
+# process's; memory by hand: the base's shard, the gathered embeddings (V*C), head (C + V*C) and
+# one block (2C norms, (C + 2KV)*C + C + 2KV for q/k/v with biases, C*C, 3*FF*C), the adapter whole
+name=dist_zero3_lora_llama_three_ranks_equal_one_process
+l3loflags="$l3flags -A 3 -T q_proj,v_proj,down_proj -p 0.1 -s 2 -g 8"
+if run1 $l3loflags -o "$tmp/ll31" && cp "$tmp/last.log" "$tmp/ll31.log" &&
+   $launch -np 3 ./train_sft_mpi $l3loflags -Z 3 -o "$tmp/ll3z3" > "$tmp/last.log" 2>&1; then
+    series "$tmp/ll31/metrics.jsonl" > "$tmp/ll31.s"; series "$tmp/ll3z3/metrics.jsonl" > "$tmp/ll3z3.s"
+    why="$(close_series "$tmp/ll31.s" "$tmp/ll3z3.s" 1e-6)$(close_models "$tmp/ll3z3/step_00000004" "$tmp/ll31/step_00000004")"
+    n=$(grep -c "^sample | generated" "$tmp/last.log")
+    [ "$n" -ge 2 ] && cmp -s <(grep "^sample | generated" "$tmp/last.log") <(grep "^sample | generated" "$tmp/ll31.log") ||
+        why="$n samples, or not one process's: $(grep -m1 '^sample | generated' "$tmp/last.log") $why"
+    read -r L C KV FF V <<< "$(sed -n 's/^model | Qwen2, \([0-9]*\) layers, [0-9]* heads (\([0-9]*\) key\/value heads) of size \([0-9]*\), \([0-9]*\) channels, MLP \([0-9]*\), vocab \([0-9]*\),.*untied.*/\1 \4 \2*\3 \5 \6/p' "$tmp/last.log")"
+    KV=$(( ${KV:-0} )); block=$(( 2 * C + (C + 2 * KV) * C + C + 2 * KV + C * C + 3 * FF * C ))
+    P=$(( V * C + L * block + C + V * C )); shard=$(( (P + 2) / 3 )); gathered=$(( V * C + C + V * C + block ))
+    want="parameters $(awk -v n=$((shard + gathered + 1632)) 'BEGIN { printf "%.3f", 4 * n / 1e6 }') MB (ZeRO-3: the shard of $shard and the gathered embeddings, head and one layer, $gathered; the adapter, whole, 1632)"
+    grep "^memory|" "$tmp/last.log" | grep -qF "$want" && [ $P -eq 35104 ] || why="expected '$want' in: $(grep '^memory|' "$tmp/last.log") $why"
+    [ -z "$why" ] && ok $name || fail $name "$why"
+else fail $name "a run failed: $(grep -m1 error "$tmp/last.log")"; fi
 
 # ---- bad configurations: every rank refuses with one line ----
 # Each rank checks -d before MPI starts, so each is run alone here (-R r -W 2): under
