@@ -939,7 +939,9 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, cudaMemcpyKind
 // Asynchronous for the host in CUDA; the emulator waits for it (as it always did).
 cudaError_t cudaMemset(void *dst, int v, size_t n) {
     if (n && !in_device(dst, n)) fail("cudaMemset: %p (+%zu) is not inside one device allocation", dst, n);
-    op_wait(stream_enqueue(0, "cudaMemset", {{dst, n, true}}, [=]() { memset(dst, v, n); }, nullptr), true);
+    std::vector<Access> acc;
+    if (n) acc.push_back({dst, n, true});  // (an Access of 0 bytes would mean the whole allocation)
+    op_wait(stream_enqueue(0, "cudaMemset", acc, [=]() { memset(dst, v, n); }, nullptr), true);
     return cudaSuccess;
 }
 cudaError_t cudaMemsetAsync(void *dst, int v, size_t n, cudaStream_t s) {
