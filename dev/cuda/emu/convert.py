@@ -2,9 +2,9 @@
 """convert.py SRC_REPO DST: copies the repository (without .git, out/, *.o) to DST and
 rewrites its .cu/.cuh files for the emulator: kernel launches `k<<<cfg>>>(args)` become
 emu::launch_args calls (arguments evaluated at the launch, the kernel run by its stream),
-kernels with __launch_bounds__(N) check their launch against N, `__shared__ T a[N];` becomes static storage poisoned (0xFF) once per block
-through emu::shared_touch, and `extern __shared__ T name[];` a pointer to the dynamic
-shared memory of the launch."""
+kernels with __launch_bounds__(N) check their launch against N, `__shared__ T a[N];`
+becomes static storage poisoned (0xFF) once per block through emu::shared_touch, and
+`extern __shared__ T name[];` a pointer to the dynamic shared memory of the launch."""
 import os, re, shutil, sys
 
 src, dst = sys.argv[1], sys.argv[2]
