@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """convert.py SRC_REPO DST: copies the repository (without .git, out/, *.o) to DST and
 rewrites its .cu/.cuh files for the emulator: kernel launches `k<<<cfg>>>(args)` become
-emu::launch calls, kernels with __launch_bounds__(N) check their launch against N,
-`__shared__ T a[N];` becomes static storage poisoned (0xFF) once per block
-through emu::shared_touch, and `extern __shared__ T name[];` a pointer to the dynamic
-shared memory of the launch."""
+emu::launch_args calls (arguments evaluated at the launch, the kernel run by its stream),
+kernels with __launch_bounds__(N) check their launch against N, `__shared__ T a[N];`
+becomes static storage poisoned (0xFF) once per block through emu::shared_touch, and
+`extern __shared__ T name[];` a pointer to the dynamic shared memory of the launch."""
 import os, re, shutil, sys
 
 src, dst = sys.argv[1], sys.argv[2]
@@ -51,7 +51,10 @@ for f in files:
         kern = name + targs
         addr = '(const void *)&' + kern if name in attr_kernels else 'nullptr'
         out.append(s[pos:m.start()])
-        out.append('emu::launch(emu::LaunchCfg(%s), %s, "%s", [=]() { %s(%s); })' % (cfg, addr, kern.replace('"', ''), kern, args))
+        # the arguments are evaluated at the launch (they may read host state that changes
+        # before the stream runs the kernel); the kernel is called by name with them later
+        out.append('emu::launch_args(emu::LaunchCfg(%s), %s, "%s", [=](auto... a) { %s(a...); }%s)'
+                   % (cfg, addr, kern.replace('"', ''), kern, ', ' + args if args.strip() else ''))
         pos = close + 1
         count += 1
     out.append(s[pos:])

@@ -263,8 +263,7 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t h, cublasLtMatmul
 
 cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t dd, const void *alpha, const void *Ap, cublasLtMatrixLayout_t Adesc,
                               const void *Bp, cublasLtMatrixLayout_t Bdesc, const void *beta, const void *Cp, cublasLtMatrixLayout_t Cdesc, void *Dp,
-                              cublasLtMatrixLayout_t Ddesc, const cublasLtMatmulAlgo_t *algo, void *workspace, size_t workspace_bytes, cudaStream_t) {
-    emu::stream_drain();  // the emulated library runs on the host: after the queued work
+                              cublasLtMatrixLayout_t Ddesc, const cublasLtMatmulAlgo_t *algo, void *workspace, size_t workspace_bytes, cudaStream_t stream) {
     if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
     const Desc *d = (const Desc *)dd;
     const Layout *A = (Layout *)Adesc, *B = (Layout *)Bdesc, *C = (Layout *)Cdesc, *D = (Layout *)Ddesc;
@@ -292,6 +291,18 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t dd, const
     if (has_aux(e) && !emu::in_device(d->aux, ((size_t)(n - 1) * d->aux_ld + m) * es))
         emu::fail("cublasLtMatmul: aux outside device memory");
     if (workspace_bytes && !emu::in_device(workspace, workspace_bytes)) emu::fail("cublasLtMatmul: workspace outside device memory");
+    // the emulated library runs on the host, once the stream has reached the call; what it reads and writes:
+    std::vector<emu::Access> acc;
+    auto touch = [&](const void *p, size_t bytes, bool write) {
+        if (bytes) acc.push_back({p, bytes, write});
+    };
+    touch(Ap, extent(A), false);
+    touch(Bp, extent(B), false);
+    touch(Cp, extent(C), false);
+    touch(Dp, extent(D), true);
+    if (has_bias_in(e) || is_bgrad(e)) touch(d->bias, nbias * es, is_bgrad(e));
+    if (has_aux(e)) touch(d->aux, ((size_t)(n - 1) * d->aux_ld + m) * es, e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS);
+    emu::host_op(stream, "cublasLtMatmul", acc);
     float al = *(const float *)alpha, be = *(const float *)beta;
     // op(A) as m rows of k, op(B)^T as n rows of k, contiguous float
     std::vector<float> a((size_t)m * k), b((size_t)n * k);

@@ -4,12 +4,15 @@
 #include <stdarg.h>
 #include <sys/mman.h>
 #include <ucontext.h>
+#include <time.h>
 #include <unistd.h>
 #include <algorithm>
 #include <deque>
+#include <memory>
 #include <map>
 #include <random>
 #include <string>
+#include <unordered_map>
 #include <vector>
 #include "include/cublas_v2.h"
 #include "include/cuda_bf16.h"
@@ -473,40 +476,10 @@ static void run_block(int nt) {
         fail("%zu bytes of static and %zu of dynamic shared memory: more than 227 KiB per block", static_bytes, dyn_size);
 }
 
-// ---------------------------------------------------------------- the work queue
-// Kernels, copies and memsets run when called while the queue is empty (the usual
-// case); behind an unfinished collective they are queued instead, and run on the host
-// thread at its next CUDA call once the collective is done. What real CUDA may run
-// synchronously with the host (a copy from or to pageable memory, cuBLAS here) waits.
-struct QueuedOp {
-    std::function<void()> start;
-    std::function<bool()> done;
-    bool started;
-};
-static std::deque<QueuedOp> queue;
-
-void stream_enqueue(std::function<void()> start, std::function<bool()> done) { queue.push_back({std::move(start), std::move(done), false}); }
-
-bool stream_busy() {
-    while (!queue.empty()) {
-        QueuedOp &op = queue.front();
-        if (!op.started) {
-            op.started = true;
-            op.start();  // may enqueue nothing: the queue is not touched by start
-        }
-        if (op.done && !op.done()) return true;
-        queue.pop_front();
-    }
-    return false;
-}
-
-void stream_drain() {
-    while (stream_busy()) usleep(100);
-}
-
 static void launch_now(const LaunchCfg &cfg, const char *name, const std::function<void()> &body);
 
-void launch(const LaunchCfg &cfg, const void *kernel, const char *name, const std::function<void()> &body) {
+void launch(const LaunchCfg &cfg, const void *kernel, const char *name, const std::vector<const void *> &ptrs,
+            const std::function<void()> &body) {
     if (order_mode < 0) {
         const char *o = getenv("EMU_ORDER");
         order_mode = !o ? 0 : !strcmp(o, "rev") ? 1 : !strcmp(o, "rand") ? 2 : 0;
@@ -528,13 +501,11 @@ void launch(const LaunchCfg &cfg, const void *kernel, const char *name, const st
         last_error = cudaErrorInvalidValue;
         return;
     }
-    if (stream_busy()) {  // behind an unfinished collective: runs when it is done (the body captures by value)
-        LaunchCfg c = cfg;
-        std::function<void()> b = body;
-        stream_enqueue([c, name, b]() { launch_now(c, name, b); }, nullptr);
-        return;
-    }
-    launch_now(cfg, name, body);
+    std::vector<Access> acc;  // the race check cannot see which the kernel writes: each may be written
+    for (const void *p : ptrs) acc.push_back({p, 0, true});
+    LaunchCfg c = cfg;
+    std::function<void()> b = body;
+    stream_enqueue(cfg.stream, name, acc, [c, name, b]() { launch_now(c, name, b); }, nullptr);
 }
 
 static void launch_now(const LaunchCfg &cfg, const char *name, const std::function<void()> &body) {
@@ -596,6 +567,230 @@ static void check_copy(const void *dst, const void *src, size_t n, cudaMemcpyKin
     if (sd && !in_device(src, n)) fail("%s: source %p (+%zu) is not inside one device allocation", what, src, n);
     if (!dd && in_device(dst, 1)) fail("%s: destination is device memory but the kind says host", what);
     if (!sd && in_device(src, 1)) fail("%s: source is device memory but the kind says host", what);
+}
+
+// ---------------------------------------------------------------- streams and events
+// Every stream is a FIFO of operations (kernels, copies, memsets, event records, waits,
+// NCCL collectives, cuBLAS calls). An operation also waits for the ops that CUDA orders
+// before it on other streams: on the legacy default stream, all earlier work of the other
+// (blocking) streams; on another stream, the legacy stream's earlier work; after a
+// cudaStreamWaitEvent, the event's last record; a collective, its communicator's previous
+// one. Nothing else orders two streams. The host runs operations at its CUDA calls, in an
+// order these dependencies allow, chosen by EMU_STREAM_ORDER:
+//   issue (default): issue order, each as soon as every op issued before it has finished,
+//     so that nothing outlives its call unless it is behind an unfinished collective;
+//   rev: nothing until the host needs an op (a synchronization, a blocking copy, a query),
+//     then only what that op needs, the stream whose next op was issued last first: a
+//     stream runs as late as its dependencies allow relative to another;
+//   rand: like rev with the stream picked at random (seed EMU_STREAM_SEED, default 1).
+// A missing cudaStreamWaitEvent then makes work run in an order that the real device may
+// also pick, and usually changes the results. Independently of the order, race_check
+// flags device memory accessed by two streams' ops that nothing orders (vector clocks).
+}  // namespace emu
+
+typedef std::vector<uint64_t> Clock;  // per stream: the id of its last op that is ordered before
+struct CUstream_st {
+    int id;  // index in emu::streams
+};
+struct CUevent_st {
+    uint64_t op;                    // the op of its last record (0: never recorded)
+    Clock clock;                    // its stream's clock at that record
+    std::shared_ptr<double> stamp;  // when that record ran, in ms (the op may outlive the event)
+};
+
+namespace emu {
+struct Op {
+    uint64_t id;
+    std::vector<uint64_t> deps;  // unfinished ops of other streams (or, in issue order, the op before) that must finish first
+    std::function<void()> start;
+    std::function<bool()> done;
+    bool started;
+};
+struct Stream {
+    std::deque<Op> q;  // issued, not finished, in issue order
+    uint64_t last;     // the last op issued on it
+    Clock clock;       // what its next op is ordered after
+};
+static std::vector<Stream> streams(1);               // [0]: the legacy default stream
+static std::unordered_map<uint64_t, int> unfinished;  // op id -> its stream
+static uint64_t next_op = 1, last_op;
+static Clock host_clock;  // the ops the host has seen finish (by a synchronization): every later op is ordered after them
+static int stream_order = -1;  // 0 issue, 1 rev, 2 rand
+static std::mt19937 stream_rng;
+
+static int order_of_streams() {
+    if (stream_order < 0) {
+        const char *o = getenv("EMU_STREAM_ORDER"), *seed = getenv("EMU_STREAM_SEED");
+        stream_order = !o || !strcmp(o, "issue") ? 0 : !strcmp(o, "rev") ? 1 : !strcmp(o, "rand") ? 2 : -1;
+        if (stream_order < 0) {
+            fprintf(stderr, "EMU: EMU_STREAM_ORDER=%s is not issue, rev or rand\n", o);
+            exit(2);
+        }
+        stream_rng.seed(seed ? (unsigned)atoi(seed) : 1u);
+    }
+    return stream_order;
+}
+static int sid(cudaStream_t s) { return s ? s->id : 0; }
+static bool finished(uint64_t id) { return !unfinished.count(id); }
+static uint64_t at(const Clock &c, int s) { return s < (int)c.size() ? c[s] : 0; }
+static void join(Clock &a, const Clock &b) {
+    if (a.size() < b.size()) a.resize(b.size());
+    for (size_t i = 0; i < b.size(); i++) a[i] = std::max(a[i], b[i]);
+}
+
+// ---- the race check. Per device allocation, the accesses of ops that some later op may
+// still be unordered with: (stream, op, byte range, written?). An op's access conflicts with
+// a recorded one of another stream when the ranges overlap, one of them writes, and the
+// op's clock does not include the recorded op. A kernel's accesses are its pointer
+// arguments, each taken as a read and write of its whole allocation (the kernel's own
+// accesses are not seen); copies, memsets, collectives and cuBLAS calls give their ranges.
+struct Rec {
+    int stream;
+    uint64_t op;
+    uintptr_t lo, hi;
+    bool write, whole;
+    const char *what;
+};
+static std::map<uintptr_t, std::vector<Rec>> recs;  // by allocation start
+
+static std::string stream_name(int s) { return s ? "stream " + std::to_string(s) : std::string("the legacy default stream"); }
+static const char *verb(bool write, bool whole, bool past) {
+    if (whole) return past ? "used (a pointer argument: read and write assumed)" : "uses (a pointer argument: read and write assumed)";
+    return write ? (past ? "wrote" : "writes") : (past ? "read" : "reads");
+}
+
+static void race_check(int s, const Clock &c, uint64_t id, const char *what, const std::vector<Access> &acc) {
+    for (const Access &a : acc) {
+        uintptr_t u = (uintptr_t)a.p;
+        auto it = allocs.upper_bound(u);
+        if (it == allocs.begin()) continue;
+        --it;
+        if (u >= it->first + it->second) continue;  // not device memory
+        uintptr_t lo = a.n ? u : it->first, hi = a.n ? u + a.n : it->first + it->second;
+        std::vector<Rec> &v = recs[it->first];
+        for (const Rec &r : v)
+            if (r.stream != s && at(c, r.stream) < r.op && lo < r.hi && r.lo < hi && (r.write || a.write)) {
+                fprintf(stderr,
+                        "EMU ERROR: stream race on the device allocation at %p (%zu bytes): %s (op %llu on %s) %s bytes [%zu, %zu), "
+                        "which %s (op %llu on %s) %s at [%zu, %zu), and nothing orders the two (no cudaStreamWaitEvent or "
+                        "synchronization between them)\n",
+                        (void *)it->first, it->second, what, (unsigned long long)id, stream_name(s).c_str(), verb(a.write, !a.n, false),
+                        (size_t)(lo - it->first), (size_t)(hi - it->first), r.what, (unsigned long long)r.op, stream_name(r.stream).c_str(),
+                        verb(r.write, r.whole, true), (size_t)(r.lo - it->first), (size_t)(r.hi - it->first));
+                abort();
+            }
+        // forget what every later op is ordered after (the host saw it finish), and this
+        // stream's earlier accesses that this one covers: an op unordered with them is
+        // unordered with this one too, and conflicts with it
+        v.erase(std::remove_if(v.begin(), v.end(),
+                               [&](const Rec &r) {
+                                   return r.op <= at(host_clock, r.stream) ||
+                                          (r.stream == s && lo <= r.lo && r.hi <= hi && (a.write || !r.write));
+                               }),
+                v.end());
+        v.push_back({s, id, lo, hi, a.write, !a.n, what});
+    }
+}
+
+// ---- running the ops
+// One step: retires the finished ops at the streams' heads, then starts one op that may
+// start (at the head of its stream, not started, its deps finished, and wanted: an id up
+// to need[stream], or any with need NULL), chosen by the order. Returns whether anything happened.
+static bool step(const std::vector<uint64_t> *need) {
+    bool progress = false;
+    for (Stream &S : streams)
+        while (!S.q.empty() && S.q.front().started && (!S.q.front().done || S.q.front().done())) {
+            unfinished.erase(S.q.front().id);
+            S.q.pop_front();
+            progress = true;
+        }
+    std::vector<int> ready;
+    for (int s = 0; s < (int)streams.size(); s++) {
+        const std::deque<Op> &q = streams[s].q;
+        if (q.empty() || q.front().started || (need && (s >= (int)need->size() || q.front().id > (*need)[s]))) continue;
+        if (std::all_of(q.front().deps.begin(), q.front().deps.end(), finished)) ready.push_back(s);
+    }
+    if (ready.empty()) return progress;
+    auto issued = [](int a, int b) { return streams[a].q.front().id < streams[b].q.front().id; };
+    int pick = order_of_streams() == 0   ? *std::min_element(ready.begin(), ready.end(), issued)
+               : order_of_streams() == 1 ? *std::max_element(ready.begin(), ready.end(), issued)
+                                         : ready[std::uniform_int_distribution<size_t>(0, ready.size() - 1)(stream_rng)];
+    Op &o = streams[pick].q.front();
+    o.started = true;
+    o.start();  // issues nothing: the queues stay as they are
+    if (!o.done) {
+        unfinished.erase(o.id);
+        streams[pick].q.pop_front();
+    }
+    return true;
+}
+
+// What op `id` needs: per stream, the largest id among it and the ops it depends on (through
+// the streams' order and the deps), transitively.
+static std::vector<uint64_t> needed(uint64_t id) {
+    std::vector<uint64_t> need(streams.size(), 0), work = {id};
+    while (!work.empty()) {
+        uint64_t x = work.back();
+        work.pop_back();
+        auto it = unfinished.find(x);
+        if (it == unfinished.end() || need[it->second] >= x) continue;
+        for (const Op &o : streams[it->second].q) {
+            if (o.id > x) break;
+            if (o.id > need[it->second]) work.insert(work.end(), o.deps.begin(), o.deps.end());
+        }
+        need[it->second] = x;
+    }
+    return need;
+}
+
+bool op_wait(uint64_t id, bool block) {
+    if (finished(id)) return true;
+    std::vector<uint64_t> need = needed(id);
+    while (!finished(id))
+        if (!step(&need)) {
+            if (!block) return false;
+            usleep(100);
+        }
+    return true;
+}
+
+void device_wait() {
+    while (!unfinished.empty())
+        if (!step(nullptr)) usleep(100);
+    for (const Stream &S : streams) join(host_clock, S.clock);
+}
+
+uint64_t stream_enqueue(cudaStream_t st, const char *what, const std::vector<Access> &acc, std::function<void()> start,
+                        std::function<bool()> done, uint64_t after) {
+    int s = sid(st);
+    Stream &S = streams[s];
+    Op o = {next_op++, {}, std::move(start), std::move(done), false};
+    auto dep = [&](uint64_t d) {
+        if (d && !finished(d)) o.deps.push_back(d);
+    };
+    dep(after);
+    if (order_of_streams() == 0) dep(last_op);  // issue order: one queue for the device
+    if (s == 0) {  // the legacy stream waits for the other streams' earlier work
+        for (size_t t = 1; t < streams.size(); t++) dep(streams[t].last), join(S.clock, streams[t].clock);
+    } else {  // and they for its
+        dep(streams[0].last);
+        join(S.clock, streams[0].clock);
+    }
+    join(S.clock, host_clock);
+    if ((int)S.clock.size() <= s) S.clock.resize(s + 1);
+    S.clock[s] = o.id;
+    race_check(s, S.clock, o.id, what, acc);
+    unfinished[o.id] = s;
+    S.last = last_op = o.id;
+    S.q.push_back(std::move(o));
+    if (order_of_streams() == 0)
+        while (step(nullptr)) {
+        }
+    return S.last;
+}
+
+void host_op(cudaStream_t s, const char *what, const std::vector<Access> &acc) {
+    op_wait(stream_enqueue(s, what, acc, [] {}, nullptr), true);
 }
 }  // namespace emu
 
@@ -697,109 +892,142 @@ cudaError_t cudaMallocHost(void **p, size_t n) {
     return cudaSuccess;
 }
 cudaError_t cudaFreeHost(void *p) {
-    stream_drain();  // like cudaFreeHost: the device is done with it first
+    device_wait();  // like cudaFreeHost: the device is done with it first
     pinned.erase((uintptr_t)p);
     free(p);
     return cudaSuccess;
 }
 cudaError_t cudaFree(void *p) {
-    stream_drain();
+    device_wait();
     if (!p) return cudaSuccess;
     auto it = allocs.find((uintptr_t)p);
     if (it == allocs.end()) fail("cudaFree of %p: not a device allocation", p);
     allocated -= it->second;
+    recs.erase(it->first);
     allocs.erase(it);
     free(p);
     return cudaSuccess;
 }
+static std::vector<Access> copy_access(void *dst, const void *src, size_t n) {
+    if (!n) return {};
+    return {{dst, n, true}, {src, n, false}};  // host sides are ignored by the race check
+}
+// On the legacy stream; the host waits for it (and so for all earlier work of the blocking streams).
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, cudaMemcpyKind k) {
     check_copy(dst, src, n, k, "cudaMemcpy");
-    stream_drain();
-    memmove(dst, src, n);
+    op_wait(stream_enqueue(0, "cudaMemcpy", copy_access(dst, src, n), [=]() { memmove(dst, src, n); }, nullptr), true);
+    join(host_clock, streams[0].clock);
     return cudaSuccess;
 }
-// Queued behind an unfinished collective only where the host side is pinned (or there is
-// none). With pageable memory the host waits here, as the driver may (it stages such a
-// copy through its own pinned buffer): behind a hung collective that is for ever.
-cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, cudaMemcpyKind k, cudaStream_t) {
+// Asynchronous where the host side is pinned (or there is none). With pageable memory the
+// host waits for it here, as the driver may (it stages such a copy through its own pinned
+// buffer): behind a hung collective that is for ever. What the host may rely on is what
+// CUDA documents: the stream's earlier work is done before a pageable host-to-device copy
+// starts, and a pageable device-to-host copy is complete when the call returns.
+cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, cudaMemcpyKind k, cudaStream_t s) {
     check_copy(dst, src, n, k, "cudaMemcpyAsync");
     bool host_pinned = k == cudaMemcpyDeviceToDevice || (k == cudaMemcpyHostToDevice && in_pinned(src, n)) ||
                        (k == cudaMemcpyDeviceToHost && in_pinned(dst, n));
-    if (host_pinned && stream_busy()) {
-        stream_enqueue([=]() { memmove(dst, src, n); }, nullptr);
-        return cudaSuccess;
+    Clock before = streams[sid(s)].clock;
+    uint64_t id = stream_enqueue(s, "cudaMemcpyAsync", copy_access(dst, src, n), [=]() { memmove(dst, src, n); }, nullptr);
+    if (!host_pinned) {
+        op_wait(id, true);
+        join(host_clock, k == cudaMemcpyDeviceToHost ? streams[sid(s)].clock : before);
     }
-    stream_drain();
-    memmove(dst, src, n);
     return cudaSuccess;
 }
+// Asynchronous for the host in CUDA; the emulator waits for it (as it always did).
 cudaError_t cudaMemset(void *dst, int v, size_t n) {
     if (n && !in_device(dst, n)) fail("cudaMemset: %p (+%zu) is not inside one device allocation", dst, n);
-    stream_drain();
-    memset(dst, v, n);
+    std::vector<Access> acc;
+    if (n) acc.push_back({dst, n, true});  // (an Access of 0 bytes would mean the whole allocation)
+    op_wait(stream_enqueue(0, "cudaMemset", acc, [=]() { memset(dst, v, n); }, nullptr), true);
     return cudaSuccess;
 }
-cudaError_t cudaMemsetAsync(void *dst, int v, size_t n, cudaStream_t) {
+cudaError_t cudaMemsetAsync(void *dst, int v, size_t n, cudaStream_t s) {
     if (n && !in_device(dst, n)) fail("cudaMemsetAsync: %p (+%zu) is not inside one device allocation", dst, n);
-    if (stream_busy()) stream_enqueue([=]() { memset(dst, v, n); }, nullptr);
-    else memset(dst, v, n);
+    if (n) stream_enqueue(s, "cudaMemsetAsync", {{dst, n, true}}, [=]() { memset(dst, v, n); }, nullptr);
     return cudaSuccess;
 }
 cudaError_t cudaDeviceSynchronize(void) {
-    stream_drain();
+    device_wait();
     return cudaSuccess;
 }
+// A blocking stream (cudaStreamCreate's default): ordered with the legacy stream.
 cudaError_t cudaStreamCreate(cudaStream_t *s) {
-    *s = (cudaStream_t)malloc(1);
+    streams.emplace_back();
+    *s = new CUstream_st{(int)streams.size() - 1};
     return cudaSuccess;
 }
-cudaError_t cudaStreamDestroy(cudaStream_t s) {
-    free(s);
+cudaError_t cudaStreamDestroy(cudaStream_t s) {  // its queued work still runs, as in CUDA
+    delete s;
     return cudaSuccess;
 }
-cudaError_t cudaStreamSynchronize(cudaStream_t) {
-    stream_drain();
+cudaError_t cudaStreamSynchronize(cudaStream_t s) {
+    op_wait(streams[sid(s)].last, true);
+    join(host_clock, streams[sid(s)].clock);
     return cudaSuccess;
 }
-cudaError_t cudaStreamQuery(cudaStream_t) { return stream_busy() ? cudaErrorNotReady : cudaSuccess; }
+cudaError_t cudaStreamQuery(cudaStream_t s) {
+    if (!op_wait(streams[sid(s)].last, false)) return cudaErrorNotReady;
+    join(host_clock, streams[sid(s)].clock);
+    return cudaSuccess;
+}
+cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned int) {
+    stream_enqueue(s, "cudaStreamWaitEvent", {}, [] {}, nullptr, e->op);
+    join(streams[sid(s)].clock, e->clock);
+    return cudaSuccess;
+}
 cudaError_t cudaEventCreate(cudaEvent_t *e) {
-    *e = (cudaEvent_t)malloc(sizeof(double));
+    *e = new CUevent_st{0, {}, std::make_shared<double>(0.0)};
     return cudaSuccess;
 }
 cudaError_t cudaEventDestroy(cudaEvent_t e) {
-    free(e);
+    delete e;
     return cudaSuccess;
 }
-#include <time.h>
-static void event_stamp(cudaEvent_t e) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    *(double *)e = ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
-}
-cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t) {
-    if (stream_busy()) stream_enqueue([e]() { event_stamp(e); }, nullptr);
-    else event_stamp(e);
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
+    std::shared_ptr<double> stamp = e->stamp;
+    e->op = stream_enqueue(s, "cudaEventRecord", {}, [stamp]() {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        *stamp = ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
+    }, nullptr);
+    e->clock = streams[sid(s)].clock;
     return cudaSuccess;
 }
-cudaError_t cudaEventSynchronize(cudaEvent_t) {
-    stream_drain();
+cudaError_t cudaEventSynchronize(cudaEvent_t e) {
+    op_wait(e->op, true);
+    join(host_clock, e->clock);
+    return cudaSuccess;
+}
+cudaError_t cudaEventQuery(cudaEvent_t e) {
+    if (!op_wait(e->op, false)) return cudaErrorNotReady;
+    join(host_clock, e->clock);
     return cudaSuccess;
 }
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b) {
-    *ms = (float)(*(double *)b - *(double *)a);
+    *ms = (float)(*b->stamp - *a->stamp);
     return cudaSuccess;
 }
 
 // ---------------------------------------------------------------- cuBLAS
+struct cublasContext {
+    cudaStream_t stream;  // where its products are ordered (cublasSetStream)
+};
 cublasStatus_t cublasCreate(cublasHandle_t *h) {
-    *h = (cublasHandle_t)malloc(1);
+    *h = new cublasContext{0};
     return CUBLAS_STATUS_SUCCESS;
 }
 cublasStatus_t cublasDestroy(cublasHandle_t h) {
-    free(h);
+    delete h;
     return CUBLAS_STATUS_SUCCESS;
 }
-cublasStatus_t cublasSetStream(cublasHandle_t, cudaStream_t) { return CUBLAS_STATUS_SUCCESS; }
+cublasStatus_t cublasSetStream(cublasHandle_t h, cudaStream_t s) {
+    if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
+    h->stream = s;
+    return CUBLAS_STATUS_SUCCESS;
+}
 cublasStatus_t cublasSetWorkspace(cublasHandle_t h, void *w, size_t bytes) {  // not used by the loop below; checked only
     if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
     if (bytes && !in_device(w, bytes)) fail("cublasSetWorkspace: %p (+%zu) is not inside one device allocation", w, bytes);
@@ -815,7 +1043,6 @@ static float load_el(const void *p, cudaDataType_t t, size_t i) {
 cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const void *alpha,
                             const void *A, cudaDataType_t At, int lda, const void *B, cudaDataType_t Bt, int ldb, const void *beta, void *C,
                             cudaDataType_t Ct, int ldc, cublasComputeType_t ct, cublasGemmAlgo_t) {
-    emu::stream_drain();  // the emulated library runs on the host: after the queued work
     if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
     if (m < 0 || n < 0 || k < 0) return CUBLAS_STATUS_INVALID_VALUE;
     if ((ta != CUBLAS_OP_N && ta != CUBLAS_OP_T) || (tb != CUBLAS_OP_N && tb != CUBLAS_OP_T)) return CUBLAS_STATUS_NOT_SUPPORTED;
@@ -836,6 +1063,10 @@ cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperat
     size_t extC = (size_t)(n - 1) * ldc + m;
     if (k > 0 && (!in_device(A, extA * es) || !in_device(B, extB * es))) fail("cublasGemmEx: A or B outside device memory");
     if (!in_device(C, extC * esc)) fail("cublasGemmEx: C outside device memory");
+    // the emulated library runs on the host, once the handle's stream has reached the call
+    std::vector<Access> acc = {{C, extC * esc, true}};
+    if (k > 0) acc.insert(acc.end(), {{A, extA * es, false}, {B, extB * es, false}});
+    host_op(h->stream, "cublasGemmEx", acc);
     // opA as m rows of k, opB^T as n rows of k, both contiguous float
     std::vector<float> a((size_t)m * k), b((size_t)n * k);
     for (int i = 0; i < m; i++)

@@ -4,9 +4,9 @@
 // header (which call, type, op, count, sequence number) and data to rank 0, which checks
 // that all ranks called the same collective, reduces in rank order (so the result is
 // deterministic and the same on every rank) and sends each rank its result.
-// Collectives are asynchronous like NCCL's: the call queues the exchange on the device's
-// work queue (emu.cpp) and returns; a thread of the communicator runs it, and stream work
-// issued after it waits in the queue until it is done (cudaStreamQuery says not ready).
+// Collectives are asynchronous like NCCL's: the call queues the exchange on its stream
+// (emu.cpp) and returns; a thread of the communicator runs it, and the stream's work issued
+// after it (and work ordered after that) waits until it is done (cudaStreamQuery says not ready).
 // Failures: a peer that closes its socket (it died) or sends nothing for NCCL_EMU_TIMEOUT
 // seconds (default 60) puts the communicator into ncclRemoteError; rank 0 then closes
 // every connection, so every rank's next call fails instead of waiting.
@@ -48,7 +48,8 @@ struct ncclComm {
     std::atomic<int> state;        // ncclInProgress during a non-blocking init, then ncclSuccess or the error
     std::atomic<bool> aborting;    // set by ncclCommAbort: loops stop waiting
     std::thread init_thread;       // the non-blocking init
-    std::thread running;           // the collective in progress (one at a time: the work queue runs them in order)
+    std::thread running;           // the collective in progress (one at a time: each waits for the previous one)
+    uint64_t last_op;              // the stream op of the last collective issued (emu.cpp), 0 before the first
     IdWire id;
     uint64_t seq;                  // collectives issued so far
     char error[256];               // what went wrong, for ncclGetLastError
@@ -279,6 +280,7 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t *out, int nranks, ncclUniqueId id
     c->state = ncclInProgress;
     c->aborting = false;
     c->seq = 0;
+    c->last_op = 0;
     c->error[0] = 0;
     *out = c;
     if (config && config->blocking == 0) {
@@ -309,7 +311,7 @@ static ncclResult_t comm_close(ncclComm_t c) {
     for (int fd : c->fds)
         if (fd >= 0) shutdown(fd, SHUT_RDWR);
     if (c->init_thread.joinable()) c->init_thread.join();
-    emu::stream_drain();  // queued collectives of this communicator end at once (aborting), before it is freed
+    emu::device_wait();  // queued collectives of this communicator end at once (aborting), before it is freed
     if (c->running.joinable()) c->running.join();
     for (int fd : c->fds)
         if (fd >= 0) close(fd);
@@ -424,13 +426,20 @@ static ncclResult_t collective(ncclComm_t c, Kind kind, ncclDataType_t t, int op
     return ncclSuccess;
 }
 
-// Queues a collective (job, run on the communicator's thread) behind the stream work
-// issued before it and returns; its failure shows in ncclCommGetAsyncError.
-static ncclResult_t submit(ncclComm_t c, std::function<void()> job) {
+// Queues a collective (job, run on the communicator's thread) on `stream`, behind the stream's
+// work issued before it and the communicator's previous collective, and returns; its failure
+// shows in ncclCommGetAsyncError. send and recv are what it reads and writes, for the
+// emulator's cross-stream race check.
+static ncclResult_t submit(ncclComm_t c, cudaStream_t stream, const char *what, const void *send, size_t send_bytes, void *recv,
+                           size_t recv_bytes, std::function<void()> job) {
     ncclResult_t r = usable(c);
     if (r != ncclSuccess) return r;
+    std::vector<emu::Access> acc;
+    if (send_bytes) acc.push_back({send, send_bytes, false});
+    if (recv_bytes) acc.push_back({recv, recv_bytes, true});
     auto finished = std::make_shared<std::atomic<bool>>(false);
-    emu::stream_enqueue(
+    c->last_op = emu::stream_enqueue(
+        stream, what, acc,
         [c, job, finished]() {
             if (c->running.joinable()) c->running.join();  // the previous collective, finished
             c->running = std::thread([c, job, finished]() {
@@ -438,8 +447,7 @@ static ncclResult_t submit(ncclComm_t c, std::function<void()> job) {
                 finished->store(true);
             });
         },
-        [finished]() { return finished->load(); });
-    emu::stream_busy();  // starts it now where nothing is queued before it
+        [finished]() { return finished->load(); }, c->last_op);
     return ncclSuccess;
 }
 
@@ -450,9 +458,9 @@ static void reduce_ranks(void *dst, const char *all, int nranks, size_t in_n, si
     for (int p = 1; p < nranks; p++) reduce_into(dst, all + ((size_t)p * in_n + first) * es, n, t, op);
 }
 
-ncclResult_t ncclAllReduce(const void *send, void *recv, size_t count, ncclDataType_t t, ncclRedOp_t op, ncclComm_t c, cudaStream_t) {
+ncclResult_t ncclAllReduce(const void *send, void *recv, size_t count, ncclDataType_t t, ncclRedOp_t op, ncclComm_t c, cudaStream_t s) {
     if (op == ncclAvg) return ncclInvalidArgument;
-    return submit(c, [=]() {
+    return submit(c, s, "ncclAllReduce", send, count * type_size(t), recv, count * type_size(t), [=]() {
         int n = c->nranks;
         std::vector<char> result;
         collective(c, ALLREDUCE, t, op, 0, count, send, count, recv, count, [&](const char *all, int p, char *dst) {
@@ -466,9 +474,11 @@ ncclResult_t ncclAllReduce(const void *send, void *recv, size_t count, ncclDataT
 }
 
 ncclResult_t ncclReduceScatter(const void *send, void *recv, size_t recvcount, ncclDataType_t t, ncclRedOp_t op, ncclComm_t c,
-                               cudaStream_t) {
+                               cudaStream_t s) {
     if (op == ncclAvg) return ncclInvalidArgument;
-    return submit(c, [=]() {
+    if (!c) return ncclInvalidArgument;
+    size_t bytes = recvcount * type_size(t);
+    return submit(c, s, "ncclReduceScatter", send, bytes * c->nranks, recv, bytes, [=]() {
         int n = c->nranks;
         size_t in_n = (size_t)n * recvcount;
         collective(c, REDUCESCATTER, t, op, 0, recvcount, send, in_n, recv, recvcount,
@@ -476,17 +486,20 @@ ncclResult_t ncclReduceScatter(const void *send, void *recv, size_t recvcount, n
     });
 }
 
-ncclResult_t ncclAllGather(const void *send, void *recv, size_t sendcount, ncclDataType_t t, ncclComm_t c, cudaStream_t) {
-    return submit(c, [=]() {
+ncclResult_t ncclAllGather(const void *send, void *recv, size_t sendcount, ncclDataType_t t, ncclComm_t c, cudaStream_t s) {
+    if (!c) return ncclInvalidArgument;
+    size_t bytes = sendcount * type_size(t);
+    return submit(c, s, "ncclAllGather", send, bytes, recv, bytes * c->nranks, [=]() {
         size_t bytes = (size_t)c->nranks * sendcount * type_size(t);
         collective(c, ALLGATHER, t, 0, 0, sendcount, send, sendcount, recv, (size_t)c->nranks * sendcount,
                    [&](const char *all, int, char *dst) { memcpy(dst, all, bytes); });
     });
 }
 
-ncclResult_t ncclBroadcast(const void *send, void *recv, size_t count, ncclDataType_t t, int root, ncclComm_t c, cudaStream_t) {
+ncclResult_t ncclBroadcast(const void *send, void *recv, size_t count, ncclDataType_t t, int root, ncclComm_t c, cudaStream_t s) {
     if (!c || root < 0 || root >= c->nranks) return ncclInvalidArgument;
-    return submit(c, [=]() {
+    size_t bytes = count * type_size(t);
+    return submit(c, s, "ncclBroadcast", send, c->rank == root ? bytes : 0, recv, bytes, [=]() {
         size_t es = type_size(t);
         // every rank contributes its buffer (only the root's is used): simple, and the sizes match everywhere
         collective(c, BROADCAST, t, 0, root, count, c->rank == root ? send : recv, count, recv, count,

@@ -5,6 +5,7 @@
 # version only (v3, whose kernels must have no conflict at the models' head sizes).
 # Environment: WORK (default /tmp/cuda_emu): where the converted copy and binaries go;
 #   EMU_ORDER=fwd|rev|rand: order of the threads of a block (and of the blocks, rev);
+#   EMU_STREAM_ORDER=issue|rev|rand: the legal order in which the streams' work runs (README);
 #   SAN="-fsanitize=address" or "-fsanitize=undefined": sanitizer for the emulated code;
 #   DEV="attention mma" (default: all): which dev/cuda checks the dev target runs; a
 #     check named NAME:PREC ("attention:bf16") is built in that precision only;
@@ -64,8 +65,24 @@ for t in $targets; do
         "$work/selftest" 0 || status=1
         "$work/selftest_lt" || status=1
         if sh -c '"$1" 1 > /dev/null 2>&1' _ "$work/selftest" 2> /dev/null; then echo "FAIL selftest 1: an exited lane at a warp op was not caught"; status=1; else echo "ok selftest 1: an exited lane at a warp op is caught"; fi
-        build "$work/mma" dev/cuda/mma.cu  # the mma fragment layouts (also a dev check)
+        # the mma fragment layouts (also a dev check); the streams and events
+        both "$work/mma dev/cuda/mma.cu" "$work/selftest_streams dev/cuda/emu/selftest_streams.cu"
         "$work/mma" || status=1
+        # with every wait: passes in each order; without one: fails, as selftest_streams.cu says
+        for o in issue rev rand; do EMU_STREAM_ORDER=$o "$work/selftest_streams" || status=1; done
+        for d in produce gather reuse; do
+            for o in issue rev rand; do
+                log=$work/selftest_streams.$d.$o.log
+                # (through sh, whose "Aborted" line goes to /dev/null: the log has the emulator's own)
+                EMU_STREAM_ORDER=$o sh -c '"$1" "$2" > "$3" 2>&1' _ "$work/selftest_streams" $d "$log" 2> /dev/null && r=0 || r=$?
+                if [ $r -ne 0 ] && grep -q '^EMU ERROR: stream race' "$log"; then echo "ok selftest_streams $d ($o): the missing wait is caught: $(grep -m1 '^EMU ERROR' "$log" | cut -c1-400)"
+                else echo "FAIL selftest_streams $d ($o): the missing wait was not reported (log $log)"; status=1; fi
+            done
+        done
+        log=$work/selftest_streams.hidden.log
+        EMU_STREAM_ORDER=rev "$work/selftest_streams" hidden > "$log" 2>&1 && r=0 || r=$?
+        if [ $r -ne 0 ] && grep -q '^FAIL hidden' "$log"; then echo "ok selftest_streams hidden (rev): the missing wait changes the result: $(grep -m1 '^FAIL' "$log")"
+        else echo "FAIL selftest_streams hidden (rev): the missing wait changed nothing (log $log)"; status=1; fi
         ;;
     dev)
         for spec in ${DEV:-$(cd dev/cuda && ls *.cu | sed 's/\.cu$//')}; do

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <functional>
+#include <vector>
 
 struct uint3 { unsigned x, y, z; };
 struct dim3 {
@@ -52,7 +53,20 @@ struct LaunchCfg {
     cudaStream_t stream;
     LaunchCfg(dim3 g, dim3 b, size_t s = 0, cudaStream_t st = 0) : grid(g), block(b), smem(s), stream(st) {}
 };
-void launch(const LaunchCfg &cfg, const void *kernel, const char *name, const std::function<void()> &body);
+// ptrs: the kernel's pointer arguments (each treated as a read and write of its whole
+// allocation by the race check)
+void launch(const LaunchCfg &cfg, const void *kernel, const char *name, const std::vector<const void *> &ptrs,
+            const std::function<void()> &body);
+template <class T> inline void note_arg(std::vector<const void *> &v, T *p) { v.push_back(p); }
+template <class T> inline void note_arg(std::vector<const void *> &, const T &) {}
+// A converted launch k<<<cfg>>>(args): the arguments are evaluated now, as CUDA does at the
+// launch, and the kernel is called with them whenever its stream runs it (call is a
+// generic lambda calling k, so overloads and templates resolve as in the original call).
+template <class F, class... A> void launch_args(const LaunchCfg &cfg, const void *kernel, const char *name, F call, A... a) {
+    std::vector<const void *> ptrs;
+    (note_arg(ptrs, a), ...);
+    launch(cfg, kernel, name, ptrs, [=]() { call(a...); });
+}
 extern char *dyn_smem;
 void shared_touch(void *p, size_t n);  // static __shared__ storage: 0xFF once per block
 void syncthreads();
@@ -67,13 +81,27 @@ void mma_m16n8k16_bf16(float d[4], const uint32_t a[4], const uint32_t b[2], con
 // must be 16-byte aligned shared memory
 void ldmatrix_x4_trans(uint32_t r[4], const void *row);
 [[noreturn]] void fail(const char *fmt, ...);
-// The device's one work queue (emu.cpp; all streams share it, in issue order). It is empty
-// unless an asynchronous operation (an emulated NCCL collective) is unfinished; then
-// later stream work waits in it. start runs when the operations before it are done;
-// done (NULL: finished when start returns) says when it has finished.
-void stream_enqueue(std::function<void()> start, std::function<bool()> done);
-bool stream_busy();   // runs what can run; true while anything is still queued
-void stream_drain();  // the host waits until the queue is empty
+// Streams and events (emu.cpp, README "Streams"): every stream is a FIFO of operations; an
+// operation also waits for the ops its stream's implicit and explicit dependencies name
+// (the legacy default stream's rules, cudaStreamWaitEvent). EMU_STREAM_ORDER picks which
+// legal order they run in. Device memory an operation reads or writes, for the
+// cross-stream race check: n bytes from p, or (n == 0) the whole allocation p lies in.
+struct Access {
+    const void *p;
+    size_t n;
+    bool write;
+};
+// Queues an operation on stream s (0: the legacy default stream) and returns its id: start
+// runs once the stream's earlier work, the stream's dependencies and the op `after` (0:
+// none) are complete; done (NULL: finished when start returns) says when it has finished.
+// what names it in error messages (a string that outlives the program's work).
+uint64_t stream_enqueue(cudaStream_t s, const char *what, const std::vector<Access> &acc, std::function<void()> start,
+                        std::function<bool()> done, uint64_t after = 0);
+bool op_wait(uint64_t id, bool block);  // the host waits for op id (block false: runs what it may, says whether it is done)
+void device_wait();                       // the host waits for all work (cudaDeviceSynchronize)
+// A library call that the emulator runs on the host (cuBLAS): an op of stream s that the
+// host waits for, so that it is ordered like the stream's other work; the caller computes after.
+void host_op(cudaStream_t s, const char *what, const std::vector<Access> &acc);
 void check_launch_bounds(int max_threads);  // a kernel's __launch_bounds__ (inserted by convert.py)
 // Shared-memory bank conflicts (emu.cpp), counted in run.sh's instrumented builds: requests
 // (warp-wide shared accesses), wavefronts, extra wavefronts (conflicts), worst n-way.

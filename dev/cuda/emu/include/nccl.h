@@ -1,7 +1,7 @@
 // emulated NCCL (a test double, see ../README.md): the calls the GPU trainer uses, over
 // TCP between real processes, with every collective relayed through rank 0 (a star) and
-// reduced there in rank order. Collectives are asynchronous: queued behind the stream work
-// before them (emu.cpp), run by a thread of the communicator.
+// reduced there in rank order. Collectives are asynchronous: queued on their stream behind its
+// earlier work (emu.cpp), run by a thread of the communicator.
 #pragma once
 #include "cuda_runtime.h"
 
