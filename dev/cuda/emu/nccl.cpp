@@ -319,8 +319,6 @@ static ncclResult_t comm_close(ncclComm_t c) {
 
 ncclResult_t ncclCommAbort(ncclComm_t c) { return comm_close(c); }
 ncclResult_t ncclCommDestroy(ncclComm_t c) { return comm_close(c); }
-ncclResult_t ncclGroupStart(void) { return ncclSuccess; }
-ncclResult_t ncclGroupEnd(void) { return ncclSuccess; }
 
 ncclResult_t ncclGetVersion(int *v) { *v = NCCL_VERSION_CODE; return ncclSuccess; }
 
@@ -335,8 +333,8 @@ const char *ncclGetLastError(ncclComm_t c) { return c ? c->error : ""; }
 // ----------------------------------------------------------------------------
 // Collectives.
 
-enum Kind { ALLREDUCE = 1, REDUCESCATTER, ALLGATHER, BROADCAST };
-static const char *KIND_NAME[] = {"", "AllReduce", "ReduceScatter", "AllGather", "Broadcast"};
+enum Kind { ALLREDUCE = 1, REDUCESCATTER, ALLGATHER, BROADCAST, REDUCE };
+static const char *KIND_NAME[] = {"", "AllReduce", "ReduceScatter", "AllGather", "Broadcast", "Reduce"};
 
 struct Header { uint32_t kind, type, op; int32_t root; uint64_t count, seq; };
 
@@ -383,11 +381,12 @@ static ncclResult_t usable(ncclComm_t c) {
 
 // One collective. in: what this rank contributes (in_n elements); out: its result
 // (out_n elements). Rank 0 gathers every contribution in rank order and computes each
-// rank's result with finish(all, r, dst).
+// rank's result with finish(all, r, dst). to_root (a Reduce): only the root gets a result
+// (of h.count elements; out_n is 0 on the other ranks, which receive nothing).
 // Runs on the communicator's thread (submit).
 template <typename F>
 static ncclResult_t collective(ncclComm_t c, Kind kind, ncclDataType_t t, int op, int root, size_t count, const void *in, size_t in_n,
-                               void *out, size_t out_n, F finish) {
+                               void *out, size_t out_n, F finish, bool to_root = false) {
     ncclResult_t r;
     size_t es = type_size(t);
     Header h = {(uint32_t)kind, (uint32_t)t, (uint32_t)op, root, count, c->seq++};
@@ -412,23 +411,68 @@ static ncclResult_t collective(ncclComm_t c, Kind kind, ncclDataType_t t, int op
         if (memcmp(&hp, &h, sizeof h) != 0)
             return comm_fail(c, ncclInvalidUsage, "collective %llu: rank 0 called %s(count %llu, type %u), rank %d called %s(count %llu, type %u)",
                              (unsigned long long)h.seq, KIND_NAME[h.kind], (unsigned long long)h.count, h.type, p,
-                             hp.kind < 5 ? KIND_NAME[hp.kind] : "?", (unsigned long long)hp.count, hp.type);
+                             hp.kind <= REDUCE ? KIND_NAME[hp.kind] : "?", (unsigned long long)hp.count, hp.type);
         if (in_n && (r = recv_all(c, c->fds[p], all.data() + (size_t)p * in_n * es, in_n * es, p)) != ncclSuccess) return r;
     }
-    std::vector<char> res(out_n * es);
+    size_t res_n = to_root ? count : out_n;
+    std::vector<char> res(res_n * es);
     for (int p = c->nranks - 1; p >= 0; p--) {  // rank 0's own result last: out may alias in
+        if (to_root && p != root) continue;
         finish(all.data(), p, res.data());
-        if (p == 0) memcpy(out, res.data(), out_n * es);
-        else if ((r = send_all(c, c->fds[p], res.data(), out_n * es, p)) != ncclSuccess) return r;
+        if (p == 0) memcpy(out, res.data(), res_n * es);
+        else if ((r = send_all(c, c->fds[p], res.data(), res_n * es, p)) != ncclSuccess) return r;
     }
     return ncclSuccess;
 }
 
+// Between ncclGroupStart and the matching ncclGroupEnd, as in NCCL, the collectives are
+// only recorded: nothing reaches the stream until the outermost ncclGroupEnd, which queues
+// them as one piece of work (run in the order they were called, the same on every rank, so
+// the group's collectives need no concurrency here). A group that is never
+// ended thus never runs, as on a GPU.
+static int group_depth = 0;
+static ncclComm_t group_comm = NULL;
+static std::vector<std::function<void()>> group_jobs;
+
+static void queue_job(ncclComm_t c, std::function<void()> job);
+
+ncclResult_t ncclGroupStart(void) {
+    group_depth++;
+    return ncclSuccess;
+}
+
+ncclResult_t ncclGroupEnd(void) {
+    if (group_depth == 0) return ncclInvalidUsage;
+    if (--group_depth > 0 || group_jobs.empty()) return ncclSuccess;
+    std::vector<std::function<void()>> jobs;
+    jobs.swap(group_jobs);
+    ncclComm_t c = group_comm;
+    group_comm = NULL;
+    ncclResult_t r = usable(c);
+    if (r != ncclSuccess) return r;
+    queue_job(c, [jobs]() {
+        for (const auto &j : jobs) j();
+    });
+    return ncclSuccess;
+}
+
 // Queues a collective (job, run on the communicator's thread) behind the stream work
-// issued before it and returns; its failure shows in ncclCommGetAsyncError.
+// issued before it and returns (inside a group: records it for ncclGroupEnd); its failure
+// shows in ncclCommGetAsyncError.
 static ncclResult_t submit(ncclComm_t c, std::function<void()> job) {
     ncclResult_t r = usable(c);
     if (r != ncclSuccess) return r;
+    if (group_depth > 0) {
+        if (group_comm && group_comm != c) emu::fail("emulated NCCL: a group over two communicators is not emulated");
+        group_comm = c;
+        group_jobs.push_back(job);
+        return ncclSuccess;
+    }
+    queue_job(c, job);
+    return ncclSuccess;
+}
+
+static void queue_job(ncclComm_t c, std::function<void()> job) {
     auto finished = std::make_shared<std::atomic<bool>>(false);
     emu::stream_enqueue(
         [c, job, finished]() {
@@ -440,7 +484,6 @@ static ncclResult_t submit(ncclComm_t c, std::function<void()> job) {
         },
         [finished]() { return finished->load(); });
     emu::stream_busy();  // starts it now where nothing is queued before it
-    return ncclSuccess;
 }
 
 // The element-wise reduction of every rank's n elements starting at element `first` of each contribution.
@@ -491,5 +534,16 @@ ncclResult_t ncclBroadcast(const void *send, void *recv, size_t count, ncclDataT
         // every rank contributes its buffer (only the root's is used): simple, and the sizes match everywhere
         collective(c, BROADCAST, t, 0, root, count, c->rank == root ? send : recv, count, recv, count,
                    [&](const char *all, int, char *dst) { memcpy(dst, all + (size_t)root * count * es, count * es); });
+    });
+}
+
+// recv (count elements, on the root only) gets the sum over ranks of every rank's send; recv
+// may be send (in place). The other ranks' recv is not touched.
+ncclResult_t ncclReduce(const void *send, void *recv, size_t count, ncclDataType_t t, ncclRedOp_t op, int root, ncclComm_t c, cudaStream_t) {
+    if (!c || root < 0 || root >= c->nranks || op == ncclAvg) return ncclInvalidArgument;
+    return submit(c, [=]() {
+        int n = c->nranks;
+        collective(c, REDUCE, t, op, root, count, send, count, recv, c->rank == root ? count : 0,
+                   [&](const char *all, int, char *dst) { reduce_ranks(dst, all, n, count, 0, count, t, op); }, true);
     });
 }
