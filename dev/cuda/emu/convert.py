@@ -25,6 +25,21 @@ def find_close(s, i):
                 return i
         i += 1
 
+def split_args(a):
+    """the top-level comma-separated pieces of an argument list"""
+    parts, depth, start = [], 0, 0
+    for i, c in enumerate(a):
+        if c in '([{':
+            depth += 1
+        elif c in ')]}':
+            depth -= 1
+        elif c == ',' and depth == 0:
+            parts.append(a[start:i])
+            start = i + 1
+    if a.strip():
+        parts.append(a[start:])
+    return parts
+
 attr_kernels = set()
 files = []
 for root, _, names in os.walk(dst):
@@ -51,7 +66,12 @@ for f in files:
         kern = name + targs
         addr = '(const void *)&' + kern if name in attr_kernels else 'nullptr'
         out.append(s[pos:m.start()])
-        out.append('emu::launch(emu::LaunchCfg(%s), %s, "%s", [=]() { %s(%s); })' % (cfg, addr, kern.replace('"', ''), kern, args))
+        # the arguments are evaluated at the launch, as on a GPU, not when the queued kernel
+        # runs (behind a collective the host may have changed what they read by then)
+        parts = split_args(args)
+        caps = ''.join(', _emu_a%d = (%s)' % (i, p.strip()) for i, p in enumerate(parts))
+        call = ', '.join('_emu_a%d' % i for i in range(len(parts)))
+        out.append('emu::launch(emu::LaunchCfg(%s), %s, "%s", [=%s]() { %s(%s); })' % (cfg, addr, kern.replace('"', ''), caps, kern, call))
         pos = close + 1
         count += 1
     out.append(s[pos:])
