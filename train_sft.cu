@@ -1298,7 +1298,6 @@ int main(int argc, char **argv) {
     TrainArgs args;
     train_args_defaults(&args);
     args.bnb4_supported = 1;  // QLoRA: LoRA on a 4-bit base (-e a bnb-4bit directory, --load_in_4bit)
-    args.max_zero = 2;        // ZeRO-2: each unit's gradient reduce-scattered as its backward ends (gpu_backward's unit_done)
     int recompute = 0;
     Flag flags[] = {COMMON_FLAGS(&args),
                     {'r', FLAG_INT, &recompute, "recompute in backward: 0 none, 1 norms (LayerNorm, RMSNorm) and the MLP's first product with its GELU (SwiGLU), 2 whole layers (default 0)"}};
