@@ -18,7 +18,7 @@
 # - checkpoints do not depend on W: a 2-rank run's step-2 checkpoint resumed by 1 process
 #   (and the other way round) ends where the uninterrupted run ends;
 # - ZeRO-2 (-Z 2) against 1 process: GPT-2 on 2 ranks (torchrun) and 3 (uneven shards), a
-#   Llama-family model on 3, LoRA on 2, 2 micro-batches a rank; its checkpoint resumed by 1
+#   Llama-family model on 3, LoRA on 2, bf16 on 2, 2 micro-batches a rank; its checkpoint resumed by 1
 #   process and 1 process's by 3 ranks with ZeRO-2; the CPU trainer; its gradient memory is
 #   the shard and the units' scratch (4S + 4U), with nothing else allocated beyond the plan;
 # - per-rank memory: the ZeRO-1 state is 8P/W bytes (fp32) and what is allocated follows
@@ -238,6 +238,8 @@ single llama_one192 "$bin/train_sftcu_fp32"; ran llama_one192 $? &&
 F=${F_GPT2/-e d2c64h2t32/-e dev/ref/tiny -A 4 -p 0.1}
 [ -d "$tmp/lora_one" ] && { torchrun2 lora_z2 "$bin/train_sftcu_fp32" -Z 2; ran lora_z2 $? && cmp_runs dist_zero2_lora_2_ranks_equals_1_rank "$tmp/lora_one" "$tmp/lora_z2" 1e-5 1e-5; }
 F=$F_GPT2
+# bf16 (the fp32 master shard apart from the bf16 weights), the bf16 ZeRO-1 check's tolerances
+[ -d "$tmp/one_bf16" ] && { torchrun2 z2_bf16 "$bin/train_sftcu" -Z 2; ran z2_bf16 $? && cmp_runs dist_zero2_bf16_equals_1_rank "$tmp/one_bf16" "$tmp/z2_bf16" 1e-4 4e-3; }
 # a ZeRO-2 checkpoint (the same files as every stage's) resumed by 1 process, and 1 process's by 3 ranks with ZeRO-2
 if [ -d "$tmp/z2/step_00000002" ]; then
     resume z2 1 res_z2_1; ran res_z2_1 $? && cmp_runs dist_zero2_checkpoint_resumed_by_1 "$tmp/one" "$tmp/res_z2_1" 1e-5 1e-5
