@@ -746,6 +746,25 @@ static void test_lora_memory_plan(void) {
     lora_layout_free(&lay);
 }
 
+// ZeRO-2's gradients in the plan against a hand count, for GPT-2 124M (vocabulary 50257 padded
+// to 50304) on 8 ranks: this rank's shard (ceil(P/8) rounded up to 64) plus the scratch U of
+// wte, wpe, ln_f and one block (12C^2 + 13C), where ZeRO-1 has all P; the rest of the plan as
+// ZeRO-1's. Prints both.
+static void test_zero2_memory_plan(void) {
+    ModelConfig cfg;
+    if (model_parse_descriptor("d12c768h12t1024", &cfg) != 0) fatal("test_sftcu: bad descriptor");
+    cfg.V = 50257;
+    LoraLayout none;
+    memset(&none, 0, sizeof none);
+    size_t C = 768, P = 50304 * C + 1024 * C + 12 * (12 * C * C + 13 * C) + 2 * C, U = 50304 * C + 1024 * C + 2 * C + 12 * C * C + 13 * C;
+    size_t S = ((P + 7) / 8 + 63) / 64 * 64;
+    MemPlan z1 = memory_plan(&cfg, &none, 4, 1024, 0, 8, 1), z2 = memory_plan(&cfg, &none, 4, 1024, 0, 8, 2);
+    bool ok = z2.grads == 4.0 * (double)(S + U) && z2.grad_scratch == 4.0 * (double)U && z1.grads == 4.0 * (double)(8 * S) && z1.grad_scratch == 0 &&
+              z2.params == z1.params && z2.state == z1.state && z2.acts == z1.acts;
+    check("zero2_memory_plan_gpt2_124m_8_ranks", ok, "P = %zu, U = %zu: gradients %.1f MB (shard %.1f + scratch %.1f) with ZeRO-2, %.1f MB with ZeRO-1", P, U,
+          z2.grads / 1e6, (z2.grads - z2.grad_scratch) / 1e6, z2.grad_scratch / 1e6, z1.grads / 1e6);
+}
+
 // QLoRA's plan (memory_plan with a 4-bit base) for Llama-3.1-8B's and Llama-3.1-70B's shapes
 // (vocabulary 128256, untied), R = 16 on every linear layer, T = 2048, -r 2, B = 1, one GPU:
 // the NF4 state against a hand count (every linear weight of these shapes fills whole blocks of
@@ -1121,6 +1140,7 @@ int main(int argc, char **argv) {
     test_programs_qlora();
     test_lora_memory_plan();
     test_qlora_memory_plan();
+    test_zero2_memory_plan();
     printf("test_sftcu_%s: %d failed\n", PRECISION_NAME, failures);
     return failures ? 1 : 0;
 }

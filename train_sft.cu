@@ -24,7 +24,8 @@ only each layer's input and recomputes the layer.
 Every kernel is deterministic (no float atomics), so a run is bit-identical run to run.
 Data parallel: W processes, one per GPU, as in train/dist.h; the gradients meet once per
 step over NCCL (cuda/dist.cuh), with ZeRO-1 sharding the fp32 master weights and AdamW
-moments by default when W > 1.
+moments by default when W > 1; -Z 2 shards the gradients too, each unit's (block, head,
+embeddings) reduce-scattered as its backward ends, beside the next one's backward.
 QLoRA (-A on a bitsandbytes 4-bit base, or --load_in_4bit 1): the frozen linear weights stay
 NF4 on the device (cuda/nf4.cuh), each dequantized into one floatX scratch before its product,
 in the forward and again in the backward; they have no floatX copy in params.
@@ -122,16 +123,19 @@ struct GpuModel {
     size_t num_params;                 // parameters of cfg: the host's arrays (checkpoints)
     size_t num_params_dev;             // parameters of cfg_dev: the device's arrays
     floatX *params;                    // (padded without LoRA, else num_params_dev) the weights the kernels read (num_params_dev of them)
-    float *grads;                      // (padded) gradients of the trained weights for the step's mean loss, accumulated in fp32; with ZeRO-1 only this rank's shard is summed over ranks
+    float *grads;                      // (padded; ZeRO-2: grad_floats) gradients of the trained weights for the step's mean loss, accumulated in fp32; with ZeRO-1 only this rank's shard is summed over ranks; ZeRO-2: the units' scratch
+    size_t grad_floats;                // floats in grads
+    float *gshard;                     // (shard) this rank's shard of the step's summed gradient: grads + lo, or ZeRO-2's own (z2.shard)
+    GpuZero2 z2;                       // ZeRO-2 (cuda/dist.cuh): the units, the comm stream and its events; z2.u null below ZeRO-2
     floatX *p[NUM_PARAM_TENSORS];      // each tensor's start in params
     float *g[NUM_PARAM_TENSORS];       // each tensor's start in grads; null with LoRA (frozen)
     floatX *train;                     // (padded) the trained weights: params, or with LoRA the adapters
     size_t num_train;                  // how many: num_params_dev, or the adapters' lora.floats
     float *master, *m, *v;             // (shard) this rank's fp32 state of the trained weights, from element lo; master == (float *)train + lo in the fp32 build
     GpuComm *comm;                     // the ranks (cuda/dist.cuh); world 1: no communication
-    int zero;                          // 1: ZeRO-1 (the state is sharded), 0: every rank holds all of it
+    int zero;                          // 1: ZeRO-1 (the state is sharded), 2: ZeRO-2 (the gradients too), 0: every rank holds all of it
     size_t shard, lo;                  // elements in this rank's state and its first one (num_train and 0 without ZeRO)
-    size_t padded;                     // elements of train and grads: W * shard with ZeRO-1, else num_train
+    size_t padded;                     // elements of train (and grads below ZeRO-2): W * shard with ZeRO-1 and 2, else num_train
     LoraLayout lora;                   // the adapters (model/lora.h): settings, modules, offsets in train; lora.n == 0: full fine-tuning
     floatX *adapters;                  // (padded) LoRA: the adapter weights the kernels read (== train), else null
     uint64_t dropout_seed;             // LoRA dropout's draw (model/lora.h's lora_dropout_key): the run's seed,
@@ -251,23 +255,28 @@ static size_t gpu_acts_alloc(Acts *a, size_t *scratch_floats, const ModelConfig 
 
 #define VOCAB_PAD 128
 
-// Host layout (V rows of wte and of an untied lm_head) to device layout (Vp rows, zero
-// padding) and back, for an fp32 array of the parameters' shape: tensor by tensor, the
-// vocabulary tensors' V rows followed by their padding (the other tensors have none).
-static void params_to_device(const GpuModel *M, float *dev, const float *host) {
+// Device layout (Vp rows of wte and of an untied lm_head, the padding after the V real ones)
+// to host layout (V rows), for an fp32 array of the parameters' shape, tensor by tensor; kind:
+// where dev is (cudaMemcpyDeviceToHost, or HostToHost for a host copy of the device layout).
+static void params_to_host(const GpuModel *M, float *host, const float *dev, cudaMemcpyKind kind = cudaMemcpyDeviceToHost) {
     for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
         size_t n = param_numel(&M->cfg, i), nd = param_numel(&M->cfg_dev, i);
-        CUDA_CHECK(cudaMemcpy(dev, host, n * sizeof(float), cudaMemcpyHostToDevice));
-        CUDA_CHECK(cudaMemset(dev + n, 0, (nd - n) * sizeof(float)));
+        CUDA_CHECK(cudaMemcpy(host, dev, n * sizeof(float), kind));
         host += n; dev += nd;
     }
 }
 
-static void params_to_host(const GpuModel *M, float *host, const float *dev) {
+// An fp32 array of the trained weights' shape from the host layout into out (padded floats,
+// on the host) in the device layout: the model's (vocabulary padding) or the adapters' (the
+// same layout), zero past num_train. The trainer's way to the device: each rank copies its
+// shard [lo, lo + shard) from there.
+static void trained_to_dev_layout(const GpuModel *M, float *out, const float *host) {
+    memset(out, 0, M->padded * sizeof(float));
+    if (M->lora.n) { memcpy(out, host, M->num_train * sizeof(float)); return; }
     for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
         size_t n = param_numel(&M->cfg, i), nd = param_numel(&M->cfg_dev, i);
-        CUDA_CHECK(cudaMemcpy(host, dev, n * sizeof(float), cudaMemcpyDeviceToHost));
-        host += n; dev += nd;
+        memcpy(out, host, n * sizeof(float));
+        host += n; out += nd;
     }
 }
 
@@ -292,14 +301,11 @@ static void params_to_device_floatx(const GpuModel *M, const float *host) {
     }
 }
 
-// floatX copies of n fp32 values on the device (src) into dst, through the host
+// floatX copies of n fp32 values on the host (src) into dst on the device
 static void floats_to_floatx(floatX *dst, const float *src, size_t n) {
-    float *tmp32 = (float *)xmalloc((n ? n : 1) * sizeof(float));
     floatX *tmp = (floatX *)xmalloc((n ? n : 1) * sizeof(floatX));
-    CUDA_CHECK(cudaMemcpy(tmp32, src, n * sizeof(float), cudaMemcpyDeviceToHost));
-    for (size_t i = 0; i < n; i++) tmp[i] = from_float<floatX>(tmp32[i]);
+    for (size_t i = 0; i < n; i++) tmp[i] = from_float<floatX>(src[i]);
     CUDA_CHECK(cudaMemcpy(dst, tmp, n * sizeof(floatX), cudaMemcpyHostToDevice));
-    free(tmp32);
     free(tmp);
 }
 
@@ -332,7 +338,7 @@ static void gpu_model_build(GpuModel *M, const ModelConfig *cfg, const float *ho
     for (int i = 0; i < NUM_PARAM_TENSORS; i++) P -= held_4bit(q4, i) ? param_numel(&M->cfg_dev, i) : 0;  // no floatX copy of them
     M->num_train = frozen ? M->lora.floats : P;
     M->comm = comm;
-    M->zero = zero && comm->world > 1;
+    M->zero = comm->world > 1 ? zero : 0;
     M->shard = zero_shard(M->num_train, comm->world, M->zero);
     M->lo = M->zero ? (size_t)comm->rank * M->shard : 0;
     M->padded = M->zero ? (size_t)comm->world * M->shard : M->num_train;
@@ -346,7 +352,9 @@ static void gpu_model_build(GpuModel *M, const ModelConfig *cfg, const float *ho
     M->params = (floatX *)dev_alloc((frozen ? P : N) * sizeof(floatX));
     M->adapters = frozen ? (floatX *)dev_alloc(N * sizeof(floatX)) : nullptr;
     M->train = frozen ? M->adapters : M->params;
-    M->grads = (float *)dev_alloc(N * sizeof(float));
+    // ZeRO-2 keeps no full gradient: grads is the units' scratch (cuda/dist.cuh's GpuZero2)
+    M->grad_floats = M->zero >= 2 ? dist_zero2_scratch_floats(&M->cfg_dev, &M->lora) : N;
+    M->grads = (float *)dev_alloc(M->grad_floats * sizeof(float));
 #if defined(ENABLE_FP32)
     M->master = (float *)M->train + M->lo;
 #else
@@ -356,16 +364,26 @@ static void gpu_model_build(GpuModel *M, const ModelConfig *cfg, const float *ho
     M->v = (float *)dev_alloc(S * sizeof(float));
     CUDA_CHECK(cudaMemset(M->m, 0, S * sizeof(float)));
     CUDA_CHECK(cudaMemset(M->v, 0, S * sizeof(float)));
-    size_t off = 0;
+    size_t off = 0, pos[NUM_PARAM_TENSORS];
+    memset(&M->z2, 0, sizeof M->z2);
+    if (M->zero >= 2) {  // the units (train/dist.h) of the device layout, their scratch in grads
+        DistUnit *u = dist_model_units(&M->cfg_dev, &M->lora, pos);
+        if (frozen) for (int l = 0; l < cfg->L; l++) u[l].scratch = u[l].n ? M->grads + u[l].off[0] : nullptr;  // each layer's adapters
+        else dist_units_place(u, cfg->L, M->grads, 0);
+        zero2_init(&M->z2, u, cfg->L, !frozen, M->lo, S, comm->world);
+    }
+    M->gshard = M->z2.u ? M->z2.shard : M->grads + M->lo;
     for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
         M->p[i] = held_4bit(q4, i) ? nullptr : M->params + off;
-        M->g[i] = frozen ? nullptr : M->grads + off;
+        M->g[i] = frozen ? nullptr : M->z2.u ? dist_tensor_unit(M->z2.u, cfg->L, i)->scratch + pos[i] : M->grads + off;
         off += held_4bit(q4, i) ? 0 : param_numel(&M->cfg_dev, i);
     }
-    // the trained weights in fp32 through grads (free until the first step), zero padding, then
-    // as floatX; the master copy from there. With LoRA the frozen weights go tensor by tensor
+    // the trained weights in fp32 in the device layout on the host (zero padding), then as
+    // floatX; the master copy from there. With LoRA the frozen weights go tensor by tensor
     // from the host (no fp32 copy of them on the device, ever)
-    CUDA_CHECK(cudaMemset(M->grads, 0, N * sizeof(float)));
+    CUDA_CHECK(cudaMemset(M->grads, 0, M->grad_floats * sizeof(float)));  // ZeRO-2's scratch is zero between its flushes
+    float *staged = (float *)xmalloc(N * sizeof(float));
+    trained_to_dev_layout(M, staged, frozen ? host_adapters : host_params);
     if (frozen) {
         params_to_device_floatx(M, host_params);
         if (q4 && q4->w) {
@@ -373,14 +391,12 @@ static void gpu_model_build(GpuModel *M, const ModelConfig *cfg, const float *ho
             param_pointers(cfg, (float *)host_params, &hp);
             nf4_base_upload(&M->q4, q4, cfg, &hp);
         }
-        CUDA_CHECK(cudaMemcpy(M->grads, host_adapters, M->lora.floats * sizeof(float), cudaMemcpyHostToDevice));
-    } else {
-        params_to_device(M, M->grads, host_params);
     }
-    floats_to_floatx(M->train, M->grads, N);
+    floats_to_floatx(M->train, staged, N);
 #if !defined(ENABLE_FP32)
-    CUDA_CHECK(cudaMemcpy(M->master, M->grads + M->lo, S * sizeof(float), cudaMemcpyDeviceToDevice));
+    CUDA_CHECK(cudaMemcpy(M->master, staged + M->lo, S * sizeof(float), cudaMemcpyHostToDevice));
 #endif
+    free(staged);
     M->acts_bytes = gpu_acts_alloc(&M->a, &M->scratch_floats, &M->cfg_dev, &M->lora, B, T, recompute, true);
     M->dev_block = (int *)dev_alloc(batch_ints((int)BT) * sizeof(int));
     CUDA_CHECK(cudaMallocHost((void **)&M->host_block, batch_ints((int)BT) * sizeof(int)));
@@ -417,6 +433,7 @@ static void gpu_model_free(GpuModel *M) {
 #if !defined(ENABLE_FP32)
     CUDA_CHECK(cudaFree(M->master));
 #endif
+    zero2_free(&M->z2);
     CUBLAS_CHECK(cublasDestroy(M->blas));
     blaslt_destroy(&M->lt);
     CUDA_CHECK(cudaStreamDestroy(M->stream));
@@ -529,13 +546,14 @@ static LayerActs layer_acts(const GpuModel *M, int l, int BT) {
 // tensor outside the layers, l = 0: the whole tensor); null for a tensor the family does
 // not have (the Llama family's biases but Qwen2's q, k, v ones, its LayerNorm biases, wpe),
 // and the gradient null for every tensor with LoRA (frozen: the backward skips it).
+// ZeRO-2: every layer's gradient is in the one block's scratch (gpu_model_build).
 static floatX *lp(const GpuModel *M, int i, int l) {
     int64_t shape[2], n = param_slice_shape(&M->cfg_dev, i, shape);
     return n ? M->p[i] + (size_t)l * n : nullptr;
 }
 static float *lg(const GpuModel *M, int i, int l) {
     int64_t shape[2], n = param_slice_shape(&M->cfg_dev, i, shape);
-    return n && M->g[i] ? M->g[i] + (size_t)l * n : nullptr;
+    return n && M->g[i] ? M->g[i] + (M->z2.u ? 0 : (size_t)l * n) : nullptr;  // ZeRO-2: every layer's slice in the one block scratch
 }
 
 // ----------------------------------------------------------------------------
@@ -831,13 +849,25 @@ static void gpu_forward(GpuModel *M, int B, int T, bool with_targets, float grad
     if (with_targets) crossentropy_softmax(a->logits, M->b.losses, M->b.correct, M->b.entropy, M->b.row_targets, R, V, Vp, grad_scale, s);
 }
 
-// Backward after gpu_forward with targets: adds the gradients to M->grads.
+// ZeRO-2 (cuda/dist.cuh): unit k (block k < L, the head L, the embeddings L + 1) is about to
+// be written (unit_write), or its backward is done and it goes to the shards (unit_done).
+static void unit_write(GpuModel *M, int k) {
+    if (M->z2.u) zero2_before_write(&M->z2, k, M->stream);
+}
+static void unit_done(GpuModel *M, int k) {
+    if (M->z2.u) zero2_unit_done(&M->z2, M->comm, k, M->stream);
+}
+
+// Backward after gpu_forward with targets: adds the gradients to M->grads (ZeRO-2: unit by
+// unit to this rank's shard, each unit reduce-scattered as its backward ends).
 static void gpu_backward(GpuModel *M, int B, int T) {
     const ModelConfig *c = &M->cfg;
     int C = c->C, Vp = M->cfg_dev.V, BT = B * T, L = c->L, R = M->b.num_rows, A = c->NH * c->HS;
     cudaStream_t s = M->stream;
     Acts *a = &M->a;
     int head = c->tied ? P_WTE : P_LMHEAD;  // the output head: wte, or the untied lm_head
+    unit_write(M, L);
+    unit_write(M, L + 1);  // a tied head's gradient goes to wte's, in the embeddings' unit (flushed last)
     // classifier (over the padded vocabulary; the padding's dlogits are 0): dx = dlogits * head, dhead += dlogits^T * x
     kt_mark(s, K_CLASSIFIER);
     gemm_rm(M->blas, false, false, R, C, Vp, a->logits, Vp, M->p[head], C, a->dx_sel, C, 0.0f);
@@ -849,6 +879,7 @@ static void gpu_backward(GpuModel *M, int B, int T) {
     CUDA_CHECK(cudaMemsetAsync(a->dresidual, 0, (size_t)BT * C * sizeof(floatX), s));
     norm_backward(M, a->dresidual, lg(M, P_LNFW, 0), lg(M, P_LNFB, 0), a->dln, a->residual3 + (size_t)(L - 1) * BT * C, lp(M, P_LNFW, 0),
                   a->lnf_mean, a->lnf_rstd, BT);
+    unit_done(M, L);
     for (int l = L - 1; l >= 0; l--) {
         LayerActs x = layer_acts(M, l, BT);
         if (M->recompute == 2) {  // everything but the layer's input was dropped
@@ -863,6 +894,7 @@ static void gpu_backward(GpuModel *M, int B, int T) {
             norm_forward(M, x.ln2, x.ln2_mean, x.ln2_rstd, x.residual2, lp(M, P_LN2W, l), lp(M, P_LN2B, l), BT);
             mlp_up_forward(M, l, &x, BT);  // the forward's own calls: bit-identical activations
         }
+        unit_write(M, l);  // after the recompute, which thus overlaps the previous block's reduce-scatter
         // MLP: residual3 = residual2 + [post_norm](fcproj(act(fc(ln2(residual2)))))
         const floatX *dmlp = sublayer_output_backward(M, a->dresidual, lg(M, P_POSTFFNW, l), x.mlp_out, lp(M, P_POSTFFNW, l), x.mlp_rstd, BT);
         mlp_down_backward(M, l, &x, dmlp, BT);
@@ -875,9 +907,20 @@ static void gpu_backward(GpuModel *M, int B, int T) {
         if (M->recompute == 1) norm_forward(M, x.ln1, x.ln1_mean, x.ln1_rstd, x.input, lp(M, P_LN1W, l), lp(M, P_LN1B, l), BT);
         linear_backward(M, l, P_QKVW, a->dln, lg(M, P_QKVW, l), lg(M, P_QKVB, l), a->dqkv, x.ln1, BT, C, qkv_width(c));
         norm_backward(M, a->dresidual, lg(M, P_LN1W, l), lg(M, P_LN1B, l), a->dln, x.input, lp(M, P_LN1W, l), x.ln1_mean, x.ln1_rstd, BT);
+        unit_done(M, l);
     }
     kt_mark(s, K_ENCODER);
     if (M->g[P_WTE]) encoder_backward(M->g[P_WTE], lg(M, P_WPE, 0), a->dresidual, &M->b.enc, embedding_scale(c), C, s);  // null: frozen (LoRA)
+    unit_done(M, L + 1);
+}
+
+// ZeRO-2: a micro-batch without targets on this rank still takes part in the other ranks'
+// reduce-scatters, unit by unit in the backward's order, with its (zero) scratch.
+static void units_done_empty(GpuModel *M) {
+    if (!M->z2.u) return;
+    unit_done(M, M->cfg.L);
+    for (int l = M->cfg.L - 1; l >= 0; l--) unit_done(M, l);
+    unit_done(M, M->cfg.L + 1);
 }
 
 // Fills the host block of a micro-batch (laid out as h): its positions, its
@@ -941,8 +984,10 @@ static double gpu_loss_sum(GpuModel *M, float *host_losses) {
 // is scaled by 1/N as it is formed: the gradients are those of the global mean loss.
 // After the last micro-batch the gradients are summed across ranks once: an
 // all-reduce, or with ZeRO-1 a reduce-scatter (each rank gets the sum of its shard),
-// AdamW on the shard and an all-gather of the updated bf16 parameters. No overlap of
-// the communication with backward: it runs on the same stream after it.
+// AdamW on the shard and an all-gather of the updated bf16 parameters; that
+// communication runs on the same stream after the backward. ZeRO-2 instead reduce-scatters
+// each unit's gradient as its backward ends, on the comm stream beside the backward
+// (gpu_backward's unit_done), and each rank accumulates only its shard.
 
 // The host side is pinned, so the step's one upload (all micro-batches) and one
 // download (losses, trl's metrics and gradient norm) are asynchronous copies; the step waits for
@@ -1001,9 +1046,10 @@ static StepResult gpu_train_step(GpuModel *M, Loader *ld, StepBuffers *sb, int A
     kt_step_begin();
     kt_mark(M->stream, K_OTHER);
     CUDA_CHECK(cudaMemcpyAsync(sb->dev, sb->host, (size_t)A * block * sizeof(int), cudaMemcpyHostToDevice, M->stream));
-    CUDA_CHECK(cudaMemsetAsync(M->grads, 0, M->padded * sizeof(float), M->stream));
+    if (M->z2.u) CUDA_CHECK(cudaMemsetAsync(M->gshard, 0, M->shard * sizeof(float), M->stream));  // (the scratch is zero)
+    else CUDA_CHECK(cudaMemsetAsync(M->grads, 0, M->padded * sizeof(float), M->stream));
     for (int k = 0; k < A; k++) {
-        if (sb->batches[k].num_rows == 0) continue;  // contributes nothing
+        if (sb->batches[k].num_rows == 0) { units_done_empty(M); continue; }  // contributes nothing
         float *rows_out = sb->dev_losses + (size_t)k * 3 * BT;  // [losses | correct | entropy]
         batch_use(M, &sb->batches[k], sb->dev + (size_t)k * block, rows_out, rows_out + BT, BT);
         M->dropout_micro = M->comm->rank * A + k;  // LoRA's dropout: the micro-batch's index over all ranks (dist_owns_microbatch)
@@ -1012,15 +1058,16 @@ static StepResult gpu_train_step(GpuModel *M, Loader *ld, StepBuffers *sb, int A
     }
     M->dropout_micro = -1;  // no dropout outside the step
     kt_mark(M->stream, K_OPTIMIZER);
+    if (M->z2.u) zero2_join(&M->z2, M->stream);  // ZeRO-2: the shard is summed over ranks already, unit by unit
     if (poison_this_step == POISON_GRAD) {  // test hook (trainer.h)
         float nan = NAN;
-        CUDA_CHECK(cudaMemcpyAsync(M->grads, &nan, sizeof nan, cudaMemcpyHostToDevice, M->stream));
+        CUDA_CHECK(cudaMemcpyAsync(M->z2.u ? M->gshard : M->grads, &nan, sizeof nan, cudaMemcpyHostToDevice, M->stream));
         CUDA_CHECK(cudaStreamSynchronize(M->stream));
     }
-    // the sum over ranks; with ZeRO-1 each rank's squared norm of its shard, then their sum
-    if (M->zero) comm_reduce_scatter_sum(M->comm, M->grads, M->shard);
-    else comm_allreduce_sum(M->comm, M->grads, M->num_train);
-    global_norm_squared(M->a.norm2, M->a.scratch, M->grads + M->lo, M->zero ? M->shard : M->num_train, M->stream);
+    // the sum over ranks; with ZeRO-1 and 2 each rank's squared norm of its shard, then their sum
+    if (M->zero == 1) comm_reduce_scatter_sum(M->comm, M->grads, M->shard);
+    else if (!M->zero) comm_allreduce_sum(M->comm, M->grads, M->num_train);
+    global_norm_squared(M->a.norm2, M->a.scratch, M->gshard, M->zero ? M->shard : M->num_train, M->stream);
     if (M->zero) comm_allreduce_sum(M->comm, M->a.norm2, 1);
     kt_mark(M->stream, K_OTHER);
     CUDA_CHECK(cudaMemcpyAsync(sb->host_losses, sb->dev_losses, (size_t)A * 3 * BT * sizeof(float), cudaMemcpyDeviceToHost, M->stream));
@@ -1053,7 +1100,7 @@ static StepResult gpu_train_step(GpuModel *M, Loader *ld, StepBuffers *sb, int A
         size_t a = off > lo ? off : lo, b = off + n < hi ? off + n : hi;
         float wd = M->lora.n || PARAM_INFO[i].decay ? weight_decay : 0.0f;
         if (a < b)
-            adamw_update(M->master + (a - lo), M->train + a, M->grads + a, M->m + (a - lo), M->v + (a - lo), b - a, lr, M->adamw.beta1, M->adamw.beta2,
+            adamw_update(M->master + (a - lo), M->train + a, M->gshard + (a - lo), M->m + (a - lo), M->v + (a - lo), b - a, lr, M->adamw.beta1, M->adamw.beta2,
                          M->adamw.eps, wd, M->a.grad_scale, (int)*adam_t, M->stream);
         off += n;
     }
@@ -1116,33 +1163,41 @@ static void gpu_generator_init(GpuGenerator *g, Generator *gen, GpuModel *M) {
     gen->self = g; gen->reset = gpu_generator_reset; gen->next_logits = gpu_generator_next; gen->V = M->cfg.V; gen->cap = cap;
 }
 
-// An fp32 array of the trained weights' shape between the device and the host layout: the
-// model's (vocabulary padding, params_to_host) or the adapters' (the same layout on both).
-static void trained_to_host(const GpuModel *M, float *host, const float *dev) {
-    if (!M->lora.n) { params_to_host(M, host, dev); return; }
-    CUDA_CHECK(cudaMemcpy(host, dev, M->num_train * sizeof(float), cudaMemcpyDeviceToHost));
-}
-static void trained_to_device(const GpuModel *M, float *dev, const float *host) {
-    if (!M->lora.n) { params_to_device(M, dev, host); return; }
-    CUDA_CHECK(cudaMemcpy(dev, host, M->num_train * sizeof(float), cudaMemcpyHostToDevice));
+// An fp32 array of the trained weights' shape from the device layout to the host layout: the
+// model's (vocabulary padding, params_to_host) or the adapters' (the same layout on both);
+// kind: where dev is, as in params_to_host.
+static void trained_to_host(const GpuModel *M, float *host, const float *dev, cudaMemcpyKind kind = cudaMemcpyDeviceToHost) {
+    if (!M->lora.n) { params_to_host(M, host, dev, kind); return; }
+    CUDA_CHECK(cudaMemcpy(host, dev, M->num_train * sizeof(float), kind));
 }
 
-// One fp32 state array (this rank's shard) to the host in the host layout, on
-// every rank; with ZeRO-1 the shards are first gathered into grads (free between steps).
+// One fp32 state array (this rank's shard) to the host in the host layout, on every rank.
+// With ZeRO the shards meet in rounds through grads (free between steps): in each, every
+// rank puts the next piece of its shard at its place in grads (a W-th of grads: with ZeRO-1
+// the whole shard, with ZeRO-2, where grads is the units' scratch, a part of it), the
+// all-gather brings every rank's, and they go to a host copy of the device layout.
 static void state_to_host(GpuModel *M, float *host, const float *state) {
     if (!M->zero) { trained_to_host(M, host, state); return; }
-    CUDA_CHECK(cudaMemcpyAsync(M->grads + M->lo, state, M->shard * sizeof(float), cudaMemcpyDeviceToDevice, M->stream));
-    comm_allgather(M->comm, M->grads, M->shard);
-    comm_wait(M->comm, "checkpoint gather");
-    trained_to_host(M, host, M->grads);
+    size_t W = (size_t)M->comm->world, S = M->shard, k = M->grad_floats / W < S ? M->grad_floats / W : S;
+    float *full = (float *)xmalloc(M->padded * sizeof(float));
+    for (size_t at = 0; at < S; at += k) {
+        size_t n = S - at < k ? S - at : k;
+        CUDA_CHECK(cudaMemcpyAsync(M->grads + (size_t)M->comm->rank * n, state + at, n * sizeof(float), cudaMemcpyDeviceToDevice, M->stream));
+        comm_allgather(M->comm, M->grads, n);
+        comm_wait(M->comm, "checkpoint gather");
+        for (size_t r = 0; r < W; r++) CUDA_CHECK(cudaMemcpy(full + r * S + at, M->grads + r * n, n * sizeof(float), cudaMemcpyDeviceToHost));
+    }
+    if (M->z2.u) CUDA_CHECK(cudaMemsetAsync(M->grads, 0, M->grad_floats * sizeof(float), M->stream));  // the scratch is zero between flushes
+    trained_to_host(M, host, full, cudaMemcpyHostToHost);
+    free(full);
 }
 
 // The host's full array (host layout) into this rank's shard of a state array.
 static void state_to_device(GpuModel *M, float *state, const float *host) {
-    if (!M->zero) { trained_to_device(M, state, host); return; }
-    CUDA_CHECK(cudaMemset(M->grads, 0, M->padded * sizeof(float)));
-    trained_to_device(M, M->grads, host);
-    CUDA_CHECK(cudaMemcpy(state, M->grads + M->lo, M->shard * sizeof(float), cudaMemcpyDeviceToDevice));
+    float *full = (float *)xmalloc(M->padded * sizeof(float));
+    trained_to_dev_layout(M, full, host);
+    CUDA_CHECK(cudaMemcpy(state, full + M->lo, M->shard * sizeof(float), cudaMemcpyHostToDevice));
+    free(full);
 }
 
 // Master weights (of the model, or with LoRA of the adapters) and moments back to the host
@@ -1167,21 +1222,23 @@ static void gpu_upload_moments(GpuModel *M, const float *m, const float *v) {
 // every rank, plus the fp32 master weights and two AdamW moments (12Ψ) divided by W
 // with ZeRO-1: 2Ψ + 4Ψ + 12Ψ/W bytes. (The ZeRO paper's 2Ψ + 2Ψ + 12Ψ/W keeps bf16
 // gradients; this trainer accumulates them in fp32.) The fp32 build has no separate
-// master copy: 4Ψ + 4Ψ + 8Ψ/W.
+// master copy: 4Ψ + 4Ψ + 8Ψ/W. ZeRO-2 keeps a shard of the gradients and the units' scratch
+// U (the embeddings', the head's and one block's; LoRA: the adapters' gradient) instead:
+// 2Ψ + 4Ψ/W + 4U + 12Ψ/W.
 // With LoRA, for Ψ frozen weights and Φ adapter weights: 2Ψ + 2Φ weights, 4Φ gradients and
 // 12Φ/W state (fp32 build: 4Ψ + 4Φ + 4Φ + 8Φ/W), plus the adapters' activations.
 // QLoRA (q4 given): the layers' linear weights leave Ψ; they count as their NF4 state on the
 // device (codes, absmax or qabsmax with the nested absmax, each array 256-byte aligned: about
 // 0.53 bytes a weight in blocks of 64) plus one floatX scratch of the largest layer slice.
 // q4->w null: the base as --load_in_4bit would quantize cfg's (for a plan of a shape alone).
-struct MemPlan { double params, grads, state, acts, base4, scratch4; };
+struct MemPlan { double params, grads, grad_scratch, state, acts, base4, scratch4; };  // grad_scratch: ZeRO-2's part of grads
 
 static MemPlan memory_plan(const ModelConfig *cfg, const LoraLayout *lora, int B, int T, int recompute, int world, int zero,
                            const Bnb4Base *q4 = nullptr) {
     ModelConfig dev = *cfg;  // the device's layout: vocabulary padded as in gpu_model_build
     dev.V = (cfg->V + VOCAB_PAD - 1) / VOCAB_PAD * VOCAB_PAD;
     size_t P = model_num_parameters(&dev), trained = lora->n ? lora->floats : P;
-    MemPlan m = {0, 0, 0, 0, 0, 0};
+    MemPlan m = {0, 0, 0, 0, 0, 0, 0};
     if (q4) {
         for (int i = 0; i < NUM_PARAM_TENSORS; i++) P -= bnb4_is_linear(i) ? param_numel(&dev, i) : 0;
         m.base4 = (double)nf4_base_device_bytes(q4->w ? q4 : NULL, cfg);
@@ -1191,7 +1248,8 @@ static MemPlan memory_plan(const ModelConfig *cfg, const LoraLayout *lora, int B
     Acts sizing;
     size_t scratch, BT = (size_t)B * T;
     m.params = (double)(lora->n ? P + N : N) * sizeof(floatX);
-    m.grads = 4.0 * N;
+    m.grad_scratch = zero >= 2 && world > 1 ? 4.0 * (double)dist_zero2_scratch_floats(&dev, lora) : 0.0;
+    m.grads = zero >= 2 && world > 1 ? 4.0 * (double)S + m.grad_scratch : 4.0 * N;
     m.state = (sizeof(floatX) == sizeof(float) ? 8.0 : 12.0) * S;
     m.acts = (double)gpu_acts_alloc(&sizing, &scratch, &dev, lora, B, T, recompute, false) + (double)batch_ints((int)BT) * sizeof(int);
     return m;
@@ -1199,8 +1257,9 @@ static MemPlan memory_plan(const ModelConfig *cfg, const LoraLayout *lora, int B
 
 static void check_device_memory(const MemPlan *m, size_t free_bytes) {
     MemTerm terms[] = {{"parameters (" PRECISION_NAME ")", m->params, "use a smaller model (-e), or LoRA (-A) to train adapters on a frozen one"},
-                       {"gradients (fp32)", m->grads, "use a smaller model (-e), or LoRA (-A)"},
-                       {"master weights and AdamW state (fp32, this rank's ZeRO shard)", m->state, "use a smaller model (-e) or more ranks with -Z 1"},
+                       {"gradients (fp32)", m->grads, m->grad_scratch > 0 ? "use a smaller model (-e), LoRA (-A), or more ranks (-Z 2 keeps 1/W of them and one layer's)"
+                                                                         : "use a smaller model (-e), LoRA (-A), or more ranks with -Z 2 (each keeps 1/W of them and one layer's)"},
+                       {"master weights and AdamW state (fp32, this rank's ZeRO shard)", m->state, "use a smaller model (-e) or more ranks with -Z 1 or -Z 2"},
                        {"activations", m->acts, "lower -b (rows per micro-batch) or -t (row length), or raise -r (recompute in backward)"},
                        {"the 4-bit base (NF4 codes, absmax, nested state)", m->base4, "use a smaller model (-e)"},
                        {"the dequantization scratch (one layer's weight)", m->scratch4, "use a smaller model (-e)"}};
@@ -1335,10 +1394,12 @@ int main(int argc, char **argv) {
     double *used = (double *)xcalloc((size_t)dist.world, sizeof(double));
     used[dist.rank] = (double)(free0 - free1);
     if (comm.comm) ops_allreduce_f64(&comm, used, (size_t)dist.world);
-    const char *formula = run.q4.w ? (sizeof(floatX) == sizeof(float) ? "QLoRA: 4(P - Q) + NF4(Q) + 4S + 4A + 4A + 8A/W" : "QLoRA: 2(P - Q) + NF4(Q) + 2S + 2A + 4A + 12A/W")
-                          : lora ? (sizeof(floatX) == sizeof(float) ? "LoRA: 4P + 4A + 4A + 8A/W" : "LoRA: 2P + 2A + 4A + 12A/W")
-                                 : (sizeof(floatX) == sizeof(float) ? "4P + 4P + 8P/W" : "2P + 4P + 12P/W");
-    char adapters[128] = "", base4[200] = "";
+    bool fp32 = sizeof(floatX) == sizeof(float);
+    const char *g = M.z2.u ? (lora ? "4A/W + 4U" : "4P/W + 4U") : lora ? "4A" : "4P";  // the gradients (ZeRO-2: shard and scratch)
+    char formula[128], adapters[160] = "", base4[200] = "", grad_parts[128] = "";
+    if (run.q4.w) snprintf(formula, sizeof formula, fp32 ? "QLoRA: 4(P - Q) + NF4(Q) + 4S + 4A + %s + 8A/W" : "QLoRA: 2(P - Q) + NF4(Q) + 2S + 2A + %s + 12A/W", g);
+    else if (lora) snprintf(formula, sizeof formula, fp32 ? "LoRA: 4P + 4A + %s + 8A/W" : "LoRA: 2P + 2A + %s + 12A/W", g);
+    else snprintf(formula, sizeof formula, fp32 ? "4P + %s + 8P/W" : "2P + %s + 12P/W", g);
     if (lora) snprintf(adapters, sizeof adapters, ", A = %zu adapter weights", M.num_train);
     // Q: the layers' linear weights, the 4-bit base (of them q4n in NF4; a checkpoint's 16-bit parts count in its bytes as floatX)
     size_t q4all = 0, q4n = 0;
@@ -1348,11 +1409,17 @@ int main(int argc, char **argv) {
         size_t k = strlen(adapters);
         snprintf(adapters + k, sizeof adapters - k, ", Q = %zu linear weights, %zu of them in NF4", q4all, q4n);
     }
+    if (M.z2.u) {
+        size_t k = strlen(adapters);
+        snprintf(adapters + k, sizeof adapters - k, ", U = %zu", M.grad_floats);
+        snprintf(grad_parts, sizeof grad_parts, " (ZeRO-2: the shard %.2f and the units' scratch %.2f)", (plan.grads - plan.grad_scratch) / MiB,
+                 plan.grad_scratch / MiB);
+    }
     if (run.q4.w)
         snprintf(base4, sizeof base4, " + 4-bit base %.2f MiB (NF4 codes, absmax, nested state) + dequantization scratch %.2f MiB", plan.base4 / MiB,
                  plan.scratch4 / MiB);
-    printf("memory| per rank: parameters %.2f MiB%s + gradients %.2f MiB + master weights and AdamW %.2f MiB + activations %.2f MiB "
-           "= %.2f MiB planned (%s, P = %zu%s, W = %d, ZeRO-%d)\n", plan.params / MiB, base4, plan.grads / MiB, plan.state / MiB, plan.acts / MiB,
+    printf("memory| per rank: parameters %.2f MiB%s + gradients %.2f MiB%s + master weights and AdamW %.2f MiB + activations %.2f MiB "
+           "= %.2f MiB planned (%s, P = %zu%s, W = %d, ZeRO-%d)\n", plan.params / MiB, base4, plan.grads / MiB, grad_parts, plan.state / MiB, plan.acts / MiB,
            (plan.params + plan.base4 + plan.scratch4 + plan.grads + plan.state + plan.acts) / MiB, formula, M.num_params_dev, adapters, dist.world, M.zero);
     for (int r = 0; r < dist.world; r++) printf("memory| rank %d: in use after setup %.2f MiB\n", r, used[r] / MiB);
     free(used);

@@ -4,8 +4,10 @@
 // (staged through a device buffer), so dist_check_same and dist_any work here too.
 //
 // It is not a scheduler: collectives run on the compute stream, after the kernels they
-// depend on, with no overlap with backward. Every rank must issue the same
-// collectives in the same order (the trainer's step does so by construction).
+// depend on, with no overlap with backward, except ZeRO-2's per-unit reduce-scatters
+// (GpuZero2 at the end), which run on a stream of their own beside the backward. Every
+// rank must issue the same collectives in the same order (the trainer's step does so by
+// construction).
 //
 // Failures: the communicator is non-blocking (config.blocking = 0), so no NCCL call
 // waits forever. After each phase that issued collectives the host polls the stream
@@ -124,6 +126,23 @@ template <typename T> static void comm_allgather(GpuComm *g, T *x, size_t shard)
     comm_issued(g, ncclAllGather(x + (size_t)g->rank * shard, x, shard, t, g->comm, g->stream), "all-gather");
 }
 
+// x holds counts[0] + ... + counts[W-1] floats, rank r's block after those of the ranks
+// below it; each rank's block gets the sum over ranks of that block, in place (the rest of x
+// is left as it was on this rank), on stream s. NCCL's reduce-scatter takes equal blocks
+// only, so this is one ncclReduce per rank with that rank as root, in one group: NCCL
+// launches them together at ncclGroupEnd. Ranks whose block is empty are left out (every
+// rank knows the counts, so all leave out the same ones).
+static void comm_reduce_scatterv_sum(GpuComm *g, float *x, const int *counts, cudaStream_t s) {
+    if (!g->comm) return;
+    comm_issued(g, ncclGroupStart(), "gradient reduce-scatter (group start)");
+    size_t at = 0;
+    for (int r = 0; r < g->world; r++) {
+        if (counts[r]) comm_issued(g, ncclReduce(x + at, x + at, (size_t)counts[r], ncclFloat, ncclSum, r, g->comm, s), "gradient reduce-scatter");
+        at += (size_t)counts[r];
+    }
+    comm_issued(g, ncclGroupEnd(), "gradient reduce-scatter");
+}
+
 // ----------------------------------------------------------------------------
 // dist.h's DistOps on host arrays: through the staging buffer, waited for at once.
 
@@ -220,6 +239,7 @@ struct GpuComm {
 static void comm_wait(GpuComm *, const char *) {}
 static void comm_allreduce_sum(GpuComm *, float *, size_t) {}
 static void comm_reduce_scatter_sum(GpuComm *, float *, size_t) {}
+static void comm_reduce_scatterv_sum(GpuComm *, float *, const int *, cudaStream_t) {}
 template <typename T> static void comm_allgather(GpuComm *, T *, size_t) {}
 static void ops_allreduce_f64(void *, double *, size_t) {}
 static void comm_barrier(GpuComm *, const char *, double) {}
@@ -238,3 +258,97 @@ static void comm_require_nccl(const Dist *d) {
               "(apt install libnccl-dev, or pip install nvidia-nccl-cu13) and rebuild (make clean; make train_sftcu)", d->world);
 }
 #endif
+
+// ----------------------------------------------------------------------------
+// ZeRO-2 (train/dist.h's units and dist_unit_flush, here on the device): the backward writes
+// each unit's gradient into its scratch (the embeddings', the head's, and one block's that
+// every block reuses; LoRA: each layer's adapters in the adapter gradient) and, as the unit's
+// backward ends, its scratch is reduce-scatterv'd on the communication stream, this rank's
+// sums are added to the shard (parameters [lo, lo + n)) and the scratch zeroed, while the
+// compute stream goes on with the next unit. Two events order the streams: `done` (compute to
+// comm: the unit's gradient is complete) and freed[] (comm to compute: a scratch was read
+// and zeroed, so it may be written again).
+
+struct GpuZero2 {
+    DistUnit *u;            // (L + 2) blocks 0..L-1, the head L, the embeddings L + 1; scratch and counts set
+    int L, shared_block;    // shared_block: the blocks share block 0's scratch (full fine-tuning), else each has its own (LoRA)
+    float *shard;           // (n) device: this rank's shard of the step's summed gradient
+    size_t lo, n;
+    cudaStream_t stream;    // the communication stream
+    cudaEvent_t done;       // recorded on the compute stream as a unit's backward ends
+    cudaEvent_t *freed;     // (L + 2) recorded on the comm stream after a scratch was reduce-scattered and zeroed (indexed by zero2_buffer)
+    cudaEvent_t flushed;    // recorded on the comm stream after the step's last unit
+};
+
+// The event slot of unit k's scratch: the one shared block buffer is slot 0.
+static int zero2_buffer(const GpuZero2 *z, int k) { return z->shared_block && k < z->L ? 0 : k; }
+
+// dst[i] += src[i], i < n (grid-stride: any n)
+__global__ void zero2_add_kernel(float *dst, const float *src, size_t n) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) dst[i] += src[i];
+}
+
+// Sets z up for the units u (L + 2 of them, their scratch placed; the caller's), this rank's
+// shard [lo, lo + shard) of W shards: counts, the zeroed shard, the stream and the events.
+static void zero2_init(GpuZero2 *z, DistUnit *u, int L, int shared_block, size_t lo, size_t shard, int world) {
+    z->u = u; z->L = L; z->shared_block = shared_block; z->lo = lo; z->n = shard;
+    for (int k = 0; k < L + 2; k++) dist_unit_counts(&u[k], shard, world);
+    CUDA_CHECK(cudaMalloc((void **)&z->shard, shard * sizeof(float)));
+    CUDA_CHECK(cudaMemset(z->shard, 0, shard * sizeof(float)));
+    CUDA_CHECK(cudaStreamCreate(&z->stream));
+    z->freed = (cudaEvent_t *)xmalloc((size_t)(L + 2) * sizeof(cudaEvent_t));
+    // an event never recorded is already complete for cudaStreamWaitEvent: the first waits pass
+    for (int k = 0; k < L + 2; k++) CUDA_CHECK(cudaEventCreate(&z->freed[k]));
+    CUDA_CHECK(cudaEventCreate(&z->done));
+    CUDA_CHECK(cudaEventCreate(&z->flushed));
+}
+
+static void zero2_free(GpuZero2 *z) {
+    if (!z->u) return;
+    for (int k = 0; k < z->L + 2; k++) { free(z->u[k].counts); CUDA_CHECK(cudaEventDestroy(z->freed[k])); }
+    CUDA_CHECK(cudaEventDestroy(z->done));
+    CUDA_CHECK(cudaEventDestroy(z->flushed));
+    CUDA_CHECK(cudaStreamDestroy(z->stream));
+    CUDA_CHECK(cudaFree(z->shard));
+    free(z->freed); free(z->u);
+    z->u = NULL;
+}
+
+// Before the compute stream writes unit k's scratch: the last reduce-scatter of that buffer
+// (the previous block's with a shared one, or this unit's in the previous micro-batch) must
+// have read it and zeroed it, or the backward would add into values still being sent, or
+// the zeroing would wipe new gradient.
+static void zero2_before_write(GpuZero2 *z, int k, cudaStream_t compute) {
+    CUDA_CHECK(cudaStreamWaitEvent(compute, z->freed[zero2_buffer(z, k)], 0));
+}
+
+// Unit k's backward is complete on the compute stream: its reduce-scatter, the add of this
+// rank's sums into the shard and the zeroing of the scratch go on the comm stream (every rank
+// the same units in the same order).
+static void zero2_unit_done(GpuZero2 *z, GpuComm *g, int k, cudaStream_t compute) {
+    DistUnit *u = &z->u[k];
+    if (u->floats == 0) return;
+    // the comm stream must not read the scratch before the compute stream's last gradient
+    // kernel of the unit has written it (nor add to the shard before the step zeroed it)
+    CUDA_CHECK(cudaEventRecord(z->done, compute));
+    CUDA_CHECK(cudaStreamWaitEvent(z->stream, z->done, 0));
+    comm_reduce_scatterv_sum(g, u->scratch, u->counts, z->stream);
+    size_t j = 0;  // this rank's sums: its block of the scratch, one run per piece that meets the shard
+    for (int r = 0; r < g->rank; r++) j += (size_t)u->counts[r];
+    for (int p = 0; p < u->n; p++) {
+        size_t a = u->off[p] > z->lo ? u->off[p] : z->lo, b = u->off[p] + u->len[p] < z->lo + z->n ? u->off[p] + u->len[p] : z->lo + z->n;
+        if (a >= b) continue;
+        size_t blocks = (b - a + 255) / 256 < 4096 ? (b - a + 255) / 256 : 4096;
+        zero2_add_kernel<<<(unsigned)blocks, 256, 0, z->stream>>>(z->shard + (a - z->lo), u->scratch + j, b - a);
+        j += b - a;
+    }
+    CUDA_CHECK(cudaMemsetAsync(u->scratch, 0, u->floats * sizeof(float), z->stream));
+    CUDA_CHECK(cudaEventRecord(z->freed[zero2_buffer(z, k)], z->stream));
+}
+
+// Before the compute stream reads the shard (the gradient norm, AdamW): every unit's
+// reduce-scatter and add so far must be done.
+static void zero2_join(GpuZero2 *z, cudaStream_t compute) {
+    CUDA_CHECK(cudaEventRecord(z->flushed, z->stream));
+    CUDA_CHECK(cudaStreamWaitEvent(compute, z->flushed, 0));
+}

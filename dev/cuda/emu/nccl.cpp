@@ -321,8 +321,6 @@ static ncclResult_t comm_close(ncclComm_t c) {
 
 ncclResult_t ncclCommAbort(ncclComm_t c) { return comm_close(c); }
 ncclResult_t ncclCommDestroy(ncclComm_t c) { return comm_close(c); }
-ncclResult_t ncclGroupStart(void) { return ncclSuccess; }
-ncclResult_t ncclGroupEnd(void) { return ncclSuccess; }
 
 ncclResult_t ncclGetVersion(int *v) { *v = NCCL_VERSION_CODE; return ncclSuccess; }
 
@@ -337,8 +335,8 @@ const char *ncclGetLastError(ncclComm_t c) { return c ? c->error : ""; }
 // ----------------------------------------------------------------------------
 // Collectives.
 
-enum Kind { ALLREDUCE = 1, REDUCESCATTER, ALLGATHER, BROADCAST };
-static const char *KIND_NAME[] = {"", "AllReduce", "ReduceScatter", "AllGather", "Broadcast"};
+enum Kind { ALLREDUCE = 1, REDUCESCATTER, ALLGATHER, BROADCAST, REDUCE };
+static const char *KIND_NAME[] = {"", "AllReduce", "ReduceScatter", "AllGather", "Broadcast", "Reduce"};
 
 struct Header { uint32_t kind, type, op; int32_t root; uint64_t count, seq; };
 
@@ -385,11 +383,12 @@ static ncclResult_t usable(ncclComm_t c) {
 
 // One collective. in: what this rank contributes (in_n elements); out: its result
 // (out_n elements). Rank 0 gathers every contribution in rank order and computes each
-// rank's result with finish(all, r, dst).
+// rank's result with finish(all, r, dst). to_root (a Reduce): only the root gets a result
+// (of h.count elements; out_n is 0 on the other ranks, which receive nothing).
 // Runs on the communicator's thread (submit).
 template <typename F>
 static ncclResult_t collective(ncclComm_t c, Kind kind, ncclDataType_t t, int op, int root, size_t count, const void *in, size_t in_n,
-                               void *out, size_t out_n, F finish) {
+                               void *out, size_t out_n, F finish, bool to_root = false) {
     ncclResult_t r;
     size_t es = type_size(t);
     Header h = {(uint32_t)kind, (uint32_t)t, (uint32_t)op, root, count, c->seq++};
@@ -414,22 +413,72 @@ static ncclResult_t collective(ncclComm_t c, Kind kind, ncclDataType_t t, int op
         if (memcmp(&hp, &h, sizeof h) != 0)
             return comm_fail(c, ncclInvalidUsage, "collective %llu: rank 0 called %s(count %llu, type %u), rank %d called %s(count %llu, type %u)",
                              (unsigned long long)h.seq, KIND_NAME[h.kind], (unsigned long long)h.count, h.type, p,
-                             hp.kind < 5 ? KIND_NAME[hp.kind] : "?", (unsigned long long)hp.count, hp.type);
+                             hp.kind <= REDUCE ? KIND_NAME[hp.kind] : "?", (unsigned long long)hp.count, hp.type);
         if (in_n && (r = recv_all(c, c->fds[p], all.data() + (size_t)p * in_n * es, in_n * es, p)) != ncclSuccess) return r;
     }
-    std::vector<char> res(out_n * es);
+    size_t res_n = to_root ? count : out_n;
+    std::vector<char> res(res_n * es);
     for (int p = c->nranks - 1; p >= 0; p--) {  // rank 0's own result last: out may alias in
+        if (to_root && p != root) continue;
         finish(all.data(), p, res.data());
-        if (p == 0) memcpy(out, res.data(), out_n * es);
-        else if ((r = send_all(c, c->fds[p], res.data(), out_n * es, p)) != ncclSuccess) return r;
+        if (p == 0) memcpy(out, res.data(), res_n * es);
+        else if ((r = send_all(c, c->fds[p], res.data(), res_n * es, p)) != ncclSuccess) return r;
     }
     return ncclSuccess;
 }
 
 // Queues a collective (job, run on the communicator's thread) on `stream`, behind the stream's
-// work issued before it and the communicator's previous collective, and returns; its failure
-// shows in ncclCommGetAsyncError. send and recv are what it reads and writes, for the
-// emulator's cross-stream race check.
+// work issued before it and the communicator's previous collective; its failure shows in
+// ncclCommGetAsyncError. acc: what it reads and writes, for the emulator's cross-stream race check.
+static void queue_job(ncclComm_t c, cudaStream_t stream, const char *what, const std::vector<emu::Access> &acc, std::function<void()> job) {
+    auto finished = std::make_shared<std::atomic<bool>>(false);
+    c->last_op = emu::stream_enqueue(
+        stream, what, acc,
+        [c, job, finished]() {
+            if (c->running.joinable()) c->running.join();  // the previous collective, finished
+            c->running = std::thread([c, job, finished]() {
+                job();
+                finished->store(true);
+            });
+        },
+        [finished]() { return finished->load(); }, c->last_op);
+}
+
+// Between ncclGroupStart and the matching ncclGroupEnd, as in NCCL, the collectives are
+// only recorded: nothing reaches the stream until the outermost ncclGroupEnd, which queues
+// them as one operation (run in the order they were called, the same on every rank, so
+// the group's collectives need no concurrency here) reading and writing what they all do.
+// A group that is never ended thus never runs, as on a GPU.
+static int group_depth = 0;
+static ncclComm_t group_comm = NULL;
+static cudaStream_t group_stream = 0;
+static std::vector<std::function<void()>> group_jobs;
+static std::vector<emu::Access> group_acc;
+
+ncclResult_t ncclGroupStart(void) {
+    group_depth++;
+    return ncclSuccess;
+}
+
+ncclResult_t ncclGroupEnd(void) {
+    if (group_depth == 0) return ncclInvalidUsage;
+    if (--group_depth > 0 || group_jobs.empty()) return ncclSuccess;
+    std::vector<std::function<void()>> jobs;
+    std::vector<emu::Access> acc;
+    jobs.swap(group_jobs);
+    acc.swap(group_acc);
+    ncclComm_t c = group_comm;
+    group_comm = NULL;
+    ncclResult_t r = usable(c);
+    if (r != ncclSuccess) return r;
+    queue_job(c, group_stream, "an NCCL group", acc, [jobs]() {
+        for (const auto &j : jobs) j();
+    });
+    return ncclSuccess;
+}
+
+// A collective: queued on `stream` (inside a group: recorded for ncclGroupEnd). send and
+// recv are what it reads and writes.
 static ncclResult_t submit(ncclComm_t c, cudaStream_t stream, const char *what, const void *send, size_t send_bytes, void *recv,
                            size_t recv_bytes, std::function<void()> job) {
     ncclResult_t r = usable(c);
@@ -437,17 +486,16 @@ static ncclResult_t submit(ncclComm_t c, cudaStream_t stream, const char *what, 
     std::vector<emu::Access> acc;
     if (send_bytes) acc.push_back({send, send_bytes, false});
     if (recv_bytes) acc.push_back({recv, recv_bytes, true});
-    auto finished = std::make_shared<std::atomic<bool>>(false);
-    c->last_op = emu::stream_enqueue(
-        stream, what, acc,
-        [c, job, finished]() {
-            if (c->running.joinable()) c->running.join();  // the previous collective, finished
-            c->running = std::thread([c, job, finished]() {
-                if (!c->aborting.load()) job();
-                finished->store(true);
-            });
-        },
-        [finished]() { return finished->load(); }, c->last_op);
+    if (group_depth > 0) {
+        if (group_comm && group_comm != c) emu::fail("emulated NCCL: a group over two communicators is not emulated");
+        if (group_comm && group_stream != stream) emu::fail("emulated NCCL: a group over two streams is not emulated");
+        group_comm = c;
+        group_stream = stream;
+        group_jobs.push_back(job);
+        group_acc.insert(group_acc.end(), acc.begin(), acc.end());
+        return ncclSuccess;
+    }
+    queue_job(c, stream, what, acc, job);
     return ncclSuccess;
 }
 
@@ -504,5 +552,17 @@ ncclResult_t ncclBroadcast(const void *send, void *recv, size_t count, ncclDataT
         // every rank contributes its buffer (only the root's is used): simple, and the sizes match everywhere
         collective(c, BROADCAST, t, 0, root, count, c->rank == root ? send : recv, count, recv, count,
                    [&](const char *all, int, char *dst) { memcpy(dst, all + (size_t)root * count * es, count * es); });
+    });
+}
+
+// recv (count elements, on the root only) gets the sum over ranks of every rank's send; recv
+// may be send (in place). The other ranks' recv is not touched.
+ncclResult_t ncclReduce(const void *send, void *recv, size_t count, ncclDataType_t t, ncclRedOp_t op, int root, ncclComm_t c, cudaStream_t s) {
+    if (!c || root < 0 || root >= c->nranks || op == ncclAvg) return ncclInvalidArgument;
+    size_t bytes = count * type_size(t);
+    return submit(c, s, "ncclReduce", send, bytes, recv, c->rank == root ? bytes : 0, [=]() {
+        int n = c->nranks;
+        collective(c, REDUCE, t, op, root, count, send, count, recv, c->rank == root ? count : 0,
+                   [&](const char *all, int, char *dst) { reduce_ranks(dst, all, n, count, 0, count, t, op); }, true);
     });
 }

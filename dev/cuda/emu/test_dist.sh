@@ -17,6 +17,10 @@
 #   Open MPI and that target are present);
 # - checkpoints do not depend on W: a 2-rank run's step-2 checkpoint resumed by 1 process
 #   (and the other way round) ends where the uninterrupted run ends;
+# - ZeRO-2 (-Z 2) against 1 process: GPT-2 on 2 ranks (torchrun) and 3 (uneven shards), a
+#   Llama-family model on 3, LoRA on 2, bf16 on 2, 2 micro-batches a rank; its checkpoint resumed by 1
+#   process and 1 process's by 3 ranks with ZeRO-2; the CPU trainer; its gradient memory is
+#   the shard and the units' scratch (4S + 4U), with nothing else allocated beyond the plan;
 # - per-rank memory: the ZeRO-1 state is 8P/W bytes (fp32) and what is allocated follows
 #   the plan; a rank killed with -9 ends the other with an error line within 30 s; a rank
 #   that hangs ends the other by SFT_NCCL_TIMEOUT; ranks started with different flags
@@ -193,6 +197,95 @@ if problems:
 print(f'ok dist_memory_zero_accounting: P = {P}: state {s1} MiB on 1 rank, {sz1} MiB per rank with ZeRO-1 on 2, {sz0} MiB with -Z 0; '
       f'every rank allocated {min(extra):.2f} MiB beyond the plan')
 EOF
+
+# ---- ZeRO-2: each unit's gradient reduce-scatterv'd (one ncclReduce per rank, in a group)
+# as its backward ends, on the comm stream; only the shard accumulates over the micro-batches.
+# Against 1 process in fp32 (losses and norms 1e-5, weights and moments 1e-5, the Llama
+# family's 1e-4 as above, and GPT-2's on 3 ranks: a few weights whose gradient is nearly zero
+# end up to 8.7e-5 apart, where ZeRO-1 on the same flags gives 6e-6, since ZeRO-2 sums over
+# ranks per micro-batch and ZeRO-1 once a step, and AdamW scales such rounding up): GPT-2 (tied
+# head, flushed with the embeddings) on 2 ranks by torchrun
+# and on 3 (uneven shards: the last one short), a Llama-family model (untied lm_head, grouped-
+# query heads) on 3, LoRA adapters on 2; every run 2 micro-batches per rank a step. Then
+# checkpoints across stages, the CPU trainer, and the memory of the shard and the scratch ----
+# hand NAME W BINARY FLAGS...: W ranks started by hand (-R -W) through -f DIR; the exit status of rank 0, or else of the first failing rank
+hand() {
+    local name=$1 w=$2 b=$3 rc=0 ps="" p
+    shift 3
+    mkdir -p "$tmp/$name.rdzv"
+    for ((r = 1; r < w; r++)); do
+        EMU_DEVICES=$w timeout 300 "$b" $F -o "$tmp/$name" -f "$tmp/$name.rdzv" -R $r -W $w "$@" > "$tmp/$name.r$r.log" 2>&1 &
+        ps="$ps $!"
+    done
+    pids="$pids $ps"
+    EMU_DEVICES=$w timeout 300 "$b" $F -o "$tmp/$name" -f "$tmp/$name.rdzv" -R 0 -W $w "$@" > "$tmp/$name.log" 2>&1 || rc=$?
+    for p in $ps; do
+        wait $p
+        local x=$?
+        [ $rc -eq 0 ] && rc=$x
+    done
+    return $rc
+}
+z2_started=$SECONDS
+torchrun2 z2 "$bin/train_sftcu_fp32" -Z 2; ran z2 $? && cmp_runs dist_zero2_gpt2_2_ranks_equals_1_rank "$tmp/one" "$tmp/z2" 1e-5 1e-5
+F_GPT2=$F
+F=${F/-d 128/-d 192}  # 6 micro-batches a step: 2 a rank on 3 ranks
+single one192 "$bin/train_sftcu_fp32"; ran one192 $? &&
+    { hand z2w3 3 "$bin/train_sftcu_fp32" -Z 2; ran z2w3 $? && cmp_runs dist_zero2_gpt2_3_ranks_equals_1_rank "$tmp/one192" "$tmp/z2w3" 1e-5 1e-4; }
+F=${F/-e d2c64h2t32/-e l2c64h4k2f96t32u}
+single llama_one192 "$bin/train_sftcu_fp32"; ran llama_one192 $? &&
+    { hand llama_z2w3 3 "$bin/train_sftcu_fp32" -Z 2; ran llama_z2w3 $? && cmp_runs dist_zero2_llama_3_ranks_equals_1_rank "$tmp/llama_one192" "$tmp/llama_z2w3" 1e-5 1e-4; }
+F=${F_GPT2/-e d2c64h2t32/-e dev/ref/tiny -A 4 -p 0.1}
+[ -d "$tmp/lora_one" ] && { torchrun2 lora_z2 "$bin/train_sftcu_fp32" -Z 2; ran lora_z2 $? && cmp_runs dist_zero2_lora_2_ranks_equals_1_rank "$tmp/lora_one" "$tmp/lora_z2" 1e-5 1e-5; }
+F=$F_GPT2
+# bf16 (the fp32 master shard apart from the bf16 weights), the bf16 ZeRO-1 check's tolerances
+[ -d "$tmp/one_bf16" ] && { torchrun2 z2_bf16 "$bin/train_sftcu" -Z 2; ran z2_bf16 $? && cmp_runs dist_zero2_bf16_equals_1_rank "$tmp/one_bf16" "$tmp/z2_bf16" 1e-4 4e-3; }
+# a ZeRO-2 checkpoint (the same files as every stage's) resumed by 1 process, and 1 process's by 3 ranks with ZeRO-2
+if [ -d "$tmp/z2/step_00000002" ]; then
+    resume z2 1 res_z2_1; ran res_z2_1 $? && cmp_runs dist_zero2_checkpoint_resumed_by_1 "$tmp/one" "$tmp/res_z2_1" 1e-5 1e-5
+    cp -r "$tmp/one192" "$tmp/res_1_z2w3"; rm -rf "$tmp/res_1_z2w3"/step_00000004; echo step_00000002 > "$tmp/res_1_z2w3/latest"
+    F=${F/-d 128/-d 192}
+    hand res_1_z2w3 3 "$bin/train_sftcu_fp32" -Z 2 -y 1; ran res_1_z2w3 $? && cmp_runs dist_checkpoint_of_1_rank_resumed_by_3_with_zero2 "$tmp/one192" "$tmp/res_1_z2w3" 1e-5 1e-5
+    F=$F_GPT2
+else fail dist_zero2_checkpoint_resume "no step-2 checkpoint from the ZeRO-2 run"; fi
+if [ -d "$tmp/cpu" ]; then [ -d "$tmp/z2" ] && cmp_runs dist_zero2_gpu_2_ranks_equals_cpu "$tmp/cpu" "$tmp/z2" 1e-5 1e-3
+else echo "skip dist_zero2_gpu_2_ranks_equals_cpu: no CPU trainer run (./train_sft not built)"; fi
+# memory: the gradients are the shard (ceil(P/W) rounded up to 64) and the units' scratch U =
+# wte + wpe + ln_f + one block = P - (L - 1) x the block's 12C^2 + 13C (d2c64: L 2, C 64);
+# what is in use beyond the plan is the same as 1 process's (no full gradient buffer anywhere)
+z2mem() {
+    sed -n 's/^memory| per rank: .*gradients \([0-9.]*\) MiB (ZeRO-2: the shard \([0-9.]*\) and the units. scratch \([0-9.]*\)).*= \([0-9.]*\) MiB planned.*P = \([0-9]*\), U = \([0-9]*\), W = \([0-9]*\),.*/\5 \6 \7 \1 \2 \3 \4/p' "$1"
+    sed -n 's/^memory| rank [0-9]*: in use after setup \([0-9.]*\) MiB/\1/p' "$1"
+}
+$py - "$(mem "$tmp/one.log")" "$(z2mem "$tmp/z2.log")" "$(z2mem "$tmp/z2w3.log")" <<'PYEOF' || status=1
+import sys
+MiB = 1048576
+w1 = sys.argv[1].split()
+extra1 = float(w1[3]) - float(w1[2])  # 1 process: in use minus planned
+problems, seen = [], []
+for text in sys.argv[2:]:
+    v = text.split()
+    if len(v) < 8:
+        problems.append(f'no ZeRO-2 memory line: {text!r}'); continue
+    P, U, W = int(v[0]), int(v[1]), int(v[2])
+    grads, shard_mib, scratch_mib, planned = (float(x) for x in v[3:7])
+    used = [float(x) for x in v[7:]]
+    C, L = 64, 2
+    expect_U = P - (L - 1) * (12 * C * C + 13 * C)
+    S = ((P + W - 1) // W + 63) // 64 * 64
+    if U != expect_U: problems.append(f'W={W}: U = {U}, expected {expect_U}')
+    if abs(shard_mib - 4 * S / MiB) > 0.006: problems.append(f'W={W}: shard {shard_mib} MiB, expected 4S = {4 * S / MiB:.3f}')
+    if abs(scratch_mib - 4 * expect_U / MiB) > 0.006: problems.append(f'W={W}: scratch {scratch_mib} MiB, expected 4U = {4 * expect_U / MiB:.3f}')
+    if abs(grads - (4 * S + 4 * expect_U) / MiB) > 0.006: problems.append(f'W={W}: gradients {grads} MiB, expected 4S + 4U')
+    if len(used) != W: problems.append(f'W={W}: {len(used)} in-use lines')
+    for u in used:
+        if abs(u - planned - extra1) > 0.02: problems.append(f'W={W}: in use {u} MiB minus planned {planned} is not the 1-process {extra1:.2f} MiB')
+    seen.append(f'W={W}: 4S + 4U = {4 * S / MiB:.3f} + {4 * U / MiB:.3f} MiB (P = {P}, U = {U})')
+if problems:
+    print('FAIL dist_zero2_memory_accounting: ' + '; '.join(problems)); sys.exit(1)
+print('ok dist_zero2_memory_accounting: gradients ' + ', '.join(seen) + f'; in use beyond the plan {extra1:.2f} MiB as 1 process')
+PYEOF
+echo "time dist_zero2: $((SECONDS - z2_started)) s for the ZeRO-2 checks"
 
 # ---- a rank that dies, and ranks that disagree ----
 # two ranks started by hand (-R -W), so that the test, not torchrun, kills one
