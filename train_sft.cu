@@ -370,7 +370,7 @@ static void gpu_model_build(GpuModel *M, const ModelConfig *cfg, const float *ho
         DistUnit *u = dist_model_units(&M->cfg_dev, &M->lora, pos);
         if (frozen) for (int l = 0; l < cfg->L; l++) u[l].scratch = u[l].n ? M->grads + u[l].off[0] : nullptr;  // each layer's adapters
         else dist_units_place(u, cfg->L, M->grads, 0);
-        zero2_init(&M->z2, u, cfg->L, !frozen, M->lo, S, comm->world);
+        zero2_init(&M->z2, u, cfg->L, M->lo, S, comm->world);
     }
     M->gshard = M->z2.u ? M->z2.shard : M->grads + M->lo;
     for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
@@ -849,10 +849,11 @@ static void gpu_forward(GpuModel *M, int B, int T, bool with_targets, float grad
     if (with_targets) crossentropy_softmax(a->logits, M->b.losses, M->b.correct, M->b.entropy, M->b.row_targets, R, V, Vp, grad_scale, s);
 }
 
-// ZeRO-2 (cuda/dist.cuh): unit k (block k < L, the head L, the embeddings L + 1) is about to
-// be written (unit_write), or its backward is done and it goes to the shards (unit_done).
-static void unit_write(GpuModel *M, int k) {
-    if (M->z2.u) zero2_before_write(&M->z2, k, M->stream);
+// ZeRO-2 (cuda/dist.cuh): a unit's scratch is about to be written (unit_write), or unit k's
+// (block k < L, the head L, the embeddings L + 1) backward is done and it goes to the shards
+// (unit_done).
+static void unit_write(GpuModel *M) {
+    if (M->z2.u) zero2_before_write(&M->z2, M->stream);
 }
 static void unit_done(GpuModel *M, int k) {
     if (M->z2.u) zero2_unit_done(&M->z2, M->comm, k, M->stream);
@@ -866,8 +867,7 @@ static void gpu_backward(GpuModel *M, int B, int T) {
     cudaStream_t s = M->stream;
     Acts *a = &M->a;
     int head = c->tied ? P_WTE : P_LMHEAD;  // the output head: wte, or the untied lm_head
-    unit_write(M, L);
-    unit_write(M, L + 1);  // a tied head's gradient goes to wte's, in the embeddings' unit (flushed last)
+    unit_write(M);  // the head's and the embeddings' (a tied head's gradient goes to wte's, in the embeddings' unit, flushed last)
     // classifier (over the padded vocabulary; the padding's dlogits are 0): dx = dlogits * head, dhead += dlogits^T * x
     kt_mark(s, K_CLASSIFIER);
     gemm_rm(M->blas, false, false, R, C, Vp, a->logits, Vp, M->p[head], C, a->dx_sel, C, 0.0f);
@@ -894,7 +894,7 @@ static void gpu_backward(GpuModel *M, int B, int T) {
             norm_forward(M, x.ln2, x.ln2_mean, x.ln2_rstd, x.residual2, lp(M, P_LN2W, l), lp(M, P_LN2B, l), BT);
             mlp_up_forward(M, l, &x, BT);  // the forward's own calls: bit-identical activations
         }
-        unit_write(M, l);  // after the recompute, which thus overlaps the previous block's reduce-scatter
+        unit_write(M);  // after the recompute, which thus overlaps the previous block's reduce-scatter
         // MLP: residual3 = residual2 + [post_norm](fcproj(act(fc(ln2(residual2)))))
         const floatX *dmlp = sublayer_output_backward(M, a->dresidual, lg(M, P_POSTFFNW, l), x.mlp_out, lp(M, P_POSTFFNW, l), x.mlp_rstd, BT);
         mlp_down_backward(M, l, &x, dmlp, BT);
@@ -910,6 +910,7 @@ static void gpu_backward(GpuModel *M, int B, int T) {
         unit_done(M, l);
     }
     kt_mark(s, K_ENCODER);
+    unit_write(M);  // the embeddings' scratch, in the allocation of block 0's, which is being reduce-scattered
     if (M->g[P_WTE]) encoder_backward(M->g[P_WTE], lg(M, P_WPE, 0), a->dresidual, &M->b.enc, embedding_scale(c), C, s);  // null: frozen (LoRA)
     unit_done(M, L + 1);
 }

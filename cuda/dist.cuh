@@ -266,22 +266,24 @@ static void comm_require_nccl(const Dist *d) {
 // backward ends, its scratch is reduce-scatterv'd on the communication stream, this rank's
 // sums are added to the shard (parameters [lo, lo + n)) and the scratch zeroed, while the
 // compute stream goes on with the next unit. Two events order the streams: `done` (compute to
-// comm: the unit's gradient is complete) and freed[] (comm to compute: a scratch was read
-// and zeroed, so it may be written again).
+// comm: the unit's gradient is complete) and `freed` (comm to compute: the last unit's scratch
+// was read and zeroed). The compute stream waits for `freed` before it writes any unit's
+// scratch, not only a reused one: the scratch buffers share one allocation (grads), and the
+// emulator's race check sees a kernel's pointer argument as its whole allocation, so an
+// unordered write beside a reduce-scatter would be reported. What still overlaps: a block's
+// recompute (-r 1, -r 2) with the previous unit's reduce-scatter, and the embeddings' with the
+// next micro-batch's forward.
 
 struct GpuZero2 {
     DistUnit *u;            // (L + 2) blocks 0..L-1, the head L, the embeddings L + 1; scratch and counts set
-    int L, shared_block;    // shared_block: the blocks share block 0's scratch (full fine-tuning), else each has its own (LoRA)
+    int L;
     float *shard;           // (n) device: this rank's shard of the step's summed gradient
     size_t lo, n;
     cudaStream_t stream;    // the communication stream
     cudaEvent_t done;       // recorded on the compute stream as a unit's backward ends
-    cudaEvent_t *freed;     // (L + 2) recorded on the comm stream after a scratch was reduce-scattered and zeroed (indexed by zero2_buffer)
+    cudaEvent_t freed;      // recorded on the comm stream after a unit's scratch was reduce-scattered and zeroed
     cudaEvent_t flushed;    // recorded on the comm stream after the step's last unit
 };
-
-// The event slot of unit k's scratch: the one shared block buffer is slot 0.
-static int zero2_buffer(const GpuZero2 *z, int k) { return z->shared_block && k < z->L ? 0 : k; }
 
 // dst[i] += src[i], i < n (grid-stride: any n)
 __global__ void zero2_add_kernel(float *dst, const float *src, size_t n) {
@@ -290,36 +292,35 @@ __global__ void zero2_add_kernel(float *dst, const float *src, size_t n) {
 
 // Sets z up for the units u (L + 2 of them, their scratch placed; the caller's), this rank's
 // shard [lo, lo + shard) of W shards: counts, the zeroed shard, the stream and the events.
-static void zero2_init(GpuZero2 *z, DistUnit *u, int L, int shared_block, size_t lo, size_t shard, int world) {
-    z->u = u; z->L = L; z->shared_block = shared_block; z->lo = lo; z->n = shard;
+static void zero2_init(GpuZero2 *z, DistUnit *u, int L, size_t lo, size_t shard, int world) {
+    z->u = u; z->L = L; z->lo = lo; z->n = shard;
     for (int k = 0; k < L + 2; k++) dist_unit_counts(&u[k], shard, world);
     CUDA_CHECK(cudaMalloc((void **)&z->shard, shard * sizeof(float)));
     CUDA_CHECK(cudaMemset(z->shard, 0, shard * sizeof(float)));
     CUDA_CHECK(cudaStreamCreate(&z->stream));
-    z->freed = (cudaEvent_t *)xmalloc((size_t)(L + 2) * sizeof(cudaEvent_t));
-    // an event never recorded is already complete for cudaStreamWaitEvent: the first waits pass
-    for (int k = 0; k < L + 2; k++) CUDA_CHECK(cudaEventCreate(&z->freed[k]));
+    CUDA_CHECK(cudaEventCreate(&z->freed));  // never recorded: complete for cudaStreamWaitEvent, so the first wait passes
     CUDA_CHECK(cudaEventCreate(&z->done));
     CUDA_CHECK(cudaEventCreate(&z->flushed));
 }
 
 static void zero2_free(GpuZero2 *z) {
     if (!z->u) return;
-    for (int k = 0; k < z->L + 2; k++) { free(z->u[k].counts); CUDA_CHECK(cudaEventDestroy(z->freed[k])); }
+    for (int k = 0; k < z->L + 2; k++) free(z->u[k].counts);
+    CUDA_CHECK(cudaEventDestroy(z->freed));
     CUDA_CHECK(cudaEventDestroy(z->done));
     CUDA_CHECK(cudaEventDestroy(z->flushed));
     CUDA_CHECK(cudaStreamDestroy(z->stream));
     CUDA_CHECK(cudaFree(z->shard));
-    free(z->freed); free(z->u);
+    free(z->u);
     z->u = NULL;
 }
 
-// Before the compute stream writes unit k's scratch: the last reduce-scatter of that buffer
-// (the previous block's with a shared one, or this unit's in the previous micro-batch) must
-// have read it and zeroed it, or the backward would add into values still being sent, or
-// the zeroing would wipe new gradient.
-static void zero2_before_write(GpuZero2 *z, int k, cudaStream_t compute) {
-    CUDA_CHECK(cudaStreamWaitEvent(compute, z->freed[zero2_buffer(z, k)], 0));
+// Before the compute stream writes a unit's scratch: the last reduce-scatter (the previous
+// block's, whose buffer the blocks share, or this unit's in the previous micro-batch) must
+// have read its scratch and zeroed it, or the backward would add into values still being
+// sent, or the zeroing would wipe new gradient (and see the top comment: any unit's).
+static void zero2_before_write(GpuZero2 *z, cudaStream_t compute) {
+    CUDA_CHECK(cudaStreamWaitEvent(compute, z->freed, 0));
 }
 
 // Unit k's backward is complete on the compute stream: its reduce-scatter, the add of this
@@ -343,7 +344,7 @@ static void zero2_unit_done(GpuZero2 *z, GpuComm *g, int k, cudaStream_t compute
         j += b - a;
     }
     CUDA_CHECK(cudaMemsetAsync(u->scratch, 0, u->floats * sizeof(float), z->stream));
-    CUDA_CHECK(cudaEventRecord(z->freed[zero2_buffer(z, k)], z->stream));
+    CUDA_CHECK(cudaEventRecord(z->freed, z->stream));
 }
 
 // Before the compute stream reads the shard (the gradient norm, AdamW): every unit's
