@@ -38,7 +38,7 @@
 #      GPU trainer wrote on bitsandbytes' 4-bit base (dev/check_qlora_bnb.py)
 #   -> peft loads our LoRA adapters as W + s B A (dev/check_peft.py on dev/ref_lora.py's references)
 #   -> the rest while the budget lasts: the dev/cuda checks (bf16, then fp32),
-#      compute-sanitizer memcheck on a tiny step, GPT-2 XL (-r 2), 2 ranks on the one GPU,
+#      compute-sanitizer memcheck on a tiny step, GPT-2 XL (-r 2), 2 ranks on the one GPU (-Z 1, -Z 2),
 #      124M with -r 1 and -r 2, PyTorch (torch.compile) on the 124M shape, the Llama-family
 #      references in transformers, racecheck.
 # --debug builds with -DSYNC_LAUNCHES -lineinfo (an asynchronous error is reported at the
@@ -438,42 +438,59 @@ if ready gpt2_xl "$TRAINER" && data=$(data_file gpt2_xl); then
     rm -rf "${R:?}/xl"
 elif [ $have_gpu = 1 ] && [ -x "$TRAINER" ]; then skip gpt2_xl "no data file (see the data_gpt2_xl row)"; fi
 
-# 2 ranks on the one GPU (-R -W, both -D 0) against 1 process with the same -d, fp32.
-# NCCL >= 2.30 allows it with NCCL_MULTI_RANK_GPU_ENABLE=1; older NCCL refuses ("Duplicate
-# GPU detected"): a skip saying so. Every rank under timeout: a hang is a FAIL, never stuck.
+# 2 ranks on the one GPU (-R -W, both -D 0) against 1 process with the same -d, fp32, with
+# ZeRO-1 (the default) and then ZeRO-2 (each unit's gradient reduce-scattered on a second
+# stream beside the backward: the event waits on a real device, which the emulator's race
+# check can only reason about). NCCL >= 2.30 allows it with NCCL_MULTI_RANK_GPU_ENABLE=1;
+# older NCCL refuses ("Duplicate GPU detected"): a skip saying so. Every rank under timeout:
+# a hang is a FAIL, never stuck.
 dist_bin=./train_sftcu_fp32
-if ready dist_2_ranks_one_gpu "$dist_bin" && lim=$(limit_for 120); then  # 120 s: the 1-rank run, then the 2 ranks in what is left of it
-    d=$R/dist
-    mkdir -p "$d/rdzv"
-    dflags="$tiny -x $DIST_STEPS -d 128 -l 1e-2"
-    s0=$(elapsed) t0=$SECONDS
-    timeout --kill-after=5 "$lim" $dist_bin $dflags -o "$d/one" > "$L/dist_1_rank.log" 2>&1
-    rc1=$?
-    lim2=$((lim - (SECONDS - t0)))  # what is left of the row's limit
+# two_ranks ZERO: the 2-rank run with -Z ZERO into $d/z$ZERO within what is left of the row's
+# limit (lim, from t0); sets rc0 and rcb to the ranks' exit statuses
+two_ranks() {
+    local z=$1 r lim2=$((lim - (SECONDS - t0)))  # what is left of the row's limit
     [ $lim2 -lt 1 ] && lim2=1
+    mkdir -p "$d/rdzv$z"
     for r in 0 1; do
         NCCL_MULTI_RANK_GPU_ENABLE=1 NCCL_DEBUG=WARN SFT_NCCL_TIMEOUT=30 timeout --kill-after=5 "$lim2" \
-            $dist_bin $dflags -o "$d/two" -f "$d/rdzv" -R $r -W 2 -D 0 > "$L/dist_2_ranks_r$r.log" 2>&1 &
+            $dist_bin $dflags -Z "$z" -o "$d/z$z" -f "$d/rdzv$z" -R $r -W 2 -D 0 > "$L/dist_2_ranks_z${z}_r$r.log" 2>&1 &
         eval "p$r=$!"
     done
     wait "$p0"; rc0=$?
     wait "$p1"; rcb=$?
+}
+# worst_loss DIR: the largest relative difference of DIR's step losses from the 1-rank run's
+# ("missing" unless all DIST_STEPS are there)
+worst_loss() {
+    local a b2
+    a=$(grep -o '"loss": [^,]*' "$d/one/metrics.jsonl" | cut -d' ' -f2); b2=$(grep -o '"loss": [^,]*' "$1/metrics.jsonl" 2> /dev/null | cut -d' ' -f2)
+    paste <(echo "$a") <(echo "$b2") | awk -v n=$DIST_STEPS '{d = $1 - $2; if (d < 0) d = -d; d /= $1; if (d > w) w = d} END {if (NR == n) printf "%.2e", w; else print "missing"}'
+}
+if ready dist_2_ranks_one_gpu "$dist_bin" && lim=$(limit_for 120); then  # 120 s: the 1-rank run, then the 2 ranks in what is left of it
+    d=$R/dist
+    mkdir -p "$d"
+    dflags="$tiny -x $DIST_STEPS -d 128 -l 1e-2"
+    s0=$(elapsed) t0=$SECONDS
+    timeout --kill-after=5 "$lim" $dist_bin $dflags -o "$d/one" > "$L/dist_1_rank.log" 2>&1
+    rc1=$?
+    two_ranks 1
+    rc0_z1=$rc0 rcb_z1=$rcb rc0=0 rcb=0
+    [ $rc0_z1 -eq 0 ] && [ $rcb_z1 -eq 0 ] && two_ranks 2  # ZeRO-2 where ZeRO-1 ran
     dt=$((SECONDS - t0))
-    ver=$(sed -n 's/^ranks | .*NCCL \([0-9.]*\).*/\1/p' "$L/dist_2_ranks_r0.log")
-    if grep -qi 'Duplicate GPU' "$L"/dist_2_ranks_r*.log; then
+    ver=$(sed -n 's/^ranks | .*NCCL \([0-9.]*\).*/\1/p' "$L/dist_2_ranks_z1_r0.log")
+    if grep -qi 'Duplicate GPU' "$L"/dist_2_ranks_z*_r*.log; then
         row dist_2_ranks_one_gpu skip "$dt" "$lim" "$s0" "NCCL ${ver:-<= 2.29} refuses 2 ranks on one GPU (Duplicate GPU detected); NCCL >= 2.30 with NCCL_MULTI_RANK_GPU_ENABLE=1 allows it"
-    elif grep -q 'this build has no NCCL' "$L"/dist_2_ranks_r*.log; then
+    elif grep -q 'this build has no NCCL' "$L"/dist_2_ranks_z*_r*.log; then
         row dist_2_ranks_one_gpu skip "$dt" "$lim" "$s0" "built without NCCL (see the preflight row's nccl)"
-    elif [ "$lim" -lt 120 ] && echo " $rc1 $rc0 $rcb " | grep -qE ' (124|137) '; then
+    elif [ "$lim" -lt 120 ] && echo " $rc1 $rc0_z1 $rcb_z1 $rc0 $rcb " | grep -qE ' (124|137) '; then
         row dist_2_ranks_one_gpu skip "$dt" "$lim" "$s0" "stopped at the end of the time budget (GPU_CHECK_BUDGET=$BUDGET s) after ${dt}s; its own limit is 120s"
-    elif [ $rc1 -ne 0 ] || [ $rc0 -ne 0 ] || [ $rcb -ne 0 ]; then
-        row dist_2_ranks_one_gpu FAIL "$dt" "$lim" "$s0" "exit statuses: 1 rank $rc1, 2 ranks $rc0 and $rcb (124/137: timed out): $(grep -h -m1 error "$L"/dist_*.log | head -1 | cut -c1-160)"
-    else  # fp32: only the order of the gradient sums differs (dev/cuda/emu/test_dist.sh: 1e-6 there)
-        a=$(grep -o '"loss": [^,]*' "$d/one/metrics.jsonl" | cut -d' ' -f2); b2=$(grep -o '"loss": [^,]*' "$d/two/metrics.jsonl" | cut -d' ' -f2)
-        worst=$(paste <(echo "$a") <(echo "$b2") | awk -v n=$DIST_STEPS '{d = $1 - $2; if (d < 0) d = -d; d /= $1; if (d > w) w = d} END {if (NR == n) printf "%.2e", w; else print "missing"}')
-        if [ "$worst" != missing ] && awk -v w="$worst" 'BEGIN {exit !(w <= 1e-5)}'; then
-            row dist_2_ranks_one_gpu ok "$dt" "$lim" "$s0" "NCCL ${ver:-?}: $DIST_STEPS losses of 2 ranks within $worst of 1 rank"
-        else row dist_2_ranks_one_gpu FAIL "$dt" "$lim" "$s0" "losses of 2 ranks vs 1: largest relative difference $worst (> 1e-5 or missing)"; fi
+    elif [ $rc1 -ne 0 ] || [ $rc0_z1 -ne 0 ] || [ $rcb_z1 -ne 0 ] || [ $rc0 -ne 0 ] || [ $rcb -ne 0 ]; then
+        row dist_2_ranks_one_gpu FAIL "$dt" "$lim" "$s0" "exit statuses: 1 rank $rc1, 2 ranks with -Z 1 $rc0_z1 and $rcb_z1, with -Z 2 $rc0 and $rcb (124/137: timed out): $(grep -h -m1 error "$L"/dist_*.log | head -1 | cut -c1-160)"
+    else  # fp32: only the order of the gradient sums differs (dev/cuda/emu/test_dist.sh: 1e-6 there, 1e-5 for ZeRO-2)
+        w1=$(worst_loss "$d/z1") w2=$(worst_loss "$d/z2")
+        if [ "$w1" != missing ] && [ "$w2" != missing ] && awk -v a="$w1" -v b="$w2" 'BEGIN {exit !(a <= 1e-5 && b <= 1e-5)}'; then
+            row dist_2_ranks_one_gpu ok "$dt" "$lim" "$s0" "NCCL ${ver:-?}: $DIST_STEPS losses of 2 ranks within $w1 (-Z 1) and $w2 (-Z 2) of 1 rank"
+        else row dist_2_ranks_one_gpu FAIL "$dt" "$lim" "$s0" "losses of 2 ranks vs 1: largest relative difference $w1 with -Z 1, $w2 with -Z 2 (> 1e-5 or missing)"; fi
     fi
     rm -rf "$d"
 elif [ $have_gpu = 1 ] && [ -x "$dist_bin" ]; then skip dist_2_ranks_one_gpu "the time budget (GPU_CHECK_BUDGET=$BUDGET s) is spent"; fi
