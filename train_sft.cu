@@ -1256,16 +1256,126 @@ static MemPlan memory_plan(const ModelConfig *cfg, const LoraLayout *lora, int B
     return m;
 }
 
-static void check_device_memory(const MemPlan *m, size_t free_bytes) {
-    MemTerm terms[] = {{"parameters (" PRECISION_NAME ")", m->params, "use a smaller model (-e), or LoRA (-A) to train adapters on a frozen one"},
-                       {"gradients (fp32)", m->grads, m->grad_scratch > 0 ? "use a smaller model (-e), LoRA (-A), or more ranks (-Z 2 keeps 1/W of them and one layer's)"
-                                                                         : "use a smaller model (-e), LoRA (-A), or more ranks with -Z 2 (each keeps 1/W of them and one layer's)"},
-                       {"master weights and AdamW state (fp32, this rank's ZeRO shard)", m->state, "use a smaller model (-e) or more ranks with -Z 1 or -Z 2"},
-                       {"activations", m->acts, "lower -b (rows per micro-batch) or -t (row length), or raise -r (recompute in backward)"},
-                       {"the 4-bit base (NF4 codes, absmax, nested state)", m->base4, "use a smaller model (-e)"},
-                       {"the dequantization scratch (one layer's weight)", m->scratch4, "use a smaller model (-e)"}};
-    check_memory_plan(terms, m->base4 > 0 ? 6 : 4,  // the 4-bit terms only with QLoRA
-                      (double)free_bytes - (double)BLAS_WORKSPACE, "free on the device, cudaMemGetInfo, less the cuBLAS workspace");
+static double plan_total(const MemPlan *m) { return m->params + m->base4 + m->scratch4 + m->grads + m->state + m->acts; }
+
+// ----------------------------------------------------------------------------
+// The planner: what the run would hold per rank, and when that does not fit, the cheapest
+// change of the memory flags that would. The flags it may change (never lowering one):
+// -Z, -r, -b (the step's tokens -d stay: more micro-batches) and, where the trainer has
+// them, -Z 3 and -O. Their cost in step time, rough but in this order, as weights: -Z 2
+// (1: the same traffic as -Z 1, sent unit by unit), -r 1 (2: the norms and the MLP's first
+// product again), each halving of -b (4: smaller products, more of them), -r 2 (6 more: a
+// second forward), -Z 3 (16: the weights gathered twice a step), -O 1 (32: AdamW on the
+// CPU, the gradients and weights across PCIe each step). Every combination is costed; the
+// cheapest that fits wins (the first found on a tie).
+struct PlanKnobs { int B, recompute, zero, offload; };
+struct PlanShape {
+    const ModelConfig *cfg;
+    const LoraLayout *lora;
+    const Bnb4Base *q4;  // QLoRA's base, or null
+    int T, world, max_zero, offload_max;
+};
+
+static MemPlan plan_memory(const PlanShape *s, PlanKnobs k) {
+    return memory_plan(s->cfg, s->lora, k.B, s->T, k.recompute, s->world, k.zero, s->q4);
+}
+
+static int plan_cost(PlanKnobs from, PlanKnobs to) {
+    int cost = (from.zero < 2 && to.zero >= 2) + 2 * (from.recompute < 1 && to.recompute >= 1) + 6 * (from.recompute < 2 && to.recompute == 2) +
+               16 * (from.zero < 3 && to.zero == 3) + 32 * (!from.offload && to.offload);
+    for (int b = to.B; b < from.B; b *= 2) cost += 4;  // halvings from -b to B, rounded up
+    return cost;
+}
+
+// The flags as they would be typed: the ones `to` changes from `from`.
+static void plan_flags(PlanKnobs from, PlanKnobs to, char *out, size_t n) {
+    int k = 0;
+    out[0] = 0;
+    if (to.zero != from.zero) k += snprintf(out + k, n - k, " -Z %d", to.zero);
+    if (to.recompute != from.recompute) k += snprintf(out + k, n - k, " -r %d", to.recompute);
+    if (to.B != from.B) k += snprintf(out + k, n - k, " -b %d", to.B);
+    if (to.offload != from.offload) snprintf(out + k, n - k, " -O 1");
+}
+
+// The cheapest knobs at or above `now` whose plan needs at most `available` bytes; false if none.
+// -b takes the divisors of B that halvings reach (and 1), so -d stays a multiple of B*T*W.
+static bool plan_cheapest_fit(const PlanShape *s, PlanKnobs now, double available, PlanKnobs *best) {
+    int best_cost = -1, zmax = s->world > 1 ? s->max_zero : now.zero;
+    for (int z = now.zero; z <= zmax; z++)
+        for (int r = now.recompute; r <= 2; r++)
+            for (int o = now.offload; o <= s->offload_max; o++)
+                for (int b = now.B; b >= 1; b = b > 1 && b % 2 == 0 ? b / 2 : b > 1 ? 1 : 0) {
+                    PlanKnobs k = {b, r, z, o};
+                    MemPlan m = plan_memory(s, k);
+                    int cost = plan_cost(now, k);
+                    if (plan_total(&m) <= available && (best_cost < 0 || cost < best_cost)) best_cost = cost, *best = k;
+                }
+    return best_cost >= 0;
+}
+
+// Refuses (one line, exit 1) a plan that needs more than `available` bytes, naming its terms
+// and the cheapest change that fits, or what to do when no flag of the run's makes it fit.
+static void check_device_memory(const PlanShape *s, PlanKnobs now, const MemPlan *m, double available, const char *source) {
+    if (plan_total(m) <= available) return;
+    const char *names[6] = {"parameters (" PRECISION_NAME ")", "gradients (fp32)", "master weights and AdamW state (fp32, this rank's ZeRO shard)",
+                            "activations", "the 4-bit base (NF4 codes, absmax, nested state)", "the dequantization scratch (one layer's weight)"};
+    double bytes[6] = {m->params, m->grads, m->state, m->acts, m->base4, m->scratch4};
+    char terms[1024] = "", change[96], advice[256];
+    for (int i = 0, k = 0; i < (m->base4 > 0 ? 6 : 4); i++) k += snprintf(terms + k, sizeof terms - k, "%s%s %.2f GiB", i ? ", " : "", names[i], bytes[i] / 1073741824.0);
+    PlanKnobs fit;
+    if (plan_cheapest_fit(s, now, available, &fit)) {
+        MemPlan f = plan_memory(s, fit);
+        plan_flags(now, fit, change, sizeof change);
+        snprintf(advice, sizeof advice, "the cheapest change that fits:%s (%.2f GiB)", change, plan_total(&f) / 1073741824.0);
+    } else {
+        snprintf(advice, sizeof advice, "no setting of -Z, -r, -b%s makes it fit: use more ranks, LoRA (-A), QLoRA (--load_in_4bit) or a smaller model (-e)",
+                 s->offload_max ? ", -O" : "");
+    }
+    fatal("not enough device memory: each rank needs %.2f GiB (%s) but %.2f GiB is available (%s); %s", plan_total(m) / 1073741824.0, terms,
+          available / 1073741824.0, source, advice);
+}
+
+// --plan GIB: the plan of these flags on W ranks (-W) of GPUs with GIB GiB each, printed
+// without a GPU, data or weights (the shape from -e's config.json, or a size with -i's
+// vocabulary); exits 0 when it fits, else as a run would refuse it.
+static int plan_only(const char *prog, TrainArgs *a, int recompute, double gib) {
+    ModelConfig cfg;
+    if (is_directory(a->init)) model_read_hf_config(a->init, &cfg);
+    else if (model_parse_descriptor(a->init, &cfg) == 0) {
+        if (!a->train_path[0]) usage_error(prog, "--plan with a size (-e %s) needs -i DATA for the vocabulary, or -e a model directory", a->init);
+        DataFile df;
+        data_load(&df, a->train_path);
+        cfg.V = (int)df.vocab_size;
+        data_free(&df);
+        model_check_config(&cfg, a->init);
+    } else usage_error(prog, "--plan: -e must be a model directory (its config.json) or a size like l16c2048h32k8f8192");
+    if (a->T == 0) a->T = cfg.maxT < 512 ? cfg.maxT : 512;
+    LoraLayout lora;
+    memset(&lora, 0, sizeof lora);
+    if (a->lora.rank) {
+        LoraConfig lc = {a->lora.rank, a->lora.alpha, a->lora.dropout, a->lora.rslora, 0};
+        char err[512];
+        if (!lora_parse_targets(&cfg, a->lora.targets, "-T", &lc.targets, err, sizeof err)) usage_error(prog, "%s", err);
+        lora_layout_init(&lora, &cfg, &lc);
+    }
+    Bnb4Base at_load;  // w null: as --load_in_4bit would quantize the shape
+    memset(&at_load, 0, sizeof at_load);
+    if (a->load_in_4bit && !a->lora.rank) usage_error(prog, "--load_in_4bit needs -A (QLoRA trains adapters on the 4-bit base)");
+    int world = a->world > 0 ? a->world : 1;
+    PlanShape s = {&cfg, &lora, a->load_in_4bit ? &at_load : nullptr, a->T, world, a->max_zero, 0};
+    PlanKnobs now = {a->B, recompute, world > 1 ? (a->zero >= 0 ? a->zero : 1) : 0, 0};
+    MemPlan m = plan_memory(&s, now);
+    double GiB = 1073741824.0, available = gib * GiB - BLAS_WORKSPACE;
+    printf("plan| %s: P = %zu%s, W = %d, ZeRO-%d, -b %d -t %d -r %d, %s\n", a->init, model_num_parameters(&cfg), a->lora.rank ? " (LoRA)" : "", world,
+           now.zero, a->B, a->T, recompute, PRECISION_NAME);
+    printf("plan| per rank: parameters %.2f GiB + gradients %.2f GiB + master weights and AdamW %.2f GiB + activations %.2f GiB%s = %.2f GiB; "
+           "a GPU of %.2f GiB has %.2f GiB for them (less the cuBLAS workspace)\n", m.params / GiB, m.grads / GiB, m.state / GiB, m.acts / GiB,
+           m.base4 > 0 ? " + the 4-bit base and its scratch" : "", plan_total(&m) / GiB, gib, available / GiB);
+    fflush(stdout);
+    check_device_memory(&s, now, &m, available, "--plan");
+    printf("plan| fits\n");
+    lora_layout_free(&lora);
+    return 0;
 }
 
 // The NCCL unique id from rank 0 to every rank. Built with MPI (make train_sftcu_mpi)
@@ -1300,11 +1410,15 @@ int main(int argc, char **argv) {
     train_args_defaults(&args);
     args.bnb4_supported = 1;  // QLoRA: LoRA on a 4-bit base (-e a bnb-4bit directory, --load_in_4bit)
     int recompute = 0;
+    float plan_gib = 0;
     Flag flags[] = {COMMON_FLAGS(&args),
                     {'r', FLAG_INT, &recompute, "recompute in backward: 0 none, 1 norms (LayerNorm, RMSNorm) and the MLP's first product with its GELU (SwiGLU), 2 whole layers (default 0)"}};
-    LongFlag long_flags[] = {COMMON_LONG_FLAGS(&args)};
+    LongFlag long_flags[] = {COMMON_LONG_FLAGS(&args),
+                             {"plan", FLAG_FLOAT, &plan_gib, "print the device memory each of -W ranks would need with these flags, on GPUs of this many "
+                              "GiB, and exit (1 with the cheapest change that fits, if it does not); needs no GPU, no data with -e a model directory"}};
     parse_flags_with_long(argc, argv, "-i train.bin [flags]", flags, (int)(sizeof flags / sizeof flags[0]), long_flags,
                           (int)(sizeof long_flags / sizeof long_flags[0]));
+    if (plan_gib > 0) return plan_only(argv[0], &args, recompute, plan_gib);
     check_train_args(argv[0], &args);
     const int save_dtype = hf_save_dtype_from_name(args.save_dtype);  // HF_SAVE_*: exported weights
     if (recompute < 0 || recompute > 2) usage_error(argv[0], "-r must be 0, 1 or 2, got %d", recompute);
@@ -1344,8 +1458,10 @@ int main(int argc, char **argv) {
     size_t free0, total_mem;
     CUDA_CHECK(cudaMemGetInfo(&free0, &total_mem));
     attention_check_heads(cfg.NH, cfg.KVH, cfg.HS);  // before allocating: head sizes without attention kernels (e.g. 12)
-    MemPlan plan = memory_plan(&cfg, &run.lora, args.B, args.T, recompute, dist.world, dist.zero, run.q4.w ? &run.q4 : nullptr);
-    check_device_memory(&plan, free0);
+    PlanShape shape = {&cfg, &run.lora, run.q4.w ? &run.q4 : nullptr, args.T, dist.world, args.max_zero, 0};
+    PlanKnobs knobs = {args.B, recompute, dist.zero, 0};
+    MemPlan plan = plan_memory(&shape, knobs);
+    check_device_memory(&shape, knobs, &plan, (double)free0 - (double)BLAS_WORKSPACE, "free on the device, cudaMemGetInfo, less the cuBLAS workspace");
     if (lead) warn_lost_targets(&run.train, args.T);
     if (lead) open_output_dir(args.out_dir);
     if (lead && run.write_base) save_hf_dir(run.lora_base, args.out_dir, &run.cfg, &run.p, &run.extras, HF_SAVE_F32);  // LoRA's base as trained on, for adapter_config.json to name
