@@ -93,7 +93,8 @@ hand() {
 # and moments 1e-3 for GPT-2 (at 4 layers ZeRO-1 and ZeRO-2 on the same flags end 4.5e-4 apart from
 # 1 process, in one mlp.c_proj weight whose gradient is nearly zero: AdamW scales the rounding of
 # the sums' order up), 1e-4 for the Llama-family model. The gathered weights are the same floats as
-# the whole ones, so -Z 3 is bit-identical to -Z 2 at the same W (checked, and in the rev order).
+# the whole ones, so -Z 3 is bit-identical to -Z 2 at the same W (checked, in the rev order too,
+# and in the bf16 build).
 # Then checkpoints across W and stage, and the memory line. With DIST_ZERO3_ONLY=1 the script
 # ends after these checks. ----
 z3_started=$SECONDS
@@ -103,6 +104,9 @@ single z3_one "$bin/train_sftcu_fp32"; ran z3_one $? &&
     { torchrun2 z3 "$bin/train_sftcu_fp32" -Z 3; ran z3 $? && cmp_runs dist_zero3_gpt2_2_ranks_equals_1_rank "$tmp/z3_one" "$tmp/z3" 1e-5 1e-3; }
 [ -d "$tmp/z3" ] && { hand z3_z2 2 "$bin/train_sftcu_fp32" -Z 2; ran z3_z2 $? && cmp_runs dist_zero3_bit_identical_to_zero2 "$tmp/z3_z2" "$tmp/z3" 0 0
     EMU_STREAM_ORDER=rev hand z3_rev 2 "$bin/train_sftcu_fp32" -Z 3; ran z3_rev $? && cmp_runs dist_zero3_stream_order_rev_bit_identical "$tmp/z3" "$tmp/z3_rev" 0 0; }
+# the bf16 build (bf16 shard and broadcasts, the fp32 master shard apart): bit-identical to its -Z 2
+hand z3_bf16_z2 2 "$bin/train_sftcu" -Z 2; ran z3_bf16_z2 $? &&
+    { hand z3_bf16 2 "$bin/train_sftcu" -Z 3; ran z3_bf16 $? && cmp_runs dist_zero3_bf16_bit_identical_to_zero2 "$tmp/z3_bf16_z2" "$tmp/z3_bf16" 0 0; }
 # a ZeRO-3 checkpoint resumed by 1 process, and a ZeRO-1 one (2 ranks) by 2 ranks with ZeRO-3
 if [ -d "$tmp/z3/step_00000002" ]; then
     cp -r "$tmp/z3" "$tmp/z3_res1"; rm -rf "$tmp/z3_res1"/step_00000004; echo step_00000002 > "$tmp/z3_res1/latest"
