@@ -124,7 +124,7 @@ struct GpuModel {
     ModelConfig cfg_dev;                // the same with V = Vp: the layout on the device
     size_t num_params;                 // parameters of cfg: the host's arrays (checkpoints)
     size_t num_params_dev;             // parameters of cfg_dev: the device's arrays
-    floatX *params;                    // (padded without LoRA, else num_params_dev) the weights the kernels read (num_params_dev of them); ZeRO-3: this rank's shard (shard), the kernels read z3's buffers
+    floatX *params;                    // (padded without LoRA, else num_params_dev) the weights the kernels read (num_params_dev of them); ZeRO-3: this rank's shard of them (LoRA: of the frozen base), the kernels read z3's buffers
     float *grads;                      // (padded; ZeRO-2: grad_floats) gradients of the trained weights for the step's mean loss, accumulated in fp32; with ZeRO-1 only this rank's shard is summed over ranks; ZeRO-2: the units' scratch
     size_t grad_floats;                // floats in grads
     float *gshard;                     // (shard) this rank's shard of the step's summed gradient: grads + lo, or ZeRO-2's own (z2.shard)
@@ -269,18 +269,28 @@ static void params_to_host(const GpuModel *M, float *host, const float *dev, cud
     }
 }
 
-// An fp32 array of the trained weights' shape from the host layout into out (padded floats,
-// on the host) in the device layout: the model's (vocabulary padding) or the adapters' (the
-// same layout), zero past num_train. The trainer's way to the device: each rank copies its
-// shard [lo, lo + shard) from there.
-static void trained_to_dev_layout(const GpuModel *M, float *out, const float *host) {
-    memset(out, 0, M->padded * sizeof(float));
-    if (M->lora.n) { memcpy(out, host, M->num_train * sizeof(float)); return; }
+// The model's fp32 weights from the host layout into out (`floats` of them on the host, zero
+// past the model) in the device layout (the vocabulary's padding rows zero).
+static void model_to_dev_layout(const GpuModel *M, float *out, const float *host, size_t floats) {
+    memset(out, 0, floats * sizeof(float));
     for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
         size_t n = param_numel(&M->cfg, i), nd = param_numel(&M->cfg_dev, i);
         memcpy(out, host, n * sizeof(float));
         host += n; out += nd;
     }
+}
+
+// An fp32 array of the trained weights' shape from the host layout into out (padded floats,
+// on the host) in the device layout: the model's (vocabulary padding) or the adapters' (the
+// same layout), zero past num_train. The trainer's way to the device: each rank copies its
+// shard [lo, lo + shard) from there.
+static void trained_to_dev_layout(const GpuModel *M, float *out, const float *host) {
+    if (M->lora.n) {
+        memset(out, 0, M->padded * sizeof(float));
+        memcpy(out, host, M->num_train * sizeof(float));
+        return;
+    }
+    model_to_dev_layout(M, out, host, M->padded);
 }
 
 // ZeRO-1's shard: ceil(P / W) rounded up to 64 elements, so that every shard starts
@@ -352,15 +362,18 @@ static void gpu_model_build(GpuModel *M, const ModelConfig *cfg, const float *ho
     CUBLAS_CHECK(cublasSetWorkspace(M->blas, M->blas_workspace, BLAS_WORKSPACE));
     blaslt_init(&M->lt, M->blas_workspace, BLAS_WORKSPACE);
     size_t N = M->padded, S = M->shard;
-    bool z3 = M->zero >= 3;  // the weights sharded too: params holds this rank's shard (cuda/zero3.cuh)
-    M->params = (floatX *)dev_alloc((frozen ? P : z3 ? S : N) * sizeof(floatX));
+    // ZeRO-3 (cuda/zero3.cuh): params holds this rank's shard of the model's flat weights (LoRA: of
+    // the frozen base's, ZeRO-1's layout of that vector; full fine-tuning: the trained shard S at lo)
+    bool z3 = M->zero >= 3;
+    size_t base_shard = z3 ? zero_shard(P, comm->world, M->zero) : 0, base_lo = (size_t)comm->rank * base_shard;
+    M->params = (floatX *)dev_alloc((z3 ? base_shard : frozen ? P : N) * sizeof(floatX));
     M->adapters = frozen ? (floatX *)dev_alloc(N * sizeof(floatX)) : nullptr;
     M->train = frozen ? M->adapters : M->params;
     // ZeRO-2 keeps no full gradient: grads is the units' scratch (cuda/dist.cuh's GpuZero2)
     M->grad_floats = M->zero >= 2 ? dist_zero2_scratch_floats(&M->cfg_dev, &M->lora) : N;
     M->grads = (float *)dev_alloc(M->grad_floats * sizeof(float));
 #if defined(ENABLE_FP32)
-    M->master = (float *)M->train + (z3 ? 0 : M->lo);
+    M->master = (float *)M->train + (z3 && !frozen ? 0 : M->lo);
 #else
     M->master = (float *)dev_alloc(S * sizeof(float));
 #endif
@@ -377,7 +390,7 @@ static void gpu_model_build(GpuModel *M, const ModelConfig *cfg, const float *ho
         zero2_init(&M->z2, u, cfg->L, M->lo, S, comm->world);
     }
     memset(&M->z3, 0, sizeof M->z3);
-    if (z3) zero3_init(&M->z3, &M->cfg_dev, M->lo, S, comm->world, M->z2.stream);
+    if (z3) zero3_init(&M->z3, &M->cfg_dev, base_lo, base_shard, comm->world, M->z2.stream);
     M->gshard = M->z2.u ? M->z2.shard : M->grads + M->lo;
     for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
         M->p[i] = held_4bit(q4, i) ? nullptr : z3 ? (PARAM_INFO[i].per_layer ? M->z3.block[0] : i == P_WTE || i == P_WPE ? M->z3.emb : M->z3.head) + M->z3.pos[i]
@@ -391,7 +404,12 @@ static void gpu_model_build(GpuModel *M, const ModelConfig *cfg, const float *ho
     CUDA_CHECK(cudaMemset(M->grads, 0, M->grad_floats * sizeof(float)));  // ZeRO-2's scratch is zero between its flushes
     float *staged = (float *)xmalloc(N * sizeof(float));
     trained_to_dev_layout(M, staged, frozen ? host_adapters : host_params);
-    if (frozen) {
+    if (frozen && z3) {  // the base's shard from a host copy of the whole base in the device layout
+        float *base = (float *)xmalloc(base_shard * comm->world * sizeof(float));
+        model_to_dev_layout(M, base, host_params, base_shard * comm->world);
+        floats_to_floatx(M->params, base + base_lo, base_shard);
+        free(base);
+    } else if (frozen) {
         params_to_device_floatx(M, host_params);
         if (q4 && q4->w) {
             ParamTensors hp;
@@ -399,7 +417,7 @@ static void gpu_model_build(GpuModel *M, const ModelConfig *cfg, const float *ho
             nf4_base_upload(&M->q4, q4, cfg, &hp);
         }
     }
-    if (z3) floats_to_floatx(M->train, staged + M->lo, S);
+    if (z3 && !frozen) floats_to_floatx(M->train, staged + M->lo, S);
     else floats_to_floatx(M->train, staged, N);
 #if !defined(ENABLE_FP32)
     CUDA_CHECK(cudaMemcpy(M->master, staged + M->lo, S * sizeof(float), cudaMemcpyHostToDevice));
@@ -848,7 +866,7 @@ static void gpu_forward(GpuModel *M, int B, int T, bool with_targets, float grad
     cudaStream_t s = M->stream;
     Acts *a = &M->a;
     kt_mark(s, K_ENCODER);
-    if (M->z3.u) zero3_forward_begin(&M->z3, M->comm, M->train);  // ZeRO-3: the embeddings, blocks 0 and 1 (or the head)
+    if (M->z3.u) zero3_forward_begin(&M->z3, M->comm, M->params);  // ZeRO-3: the embeddings, blocks 0 and 1 (or the head)
     z3_wait(M, L + 1);
     // no wpe: Llama family, whose token embedding is scaled (Gemma 3's sqrt(C); else 1)
     encoder_forward(a->encoded, M->b.inputs, M->b.pos, M->p[P_WTE], lp(M, P_WPE, 0), embedding_scale(c), BT, C, s);
@@ -859,7 +877,7 @@ static void gpu_forward(GpuModel *M, int B, int T, bool with_targets, float grad
         layer_forward(M, l, B, T);
         z3_wait(M, l + 1);                 // the next block (its ln1), or after the last the head (ln_f)
         layer_output_forward(M, l, B, T);  // ends with the next layer's ln1, or lnf
-        if (M->z3.u) zero3_forward_block_done(&M->z3, M->comm, l, M->train, s);  // block l's buffer takes block l + 2
+        if (M->z3.u) zero3_forward_block_done(&M->z3, M->comm, l, M->params, s);  // block l's buffer takes block l + 2
     }
     int R = M->b.num_rows;
     if (R == 0) return;
@@ -890,7 +908,7 @@ static void gpu_backward(GpuModel *M, int B, int T) {
     Acts *a = &M->a;
     int head = c->tied ? P_WTE : P_LMHEAD;  // the output head: wte, or the untied lm_head
     unit_write(M);  // the head's and the embeddings' (a tied head's gradient goes to wte's, in the embeddings' unit, flushed last)
-    if (M->z3.u) zero3_backward_begin(&M->z3, M->comm, M->train);  // ZeRO-3: the head, the embeddings and the last two blocks are held
+    if (M->z3.u) zero3_backward_begin(&M->z3, M->comm, M->params);  // ZeRO-3: the head, the embeddings and the last two blocks are held
     // classifier (over the padded vocabulary; the padding's dlogits are 0): dx = dlogits * head, dhead += dlogits^T * x
     kt_mark(s, K_CLASSIFIER);
     gemm_rm(M->blas, false, false, R, C, Vp, a->logits, Vp, M->p[head], C, a->dx_sel, C, 0.0f);
@@ -932,7 +950,7 @@ static void gpu_backward(GpuModel *M, int B, int T) {
         linear_backward(M, l, P_QKVW, a->dln, lg(M, P_QKVW, l), lg(M, P_QKVB, l), a->dqkv, x.ln1, BT, C, qkv_width(c));
         norm_backward(M, a->dresidual, lg(M, P_LN1W, l), lg(M, P_LN1B, l), a->dln, x.input, lp(M, P_LN1W, l), x.ln1_mean, x.ln1_rstd, BT);
         unit_done(M, l);
-        if (M->z3.u) zero3_backward_block_done(&M->z3, M->comm, l, M->train, s);  // after the reduce-scatter: block l's buffer takes block l - 2
+        if (M->z3.u) zero3_backward_block_done(&M->z3, M->comm, l, M->params, s);  // after the reduce-scatter: block l's buffer takes block l - 2
     }
     kt_mark(s, K_ENCODER);
     unit_write(M);  // the embeddings' scratch, in the allocation of block 0's, which is being reduce-scattered
@@ -946,12 +964,12 @@ static void gpu_backward(GpuModel *M, int B, int T) {
 static void units_done_empty(GpuModel *M) {
     if (!M->z2.u) return;
     GpuZero3 *z = M->z3.u ? &M->z3 : nullptr;
-    if (z) zero3_forward_gathers_only(z, M->comm, M->train, M->stream);
-    if (z) zero3_backward_begin(z, M->comm, M->train);
+    if (z) zero3_forward_gathers_only(z, M->comm, M->params, M->stream);
+    if (z) zero3_backward_begin(z, M->comm, M->params);
     unit_done(M, M->cfg.L);
     for (int l = M->cfg.L - 1; l >= 0; l--) {
         unit_done(M, l);
-        if (z) zero3_backward_block_done(z, M->comm, l, M->train, M->stream);
+        if (z) zero3_backward_block_done(z, M->comm, l, M->params, M->stream);
     }
     unit_done(M, M->cfg.L + 1);
 }
@@ -1128,7 +1146,7 @@ static StepResult gpu_train_step(GpuModel *M, Loader *ld, StepBuffers *sb, int A
     // AdamW on this rank's part [lo, hi) of each tensor (all of it without ZeRO-1); with LoRA the
     // adapters are one range, every A and B a matrix with weight decay (as the CPU trainer's)
     size_t off = 0, lo = M->lo, hi = M->lo + M->shard < M->num_train ? M->lo + M->shard : M->num_train;
-    floatX *weights = M->z3.u ? M->train : M->train + lo;  // the floatX weights from element lo (ZeRO-3: the shard itself)
+    floatX *weights = M->z3.u && !M->lora.n ? M->train : M->train + lo;  // the floatX weights from element lo (ZeRO-3: the shard itself)
     for (int i = 0; i < (M->lora.n ? 1 : NUM_PARAM_TENSORS); i++) {
         size_t n = M->lora.n ? M->num_train : param_numel(&M->cfg_dev, i);
         size_t a = off > lo ? off : lo, b = off + n < hi ? off + n : hi;
@@ -1138,8 +1156,8 @@ static StepResult gpu_train_step(GpuModel *M, Loader *ld, StepBuffers *sb, int A
                          M->adamw.eps, wd, M->a.grad_scale, (int)*adam_t, M->stream);
         off += n;
     }
-    if (M->z3.u) zero3_weights_updated(&M->z3, M->stream);  // ZeRO-3: nothing is gathered until a unit is read
-    else if (M->zero) {  // every rank's updated shard of the bf16 weights to every rank
+    if (M->z3.u && !M->lora.n) zero3_weights_updated(&M->z3, M->stream);  // ZeRO-3: nothing is gathered until a unit is read
+    else if (M->zero) {  // (LoRA with ZeRO-3: the frozen base's gathers stay valid; the adapters as with ZeRO-1)  // every rank's updated shard of the bf16 weights to every rank
         comm_allgather(M->comm, M->train, M->shard);
         comm_wait(M->comm, "parameter all-gather");
     }
@@ -1167,9 +1185,9 @@ static double gpu_evaluate(GpuModel *M, Loader *ld, StepBuffers *sb, int max_bat
             n += ld->num_targets;
             passed = true;
         }
-        if (M->z3.u && k % W == W - 1 && !passed) zero3_forward_gathers_only(&M->z3, M->comm, M->train, M->stream);
+        if (M->z3.u && k % W == W - 1 && !passed) zero3_forward_gathers_only(&M->z3, M->comm, M->params, M->stream);
     }
-    if (M->z3.u && k % W != 0 && !passed) zero3_forward_gathers_only(&M->z3, M->comm, M->train, M->stream);  // the last round, cut short
+    if (M->z3.u && k % W != 0 && !passed) zero3_forward_gathers_only(&M->z3, M->comm, M->params, M->stream);  // the last round, cut short
     if (M->z3.u) zero2_join(&M->z2, M->stream);  // the gathers before the compute stream's collective below
     if (M->comm->comm) {
         double sums[2] = {sum, (double)n};  // target counts are far below 2^53: exact in double
@@ -1219,7 +1237,7 @@ static void gpu_generate(GpuModel *M, const TrainArgs *a, const RunSetup *r, con
         z3_follow_signal(M, false);
         return;
     }
-    while (z3_follow_signal(M, false)) zero3_forward_gathers_only(&M->z3, M->comm, M->train, M->stream);
+    while (z3_follow_signal(M, false)) zero3_forward_gathers_only(&M->z3, M->comm, M->params, M->stream);
 }
 
 static void gpu_generator_init(GpuGenerator *g, Generator *gen, GpuModel *M) {
@@ -1317,7 +1335,9 @@ static MemPlan memory_plan(const ModelConfig *cfg, const LoraLayout *lora, int B
     Acts sizing;
     size_t scratch, BT = (size_t)B * T;
     m.gathered = zero >= 3 && world > 1 ? (double)zero3_gathered_floats(&dev) * sizeof(floatX) : 0.0;
-    m.params = m.gathered > 0 ? (double)S * sizeof(floatX) + m.gathered : (double)(lora->n ? P + N : N) * sizeof(floatX);
+    // ZeRO-3: the shard of the model (LoRA: of the frozen base, plus the adapters, whole) and the gathered units
+    m.params = m.gathered > 0 ? (double)(zero_shard(P, world, zero) + (lora->n ? N : 0)) * sizeof(floatX) + m.gathered
+                              : (double)(lora->n ? P + N : N) * sizeof(floatX);
     m.grad_scratch = zero >= 2 && world > 1 ? 4.0 * (double)dist_zero2_scratch_floats(&dev, lora) : 0.0;
     m.grads = zero >= 2 && world > 1 ? 4.0 * (double)S + m.grad_scratch : 4.0 * N;
     m.state = (sizeof(floatX) == sizeof(float) ? 8.0 : 12.0) * S;
@@ -1392,8 +1412,8 @@ int main(int argc, char **argv) {
 
     RunSetup run;
     setup_run(argv[0], &args, &run);
-    if (dist.zero == 3 && dist.world > 1 && run_is_lora(&run))  // (the CPU trainer's -Z 3 shards LoRA's frozen base)
-        usage_error(argv[0], "-Z 3 on the GPU shards full fine-tuning's weights, not LoRA's frozen base: use -Z 2, or the CPU trainer (train_sft) for -Z 3 with LoRA");
+    if (dist.zero == 3 && dist.world > 1 && run.q4.w)  // as the CPU trainer
+        usage_error(argv[0], "-Z 3 shards the floatX weights; a 4-bit base (QLoRA) keeps its NF4 weights outside them: use -Z 2");
     if (run_already_finished(&args, &run, dist.rank == 0)) {  // a restarted job: nothing written
         run_free(&run);
         return 0;
@@ -1470,6 +1490,7 @@ int main(int argc, char **argv) {
     const char *g = M.z2.u ? (lora ? "4A/W + 4U" : "4P/W + 4U") : lora ? "4A" : "4P";  // the gradients (ZeRO-2: shard and scratch)
     char formula[128], adapters[160] = "", base4[200] = "", grad_parts[128] = "", param_parts[128] = "";
     if (run.q4.w) snprintf(formula, sizeof formula, fp32 ? "QLoRA: 4(P - Q) + NF4(Q) + 4S + 4A + %s + 8A/W" : "QLoRA: 2(P - Q) + NF4(Q) + 2S + 2A + %s + 12A/W", g);
+    else if (lora && M.z3.u) snprintf(formula, sizeof formula, fp32 ? "LoRA: 4P/W + 4G + 4A + %s + 8A/W" : "LoRA: 2P/W + 2G + 2A + %s + 12A/W", g);
     else if (lora) snprintf(formula, sizeof formula, fp32 ? "LoRA: 4P + 4A + %s + 8A/W" : "LoRA: 2P + 2A + %s + 12A/W", g);
     else if (M.z3.u) snprintf(formula, sizeof formula, fp32 ? "4P/W + 4G + %s + 8P/W" : "2P/W + 2G + %s + 12P/W", g);
     else snprintf(formula, sizeof formula, fp32 ? "4P + %s + 8P/W" : "2P + %s + 12P/W", g);
@@ -1491,8 +1512,11 @@ int main(int argc, char **argv) {
     if (M.z3.u) {  // G: the gathered embeddings, head and two blocks (cuda/zero3.cuh)
         size_t k = strlen(adapters);
         snprintf(adapters + k, sizeof adapters - k, ", G = %zu", zero3_gathered_floats(&M.cfg_dev));
-        snprintf(param_parts, sizeof param_parts, " (ZeRO-3: the shard %.2f and the gathered units %.2f)", (plan.params - plan.gathered) / MiB,
-                 plan.gathered / MiB);
+        double adapter = lora ? (double)M.padded * sizeof(floatX) : 0.0;
+        if (lora) snprintf(param_parts, sizeof param_parts, " (ZeRO-3: the base's shard %.2f, the gathered units %.2f and the adapter %.2f)",
+                           (plan.params - plan.gathered - adapter) / MiB, plan.gathered / MiB, adapter / MiB);
+        else snprintf(param_parts, sizeof param_parts, " (ZeRO-3: the shard %.2f and the gathered units %.2f)", (plan.params - plan.gathered) / MiB,
+                      plan.gathered / MiB);
     }
     if (run.q4.w)
         snprintf(base4, sizeof base4, " + 4-bit base %.2f MiB (NF4 codes, absmax, nested state) + dequantization scratch %.2f MiB", plan.base4 / MiB,

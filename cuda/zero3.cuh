@@ -4,9 +4,11 @@
 // updates it in place; nothing is all-gathered after the step); a unit's weights are gathered
 // into a buffer before they are read, on ZeRO-2's communication stream, the next block's issued
 // ahead so that it overlaps the compute. The trainer calls it at fixed points of its forward and
-// backward (train_sft.cu's z3_* calls); every rank makes the same calls in the same order.
-// It is not: the gradients' path (ZeRO-2's GpuZero2 in cuda/dist.cuh, unchanged under -Z 3),
-// LoRA's frozen base (the GPU trainer refuses LoRA with -Z 3), or a general scheduler.
+// backward (train_sft.cu's z3_* calls); every rank makes the same calls in the same order. With
+// LoRA the shard and the gathers are the frozen base's (full fine-tuning's units over the whole
+// model), which never changes, so what is gathered stays valid; the adapters are not sharded here.
+// It is not: the gradients' path (ZeRO-2's GpuZero2 in cuda/dist.cuh, unchanged under -Z 3), a
+// 4-bit base's (QLoRA with -Z 3 is refused), or a general scheduler.
 //
 // Buffers: the embeddings', the head's and two blocks' (block l in block[l % 2]), each its own
 // cudaMalloc allocation: the emulator's race check takes a kernel's pointer argument for its

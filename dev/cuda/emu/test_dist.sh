@@ -95,8 +95,8 @@ hand() {
 # the sums' order up), 1e-4 for the Llama-family model. The gathered weights are the same floats as
 # the whole ones, so -Z 3 is bit-identical to -Z 2 at the same W (checked, in the rev order too,
 # and in the bf16 build).
-# Then checkpoints across W and stage, and the memory line. With DIST_ZERO3_ONLY=1 the script
-# ends after these checks. ----
+# Then checkpoints across W and stage, the memory line, LoRA, and QLoRA's refusal. With
+# DIST_ZERO3_ONLY=1 the script ends after these checks. ----
 z3_started=$SECONDS
 F_GPT2=$F
 F=${F/-e d2c64h2t32/-e d4c64h2t32}
@@ -168,11 +168,23 @@ if problems:
     print('FAIL dist_zero3_memory_accounting: ' + '; '.join(problems)); sys.exit(1)
 print('ok dist_zero3_memory_accounting: parameters ' + ', '.join(seen) + f'; in use beyond the plan {extra1:.2f} MiB as 1 process')
 PYEOF
-# LoRA with -Z 3 is refused on the GPU in one line (the CPU trainer's -Z 3 shards LoRA's frozen base)
-d="$tmp/z3lora"; mkdir -p "$d/rdzv"
-timeout 60 "$bin/train_sftcu_fp32" ${F/-e d2c64h2t32/-e dev/ref/tiny -A 4} -o "$d/out" -f "$d/rdzv" -R 0 -W 2 -Z 3 > "$d/r0.log" 2>&1; rc=$?
-if [ $rc -ne 0 ] && grep -q '^error: -Z 3 on the GPU shards full fine-tuning.s weights, not LoRA.s frozen base' "$d/r0.log"; then ok dist_zero3_lora_refused "$(grep -m1 '^error' "$d/r0.log" | cut -c1-120)"
-else fail dist_zero3_lora_refused "exit status $rc: $(head -c 300 "$d/r0.log")"; fi
+# LoRA with -Z 3 (rank 4 on every module, dropout 0.1, the merged model written: -M 1): the frozen
+# base sharded and gathered in the same units (never invalidated: it does not change), the adapters
+# as with ZeRO-2; bit-identical to -Z 2 on 2 ranks, the merged model too
+F_SAVED=$F
+F="${F/-e d2c64h2t32/-e d4c64h2t32} -A 4 -p 0.1 -M 1"
+hand z3_lora_z2 2 "$bin/train_sftcu_fp32" -Z 2; ran z3_lora_z2 $? &&
+    { hand z3_lora 2 "$bin/train_sftcu_fp32" -Z 3; ran z3_lora $? && cmp_runs dist_zero3_lora_bit_identical_to_zero2 "$tmp/z3_lora_z2" "$tmp/z3_lora" 0 0
+      if cmp -s "$tmp/z3_lora_z2/merged/model.safetensors" "$tmp/z3_lora/merged/model.safetensors" && grep -q '(ZeRO-3: the base.s shard' "$tmp/z3_lora.log"; then
+          ok dist_zero3_lora_merged_equals_zero2 "$(grep -o 'parameters [0-9.]* MiB (ZeRO-3[^)]*)' "$tmp/z3_lora.log")"
+      else fail dist_zero3_lora_merged_equals_zero2 "merged/model.safetensors differs or is missing, or no base shard in: $(grep -m1 '^memory| per' "$tmp/z3_lora.log")"; fi; }
+F=$F_SAVED
+# a 4-bit base (QLoRA) with -Z 3 is refused in one line, as by the CPU trainer
+d="$tmp/z3qlora"; mkdir -p "$d/rdzv"
+timeout 60 "$bin/train_sftcu_fp32" ${F/-e d2c64h2t32/-e dev/ref/tiny_llama_bnb4 -A 2} -o "$d/out" -f "$d/rdzv" -R 0 -W 2 -Z 3 > "$d/r0.log" 2>&1; rc=$?
+if [ $rc -eq 1 ] && [ "$(wc -l < "$d/r0.log")" -eq 1 ] && grep -q '^error: -Z 3 shards the floatX weights; a 4-bit base (QLoRA) keeps its NF4 weights outside them: use -Z 2' "$d/r0.log"; then
+    ok dist_zero3_qlora_refused "$(cut -c1-120 "$d/r0.log")"
+else fail dist_zero3_qlora_refused "exit status $rc: $(head -c 300 "$d/r0.log")"; fi
 echo "time dist_zero3: $((SECONDS - z3_started)) s for the ZeRO-3 checks"
 [ -n "${DIST_ZERO3_ONLY:-}" ] && exit $status
 
