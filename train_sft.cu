@@ -132,13 +132,13 @@ struct GpuModel {
     GpuZero3 z3;                       // ZeRO-3 (cuda/zero3.cuh): the gathered units' buffers and events, on z2's stream; z3.u null below ZeRO-3
     floatX *p[NUM_PARAM_TENSORS];      // each tensor's start in params (ZeRO-3: in its unit's buffer; a per-layer tensor's in block[0], see lp)
     float *g[NUM_PARAM_TENSORS];       // each tensor's start in grads; null with LoRA (frozen)
-    floatX *train;                     // (padded) the trained weights: params, or with LoRA the adapters; ZeRO-3: the shard (parameters lo ..)
+    floatX *train;                     // (padded) the trained weights: params, or with LoRA the adapters; ZeRO-3 without LoRA: params, the shard (parameters lo ..)
     size_t num_train;                  // how many: num_params_dev, or the adapters' lora.floats
-    float *master, *m, *v;             // (shard) this rank's fp32 state of the trained weights, from element lo; master == (float *)train + lo in the fp32 build
+    float *master, *m, *v;             // (shard) this rank's fp32 state of the trained weights, from element lo; master == (float *)train + lo in the fp32 build (ZeRO-3 without LoRA: train itself)
     GpuComm *comm;                     // the ranks (cuda/dist.cuh); world 1: no communication
     int zero;                          // 1: ZeRO-1 (the state is sharded), 2: ZeRO-2 (the gradients too), 3: ZeRO-3 (the weights too), 0: every rank holds all of it
     size_t shard, lo;                  // elements in this rank's state and its first one (num_train and 0 without ZeRO)
-    size_t padded;                     // elements of train (and grads below ZeRO-2): W * shard with ZeRO-1 and 2, else num_train
+    size_t padded;                     // elements of train (and grads below ZeRO-2): W * shard with ZeRO-1 to 3 (ZeRO-3 without LoRA: the whole, of which train holds the shard), else num_train
     LoraLayout lora;                   // the adapters (model/lora.h): settings, modules, offsets in train; lora.n == 0: full fine-tuning
     floatX *adapters;                  // (padded) LoRA: the adapter weights the kernels read (== train), else null
     uint64_t dropout_seed;             // LoRA dropout's draw (model/lora.h's lora_dropout_key): the run's seed,
@@ -1038,7 +1038,8 @@ static double gpu_loss_sum(GpuModel *M, float *host_losses) {
 // AdamW on the shard and an all-gather of the updated bf16 parameters; that
 // communication runs on the same stream after the backward. ZeRO-2 instead reduce-scatters
 // each unit's gradient as its backward ends, on the comm stream beside the backward
-// (gpu_backward's unit_done), and each rank accumulates only its shard.
+// (gpu_backward's unit_done), and each rank accumulates only its shard. ZeRO-3 gathers no
+// weights after the update: each unit's are gathered before they are read (cuda/zero3.cuh).
 
 // The host side is pinned, so the step's one upload (all micro-batches) and one
 // download (losses, trl's metrics and gradient norm) are asynchronous copies; the step waits for
@@ -1156,8 +1157,10 @@ static StepResult gpu_train_step(GpuModel *M, Loader *ld, StepBuffers *sb, int A
                          M->adamw.eps, wd, M->a.grad_scale, (int)*adam_t, M->stream);
         off += n;
     }
-    if (M->z3.u && !M->lora.n) zero3_weights_updated(&M->z3, M->stream);  // ZeRO-3: nothing is gathered until a unit is read
-    else if (M->zero) {  // (LoRA with ZeRO-3: the frozen base's gathers stay valid; the adapters as with ZeRO-1)  // every rank's updated shard of the bf16 weights to every rank
+    // ZeRO-3: nothing is gathered until a unit is read; with LoRA the frozen base's gathers stay
+    // valid and the adapters, like every trained weight below ZeRO-3, go to every rank at once
+    if (M->z3.u && !M->lora.n) zero3_weights_updated(&M->z3, M->stream);
+    else if (M->zero) {  // every rank's updated shard of the bf16 weights to every rank
         comm_allgather(M->comm, M->train, M->shard);
         comm_wait(M->comm, "parameter all-gather");
     }
@@ -1313,7 +1316,8 @@ static void gpu_upload_moments(GpuModel *M, const float *m, const float *v) {
 // 2Ψ + 4Ψ/W + 4U + 12Ψ/W. ZeRO-3 keeps the floatX weights' shard and the gathered units' buffers
 // G (the embeddings', the head's and two blocks', cuda/zero3.cuh) instead: 2Ψ/W + 2G + 4Ψ/W + 4U + 12Ψ/W.
 // With LoRA, for Ψ frozen weights and Φ adapter weights: 2Ψ + 2Φ weights, 4Φ gradients and
-// 12Φ/W state (fp32 build: 4Ψ + 4Φ + 4Φ + 8Φ/W), plus the adapters' activations.
+// 12Φ/W state (fp32 build: 4Ψ + 4Φ + 4Φ + 8Φ/W), plus the adapters' activations; ZeRO-3 shards
+// the frozen weights the same way: 2Ψ/W + 2G + 2Φ.
 // QLoRA (q4 given): the layers' linear weights leave Ψ; they count as their NF4 state on the
 // device (codes, absmax or qabsmax with the nested absmax, each array 256-byte aligned: about
 // 0.53 bytes a weight in blocks of 64) plus one floatX scratch of the largest layer slice.

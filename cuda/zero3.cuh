@@ -24,7 +24,8 @@
 // Events: gathered[b] (comm to compute: buffer b holds its block; the compute stream waits for it
 // before its first kernel that reads the block), released[b] (compute to comm: recorded after the
 // last kernel that reads buffer b's block; the comm stream waits for it before it gathers into b
-// again), gathered_emb and gathered_head likewise, and updated (compute to comm: AdamW wrote the
+// again), gathered_emb and gathered_head (as gathered[b], for the embeddings' and the head's own
+// buffers; they have no released event), and updated (compute to comm: AdamW wrote the
 // shard; the next gathers read it, and every reader of the embeddings' and the head's buffers came
 // before AdamW, so that one wait also frees those two buffers).
 //
