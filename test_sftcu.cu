@@ -765,6 +765,25 @@ static void test_zero2_memory_plan(void) {
           z2.grads / 1e6, (z2.grads - z2.grad_scratch) / 1e6, z2.grad_scratch / 1e6, z1.grads / 1e6);
 }
 
+// ZeRO-3's plan, the same shape and ranks: the floatX parameters are the shard S and the gathered
+// units G = wte, wpe, ln_f and two blocks (cuda/zero3.cuh), where ZeRO-2 has all 8S; the
+// gradients and the rest of the plan as ZeRO-2's. Prints both.
+static void test_zero3_memory_plan(void) {
+    ModelConfig cfg;
+    if (model_parse_descriptor("d12c768h12t1024", &cfg) != 0) fatal("test_sftcu: bad descriptor");
+    cfg.V = 50257;
+    LoraLayout none;
+    memset(&none, 0, sizeof none);
+    size_t C = 768, P = 50304 * C + 1024 * C + 12 * (12 * C * C + 13 * C) + 2 * C, G = 50304 * C + 1024 * C + 2 * C + 2 * (12 * C * C + 13 * C);
+    size_t S = ((P + 7) / 8 + 63) / 64 * 64;
+    double X = sizeof(floatX);
+    MemPlan z2 = memory_plan(&cfg, &none, 4, 1024, 0, 8, 2), z3 = memory_plan(&cfg, &none, 4, 1024, 0, 8, 3);
+    bool ok = z3.params == X * (double)(S + G) && z3.gathered == X * (double)G && z2.params == X * (double)(8 * S) && z2.gathered == 0 &&
+              z3.grads == z2.grads && z3.grad_scratch == z2.grad_scratch && z3.state == z2.state && z3.acts == z2.acts;
+    check("zero3_memory_plan_gpt2_124m_8_ranks", ok, "P = %zu, G = %zu: parameters %.1f MB (shard %.1f + gathered %.1f) with ZeRO-3, %.1f MB with ZeRO-2", P, G,
+          z3.params / 1e6, (z3.params - z3.gathered) / 1e6, z3.gathered / 1e6, z2.params / 1e6);
+}
+
 // QLoRA's plan (memory_plan with a 4-bit base) for Llama-3.1-8B's and Llama-3.1-70B's shapes
 // (vocabulary 128256, untied), R = 16 on every linear layer, T = 2048, -r 2, B = 1, one GPU:
 // the NF4 state against a hand count (every linear weight of these shapes fills whole blocks of
@@ -1036,6 +1055,13 @@ int main(int argc, char **argv) {
     }
     snprintf(tmp_root, sizeof tmp_root, "/tmp/test_sftcu.%d", (int)getpid());
     make_dirs(tmp_root);
+    if (argc > 1 && !strcmp(argv[1], "plans")) {  // only the memory plans (quick iteration in the emulator)
+        test_qlora_memory_plan();
+        test_zero2_memory_plan();
+        test_zero3_memory_plan();
+        printf("test_sftcu_%s plans: %d failed\n", PRECISION_NAME, failures);
+        return failures ? 1 : 0;
+    }
     if (argc > 1 && !strcmp(argv[1], "qlora")) {  // only the QLoRA checks (quick iteration in the emulator)
         test_programs_qlora();
         test_qlora_memory_plan();
@@ -1141,6 +1167,7 @@ int main(int argc, char **argv) {
     test_lora_memory_plan();
     test_qlora_memory_plan();
     test_zero2_memory_plan();
+    test_zero3_memory_plan();
     printf("test_sftcu_%s: %d failed\n", PRECISION_NAME, failures);
     return failures ? 1 : 0;
 }

@@ -1632,7 +1632,6 @@ int main(int argc, char **argv) {
     TrainArgs args;
     train_args_defaults(&args);
     args.bnb4_supported = 1;  // QLoRA: LoRA on a 4-bit base (-e a bnb-4bit directory, --load_in_4bit)
-    args.max_zero = 3;        // ZeRO-2: gradients reduce-scattered layer by layer (model_unit_done); ZeRO-3: weights gathered (model_gather)
     Flag flags[] = {COMMON_FLAGS(&args)};
     LongFlag long_flags[] = {COMMON_LONG_FLAGS(&args)};
     parse_flags_with_long(argc, argv, "-i train.bin [flags]", flags, (int)(sizeof flags / sizeof flags[0]), long_flags,

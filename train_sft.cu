@@ -25,7 +25,8 @@ Every kernel is deterministic (no float atomics), so a run is bit-identical run 
 Data parallel: W processes, one per GPU, as in train/dist.h; the gradients meet once per
 step over NCCL (cuda/dist.cuh), with ZeRO-1 sharding the fp32 master weights and AdamW
 moments by default when W > 1; -Z 2 shards the gradients too, each unit's (block, head,
-embeddings) reduce-scattered as its backward ends, beside the next one's backward.
+embeddings) reduce-scattered as its backward ends, beside the next one's backward; -Z 3 shards
+the floatX weights too, each unit gathered before it is read, the next block's ahead (cuda/zero3.cuh).
 QLoRA (-A on a bitsandbytes 4-bit base, or --load_in_4bit 1): the frozen linear weights stay
 NF4 on the device (cuda/nf4.cuh), each dequantized into one floatX scratch before its product,
 in the forward and again in the backward; they have no floatX copy in params.
@@ -40,6 +41,7 @@ in the forward and again in the backward; they have no floatX copy in params.
 #include "cuda/classifier.cuh"
 #include "cuda/common.cuh"
 #include "cuda/dist.cuh"
+#include "cuda/zero3.cuh"
 #include "cuda/elementwise.cuh"
 #include "cuda/encoder.cuh"
 #include "cuda/layernorm.cuh"
@@ -122,20 +124,21 @@ struct GpuModel {
     ModelConfig cfg_dev;                // the same with V = Vp: the layout on the device
     size_t num_params;                 // parameters of cfg: the host's arrays (checkpoints)
     size_t num_params_dev;             // parameters of cfg_dev: the device's arrays
-    floatX *params;                    // (padded without LoRA, else num_params_dev) the weights the kernels read (num_params_dev of them)
+    floatX *params;                    // (padded without LoRA, else num_params_dev) the weights the kernels read (num_params_dev of them); ZeRO-3: this rank's shard of them (LoRA: of the frozen base), the kernels read z3's buffers
     float *grads;                      // (padded; ZeRO-2: grad_floats) gradients of the trained weights for the step's mean loss, accumulated in fp32; with ZeRO-1 only this rank's shard is summed over ranks; ZeRO-2: the units' scratch
     size_t grad_floats;                // floats in grads
     float *gshard;                     // (shard) this rank's shard of the step's summed gradient: grads + lo, or ZeRO-2's own (z2.shard)
     GpuZero2 z2;                       // ZeRO-2 (cuda/dist.cuh): the units, the comm stream and its events; z2.u null below ZeRO-2
-    floatX *p[NUM_PARAM_TENSORS];      // each tensor's start in params
+    GpuZero3 z3;                       // ZeRO-3 (cuda/zero3.cuh): the gathered units' buffers and events, on z2's stream; z3.u null below ZeRO-3
+    floatX *p[NUM_PARAM_TENSORS];      // each tensor's start in params (ZeRO-3: in its unit's buffer; a per-layer tensor's in block[0], see lp)
     float *g[NUM_PARAM_TENSORS];       // each tensor's start in grads; null with LoRA (frozen)
-    floatX *train;                     // (padded) the trained weights: params, or with LoRA the adapters
+    floatX *train;                     // (padded) the trained weights: params, or with LoRA the adapters; ZeRO-3 without LoRA: params, the shard (parameters lo ..)
     size_t num_train;                  // how many: num_params_dev, or the adapters' lora.floats
-    float *master, *m, *v;             // (shard) this rank's fp32 state of the trained weights, from element lo; master == (float *)train + lo in the fp32 build
+    float *master, *m, *v;             // (shard) this rank's fp32 state of the trained weights, from element lo; master == (float *)train + lo in the fp32 build (ZeRO-3 without LoRA: train itself)
     GpuComm *comm;                     // the ranks (cuda/dist.cuh); world 1: no communication
-    int zero;                          // 1: ZeRO-1 (the state is sharded), 2: ZeRO-2 (the gradients too), 0: every rank holds all of it
+    int zero;                          // 1: ZeRO-1 (the state is sharded), 2: ZeRO-2 (the gradients too), 3: ZeRO-3 (the weights too), 0: every rank holds all of it
     size_t shard, lo;                  // elements in this rank's state and its first one (num_train and 0 without ZeRO)
-    size_t padded;                     // elements of train (and grads below ZeRO-2): W * shard with ZeRO-1 and 2, else num_train
+    size_t padded;                     // elements of train (and grads below ZeRO-2): W * shard with ZeRO-1 to 3 (ZeRO-3 without LoRA: the whole, of which train holds the shard), else num_train
     LoraLayout lora;                   // the adapters (model/lora.h): settings, modules, offsets in train; lora.n == 0: full fine-tuning
     floatX *adapters;                  // (padded) LoRA: the adapter weights the kernels read (== train), else null
     uint64_t dropout_seed;             // LoRA dropout's draw (model/lora.h's lora_dropout_key): the run's seed,
@@ -266,18 +269,28 @@ static void params_to_host(const GpuModel *M, float *host, const float *dev, cud
     }
 }
 
-// An fp32 array of the trained weights' shape from the host layout into out (padded floats,
-// on the host) in the device layout: the model's (vocabulary padding) or the adapters' (the
-// same layout), zero past num_train. The trainer's way to the device: each rank copies its
-// shard [lo, lo + shard) from there.
-static void trained_to_dev_layout(const GpuModel *M, float *out, const float *host) {
-    memset(out, 0, M->padded * sizeof(float));
-    if (M->lora.n) { memcpy(out, host, M->num_train * sizeof(float)); return; }
+// The model's fp32 weights from the host layout into out (`floats` of them on the host, zero
+// past the model) in the device layout (the vocabulary's padding rows zero).
+static void model_to_dev_layout(const GpuModel *M, float *out, const float *host, size_t floats) {
+    memset(out, 0, floats * sizeof(float));
     for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
         size_t n = param_numel(&M->cfg, i), nd = param_numel(&M->cfg_dev, i);
         memcpy(out, host, n * sizeof(float));
         host += n; out += nd;
     }
+}
+
+// An fp32 array of the trained weights' shape from the host layout into out (padded floats,
+// on the host) in the device layout: the model's (vocabulary padding) or the adapters' (the
+// same layout), zero past num_train. The trainer's way to the device: each rank copies its
+// shard [lo, lo + shard) from there.
+static void trained_to_dev_layout(const GpuModel *M, float *out, const float *host) {
+    if (M->lora.n) {
+        memset(out, 0, M->padded * sizeof(float));
+        memcpy(out, host, M->num_train * sizeof(float));
+        return;
+    }
+    model_to_dev_layout(M, out, host, M->padded);
 }
 
 // ZeRO-1's shard: ceil(P / W) rounded up to 64 elements, so that every shard starts
@@ -349,14 +362,18 @@ static void gpu_model_build(GpuModel *M, const ModelConfig *cfg, const float *ho
     CUBLAS_CHECK(cublasSetWorkspace(M->blas, M->blas_workspace, BLAS_WORKSPACE));
     blaslt_init(&M->lt, M->blas_workspace, BLAS_WORKSPACE);
     size_t N = M->padded, S = M->shard;
-    M->params = (floatX *)dev_alloc((frozen ? P : N) * sizeof(floatX));
+    // ZeRO-3 (cuda/zero3.cuh): params holds this rank's shard of the model's flat weights (LoRA: of
+    // the frozen base's, ZeRO-1's layout of that vector; full fine-tuning: the trained shard S at lo)
+    bool z3 = M->zero >= 3;
+    size_t base_shard = z3 ? zero_shard(P, comm->world, M->zero) : 0, base_lo = (size_t)comm->rank * base_shard;
+    M->params = (floatX *)dev_alloc((z3 ? base_shard : frozen ? P : N) * sizeof(floatX));
     M->adapters = frozen ? (floatX *)dev_alloc(N * sizeof(floatX)) : nullptr;
     M->train = frozen ? M->adapters : M->params;
     // ZeRO-2 keeps no full gradient: grads is the units' scratch (cuda/dist.cuh's GpuZero2)
     M->grad_floats = M->zero >= 2 ? dist_zero2_scratch_floats(&M->cfg_dev, &M->lora) : N;
     M->grads = (float *)dev_alloc(M->grad_floats * sizeof(float));
 #if defined(ENABLE_FP32)
-    M->master = (float *)M->train + M->lo;
+    M->master = (float *)M->train + (z3 && !frozen ? 0 : M->lo);
 #else
     M->master = (float *)dev_alloc(S * sizeof(float));
 #endif
@@ -372,9 +389,12 @@ static void gpu_model_build(GpuModel *M, const ModelConfig *cfg, const float *ho
         else dist_units_place(u, cfg->L, M->grads, 0);
         zero2_init(&M->z2, u, cfg->L, M->lo, S, comm->world);
     }
+    memset(&M->z3, 0, sizeof M->z3);
+    if (z3) zero3_init(&M->z3, &M->cfg_dev, base_lo, base_shard, comm->world, M->z2.stream);
     M->gshard = M->z2.u ? M->z2.shard : M->grads + M->lo;
     for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
-        M->p[i] = held_4bit(q4, i) ? nullptr : M->params + off;
+        M->p[i] = held_4bit(q4, i) ? nullptr : z3 ? (PARAM_INFO[i].per_layer ? M->z3.block[0] : i == P_WTE || i == P_WPE ? M->z3.emb : M->z3.head) + M->z3.pos[i]
+                                                  : M->params + off;
         M->g[i] = frozen ? nullptr : M->z2.u ? dist_tensor_unit(M->z2.u, cfg->L, i)->scratch + pos[i] : M->grads + off;
         off += held_4bit(q4, i) ? 0 : param_numel(&M->cfg_dev, i);
     }
@@ -384,7 +404,12 @@ static void gpu_model_build(GpuModel *M, const ModelConfig *cfg, const float *ho
     CUDA_CHECK(cudaMemset(M->grads, 0, M->grad_floats * sizeof(float)));  // ZeRO-2's scratch is zero between its flushes
     float *staged = (float *)xmalloc(N * sizeof(float));
     trained_to_dev_layout(M, staged, frozen ? host_adapters : host_params);
-    if (frozen) {
+    if (frozen && z3) {  // the base's shard from a host copy of the whole base in the device layout
+        float *base = (float *)xmalloc(base_shard * comm->world * sizeof(float));
+        model_to_dev_layout(M, base, host_params, base_shard * comm->world);
+        floats_to_floatx(M->params, base + base_lo, base_shard);
+        free(base);
+    } else if (frozen) {
         params_to_device_floatx(M, host_params);
         if (q4 && q4->w) {
             ParamTensors hp;
@@ -392,7 +417,8 @@ static void gpu_model_build(GpuModel *M, const ModelConfig *cfg, const float *ho
             nf4_base_upload(&M->q4, q4, cfg, &hp);
         }
     }
-    floats_to_floatx(M->train, staged, N);
+    if (z3 && !frozen) floats_to_floatx(M->train, staged + M->lo, S);
+    else floats_to_floatx(M->train, staged, N);
 #if !defined(ENABLE_FP32)
     CUDA_CHECK(cudaMemcpy(M->master, staged + M->lo, S * sizeof(float), cudaMemcpyHostToDevice));
 #endif
@@ -433,6 +459,7 @@ static void gpu_model_free(GpuModel *M) {
 #if !defined(ENABLE_FP32)
     CUDA_CHECK(cudaFree(M->master));
 #endif
+    zero3_free(&M->z3);
     zero2_free(&M->z2);
     CUBLAS_CHECK(cublasDestroy(M->blas));
     blaslt_destroy(&M->lt);
@@ -546,9 +573,11 @@ static LayerActs layer_acts(const GpuModel *M, int l, int BT) {
 // tensor outside the layers, l = 0: the whole tensor); null for a tensor the family does
 // not have (the Llama family's biases but Qwen2's q, k, v ones, its LayerNorm biases, wpe),
 // and the gradient null for every tensor with LoRA (frozen: the backward skips it).
-// ZeRO-2: every layer's gradient is in the one block's scratch (gpu_model_build).
+// ZeRO-2: every layer's gradient is in the one block's scratch (gpu_model_build). ZeRO-3: layer
+// l's weights are in block buffer l % 2 (cuda/zero3.cuh).
 static floatX *lp(const GpuModel *M, int i, int l) {
     int64_t shape[2], n = param_slice_shape(&M->cfg_dev, i, shape);
+    if (n && M->z3.u && PARAM_INFO[i].per_layer) return M->z3.block[l % 2] + M->z3.pos[i];
     return n ? M->p[i] + (size_t)l * n : nullptr;
 }
 static float *lg(const GpuModel *M, int i, int l) {
@@ -821,6 +850,12 @@ static void layer_output_forward(GpuModel *M, int l, int B, int T) {
     fused_residual_norm_forward(M, x.residual3, ln_out, mean, rstd, x.residual2, ln_out, w, b, BT);
 }
 
+// ZeRO-3 (cuda/zero3.cuh): the compute stream waits for the gather of block k (k < L), the head
+// (L) or the embeddings (L + 1) before its first kernel that reads it.
+static void z3_wait(GpuModel *M, int k) {
+    if (M->z3.u) zero3_wait(&M->z3, k, M->stream);
+}
+
 // Forward over B rows of T positions (the micro-batch already on the device), then
 // the classifier on the M->b.num_rows rows listed in M->b.rows. With targets
 // (M->b.row_targets), the losses go to M->b.losses (trl's metrics to M->b.correct and
@@ -831,13 +866,18 @@ static void gpu_forward(GpuModel *M, int B, int T, bool with_targets, float grad
     cudaStream_t s = M->stream;
     Acts *a = &M->a;
     kt_mark(s, K_ENCODER);
+    if (M->z3.u) zero3_forward_begin(&M->z3, M->comm, M->params);  // ZeRO-3: the embeddings, blocks 0 and 1 (or the head)
+    z3_wait(M, L + 1);
     // no wpe: Llama family, whose token embedding is scaled (Gemma 3's sqrt(C); else 1)
     encoder_forward(a->encoded, M->b.inputs, M->b.pos, M->p[P_WTE], lp(M, P_WPE, 0), embedding_scale(c), BT, C, s);
     LayerActs x0 = layer_acts(M, 0, BT);
+    z3_wait(M, 0);
     norm_forward(M, x0.ln1, x0.ln1_mean, x0.ln1_rstd, a->encoded, lp(M, P_LN1W, 0), lp(M, P_LN1B, 0), BT);
     for (int l = 0; l < L; l++) {
         layer_forward(M, l, B, T);
+        z3_wait(M, l + 1);                 // the next block (its ln1), or after the last the head (ln_f)
         layer_output_forward(M, l, B, T);  // ends with the next layer's ln1, or lnf
+        if (M->z3.u) zero3_forward_block_done(&M->z3, M->comm, l, M->params, s);  // block l's buffer takes block l + 2
     }
     int R = M->b.num_rows;
     if (R == 0) return;
@@ -868,6 +908,7 @@ static void gpu_backward(GpuModel *M, int B, int T) {
     Acts *a = &M->a;
     int head = c->tied ? P_WTE : P_LMHEAD;  // the output head: wte, or the untied lm_head
     unit_write(M);  // the head's and the embeddings' (a tied head's gradient goes to wte's, in the embeddings' unit, flushed last)
+    if (M->z3.u) zero3_backward_begin(&M->z3, M->comm, M->params);  // ZeRO-3: the head, the embeddings and the last two blocks are held
     // classifier (over the padded vocabulary; the padding's dlogits are 0): dx = dlogits * head, dhead += dlogits^T * x
     kt_mark(s, K_CLASSIFIER);
     gemm_rm(M->blas, false, false, R, C, Vp, a->logits, Vp, M->p[head], C, a->dx_sel, C, 0.0f);
@@ -882,6 +923,7 @@ static void gpu_backward(GpuModel *M, int B, int T) {
     unit_done(M, L);
     for (int l = L - 1; l >= 0; l--) {
         LayerActs x = layer_acts(M, l, BT);
+        z3_wait(M, l);
         if (M->recompute == 2) {  // everything but the layer's input was dropped
             norm_forward(M, x.ln1, x.ln1_mean, x.ln1_rstd, x.input, lp(M, P_LN1W, l), lp(M, P_LN1B, l), BT);
             layer_forward(M, l, B, T);
@@ -908,6 +950,7 @@ static void gpu_backward(GpuModel *M, int B, int T) {
         linear_backward(M, l, P_QKVW, a->dln, lg(M, P_QKVW, l), lg(M, P_QKVB, l), a->dqkv, x.ln1, BT, C, qkv_width(c));
         norm_backward(M, a->dresidual, lg(M, P_LN1W, l), lg(M, P_LN1B, l), a->dln, x.input, lp(M, P_LN1W, l), x.ln1_mean, x.ln1_rstd, BT);
         unit_done(M, l);
+        if (M->z3.u) zero3_backward_block_done(&M->z3, M->comm, l, M->params, s);  // after the reduce-scatter: block l's buffer takes block l - 2
     }
     kt_mark(s, K_ENCODER);
     unit_write(M);  // the embeddings' scratch, in the allocation of block 0's, which is being reduce-scattered
@@ -916,11 +959,18 @@ static void gpu_backward(GpuModel *M, int B, int T) {
 }
 
 // ZeRO-2: a micro-batch without targets on this rank still takes part in the other ranks'
-// reduce-scatters, unit by unit in the backward's order, with its (zero) scratch.
+// reduce-scatters, unit by unit in the backward's order, with its (zero) scratch; ZeRO-3: in
+// the forward's and the backward's gathers too, in gpu_forward's and gpu_backward's order.
 static void units_done_empty(GpuModel *M) {
     if (!M->z2.u) return;
+    GpuZero3 *z = M->z3.u ? &M->z3 : nullptr;
+    if (z) zero3_forward_gathers_only(z, M->comm, M->params, M->stream);
+    if (z) zero3_backward_begin(z, M->comm, M->params);
     unit_done(M, M->cfg.L);
-    for (int l = M->cfg.L - 1; l >= 0; l--) unit_done(M, l);
+    for (int l = M->cfg.L - 1; l >= 0; l--) {
+        unit_done(M, l);
+        if (z) zero3_backward_block_done(z, M->comm, l, M->params, M->stream);
+    }
     unit_done(M, M->cfg.L + 1);
 }
 
@@ -988,7 +1038,8 @@ static double gpu_loss_sum(GpuModel *M, float *host_losses) {
 // AdamW on the shard and an all-gather of the updated bf16 parameters; that
 // communication runs on the same stream after the backward. ZeRO-2 instead reduce-scatters
 // each unit's gradient as its backward ends, on the comm stream beside the backward
-// (gpu_backward's unit_done), and each rank accumulates only its shard.
+// (gpu_backward's unit_done), and each rank accumulates only its shard. ZeRO-3 gathers no
+// weights after the update: each unit's are gathered before they are read (cuda/zero3.cuh).
 
 // The host side is pinned, so the step's one upload (all micro-batches) and one
 // download (losses, trl's metrics and gradient norm) are asynchronous copies; the step waits for
@@ -1096,16 +1147,20 @@ static StepResult gpu_train_step(GpuModel *M, Loader *ld, StepBuffers *sb, int A
     // AdamW on this rank's part [lo, hi) of each tensor (all of it without ZeRO-1); with LoRA the
     // adapters are one range, every A and B a matrix with weight decay (as the CPU trainer's)
     size_t off = 0, lo = M->lo, hi = M->lo + M->shard < M->num_train ? M->lo + M->shard : M->num_train;
+    floatX *weights = M->z3.u && !M->lora.n ? M->train : M->train + lo;  // the floatX weights from element lo (ZeRO-3: the shard itself)
     for (int i = 0; i < (M->lora.n ? 1 : NUM_PARAM_TENSORS); i++) {
         size_t n = M->lora.n ? M->num_train : param_numel(&M->cfg_dev, i);
         size_t a = off > lo ? off : lo, b = off + n < hi ? off + n : hi;
         float wd = M->lora.n || PARAM_INFO[i].decay ? weight_decay : 0.0f;
         if (a < b)
-            adamw_update(M->master + (a - lo), M->train + a, M->gshard + (a - lo), M->m + (a - lo), M->v + (a - lo), b - a, lr, M->adamw.beta1, M->adamw.beta2,
+            adamw_update(M->master + (a - lo), weights + (a - lo), M->gshard + (a - lo), M->m + (a - lo), M->v + (a - lo), b - a, lr, M->adamw.beta1, M->adamw.beta2,
                          M->adamw.eps, wd, M->a.grad_scale, (int)*adam_t, M->stream);
         off += n;
     }
-    if (M->zero) {  // every rank's updated shard of the bf16 weights to every rank
+    // ZeRO-3: nothing is gathered until a unit is read; with LoRA the frozen base's gathers stay
+    // valid and the adapters, like every trained weight below ZeRO-3, go to every rank at once
+    if (M->z3.u && !M->lora.n) zero3_weights_updated(&M->z3, M->stream);
+    else if (M->zero) {  // every rank's updated shard of the bf16 weights to every rank
         comm_allgather(M->comm, M->train, M->shard);
         comm_wait(M->comm, "parameter all-gather");
     }
@@ -1114,19 +1169,29 @@ static StepResult gpu_train_step(GpuModel *M, Loader *ld, StepBuffers *sb, int A
 }
 
 // Mean loss per target over up to max_batches micro-batches (-1: the whole file).
-// Rank r evaluates the micro-batches k with k % W == r; the sums are added over ranks.
+// Rank r evaluates the micro-batches k with k % W == r; the sums are added over ranks. ZeRO-3:
+// every rank makes one pass per round of W batches, its forward or, when its batch has no
+// targets or the file ended before it, the forward's gathers alone (the others' forwards need them).
 static double gpu_evaluate(GpuModel *M, Loader *ld, StepBuffers *sb, int max_batches, int64_t *targets_out) {
     loader_seek(ld, 0, 0);
     double sum = 0.0;
     int64_t n = 0;
-    for (int k = 0; (max_batches < 0 || k < max_batches) && !ld->exhausted; k++) {
+    int k = 0, W = M->comm->world;
+    bool passed = false;  // ZeRO-3: this rank has made its pass of the round
+    for (; (max_batches < 0 || k < max_batches) && !ld->exhausted; k++) {
         loader_next_batch(ld);
-        if (!dist_owns_val_batch(M->comm->rank, M->comm->world, k) || ld->num_targets == 0) continue;
-        gpu_upload_batch(M, ld->inputs, ld->pos, ld->doc_start, ld->targets, ld->B * ld->T, NULL, 0);
-        gpu_forward(M, ld->B, ld->T, true, 1.0f);
-        sum += gpu_loss_sum(M, sb->losses);
-        n += ld->num_targets;
+        if (k % W == 0) passed = false;
+        if (dist_owns_val_batch(M->comm->rank, W, k) && ld->num_targets > 0) {
+            gpu_upload_batch(M, ld->inputs, ld->pos, ld->doc_start, ld->targets, ld->B * ld->T, NULL, 0);
+            gpu_forward(M, ld->B, ld->T, true, 1.0f);
+            sum += gpu_loss_sum(M, sb->losses);
+            n += ld->num_targets;
+            passed = true;
+        }
+        if (M->z3.u && k % W == W - 1 && !passed) zero3_forward_gathers_only(&M->z3, M->comm, M->params, M->stream);
     }
+    if (M->z3.u && k % W != 0 && !passed) zero3_forward_gathers_only(&M->z3, M->comm, M->params, M->stream);  // the last round, cut short
+    if (M->z3.u) zero2_join(&M->z2, M->stream);  // the gathers before the compute stream's collective below
     if (M->comm->comm) {
         double sums[2] = {sum, (double)n};  // target counts are far below 2^53: exact in double
         ops_allreduce_f64(M->comm, sums, 2);
@@ -1143,16 +1208,39 @@ struct GpuGenerator { GpuModel *M; int *pos, *start; };
 
 static void gpu_generator_reset(void *) {}
 
+// ZeRO-3: rank 0 generates alone, but each forward gathers from every rank, so the others
+// follow it: before each of rank 0's forwards the ranks sum 1 (rank 0's `more`), after its last
+// 0, and for each 1 the others run the forward's gathers. Returns whether a forward follows.
+static bool z3_follow_signal(GpuModel *M, bool more) {
+    zero2_join(&M->z2, M->stream);  // the gathers so far before the compute stream's collective
+    double x = more ? 1.0 : 0.0;
+    ops_allreduce_f64(M->comm, &x, 1);
+    return x > 0.0;
+}
+
 static const float *gpu_generator_next(void *self, const int *seq, int len) {
     GpuGenerator *g = (GpuGenerator *)self;
     GpuModel *M = g->M;
     int row = len - 1;
+    if (M->z3.u) z3_follow_signal(M, true);
     gpu_upload_batch(M, seq, g->pos, g->start, NULL, len, &row, 1);
     gpu_forward(M, 1, len, false, 1.0f);
     CUDA_CHECK(cudaMemcpyAsync(M->host_row, M->a.logits, M->cfg.V * sizeof(floatX), cudaMemcpyDeviceToHost, M->stream));
     CUDA_CHECK(cudaStreamSynchronize(M->stream));
     for (int v = 0; v < M->cfg.V; v++) M->host_logits[v] = to_float(M->host_row[v]);
     return M->host_logits;
+}
+
+// Samples and -E (trainer.h's generate_and_evaluate, rank 0's); with ZeRO-3 the other ranks
+// follow rank 0's forwards (z3_follow_signal).
+static void gpu_generate(GpuModel *M, const TrainArgs *a, const RunSetup *r, const Generator *gen, int64_t step, int final, RunLog *log, Rng *rng) {
+    if (!M->z3.u || !generation_due(a, r, step, final)) { generate_and_evaluate(a, r, gen, step, final, log, rng); return; }
+    if (M->comm->rank == 0) {
+        generate_and_evaluate(a, r, gen, step, final, log, rng);
+        z3_follow_signal(M, false);
+        return;
+    }
+    while (z3_follow_signal(M, false)) zero3_forward_gathers_only(&M->z3, M->comm, M->params, M->stream);
 }
 
 static void gpu_generator_init(GpuGenerator *g, Generator *gen, GpuModel *M) {
@@ -1225,21 +1313,23 @@ static void gpu_upload_moments(GpuModel *M, const float *m, const float *v) {
 // gradients; this trainer accumulates them in fp32.) The fp32 build has no separate
 // master copy: 4Ψ + 4Ψ + 8Ψ/W. ZeRO-2 keeps a shard of the gradients and the units' scratch
 // U (the embeddings', the head's and one block's; LoRA: the adapters' gradient) instead:
-// 2Ψ + 4Ψ/W + 4U + 12Ψ/W.
+// 2Ψ + 4Ψ/W + 4U + 12Ψ/W. ZeRO-3 keeps the floatX weights' shard and the gathered units' buffers
+// G (the embeddings', the head's and two blocks', cuda/zero3.cuh) instead: 2Ψ/W + 2G + 4Ψ/W + 4U + 12Ψ/W.
 // With LoRA, for Ψ frozen weights and Φ adapter weights: 2Ψ + 2Φ weights, 4Φ gradients and
-// 12Φ/W state (fp32 build: 4Ψ + 4Φ + 4Φ + 8Φ/W), plus the adapters' activations.
+// 12Φ/W state (fp32 build: 4Ψ + 4Φ + 4Φ + 8Φ/W), plus the adapters' activations; ZeRO-3 shards
+// the frozen weights the same way: 2Ψ/W + 2G + 2Φ.
 // QLoRA (q4 given): the layers' linear weights leave Ψ; they count as their NF4 state on the
 // device (codes, absmax or qabsmax with the nested absmax, each array 256-byte aligned: about
 // 0.53 bytes a weight in blocks of 64) plus one floatX scratch of the largest layer slice.
 // q4->w null: the base as --load_in_4bit would quantize cfg's (for a plan of a shape alone).
-struct MemPlan { double params, grads, grad_scratch, state, acts, base4, scratch4; };  // grad_scratch: ZeRO-2's part of grads
+struct MemPlan { double params, grads, grad_scratch, state, acts, base4, scratch4, gathered; };  // grad_scratch: ZeRO-2's part of grads; gathered: ZeRO-3's of params
 
 static MemPlan memory_plan(const ModelConfig *cfg, const LoraLayout *lora, int B, int T, int recompute, int world, int zero,
                            const Bnb4Base *q4 = nullptr) {
     ModelConfig dev = *cfg;  // the device's layout: vocabulary padded as in gpu_model_build
     dev.V = (cfg->V + VOCAB_PAD - 1) / VOCAB_PAD * VOCAB_PAD;
     size_t P = model_num_parameters(&dev), trained = lora->n ? lora->floats : P;
-    MemPlan m = {0, 0, 0, 0, 0, 0, 0};
+    MemPlan m = {0, 0, 0, 0, 0, 0, 0, 0};
     if (q4) {
         for (int i = 0; i < NUM_PARAM_TENSORS; i++) P -= bnb4_is_linear(i) ? param_numel(&dev, i) : 0;
         m.base4 = (double)nf4_base_device_bytes(q4->w ? q4 : NULL, cfg);
@@ -1248,7 +1338,10 @@ static MemPlan memory_plan(const ModelConfig *cfg, const LoraLayout *lora, int B
     size_t S = zero_shard(trained, world, zero), N = zero && world > 1 ? S * world : trained;
     Acts sizing;
     size_t scratch, BT = (size_t)B * T;
-    m.params = (double)(lora->n ? P + N : N) * sizeof(floatX);
+    m.gathered = zero >= 3 && world > 1 ? (double)zero3_gathered_floats(&dev) * sizeof(floatX) : 0.0;
+    // ZeRO-3: the shard of the model (LoRA: of the frozen base, plus the adapters, whole) and the gathered units
+    m.params = m.gathered > 0 ? (double)(zero_shard(P, world, zero) + (lora->n ? N : 0)) * sizeof(floatX) + m.gathered
+                              : (double)(lora->n ? P + N : N) * sizeof(floatX);
     m.grad_scratch = zero >= 2 && world > 1 ? 4.0 * (double)dist_zero2_scratch_floats(&dev, lora) : 0.0;
     m.grads = zero >= 2 && world > 1 ? 4.0 * (double)S + m.grad_scratch : 4.0 * N;
     m.state = (sizeof(floatX) == sizeof(float) ? 8.0 : 12.0) * S;
@@ -1437,6 +1530,8 @@ int main(int argc, char **argv) {
 
     RunSetup run;
     setup_run(argv[0], &args, &run);
+    if (dist.zero == 3 && dist.world > 1 && run.q4.w)  // as the CPU trainer
+        usage_error(argv[0], "-Z 3 shards the floatX weights; a 4-bit base (QLoRA) keeps its NF4 weights outside them: use -Z 2");
     if (run_already_finished(&args, &run, dist.rank == 0)) {  // a restarted job: nothing written
         run_free(&run);
         return 0;
@@ -1513,9 +1608,11 @@ int main(int argc, char **argv) {
     if (comm.comm) ops_allreduce_f64(&comm, used, (size_t)dist.world);
     bool fp32 = sizeof(floatX) == sizeof(float);
     const char *g = M.z2.u ? (lora ? "4A/W + 4U" : "4P/W + 4U") : lora ? "4A" : "4P";  // the gradients (ZeRO-2: shard and scratch)
-    char formula[128], adapters[160] = "", base4[200] = "", grad_parts[128] = "";
+    char formula[128], adapters[160] = "", base4[200] = "", grad_parts[128] = "", param_parts[128] = "";
     if (run.q4.w) snprintf(formula, sizeof formula, fp32 ? "QLoRA: 4(P - Q) + NF4(Q) + 4S + 4A + %s + 8A/W" : "QLoRA: 2(P - Q) + NF4(Q) + 2S + 2A + %s + 12A/W", g);
+    else if (lora && M.z3.u) snprintf(formula, sizeof formula, fp32 ? "LoRA: 4P/W + 4G + 4A + %s + 8A/W" : "LoRA: 2P/W + 2G + 2A + %s + 12A/W", g);
     else if (lora) snprintf(formula, sizeof formula, fp32 ? "LoRA: 4P + 4A + %s + 8A/W" : "LoRA: 2P + 2A + %s + 12A/W", g);
+    else if (M.z3.u) snprintf(formula, sizeof formula, fp32 ? "4P/W + 4G + %s + 8P/W" : "2P/W + 2G + %s + 12P/W", g);
     else snprintf(formula, sizeof formula, fp32 ? "4P + %s + 8P/W" : "2P + %s + 12P/W", g);
     if (lora) snprintf(adapters, sizeof adapters, ", A = %zu adapter weights", M.num_train);
     // Q: the layers' linear weights, the 4-bit base (of them q4n in NF4; a checkpoint's 16-bit parts count in its bytes as floatX)
@@ -1529,14 +1626,23 @@ int main(int argc, char **argv) {
     if (M.z2.u) {
         size_t k = strlen(adapters);
         snprintf(adapters + k, sizeof adapters - k, ", U = %zu", M.grad_floats);
-        snprintf(grad_parts, sizeof grad_parts, " (ZeRO-2: the shard %.2f and the units' scratch %.2f)", (plan.grads - plan.grad_scratch) / MiB,
+        snprintf(grad_parts, sizeof grad_parts, " (ZeRO-%d: the shard %.2f and the units' scratch %.2f)", M.zero, (plan.grads - plan.grad_scratch) / MiB,
                  plan.grad_scratch / MiB);
+    }
+    if (M.z3.u) {  // G: the gathered embeddings, head and two blocks (cuda/zero3.cuh)
+        size_t k = strlen(adapters);
+        snprintf(adapters + k, sizeof adapters - k, ", G = %zu", zero3_gathered_floats(&M.cfg_dev));
+        double adapter = lora ? (double)M.padded * sizeof(floatX) : 0.0;
+        if (lora) snprintf(param_parts, sizeof param_parts, " (ZeRO-3: the base's shard %.2f, the gathered units %.2f and the adapter %.2f)",
+                           (plan.params - plan.gathered - adapter) / MiB, plan.gathered / MiB, adapter / MiB);
+        else snprintf(param_parts, sizeof param_parts, " (ZeRO-3: the shard %.2f and the gathered units %.2f)", (plan.params - plan.gathered) / MiB,
+                      plan.gathered / MiB);
     }
     if (run.q4.w)
         snprintf(base4, sizeof base4, " + 4-bit base %.2f MiB (NF4 codes, absmax, nested state) + dequantization scratch %.2f MiB", plan.base4 / MiB,
                  plan.scratch4 / MiB);
-    printf("memory| per rank: parameters %.2f MiB%s + gradients %.2f MiB%s + master weights and AdamW %.2f MiB + activations %.2f MiB "
-           "= %.2f MiB planned (%s, P = %zu%s, W = %d, ZeRO-%d)\n", plan.params / MiB, base4, plan.grads / MiB, grad_parts, plan.state / MiB, plan.acts / MiB,
+    printf("memory| per rank: parameters %.2f MiB%s%s + gradients %.2f MiB%s + master weights and AdamW %.2f MiB + activations %.2f MiB "
+           "= %.2f MiB planned (%s, P = %zu%s, W = %d, ZeRO-%d)\n", plan.params / MiB, param_parts, base4, plan.grads / MiB, grad_parts, plan.state / MiB, plan.acts / MiB,
            (plan.params + plan.base4 + plan.scratch4 + plan.grads + plan.state + plan.acts) / MiB, formula, M.num_params_dev, adapters, dist.world, M.zero);
     for (int r = 0; r < dist.world; r++) printf("memory| rank %d: in use after setup %.2f MiB\n", r, used[r] / MiB);
     free(used);
@@ -1556,7 +1662,7 @@ int main(int argc, char **argv) {
             double vl = gpu_evaluate(&M, &val_loader, &sb, args.val_batches, &n);
             log_validation(&log, step, vl, n);
         }
-        generate_and_evaluate(&args, &run, &gen, step, 0, &log, &sample_rng);  // every rank: they stay in step (output: rank 0's)
+        gpu_generate(&M, &args, &run, &gen, step, 0, &log, &sample_rng);  // every rank: they stay in step (output: rank 0's)
         float lr = train_lr(&args, (int)step, steps);
         double t0 = now_seconds();
         poison_this_step = test_poison_for_step(step + 1);
@@ -1587,7 +1693,7 @@ int main(int argc, char **argv) {
         double vl = gpu_evaluate(&M, &val_loader, &sb, args.val_batches, &n);
         log_validation(&log, state.step, vl, n);
     }
-    generate_and_evaluate(&args, &run, &gen, state.step, 1, &log, &sample_rng);
+    gpu_generate(&M, &args, &run, &gen, state.step, 1, &log, &sample_rng);
     log_break(&log);
     printf("memory| peak in use %.1f MiB of %.1f MiB (rank 0)\n", (free0 - min_free) / MiB, total_mem / MiB);
     if (args.ckpt_every >= 0 || args.lora.merged) gpu_download_state(&M, lora ? run.adapter : run.params, host_m, host_v);  // every rank

@@ -5,7 +5,8 @@
 //
 // It is not a scheduler: collectives run on the compute stream, after the kernels they
 // depend on, with no overlap with backward, except ZeRO-2's per-unit reduce-scatters
-// (GpuZero2 at the end), which run on a stream of their own beside the backward. Every
+// (GpuZero2 at the end), which run on a stream of their own beside the backward, and
+// ZeRO-3's weight gathers on that stream (cuda/zero3.cuh). Every
 // rank must issue the same collectives in the same order (the trainer's step does so by
 // construction).
 //
@@ -143,6 +144,22 @@ static void comm_reduce_scatterv_sum(GpuComm *g, float *x, const int *counts, cu
     comm_issued(g, ncclGroupEnd(), "gradient reduce-scatter");
 }
 
+// x holds counts[0] + ... + counts[W-1] floatX values, rank r's block after those of the ranks
+// below it; every rank's block goes to every rank, in place, on stream s (ZeRO-3's gathers,
+// cuda/zero3.cuh). NCCL's all-gather takes equal blocks only, so this is one ncclBroadcast per
+// rank with that rank as root, sending its block in place, in one group; ranks whose block is
+// empty are left out (every rank knows the counts).
+static void comm_allgatherv_floatx(GpuComm *g, floatX *x, const int *counts, cudaStream_t s) {
+    if (!g->comm) return;
+    comm_issued(g, ncclGroupStart(), "weight all-gather (group start)");
+    size_t at = 0;
+    for (int r = 0; r < g->world; r++) {
+        if (counts[r]) comm_issued(g, ncclBroadcast(x + at, x + at, (size_t)counts[r], NCCL_FLOATX, r, g->comm, s), "weight all-gather");
+        at += (size_t)counts[r];
+    }
+    comm_issued(g, ncclGroupEnd(), "weight all-gather");
+}
+
 // ----------------------------------------------------------------------------
 // dist.h's DistOps on host arrays: through the staging buffer, waited for at once.
 
@@ -240,6 +257,7 @@ static void comm_wait(GpuComm *, const char *) {}
 static void comm_allreduce_sum(GpuComm *, float *, size_t) {}
 static void comm_reduce_scatter_sum(GpuComm *, float *, size_t) {}
 static void comm_reduce_scatterv_sum(GpuComm *, float *, const int *, cudaStream_t) {}
+static void comm_allgatherv_floatx(GpuComm *, floatX *, const int *, cudaStream_t) {}
 template <typename T> static void comm_allgather(GpuComm *, T *, size_t) {}
 static void ops_allreduce_f64(void *, double *, size_t) {}
 static void comm_barrier(GpuComm *, const char *, double) {}

@@ -439,9 +439,12 @@ if ready gpt2_xl "$TRAINER" && data=$(data_file gpt2_xl); then
 elif [ $have_gpu = 1 ] && [ -x "$TRAINER" ]; then skip gpt2_xl "no data file (see the data_gpt2_xl row)"; fi
 
 # 2 ranks on the one GPU (-R -W, both -D 0) against 1 process with the same -d, fp32, with
-# ZeRO-1 (the default) and then ZeRO-2 (each unit's gradient reduce-scattered on a second
-# stream beside the backward: the event waits on a real device, which the emulator's race
-# check can only reason about). NCCL >= 2.30 allows it with NCCL_MULTI_RANK_GPU_ENABLE=1;
+# ZeRO-1 (the default), then ZeRO-2 (each unit's gradient reduce-scattered on a second
+# stream beside the backward) and ZeRO-3 (each unit's weights gathered on that stream, the
+# next block's ahead of the compute): the event waits on a real device, which the emulator's
+# race check can only reason about. (2 layers: the blocks' two buffers are each gathered into
+# once a step, so the comm stream's wait before a buffer is reused is not exercised here;
+# dev/cuda/emu/test_dist.sh's 4-layer ZeRO-3 checks do that.) NCCL >= 2.30 allows it with NCCL_MULTI_RANK_GPU_ENABLE=1;
 # older NCCL refuses ("Duplicate GPU detected"): a skip saying so. Every rank under timeout:
 # a hang is a FAIL, never stuck.
 dist_bin=./train_sftcu_fp32
@@ -476,21 +479,23 @@ if ready dist_2_ranks_one_gpu "$dist_bin" && lim=$(limit_for 120); then  # 120 s
     two_ranks 1
     rc0_z1=$rc0 rcb_z1=$rcb rc0=0 rcb=0
     [ $rc0_z1 -eq 0 ] && [ $rcb_z1 -eq 0 ] && two_ranks 2  # ZeRO-2 where ZeRO-1 ran
+    rc0_z2=$rc0 rcb_z2=$rcb rc0=0 rcb=0
+    [ $rc0_z2 -eq 0 ] && [ $rcb_z2 -eq 0 ] && two_ranks 3  # ZeRO-3 where ZeRO-2 ran
     dt=$((SECONDS - t0))
     ver=$(sed -n 's/^ranks | .*NCCL \([0-9.]*\).*/\1/p' "$L/dist_2_ranks_z1_r0.log")
     if grep -qi 'Duplicate GPU' "$L"/dist_2_ranks_z*_r*.log; then
         row dist_2_ranks_one_gpu skip "$dt" "$lim" "$s0" "NCCL ${ver:-<= 2.29} refuses 2 ranks on one GPU (Duplicate GPU detected); NCCL >= 2.30 with NCCL_MULTI_RANK_GPU_ENABLE=1 allows it"
     elif grep -q 'this build has no NCCL' "$L"/dist_2_ranks_z*_r*.log; then
         row dist_2_ranks_one_gpu skip "$dt" "$lim" "$s0" "built without NCCL (see the preflight row's nccl)"
-    elif [ "$lim" -lt 120 ] && echo " $rc1 $rc0_z1 $rcb_z1 $rc0 $rcb " | grep -qE ' (124|137) '; then
+    elif [ "$lim" -lt 120 ] && echo " $rc1 $rc0_z1 $rcb_z1 $rc0_z2 $rcb_z2 $rc0 $rcb " | grep -qE ' (124|137) '; then
         row dist_2_ranks_one_gpu skip "$dt" "$lim" "$s0" "stopped at the end of the time budget (GPU_CHECK_BUDGET=$BUDGET s) after ${dt}s; its own limit is 120s"
-    elif [ $rc1 -ne 0 ] || [ $rc0_z1 -ne 0 ] || [ $rcb_z1 -ne 0 ] || [ $rc0 -ne 0 ] || [ $rcb -ne 0 ]; then
-        row dist_2_ranks_one_gpu FAIL "$dt" "$lim" "$s0" "exit statuses: 1 rank $rc1, 2 ranks with -Z 1 $rc0_z1 and $rcb_z1, with -Z 2 $rc0 and $rcb (124/137: timed out): $(grep -h -m1 error "$L"/dist_*.log | head -1 | cut -c1-160)"
-    else  # fp32: only the order of the gradient sums differs (dev/cuda/emu/test_dist.sh: 1e-6 there, 1e-5 for ZeRO-2)
-        w1=$(worst_loss "$d/z1") w2=$(worst_loss "$d/z2")
-        if [ "$w1" != missing ] && [ "$w2" != missing ] && awk -v a="$w1" -v b="$w2" 'BEGIN {exit !(a <= 1e-5 && b <= 1e-5)}'; then
-            row dist_2_ranks_one_gpu ok "$dt" "$lim" "$s0" "NCCL ${ver:-?}: $DIST_STEPS losses of 2 ranks within $w1 (-Z 1) and $w2 (-Z 2) of 1 rank"
-        else row dist_2_ranks_one_gpu FAIL "$dt" "$lim" "$s0" "losses of 2 ranks vs 1: largest relative difference $w1 with -Z 1, $w2 with -Z 2 (> 1e-5 or missing)"; fi
+    elif [ $rc1 -ne 0 ] || [ $rc0_z1 -ne 0 ] || [ $rcb_z1 -ne 0 ] || [ $rc0_z2 -ne 0 ] || [ $rcb_z2 -ne 0 ] || [ $rc0 -ne 0 ] || [ $rcb -ne 0 ]; then
+        row dist_2_ranks_one_gpu FAIL "$dt" "$lim" "$s0" "exit statuses: 1 rank $rc1, 2 ranks with -Z 1 $rc0_z1 and $rcb_z1, with -Z 2 $rc0_z2 and $rcb_z2, with -Z 3 $rc0 and $rcb (124/137: timed out): $(grep -h -m1 error "$L"/dist_*.log | head -1 | cut -c1-160)"
+    else  # fp32: only the order of the gradient sums differs (dev/cuda/emu/test_dist.sh: 1e-6 there, 1e-5 for ZeRO-2 and 3)
+        w1=$(worst_loss "$d/z1") w2=$(worst_loss "$d/z2") w3=$(worst_loss "$d/z3")
+        if [ "$w1" != missing ] && [ "$w2" != missing ] && [ "$w3" != missing ] && awk -v a="$w1" -v b="$w2" -v c="$w3" 'BEGIN {exit !(a <= 1e-5 && b <= 1e-5 && c <= 1e-5)}'; then
+            row dist_2_ranks_one_gpu ok "$dt" "$lim" "$s0" "NCCL ${ver:-?}: $DIST_STEPS losses of 2 ranks within $w1 (-Z 1), $w2 (-Z 2) and $w3 (-Z 3) of 1 rank"
+        else row dist_2_ranks_one_gpu FAIL "$dt" "$lim" "$s0" "losses of 2 ranks vs 1: largest relative difference $w1 with -Z 1, $w2 with -Z 2, $w3 with -Z 3 (> 1e-5 or missing)"; fi
     fi
     rm -rf "$d"
 elif [ $have_gpu = 1 ] && [ -x "$dist_bin" ]; then skip dist_2_ranks_one_gpu "the time budget (GPU_CHECK_BUDGET=$BUDGET s) is spent"; fi

@@ -67,7 +67,6 @@ typedef struct {
     LoraArgs lora;            // -A -B -p -Q -T -M -F: LoRA (model/lora.h); rank 0 = full fine-tuning
     int load_in_4bit;         // --load_in_4bit: quantize the base's linear weights to NF4 at load (QLoRA)
     int bnb4_supported;       // set by a trainer that trains LoRA on a 4-bit base (both do), not a flag
-    int max_zero;             // the highest ZeRO stage the trainer has (-Z): the GPU trainer's 2, the CPU trainer's 3; not a flag
 } TrainArgs;
 
 static void train_args_defaults(TrainArgs *a) {
@@ -78,7 +77,7 @@ static void train_args_defaults(TrainArgs *a) {
     a->ckpt_every = 0; a->resume = 0; a->seed = 1337; a->print_every = 0;
     a->lr = 1e-4f; a->final_lr_frac = 0.1f; a->weight_decay = 0.0f; a->grad_clip = 1.0f; a->temperature = 0.0f;
     a->max_nonfinite = 5;
-    a->rank = -1; a->world = -1; a->local_rank = -1; a->zero = -1; a->max_zero = 2; a->rdzv_dir = "";
+    a->rank = -1; a->world = -1; a->local_rank = -1; a->zero = -1; a->rdzv_dir = "";
     a->adamw = adamw_defaults(); a->lr_scheduler = LR_SCHEDULE_NAMES[LR_COSINE_FINAL];
     a->packing = "next_fit";
     a->save_dtype = "f32";
@@ -117,7 +116,7 @@ static void train_args_defaults(TrainArgs *a) {
     {'R', FLAG_INT, &(a)->rank, "data parallel: this process's rank (default: from mpirun/srun/torchrun's environment, else 0)"}, \
     {'W', FLAG_INT, &(a)->world, "data parallel: number of ranks W (default: from the environment, else 1)"}, \
     {'D', FLAG_INT, &(a)->local_rank, "data parallel: local rank, the GPU index on this node (default: from the environment; with -R, the rank; else 0)"}, \
-    {'Z', FLAG_INT, &(a)->zero, "ZeRO stage: 1 shards the AdamW state across ranks, 2 also the gradients, 3 also the weights (CPU trainer only), 0 replicates it (default 1 when W > 1)"}, \
+    {'Z', FLAG_INT, &(a)->zero, "ZeRO stage: 1 shards the AdamW state across ranks, 2 also the gradients, 3 also the weights, 0 replicates it (default 1 when W > 1)"}, \
     {'f', FLAG_STRING, &(a)->rdzv_dir, "GPU trainer: rendezvous through this shared directory instead of TCP to MASTER_ADDR"}, \
     LORA_FLAGS(&(a)->lora)
 
@@ -249,8 +248,7 @@ static void check_train_args(const char *prog, const TrainArgs *a) {
     if (a->rank < -1) usage_error(prog, "-R must be >= 0, got %d", a->rank);
     if (a->world < -1 || a->world == 0) usage_error(prog, "-W must be at least 1, got %d", a->world);
     if (a->local_rank < -1) usage_error(prog, "-D must be >= 0, got %d", a->local_rank);
-    if (a->zero < -1 || a->zero > a->max_zero)
-        usage_error(prog, "-Z must be %s, got %d", a->max_zero >= 3 ? "0, 1, 2 or 3" : "0, 1 or 2 (ZeRO-3 is the CPU trainer's so far)", a->zero);
+    if (a->zero < -1 || a->zero > 3) usage_error(prog, "-Z must be 0, 1, 2 or 3, got %d", a->zero);
     const LoraArgs *lo = &a->lora;
     if (lo->rank < 0 || lo->rank > LORA_MAX_RANK) usage_error(prog, "-A (LoRA rank) must be from 0 to %d, got %d", LORA_MAX_RANK, lo->rank);
     if (!(lo->alpha > 0) || lo->alpha > 1e6f) usage_error(prog, "-B (LoRA alpha) must be positive, got %g", lo->alpha);

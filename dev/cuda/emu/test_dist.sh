@@ -64,6 +64,130 @@ ran() {  # ran NAME STATUS: a run that must have succeeded
     if [ "$2" -ne 0 ]; then fail "$1" "exit status $2; log: $(grep -m2 -i 'error' "$tmp/$1.log" | tr '\n' ' ')"; return 1; fi
 }
 
+# hand NAME W BINARY FLAGS...: W ranks started by hand (-R -W) through -f DIR; the exit status of rank 0, or else of the first failing rank
+hand() {
+    local name=$1 w=$2 b=$3 rc=0 ps="" p
+    shift 3
+    mkdir -p "$tmp/$name.rdzv"
+    for ((r = 1; r < w; r++)); do
+        EMU_DEVICES=$w timeout 300 "$b" $F -o "$tmp/$name" -f "$tmp/$name.rdzv" -R $r -W $w "$@" > "$tmp/$name.r$r.log" 2>&1 &
+        ps="$ps $!"
+    done
+    pids="$pids $ps"
+    EMU_DEVICES=$w timeout 300 "$b" $F -o "$tmp/$name" -f "$tmp/$name.rdzv" -R 0 -W $w "$@" > "$tmp/$name.log" 2>&1 || rc=$?
+    for p in $ps; do
+        wait $p
+        local x=$?
+        [ $rc -eq 0 ] && rc=$x
+    done
+    return $rc
+}
+# ---- ZeRO-3 (-Z 3): the floatX weights sharded in the units (cuda/zero3.cuh), each gathered (a
+# group of ncclBroadcast, one per rank holding part of it) into its own buffer before it is read,
+# the next block ahead on the comm stream; the gradients as ZeRO-2. 4-layer models: with 2 layers
+# no block buffer is ever gathered into twice in a step, so the comm stream's wait before it
+# overwrites a buffer would go unexercised. GPT-2 on 2 ranks (torchrun; again by hand with
+# EMU_STREAM_ORDER=rev) and on 3 (uneven shards), a Llama-family model (untied lm_head,
+# grouped-query heads) on 3 with greedy samples every 2 steps (rank 0 generates, the others follow
+# its forwards' gathers); 2 micro-batches a rank, against 1 process: losses and norms 1e-5, weights
+# and moments 1e-3 for GPT-2 (at 4 layers ZeRO-1 and ZeRO-2 on the same flags end 4.5e-4 apart from
+# 1 process, in one mlp.c_proj weight whose gradient is nearly zero: AdamW scales the rounding of
+# the sums' order up), 1e-4 for the Llama-family model. The gathered weights are the same floats as
+# the whole ones, so -Z 3 is bit-identical to -Z 2 at the same W (checked, in the rev order too,
+# and in the bf16 build).
+# Then checkpoints across W and stage, the memory line, LoRA, and QLoRA's refusal. With
+# DIST_ZERO3_ONLY=1 the script ends after these checks. ----
+z3_started=$SECONDS
+F_GPT2=$F
+F=${F/-e d2c64h2t32/-e d4c64h2t32}
+single z3_one "$bin/train_sftcu_fp32"; ran z3_one $? &&
+    { torchrun2 z3 "$bin/train_sftcu_fp32" -Z 3; ran z3 $? && cmp_runs dist_zero3_gpt2_2_ranks_equals_1_rank "$tmp/z3_one" "$tmp/z3" 1e-5 1e-3; }
+[ -d "$tmp/z3" ] && { hand z3_z2 2 "$bin/train_sftcu_fp32" -Z 2; ran z3_z2 $? && cmp_runs dist_zero3_bit_identical_to_zero2 "$tmp/z3_z2" "$tmp/z3" 0 0
+    EMU_STREAM_ORDER=rev hand z3_rev 2 "$bin/train_sftcu_fp32" -Z 3; ran z3_rev $? && cmp_runs dist_zero3_stream_order_rev_bit_identical "$tmp/z3" "$tmp/z3_rev" 0 0; }
+# the bf16 build (bf16 shard and broadcasts, the fp32 master shard apart): bit-identical to its -Z 2
+hand z3_bf16_z2 2 "$bin/train_sftcu" -Z 2; ran z3_bf16_z2 $? &&
+    { hand z3_bf16 2 "$bin/train_sftcu" -Z 3; ran z3_bf16 $? && cmp_runs dist_zero3_bf16_bit_identical_to_zero2 "$tmp/z3_bf16_z2" "$tmp/z3_bf16" 0 0; }
+# a ZeRO-3 checkpoint resumed by 1 process, and a ZeRO-1 one (2 ranks) by 2 ranks with ZeRO-3
+if [ -d "$tmp/z3/step_00000002" ]; then
+    cp -r "$tmp/z3" "$tmp/z3_res1"; rm -rf "$tmp/z3_res1"/step_00000004; echo step_00000002 > "$tmp/z3_res1/latest"
+    single z3_res1 "$bin/train_sftcu_fp32" -y 1; ran z3_res1 $? && cmp_runs dist_zero3_checkpoint_resumed_by_1 "$tmp/z3_one" "$tmp/z3_res1" 1e-5 1e-3
+    hand z3_z1 2 "$bin/train_sftcu_fp32" -Z 1
+    if ran z3_z1 $?; then
+        rm -rf "$tmp/z3_z1"/step_00000004; echo step_00000002 > "$tmp/z3_z1/latest"
+        hand z3_z1 2 "$bin/train_sftcu_fp32" -Z 3 -y 1; ran z3_z1 $? && cmp_runs dist_zero1_checkpoint_resumed_with_zero3 "$tmp/z3_one" "$tmp/z3_z1" 1e-5 1e-3
+    fi
+else fail dist_zero3_checkpoint_resume "no step-2 checkpoint from the ZeRO-3 run"; fi
+F=${F/-d 128/-d 192}  # 6 micro-batches a step: 2 a rank on 3 ranks
+single z3_one192 "$bin/train_sftcu_fp32"; ran z3_one192 $? &&
+    { hand z3w3 3 "$bin/train_sftcu_fp32" -Z 3; ran z3w3 $? && cmp_runs dist_zero3_gpt2_3_ranks_equals_1_rank "$tmp/z3_one192" "$tmp/z3w3" 1e-5 1e-4; }
+F="${F/-e d4c64h2t32/-e l4c64h4k2f96t32u} -s 2 -g 8"
+single z3_llama_one "$bin/train_sftcu_fp32"; ran z3_llama_one $? &&
+    { hand z3_llama_w3 3 "$bin/train_sftcu_fp32" -Z 3; ran z3_llama_w3 $? && cmp_runs dist_zero3_llama_3_ranks_equals_1_rank "$tmp/z3_llama_one" "$tmp/z3_llama_w3" 1e-5 1e-4
+      n=$(grep -c '^sample | generated' "$tmp/z3_llama_w3.log")
+      if [ "$n" -ge 2 ] && cmp -s <(grep '^sample | generated' "$tmp/z3_llama_one.log") <(grep '^sample | generated' "$tmp/z3_llama_w3.log"); then
+          ok dist_zero3_llama_samples_equal_1_rank "$n greedy samples as one process's"
+      else fail dist_zero3_llama_samples_equal_1_rank "$n samples, or not one process's: $(grep -m1 '^sample | generated' "$tmp/z3_llama_w3.log")"; fi; }
+F=$F_GPT2
+# memory: the parameters are the floatX shard S (ceil(P/W) rounded up to 64) and the gathered
+# units G = wte + wpe + ln_f + two blocks = P - (L - 2) x the block's 12C^2 + 13C (d4c64: L 4, C 64),
+# the gradients ZeRO-2's; what is in use beyond the plan is the same as 1 process's
+z3mem() {
+    sed -n 's/^memory| per rank: parameters \([0-9.]*\) MiB (ZeRO-3: the shard \([0-9.]*\) and the gathered units \([0-9.]*\)).*= \([0-9.]*\) MiB planned.*P = \([0-9]*\), U = [0-9]*, G = \([0-9]*\), W = \([0-9]*\),.*/\5 \6 \7 \1 \2 \3 \4/p' "$1"
+    sed -n 's/^memory| rank [0-9]*: in use after setup \([0-9.]*\) MiB/\1/p' "$1"
+}
+z3one() {  # 1 process: planned and in-use MiB
+    sed -n 's/^memory| per rank: .*= \([0-9.]*\) MiB planned.*/\1/p' "$1"
+    sed -n 's/^memory| rank [0-9]*: in use after setup \([0-9.]*\) MiB/\1/p' "$1"
+}
+$py - "$(z3one "$tmp/z3_one.log")" "$(z3mem "$tmp/z3.log")" "$(z3mem "$tmp/z3w3.log")" <<'PYEOF' || status=1
+import sys
+MiB = 1048576
+w1 = sys.argv[1].split()
+problems, seen = [], []
+if len(w1) != 2: problems.append(f'no 1-process memory lines: {sys.argv[1]!r}')
+else: extra1 = float(w1[1]) - float(w1[0])
+for text in sys.argv[2:]:
+    v = text.split()
+    if len(v) < 8 or problems:
+        problems.append(f'no ZeRO-3 memory line: {text!r}'); continue
+    P, G, W = int(v[0]), int(v[1]), int(v[2])
+    params, shard_mib, gathered_mib, planned = (float(x) for x in v[3:7])
+    used = [float(x) for x in v[7:]]
+    C, L = 64, 4
+    expect_G = P - (L - 2) * (12 * C * C + 13 * C)
+    S = ((P + W - 1) // W + 63) // 64 * 64
+    if G != expect_G: problems.append(f'W={W}: G = {G}, expected {expect_G}')
+    if abs(shard_mib - 4 * S / MiB) > 0.006: problems.append(f'W={W}: shard {shard_mib} MiB, expected 4S = {4 * S / MiB:.3f}')
+    if abs(gathered_mib - 4 * expect_G / MiB) > 0.006: problems.append(f'W={W}: gathered {gathered_mib} MiB, expected 4G = {4 * expect_G / MiB:.3f}')
+    if abs(params - (4 * S + 4 * expect_G) / MiB) > 0.006: problems.append(f'W={W}: parameters {params} MiB, expected 4S + 4G')
+    if len(used) != W: problems.append(f'W={W}: {len(used)} in-use lines')
+    for u in used:
+        if abs(u - planned - extra1) > 0.02: problems.append(f'W={W}: in use {u} MiB minus planned {planned} is not the 1-process {extra1:.2f} MiB')
+    seen.append(f'W={W}: 4S + 4G = {4 * S / MiB:.3f} + {4 * G / MiB:.3f} MiB (P = {P}, G = {G})')
+if problems:
+    print('FAIL dist_zero3_memory_accounting: ' + '; '.join(problems)); sys.exit(1)
+print('ok dist_zero3_memory_accounting: parameters ' + ', '.join(seen) + f'; in use beyond the plan {extra1:.2f} MiB as 1 process')
+PYEOF
+# LoRA with -Z 3 (rank 4 on every module, dropout 0.1, the merged model written: -M 1): the frozen
+# base sharded and gathered in the same units (never invalidated: it does not change), the adapters
+# as with ZeRO-2; bit-identical to -Z 2 on 2 ranks, the merged model too
+F_SAVED=$F
+F="${F/-e d2c64h2t32/-e d4c64h2t32} -A 4 -p 0.1 -M 1"
+hand z3_lora_z2 2 "$bin/train_sftcu_fp32" -Z 2; ran z3_lora_z2 $? &&
+    { hand z3_lora 2 "$bin/train_sftcu_fp32" -Z 3; ran z3_lora $? && cmp_runs dist_zero3_lora_bit_identical_to_zero2 "$tmp/z3_lora_z2" "$tmp/z3_lora" 0 0
+      if cmp -s "$tmp/z3_lora_z2/merged/model.safetensors" "$tmp/z3_lora/merged/model.safetensors" && grep -q '(ZeRO-3: the base.s shard' "$tmp/z3_lora.log"; then
+          ok dist_zero3_lora_merged_equals_zero2 "$(grep -o 'parameters [0-9.]* MiB (ZeRO-3[^)]*)' "$tmp/z3_lora.log")"
+      else fail dist_zero3_lora_merged_equals_zero2 "merged/model.safetensors differs or is missing, or no base shard in: $(grep -m1 '^memory| per' "$tmp/z3_lora.log")"; fi; }
+F=$F_SAVED
+# a 4-bit base (QLoRA) with -Z 3 is refused in one line, as by the CPU trainer
+d="$tmp/z3qlora"; mkdir -p "$d/rdzv"
+timeout 60 "$bin/train_sftcu_fp32" ${F/-e d2c64h2t32/-e dev/ref/tiny_llama_bnb4 -A 2} -o "$d/out" -f "$d/rdzv" -R 0 -W 2 -Z 3 > "$d/r0.log" 2>&1; rc=$?
+if [ $rc -eq 1 ] && [ "$(wc -l < "$d/r0.log")" -eq 1 ] && grep -q '^error: -Z 3 shards the floatX weights; a 4-bit base (QLoRA) keeps its NF4 weights outside them: use -Z 2' "$d/r0.log"; then
+    ok dist_zero3_qlora_refused "$(cut -c1-120 "$d/r0.log")"
+else fail dist_zero3_qlora_refused "exit status $rc: $(head -c 300 "$d/r0.log")"; fi
+echo "time dist_zero3: $((SECONDS - z3_started)) s for the ZeRO-3 checks"
+[ -n "${DIST_ZERO3_ONLY:-}" ] && exit $status
+
 # ---- 2 ranks vs 1 (fp32) ----
 single one "$bin/train_sftcu_fp32"; ran one $? || exit 1
 torchrun2 z1 "$bin/train_sftcu_fp32"; ran z1 $? && cmp_runs dist_torchrun_zero1_equals_1_rank "$tmp/one" "$tmp/z1" 1e-6 1e-5
@@ -208,24 +332,6 @@ EOF
 # and on 3 (uneven shards: the last one short), a Llama-family model (untied lm_head, grouped-
 # query heads) on 3, LoRA adapters on 2; every run 2 micro-batches per rank a step. Then
 # checkpoints across stages, the CPU trainer, and the memory of the shard and the scratch ----
-# hand NAME W BINARY FLAGS...: W ranks started by hand (-R -W) through -f DIR; the exit status of rank 0, or else of the first failing rank
-hand() {
-    local name=$1 w=$2 b=$3 rc=0 ps="" p
-    shift 3
-    mkdir -p "$tmp/$name.rdzv"
-    for ((r = 1; r < w; r++)); do
-        EMU_DEVICES=$w timeout 300 "$b" $F -o "$tmp/$name" -f "$tmp/$name.rdzv" -R $r -W $w "$@" > "$tmp/$name.r$r.log" 2>&1 &
-        ps="$ps $!"
-    done
-    pids="$pids $ps"
-    EMU_DEVICES=$w timeout 300 "$b" $F -o "$tmp/$name" -f "$tmp/$name.rdzv" -R 0 -W $w "$@" > "$tmp/$name.log" 2>&1 || rc=$?
-    for p in $ps; do
-        wait $p
-        local x=$?
-        [ $rc -eq 0 ] && rc=$x
-    done
-    return $rc
-}
 z2_started=$SECONDS
 torchrun2 z2 "$bin/train_sftcu_fp32" -Z 2; ran z2 $? && cmp_runs dist_zero2_gpt2_2_ranks_equals_1_rank "$tmp/one" "$tmp/z2" 1e-5 1e-5
 F_GPT2=$F
