@@ -1366,7 +1366,7 @@ struct PlanShape {
     const ModelConfig *cfg;
     const LoraLayout *lora;
     const Bnb4Base *q4;  // QLoRA's base, or null
-    int T, world, max_zero, offload_max;
+    int T, world, max_zero, offload_max;  // max_zero: 3, or 2 for QLoRA (a 4-bit base is not sharded)
 };
 
 static MemPlan plan_memory(const PlanShape *s, PlanKnobs k) {
@@ -1455,7 +1455,7 @@ static int plan_only(const char *prog, TrainArgs *a, int recompute, double gib) 
     memset(&at_load, 0, sizeof at_load);
     if (a->load_in_4bit && !a->lora.rank) usage_error(prog, "--load_in_4bit needs -A (QLoRA trains adapters on the 4-bit base)");
     int world = a->world > 0 ? a->world : 1;
-    PlanShape s = {&cfg, &lora, a->load_in_4bit ? &at_load : nullptr, a->T, world, a->max_zero, 0};
+    PlanShape s = {&cfg, &lora, a->load_in_4bit ? &at_load : nullptr, a->T, world, a->load_in_4bit ? 2 : 3, 0};
     PlanKnobs now = {a->B, recompute, world > 1 ? (a->zero >= 0 ? a->zero : 1) : 0, 0};
     MemPlan m = plan_memory(&s, now);
     double GiB = 1073741824.0, available = gib * GiB - BLAS_WORKSPACE;
@@ -1553,7 +1553,7 @@ int main(int argc, char **argv) {
     size_t free0, total_mem;
     CUDA_CHECK(cudaMemGetInfo(&free0, &total_mem));
     attention_check_heads(cfg.NH, cfg.KVH, cfg.HS);  // before allocating: head sizes without attention kernels (e.g. 12)
-    PlanShape shape = {&cfg, &run.lora, run.q4.w ? &run.q4 : nullptr, args.T, dist.world, args.max_zero, 0};
+    PlanShape shape = {&cfg, &run.lora, run.q4.w ? &run.q4 : nullptr, args.T, dist.world, run.q4.w ? 2 : 3, 0};
     PlanKnobs knobs = {args.B, recompute, dist.zero, 0};
     MemPlan plan = plan_memory(&shape, knobs);
     check_device_memory(&shape, knobs, &plan, (double)free0 - (double)BLAS_WORKSPACE, "free on the device, cudaMemGetInfo, less the cuBLAS workspace");
