@@ -56,27 +56,27 @@ static void dot_lanes_keys(float *out, const float *q, const float *kt, long ld,
     }
 }
 
-// out[i] (+)= sum over s0 <= s < s1 of p[s] * x_s[i] for i < n (x_s at x + s * ld), each
-// out[i] one chain of rounded products added in order of s, from out[i] (accumulate) or
-// from 0: 64 or 16 outputs at a time held in registers across the keys.
-static void attention_weighted_sum(float *out, const float *p, const float *x, long ld, int s0, int s1, int n, int accumulate) {
+// out[i] (+)= sum over s0 <= s < s1 of p[s * p_ld] * x_s[i] for i < n (x_s at x + s * ld),
+// each out[i] one chain of rounded products added in order of s, from out[i]
+// (accumulate) or from 0: 64 or 16 outputs at a time held in registers across the rows.
+static void attention_weighted_sum(float *out, const float *p, long p_ld, const float *x, long ld, int s0, int s1, int n, int accumulate) {
     int i = 0;
     for (; i + 64 <= n; i += 64) {
         floats16 acc[4] = {{0}}, v;
         if (accumulate) memcpy(acc, out + i, sizeof acc);
         for (int s = s0; s < s1; s++)
-            for (int u = 0; u < 4; u++) memcpy(&v, x + s * ld + i + 16 * u, sizeof v), acc[u] += p[s] * v;
+            for (int u = 0; u < 4; u++) memcpy(&v, x + s * ld + i + 16 * u, sizeof v), acc[u] += p[s * p_ld] * v;
         memcpy(out + i, acc, sizeof acc);
     }
     for (; i + 16 <= n; i += 16) {
         floats16 acc = {0}, v;
         if (accumulate) memcpy(&acc, out + i, sizeof acc);
-        for (int s = s0; s < s1; s++) memcpy(&v, x + s * ld + i, sizeof v), acc += p[s] * v;
+        for (int s = s0; s < s1; s++) memcpy(&v, x + s * ld + i, sizeof v), acc += p[s * p_ld] * v;
         memcpy(out + i, &acc, sizeof acc);
     }
     for (; i < n; i++) {
         float acc = accumulate ? out[i] : 0.0f;
-        for (int s = s0; s < s1; s++) acc += p[s] * x[s * ld + i];
+        for (int s = s0; s < s1; s++) acc += p[s * p_ld] * x[s * ld + i];
         out[i] = acc;
     }
 }
@@ -116,7 +116,7 @@ static void attention_forward(float *out, float *att, const float *qkv, const in
                     float inv = 1.0f / sum;
                     for (int s = s0; s <= t; s++) a[s] *= inv;
                     const float *v = qkv + (size_t)b * T * QKV + A + (KVH + kh) * HS;
-                    attention_weighted_sum(out + ((size_t)b * T + t) * A + h * HS, a, v, QKV, s0, t + 1, HS, 0);
+                    attention_weighted_sum(out + ((size_t)b * T + t) * A + h * HS, a, 1, v, QKV, s0, t + 1, HS, 0);
                 }
             }
         free(kt);
@@ -135,36 +135,41 @@ static void attention_backward(float *dqkv, const float *dout, const float *qkv,
     long ld = T + 16;  // vt's rows, as kt's in attention_forward
 #pragma omp parallel
     {
-        float *g = (float *)xmalloc((size_t)T * sizeof(float)), *vt = (float *)xcalloc((size_t)HS * ld, sizeof(float));
+        // dp: dpre of the group's query heads, (head, t, s) (a thread's share of att's size)
+        float *vt = (float *)xcalloc((size_t)HS * ld, sizeof(float)), *dp = (float *)xmalloc((size_t)group * T * T * sizeof(float));
 #pragma omp for collapse(2) schedule(static)
         for (int b = 0; b < B; b++)
             for (int kh = 0; kh < KVH; kh++) {
                 const float *k0 = qkv + (size_t)b * T * QKV + A + kh * HS;  // key s at k0 + s * QKV, value s at v0 + s * QKV
                 const float *v0 = k0 + KVH * HS;
                 attention_transpose(vt, ld, v0, QKV, T, HS);
-                for (int h = kh * group; h < (kh + 1) * group; h++)
+                for (int h = kh * group; h < (kh + 1) * group; h++)  // dq, and dpre for dk
                     for (int t = 0; t < T; t++) {
                         const float *a = att + (((size_t)b * NH + h) * T + t) * T;
                         const float *dy = dout + ((size_t)b * T + t) * A + h * HS;
-                        const float *q = qkv + ((size_t)b * T + t) * QKV + h * HS;
-                        float *dq = dqkv + ((size_t)b * T + t) * QKV + h * HS;
+                        float *dq = dqkv + ((size_t)b * T + t) * QKV + h * HS, *g = dp + ((size_t)(h - kh * group) * T + t) * T;
                         int s0 = attention_first_key(doc_start[b * T + t], t, window);
                         dot_lanes_keys(g + s0, dy, vt, ld, s0, t + 1, HS);  // g_s
                         float dot = 0.0f;
-                        for (int s = s0; s <= t; s++) {
-                            float *dv = dqkv + ((size_t)b * T + s) * QKV + A + (KVH + kh) * HS;
-                            for (int i = 0; i < HS; i++) dv[i] += a[s] * dy[i];
-                            dot += a[s] * g[s];
-                        }
+                        for (int s = s0; s <= t; s++) dot += a[s] * g[s];
                         for (int s = s0; s <= t; s++) g[s] = a[s] * (g[s] - dot) * scale;  // dpre_s
-                        attention_weighted_sum(dq, g, k0, QKV, s0, t + 1, HS, 1);
-                        for (int s = s0; s <= t; s++) {
-                            float *dk = dqkv + ((size_t)b * T + s) * QKV + A + kh * HS;
-                            for (int i = 0; i < HS; i++) dk[i] += g[s] * q[i];
-                        }
+                        attention_weighted_sum(dq, g, 1, k0, QKV, s0, t + 1, HS, 1);
                     }
+                // dv_s and dk_s: a sum over the queries that see key s, t in [s, t1) (s0 grows
+                // with t), head by head of the group and t in order within a head: the order
+                // of one update per (head, t, s) in the loops above, in registers across t
+                for (int s = 0, t1 = 0; s < T; s++) {
+                    if (t1 < s) t1 = s;
+                    while (t1 < T && attention_first_key(doc_start[b * T + t1], t1, window) <= s) t1++;
+                    float *dk = dqkv + ((size_t)b * T + s) * QKV + A + kh * HS, *dv = dk + KVH * HS;
+                    for (int h = kh * group; h < (kh + 1) * group; h++) {
+                        const float *a = att + ((size_t)b * NH + h) * T * T + s, *g = dp + (size_t)(h - kh * group) * T * T + s;
+                        attention_weighted_sum(dv, a, T, dout + (size_t)b * T * A + h * HS, A, s, t1, HS, 1);
+                        attention_weighted_sum(dk, g, T, qkv + (size_t)b * T * QKV + h * HS, QKV, s, t1, HS, 1);
+                    }
+                }
             }
-        free(g), free(vt);
+        free(vt), free(dp);
     }
 }
 
