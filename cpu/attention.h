@@ -3,12 +3,12 @@ cpu/attention.h: the CPU trainer's causal self-attention within packed documents
 (grouped-query, optionally in a sliding window), forward and backward, and the first
 key a query sees (train_sft.c's generation uses it too).
 
-Each query row's work is products over its keys. The scores q_t . k_s are computed 16
-keys at a time from a transposed copy of the head's keys (channel i of key s at
-kt[i * ld + s]), one vector holding 16 keys' partial sums, instead of one dot product
-(and one horizontal sum) per key; the weighted sums over keys (sum_s p_s v_s, and dq's
-sum_s dpre_s k_s) keep their outputs in registers for the whole sweep instead of a
-load and a store per key. Every result keeps its summation order, so the bits are those
+Each query row's work is products over its keys. The scores q_t . k_s are computed a
+vector of keys at a time from a transposed copy of the head's keys (channel i of key s
+at kt[i * ld + s]), one vector holding 16 (AVX2: 8) keys' partial sums, instead of one
+dot product (and one horizontal sum) per key; the weighted sums (sum_s p_s v_s, dq's
+sum_s dpre_s k_s, and in the backward dv's and dk's sums over queries) keep their
+outputs in registers for the whole sweep instead of a load and a store per term. Every result keeps its summation order, so the bits are those
 of the plain loops (dot_lanes's lanes for a score, cpu/vecmath.h): the same for any
 thread count and vector width, and for attention_decode, which computes one row as
 attention_forward does. At T=256 attention took 12% of a GPT-2 124M step on a 2-core
@@ -31,7 +31,15 @@ static inline int attention_first_key(int ds, int t, int window) {
     return window > 0 && t - window + 1 > ds ? t - window + 1 : ds;
 }
 
-typedef float floats16 __attribute__((vector_size(64)));  // 16 floats: one AVX-512 vector, two AVX2 ones, same sums
+// A vector of the machine's width (gcc keeps a wider one in memory in an AVX2 build:
+// GPT-2's step at T=256 was 30% slower). The lanes are keys or channels, whose sums are
+// independent, so the width changes no result.
+#if defined(__AVX512F__)
+#define ATT_VEC 16
+#else
+#define ATT_VEC 8
+#endif
+typedef float vkeys __attribute__((vector_size(ATT_VEC * sizeof(float))));
 
 // Channel i of row s (at src + s * ld, s < T) into kt[i * kt_ld + s]: the keys (or values)
 // of one head transposed, so that 16 consecutive keys' channel i is one vector load.
@@ -41,35 +49,35 @@ static void attention_transpose(float *kt, long kt_ld, const float *src, long ld
 }
 
 // out[s - s0] = dot_lanes(q, k_s, n) for the keys s0 <= s < s1, k_s's channel i at
-// kt[i * ld + s] (the columns up to s0 + 16 * ceil((s1 - s0) / 16) readable). dot_lanes
-// adds channel i into lane i % 16, in order, then the 16 lanes in order: here one vector
-// holds one lane's sum for 16 keys, and the lanes are added in the same order.
+// kt[i * ld + s] (the columns up to s1 + 15 readable). dot_lanes adds channel i into
+// lane i % 16, in order, then its 16 lanes in order: here one vector holds one of those
+// lanes for ATT_VEC keys, and the lanes are added in the same order.
 static void dot_lanes_keys(float *out, const float *q, const float *kt, long ld, int s0, int s1, int n) {
-    for (int s = s0; s < s1; s += 16) {
-        floats16 sum = {0};
+    for (int s = s0; s < s1; s += ATT_VEC) {
+        vkeys sum = {0};
         for (int lane = 0; lane < 16; lane++) {
-            floats16 part = {0}, k;
+            vkeys part = {0}, k;
             for (int i = lane; i < n; i += 16) memcpy(&k, kt + i * ld + s, sizeof k), part += q[i] * k;
             sum += part;
         }
-        memcpy(out + s - s0, &sum, (size_t)(s1 - s < 16 ? s1 - s : 16) * sizeof(float));
+        memcpy(out + s - s0, &sum, (size_t)(s1 - s < ATT_VEC ? s1 - s : ATT_VEC) * sizeof(float));
     }
 }
 
 // out[i] (+)= sum over s0 <= s < s1 of p[s * p_ld] * x_s[i] for i < n (x_s at x + s * ld),
 // each out[i] one chain of rounded products added in order of s, from out[i]
-// (accumulate) or from 0: 64 or 16 outputs at a time held in registers across the rows.
+// (accumulate) or from 0: 4 vectors or 1 of outputs at a time in registers across the rows.
 static void attention_weighted_sum(float *out, const float *p, long p_ld, const float *x, long ld, int s0, int s1, int n, int accumulate) {
     int i = 0;
-    for (; i + 64 <= n; i += 64) {
-        floats16 acc[4] = {{0}}, v;
+    for (; i + 4 * ATT_VEC <= n; i += 4 * ATT_VEC) {
+        vkeys acc[4] = {{0}}, v;
         if (accumulate) memcpy(acc, out + i, sizeof acc);
         for (int s = s0; s < s1; s++)
-            for (int u = 0; u < 4; u++) memcpy(&v, x + s * ld + i + 16 * u, sizeof v), acc[u] += p[s * p_ld] * v;
+            for (int u = 0; u < 4; u++) memcpy(&v, x + s * ld + i + ATT_VEC * u, sizeof v), acc[u] += p[s * p_ld] * v;
         memcpy(out + i, acc, sizeof acc);
     }
-    for (; i + 16 <= n; i += 16) {
-        floats16 acc = {0}, v;
+    for (; i + ATT_VEC <= n; i += ATT_VEC) {
+        vkeys acc = {0}, v;
         if (accumulate) memcpy(&acc, out + i, sizeof acc);
         for (int s = s0; s < s1; s++) memcpy(&v, x + s * ld + i, sizeof v), acc += p[s * p_ld] * v;
         memcpy(out + i, &acc, sizeof acc);
