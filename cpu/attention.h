@@ -143,7 +143,7 @@ static void attention_backward(float *dqkv, const float *dout, const float *qkv,
     long ld = T + 16;  // vt's rows, as kt's in attention_forward
 #pragma omp parallel
     {
-        // dp: dpre of the group's query heads, (head, t, s) (a thread's share of att's size)
+        // dp: dpre of the group's query heads, (head, t, s): NH/KVH x T^2 floats a thread (att: B NH T^2 a layer)
         float *vt = (float *)xcalloc((size_t)HS * ld, sizeof(float)), *dp = (float *)xmalloc((size_t)group * T * T * sizeof(float));
 #pragma omp for collapse(2) schedule(static)
         for (int b = 0; b < B; b++)
