@@ -1,6 +1,7 @@
 // tests/train/sft_kernels.h: test_sft.c's checks of the CPU kernels' arithmetic: gemm
 // against a double-precision loop and, bit for bit, against fmaf chains (cpu/gemm.h);
-// dot_lanes, sum_squares_lanes and exp_vec against double precision (cpu/vecmath.h). Included by test_sft.c
+// dot_lanes, sum_squares_lanes and exp_vec against double precision (cpu/vecmath.h); attention
+// (cpu/attention.h) bit for bit against its plain loops. Included by test_sft.c
 // after its helpers (check, rel_err); not a header of its own.
 
 // ---- the matrix kernel against a plain double-precision triple loop ---------
