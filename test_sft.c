@@ -1371,6 +1371,7 @@ int main(void) {
     test_exp_vec();
     test_rope_rules();
     test_window_attention();
+    test_attention_bitwise();
     test_reference_forward_backward("", REF_MODEL, 0);
     test_reference_training("", REF_MODEL);
     test_llama_references();

@@ -37,6 +37,7 @@ run reproduces an uninterrupted one bit for bit.
 #include "train/generate.h"
 #include "train/preempt.h"
 #include "train/trainer.h"
+#include "cpu/attention.h"
 #include "cpu/gemm.h"
 #include "cpu/lora.h"
 #include "cpu/vecmath.h"
@@ -202,98 +203,6 @@ static void matmul_backward(float *dinp, float *dw, float *dbias, const float *d
         for (int i = 0; i < N; i++)
             for (int o = o0; o < o1; o++) s[o - o0] += dout[(size_t)i * OC + o];
         for (int o = o0; o < o1; o++) dbias[o] += s[o - o0];
-    }
-}
-
-// The first key position query t sees: its document's start ds, and with a sliding
-// window of W > 0 keys (Gemma 3's sliding layers; W = 0: full causal) also t - W + 1.
-// That is transformers' convention (masking_utils: sliding_window_overlay allows
-// kv_idx > q_idx - W, and'ed with the causal kv_idx <= q_idx): query t sees key s iff
-// s <= t and t - s < W, W keys counting itself; the window restarts in each packed
-// document like the causal mask.
-static inline int attention_first_key(int ds, int t, int window) {
-    return window > 0 && t - window + 1 > ds ? t - window + 1 : ds;
-}
-
-// Causal self-attention within documents, grouped-query, optionally in a sliding
-// window. qkv rows (width QKV = (NH + 2 KVH) HS) hold [q (NH heads) | k (KVH heads) |
-// v (KVH heads)], heads of HS channels; query head h reads key/value head h / (NH / KVH)
-// (GPT-2: KVH = NH, HS = C/NH, QKV = 3C). For position t with first key
-// s0 = attention_first_key(doc_start[t], t, window):
-// att[t, s] = softmax_{s0 <= s <= t}(scale q_t . k_s), out_t = sum_s att[t, s] v_s, scale
-// 1/sqrt(HS) or Gemma 3's query_pre_attn_scalar^-1/2 (attention_scale);
-// out rows are NH*HS wide. att is (B, NH, T, T); entries outside [s0, t] are unused.
-static void attention_forward(float *out, float *att, const float *qkv, const int *doc_start, int B, int T, int NH, int KVH, int HS, float scale,
-                              int window) {
-    int QKV = (NH + 2 * KVH) * HS, A = NH * HS, group = NH / KVH;
-#pragma omp parallel for collapse(3) schedule(static)
-    for (int b = 0; b < B; b++)
-        for (int h = 0; h < NH; h++)
-            for (int t = 0; t < T; t++) {
-                int kh = h / group;
-                const float *q = qkv + ((size_t)b * T + t) * QKV + h * HS;
-                float *a = att + (((size_t)b * NH + h) * T + t) * T;
-                int s0 = attention_first_key(doc_start[b * T + t], t, window);
-                float mx = -INFINITY;
-                for (int s = s0; s <= t; s++) {
-                    const float *k = qkv + ((size_t)b * T + s) * QKV + A + kh * HS;
-                    float d = dot_lanes(q, k, HS) * scale;
-                    a[s] = d;
-                    if (d > mx) mx = d;
-                }
-                float sum = 0.0f;
-                for (int s = s0; s <= t; s++) a[s] = exp_vec(a[s] - mx);
-                for (int s = s0; s <= t; s++) sum += a[s];
-                float inv = 1.0f / sum;
-                float *o = out + ((size_t)b * T + t) * A + h * HS;
-                for (int i = 0; i < HS; i++) o[i] = 0.0f;
-                for (int s = s0; s <= t; s++) {
-                    a[s] *= inv;
-                    const float *v = qkv + ((size_t)b * T + s) * QKV + A + (KVH + kh) * HS;
-                    for (int i = 0; i < HS; i++) o[i] += a[s] * v[i];
-                }
-            }
-}
-
-// With p = att[t, :], g_s = dout_t . v_s:  dv_s += p_s dout_t,
-// dpre_s = p_s (g_s - sum_r p_r g_r),  dq_t += scale sum_s dpre_s k_s,  dk_s += scale dpre_s q_t;
-// dk and dv of a key/value head sum over the NH/KVH query heads that read it; s runs over
-// s0 .. t as in attention_forward (the same window).
-// One thread per (row, key/value head), its query heads in order: dk and dv of a
-// head are written only by its thread, in a fixed order.
-static void attention_backward(float *dqkv, const float *dout, const float *qkv, const float *att, const int *doc_start,
-                               int B, int T, int NH, int KVH, int HS, float scale, int window) {
-    int QKV = (NH + 2 * KVH) * HS, A = NH * HS, group = NH / KVH;
-#pragma omp parallel
-    {
-        float *g = (float *)xmalloc((size_t)T * sizeof(float));
-#pragma omp for collapse(2) schedule(static)
-        for (int b = 0; b < B; b++)
-            for (int kh = 0; kh < KVH; kh++)
-                for (int h = kh * group; h < (kh + 1) * group; h++)
-                    for (int t = 0; t < T; t++) {
-                        const float *a = att + (((size_t)b * NH + h) * T + t) * T;
-                        const float *dy = dout + ((size_t)b * T + t) * A + h * HS;
-                        const float *q = qkv + ((size_t)b * T + t) * QKV + h * HS;
-                        float *dq = dqkv + ((size_t)b * T + t) * QKV + h * HS;
-                        int s0 = attention_first_key(doc_start[b * T + t], t, window);
-                        float dot = 0.0f;
-                        for (int s = s0; s <= t; s++) {
-                            const float *v = qkv + ((size_t)b * T + s) * QKV + A + (KVH + kh) * HS;
-                            float *dv = dqkv + ((size_t)b * T + s) * QKV + A + (KVH + kh) * HS;
-                            float gs = dot_lanes(dy, v, HS);
-                            for (int i = 0; i < HS; i++) dv[i] += a[s] * dy[i];
-                            g[s] = gs;
-                            dot += a[s] * gs;
-                        }
-                        for (int s = s0; s <= t; s++) {
-                            float dpre = a[s] * (g[s] - dot) * scale;
-                            const float *k = qkv + ((size_t)b * T + s) * QKV + A + kh * HS;
-                            float *dk = dqkv + ((size_t)b * T + s) * QKV + A + kh * HS;
-                            for (int i = 0; i < HS; i++) { dq[i] += dpre * k[i]; dk[i] += dpre * q[i]; }
-                        }
-                    }
-        free(g);
     }
 }
 

@@ -1,6 +1,7 @@
 // tests/train/sft_kernels.h: test_sft.c's checks of the CPU kernels' arithmetic: gemm
 // against a double-precision loop and, bit for bit, against fmaf chains (cpu/gemm.h);
-// dot_lanes, sum_squares_lanes and exp_vec against double precision (cpu/vecmath.h). Included by test_sft.c
+// dot_lanes, sum_squares_lanes and exp_vec against double precision (cpu/vecmath.h); attention
+// (cpu/attention.h) bit for bit against its plain loops. Included by test_sft.c
 // after its helpers (check, rel_err); not a header of its own.
 
 // ---- the matrix kernel against a plain double-precision triple loop ---------
@@ -132,4 +133,80 @@ static void test_exp_vec(void) {
     float lo = exp_vec(-1000.0f), hi = exp_vec(1000.0f), nan = exp_vec(NAN);
     check("exp_vec_clamps_and_keeps_nan", lo >= 0.0f && lo < 2e-38f && isfinite(hi) && hi > 1e38f && isnan(nan),
           "exp_vec(-1000) = %g, exp_vec(1000) = %g, exp_vec(nan) = %g", lo, hi, nan);
+}
+
+// ---- attention (cpu/attention.h) against its plain loops, bit for bit ---------
+
+// The loops cpu/attention.h's functions stand for: a query row at a time, one dot_lanes
+// per key, the weighted sums and dk, dv updated key by key in memory (the code before
+// they were vectorized over keys). The same sums in the same order, so the same bits.
+static void plain_attention(float *out, float *att, float *dqkv, const float *dout, const float *qkv, const int *ds, int B, int T, int NH,
+                            int KVH, int HS, float scale, int window) {
+    int QKV = (NH + 2 * KVH) * HS, A = NH * HS, group = NH / KVH;
+    float *g = (float *)xmalloc((size_t)T * sizeof(float));
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++)
+            for (int t = 0; t < T; t++) {
+                const float *q = qkv + ((size_t)b * T + t) * QKV + h * HS, *kv = qkv + (size_t)b * T * QKV + A + h / group * HS;
+                float *a = att + (((size_t)b * NH + h) * T + t) * T, *o = out + ((size_t)b * T + t) * A + h * HS, mx = -INFINITY, sum = 0.0f;
+                int s0 = attention_first_key(ds[b * T + t], t, window);
+                for (int s = s0; s <= t; s++) a[s] = dot_lanes(q, kv + (size_t)s * QKV, HS) * scale, mx = fmaxf(mx, a[s]);
+                for (int s = s0; s <= t; s++) a[s] = exp_vec(a[s] - mx);
+                for (int s = s0; s <= t; s++) sum += a[s];
+                for (int i = 0; i < HS; i++) o[i] = 0.0f;
+                for (int s = s0; s <= t; s++) {
+                    a[s] *= 1.0f / sum;
+                    for (int i = 0; i < HS; i++) o[i] += a[s] * kv[(size_t)s * QKV + KVH * HS + i];
+                }
+            }
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++)  // heads in order: the key/value head's updates in the order of its query heads
+            for (int t = 0; t < T; t++) {
+                const float *a = att + (((size_t)b * NH + h) * T + t) * T, *dy = dout + ((size_t)b * T + t) * A + h * HS;
+                const float *q = qkv + ((size_t)b * T + t) * QKV + h * HS;
+                float *dq = dqkv + ((size_t)b * T + t) * QKV + h * HS, dot = 0.0f;
+                size_t k0 = (size_t)b * T * QKV + A + h / group * HS, v0 = k0 + KVH * HS;
+                int s0 = attention_first_key(ds[b * T + t], t, window);
+                for (int s = s0; s <= t; s++) {
+                    g[s] = dot_lanes(dy, qkv + v0 + (size_t)s * QKV, HS), dot += a[s] * g[s];
+                    for (int i = 0; i < HS; i++) dqkv[v0 + (size_t)s * QKV + i] += a[s] * dy[i];
+                }
+                for (int s = s0; s <= t; s++) {
+                    float dpre = a[s] * (g[s] - dot) * scale;
+                    for (int i = 0; i < HS; i++) dq[i] += dpre * qkv[k0 + (size_t)s * QKV + i], dqkv[k0 + (size_t)s * QKV + i] += dpre * q[i];
+                }
+            }
+    free(g);
+}
+
+// attention_forward and attention_backward against plain_attention, every output bit for
+// bit: head sizes 4, 20 and 80 (the scalar, one-vector and four-vector paths of the
+// weighted sums), T = 37 (a last block of keys shorter than a vector), grouped-query and
+// not, packed documents (lengths 11, 1, 25 | 37), windows 0 (full), 1 and 6.
+static void test_attention_bitwise(void) {
+    enum { B = 2, T = 37 };
+    const int shapes[][3] = {{4, 2, 4}, {3, 3, 20}, {2, 1, 80}}, windows[] = {0, 1, 6};
+    int ds[B * T], differ = 0, cases = 0;
+    for (int t = 0; t < T; t++) ds[t] = t < 11 ? 0 : t < 12 ? 11 : 12, ds[T + t] = 0;
+    Rng rng;
+    rng_seed(&rng, 4242);
+    for (int sh = 0; sh < 3; sh++) {
+        int NH = shapes[sh][0], KVH = shapes[sh][1], HS = shapes[sh][2], QKV = (NH + 2 * KVH) * HS, A = NH * HS;
+        size_t nq = (size_t)B * T * QKV, no = (size_t)B * T * A, na = (size_t)B * NH * T * T;
+        float *qkv = (float *)xmalloc(nq * 4), *dout = (float *)xmalloc(no * 4), *out[2], *att[2], *dqkv[2];
+        for (int k = 0; k < 2; k++) out[k] = (float *)xcalloc(no, 4), att[k] = (float *)xcalloc(na, 4), dqkv[k] = (float *)xcalloc(nq, 4);
+        for (size_t i = 0; i < nq; i++) qkv[i] = 2.0f * rng_float(&rng) - 1.0f;
+        for (size_t i = 0; i < no; i++) dout[i] = 2.0f * rng_float(&rng) - 1.0f;
+        for (int w = 0; w < 3; w++, cases++) {
+            float scale = 1.0f / sqrtf((float)HS);
+            memset(dqkv[0], 0, nq * 4), memset(dqkv[1], 0, nq * 4);
+            attention_forward(out[0], att[0], qkv, ds, B, T, NH, KVH, HS, scale, windows[w]);
+            attention_backward(dqkv[0], dout, qkv, att[0], ds, B, T, NH, KVH, HS, scale, windows[w]);
+            plain_attention(out[1], att[1], dqkv[1], dout, qkv, ds, B, T, NH, KVH, HS, scale, windows[w]);
+            differ += memcmp(out[0], out[1], no * 4) != 0 || memcmp(dqkv[0], dqkv[1], nq * 4) != 0;
+        }
+        free(qkv), free(dout);
+        for (int k = 0; k < 2; k++) free(out[k]), free(att[k]), free(dqkv[k]);
+    }
+    check("attention_is_its_plain_loops_bit_for_bit", differ == 0, "%d of %d cases differ", differ, cases);
 }
