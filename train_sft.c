@@ -32,6 +32,7 @@ runs in a fixed order, so results do not depend on the thread count and a resume
 run reproduces an uninterrupted one bit for bit.
 */
 #include <omp.h>
+#include "train/adamw.h"
 #include "train/dist.h"
 #include "train/evalset.h"
 #include "train/generate.h"
@@ -1167,16 +1168,8 @@ static double sum_of_squares(const float *g, size_t n, float scale) {
 // g itself saves two passes over the gradient's memory a step.
 static void adamw_tensor(float *p, const float *g, float *m, float *v, size_t n, float mean, float clip, float lr, float beta1, float beta2,
                          float eps, float wd, int64_t t) {
-    float bc1 = 1.0f - powf(beta1, (float)t), bc2_sqrt = sqrtf(1.0f - powf(beta2, (float)t));
-    float step_size = lr / bc1, decay = 1.0f - lr * wd;
-#pragma omp parallel for schedule(static)
-    for (size_t k = 0; k < n; k++) {
-        float gk = g[k] * mean * clip;
-        p[k] *= decay;
-        m[k] = beta1 * m[k] + (1.0f - beta1) * gk;
-        v[k] = beta2 * v[k] + (1.0f - beta2) * gk * gk;
-        p[k] -= step_size * m[k] / (sqrtf(v[k]) / bc2_sqrt + eps);
-    }
+    AdamWStep a = adamw_constants(lr, beta1, beta2, eps, wd, t);
+    adamw_host(p, g, m, v, n, mean, clip, &a);  // train/adamw.h: the GPU trainer's formula too
 }
 
 // AdamW on the parameters [m->opt_lo, m->opt_lo + m->opt_n) (ZeRO-3: in weight_shard) with their gradients
