@@ -1718,9 +1718,10 @@ int main(int argc, char **argv) {
     if (dist.zero >= 3)
         snprintf(weight_parts, sizeof weight_parts, " (ZeRO-3: the shard of %zu and the gathered embeddings, head and one layer, %zu%s)",
                  mem.params - mem.gathered - mem.adapter, mem.gathered, adapter_part);
-    printf("memory| per rank: parameters %.3f MB%s%s, gradients %.3f MB%s, AdamW state %.3f MB (moments of %zu of %zu %s), activations %.3f MB; "
+    printf("memory| per rank: parameters %.3f MB%s%s, gradients %.3f MB%s, AdamW state %.3f MB (moments of %zu of %zu %s%s), activations %.3f MB; "
            "%d threads, %s\n", params_bytes / 1e6, q4, weight_parts, mem.grads * 4 / 1e6, grad_parts, mem.adamw * 4 / 1e6, mem.adamw / 2, model.num_trained,
-           model_is_lora(&model) ? "adapter parameters; the base is frozen" : "parameters", mem.acts * 4 / 1e6, omp_get_max_threads(), wait);
+           model_is_lora(&model) ? "adapter parameters; the base is frozen" : "parameters",
+           args.offload ? "; -O 1: in host memory, as always on the CPU" : "", mem.acts * 4 / 1e6, omp_get_max_threads(), wait);
 
     CpuGenerator cpu_gen;
     Generator gen;
