@@ -1338,6 +1338,15 @@ static void check_device_memory(const MemPlan *m, size_t free_bytes) {
                       (double)free_bytes - (double)BLAS_WORKSPACE, "free on the device, cudaMemGetInfo, less the cuBLAS workspace");
 }
 
+// Offloaded (-O 1): the pinned host arrays against the host's MemAvailable (each rank of a node
+// checks alone: ranks started together may each see the memory the others are about to take).
+static void check_offload_host_memory(const MemPlan *m) {
+    MemTerm terms[] = {{"master weights and AdamW state (fp32, pinned, this rank's ZeRO shard; -O 1)", m->host_state,
+                        "use more ranks with -Z 1 or -Z 2 (each holds 1/W), or keep the state on the GPU (-O 0)"},
+                       {"gradient and weight staging (pinned; -O 1)", m->host_staging, "use more ranks with -Z 1 or -Z 2 (each holds 1/W)"}};
+    check_memory_plan(terms, 2, host_memory_available(), "MemAvailable in /proc/meminfo");
+}
+
 // The NCCL unique id from rank 0 to every rank. Built with MPI (make train_sftcu_mpi)
 // and started by mpirun (or srun with MPI): MPI_Bcast, MPI ended by dist_finish.
 // Otherwise through train/rendezvous.h: TCP to MASTER_ADDR, or files in the shared
@@ -1416,6 +1425,7 @@ int main(int argc, char **argv) {
     attention_check_heads(cfg.NH, cfg.KVH, cfg.HS);  // before allocating: head sizes without attention kernels (e.g. 12)
     MemPlan plan = memory_plan(&cfg, &run.lora, args.B, args.T, recompute, dist.world, dist.zero, run.q4.w ? &run.q4 : nullptr, args.offload);
     check_device_memory(&plan, free0);
+    if (args.offload) check_offload_host_memory(&plan);
     if (lead) warn_lost_targets(&run.train, args.T);
     if (lead) open_output_dir(args.out_dir);
     if (lead && run.write_base) save_hf_dir(run.lora_base, args.out_dir, &run.cfg, &run.p, &run.extras, HF_SAVE_F32);  // LoRA's base as trained on, for adapter_config.json to name
