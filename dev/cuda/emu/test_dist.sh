@@ -291,7 +291,7 @@ echo "time dist_zero2: $((SECONDS - z2_started)) s for the ZeRO-2 checks"
 # ---- optimizer offload (-O 1): this rank's fp32 master shard and AdamW moments in pinned host
 # memory, AdamW on the host's threads with the kernel's own formula (train/adamw.h): equal to the
 # same run without offload bit for bit (both checkpoints byte for byte, metrics.jsonl but the
-# speed): 1 process in fp32 and bf16, ZeRO-1 and ZeRO-2 on 2 ranks (torchrun), ZeRO-2 on 3
+# speed): 1 process in fp32 and bf16 and with LoRA, ZeRO-1 and ZeRO-2 on 2 ranks (torchrun), ZeRO-2 on 3
 # (uneven shards); those 3 ranks against the CPU trainer (its tolerances above); an offloaded
 # step-2 checkpoint resumed without offload, and one without resumed with it by 2 ranks with
 # ZeRO-2, end as the uninterrupted run; the device holds 8P bytes less (fp32: the moments),
@@ -299,8 +299,8 @@ echo "time dist_zero2: $((SECONDS - z2_started)) s for the ZeRO-2 checks"
 # same_bits NAME RUN_A RUN_B: two runs' outputs byte for byte
 same_bits() {
     local name=$1 a=$tmp/$2 b=$tmp/$3 f why=""
-    for f in step_00000002/model.safetensors step_00000002/state.bin step_00000004/model.safetensors step_00000004/state.bin; do
-        [ -f "$a/$f" ] && cmp -s "$a/$f" "$b/$f" || why+=" $f differs or is missing;"
+    for f in "$a"/step_00000002/*.safetensors "$a"/step_00000002/state.bin "$a"/step_00000004/*.safetensors "$a"/step_00000004/state.bin; do
+        [ -f "$f" ] && cmp -s "$f" "$b/${f#"$a"/}" || why+=" ${f#"$a"/} differs or is missing;"
     done
     cmp -s <(sed 's/"tokens_per_s": [^,]*, //' "$a/metrics.jsonl") <(sed 's/"tokens_per_s": [^,]*, //' "$b/metrics.jsonl") || why+=" metrics.jsonl differs"
     if [ -z "$why" ]; then ok "$name" "checkpoints of steps 2 and 4 and $(grep -c '"loss"' "$a/metrics.jsonl") steps' metrics identical"
@@ -309,6 +309,9 @@ same_bits() {
 off_started=$SECONDS
 single one_off "$bin/train_sftcu_fp32" -O 1; ran one_off $? && same_bits dist_offload_1_rank_equals_no_offload one one_off
 single one_bf16_off "$bin/train_sftcu" -O 1; ran one_bf16_off $? && same_bits dist_offload_bf16_1_rank_equals_no_offload one_bf16 one_bf16_off
+F=${F_GPT2/-e d2c64h2t32/-e dev/ref/tiny -A 4 -p 0.1}  # LoRA: the adapters' state offloaded
+[ -d "$tmp/lora_one" ] && { single lora_one_off "$bin/train_sftcu_fp32" -O 1; ran lora_one_off $? && same_bits dist_offload_lora_1_rank_equals_no_offload lora_one lora_one_off; }
+F=$F_GPT2
 torchrun2 z1_off "$bin/train_sftcu_fp32" -O 1; ran z1_off $? && same_bits dist_offload_zero1_2_ranks_equals_no_offload z1 z1_off
 torchrun2 z2_off "$bin/train_sftcu_fp32" -Z 2 --offload_optimizer 1; ran z2_off $? && same_bits dist_offload_zero2_2_ranks_equals_no_offload z2 z2_off
 F=${F/-d 128/-d 192}
