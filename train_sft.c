@@ -1169,7 +1169,8 @@ static double sum_of_squares(const float *g, size_t n, float scale) {
 static void adamw_tensor(float *p, const float *g, float *m, float *v, size_t n, float mean, float clip, float lr, float beta1, float beta2,
                          float eps, float wd, int64_t t) {
     AdamWStep a = adamw_constants(lr, beta1, beta2, eps, wd, t);
-    adamw_host(p, g, m, v, n, mean, clip, &a);  // train/adamw.h: the GPU trainer's formula too
+#pragma omp parallel for schedule(static)
+    for (size_t k = 0; k < n; k++) p[k] = adamw_one(p[k], g[k] * mean * clip, &m[k], &v[k], &a);  // train/adamw.h: the GPU trainer's formula too
 }
 
 // AdamW on the parameters [m->opt_lo, m->opt_lo + m->opt_n) (ZeRO-3: in weight_shard) with their gradients

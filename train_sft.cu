@@ -1074,11 +1074,13 @@ static void offload_adamw(GpuModel *M, size_t a, size_t b, float lr, float wd, f
     AdamWStep step = adamw_constants(lr, M->adamw.beta1, M->adamw.beta2, M->adamw.eps, wd, t);
     for (size_t at = a; at < b; at += OFFLOAD_PIECE) {
         size_t n = b - at < OFFLOAD_PIECE ? b - at : OFFLOAD_PIECE, k0 = at - M->lo;
-        adamw_host(M->master + k0, M->host_grads + k0, M->m + k0, M->v + k0, n, clip, 1.0f, &step);  // g * clip * 1: g * clip exactly
-#if !defined(ENABLE_FP32)
 #pragma omp parallel for schedule(static)
-        for (size_t k = k0; k < k0 + n; k++) M->host_weights[k] = from_float<floatX>(M->master[k]);
+        for (size_t k = k0; k < k0 + n; k++) {  // the kernel's g * (*grad_scale), then adamw_one
+            M->master[k] = adamw_one(M->master[k], M->host_grads[k] * clip, &M->m[k], &M->v[k], &step);
+#if !defined(ENABLE_FP32)
+            M->host_weights[k] = from_float<floatX>(M->master[k]);
 #endif
+        }
         CUDA_CHECK(cudaMemcpyAsync(M->train + at, M->host_weights + k0, n * sizeof(floatX), cudaMemcpyHostToDevice, M->stream));
     }
 }

@@ -64,10 +64,3 @@ ADAMW_HD static inline float grad_clip_coef(float norm2, float max_norm) {
     }
     return s;
 }
-
-// AdamW on n values on the host's threads, the gradient g[k] * mean * clip (rounded after
-// each product; clip 1 is exact, so a caller with one scale passes it as mean).
-static inline void adamw_host(float *p, const float *g, float *m, float *v, size_t n, float mean, float clip, const AdamWStep *a) {
-#pragma omp parallel for schedule(static)
-    for (size_t k = 0; k < n; k++) p[k] = adamw_one(p[k], g[k] * mean * clip, &m[k], &v[k], a);
-}
