@@ -784,6 +784,33 @@ static void test_zero3_memory_plan(void) {
           z3.params / 1e6, (z3.params - z3.gathered) / 1e6, z3.gathered / 1e6, z2.params / 1e6);
 }
 
+// The offloaded optimizer's plan (memory_plan with offload, -O 1) for GPT-2 124M on 1 rank and on 8
+// with ZeRO-2: no state on the device; on the host the master shard and both moments, 12S bytes
+// for S values in this rank's shard, in either build, and the staging: the gradient shard (4S)
+// and, in bf16, the weights (2S); everything else as without offload (8S or 12S of device state).
+static void test_offload_memory_plan(void) {
+    ModelConfig cfg;
+    if (model_parse_descriptor("d12c768h12t1024", &cfg) != 0) fatal("test_sftcu: bad descriptor");
+    cfg.V = 50257;
+    LoraLayout none;
+    memset(&none, 0, sizeof none);
+    size_t C = 768, P = 50304 * C + 1024 * C + 12 * (12 * C * C + 13 * C) + 2 * C;
+    bool ok = true;
+    char line[256] = "";
+    for (int w = 1; w <= 8; w += 7) {
+        int zero = w > 1 ? 2 : 0;
+        size_t S = w > 1 ? ((P + 7) / 8 + 63) / 64 * 64 : P;
+        MemPlan on = memory_plan(&cfg, &none, 4, 1024, 0, w, zero, nullptr, 1), off = memory_plan(&cfg, &none, 4, 1024, 0, w, zero);
+        double staging = (4.0 + (sizeof(floatX) == sizeof(float) ? 0.0 : 2.0)) * (double)S, state = (sizeof(floatX) == sizeof(float) ? 8.0 : 12.0) * (double)S;
+        ok = ok && on.state == 0 && on.host_state == 12.0 * (double)S && on.host_staging == staging && off.state == state && off.host_state == 0 &&
+             off.host_staging == 0 && on.params == off.params && on.grads == off.grads && on.acts == off.acts;
+        size_t k = strlen(line);
+        snprintf(line + k, sizeof line - k, "%sW = %d: device state %.1f MB -> 0, host %.1f MB + staging %.1f MB", w > 1 ? "; " : "", w, off.state / 1e6,
+                 on.host_state / 1e6, on.host_staging / 1e6);
+    }
+    check("offload_memory_plan_gpt2_124m", ok, "%s", line);
+}
+
 // QLoRA's plan (memory_plan with a 4-bit base) for Llama-3.1-8B's and Llama-3.1-70B's shapes
 // (vocabulary 128256, untied), R = 16 on every linear layer, T = 2048, -r 2, B = 1, one GPU:
 // the NF4 state against a hand count (every linear weight of these shapes fills whole blocks of
@@ -1068,6 +1095,14 @@ int main(int argc, char **argv) {
         printf("test_sftcu_%s qlora: %d failed\n", PRECISION_NAME, failures);
         return failures ? 1 : 0;
     }
+    if (argc > 1 && !strcmp(argv[1], "plan")) {  // only the memory plans (no device work: quick anywhere)
+        test_lora_memory_plan();
+        test_qlora_memory_plan();
+        test_zero2_memory_plan();
+        test_offload_memory_plan();
+        printf("test_sftcu_%s plan: %d failed\n", PRECISION_NAME, failures);
+        return failures ? 1 : 0;
+    }
     // the PyTorch-checked tiny model (head size 8) and a fresh one with head size 32
     ModelConfig cfg;
     float *params;
@@ -1168,6 +1203,7 @@ int main(int argc, char **argv) {
     test_qlora_memory_plan();
     test_zero2_memory_plan();
     test_zero3_memory_plan();
+    test_offload_memory_plan();
     printf("test_sftcu_%s: %d failed\n", PRECISION_NAME, failures);
     return failures ? 1 : 0;
 }

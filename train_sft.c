@@ -32,6 +32,7 @@ runs in a fixed order, so results do not depend on the thread count and a resume
 run reproduces an uninterrupted one bit for bit.
 */
 #include <omp.h>
+#include "train/adamw.h"
 #include "train/dist.h"
 #include "train/evalset.h"
 #include "train/generate.h"
@@ -1076,16 +1077,9 @@ static double sum_of_squares(const float *g, size_t n, float scale) {
 // g itself saves two passes over the gradient's memory a step.
 static void adamw_tensor(float *p, const float *g, float *m, float *v, size_t n, float mean, float clip, float lr, float beta1, float beta2,
                          float eps, float wd, int64_t t) {
-    float bc1 = 1.0f - powf(beta1, (float)t), bc2_sqrt = sqrtf(1.0f - powf(beta2, (float)t));
-    float step_size = lr / bc1, decay = 1.0f - lr * wd;
+    AdamWStep a = adamw_constants(lr, beta1, beta2, eps, wd, t);
 #pragma omp parallel for schedule(static)
-    for (size_t k = 0; k < n; k++) {
-        float gk = g[k] * mean * clip;
-        p[k] *= decay;
-        m[k] = beta1 * m[k] + (1.0f - beta1) * gk;
-        v[k] = beta2 * v[k] + (1.0f - beta2) * gk * gk;
-        p[k] -= step_size * m[k] / (sqrtf(v[k]) / bc2_sqrt + eps);
-    }
+    for (size_t k = 0; k < n; k++) p[k] = adamw_one(p[k], g[k] * mean * clip, &m[k], &v[k], &a);  // train/adamw.h: the GPU trainer's formula too
 }
 
 // AdamW on the parameters [m->opt_lo, m->opt_lo + m->opt_n) (ZeRO-3: in weight_shard) with their gradients
@@ -1633,9 +1627,10 @@ int main(int argc, char **argv) {
     if (dist.zero >= 3)
         snprintf(weight_parts, sizeof weight_parts, " (ZeRO-3: the shard of %zu and the gathered embeddings, head and one layer, %zu%s)",
                  mem.params - mem.gathered - mem.adapter, mem.gathered, adapter_part);
-    printf("memory| per rank: parameters %.3f MB%s%s, gradients %.3f MB%s, AdamW state %.3f MB (moments of %zu of %zu %s), activations %.3f MB; "
+    printf("memory| per rank: parameters %.3f MB%s%s, gradients %.3f MB%s, AdamW state %.3f MB (moments of %zu of %zu %s%s), activations %.3f MB; "
            "%d threads, %s\n", params_bytes / 1e6, q4, weight_parts, mem.grads * 4 / 1e6, grad_parts, mem.adamw * 4 / 1e6, mem.adamw / 2, model.num_trained,
-           model_is_lora(&model) ? "adapter parameters; the base is frozen" : "parameters", mem.acts * 4 / 1e6, omp_get_max_threads(), wait);
+           model_is_lora(&model) ? "adapter parameters; the base is frozen" : "parameters",
+           args.offload ? "; -O 1: in host memory, as always on the CPU" : "", mem.acts * 4 / 1e6, omp_get_max_threads(), wait);
 
     CpuGenerator cpu_gen;
     Generator gen;

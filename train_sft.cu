@@ -34,6 +34,7 @@ in the forward and again in the backward; they have no floatX copy in params.
 #include "train/dist.h"
 #include "train/evalset.h"
 #include "train/generate.h"
+#include "train/plan.h"
 #include "train/preempt.h"
 #include "train/rendezvous.h"
 #include "train/trainer.h"
@@ -134,7 +135,11 @@ struct GpuModel {
     float *g[NUM_PARAM_TENSORS];       // each tensor's start in grads; null with LoRA (frozen)
     floatX *train;                     // (padded) the trained weights: params, or with LoRA the adapters; ZeRO-3 without LoRA: params, the shard (parameters lo ..)
     size_t num_train;                  // how many: num_params_dev, or the adapters' lora.floats
-    float *master, *m, *v;             // (shard) this rank's fp32 state of the trained weights, from element lo; master == (float *)train + lo in the fp32 build (ZeRO-3 without LoRA: train itself)
+    float *master, *m, *v;             // (shard) this rank's fp32 state of the trained weights, from element lo; master == (float *)train + lo in the fp32 build
+                                       // (ZeRO-3 without LoRA: train itself) unless offloaded; offloaded (-O 1): all three in pinned host memory
+    bool offload;                      // -O 1: AdamW on the host (offload_adamw), the device keeps the floatX weights and the gradients
+    float *host_grads;                 // (shard) offloaded: pinned, the step's gradient shard read back from the device
+    floatX *host_weights;              // (shard) offloaded: pinned, the updated master in floatX on its way to the device (== master in the fp32 build)
     GpuComm *comm;                     // the ranks (cuda/dist.cuh); world 1: no communication
     int zero;                          // 1: ZeRO-1 (the state is sharded), 2: ZeRO-2 (the gradients too), 3: ZeRO-3 (the weights too), 0: every rank holds all of it
     size_t shard, lo;                  // elements in this rank's state and its first one (num_train and 0 without ZeRO)
@@ -330,7 +335,8 @@ static bool held_4bit(const Bnb4Base *q4, int i) { return q4 && q4->w && bnb4_is
 // layout) train; lora null: full fine-tuning. q4 (QLoRA, with LoRA): the 4-bit base whose linear
 // weights go to the device in NF4 (their slots of host_params are zero and not read).
 static void gpu_model_build(GpuModel *M, const ModelConfig *cfg, const float *host_params, const LoraLayout *lora,
-                            const float *host_adapters, int B, int T, int recompute, GpuComm *comm, int zero, const Bnb4Base *q4 = nullptr) {
+                            const float *host_adapters, int B, int T, int recompute, GpuComm *comm, int zero, const Bnb4Base *q4 = nullptr,
+                            bool offload = false) {
     M->cfg = *cfg;
     M->cfg_dev = *cfg;
     M->cfg_dev.V = (cfg->V + VOCAB_PAD - 1) / VOCAB_PAD * VOCAB_PAD;
@@ -372,15 +378,32 @@ static void gpu_model_build(GpuModel *M, const ModelConfig *cfg, const float *ho
     // ZeRO-2 keeps no full gradient: grads is the units' scratch (cuda/dist.cuh's GpuZero2)
     M->grad_floats = M->zero >= 2 ? dist_zero2_scratch_floats(&M->cfg_dev, &M->lora) : N;
     M->grads = (float *)dev_alloc(M->grad_floats * sizeof(float));
+    M->offload = offload;
+    M->host_grads = nullptr;
+    M->host_weights = nullptr;
+    if (offload) {  // ZeRO-Offload: the fp32 state of this rank's shard in pinned host memory, and the two staging arrays
+        CUDA_CHECK(cudaMallocHost((void **)&M->master, S * sizeof(float)));
+        CUDA_CHECK(cudaMallocHost((void **)&M->m, S * sizeof(float)));
+        CUDA_CHECK(cudaMallocHost((void **)&M->v, S * sizeof(float)));
+        CUDA_CHECK(cudaMallocHost((void **)&M->host_grads, S * sizeof(float)));
+        memset(M->m, 0, S * sizeof(float));
+        memset(M->v, 0, S * sizeof(float));
 #if defined(ENABLE_FP32)
-    M->master = (float *)M->train + (z3 && !frozen ? 0 : M->lo);
+        M->host_weights = M->master;  // floatX is float: the master goes to the device as it is
 #else
-    M->master = (float *)dev_alloc(S * sizeof(float));
+        CUDA_CHECK(cudaMallocHost((void **)&M->host_weights, S * sizeof(floatX)));
 #endif
-    M->m = (float *)dev_alloc(S * sizeof(float));
-    M->v = (float *)dev_alloc(S * sizeof(float));
-    CUDA_CHECK(cudaMemset(M->m, 0, S * sizeof(float)));
-    CUDA_CHECK(cudaMemset(M->v, 0, S * sizeof(float)));
+    } else {
+#if defined(ENABLE_FP32)
+        M->master = (float *)M->train + (z3 && !frozen ? 0 : M->lo);  // ZeRO-3: train is the shard
+#else
+        M->master = (float *)dev_alloc(S * sizeof(float));
+#endif
+        M->m = (float *)dev_alloc(S * sizeof(float));
+        M->v = (float *)dev_alloc(S * sizeof(float));
+        CUDA_CHECK(cudaMemset(M->m, 0, S * sizeof(float)));
+        CUDA_CHECK(cudaMemset(M->v, 0, S * sizeof(float)));
+    }
     size_t off = 0, pos[NUM_PARAM_TENSORS];
     memset(&M->z2, 0, sizeof M->z2);
     if (M->zero >= 2) {  // the units (train/dist.h) of the device layout, their scratch in grads
@@ -419,8 +442,9 @@ static void gpu_model_build(GpuModel *M, const ModelConfig *cfg, const float *ho
     }
     if (z3 && !frozen) floats_to_floatx(M->train, staged + M->lo, S);
     else floats_to_floatx(M->train, staged, N);
+    if (offload) memcpy(M->master, staged + M->lo, S * sizeof(float));
 #if !defined(ENABLE_FP32)
-    CUDA_CHECK(cudaMemcpy(M->master, staged + M->lo, S * sizeof(float), cudaMemcpyHostToDevice));
+    else CUDA_CHECK(cudaMemcpy(M->master, staged + M->lo, S * sizeof(float), cudaMemcpyHostToDevice));
 #endif
     free(staged);
     M->acts_bytes = gpu_acts_alloc(&M->a, &M->scratch_floats, &M->cfg_dev, &M->lora, B, T, recompute, true);
@@ -450,15 +474,23 @@ static void gpu_model_build(GpuModel *M, const ModelConfig *cfg, const float *ho
 
 static void gpu_model_free(GpuModel *M) {
     Acts *a = &M->a;
-    void *ptrs[] = {M->params, M->grads, M->m, M->v, a->encoded, a->ln1, a->qkv, a->atty, a->lse, a->ln1_mean, a->ln1_rstd, a->residual2,
+    void *ptrs[] = {M->params, M->grads, a->encoded, a->ln1, a->qkv, a->atty, a->lse, a->ln1_mean, a->ln1_rstd, a->residual2,
                     a->ln2, a->ln2_mean, a->ln2_rstd, a->fch, a->fch_gelu, a->residual3, a->lnf, a->lnf_mean, a->lnf_rstd, a->x_sel,
                     a->logits, a->losses, a->dresidual, a->dln, a->datty, a->dqkv, a->dfch, a->dx_sel, a->dswiglu, a->scratch, a->norm2,
                     a->grad_scale, M->dev_block, M->blas_workspace, M->inv_freq, M->inv_freq_local, a->qk_raw, a->qk_rstd, a->attn_out,
                     a->mlp_out, a->attn_rstd, a->mlp_rstd, a->dpost, M->adapters, a->lora_h, a->lora_dh, a->lora_x};
     for (size_t i = 0; i < sizeof ptrs / sizeof ptrs[0]; i++) CUDA_CHECK(cudaFree(ptrs[i]));
+    if (M->offload) {
+        float *pinned[] = {M->master, M->m, M->v, M->host_grads};
+        for (size_t i = 0; i < sizeof pinned / sizeof pinned[0]; i++) CUDA_CHECK(cudaFreeHost(pinned[i]));
+        if ((void *)M->host_weights != (void *)M->master) CUDA_CHECK(cudaFreeHost(M->host_weights));
+    } else {
+        CUDA_CHECK(cudaFree(M->m));
+        CUDA_CHECK(cudaFree(M->v));
 #if !defined(ENABLE_FP32)
-    CUDA_CHECK(cudaFree(M->master));
+        CUDA_CHECK(cudaFree(M->master));
 #endif
+    }
     zero3_free(&M->z3);
     zero2_free(&M->z2);
     CUBLAS_CHECK(cublasDestroy(M->blas));
@@ -1082,6 +1114,30 @@ struct StepResult {
     int64_t tokens;     // positions holding a token in the step's micro-batches, all ranks (trl's num_tokens grows by it)
 };
 
+// ZeRO-Offload's AdamW (-O 1) on [a, b) of the trained weights (inside this rank's shard), on
+// the host's threads with train/adamw.h's formula, the kernel's: the gradient is host_grads
+// (the shard read back in the step's one wait) times clip, the coefficient grad_clip_coef
+// computes from the same squared norm as the device's grad_clip_scale. Piece by piece, each
+// updated piece is rounded to floatX (round to nearest even, as __float2bfloat16) and its copy
+// to the device's weights (`weights`: train from element lo; ZeRO-3's shard) is queued on the
+// stream at once: it runs while the host updates the next piece.
+#define OFFLOAD_PIECE ((size_t)1 << 22)  // values per copy: 16 MiB of fp32, 8 MiB of bf16
+
+static void offload_adamw(GpuModel *M, floatX *weights, size_t a, size_t b, float lr, float wd, float clip, int64_t t) {
+    AdamWStep step = adamw_constants(lr, M->adamw.beta1, M->adamw.beta2, M->adamw.eps, wd, t);
+    for (size_t at = a; at < b; at += OFFLOAD_PIECE) {
+        size_t n = b - at < OFFLOAD_PIECE ? b - at : OFFLOAD_PIECE, k0 = at - M->lo;
+#pragma omp parallel for schedule(static)
+        for (size_t k = k0; k < k0 + n; k++) {  // the kernel's g * (*grad_scale), then adamw_one
+            M->master[k] = adamw_one(M->master[k], M->host_grads[k] * clip, &M->m[k], &M->v[k], &step);
+#if !defined(ENABLE_FP32)
+            M->host_weights[k] = from_float<floatX>(M->master[k]);
+#endif
+        }
+        CUDA_CHECK(cudaMemcpyAsync(weights + k0, M->host_weights + k0, n * sizeof(floatX), cudaMemcpyHostToDevice, M->stream));
+    }
+}
+
 static StepResult gpu_train_step(GpuModel *M, Loader *ld, StepBuffers *sb, int A, float lr, float weight_decay, float grad_clip, int64_t *adam_t) {
     StepResult r = {0.0, 0.0f, 0, 0, {0.0, 0.0}, 0};
     int B = ld->B, T = ld->T, BT = B * T, W = M->comm->world;
@@ -1124,6 +1180,9 @@ static StepResult gpu_train_step(GpuModel *M, Loader *ld, StepBuffers *sb, int A
     kt_mark(M->stream, K_OTHER);
     CUDA_CHECK(cudaMemcpyAsync(sb->host_losses, sb->dev_losses, (size_t)A * 3 * BT * sizeof(float), cudaMemcpyDeviceToHost, M->stream));
     CUDA_CHECK(cudaMemcpyAsync(sb->host_norm2, M->a.norm2, sizeof(float), cudaMemcpyDeviceToHost, M->stream));
+    // offloaded: the summed gradient shard to pinned memory, read after the wait below (with ZeRO-2 the
+    // shard is final only after the last unit's reduction, so this copy cannot start earlier)
+    if (M->offload) CUDA_CHECK(cudaMemcpyAsync(M->host_grads, M->gshard, M->shard * sizeof(float), cudaMemcpyDeviceToHost, M->stream));
     // The step's one wait for the device (with several ranks: with comm_wait's deadline):
     // the loss and the gradient norm decide whether AdamW runs; with one rank AdamW then
     // runs while the host prepares the next step.
@@ -1142,17 +1201,20 @@ static StepResult gpu_train_step(GpuModel *M, Loader *ld, StepBuffers *sb, int A
     // a NaN or Inf loss or gradient never reaches the weights or AdamW's moments and count
     if (!isfinite(r.loss) || !isfinite(r.grad_norm)) { r.skipped = STEP_NONFINITE; kt_step_end(M->stream); return r; }
     kt_mark(M->stream, K_OPTIMIZER);
-    grad_clip_scale(M->a.grad_scale, M->a.norm2, grad_clip, M->stream);
+    float clip = grad_clip_coef(*sb->host_norm2, grad_clip);  // offloaded: the host's copy of grad_clip_scale's
+    if (!M->offload) grad_clip_scale(M->a.grad_scale, M->a.norm2, grad_clip, M->stream);
     *adam_t += 1;
-    // AdamW on this rank's part [lo, hi) of each tensor (all of it without ZeRO-1); with LoRA the
-    // adapters are one range, every A and B a matrix with weight decay (as the CPU trainer's)
+    // AdamW on this rank's part [lo, hi) of each tensor (all of it without ZeRO-1), on the device or
+    // offloaded on the host; with LoRA the adapters are one range, every A and B a matrix with
+    // weight decay (as the CPU trainer's)
     size_t off = 0, lo = M->lo, hi = M->lo + M->shard < M->num_train ? M->lo + M->shard : M->num_train;
     floatX *weights = M->z3.u && !M->lora.n ? M->train : M->train + lo;  // the floatX weights from element lo (ZeRO-3: the shard itself)
     for (int i = 0; i < (M->lora.n ? 1 : NUM_PARAM_TENSORS); i++) {
         size_t n = M->lora.n ? M->num_train : param_numel(&M->cfg_dev, i);
         size_t a = off > lo ? off : lo, b = off + n < hi ? off + n : hi;
         float wd = M->lora.n || PARAM_INFO[i].decay ? weight_decay : 0.0f;
-        if (a < b)
+        if (a < b && M->offload) offload_adamw(M, weights, a, b, lr, wd, clip, *adam_t);
+        else if (a < b)
             adamw_update(M->master + (a - lo), weights + (a - lo), M->gshard + (a - lo), M->m + (a - lo), M->v + (a - lo), b - a, lr, M->adamw.beta1, M->adamw.beta2,
                          M->adamw.eps, wd, M->a.grad_scale, (int)*adam_t, M->stream);
         off += n;
@@ -1265,13 +1327,15 @@ static void trained_to_host(const GpuModel *M, float *host, const float *dev, cu
 // rank puts the next piece of its shard at its place in grads (a W-th of grads: with ZeRO-1
 // the whole shard, with ZeRO-2, where grads is the units' scratch, a part of it), the
 // all-gather brings every rank's, and they go to a host copy of the device layout.
+// Offloaded (-O 1) the state is in pinned host memory: the same, from there.
 static void state_to_host(GpuModel *M, float *host, const float *state) {
-    if (!M->zero) { trained_to_host(M, host, state); return; }
+    if (!M->zero) { trained_to_host(M, host, state, M->offload ? cudaMemcpyHostToHost : cudaMemcpyDeviceToHost); return; }
     size_t W = (size_t)M->comm->world, S = M->shard, k = M->grad_floats / W < S ? M->grad_floats / W : S;
     float *full = (float *)xmalloc(M->padded * sizeof(float));
     for (size_t at = 0; at < S; at += k) {
         size_t n = S - at < k ? S - at : k;
-        CUDA_CHECK(cudaMemcpyAsync(M->grads + (size_t)M->comm->rank * n, state + at, n * sizeof(float), cudaMemcpyDeviceToDevice, M->stream));
+        CUDA_CHECK(cudaMemcpyAsync(M->grads + (size_t)M->comm->rank * n, state + at, n * sizeof(float),
+                                   M->offload ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToDevice, M->stream));
         comm_allgather(M->comm, M->grads, n);
         comm_wait(M->comm, "checkpoint gather");
         for (size_t r = 0; r < W; r++) CUDA_CHECK(cudaMemcpy(full + r * S + at, M->grads + r * n, n * sizeof(float), cudaMemcpyDeviceToHost));
@@ -1281,11 +1345,11 @@ static void state_to_host(GpuModel *M, float *host, const float *state) {
     free(full);
 }
 
-// The host's full array (host layout) into this rank's shard of a state array.
+// The host's full array (host layout) into this rank's shard of a state array (offloaded: in host memory).
 static void state_to_device(GpuModel *M, float *state, const float *host) {
     float *full = (float *)xmalloc(M->padded * sizeof(float));
     trained_to_dev_layout(M, full, host);
-    CUDA_CHECK(cudaMemcpy(state, full + M->lo, M->shard * sizeof(float), cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemcpy(state, full + M->lo, M->shard * sizeof(float), M->offload ? cudaMemcpyHostToHost : cudaMemcpyHostToDevice));
     free(full);
 }
 
@@ -1322,14 +1386,22 @@ static void gpu_upload_moments(GpuModel *M, const float *m, const float *v) {
 // device (codes, absmax or qabsmax with the nested absmax, each array 256-byte aligned: about
 // 0.53 bytes a weight in blocks of 64) plus one floatX scratch of the largest layer slice.
 // q4->w null: the base as --load_in_4bit would quantize cfg's (for a plan of a shape alone).
-struct MemPlan { double params, grads, grad_scratch, state, acts, base4, scratch4, gathered; };  // grad_scratch: ZeRO-2's part of grads; gathered: ZeRO-3's of params
+// Offloaded (-O 1, offload_adamw) the state leaves the device: 0 there, and on the host in pinned
+// memory the master shard and the moments, 12Ψ/W in both builds (the fp32 build's master is a copy
+// of its own there), host_state, plus the staging host_staging: the gradient shard read back
+// (4Ψ/W) and, in bf16, the updated weights on their way to the device (2Ψ/W).
+struct MemPlan {
+    double params, grads, grad_scratch, state, acts, base4, scratch4;  // device bytes; grad_scratch: ZeRO-2's part of grads
+    double gathered;                                                  // ZeRO-3's part of params: the gathered units' buffers
+    double host_state, host_staging;                                  // pinned host bytes of the offloaded optimizer
+};
 
 static MemPlan memory_plan(const ModelConfig *cfg, const LoraLayout *lora, int B, int T, int recompute, int world, int zero,
-                           const Bnb4Base *q4 = nullptr) {
+                           const Bnb4Base *q4 = nullptr, int offload = 0) {
     ModelConfig dev = *cfg;  // the device's layout: vocabulary padded as in gpu_model_build
     dev.V = (cfg->V + VOCAB_PAD - 1) / VOCAB_PAD * VOCAB_PAD;
     size_t P = model_num_parameters(&dev), trained = lora->n ? lora->floats : P;
-    MemPlan m = {0, 0, 0, 0, 0, 0, 0, 0};
+    MemPlan m = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
     if (q4) {
         for (int i = 0; i < NUM_PARAM_TENSORS; i++) P -= bnb4_is_linear(i) ? param_numel(&dev, i) : 0;
         m.base4 = (double)nf4_base_device_bytes(q4->w ? q4 : NULL, cfg);
@@ -1344,7 +1416,9 @@ static MemPlan memory_plan(const ModelConfig *cfg, const LoraLayout *lora, int B
                               : (double)(lora->n ? P + N : N) * sizeof(floatX);
     m.grad_scratch = zero >= 2 && world > 1 ? 4.0 * (double)dist_zero2_scratch_floats(&dev, lora) : 0.0;
     m.grads = zero >= 2 && world > 1 ? 4.0 * (double)S + m.grad_scratch : 4.0 * N;
-    m.state = (sizeof(floatX) == sizeof(float) ? 8.0 : 12.0) * S;
+    m.state = offload ? 0.0 : (sizeof(floatX) == sizeof(float) ? 8.0 : 12.0) * S;
+    m.host_state = offload ? 12.0 * S : 0.0;
+    m.host_staging = offload ? (4.0 + (sizeof(floatX) == sizeof(float) ? 0.0 : (double)sizeof(floatX))) * S : 0.0;
     m.acts = (double)gpu_acts_alloc(&sizing, &scratch, &dev, lora, B, T, recompute, false) + (double)batch_ints((int)BT) * sizeof(int);
     return m;
 }
@@ -1352,58 +1426,22 @@ static MemPlan memory_plan(const ModelConfig *cfg, const LoraLayout *lora, int B
 static double plan_total(const MemPlan *m) { return m->params + m->base4 + m->scratch4 + m->grads + m->state + m->acts; }
 
 // ----------------------------------------------------------------------------
-// The planner: what the run would hold per rank, and when that does not fit, the cheapest
-// change of the memory flags that would. The flags it may change (never lowering one):
-// -Z, -r, -b (the step's tokens -d stay: more micro-batches) and, where the trainer has
-// them, -Z 3 and -O. Their cost in step time, rough but in this order, as weights: -Z 2
-// (1: the same traffic as -Z 1, sent unit by unit), -r 1 (2: the norms and the MLP's first
-// product again), each halving of -b (4: smaller products, more of them), -r 2 (6 more: a
-// second forward), -Z 3 (16: the weights gathered twice a step), -O 1 (32: AdamW on the
-// CPU, the gradients and weights across PCIe each step). Every combination is costed; the
-// cheapest that fits wins (the first found on a tie).
-struct PlanKnobs { int B, recompute, zero, offload; };
+// The planner (train/plan.h's search) on this trainer's plan: the shape, and the knobs it may turn.
 struct PlanShape {
     const ModelConfig *cfg;
     const LoraLayout *lora;
     const Bnb4Base *q4;  // QLoRA's base, or null
-    int T, world, max_zero, offload_max;  // max_zero: 3, or 2 for QLoRA (a 4-bit base is not sharded)
+    int T, world;
+    PlanLimits limits;  // -Z up to 3, or 2 for QLoRA (a 4-bit base is not sharded); -O 1
 };
 
 static MemPlan plan_memory(const PlanShape *s, PlanKnobs k) {
-    return memory_plan(s->cfg, s->lora, k.B, s->T, k.recompute, s->world, k.zero, s->q4);
+    return memory_plan(s->cfg, s->lora, k.B, s->T, k.recompute, s->world, k.zero, s->q4, k.offload);
 }
 
-static int plan_cost(PlanKnobs from, PlanKnobs to) {
-    int cost = (from.zero < 2 && to.zero >= 2) + 2 * (from.recompute < 1 && to.recompute >= 1) + 6 * (from.recompute < 2 && to.recompute == 2) +
-               16 * (from.zero < 3 && to.zero == 3) + 32 * (!from.offload && to.offload);
-    for (int b = to.B; b < from.B; b *= 2) cost += 4;  // halvings from -b to B, rounded up
-    return cost;
-}
-
-// The flags as they would be typed: the ones `to` changes from `from`.
-static void plan_flags(PlanKnobs from, PlanKnobs to, char *out, size_t n) {
-    int k = 0;
-    out[0] = 0;
-    if (to.zero != from.zero) k += snprintf(out + k, n - k, " -Z %d", to.zero);
-    if (to.recompute != from.recompute) k += snprintf(out + k, n - k, " -r %d", to.recompute);
-    if (to.B != from.B) k += snprintf(out + k, n - k, " -b %d", to.B);
-    if (to.offload != from.offload) snprintf(out + k, n - k, " -O 1");
-}
-
-// The cheapest knobs at or above `now` whose plan needs at most `available` bytes; false if none.
-// -b takes the divisors of B that halvings reach (and 1), so -d stays a multiple of B*T*W.
-static bool plan_cheapest_fit(const PlanShape *s, PlanKnobs now, double available, PlanKnobs *best) {
-    int best_cost = -1, zmax = s->world > 1 ? s->max_zero : now.zero;
-    for (int z = now.zero; z <= zmax; z++)
-        for (int r = now.recompute; r <= 2; r++)
-            for (int o = now.offload; o <= s->offload_max; o++)
-                for (int b = now.B; b >= 1; b = b > 1 && b % 2 == 0 ? b / 2 : b > 1 ? 1 : 0) {
-                    PlanKnobs k = {b, r, z, o};
-                    MemPlan m = plan_memory(s, k);
-                    int cost = plan_cost(now, k);
-                    if (plan_total(&m) <= available && (best_cost < 0 || cost < best_cost)) best_cost = cost, *best = k;
-                }
-    return best_cost >= 0;
+static double plan_shape_total(const void *shape, PlanKnobs k) {
+    MemPlan m = plan_memory((const PlanShape *)shape, k);
+    return plan_total(&m);
 }
 
 // Refuses (one line, exit 1) a plan that needs more than `available` bytes, naming its terms
@@ -1416,13 +1454,12 @@ static void check_device_memory(const PlanShape *s, PlanKnobs now, const MemPlan
     char terms[1024] = "", change[96], advice[256];
     for (int i = 0, k = 0; i < (m->base4 > 0 ? 6 : 4); i++) k += snprintf(terms + k, sizeof terms - k, "%s%s %.2f GiB", i ? ", " : "", names[i], bytes[i] / 1073741824.0);
     PlanKnobs fit;
-    if (plan_cheapest_fit(s, now, available, &fit)) {
+    if (plan_cheapest_fit(plan_shape_total, s, s->world > 1 ? s->limits : PlanLimits{now.zero, s->limits.offload}, now, available, &fit)) {
         MemPlan f = plan_memory(s, fit);
         plan_flags(now, fit, change, sizeof change);
         snprintf(advice, sizeof advice, "the cheapest change that fits:%s (%.2f GiB)", change, plan_total(&f) / 1073741824.0);
     } else {
-        snprintf(advice, sizeof advice, "no setting of -Z, -r, -b%s makes it fit: use more ranks, LoRA (-A), QLoRA (--load_in_4bit) or a smaller model (-e)",
-                 s->offload_max ? ", -O" : "");
+        snprintf(advice, sizeof advice, "no setting of -Z, -r, -b, -O makes it fit: use more ranks, LoRA (-A), QLoRA (--load_in_4bit) or a smaller model (-e)");
     }
     fatal("not enough device memory: each rank needs %.2f GiB (%s) but %.2f GiB is available (%s); %s", plan_total(m) / 1073741824.0, terms,
           available / 1073741824.0, source, advice);
@@ -1455,20 +1492,32 @@ static int plan_only(const char *prog, TrainArgs *a, int recompute, double gib) 
     memset(&at_load, 0, sizeof at_load);
     if (a->load_in_4bit && !a->lora.rank) usage_error(prog, "--load_in_4bit needs -A (QLoRA trains adapters on the 4-bit base)");
     int world = a->world > 0 ? a->world : 1;
-    PlanShape s = {&cfg, &lora, a->load_in_4bit ? &at_load : nullptr, a->T, world, a->load_in_4bit ? 2 : 3, 0};
-    PlanKnobs now = {a->B, recompute, world > 1 ? (a->zero >= 0 ? a->zero : 1) : 0, 0};
+    PlanShape s = {&cfg, &lora, a->load_in_4bit ? &at_load : nullptr, a->T, world, {a->load_in_4bit ? 2 : 3, 1}};
+    PlanKnobs now = {a->B, recompute, world > 1 ? (a->zero >= 0 ? a->zero : 1) : 0, a->offload};
     MemPlan m = plan_memory(&s, now);
     double GiB = 1073741824.0, available = gib * GiB - BLAS_WORKSPACE;
-    printf("plan| %s: P = %zu%s, W = %d, ZeRO-%d, -b %d -t %d -r %d, %s\n", a->init, model_num_parameters(&cfg), a->lora.rank ? " (LoRA)" : "", world,
-           now.zero, a->B, a->T, recompute, PRECISION_NAME);
-    printf("plan| per rank: parameters %.2f GiB + gradients %.2f GiB + master weights and AdamW %.2f GiB + activations %.2f GiB%s = %.2f GiB; "
-           "a GPU of %.2f GiB has %.2f GiB for them (less the cuBLAS workspace)\n", m.params / GiB, m.grads / GiB, m.state / GiB, m.acts / GiB,
-           m.base4 > 0 ? " + the 4-bit base and its scratch" : "", plan_total(&m) / GiB, gib, available / GiB);
+    printf("plan| %s: P = %zu%s, W = %d, ZeRO-%d%s, -b %d -t %d -r %d, %s\n", a->init, model_num_parameters(&cfg), a->lora.rank ? " (LoRA)" : "", world,
+           now.zero, now.offload ? ", optimizer offloaded (-O 1)" : "", a->B, a->T, recompute, PRECISION_NAME);
+    char gathered[96] = "", host[128] = "";
+    if (m.gathered > 0) snprintf(gathered, sizeof gathered, " (of them the gathered units %.2f GiB)", m.gathered / GiB);
+    if (now.offload) snprintf(host, sizeof host, "; on the host, pinned: %.2f GiB of master weights and AdamW and %.2f GiB of staging", m.host_state / GiB, m.host_staging / GiB);
+    printf("plan| per rank: parameters %.2f GiB%s + gradients %.2f GiB + master weights and AdamW %.2f GiB + activations %.2f GiB%s = %.2f GiB; "
+           "a GPU of %.2f GiB has %.2f GiB for them (less the cuBLAS workspace)%s\n", m.params / GiB, gathered, m.grads / GiB, m.state / GiB, m.acts / GiB,
+           m.base4 > 0 ? " + the 4-bit base and its scratch" : "", plan_total(&m) / GiB, gib, available / GiB, host);
     fflush(stdout);
     check_device_memory(&s, now, &m, available, "--plan");
     printf("plan| fits\n");
     lora_layout_free(&lora);
     return 0;
+}
+
+// Offloaded (-O 1): the pinned host arrays against the host's MemAvailable (each rank of a node
+// checks alone: ranks started together may each see the memory the others are about to take).
+static void check_offload_host_memory(const MemPlan *m) {
+    MemTerm terms[] = {{"master weights and AdamW state (fp32, pinned, this rank's ZeRO shard; -O 1)", m->host_state,
+                        "use more ranks with -Z 1 or -Z 2 (each holds 1/W), or keep the state on the GPU (-O 0)"},
+                       {"gradient and weight staging (pinned; -O 1)", m->host_staging, "use more ranks with -Z 1 or -Z 2 (each holds 1/W)"}};
+    check_memory_plan(terms, 2, host_memory_available(), "MemAvailable in /proc/meminfo");
 }
 
 // The NCCL unique id from rank 0 to every rank. Built with MPI (make train_sftcu_mpi)
@@ -1553,15 +1602,16 @@ int main(int argc, char **argv) {
     size_t free0, total_mem;
     CUDA_CHECK(cudaMemGetInfo(&free0, &total_mem));
     attention_check_heads(cfg.NH, cfg.KVH, cfg.HS);  // before allocating: head sizes without attention kernels (e.g. 12)
-    PlanShape shape = {&cfg, &run.lora, run.q4.w ? &run.q4 : nullptr, args.T, dist.world, run.q4.w ? 2 : 3, 0};
-    PlanKnobs knobs = {args.B, recompute, dist.zero, 0};
+    PlanShape shape = {&cfg, &run.lora, run.q4.w ? &run.q4 : nullptr, args.T, dist.world, {run.q4.w ? 2 : 3, 1}};
+    PlanKnobs knobs = {args.B, recompute, dist.zero, args.offload};
     MemPlan plan = plan_memory(&shape, knobs);
     check_device_memory(&shape, knobs, &plan, (double)free0 - (double)BLAS_WORKSPACE, "free on the device, cudaMemGetInfo, less the cuBLAS workspace");
+    if (args.offload) check_offload_host_memory(&plan);
     if (lead) warn_lost_targets(&run.train, args.T);
     if (lead) open_output_dir(args.out_dir);
     if (lead && run.write_base) save_hf_dir(run.lora_base, args.out_dir, &run.cfg, &run.p, &run.extras, HF_SAVE_F32);  // LoRA's base as trained on, for adapter_config.json to name
     GpuModel M;
-    gpu_model_build(&M, &cfg, run.params, &run.lora, run.adapter, args.B, args.T, recompute, &comm, dist.zero, &run.q4);
+    gpu_model_build(&M, &cfg, run.params, &run.lora, run.adapter, args.B, args.T, recompute, &comm, dist.zero, &run.q4, args.offload);
     M.dropout_seed = (uint64_t)args.seed;
     M.adamw = args.adamw;
     comm.stream = M.stream;  // from now on the collectives run on the model's stream
@@ -1577,11 +1627,12 @@ int main(int argc, char **argv) {
     rng_seed(&sample_rng, (uint64_t)args.seed + 1);
     resume_state(&args, &run, &state, host_m, host_v, P, &loader, &sample_rng);
     if (args.resume) gpu_upload_moments(&M, host_m, host_v);
-    char trainer[160];
+    char trainer[200];
+    const char *offloaded = args.offload ? ", AdamW offloaded to the CPU" : "";
     if (dist.world > 1)
-        snprintf(trainer, sizeof trainer, "train_sftcu (%d GPUs over NCCL, ZeRO-%d, %s, recompute level %d)", dist.world, M.zero, PRECISION_NAME,
-                 recompute);
-    else snprintf(trainer, sizeof trainer, "train_sftcu (GPU, %s, recompute level %d)", PRECISION_NAME, recompute);
+        snprintf(trainer, sizeof trainer, "train_sftcu (%d GPUs over NCCL, ZeRO-%d, %s, recompute level %d%s)", dist.world, M.zero, PRECISION_NAME,
+                 recompute, offloaded);
+    else snprintf(trainer, sizeof trainer, "train_sftcu (GPU, %s, recompute level %d%s)", PRECISION_NAME, recompute, offloaded);
     RunLog log;
     run_log_open(&log, &args, &run, state.step, trainer);
     StepBuffers sb;
@@ -1608,12 +1659,16 @@ int main(int argc, char **argv) {
     if (comm.comm) ops_allreduce_f64(&comm, used, (size_t)dist.world);
     bool fp32 = sizeof(floatX) == sizeof(float);
     const char *g = M.z2.u ? (lora ? "4A/W + 4U" : "4P/W + 4U") : lora ? "4A" : "4P";  // the gradients (ZeRO-2: shard and scratch)
-    char formula[128], adapters[160] = "", base4[200] = "", grad_parts[128] = "", param_parts[128] = "";
-    if (run.q4.w) snprintf(formula, sizeof formula, fp32 ? "QLoRA: 4(P - Q) + NF4(Q) + 4S + 4A + %s + 8A/W" : "QLoRA: 2(P - Q) + NF4(Q) + 2S + 2A + %s + 12A/W", g);
-    else if (lora && M.z3.u) snprintf(formula, sizeof formula, fp32 ? "LoRA: 4P/W + 4G + 4A + %s + 8A/W" : "LoRA: 2P/W + 2G + 2A + %s + 12A/W", g);
-    else if (lora) snprintf(formula, sizeof formula, fp32 ? "LoRA: 4P + 4A + %s + 8A/W" : "LoRA: 2P + 2A + %s + 12A/W", g);
-    else if (M.z3.u) snprintf(formula, sizeof formula, fp32 ? "4P/W + 4G + %s + 8P/W" : "2P/W + 2G + %s + 12P/W", g);
-    else snprintf(formula, sizeof formula, fp32 ? "4P + %s + 8P/W" : "2P + %s + 12P/W", g);
+    char formula[128], adapters[160] = "", base4[200] = "", grad_parts[128] = "", param_parts[128] = "", host_part[200] = "";
+    char state_f[16] = "";  // the state's term on the device: none when offloaded
+    if (!args.offload) snprintf(state_f, sizeof state_f, " + %s%c/W", fp32 ? "8" : "12", lora ? 'A' : 'P');
+    const char *wts = M.z3.u ? (fp32 ? "4P/W + 4G" : "2P/W + 2G") : (fp32 ? "4P" : "2P");  // the floatX weights (ZeRO-3: the shard and the gathered units)
+    if (run.q4.w) snprintf(formula, sizeof formula, fp32 ? "QLoRA: 4(P - Q) + NF4(Q) + 4S + 4A + %s%s" : "QLoRA: 2(P - Q) + NF4(Q) + 2S + 2A + %s%s", g, state_f);
+    else if (lora) snprintf(formula, sizeof formula, "LoRA: %s + %s + %s%s", wts, fp32 ? "4A" : "2A", g, state_f);
+    else snprintf(formula, sizeof formula, "%s + %s%s", wts, g, state_f);
+    if (args.offload)
+        snprintf(host_part, sizeof host_part, " (offloaded, -O 1: %.2f MiB in pinned host memory, 12%c/W, and %.2f MiB of gradient%s staging there)",
+                 plan.host_state / MiB, lora ? 'A' : 'P', plan.host_staging / MiB, fp32 ? "" : " and weight");
     if (lora) snprintf(adapters, sizeof adapters, ", A = %zu adapter weights", M.num_train);
     // Q: the layers' linear weights, the 4-bit base (of them q4n in NF4; a checkpoint's 16-bit parts count in its bytes as floatX)
     size_t q4all = 0, q4n = 0;
@@ -1641,8 +1696,9 @@ int main(int argc, char **argv) {
     if (run.q4.w)
         snprintf(base4, sizeof base4, " + 4-bit base %.2f MiB (NF4 codes, absmax, nested state) + dequantization scratch %.2f MiB", plan.base4 / MiB,
                  plan.scratch4 / MiB);
-    printf("memory| per rank: parameters %.2f MiB%s%s + gradients %.2f MiB%s + master weights and AdamW %.2f MiB + activations %.2f MiB "
-           "= %.2f MiB planned (%s, P = %zu%s, W = %d, ZeRO-%d)\n", plan.params / MiB, param_parts, base4, plan.grads / MiB, grad_parts, plan.state / MiB, plan.acts / MiB,
+    printf("memory| per rank: parameters %.2f MiB%s%s + gradients %.2f MiB%s + master weights and AdamW %.2f MiB%s + activations %.2f MiB "
+           "= %.2f MiB planned (%s, P = %zu%s, W = %d, ZeRO-%d)\n", plan.params / MiB, param_parts, base4, plan.grads / MiB, grad_parts, plan.state / MiB, host_part,
+           plan.acts / MiB,
            (plan.params + plan.base4 + plan.scratch4 + plan.grads + plan.state + plan.acts) / MiB, formula, M.num_params_dev, adapters, dist.world, M.zero);
     for (int r = 0; r < dist.world; r++) printf("memory| rank %d: in use after setup %.2f MiB\n", r, used[r] / MiB);
     free(used);

@@ -1,7 +1,9 @@
 // cuda/optimizer.cuh: the global gradient norm and the AdamW update.
-// CPU twins: gradient_norm and adamw_tensor in train_sft.c.
+// CPU twins: gradient_norm and adamw_tensor in train_sft.c; the update of one value and the
+// clipping coefficient are train/adamw.h's, shared with them.
 #pragma once
 #include <math.h>
+#include "../train/adamw.h"
 #include "common.cuh"
 #include "elementwise.cuh"
 
@@ -66,15 +68,8 @@ void global_norm_squared(float* out, float* scratch, const float* g, size_t n, c
 
 // *scale = the factor that clips the gradients to norm max_norm (1 if max_norm <= 0 or
 // the norm is below it), from *norm2, on the device: no host round trip in the step.
-// The same float arithmetic as the CPU trainer's: coef = max_norm / (sqrt(norm2) + 1e-6).
-__global__ void grad_clip_scale_kernel(float* scale, const float* norm2, float max_norm) {
-    float s = 1.0f;
-    if (max_norm > 0.0f) {
-        float coef = max_norm / (sqrtf(*norm2) + 1e-6f);
-        if (coef < 1.0f) s = coef;
-    }
-    *scale = s;
-}
+// train/adamw.h's grad_clip_coef, which the offloaded optimizer calls on the host.
+__global__ void grad_clip_scale_kernel(float* scale, const float* norm2, float max_norm) { *scale = grad_clip_coef(*norm2, max_norm); }
 
 void grad_clip_scale(float* scale, const float* norm2, float max_norm, cudaStream_t s) {
     grad_clip_scale_kernel<<<1, 1, 0, s>>>(scale, norm2, max_norm);
@@ -82,25 +77,13 @@ void grad_clip_scale(float* scale, const float* norm2, float max_norm, cudaStrea
 }
 
 // ----------------------------------------------------------------------------
-// AdamW (torch semantics, as adamw_tensor): thread per group of N parameters.
-//   g = grad * (*grad_scale); p *= 1 - lr * wd; m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2;
-//   p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)
+// AdamW (torch semantics, train/adamw.h's adamw_one): thread per group of N parameters,
+// the gradient grad * (*grad_scale).
 // p is the fp32 master weight (master), or params itself when master is null;
 // master may equal params in the fp32 build (each value is read, then written, by one thread).
 
-struct AdamWArgs {
-    float beta1, beta2, eps, step_size, decay, bc2_sqrt;
-};
-
-__device__ __forceinline__ float adamw_one(float p, float g, float& m, float& v, const AdamWArgs& a) {
-    p *= a.decay;
-    m = a.beta1 * m + (1.0f - a.beta1) * g;
-    v = a.beta2 * v + (1.0f - a.beta2) * g * g;
-    return p - a.step_size * m / (sqrtf(v) / a.bc2_sqrt + a.eps);
-}
-
 template <int N>
-__global__ void adamw_kernel(float* master, floatX* params, const float* grads, float* m, float* v, size_t n, AdamWArgs a,
+__global__ void adamw_kernel(float* master, floatX* params, const float* grads, float* m, float* v, size_t n, AdamWStep a,
                              const float* grad_scale) {
     size_t i = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * N;
     if (i >= n) return;
@@ -113,7 +96,7 @@ __global__ void adamw_kernel(float* master, floatX* params, const float* grads, 
         load_vec<N>(mk, m + i);
         load_vec<N>(vk, v + i);
 #pragma unroll
-        for (int k = 0; k < N; k++) p[k] = adamw_one(p[k], g[k] * gs, mk[k], vk[k], a);
+        for (int k = 0; k < N; k++) p[k] = adamw_one(p[k], g[k] * gs, &mk[k], &vk[k], &a);
         store_vec<N>(m + i, mk);
         store_vec<N>(v + i, vk);
         if (master) store_vec<N>(master + i, p);
@@ -122,7 +105,7 @@ __global__ void adamw_kernel(float* master, floatX* params, const float* grads, 
         for (size_t k = i; k < n; k++) {
             float p = master ? master[k] : to_float(params[k]);
             float mk = m[k], vk = v[k];
-            p = adamw_one(p, grads[k] * gs, mk, vk, a);
+            p = adamw_one(p, grads[k] * gs, &mk, &vk, &a);
             m[k] = mk;
             v[k] = vk;
             if (master) master[k] = p;
@@ -134,13 +117,7 @@ __global__ void adamw_kernel(float* master, floatX* params, const float* grads, 
 void adamw_update(float* master, floatX* params, const float* grads, float* m, float* v, size_t n, float lr, float beta1, float beta2,
                   float eps, float weight_decay, const float* grad_scale, int t, cudaStream_t s) {
     if (n == 0) return;
-    AdamWArgs a;
-    a.beta1 = beta1;
-    a.beta2 = beta2;
-    a.eps = eps;
-    a.step_size = lr / (1.0f - powf(beta1, (float)t));
-    a.bc2_sqrt = sqrtf(1.0f - powf(beta2, (float)t));
-    a.decay = 1.0f - lr * weight_decay;
+    AdamWStep a = adamw_constants(lr, beta1, beta2, eps, weight_decay, t);
     const int block = 256, N = 4;  // 4 values: 16 bytes of fp32 state and grads, 8 (bf16) or 16 (fp32) bytes of params
     bool vec = (master == nullptr || is_aligned(master, 16)) && is_aligned(m, 16) && is_aligned(v, 16) &&
                is_aligned(params, N * sizeof(floatX)) && is_aligned(grads, 16);

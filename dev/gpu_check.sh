@@ -39,7 +39,7 @@
 #   -> peft loads our LoRA adapters as W + s B A (dev/check_peft.py on dev/ref_lora.py's references)
 #   -> the rest while the budget lasts: the dev/cuda checks (bf16, then fp32),
 #      compute-sanitizer memcheck on a tiny step, GPT-2 XL (-r 2), 2 ranks on the one GPU (-Z 1, -Z 2),
-#      124M with -r 1 and -r 2, PyTorch (torch.compile) on the 124M shape, the Llama-family
+#      124M with -r 1 and -r 2, 124M with the optimizer offloaded (-O 1) against without, PyTorch (torch.compile) on the 124M shape, the Llama-family
 #      references in transformers, racecheck.
 # --debug builds with -DSYNC_LAUNCHES -lineinfo (an asynchronous error is reported at the
 # kernel that caused it). The dry run (tests/gpu/test_gpu_check.sh runs it in `make test`) builds
@@ -506,6 +506,21 @@ for r in 1 2; do
     if [ $mode = dry ]; then skip "${name}_r$r" "dry run: the same path as ${name}"
     else bench_run "${name}_r$r" "$desc" "$V" "$b" "$r" 120; fi
 done
+# ZeRO-Offload (-O 1) on the 124M shape, 1 rank: the fp32 master weights and AdamW moments in
+# pinned host memory, AdamW on the host's threads. Its step time and peak memory against the
+# headline run's without it; the step lines' losses and norms must be the same (both sides
+# compute train/adamw.h's formula with every product rounded: equal bit for bit), and the peak lower
+if BENCH_DATA=$name bench_run "${name}_offload" "$desc" "$V" "$b" 0 120 $T -O 1; then
+    ol=$L/${name}_offload.log hl=$L/$name.log
+    peak() { sed -n 's/^memory| peak in use \([0-9.]*\) MiB.*/\1/p' "$1"; }
+    losses() { grep '^step' "$1" | sed -n 's/^\(step [0-9]*\/[0-9]* | loss [0-9.]*\) .*\(| norm [0-9.]*\) .*/\1 \2/p'; }
+    oms=$(median_ms "$ol") hms=$(median_ms "$hl" 2> /dev/null) opk=$(peak "$ol") hpk=$(peak "$hl" 2> /dev/null)
+    detail="$oms ms/step against $hms without offload ($(awk -v a="$oms" -v b="$hms" 'BEGIN {if (b > 0) printf "%.2fx", a / b}')); peak $opk MiB against $hpk MiB"
+    if [ -z "$hms" ] || [ -z "$hpk" ]; then fail "${name}_offload_vs_device" "no headline $name run to compare with (see its row)"
+    elif [ -z "$(losses "$ol")" ] || ! cmp -s <(losses "$ol") <(losses "$hl"); then fail "${name}_offload_vs_device" "$detail; the step lines' losses or norms differ: $(diff <(losses "$hl") <(losses "$ol") | grep -m1 '^>')"
+    elif awk -v a="$opk" -v b="$hpk" 'BEGIN {exit !(a < b)}'; then okrow "${name}_offload_vs_device" "$detail; $(losses "$ol" | wc -l) step lines' losses and norms identical"
+    else fail "${name}_offload_vs_device" "$detail: the peak is not lower"; fi
+fi
 # PyTorch (bf16 autocast, torch.compile, fused AdamW, flash attention) on the 124M shape
 if [ $mode = dry ]; then skip pytorch_compile "dry run: needs PyTorch on a GPU"
 elif [ $have_gpu = 1 ] && check pytorch_compile 240 "$py" "$repo/dev/bench_torch.py" gpu 12 12 768 50304 "$B" $T $STEPS; then

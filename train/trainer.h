@@ -67,6 +67,7 @@ typedef struct {
     LoraArgs lora;            // -A -B -p -Q -T -M -F: LoRA (model/lora.h); rank 0 = full fine-tuning
     int load_in_4bit;         // --load_in_4bit: quantize the base's linear weights to NF4 at load (QLoRA)
     int bnb4_supported;       // set by a trainer that trains LoRA on a 4-bit base (both do), not a flag
+    int offload;              // -O, --offload_optimizer: 1 = the fp32 master weights and AdamW moments in (pinned) host memory, AdamW on the CPU
 } TrainArgs;
 
 static void train_args_defaults(TrainArgs *a) {
@@ -117,12 +118,15 @@ static void train_args_defaults(TrainArgs *a) {
     {'W', FLAG_INT, &(a)->world, "data parallel: number of ranks W (default: from the environment, else 1)"}, \
     {'D', FLAG_INT, &(a)->local_rank, "data parallel: local rank, the GPU index on this node (default: from the environment; with -R, the rank; else 0)"}, \
     {'Z', FLAG_INT, &(a)->zero, "ZeRO stage: 1 shards the AdamW state across ranks, 2 also the gradients, 3 also the weights, 0 replicates it (default 1 when W > 1)"}, \
+    {'O', FLAG_INT, &(a)->offload, "1 = offload the optimizer (ZeRO-Offload, any -Z): the GPU trainer keeps this rank's fp32 master weights and " \
+     "AdamW moments in pinned host memory and runs AdamW on the CPU threads (less GPU memory, longer steps); the CPU trainer's are there already (default 0)"}, \
     {'f', FLAG_STRING, &(a)->rdzv_dir, "GPU trainer: rendezvous through this shared directory instead of TCP to MASTER_ADDR"}, \
     LORA_FLAGS(&(a)->lora)
 
 // The long flags both trainers take.
 #define COMMON_LONG_FLAGS(a)                                                                              \
     {"adam_beta1", FLAG_FLOAT, &(a)->adamw.beta1, "AdamW beta1 (default 0.9)"},                           \
+    {"offload_optimizer", FLAG_INT, &(a)->offload, "the same as -O"},                                    \
     {"adam_beta2", FLAG_FLOAT, &(a)->adamw.beta2, "AdamW beta2 (default 0.95; transformers' 0.999)"},     \
     {"adam_epsilon", FLAG_FLOAT, &(a)->adamw.eps, "AdamW epsilon (default 1e-8)"},                        \
     {"lr_scheduler_type", FLAG_STRING, &(a)->lr_scheduler, "LR schedule: cosine_final (ours: -u, -q), or transformers' linear, cosine, " \
@@ -205,6 +209,7 @@ static void check_train_args(const char *prog, const TrainArgs *a) {
     if (!a->train_path[0]) usage_error(prog, "no training data: pass -i FILE");
     if (strlen(a->out_dir) > 1000 || strlen(a->init) > 1000) usage_error(prog, "paths longer than 1000 characters are not supported");
     if (!a->out_dir[0]) usage_error(prog, "-o needs a directory name");
+    if (a->offload != 0 && a->offload != 1) usage_error(prog, "-O (--offload_optimizer) must be 0 or 1, got %d", a->offload);
     if (a->load_in_4bit != 0 && a->load_in_4bit != 1) usage_error(prog, "--load_in_4bit must be 0 or 1, got %d", a->load_in_4bit);
     if (a->B < 1) usage_error(prog, "-b must be at least 1, got %d", a->B);
     if (a->T < 0 || a->T == 1) usage_error(prog, "-t must be at least 2, got %d", a->T);

@@ -1,6 +1,7 @@
 // The CUDA trainer (nvcc, C++) includes the headers shared with the C trainer, so
 // they must stay valid C++ as well as C. `make test` compiles this file to check.
 #include "base/datafile.h"
+#include "train/adamw.h"
 #include "train/dist.h"
 #include "train/evalset.h"
 #include "train/export.h"

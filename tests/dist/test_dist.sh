@@ -46,7 +46,10 @@
 #   on each rank, before anything is written; ranks started with different flags, or
 #   the same flags and different starting weights: one line on every rank, non-zero exit;
 # - without MPI (./train_sft) and W > 1 from the environment: one line, exit 1; -Z 4 (no such
-#   stage) likewise.
+#   stage) likewise;
+# - -O 1 (the GPU trainer's optimizer offload; this trainer's state is in host memory already)
+#   changes nothing: checkpoint files and metrics byte for byte as without it, and the memory
+#   line says where the state is; -O 2 is refused in one line.
 set -u
 cd "$(dirname "$0")/../.."
 for f in train_sft dev/dist_tool; do
@@ -85,6 +88,17 @@ else fail dist_zero4_refused "exit $rc: $(head -c 300 "$tmp/z4.log")"; fi
 if [ $rc -eq 1 ] && [ "$(wc -l < "$tmp/z3qlora.log")" -eq 1 ] && [ ! -e "$tmp/z3qlora" ] &&
    grep -q "^error: -Z 3 shards the fp32 weights; a 4-bit base (QLoRA) keeps its NF4 weights outside them: use -Z 2" "$tmp/z3qlora.log"; then ok dist_zero3_qlora_refused
 else fail dist_zero3_qlora_refused "exit $rc: $(head -c 300 "$tmp/z3qlora.log")"; fi
+
+# -O 1: the same command line as the GPU trainer's offload; nothing changes here but the memory line
+for o in 0 1; do ./train_sft $base -d 32 -x 2 -c 0.1 -O $o -o "$tmp/offload$o" > "$tmp/offload$o.log" 2>&1 || fail dist_cpu_offload_flag "-O $o exited $?"; done
+why=""
+for f in model.safetensors state.bin; do cmp -s "$tmp/offload0/step_00000002/$f" "$tmp/offload1/step_00000002/$f" || why+=" $f differs;"; done
+cmp -s <(grep -o '"\(loss\|grad_norm\)": [^,}]*' "$tmp/offload0/metrics.jsonl") <(grep -o '"\(loss\|grad_norm\)": [^,}]*' "$tmp/offload1/metrics.jsonl") || why+=" metrics differ;"
+grep -q '^memory| .*AdamW state .*; -O 1: in host memory, as always on the CPU)' "$tmp/offload1.log" || why+=" no '-O 1: in host memory' in the memory line;"
+grep -q 'in host memory' "$tmp/offload0.log" && why+=" -O 0's memory line mentions offload;"
+./train_sft $base -d 32 -x 2 -O 2 -o "$tmp/offload2" > "$tmp/offload2.log" 2>&1; rc=$?
+{ [ $rc -eq 1 ] && grep -q '^error: -O (--offload_optimizer) must be 0 or 1, got 2' "$tmp/offload2.log"; } || why+=" -O 2: exit $rc, $(head -c 200 "$tmp/offload2.log")"
+[ -z "$why" ] && ok dist_cpu_offload_flag_changes_nothing || fail dist_cpu_offload_flag_changes_nothing "$why"
 
 if ! command -v mpirun > /dev/null; then echo "skip dist_mpi: mpirun not found (apt install openmpi-bin libopenmpi-dev)"; exit 0; fi
 if [ ! -x train_sft_mpi ]; then echo "skip dist_mpi: train_sft_mpi not built (make train_sft_mpi; needs mpicc)"; exit 0; fi

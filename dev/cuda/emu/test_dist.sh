@@ -278,14 +278,15 @@ single one_bf16 "$bin/train_sftcu"; ran one_bf16 $? &&
     { torchrun2 z1_bf16 "$bin/train_sftcu"; ran z1_bf16 $? && cmp_runs dist_bf16_zero1_equals_1_rank "$tmp/one_bf16" "$tmp/z1_bf16" 1e-4 4e-3; }
 
 # ---- checkpoints do not depend on W ----
-# resume RUN W NAME: RUN's step-2 checkpoint continued to the end by W ranks as NAME
+# resume RUN W NAME [FLAGS...]: RUN's step-2 checkpoint continued to the end by W ranks as NAME
 resume() {
     local from=$1 w=$2 name=$3
+    shift 3
     cp -r "$tmp/$from" "$tmp/$name"
     rm -rf "$tmp/$name"/step_00000004
     echo step_00000002 > "$tmp/$name/latest"
-    if [ "$w" -eq 1 ]; then single "$name" "$bin/train_sftcu_fp32" -y 1
-    else torchrun2 "$name" "$bin/train_sftcu_fp32" -y 1; fi
+    if [ "$w" -eq 1 ]; then single "$name" "$bin/train_sftcu_fp32" -y 1 "$@"
+    else torchrun2 "$name" "$bin/train_sftcu_fp32" -y 1 "$@"; fi
 }
 if [ -d "$tmp/z1/step_00000002" ]; then
     resume z1 1 res21; ran res21 $? && cmp_runs dist_checkpoint_of_2_ranks_resumed_by_1 "$tmp/one" "$tmp/res21" 1e-6 1e-5
@@ -392,6 +393,73 @@ if problems:
 print('ok dist_zero2_memory_accounting: gradients ' + ', '.join(seen) + f'; in use beyond the plan {extra1:.2f} MiB as 1 process')
 PYEOF
 echo "time dist_zero2: $((SECONDS - z2_started)) s for the ZeRO-2 checks"
+
+# ---- optimizer offload (-O 1): this rank's fp32 master shard and AdamW moments in pinned host
+# memory, AdamW on the host's threads with the kernel's own formula (train/adamw.h): equal to the
+# same run without offload bit for bit (both checkpoints byte for byte, metrics.jsonl but the
+# speed): 1 process in fp32 and bf16 and with LoRA, ZeRO-1 and ZeRO-2 on 2 ranks (torchrun), ZeRO-2 on 3
+# (uneven shards); those 3 ranks against the CPU trainer (its tolerances above); an offloaded
+# step-2 checkpoint resumed without offload, and one without resumed with it by 2 ranks with
+# ZeRO-2, end as the uninterrupted run; the device holds 8P bytes less (fp32: the moments),
+# the host the 12P (master copy and moments) the memory| line plans ----
+# same_bits NAME RUN_A RUN_B: two runs' outputs byte for byte
+same_bits() {
+    local name=$1 a=$tmp/$2 b=$tmp/$3 f why=""
+    for f in "$a"/step_00000002/*.safetensors "$a"/step_00000002/state.bin "$a"/step_00000004/*.safetensors "$a"/step_00000004/state.bin; do
+        [ -f "$f" ] && cmp -s "$f" "$b/${f#"$a"/}" || why+=" ${f#"$a"/} differs or is missing;"
+    done
+    cmp -s <(sed 's/"tokens_per_s": [^,]*, //' "$a/metrics.jsonl") <(sed 's/"tokens_per_s": [^,]*, //' "$b/metrics.jsonl") || why+=" metrics.jsonl differs"
+    if [ -z "$why" ]; then ok "$name" "checkpoints of steps 2 and 4 and $(grep -c '"loss"' "$a/metrics.jsonl") steps' metrics identical"
+    else fail "$name" "$2 and $3:$why"; fi
+}
+off_started=$SECONDS
+single one_off "$bin/train_sftcu_fp32" -O 1; ran one_off $? && same_bits dist_offload_1_rank_equals_no_offload one one_off
+single one_bf16_off "$bin/train_sftcu" -O 1; ran one_bf16_off $? && same_bits dist_offload_bf16_1_rank_equals_no_offload one_bf16 one_bf16_off
+F=${F_GPT2/-e d2c64h2t32/-e dev/ref/tiny -A 4 -p 0.1}  # LoRA: the adapters' state offloaded
+[ -d "$tmp/lora_one" ] && { single lora_one_off "$bin/train_sftcu_fp32" -O 1; ran lora_one_off $? && same_bits dist_offload_lora_1_rank_equals_no_offload lora_one lora_one_off; }
+F=$F_GPT2
+torchrun2 z1_off "$bin/train_sftcu_fp32" -O 1; ran z1_off $? && same_bits dist_offload_zero1_2_ranks_equals_no_offload z1 z1_off
+torchrun2 z2_off "$bin/train_sftcu_fp32" -Z 2 --offload_optimizer 1; ran z2_off $? && same_bits dist_offload_zero2_2_ranks_equals_no_offload z2 z2_off
+F=${F/-d 128/-d 192}
+hand z2w3_off 3 "$bin/train_sftcu_fp32" -Z 2 -O 1; ran z2w3_off $? && same_bits dist_offload_zero2_3_ranks_equals_no_offload z2w3 z2w3_off
+if [ -x ./train_sft ]; then
+    single cpu192 ./train_sft; ran cpu192 $? && [ -d "$tmp/z2w3_off" ] && cmp_runs dist_offload_zero2_3_ranks_equals_cpu "$tmp/cpu192" "$tmp/z2w3_off" 1e-5 1e-3
+else echo "skip dist_offload_zero2_3_ranks_equals_cpu: ./train_sft not built"; fi
+F=$F_GPT2
+if [ -d "$tmp/one_off/step_00000002" ] && [ -d "$tmp/z2/step_00000002" ]; then
+    resume one_off 1 res_off_plain; ran res_off_plain $? && same_bits dist_offload_checkpoint_resumed_without_offload one res_off_plain
+    resume z2 2 res_z2_off -Z 2 -O 1; ran res_z2_off $? && same_bits dist_offload_zero2_checkpoint_resumed_with_offload z2 res_z2_off
+else fail dist_offload_resume "no step-2 checkpoint from the offloaded 1-process run or the ZeRO-2 run"; fi
+# memory: planned and allocated device bytes drop by the state (fp32 build: 8P, the moments; the master
+# is the weights themselves), the host holds 12P (or 12S per rank with ZeRO) and the staging 4P
+offmem() {  # offmem LOG: device state, pinned state, staging, planned MiB, P, W, then the ranks' in-use MiB
+    sed -n 's/^memory| per rank: .*master weights and AdamW \([0-9.]*\) MiB\( (offloaded, -O 1: \([0-9.]*\) MiB in pinned host memory, 12P\/W, and \([0-9.]*\) MiB of gradient staging there)\)\{0,1\} + activations.*= \([0-9.]*\) MiB planned.*P = \([0-9]*\),.*W = \([0-9]*\),.*/\1 \3 \4 \5 \6 \7/p' "$1"
+    sed -n 's/^memory| rank [0-9]*: in use after setup \([0-9.]*\) MiB/\1/p' "$1"
+}
+$py - "$(offmem "$tmp/one.log")" "$(offmem "$tmp/one_off.log")" "$(offmem "$tmp/z2_off.log")" <<'PYEOF' || status=1
+import sys
+MiB = 1048576
+one, off, z2 = (a.split() for a in sys.argv[1:4])
+problems = []
+try:
+    P = int(one[2]); planned1, used1 = float(one[1]), float(one[4])  # no pinned fields without offload
+    dstate, hstate, staging, planned, _, _, used = (float(x) for x in off[:7])
+    if dstate != 0: problems.append(f'offloaded device state {dstate} MiB, expected 0')
+    if abs(hstate - 12 * P / MiB) > 0.006: problems.append(f'pinned state {hstate} MiB, expected 12P = {12 * P / MiB:.3f}')
+    if abs(staging - 4 * P / MiB) > 0.006: problems.append(f'staging {staging} MiB, expected 4P = {4 * P / MiB:.3f}')
+    if abs((planned1 - planned) - 8 * P / MiB) > 0.011: problems.append(f'planned {planned1} - {planned} MiB, expected 8P = {8 * P / MiB:.3f}')
+    if abs((used1 - used) - 8 * P / MiB) > 0.02: problems.append(f'in use {used1} - {used} MiB, expected 8P = {8 * P / MiB:.3f} less on the device')
+    S = ((P + 1) // 2 + 63) // 64 * 64
+    zh, W = float(z2[1]), int(z2[5])
+    if W != 2 or abs(zh - 12 * S / MiB) > 0.006: problems.append(f'ZeRO-2 on {W} ranks: pinned state {zh} MiB, expected 12S = {12 * S / MiB:.3f}')
+except (ValueError, IndexError) as e:
+    problems.append(f'memory lines not as expected ({e}): {sys.argv[1:4]}')
+if problems:
+    print('FAIL dist_offload_memory: ' + '; '.join(problems)); sys.exit(1)
+print(f'ok dist_offload_memory: P = {P}: the device holds {used1 - used:.2f} MiB less (8P), the host {hstate} MiB (12P) and {staging} MiB of staging; '
+      f'ZeRO-2 on 2 ranks {zh} MiB a rank (12S)')
+PYEOF
+echo "time dist_offload: $((SECONDS - off_started)) s for the offload checks"
 
 # ---- a rank that dies, and ranks that disagree ----
 # two ranks started by hand (-R -W), so that the test, not torchrun, kills one
