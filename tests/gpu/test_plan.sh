@@ -8,8 +8,10 @@
 #   as printed;
 # - the refusal names the cheapest change: with room for -Z 2's plan (printed by --plan -Z 2)
 #   a -Z 1 run is told `-Z 2`; with a little less, but room for -Z 2 -r 1, that pair (-r 1
-#   alone and -b halved are dearer or do not fit); with room for nothing, what else to do;
-#   a plan that fits exits 0, one that does not exits 1.
+#   alone and -b halved are dearer or do not fit); on 8 GPUs of 24 GiB at -b 1 -r 2, `-Z 3 -O 1`
+#   (no cheaper setting fits: the table below); with room for nothing, what else to do; a plan
+#   that fits exits 0, one that does not exits 1;
+# - docs/distributed.md's table is dev/plan_table.sh's output, cell for cell.
 set -u
 cd "$(dirname "$0")/../.." || exit 1
 ok() { echo "ok $1${2:+: $2}"; }
@@ -52,7 +54,13 @@ gib=$(python3 -c "print(f'{($z2 + $z2r1) / 2 + 0.03:.2f}')")  # not -Z 2 alone, 
 out=$(plan "$gib" -b 4 -r 0 -W 8 -Z 1)
 if grep -q "the cheapest change that fits: -Z 2 -r 1 ($z2r1 GiB)" <<< "$out"; then ok plan_cheapest_change_two_flags "$gib GiB: -Z 2 -r 1 ($z2r1 GiB)"
 else fail plan_cheapest_change_two_flags "$out"; fi
+out=$(plan 24 -b 1 -r 2 -W 8 -Z 1)
+if grep -q "the cheapest change that fits: -Z 3 -O 1 (14.64 GiB)" <<< "$out"; then ok plan_cheapest_change_zero3_offload "24 GiB, 8 ranks: -Z 3 -O 1"
+else fail plan_cheapest_change_zero3_offload "$out"; fi
 out=$(plan 8 -b 4 -r 0 -W 1)
 if grep -q "no setting of -Z, -r, -b.* makes it fit: use more ranks, LoRA (-A)" <<< "$out" && [ "${out##*rc=}" = 1 ]; then ok plan_nothing_fits "$(grep -o 'no setting.*' <<< "$out")"
 else fail plan_nothing_fits "$out"; fi
+table=$(bash dev/plan_table.sh 2>&1)
+if [ -n "$table" ] && grep -qF -- "$table" docs/distributed.md; then ok plan_table_in_docs "$(wc -l <<< "$table") lines of dev/plan_table.sh as in docs/distributed.md"
+else fail plan_table_in_docs "docs/distributed.md does not hold dev/plan_table.sh's table (run it and paste): $(head -c 300 <<< "$table")"; fi
 exit $status

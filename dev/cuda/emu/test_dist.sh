@@ -397,7 +397,7 @@ echo "time dist_zero2: $((SECONDS - z2_started)) s for the ZeRO-2 checks"
 # ---- optimizer offload (-O 1): this rank's fp32 master shard and AdamW moments in pinned host
 # memory, AdamW on the host's threads with the kernel's own formula (train/adamw.h): equal to the
 # same run without offload bit for bit (both checkpoints byte for byte, metrics.jsonl but the
-# speed): 1 process in fp32 and bf16 and with LoRA, ZeRO-1 and ZeRO-2 on 2 ranks (torchrun), ZeRO-2 on 3
+# speed): 1 process in fp32 and bf16 and with LoRA, ZeRO-1, ZeRO-2 and ZeRO-3 on 2 ranks (torchrun), ZeRO-2 on 3
 # (uneven shards); those 3 ranks against the CPU trainer (its tolerances above); an offloaded
 # step-2 checkpoint resumed without offload, and one without resumed with it by 2 ranks with
 # ZeRO-2, end as the uninterrupted run; the device holds 8P bytes less (fp32: the moments),
@@ -425,6 +425,8 @@ hand z2w3_off 3 "$bin/train_sftcu_fp32" -Z 2 -O 1; ran z2w3_off $? && same_bits 
 if [ -x ./train_sft ]; then
     single cpu192 ./train_sft; ran cpu192 $? && [ -d "$tmp/z2w3_off" ] && cmp_runs dist_offload_zero2_3_ranks_equals_cpu "$tmp/cpu192" "$tmp/z2w3_off" 1e-5 1e-3
 else echo "skip dist_offload_zero2_3_ranks_equals_cpu: ./train_sft not built"; fi
+F=${F_GPT2/-e d2c64h2t32/-e d4c64h2t32}  # ZeRO-3's 4-layer model: the offloaded update writes the shard the gathers read
+[ -d "$tmp/z3" ] && { torchrun2 z3_off "$bin/train_sftcu_fp32" -Z 3 -O 1; ran z3_off $? && same_bits dist_offload_zero3_2_ranks_equals_no_offload z3 z3_off; }
 F=$F_GPT2
 if [ -d "$tmp/one_off/step_00000002" ] && [ -d "$tmp/z2/step_00000002" ]; then
     resume one_off 1 res_off_plain; ran res_off_plain $? && same_bits dist_offload_checkpoint_resumed_without_offload one res_off_plain
