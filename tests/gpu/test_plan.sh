@@ -61,6 +61,7 @@ out=$(plan 8 -b 4 -r 0 -W 1)
 if grep -q "no setting of -Z, -r, -b.* makes it fit: use more ranks, LoRA (-A)" <<< "$out" && [ "${out##*rc=}" = 1 ]; then ok plan_nothing_fits "$(grep -o 'no setting.*' <<< "$out")"
 else fail plan_nothing_fits "$out"; fi
 table=$(bash dev/plan_table.sh 2>&1)
-if [ -n "$table" ] && python3 -c 'import sys; sys.exit(sys.argv[1] not in open("docs/distributed.md").read())' "$table"; then  # the whole table, in order ok plan_table_in_docs "$(wc -l <<< "$table") lines of dev/plan_table.sh as in docs/distributed.md"
+# the whole table, in order (grep -F would take each line alone)
+if [ -n "$table" ] && python3 -c 'import sys; sys.exit(sys.argv[1] not in open("docs/distributed.md").read())' "$table"; then ok plan_table_in_docs "$(wc -l <<< "$table") lines of dev/plan_table.sh as in docs/distributed.md"
 else fail plan_table_in_docs "docs/distributed.md does not hold dev/plan_table.sh's table (run it and paste): $(head -c 300 <<< "$table")"; fi
 exit $status
