@@ -1712,6 +1712,7 @@ int main(int argc, char **argv) {
     const char *ct = getenv("SFT_CKPT_TIMEOUT");  // how long the other ranks wait for rank 0 to write a checkpoint
     double ckpt_timeout = ct && atof(ct) > 0 ? atof(ct) : 1800.0;
     int stop = 0;  // the signal that stopped the run (preempt.h), 0 while it goes on
+    size_t step_gathered = 0;  // ZeRO-3: the values the last training step gathered (its weights' traffic)
     for (int64_t step = state.step; step < steps && !stop; step++) {
         if (run.have_val && args.val_every > 0 && step % args.val_every == 0) {
             int64_t n;
@@ -1723,8 +1724,10 @@ int main(int argc, char **argv) {
         double t0 = now_seconds();
         poison_this_step = test_poison_for_step(step + 1);
         M.dropout_step = step;  // LoRA's dropout draw (with the seed and the micro-batch)
+        size_t gathered0 = M.z3.gathered_values;
         StepResult r = gpu_train_step(&M, &loader, &sb, A, lr, args.weight_decay, args.grad_clip, &state.adam_t);
         double dt = now_seconds() - t0;
+        step_gathered = M.z3.gathered_values - gathered0;
         size_t free_now;
         CUDA_CHECK(cudaMemGetInfo(&free_now, &total_mem));
         if (free_now < min_free) min_free = free_now;
@@ -1752,6 +1755,7 @@ int main(int argc, char **argv) {
     gpu_generate(&M, &args, &run, &gen, state.step, 1, &log, &sample_rng);
     log_break(&log);
     printf("memory| peak in use %.1f MiB of %.1f MiB (rank 0)\n", (free0 - min_free) / MiB, total_mem / MiB);
+    if (M.z3.u) printf("zero3| the last step gathered %zu values (%.2f MiB) into each rank\n", step_gathered, step_gathered * sizeof(floatX) / MiB);
     if (args.ckpt_every >= 0 || args.lora.merged) gpu_download_state(&M, lora ? run.adapter : run.params, host_m, host_v);  // every rank
     if (args.ckpt_every >= 0) {  // -n -1 (benchmarks): no checkpoint
         state.epoch = loader.epoch; state.cursor = loader.cursor; state.rng = sample_rng.state;

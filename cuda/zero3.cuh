@@ -52,6 +52,7 @@ struct GpuZero3 {
     size_t lo, n;                      // this rank's shard: parameters [lo, lo + n) of the flat vector
     cudaStream_t stream;               // the communication stream (ZeRO-2's, shared with the reduce-scatters)
     cudaEvent_t gathered[2], released[2], gathered_emb, gathered_head, updated;
+    size_t gathered_values;            // values gathered so far, every unit and call: the trainer prints a step's share
 };
 
 // Floats of the gathered buffers of the device layout cfg_dev: the embeddings, the head and two blocks.
@@ -107,6 +108,7 @@ static void zero3_gather(GpuZero3 *z, GpuComm *g, const DistUnit *u, floatX *buf
         j += b - a;
     }
     comm_allgatherv_floatx(g, buf, u->counts, z->stream);
+    z->gathered_values += u->floats;
 }
 
 // Block l (0 <= l < L; other l: nothing) into its buffer unless it holds it already: the comm

@@ -39,7 +39,8 @@
 #   -> peft loads our LoRA adapters as W + s B A (dev/check_peft.py on dev/ref_lora.py's references)
 #   -> the rest while the budget lasts: the dev/cuda checks (bf16, then fp32),
 #      compute-sanitizer memcheck on a tiny step, GPT-2 XL (-r 2), 2 ranks on the one GPU (-Z 1, -Z 2),
-#      124M with -r 1 and -r 2, 124M with the optimizer offloaded (-O 1) against without, PyTorch (torch.compile) on the 124M shape, the Llama-family
+#      124M with -r 1 and -r 2, 124M with the optimizer offloaded (-O 1) against without, -Z 3 and -Z 3 -O 1
+#      on 2 ranks sharing the GPU (124M and Llama-3.2-1B's shapes), PyTorch (torch.compile) on the 124M shape, the Llama-family
 #      references in transformers, racecheck.
 # --debug builds with -DSYNC_LAUNCHES -lineinfo (an asynchronous error is reported at the
 # kernel that caused it). The dry run (tests/gpu/test_gpu_check.sh runs it in `make test`) builds
@@ -521,6 +522,57 @@ if BENCH_DATA=$name bench_run "${name}_offload" "$desc" "$V" "$b" 0 120 $T -O 1;
     elif awk -v a="$opk" -v b="$hpk" 'BEGIN {exit !(a < b)}'; then okrow "${name}_offload_vs_device" "$detail; $(losses "$ol" | wc -l) step lines' losses and norms identical"
     else fail "${name}_offload_vs_device" "$detail: the peak is not lower"; fi
 fi
+# ZeRO-3 and the offloaded optimizer on real shapes (issue 29): 2 ranks sharing the one GPU (as
+# dist_2_ranks_one_gpu), bf16, one micro-batch a rank, -Z 3 and then -Z 3 -O 1, on GPT-2 124M's
+# and Llama-3.2-1B's shapes. Each row: rank 0's median ms/step, what the last step gathered into
+# each rank (the zero3| line), the GPU's peak in use (both ranks' allocations, and the CUDA
+# contexts and NCCL's buffers) against twice the plan; the -O 1 row also needs the -Z 3 row's
+# step lines (losses and norms) bit for bit.
+# zero3_pair NAME DESC V B [FLAGS...]
+zero3_pair() {
+    local name=$1 desc=$2 V=$3 b=$4 data lim r s0 t0 rc0 rc1 dd=$R/$1 p0 p1
+    shift 4
+    ready "$name" "$TRAINER" || return 1
+    if ! data=$(data_file "${name%%_z3*}"); then skip "$name" "no data file (see its data_ row)"; return 1; fi
+    lim=$(limit_for 150) || { skip "$name" "the time budget (GPU_CHECK_BUDGET=$BUDGET s) is spent"; return 1; }
+    mkdir -p "$dd/rdzv"
+    s0=$(elapsed) t0=$SECONDS
+    for r in 0 1; do
+        NCCL_MULTI_RANK_GPU_ENABLE=1 NCCL_DEBUG=WARN SFT_NCCL_TIMEOUT=60 timeout --kill-after=5 "$lim" "$TRAINER" -i "$data" -e "$desc" -b "$b" \
+            -t $T -d $((2 * b * T)) -x $SHORT_STEPS -S 0 -n -1 -L 1 -o "$dd" -f "$dd/rdzv" -R $r -W 2 -D 0 "$@" > "$L/${name}_r$r.log" 2>&1 &
+        eval "p$r=$!"
+    done
+    wait "$p0"; rc0=$?
+    wait "$p1"; rc1=$?
+    local dt=$((SECONDS - t0)) log=$L/${name}_r0.log ms gath peak plan
+    rm -rf "$dd"
+    if grep -qi 'Duplicate GPU' "$L/${name}_r0.log" "$L/${name}_r1.log"; then
+        row "$name" skip "$dt" "$lim" "$s0" "NCCL refuses 2 ranks on one GPU (Duplicate GPU detected); NCCL >= 2.30 with NCCL_MULTI_RANK_GPU_ENABLE=1 allows it"; return 1
+    elif [ $rc0 -ne 0 ] || [ $rc1 -ne 0 ]; then
+        row "$name" FAIL "$dt" "$lim" "$s0" "exit statuses $rc0 and $rc1 (124/137: timed out): $(grep -h -m1 error "$L/${name}_r0.log" "$L/${name}_r1.log" | head -1 | cut -c1-160)"; return 1
+    fi
+    ms=$(median_ms "$log")
+    gath=$(sed -n 's/^zero3| the last step gathered [0-9]* values (\([0-9.]*\) MiB).*/\1/p' "$log")
+    peak=$(sed -n 's/^memory| peak in use \([0-9.]*\) MiB.*/\1/p' "$log")
+    plan=$(sed -n 's/^memory| per rank: .*= \([0-9.]*\) MiB planned.*/\1/p' "$log")
+    if [ -z "$ms" ] || [ -z "$gath" ] || [ -z "$peak" ] || [ -z "$plan" ]; then
+        row "$name" FAIL "$dt" "$lim" "$s0" "no ms/step, zero3| line or memory| lines in logs/${name}_r0.log"; return 1
+    fi
+    zero3_detail="$ms ms/step; the last step gathered $gath MiB into each rank; peak in use $peak MiB on the GPU for both ranks, plan 2 x $plan MiB"
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "$desc" "$b" $T 0 "$ms" "$(awk -v b="$b" -v ms="$ms" -v t=$T 'BEGIN {printf "%.0f", 2 * b * t * 1000 / ms}')" - "$peak" >> "$bench"
+    return 0
+}
+zero3_losses() { grep '^step' "$1" | sed -n 's/^\(step [0-9]*\/[0-9]* | loss [0-9.]*\) .*\(| norm [0-9.]*\) .*/\1 \2/p'; }
+while read -r name desc V b; do
+    case $name in gpt2_124M | llama32_1B) ;; *) continue ;; esac
+    if zero3_pair "${name}_z3_2_ranks" "$desc" "$V" "$b" -Z 3; then okrow "${name}_z3_2_ranks" "$zero3_detail"; fi
+    if zero3_pair "${name}_z3_offload_2_ranks" "$desc" "$V" "$b" -Z 3 -O 1; then
+        a=$L/${name}_z3_2_ranks_r0.log o=$L/${name}_z3_offload_2_ranks_r0.log
+        if [ -n "$(zero3_losses "$o")" ] && cmp -s <(zero3_losses "$a") <(zero3_losses "$o"); then
+            okrow "${name}_z3_offload_2_ranks" "$zero3_detail; step lines as -Z 3's without offload"
+        else fail "${name}_z3_offload_2_ranks" "$zero3_detail; the step lines differ from -Z 3's: $(diff <(zero3_losses "$a") <(zero3_losses "$o") | grep -m1 '^>')"; fi
+    fi
+done <<< "$SHAPES"
 # PyTorch (bf16 autocast, torch.compile, fused AdamW, flash attention) on the 124M shape
 if [ $mode = dry ]; then skip pytorch_compile "dry run: needs PyTorch on a GPU"
 elif [ $have_gpu = 1 ] && check pytorch_compile 240 "$py" "$repo/dev/bench_torch.py" gpu 12 12 768 50304 "$B" $T $STEPS; then

@@ -168,6 +168,16 @@ if problems:
     print('FAIL dist_zero3_memory_accounting: ' + '; '.join(problems)); sys.exit(1)
 print('ok dist_zero3_memory_accounting: parameters ' + ', '.join(seen) + f'; in use beyond the plan {extra1:.2f} MiB as 1 process')
 PYEOF
+# the weights' traffic of the last step of the 2-rank run (4 steps, -v 2: the last step follows an
+# update and no validation, so nothing is held): the forward gathers L blocks, the embeddings and
+# the head, the backward L - 2 blocks (the two at the turn are held), the second micro-batch 2(L - 2):
+# 10 blocks of 12C^2 + 13C, wte (vocabulary 61 padded to 128 rows) and wpe (32 positions), C = 64
+# wide, ln_f 2C (the head is tied: wte is the embeddings')
+want=$((10 * (12 * 64 * 64 + 13 * 64) + 128 * 64 + 32 * 64 + 2 * 64))
+got=$(sed -n 's/^zero3| the last step gathered \([0-9]*\) values.*/\1/p' "$tmp/z3.log")
+if [ "$got" = "$want" ]; then ok dist_zero3_gathered_values_per_step "$(grep -m1 '^zero3|' "$tmp/z3.log")"
+else fail dist_zero3_gathered_values_per_step "got '${got}' values, want $want (hand count): $(grep -m1 '^zero3|' "$tmp/z3.log")"; fi
+
 # LoRA with -Z 3 (rank 4 on every module, dropout 0.1, the merged model written: -M 1): the frozen
 # base sharded and gathered in the same units (never invalidated: it does not change), the adapters
 # as with ZeRO-2; bit-identical to -Z 2 on 2 ranks, the merged model too
