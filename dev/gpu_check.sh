@@ -559,18 +559,20 @@ zero3_pair() {
         row "$name" FAIL "$dt" "$lim" "$s0" "no ms/step, zero3| line or memory| lines in logs/${name}_r0.log"; return 1
     fi
     zero3_detail="$ms ms/step; the last step gathered $gath MiB into each rank; peak in use $peak MiB on the GPU for both ranks, plan 2 x $plan MiB"
+    zero3_time="$dt $lim $s0"  # the row's seconds, limit and start, for its ok or FAIL row
     printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "$desc" "$b" $T 0 "$ms" "$(awk -v b="$b" -v ms="$ms" -v t=$T 'BEGIN {printf "%.0f", 2 * b * t * 1000 / ms}')" - "$peak" >> "$bench"
     return 0
 }
 zero3_losses() { grep '^step' "$1" | sed -n 's/^\(step [0-9]*\/[0-9]* | loss [0-9.]*\) .*\(| norm [0-9.]*\) .*/\1 \2/p'; }
 while read -r name desc V b; do
     case $name in gpt2_124M | llama32_1B) ;; *) continue ;; esac
-    if zero3_pair "${name}_z3_2_ranks" "$desc" "$V" "$b" -Z 3; then okrow "${name}_z3_2_ranks" "$zero3_detail"; fi
+    # shellcheck disable=SC2086  # zero3_time: three numbers
+    if zero3_pair "${name}_z3_2_ranks" "$desc" "$V" "$b" -Z 3; then row "${name}_z3_2_ranks" ok $zero3_time "$zero3_detail"; fi
     if zero3_pair "${name}_z3_offload_2_ranks" "$desc" "$V" "$b" -Z 3 -O 1; then
         a=$L/${name}_z3_2_ranks_r0.log o=$L/${name}_z3_offload_2_ranks_r0.log
         if [ -n "$(zero3_losses "$o")" ] && cmp -s <(zero3_losses "$a") <(zero3_losses "$o"); then
-            okrow "${name}_z3_offload_2_ranks" "$zero3_detail; step lines as -Z 3's without offload"
-        else fail "${name}_z3_offload_2_ranks" "$zero3_detail; the step lines differ from -Z 3's: $(diff <(zero3_losses "$a") <(zero3_losses "$o") | grep -m1 '^>')"; fi
+            row "${name}_z3_offload_2_ranks" ok $zero3_time "$zero3_detail; step lines as -Z 3's without offload"
+        else row "${name}_z3_offload_2_ranks" FAIL $zero3_time "$zero3_detail; the step lines differ from -Z 3's: $(diff <(zero3_losses "$a") <(zero3_losses "$o") | grep -m1 '^>')"; fi
     fi
 done <<< "$SHAPES"
 # PyTorch (bf16 autocast, torch.compile, fused AdamW, flash attention) on the 124M shape
