@@ -82,6 +82,47 @@ hand() {
     done
     return $rc
 }
+# one_mem LOG: a run's planned MiB and each rank's in use (the memory| lines)
+one_mem() {
+    sed -n 's/^memory| per rank: .*= \([0-9.]*\) MiB planned.*/\1/p' "$1"
+    sed -n 's/^memory| rank [0-9]*: in use after setup \([0-9.]*\) MiB/\1/p' "$1"
+}
+# unit_memory NAME WHAT LETTER HELD L ONE LINE...: in a ZeRO-2 or ZeRO-3 memory| line, WHAT (the
+# gradients or the parameters) is the shard S (ceil(P/W) rounded up to 64) plus the units' LETTER
+# = P - (L - HELD) x the block's 12C^2 + 13C (C = 64: the embeddings, ln_f and HELD blocks), and
+# what each rank has in use beyond the plan is 1 process's (ONE: one_mem of its log). Each LINE:
+# P, LETTER, W, WHAT's MiB, the shard's, the units', the planned total, then each rank's in use.
+unit_memory() {
+    $py - "$@" <<'PYEOF' || status=1
+import sys
+name, what, letter, held, L, one = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), sys.argv[6].split()
+MiB, C = 1048576, 64
+problems, seen = [], []
+if len(one) != 2: problems.append(f'no 1-process memory lines: {sys.argv[6]!r}')
+else: extra1 = float(one[1]) - float(one[0])
+for text in sys.argv[7:]:
+    v = text.split()
+    if len(v) < 8 or problems:
+        problems.append(f'no memory line: {text!r}'); continue
+    P, X, W = int(v[0]), int(v[1]), int(v[2])
+    total, shard_mib, units_mib, planned = (float(x) for x in v[3:7])
+    used = [float(x) for x in v[7:]]
+    expect = P - (L - held) * (12 * C * C + 13 * C)
+    S = ((P + W - 1) // W + 63) // 64 * 64
+    if X != expect: problems.append(f'W={W}: {letter} = {X}, expected {expect}')
+    if abs(shard_mib - 4 * S / MiB) > 0.006: problems.append(f'W={W}: shard {shard_mib} MiB, expected 4S = {4 * S / MiB:.3f}')
+    if abs(units_mib - 4 * expect / MiB) > 0.006: problems.append(f'W={W}: units {units_mib} MiB, expected 4{letter} = {4 * expect / MiB:.3f}')
+    if abs(total - (4 * S + 4 * expect) / MiB) > 0.006: problems.append(f'W={W}: {what} {total} MiB, expected 4S + 4{letter}')
+    if len(used) != W: problems.append(f'W={W}: {len(used)} in-use lines')
+    for u in used:
+        if abs(u - planned - extra1) > 0.02: problems.append(f'W={W}: in use {u} MiB minus planned {planned} is not the 1-process {extra1:.2f} MiB')
+    seen.append(f'W={W}: 4S + 4{letter} = {4 * S / MiB:.3f} + {4 * X / MiB:.3f} MiB (P = {P}, {letter} = {X})')
+if problems:
+    print(f'FAIL {name}: ' + '; '.join(problems)); sys.exit(1)
+print(f'ok {name}: {what} ' + ', '.join(seen) + f'; in use beyond the plan {extra1:.2f} MiB as 1 process')
+PYEOF
+}
+
 # ---- ZeRO-3 (-Z 3): the floatX weights sharded in the units (cuda/zero3.cuh), each gathered (a
 # group of ncclBroadcast, one per rank holding part of it) into its own buffer before it is read,
 # the next block ahead on the comm stream; the gradients as ZeRO-2. 4-layer models: with 2 layers
@@ -135,39 +176,7 @@ z3mem() {
     sed -n 's/^memory| per rank: parameters \([0-9.]*\) MiB (ZeRO-3: the shard \([0-9.]*\) and the gathered units \([0-9.]*\)).*= \([0-9.]*\) MiB planned.*P = \([0-9]*\), U = [0-9]*, G = \([0-9]*\), W = \([0-9]*\),.*/\5 \6 \7 \1 \2 \3 \4/p' "$1"
     sed -n 's/^memory| rank [0-9]*: in use after setup \([0-9.]*\) MiB/\1/p' "$1"
 }
-z3one() {  # 1 process: planned and in-use MiB
-    sed -n 's/^memory| per rank: .*= \([0-9.]*\) MiB planned.*/\1/p' "$1"
-    sed -n 's/^memory| rank [0-9]*: in use after setup \([0-9.]*\) MiB/\1/p' "$1"
-}
-$py - "$(z3one "$tmp/z3_one.log")" "$(z3mem "$tmp/z3.log")" "$(z3mem "$tmp/z3w3.log")" <<'PYEOF' || status=1
-import sys
-MiB = 1048576
-w1 = sys.argv[1].split()
-problems, seen = [], []
-if len(w1) != 2: problems.append(f'no 1-process memory lines: {sys.argv[1]!r}')
-else: extra1 = float(w1[1]) - float(w1[0])
-for text in sys.argv[2:]:
-    v = text.split()
-    if len(v) < 8 or problems:
-        problems.append(f'no ZeRO-3 memory line: {text!r}'); continue
-    P, G, W = int(v[0]), int(v[1]), int(v[2])
-    params, shard_mib, gathered_mib, planned = (float(x) for x in v[3:7])
-    used = [float(x) for x in v[7:]]
-    C, L = 64, 4
-    expect_G = P - (L - 2) * (12 * C * C + 13 * C)
-    S = ((P + W - 1) // W + 63) // 64 * 64
-    if G != expect_G: problems.append(f'W={W}: G = {G}, expected {expect_G}')
-    if abs(shard_mib - 4 * S / MiB) > 0.006: problems.append(f'W={W}: shard {shard_mib} MiB, expected 4S = {4 * S / MiB:.3f}')
-    if abs(gathered_mib - 4 * expect_G / MiB) > 0.006: problems.append(f'W={W}: gathered {gathered_mib} MiB, expected 4G = {4 * expect_G / MiB:.3f}')
-    if abs(params - (4 * S + 4 * expect_G) / MiB) > 0.006: problems.append(f'W={W}: parameters {params} MiB, expected 4S + 4G')
-    if len(used) != W: problems.append(f'W={W}: {len(used)} in-use lines')
-    for u in used:
-        if abs(u - planned - extra1) > 0.02: problems.append(f'W={W}: in use {u} MiB minus planned {planned} is not the 1-process {extra1:.2f} MiB')
-    seen.append(f'W={W}: 4S + 4G = {4 * S / MiB:.3f} + {4 * G / MiB:.3f} MiB (P = {P}, G = {G})')
-if problems:
-    print('FAIL dist_zero3_memory_accounting: ' + '; '.join(problems)); sys.exit(1)
-print('ok dist_zero3_memory_accounting: parameters ' + ', '.join(seen) + f'; in use beyond the plan {extra1:.2f} MiB as 1 process')
-PYEOF
+unit_memory dist_zero3_memory_accounting parameters G 2 4 "$(one_mem "$tmp/z3_one.log")" "$(z3mem "$tmp/z3.log")" "$(z3mem "$tmp/z3w3.log")"
 # the weights' traffic of the last step of the 2-rank run (4 steps, -v 2: the last step follows an
 # update and no validation, so nothing is held): the forward gathers L blocks, the embeddings and
 # the head, the backward L - 2 blocks (the two at the turn are held), the second micro-batch 2(L - 2):
@@ -374,34 +383,7 @@ z2mem() {
     sed -n 's/^memory| per rank: .*gradients \([0-9.]*\) MiB (ZeRO-2: the shard \([0-9.]*\) and the units. scratch \([0-9.]*\)).*= \([0-9.]*\) MiB planned.*P = \([0-9]*\), U = \([0-9]*\), W = \([0-9]*\),.*/\5 \6 \7 \1 \2 \3 \4/p' "$1"
     sed -n 's/^memory| rank [0-9]*: in use after setup \([0-9.]*\) MiB/\1/p' "$1"
 }
-$py - "$(mem "$tmp/one.log")" "$(z2mem "$tmp/z2.log")" "$(z2mem "$tmp/z2w3.log")" <<'PYEOF' || status=1
-import sys
-MiB = 1048576
-w1 = sys.argv[1].split()
-extra1 = float(w1[3]) - float(w1[2])  # 1 process: in use minus planned
-problems, seen = [], []
-for text in sys.argv[2:]:
-    v = text.split()
-    if len(v) < 8:
-        problems.append(f'no ZeRO-2 memory line: {text!r}'); continue
-    P, U, W = int(v[0]), int(v[1]), int(v[2])
-    grads, shard_mib, scratch_mib, planned = (float(x) for x in v[3:7])
-    used = [float(x) for x in v[7:]]
-    C, L = 64, 2
-    expect_U = P - (L - 1) * (12 * C * C + 13 * C)
-    S = ((P + W - 1) // W + 63) // 64 * 64
-    if U != expect_U: problems.append(f'W={W}: U = {U}, expected {expect_U}')
-    if abs(shard_mib - 4 * S / MiB) > 0.006: problems.append(f'W={W}: shard {shard_mib} MiB, expected 4S = {4 * S / MiB:.3f}')
-    if abs(scratch_mib - 4 * expect_U / MiB) > 0.006: problems.append(f'W={W}: scratch {scratch_mib} MiB, expected 4U = {4 * expect_U / MiB:.3f}')
-    if abs(grads - (4 * S + 4 * expect_U) / MiB) > 0.006: problems.append(f'W={W}: gradients {grads} MiB, expected 4S + 4U')
-    if len(used) != W: problems.append(f'W={W}: {len(used)} in-use lines')
-    for u in used:
-        if abs(u - planned - extra1) > 0.02: problems.append(f'W={W}: in use {u} MiB minus planned {planned} is not the 1-process {extra1:.2f} MiB')
-    seen.append(f'W={W}: 4S + 4U = {4 * S / MiB:.3f} + {4 * U / MiB:.3f} MiB (P = {P}, U = {U})')
-if problems:
-    print('FAIL dist_zero2_memory_accounting: ' + '; '.join(problems)); sys.exit(1)
-print('ok dist_zero2_memory_accounting: gradients ' + ', '.join(seen) + f'; in use beyond the plan {extra1:.2f} MiB as 1 process')
-PYEOF
+unit_memory dist_zero2_memory_accounting gradients U 1 2 "$(one_mem "$tmp/one.log")" "$(z2mem "$tmp/z2.log")" "$(z2mem "$tmp/z2w3.log")"
 echo "time dist_zero2: $((SECONDS - z2_started)) s for the ZeRO-2 checks"
 
 # ---- optimizer offload (-O 1): this rank's fp32 master shard and AdamW moments in pinned host
